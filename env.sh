@@ -2,7 +2,9 @@
 # so `python3 -c "import rclpy, vision_dialogue.msg"` works and `ros2`-less executables run
 # (e.g. install/vision_dialogue/lib/vision_dialogue/manager_node, or `vd-run manager_node`).
 _vd_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)"
-_vd_venv="${VD_VENV:-$_vd_root/.venv}"
+# shellcheck source=/dev/null
+source "$_vd_root/scripts/venv_path.sh"
+_vd_venv="${VD_VENV:-$(_vd_venv_default "$_vd_root")}"
 if [ ! -x "$_vd_venv/bin/python" ]; then
   echo "env.sh: no venv at $_vd_venv; run scripts/setup.sh first" >&2
   return 1 2>/dev/null || exit 1

@@ -2,9 +2,11 @@
 
 The ros-kilted-* wheels were built under /opt/python/cp311-cp311 and their exported cmake
 targets name that prefix's Python and numpy include directories. Rewrites them, in place,
-inside the given venv only. Idempotent; prints how many files changed.
+inside the given venv only. Idempotent, and repairs files a moved venv left pointing at its
+old location. Prints how many files changed.
 """
 import pathlib
+import re
 import sys
 import sysconfig
 
@@ -17,14 +19,15 @@ def main(venv: str) -> int:
     root = pathlib.Path(venv)
     py_inc = sysconfig.get_paths()["include"]
     np_inc = numpy.get_include()
-    old_np = f"{BUILD_PREFIX}/lib/python3.11/site-packages/numpy/_core/include"
+    # numpy's include dir under any prefix (the build prefix, or where this venv used to be)
+    old_np = re.compile(r'[^;"\s]*/site-packages/numpy/_core/include')
     old_py = f"{BUILD_PREFIX}/include/python3.11"
     changed = 0
     for path in (root / "share").rglob("*.cmake"):
         text = path.read_text(errors="surrogateescape")
-        if BUILD_PREFIX not in text:
+        if "numpy/_core/include" not in text and BUILD_PREFIX not in text:
             continue
-        new = text.replace(old_np, np_inc).replace(old_py, py_inc)
+        new = old_np.sub(lambda _: np_inc, text).replace(old_py, py_inc)
         if new != text:
             path.write_text(new, errors="surrogateescape")
             changed += 1

@@ -2,13 +2,18 @@
 # Sets up vision_dialogue on a fresh machine: a venv (ROS 2 Kilted wheels unless a system ROS 2
 # is sourced), the Python dependencies, and a colcon build. Idempotent: a second run only
 # rebuilds what changed (a few seconds).
-#   VD_VENV   venv path (default: <repo>/.venv)
+#   VD_VENV   venv path (default: ~/.cache/vision_dialogue/venv-<hash of this checkout path>)
 #   VD_EXTRAS extra requirement sets beyond "core", e.g. "vfm" (default: "core")
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="${VD_VENV:-$ROOT/.venv}"
+# shellcheck source=/dev/null
+source "$ROOT/scripts/venv_path.sh"
+VENV="${VD_VENV:-$(_vd_venv_default "$ROOT")}"
+export VD_VENV="$VENV"
 PY="${PYTHON:-python3}"
 cd "$ROOT"
+# One setup at a time per checkout (parallel colcon builds into one tree collide).
+exec 9>"$ROOT/.setup.lock"; flock 9
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 system_ros=0
@@ -19,6 +24,7 @@ fi
 
 if [ ! -x "$VENV/bin/python" ]; then
   log "creating venv $VENV"
+  mkdir -p "$(dirname "$VENV")"
   if [ $system_ros = 1 ]; then "$PY" -m venv --system-site-packages "$VENV"; else "$PY" -m venv "$VENV"; fi
   touch "$VENV/COLCON_IGNORE"
 fi
@@ -35,10 +41,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$VPY" -m pip install -q --upgrade pip==25.3 >/dev/null
   # torch first, pinned, so nothing pulls the CUDA build.
   if grep -q '^torch==' "${req_files[@]}"; then
-    "$VPY" -m pip install -q "$(grep -h '^torch==' "${req_files[@]}" | head -1)"
+    "$VPY" -m pip install -q "$(grep -h '^torch==' "${req_files[@]}" | head -1)" \
+      2> >(grep -v 'is ignored: it is neither' >&2)
   fi
   args=(); for f in "${req_files[@]}"; do args+=(-r "$f"); done
-  "$VPY" -m pip install -q "${args[@]}"
+  "$VPY" -m pip install -q "${args[@]}" 2> >(grep -v 'is ignored: it is neither' >&2)
   echo "$want" > "$stamp"
 else
   log "requirements up to date"

@@ -1,0 +1,50 @@
+"""Shared test fixtures: source tree first on sys.path, an isolated ROS domain, and a fresh
+rclpy Context per test."""
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+# Source modules first; vision_dialogue/__init__.py merges the colcon install tree's generated
+# msg/srv/action packages into the package path.
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "test"))
+
+# Keep DDS traffic on this machine and away from other test runs.
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+DOMAIN_ID = int(os.environ.get("VD_TEST_DOMAIN_ID", random.randint(30, 200)))
+os.environ["ROS_DOMAIN_ID"] = str(DOMAIN_ID)
+
+
+@pytest.fixture
+def ros_context():
+    """A fresh, initialised rclpy Context (shut down after the test)."""
+    import rclpy
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=DOMAIN_ID)
+    try:
+        yield ctx
+    finally:
+        ctx.try_shutdown()
+
+
+def spin_until(executor, predicate, timeout: float = 5.0, step: float = 0.02) -> bool:
+    """Spin `executor` until predicate() is true or `timeout` passes; returns predicate()."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        executor.spin_once(timeout_sec=step)
+    return bool(predicate())
+
+
+@pytest.fixture
+def spin():
+    return spin_until
