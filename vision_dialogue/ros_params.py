@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 SetParametersResult)
 from rclpy.exceptions import (InvalidParameterTypeException, InvalidParameterValueException,
-                              ParameterException)
+                              ParameterException, ParameterUninitializedException)
 from rclpy.parameter import Parameter
 
 
@@ -86,7 +86,10 @@ def declare_params(node, params: Sequence[Param],
         try:
             if p.ptype is not None and p.default in ([], None):
                 node.declare_parameter(p.name, p.ptype, p.descriptor())
-                v = node.get_parameter(p.name).value
+                try:
+                    v = node.get_parameter(p.name).value
+                except ParameterUninitializedException:
+                    v = None
                 v = list(v) if v is not None else []
             else:
                 v = node.declare_parameter(p.name, p.default, p.descriptor()).value

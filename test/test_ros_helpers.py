@@ -1,0 +1,102 @@
+"""Shared ROS helpers: image conversion without cv_bridge, and parameter validation."""
+import numpy as np
+import pytest
+import rclpy
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import Image
+
+from vision_dialogue import image_msgs
+from vision_dialogue.ros_params import Param, ParameterError, declare_params
+
+
+def _pattern(h=48, w=64):
+    y, x = np.mgrid[0:h, 0:w]
+    return np.dstack([(x * 3) % 256, (y * 5) % 256, (x + y) % 256]).astype(np.uint8)
+
+
+def test_image_round_trip_bgr_and_stamp():
+    img = _pattern()
+    stamp = image_msgs.stamp_from_ns(1_700_000_000_123_456_789)
+    msg = image_msgs.to_image_msg(img, stamp=stamp, frame_id="head_cam")
+    assert (msg.encoding, msg.width, msg.height, msg.step) == ("bgr8", 64, 48, 64 * 3)
+    assert msg.header.frame_id == "head_cam"
+    assert image_msgs.stamp_to_ns(msg.header.stamp) == 1_700_000_000_123_456_789
+    np.testing.assert_array_equal(image_msgs.from_image_msg(msg), img)
+
+
+def test_rgb8_and_padded_rows_are_converted_to_bgr():
+    img = _pattern()
+    rgb = img[:, :, ::-1].copy()
+    padded = np.zeros((48, 64 * 3 + 8), np.uint8)
+    padded[:, : 64 * 3] = rgb.reshape(48, -1)
+    msg = Image(height=48, width=64, encoding="rgb8", step=64 * 3 + 8, data=padded.tobytes())
+    np.testing.assert_array_equal(image_msgs.from_image_msg(msg), img)
+
+
+@pytest.mark.parametrize("kw", [dict(encoding="yuv422"), dict(step=10), dict(height=1000)])
+def test_bad_image_messages_raise_clear_error(kw):
+    msg = image_msgs.to_image_msg(_pattern())
+    for k, v in kw.items():
+        setattr(msg, k, v)
+    with pytest.raises(image_msgs.ImageConversionError):
+        image_msgs.from_image_msg(msg)
+
+
+def test_compressed_round_trip_is_close():
+    img = _pattern()
+    msg = image_msgs.to_compressed_msg(img, frame_id="cam", quality=95)
+    assert msg.format == "jpeg" and bytes(msg.data[:3]) == b"\xff\xd8\xff"
+    out = image_msgs.from_compressed_msg(msg)
+    assert out.shape == img.shape
+    assert np.abs(out.astype(int) - img.astype(int)).mean() < 6
+    msg.data = b"not a jpeg"
+    with pytest.raises(image_msgs.ImageConversionError):
+        image_msgs.from_compressed_msg(msg)
+
+
+PARAMS = [
+    Param("n", 4, "frames that trigger a summary", range=(2, 100)),
+    Param("m", 3, "frames summarised", range=(1, 99)),
+    Param("mode", "a", "mode", choices=("a", "b")),
+    Param("names", [], "names", ptype=Parameter.Type.STRING_ARRAY),
+]
+
+
+def _cross(v):
+    return f"m={v['m']} must be smaller than n={v['n']}" if v["m"] >= v["n"] else None
+
+
+def _declare(ctx, **overrides):
+    node = Node("p", context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
+    try:
+        return node, declare_params(node, PARAMS, _cross)
+    except Exception:
+        node.destroy_node()
+        raise
+
+
+def test_params_defaults_and_overrides(ros_context):
+    node, v = _declare(ros_context, n=6, names=["x"])
+    assert v == {"n": 6, "m": 3, "mode": "a", "names": ["x"]}
+    desc = node.describe_parameter("n")
+    assert desc.integer_range[0].from_value == 2 and "summary" in desc.description
+    node.destroy_node()
+
+
+@pytest.mark.parametrize("overrides, name", [
+    (dict(n=1), "n"), (dict(mode="c"), "mode"), (dict(n="four"), "n"), (dict(n=3, m=3), "m=3"),
+])
+def test_invalid_params_name_the_parameter(ros_context, overrides, name):
+    with pytest.raises(ParameterError) as e:
+        _declare(ros_context, **overrides)
+    assert str(e.value).startswith(name)
+
+
+def test_later_sets_are_validated_too(ros_context):
+    node, _ = _declare(ros_context)
+    bad = node.set_parameters([Parameter("m", value=4)])[0]
+    assert not bad.successful and "smaller than n" in bad.reason
+    assert node.set_parameters([Parameter("m", value=2)])[0].successful
+    assert not node.set_parameters([Parameter("mode", value="z")])[0].successful
+    node.destroy_node()
