@@ -1,0 +1,285 @@
+"""bag_record / bag_play: round trips through mcap and sqlite3 bags, type hashes, timing,
+/clock and rate scaling, with real rclpy nodes in-process."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import rclpy
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from vision_dialogue.bags import (CLOCK_TYPE, SESSION_TOPICS, BagError, bag_qos, make_typestore,
+                                  parse_topic_spec, rclpy_qos, rclpy_type, read_messages)
+from vision_dialogue.ros_params import ParameterError
+
+TYPES = sorted(set(SESSION_TOPICS.values()) | {CLOCK_TYPE})
+
+
+def _executor(ctx, *nodes):
+    ex = MultiThreadedExecutor(num_threads=2, context=ctx)
+    for n in nodes:
+        ex.add_node(n)
+    return ex
+
+
+def _wait_matched(ex, pubs, spin, timeout=5.0):
+    assert spin(ex, lambda: all(p.get_subscription_count() > 0 for p in pubs), timeout), \
+        "publisher never matched the recorder"
+
+
+def test_typestore_hashes_equal_rclpy(ros_context):
+    """RIHS01 hashes rosbags computes (our msgs parsed from msg/*.msg) == what rclpy reports."""
+    store = make_typestore()
+    node = Node("hash_probe", context=ros_context)
+    try:
+        for i, msgtype in enumerate(TYPES):
+            topic = f"hash_probe_{i}"
+            node.create_publisher(rclpy_type(msgtype), topic, 1)
+            info = node.get_publishers_info_by_topic(topic)
+            assert info, msgtype
+            assert str(info[0].topic_type_hash) == store.hash_rihs01(msgtype), msgtype
+    finally:
+        node.destroy_node()
+
+
+def test_topic_specs():
+    assert parse_topic_spec("dialogue/reply") == ("dialogue/reply", "vision_dialogue/msg/Reply")
+    assert parse_topic_spec("/foo:std_msgs/msg/String") == ("/foo", "std_msgs/msg/String")
+    with pytest.raises(BagError, match="unknown topic 'nope'"):
+        parse_topic_spec("nope")
+    with pytest.raises(BagError, match="bad type"):
+        parse_topic_spec("x:String")
+    assert bag_qos("camera/image_raw").depth == 5
+    assert rclpy_qos("dialogue/reply").reliability == rclpy.qos.ReliabilityPolicy.RELIABLE
+    assert rclpy_qos("camera/image_raw/compressed").reliability == \
+        rclpy.qos.ReliabilityPolicy.BEST_EFFORT
+
+
+def _session_msgs():
+    from sensor_msgs.msg import CompressedImage, Image  # noqa: F401
+    from vision_dialogue.image_msgs import stamp_from_ns, to_compressed_msg, to_image_msg
+    from vision_dialogue.msg import Reply, Utterance
+    rng = np.random.default_rng(5)
+    img = rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)
+    stamp = stamp_from_ns(1_700_000_000_123_456_789)
+    return [
+        ("camera/image_raw", to_image_msg(img, stamp=stamp, frame_id="cam")),
+        ("camera/image_raw/compressed", to_compressed_msg(img, stamp=stamp, frame_id="cam")),
+        ("dialogue/utterance", Utterance(text="what do you see?", speaker="u1", source="script",
+                                         language="en-US", confidence=0.75)),
+        ("dialogue/reply", Reply(turn_id=3, chunk_index=1, text="A cat. It is orange.",
+                                 in_reply_to="what do you see?", final=True, fallback=False)),
+    ]
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_record_round_trip(ros_context, spin, tmp_path, storage):
+    from vision_dialogue.bag_record import BagRecorder
+    out = tmp_path / f"bag_{storage}"
+    rec = BagRecorder(context=ros_context, namespace="/robot1", parameter_overrides=[
+        Parameter("output", Parameter.Type.STRING, str(out)),
+        Parameter("storage", Parameter.Type.STRING, storage)])
+    src = Node("source", context=ros_context, namespace="/robot1")
+    msgs = _session_msgs()
+    pubs = [src.create_publisher(type(m), t, rclpy_qos(t)) for t, m in msgs]
+    ex = _executor(ros_context, rec, src)
+    try:
+        _wait_matched(ex, pubs, spin)
+        sent = []
+        for pub, (topic, m) in zip(pubs, msgs):
+            pub.publish(m)
+            sent.append(time.time_ns())
+            spin(ex, lambda: False, 0.25)  # spread the messages out in time
+        assert spin(ex, lambda: sum(rec.counts.values()) == len(msgs), 5.0), rec.counts
+    finally:
+        rec.close()
+        ex.shutdown()
+        src.destroy_node()
+        rec.destroy_node()
+
+    meta = yaml.safe_load((out / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert meta["version"] == 9
+    assert meta["storage_identifier"] == storage
+    assert meta["message_count"] == len(msgs)
+    store = make_typestore()
+    for tm in meta["topics_with_message_count"]:
+        md = tm["topic_metadata"]
+        assert md["type_description_hash"] == store.hash_rihs01(md["type"])
+        assert md["serialization_format"] == "cdr"
+        assert md["name"].startswith("/robot1/")
+
+    got = read_messages(out)
+    assert [t for t, *_ in got] == [f"/robot1/{t}" for t, _ in msgs]
+    stamps = [t for *_, t, _ in got]
+    # receive-time stamps, in order, each close to when it was published
+    assert stamps == sorted(stamps)
+    for s, ref in zip(stamps, sent):
+        assert abs(s - ref) < 0.2e9
+    for (topic, msgtype, _, data), (_, m) in zip(got, msgs):
+        back = store.deserialize_cdr(data, msgtype)
+        from rclpy.serialization import deserialize_message
+        orig = deserialize_message(data, type(m))
+        assert orig == m  # rclpy reads exactly what was published
+        if msgtype.endswith("Image"):
+            assert bytes(back.data) == bytes(m.data)
+            assert back.header.frame_id == "cam"
+            assert back.header.stamp.sec == m.header.stamp.sec
+            assert back.header.stamp.nanosec == m.header.stamp.nanosec
+        else:
+            assert back.text == m.text
+
+
+def test_record_rejects_bad_params(ros_context, tmp_path):
+    from vision_dialogue.bag_record import BagRecorder
+    (tmp_path / "exists").mkdir()
+    with pytest.raises(ParameterError, match="^output="):
+        BagRecorder(context=ros_context, parameter_overrides=[
+            Parameter("output", Parameter.Type.STRING, str(tmp_path / "exists"))])
+    with pytest.raises(ParameterError, match="^topics="):
+        BagRecorder(context=ros_context, parameter_overrides=[
+            Parameter("output", Parameter.Type.STRING, str(tmp_path / "b")),
+            Parameter("topics", Parameter.Type.STRING_ARRAY, ["no/such/topic"])])
+    with pytest.raises(ParameterError, match="^storage="):
+        BagRecorder(context=ros_context, parameter_overrides=[
+            Parameter("output", Parameter.Type.STRING, str(tmp_path / "c")),
+            Parameter("storage", Parameter.Type.STRING, "rosbag1")])
+    assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
+
+
+def _write_bag(path: Path, storage: str, spacing_s: float, count: int):
+    """A bag with `count` utterances `spacing_s` apart plus one image, written by rosbags."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rclpy.serialization import serialize_message
+    from vision_dialogue.image_msgs import to_image_msg
+    from vision_dialogue.msg import Utterance
+    store = make_typestore()
+    plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
+    t0 = 1_000_000_000_000
+    with Writer(path, version=9, storage_plugin=plugin) as w:
+        cu = w.add_connection("/dialogue/utterance", "vision_dialogue/msg/Utterance",
+                              typestore=store, offered_qos_profiles=[bag_qos("dialogue/utterance")])
+        ci = w.add_connection("/camera/image_raw", "sensor_msgs/msg/Image", typestore=store,
+                              offered_qos_profiles=[bag_qos("camera/image_raw")])
+        img = to_image_msg(np.full((8, 8, 3), 7, np.uint8), frame_id="cam")
+        w.write(ci, t0, serialize_message(img))
+        for i in range(count):
+            w.write(cu, t0 + int(i * spacing_s * 1e9), serialize_message(Utterance(text=f"line {i}")))
+    return t0
+
+
+def _play(ros_context, spin, bag: Path, rate: float, **extra):
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import Image
+    from vision_dialogue.bag_play import BagPlayer
+    from vision_dialogue.msg import Utterance
+    sink = Node("sink", context=ros_context)
+    got, clocks, images = [], [], []
+    sink.create_subscription(Utterance, "/dialogue/utterance",
+                             lambda m: got.append((time.monotonic(), m.text)), 10)
+    sink.create_subscription(Image, "/camera/image_raw", images.append,
+                             rclpy.qos.qos_profile_sensor_data)
+    sink.create_subscription(Clock, "/clock", lambda m: clocks.append(
+        m.clock.sec * 10**9 + m.clock.nanosec), 100)
+    over = [Parameter("bag", Parameter.Type.STRING, str(bag)),
+            Parameter("rate", Parameter.Type.DOUBLE, rate),
+            Parameter("start_delay", Parameter.Type.DOUBLE, 0.0)]
+    over += [Parameter(k, value=v) for k, v in extra.items()]
+    player = BagPlayer(context=ros_context, autostart=False, parameter_overrides=over)
+    ex = _executor(ros_context, player, sink)
+    try:
+        assert spin(ex, lambda: all(p.get_subscription_count() > 0
+                                    for p in player._pubs.values()), 5.0)
+        player.start()
+        assert spin(ex, lambda: player.finished.done(), 10.0)
+        spin(ex, lambda: False, 0.2)
+    finally:
+        player.close()
+        ex.shutdown()
+        player.destroy_node()
+        sink.destroy_node()
+    return got, clocks, images, player
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_play_timing_clock_and_rate(ros_context, spin, tmp_path, storage):
+    bag = tmp_path / "bag"
+    t0 = _write_bag(bag, storage, spacing_s=0.3, count=4)  # spans 0.9 s of bag time
+
+    got1, clocks, images, player = _play(ros_context, spin, bag, rate=1.0)
+    assert [t for _, t in got1] == [f"line {i}" for i in range(4)]
+    assert player.published == 5 and len(images) == 1
+    gaps = np.diff([t for t, _ in got1])
+    assert np.all(np.abs(gaps - 0.3) < 0.12), gaps
+    # /clock follows bag time: starts at the first stamp, rises, ends at the last one
+    assert clocks and clocks[0] >= t0 and clocks == sorted(clocks)
+    assert max(clocks) == t0 + int(3 * 0.3 * 1e9)  # same arithmetic as _write_bag
+    assert len(clocks) > 10  # published between messages too, not only with them
+
+    got3, _, _, _ = _play(ros_context, spin, bag, rate=3.0)
+    span1 = got1[-1][0] - got1[0][0]
+    span3 = got3[-1][0] - got3[0][0]
+    assert 0.75 < span1 < 1.15, span1
+    assert 0.2 < span3 < 0.5, span3
+
+
+def test_play_loop_topics_and_no_clock(ros_context, spin, tmp_path):
+    from vision_dialogue.bag_play import BagPlayer
+    bag = tmp_path / "bag"
+    _write_bag(bag, "mcap", spacing_s=0.02, count=3)
+    from vision_dialogue.msg import Utterance
+    sink = Node("sink", context=ros_context)
+    got, clocks = [], []
+    sink.create_subscription(Utterance, "/dialogue/utterance", lambda m: got.append(m.text), 50)
+    from rosgraph_msgs.msg import Clock
+    sink.create_subscription(Clock, "/clock", clocks.append, 10)
+    player = BagPlayer(context=ros_context, autostart=False, parameter_overrides=[
+        Parameter("bag", value=str(bag)), Parameter("loop", value=True),
+        Parameter("clock", value=False), Parameter("start_delay", value=0.0),
+        Parameter("topics", value=["/dialogue/utterance"])])
+    ex = _executor(ros_context, player, sink)
+    try:
+        assert list(player._pubs) == ["/dialogue/utterance"]
+        assert spin(ex, lambda: player._pubs["/dialogue/utterance"].get_subscription_count() > 0)
+        player.start()
+        assert spin(ex, lambda: len(got) >= 9, 5.0)  # three passes
+        assert not player.finished.done()  # still looping
+    finally:
+        player.close()
+        ex.shutdown()
+        player.destroy_node()
+        sink.destroy_node()
+    assert player.finished.done()
+    assert got[:6] == ["line 0", "line 1", "line 2"] * 2
+    assert clocks == []
+
+
+def test_play_rejects_bad_params(ros_context, tmp_path):
+    from vision_dialogue.bag_play import BagPlayer
+    with pytest.raises(ParameterError, match="^bag="):
+        BagPlayer(context=ros_context, parameter_overrides=[
+            Parameter("bag", value=str(tmp_path / "missing"))])
+    bag = tmp_path / "bag"
+    _write_bag(bag, "mcap", 0.01, 1)
+    with pytest.raises(ParameterError, match="^rate"):
+        BagPlayer(context=ros_context, parameter_overrides=[
+            Parameter("bag", value=str(bag)), Parameter("rate", value=0.0)])
+    with pytest.raises(ParameterError, match="^topics"):
+        BagPlayer(context=ros_context, parameter_overrides=[
+            Parameter("bag", value=str(bag)), Parameter("topics", value=["/nope"])])
+
+
+def test_cli_arguments():
+    from vision_dialogue import bag_play, bag_record
+    rec = {p.name: p.value for p in bag_record.parse_cli(
+        ["-o", "out", "-s", "sqlite3", "dialogue/reply", "/x:std_msgs/msg/String"])}
+    assert rec == {"output": "out", "storage": "sqlite3",
+                   "topics": ["dialogue/reply", "/x:std_msgs/msg/String"]}
+    play = {p.name: p.value for p in bag_play.parse_cli(["B", "--rate", "2", "--loop",
+                                                         "--no-clock"])}
+    assert play == {"bag": "B", "rate": 2.0, "loop": True, "clock": False}

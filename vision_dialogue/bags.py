@@ -1,0 +1,136 @@
+"""Shared rosbag2 helpers for bag_record / bag_play (pure Python, `rosbags`).
+
+- `make_typestore()`: the ROS 2 Kilted typestore plus this package's own messages, parsed
+  from `msg/*.msg` with `get_types_from_msg`, so that the type hashes (RIHS01) and message
+  definitions written into a bag are the ones `ros2 bag` and rclpy expect.
+- `SESSION_TOPICS`: the topics of a dialogue session and their types (relative names, as in
+  docs/CONVENTIONS.md).
+- QoS helpers: sensor-data QoS for camera topics, reliable depth 10 elsewhere, both as rclpy
+  profiles and as the rosbags `Qos` records that go into `metadata.yaml`.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+
+from rosbags.interfaces import (Qos, QosDurability, QosHistory, QosLiveliness,
+                                QosReliability, QosTime)
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+PACKAGE = "vision_dialogue"
+
+#: topic (relative) -> ROS type name, the default set `bag_record` writes.
+SESSION_TOPICS: dict[str, str] = {
+    "camera/image_raw": "sensor_msgs/msg/Image",
+    "camera/image_raw/compressed": "sensor_msgs/msg/CompressedImage",
+    "camera/users": "vision_dialogue/msg/DetectedUsers",
+    "dialogue/utterance": "vision_dialogue/msg/Utterance",
+    "dialogue/reply": "vision_dialogue/msg/Reply",
+    "dialogue/prompt_state": "vision_dialogue/msg/PromptState",
+    "dialogue/speech_state": "vision_dialogue/msg/SpeechState",
+}
+
+CLOCK_TOPIC = "/clock"
+CLOCK_TYPE = "rosgraph_msgs/msg/Clock"
+STORAGE_IDS = ("mcap", "sqlite3")
+
+
+class BagError(ValueError):
+    """A bag or topic specification that cannot be used (clear message, no traceback)."""
+
+
+def msg_dir() -> Path:
+    """Directory holding this package's .msg files (source tree, else the install share)."""
+    here = Path(__file__).resolve().parents[1] / "msg"
+    if here.is_dir():
+        return here
+    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
+        cand = Path(prefix) / "share" / PACKAGE / "msg"
+        if cand.is_dir():
+            return cand
+    raise BagError(f"cannot find the {PACKAGE} msg/ directory")
+
+
+def make_typestore():
+    """Kilted typestore with every vision_dialogue/msg/* type registered from its .msg file."""
+    store = get_typestore(Stores.ROS2_KILTED)
+    types: dict = {}
+    for path in sorted(msg_dir().glob("*.msg")):
+        types.update(get_types_from_msg(path.read_text(), f"{PACKAGE}/msg/{path.stem}"))
+    store.register(types)
+    return store
+
+
+def resolve_topic(topic: str, namespace: str = "/") -> str:
+    """Relative topic -> absolute name in `namespace` (as rclpy resolves it)."""
+    if topic.startswith("/"):
+        return topic
+    ns = "/" + namespace.strip("/") if namespace.strip("/") else ""
+    return f"{ns}/{topic}"
+
+
+def parse_topic_spec(spec: str) -> tuple[str, str]:
+    """'topic' (known session topic) or 'topic:pkg/msg/Type' -> (topic, type)."""
+    if ":" in spec:
+        topic, msgtype = spec.split(":", 1)
+    else:
+        topic = spec
+        msgtype = SESSION_TOPICS.get(spec.lstrip("/"), "")
+        if not msgtype:
+            raise BagError(f"unknown topic {spec!r}: give its type as {spec}:pkg/msg/Type "
+                           f"(known: {', '.join(SESSION_TOPICS)})")
+    if msgtype.count("/") != 2:
+        raise BagError(f"bad type {msgtype!r} for {topic!r}: expected pkg/msg/Type")
+    return topic, msgtype
+
+
+def rclpy_type(msgtype: str):
+    """'pkg/msg/Type' -> the generated rclpy message class."""
+    pkg, kind, name = msgtype.split("/")
+    try:
+        return getattr(importlib.import_module(f"{pkg}.{kind}"), name)
+    except (ImportError, AttributeError) as e:
+        raise BagError(f"message type {msgtype} is not available ({e})") from None
+
+
+def is_sensor_topic(topic: str) -> bool:
+    """Camera streams use sensor-data QoS (best effort, keep last 5)."""
+    return "camera/image" in topic
+
+
+def rclpy_qos(topic: str):
+    """The rclpy QoS profile our nodes use on `topic`."""
+    from rclpy.qos import QoSProfile, qos_profile_sensor_data
+    return qos_profile_sensor_data if is_sensor_topic(topic) else QoSProfile(depth=10)
+
+
+def bag_qos(topic: str) -> Qos:
+    """The offered QoS recorded in metadata.yaml for `topic` (matches `rclpy_qos`)."""
+    zero = QosTime(sec=0, nsec=0)
+    if is_sensor_topic(topic):
+        rel, depth = QosReliability.BEST_EFFORT, 5
+    else:
+        rel, depth = QosReliability.RELIABLE, 10
+    return Qos(history=QosHistory.KEEP_LAST, depth=depth, reliability=rel,
+               durability=QosDurability.VOLATILE, deadline=zero, lifespan=zero,
+               liveliness=QosLiveliness.AUTOMATIC, liveliness_lease_duration=zero,
+               avoid_ros_namespace_conventions=False)
+
+
+def storage_plugin(storage_id: str):
+    from rosbags.rosbag2 import StoragePlugin
+    if storage_id not in STORAGE_IDS:
+        raise BagError(f"storage={storage_id!r} is not one of {list(STORAGE_IDS)}")
+    return StoragePlugin.MCAP if storage_id == "mcap" else StoragePlugin.SQLITE3
+
+
+def read_messages(path: str | Path, topics: list[str] | None = None):
+    """[(topic, msgtype, timestamp_ns, cdr_bytes)] of a bag, in time order (for tests/tools)."""
+    from rosbags.rosbag2 import Reader
+    out = []
+    with Reader(Path(path)) as reader:
+        conns = [c for c in reader.connections if not topics or c.topic in topics]
+        for conn, t, data in reader.messages(connections=conns):
+            out.append((conn.topic, conn.msgtype, t, bytes(data)))
+    return out
