@@ -1,0 +1,69 @@
+"""An in-process ChatBackend for core tests and benchmarks (no network).
+
+Requests are recorded; replies come from `responder(messages, kind)` where kind is "summary",
+"fold" or "reply" (guessed from the prompt), or defaults. `gate[kind]` (a threading.Event)
+makes calls of that kind wait until it is set; `fail[kind]` (int) makes that many calls raise.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from vision_dialogue.core.backend import BackendError
+
+
+def kind_of(messages) -> str:
+    last = messages[-1]["content"]
+    text = last if isinstance(last, str) else " ".join(
+        p.get("text", "") for p in last if p.get("type") == "text")
+    if "one short sentence" in text:
+        return "summary"
+    if "Earlier memory:" in text:
+        return "fold"
+    return "reply"
+
+
+class FakeChatBackend:
+    def __init__(self, supports_images: bool = True, latency: float = 0.0, responder=None):
+        self.supports_images = supports_images
+        self.latency = latency
+        self.responder = responder
+        self.calls: list[tuple[str, list, dict]] = []
+        self.gate: dict[str, threading.Event] = {}
+        self.fail: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._n = 0
+
+    def _answer(self, messages, kw) -> str:
+        kind = kind_of(messages)
+        with self._lock:
+            self.calls.append((kind, messages, kw))
+            self._n += 1
+            n = self._n
+            failing = self.fail.get(kind, 0) > 0
+            if failing:
+                self.fail[kind] -= 1
+        gate = self.gate.get(kind)
+        if gate is not None:
+            assert gate.wait(10.0), f"gate for {kind} never opened"
+        if self.latency:
+            time.sleep(self.latency)
+        if failing:
+            raise BackendError(f"fake {kind} failure")
+        if self.responder is not None:
+            return self.responder(messages, kind)
+        return {"summary": f"I saw thing {n}.", "fold": f"Memory {n}.",
+                "reply": "Hello there. Nice hat!"}[kind]
+
+    def complete(self, messages, *, model=None, max_tokens=None, temperature=None) -> str:
+        return self._answer(messages, {"model": model, "max_tokens": max_tokens})
+
+    def stream(self, messages, *, model=None, max_tokens=None, temperature=None):
+        text = self._answer(messages, {"model": model, "max_tokens": max_tokens, "stream": True})
+        for s in text.replace(". ", ".|").replace("! ", "!|").replace("? ", "?|").split("|"):
+            if s.strip():
+                yield s.strip()
+
+    def of_kind(self, kind: str) -> list:
+        with self._lock:
+            return [c for c in self.calls if c[0] == kind]

@@ -1,0 +1,249 @@
+"""The conversation: frames and utterances in, replies out, with a bounded, summarised prompt.
+
+`Conversation` ties the timeline, the image policy, frame summaries, history folding and the
+persona together. It has no ROS imports; the manager node is a thin adapter around it.
+
+Threading: `add_frame` and `turn` may be called from any threads at once. Turns are serialised
+by a turn lock (the caller decides their order; the node feeds them from one FIFO queue).
+Summaries and folds run on a small worker pool and never block a turn: a turn takes a snapshot
+of the timeline under a short lock and calls the LLM with no lock held.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+
+from vision_dialogue.core.history import HistoryFolder
+from vision_dialogue.core.images import Frame, ImagePolicy, as_bgr, downscale, is_dark
+from vision_dialogue.core.persona import Persona
+from vision_dialogue.core.prompt import PromptBuilder, prompt_size
+from vision_dialogue.core.summariser import FrameSummariser, validate_nm
+from vision_dialogue.core.timeline import ROBOT, USER, FrameItem, LineItem, SummaryItem, \
+    Timeline, describe
+
+_log = logging.getLogger("vision_dialogue.conversation")
+
+# Emoji and pictographs (the persona forbids them; speech engines read them out).
+_EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]")
+
+Listener = Callable[[str, dict], None]
+
+
+@dataclass
+class ConversationConfig:
+    """Settings of the conversation core (the node maps its parameters onto these)."""
+    n: int = 4
+    m: int = 3
+    policy: ImagePolicy = field(default_factory=ImagePolicy)
+    history_budget_chars: int = 3000
+    keep_recent_lines: int = 6
+    max_reply_tokens: int = 150
+    summary_max_tokens: int = 60
+    model: str | None = None             # None: the backend's default
+    summary_model: str | None = None     # None: same as model
+    stream: bool = True
+    max_summary_failures: int = 3
+    workers: int = 2                     # background summary / fold threads
+
+    def __post_init__(self):
+        validate_nm(self.n, self.m)
+
+
+@dataclass
+class TurnResult:
+    """The outcome of one user turn."""
+    turn_id: int
+    in_reply_to: str
+    text: str
+    sentences: list[str]
+    fallback: bool = False
+    error: str | None = None
+    overhead_s: float = 0.0     # time in our code (prompt building etc.), excluding the LLM
+
+
+def clean_reply(text: str) -> str:
+    """Remove emoji and collapse whitespace."""
+    return " ".join(_EMOJI.sub("", text or "").split())
+
+
+class Conversation:
+    """A vision-enabled dialogue with one person.
+
+    backend: a ChatBackend (complete/stream/supports_images). observer: callable(bgr)->str,
+    used when the backend cannot take images. summary_backend: for summaries and folds
+    (default: backend). listeners: callables(event, data) for "frame", "user", "reply",
+    "summary", "summary_failed", "fold", "fold_failed" (called outside locks).
+    """
+
+    def __init__(self, backend, persona: Persona, config: ConversationConfig | None = None, *,
+                 observer: Callable[[np.ndarray], str] | None = None, summary_backend=None,
+                 listeners: Iterable[Listener] = (), logger=None):
+        self.config = cfg = config or ConversationConfig()
+        self.backend = backend
+        self.persona = persona
+        self.observer = observer
+        self.log = logger or _log
+        self.supports_images = bool(getattr(backend, "supports_images", True))
+        self.timeline = Timeline()
+        self.builder = PromptBuilder(persona, cfg.policy, self.supports_images)
+        self._pool = ThreadPoolExecutor(max_workers=cfg.workers,
+                                        thread_name_prefix="vd-summary")
+        sb = summary_backend or backend
+        smodel = cfg.summary_model or cfg.model
+        self.summariser = FrameSummariser(
+            self.timeline, self.builder, sb, self._pool, cfg.n, cfg.m, model=smodel,
+            max_tokens=cfg.summary_max_tokens, max_failures=cfg.max_summary_failures,
+            on_event=self._after_summary, logger=self.log)
+        self.folder = HistoryFolder(
+            self.timeline, self.builder, sb, self._pool, cfg.history_budget_chars,
+            cfg.keep_recent_lines, model=smodel, on_event=self._emit, logger=self.log)
+        self._listeners: list[Listener] = list(listeners)
+        self._turn_lock = threading.Lock()
+        self._turn_id = 0
+        self._closed = False
+
+    # --- events ----------------------------------------------------------------------------
+    def add_listener(self, fn: Listener) -> None:
+        self._listeners.append(fn)
+
+    def _emit(self, kind: str, data: dict) -> None:
+        for fn in list(self._listeners):
+            try:
+                fn(kind, data)
+            except Exception as e:  # noqa: BLE001 - a listener must not break the dialogue
+                self.log.error(f"listener failed on {kind!r}: {e}")
+
+    def _after_summary(self, kind: str, data: dict) -> None:
+        self._emit(kind, data)
+        if kind == "summary":
+            self.folder.check()
+
+    # --- input -----------------------------------------------------------------------------
+    def add_frame(self, image: np.ndarray, stamp: float | None = None) -> Frame:
+        """Add a camera frame (HxWx3 BGR uint8, or grey). Encodes it (or observes it, for a
+        text-only backend) before it enters the timeline, then applies the summary rule.
+        Raises ValueError on a malformed image."""
+        bgr = as_bgr(image)
+        pol = self.config.policy
+        bgr = downscale(bgr, max(pol.newest_max_side, pol.older_max_side))
+        frame = Frame(bgr=bgr, stamp=time.time() if stamp is None else float(stamp))
+        frame.dark = is_dark(bgr, pol.dark_threshold)
+        if self.supports_images:
+            pol.prepare(frame)
+        elif self.observer is not None:
+            try:
+                frame.observation = str(self.observer(bgr)).strip()
+            except Exception as e:  # noqa: BLE001
+                self.log.warning(f"frame observer failed ({e}); frame goes in unobserved")
+        if frame.dark and not frame.observation and not self.supports_images:
+            frame.observation = "darkness"
+        self.timeline.add_frame(frame)
+        self._emit("frame", {"frame": frame})
+        self.summariser.on_frame()
+        return frame
+
+    def turn(self, text: str, on_sentence: Callable[[str, int], None] | None = None,
+             speaker: str = "") -> TurnResult:
+        """Answer one user utterance. Streams sentences to on_sentence(sentence, index) when
+        the config asks for streaming. Never raises for LLM failures: returns the persona's
+        fallback line with fallback=True."""
+        text = " ".join(str(text).split())
+        if not text:
+            raise ValueError("utterance text is empty")
+        with self._turn_lock:
+            t0 = time.perf_counter()
+            self._turn_id += 1
+            turn_id = self._turn_id
+            self.timeline.add_line(USER, text)
+            self._emit("user", {"turn_id": turn_id, "text": text, "speaker": speaker})
+            self.folder.check()
+            msgs = self.builder.reply_messages(self.timeline.snapshot(),
+                                               self.timeline.history_summary)
+            overhead = time.perf_counter() - t0
+            sentences: list[str] = []
+            error = None
+            cfg = self.config
+            try:
+                if cfg.stream:
+                    for s in self.backend.stream(msgs, model=cfg.model,
+                                                 max_tokens=cfg.max_reply_tokens):
+                        s = clean_reply(s)
+                        if not s:
+                            continue
+                        if on_sentence is not None:
+                            on_sentence(s, len(sentences))
+                        sentences.append(s)
+                else:
+                    s = clean_reply(self.backend.complete(msgs, model=cfg.model,
+                                                          max_tokens=cfg.max_reply_tokens))
+                    if s:
+                        sentences.append(s)
+                if not sentences:
+                    raise ValueError("empty reply")
+            except Exception as e:  # noqa: BLE001 - any backend failure gives the fallback
+                error = f"{type(e).__name__}: {e}"
+                self.log.error(f"turn {turn_id}: LLM call failed ({error}); "
+                               "answering with the fallback line")
+            t1 = time.perf_counter()
+            fallback = error is not None
+            if fallback:
+                line = self.persona.fallback()
+                if sentences and cfg.stream and on_sentence is not None:
+                    on_sentence(line, len(sentences))
+                sentences.append(line)
+            reply = " ".join(sentences)
+            self.timeline.add_line(ROBOT, reply)
+            self.folder.check()
+            overhead += time.perf_counter() - t1
+            result = TurnResult(turn_id, text, reply, sentences, fallback, error, overhead)
+        self._emit("reply", {"result": result})
+        return result
+
+    # --- inspection ------------------------------------------------------------------------
+    def reply_messages(self) -> list:
+        """The prompt a reply would get now (without a new user line)."""
+        return self.builder.reply_messages(self.timeline.snapshot(),
+                                           self.timeline.history_summary)
+
+    def state(self) -> dict:
+        """Counts and texts for monitoring (the node's PromptState)."""
+        items = self.timeline.snapshot()
+        chars, image_bytes = prompt_size(
+            self.builder.reply_messages(items, self.timeline.history_summary))
+        return {
+            "raw_frames": sum(isinstance(i, FrameItem) for i in items),
+            "frame_summaries": sum(isinstance(i, SummaryItem) for i in items),
+            "dialogue_lines": sum(isinstance(i, LineItem) for i in items),
+            "folded_lines": self.timeline.folded_lines,
+            "pending_summaries": self.summariser.pending,
+            "prompt_chars": chars,
+            "prompt_image_bytes": image_bytes,
+            "summaries": [i.text for i in items if isinstance(i, SummaryItem)],
+            "history_summary": self.timeline.history_summary,
+            "timeline": [describe(i) for i in items],
+        }
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Wait until no summary or fold is in flight (tests, shutdown)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            futs = self.summariser.futures() + self.folder.futures()
+            if not futs:
+                return True
+            wait(futs, timeout=max(0.0, deadline - time.monotonic()))
+        return not (self.summariser.futures() or self.folder.futures())
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Let in-flight summaries finish (bounded by `timeout`) and stop the pool."""
+        if self._closed:
+            return
+        self._closed = True
+        self.wait_idle(timeout)
+        self._pool.shutdown(wait=False, cancel_futures=True)

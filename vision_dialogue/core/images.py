@@ -1,0 +1,119 @@
+"""Camera frames and the image policy: downscaling, JPEG data URLs, encoded once per size.
+
+The newest frame goes into the prompt at `newest_max_side`, older frames at `older_max_side`.
+Each frame caches its encodings (one per max side), so a turn only looks strings up instead of
+re-encoding every frame. `ImagePolicy.prepare(frame)` warms both sizes at arrival time.
+"""
+from __future__ import annotations
+
+import base64
+import threading
+import time
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+
+DETAILS = ("low", "high", "auto")
+
+
+@dataclass(frozen=True)
+class ImagePolicy:
+    """How frames become image parts of the prompt."""
+    newest_max_side: int = 640
+    older_max_side: int = 256
+    jpeg_quality: int = 80
+    detail: str = "low"
+    dark_threshold: float = 20.0   # mean grey level (0..255) under which a frame counts as dark
+
+    def __post_init__(self):
+        for name in ("newest_max_side", "older_max_side"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 16:
+                raise ValueError(f"{name}={v!r} must be an integer >= 16")
+        if not 1 <= int(self.jpeg_quality) <= 100:
+            raise ValueError(f"jpeg_quality={self.jpeg_quality!r} must be in [1, 100]")
+        if self.detail not in DETAILS:
+            raise ValueError(f"image_detail={self.detail!r} must be one of {list(DETAILS)}")
+
+    def part(self, frame: "Frame", newest: bool) -> dict:
+        """The OpenAI image part for `frame` (cached data URL)."""
+        side = self.newest_max_side if newest else self.older_max_side
+        return {"type": "image_url",
+                "image_url": {"url": frame.data_url(side, self.jpeg_quality),
+                              "detail": self.detail}}
+
+    def prepare(self, frame: "Frame") -> None:
+        """Encode both sizes now (at arrival) so turns never wait for JPEG encoding."""
+        frame.data_url(self.newest_max_side, self.jpeg_quality)
+        frame.data_url(self.older_max_side, self.jpeg_quality)
+
+
+def downscale(bgr: np.ndarray, max_side: int) -> np.ndarray:
+    """Shrink so the longer side is at most `max_side` (never enlarges)."""
+    h, w = bgr.shape[:2]
+    s = max(h, w)
+    if s <= max_side:
+        return bgr
+    scale = max_side / s
+    return cv2.resize(bgr, (max(1, round(w * scale)), max(1, round(h * scale))),
+                      interpolation=cv2.INTER_AREA)
+
+
+def as_bgr(img: np.ndarray) -> np.ndarray:
+    """Validate and normalise an image to HxWx3 uint8 BGR; raises ValueError on bad input."""
+    if not isinstance(img, np.ndarray):
+        raise ValueError(f"frame must be a numpy array, got {type(img).__name__}")
+    if img.dtype != np.uint8:
+        raise ValueError(f"frame must be uint8, got {img.dtype}")
+    if img.ndim == 2:
+        img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
+    elif img.ndim == 3 and img.shape[2] == 4:
+        img = img[:, :, :3]
+    if img.ndim != 3 or img.shape[2] != 3 or img.shape[0] < 1 or img.shape[1] < 1:
+        raise ValueError(f"frame must be HxWx3 (or HxW), got shape {img.shape}")
+    return np.ascontiguousarray(img)
+
+
+@dataclass(eq=False)
+class Frame:
+    """One camera frame as seen by the conversation: pixels, time, and cached encodings."""
+    bgr: np.ndarray
+    id: int = 0                     # set by the timeline on arrival
+    stamp: float = field(default_factory=time.time)   # seconds since the epoch
+    observation: str | None = None   # text observation, for text-only backends
+    dark: bool = False
+    _cache: dict = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def jpeg(self, max_side: int, quality: int) -> bytes:
+        """JPEG bytes at `max_side` (encoded once, then cached)."""
+        key = ("jpg", max_side, quality)
+        got = self._cache.get(key)
+        if got is None:
+            with self._lock:
+                got = self._cache.get(key)
+                if got is None:
+                    ok, enc = cv2.imencode(".jpg", downscale(self.bgr, max_side),
+                                           [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
+                    if not ok:
+                        raise ValueError(f"JPEG encoding failed for frame {self.id}")
+                    got = enc.tobytes()
+                    self._cache[key] = got
+        return got
+
+    def data_url(self, max_side: int, quality: int) -> str:
+        """`data:image/jpeg;base64,...` at `max_side` (cached)."""
+        key = ("url", max_side, quality)
+        got = self._cache.get(key)
+        if got is None:
+            got = "data:image/jpeg;base64," + base64.b64encode(
+                self.jpeg(max_side, quality)).decode("ascii")
+            self._cache[key] = got
+        return got
+
+
+def is_dark(bgr: np.ndarray, threshold: float) -> bool:
+    """True when the frame's mean grey level (on a small copy) is under `threshold`."""
+    small = downscale(bgr, 64)
+    return float(small.mean()) < threshold

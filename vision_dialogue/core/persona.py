@@ -1,0 +1,63 @@
+"""The robot's persona and instructions, loaded from a YAML file (config/persona.yaml)."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import yaml
+
+SOURCE_PERSONA = Path(__file__).resolve().parents[2] / "config" / "persona.yaml"
+
+
+class PersonaError(ValueError):
+    """The persona file is missing, unreadable or lacks a required key."""
+
+
+@dataclass(frozen=True)
+class Persona:
+    """All texts the conversation core sends to the LLM or says itself."""
+    system: str
+    summary_instruction: str
+    history_instruction: str
+    no_frames_note: str
+    dark_frames_note: str
+    fallback_lines: tuple[str, ...]
+    lost_frames_marker: str = "Something happened here that I did not catch."
+    frame_label: str = "What you see now (your eyes):"
+    summary_label: str = "Earlier you saw:"
+    history_label: str = "What happened earlier in this conversation:"
+    extra: dict = field(default_factory=dict)
+
+    def fallback(self, rng: random.Random | None = None) -> str:
+        """One in-character line for when the LLM fails."""
+        return (rng or random).choice(self.fallback_lines)
+
+
+REQUIRED = ("system", "summary_instruction", "history_instruction", "no_frames_note",
+            "dark_frames_note", "fallback_lines")
+
+
+def load_persona(path: str | Path | None = None) -> Persona:
+    """Read a persona YAML file (default: the source tree's config/persona.yaml)."""
+    p = Path(path) if path else SOURCE_PERSONA
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise PersonaError(f"persona_file {str(p)!r}: cannot read ({e})") from None
+    except yaml.YAMLError as e:
+        raise PersonaError(f"persona_file {str(p)!r}: invalid YAML ({e})") from None
+    if not isinstance(data, dict):
+        raise PersonaError(f"persona_file {str(p)!r}: expected a mapping at the top level")
+    missing = [k for k in REQUIRED if not data.get(k)]
+    if missing:
+        raise PersonaError(f"persona_file {str(p)!r}: missing keys {missing}")
+    lines = data["fallback_lines"]
+    if isinstance(lines, str):
+        lines = [lines]
+    if not isinstance(lines, list) or not all(isinstance(x, str) and x.strip() for x in lines):
+        raise PersonaError(f"persona_file {str(p)!r}: fallback_lines must be a list of texts")
+    known = {f.name for f in fields(Persona)} - {"extra", "fallback_lines"}
+    kw = {k: str(v).strip() for k, v in data.items() if k in known}
+    extra = {k: v for k, v in data.items() if k not in known and k != "fallback_lines"}
+    return Persona(fallback_lines=tuple(s.strip() for s in lines), extra=extra, **kw)

@@ -1,0 +1,139 @@
+"""Building the OpenAI-format messages: replies, frame-summary requests, history folding.
+
+Reply prompt, in order: the persona's system text; the running history summary (if any); the
+timeline items in arrival order (frames as images, summaries as "[Earlier you saw: ...]",
+user lines as `user`, robot lines as `assistant`; adjacent user-side items share one message);
+then a note when no frame has arrived yet or the newest frame is dark. The newest frame goes in
+at full configured size, older ones downscaled (ImagePolicy). With a text-only backend a frame
+goes in as its text observation instead.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from vision_dialogue.core.images import ImagePolicy
+from vision_dialogue.core.persona import Persona
+from vision_dialogue.core.timeline import ROBOT, FrameItem, Item, LineItem, SummaryItem
+
+
+class PromptBuilder:
+    """Turns timeline snapshots into chat messages."""
+
+    def __init__(self, persona: Persona, policy: ImagePolicy, supports_images: bool = True):
+        self.persona = persona
+        self.policy = policy
+        self.supports_images = supports_images
+
+    # --- parts -----------------------------------------------------------------------------
+    def _frame_parts(self, item: FrameItem, newest: bool, summary_size: bool = False) -> list:
+        f = item.frame
+        if not self.supports_images:
+            obs = f.observation or "nothing I can make out"
+            label = self.persona.frame_label if newest and not summary_size else "You saw:"
+            return [{"type": "text", "text": f"[{label} {obs}]"}]
+        parts = []
+        if newest and not summary_size:
+            parts.append({"type": "text", "text": f"[{self.persona.frame_label}]"})
+        parts.append(self.policy.part(f, newest and not summary_size))
+        return parts
+
+    def _summary_part(self, item: SummaryItem) -> dict:
+        return {"type": "text", "text": f"[{self.persona.summary_label} {item.text}]"}
+
+    @staticmethod
+    def _pack(messages: list, role: str, parts: list) -> None:
+        """Append parts as `role`, merging into the previous message of the same role."""
+        if messages and messages[-1]["role"] == role and isinstance(messages[-1]["content"], list):
+            messages[-1]["content"].extend(parts)
+        else:
+            messages.append({"role": role, "content": list(parts)})
+
+    @staticmethod
+    def _flatten(messages: list) -> list:
+        """Text-only content lists become plain strings (what every backend accepts)."""
+        for msg in messages:
+            c = msg["content"]
+            if isinstance(c, list) and all(p.get("type") == "text" for p in c):
+                msg["content"] = "\n".join(p["text"] for p in c)
+        return messages
+
+    def _head(self, history_summary: str) -> list:
+        msgs = [{"role": "system", "content": self.persona.system.strip()}]
+        if history_summary:
+            msgs.append({"role": "system",
+                         "content": f"[{self.persona.history_label} {history_summary}]"})
+        return msgs
+
+    # --- prompts ---------------------------------------------------------------------------
+    def reply_messages(self, items: Sequence[Item], history_summary: str = "") -> list:
+        """The prompt for the robot's next reply (the last user line is in `items`)."""
+        msgs = self._head(history_summary)
+        newest = None
+        for it in reversed(items):
+            if isinstance(it, FrameItem):
+                newest = it
+                break
+        seen_any = newest is not None or any(isinstance(it, SummaryItem) for it in items)
+        for it in items:
+            if isinstance(it, FrameItem):
+                self._pack(msgs, "user", self._frame_parts(it, it is newest))
+            elif isinstance(it, SummaryItem):
+                self._pack(msgs, "user", [self._summary_part(it)])
+            elif isinstance(it, LineItem):
+                role = "assistant" if it.role == ROBOT else "user"
+                self._pack(msgs, role, [{"type": "text", "text": it.text}])
+        if not seen_any:
+            msgs.append({"role": "system", "content": self.persona.no_frames_note.strip()})
+        elif newest is not None and newest.frame.dark:
+            msgs.append({"role": "system", "content": self.persona.dark_frames_note.strip()})
+        return self._flatten(msgs)
+
+    def summary_messages(self, items: Sequence[Item], frames: Sequence[FrameItem],
+                         history_summary: str = "") -> list:
+        """The paper's summary request: instructions, the conversation and earlier summaries
+        up to the frames, then the frames (older size), then the request for one sentence."""
+        msgs = self._head(history_summary)
+        first = frames[0]
+        for it in items:
+            if it is first:
+                break
+            if isinstance(it, SummaryItem):
+                self._pack(msgs, "user", [self._summary_part(it)])
+            elif isinstance(it, LineItem):
+                role = "assistant" if it.role == ROBOT else "user"
+                self._pack(msgs, role, [{"type": "text", "text": it.text}])
+        parts: list = []
+        for f in frames:
+            parts.extend(self._frame_parts(f, newest=False, summary_size=True))
+        parts.append({"type": "text", "text": self.persona.summary_instruction.strip()})
+        self._pack(msgs, "user", parts)
+        return self._flatten(msgs)
+
+    def fold_messages(self, items: Sequence[Item], history_summary: str) -> list:
+        """Ask for a new running history summary from the old one plus `items`."""
+        lines = []
+        for it in items:
+            if isinstance(it, LineItem):
+                lines.append(("Robot: " if it.role == ROBOT else "Person: ") + it.text)
+            elif isinstance(it, SummaryItem):
+                lines.append(f"(The robot saw: {it.text})")
+        body = (f"Earlier memory: {history_summary or '(none)'}\n\nNew part:\n"
+                + "\n".join(lines))
+        return [{"role": "system", "content": self.persona.history_instruction.strip()},
+                {"role": "user", "content": body}]
+
+
+def prompt_size(messages: Sequence[dict]) -> tuple[int, int]:
+    """(characters of text, bytes of image data URLs) of a message list."""
+    chars = images = 0
+    for m in messages:
+        c = m["content"]
+        if isinstance(c, str):
+            chars += len(c)
+            continue
+        for p in c:
+            if p.get("type") == "text":
+                chars += len(p["text"])
+            elif p.get("type") == "image_url":
+                images += len(p["image_url"]["url"])
+    return chars, images

@@ -1,0 +1,190 @@
+"""The prompt timeline: frames, frame summaries and dialogue lines in arrival order.
+
+Thread-safe: frames and utterances may be added from different threads while background
+summaries complete. Items are only ever appended at the end; summaries replace their frames
+in place and history folding removes a prefix, so positions of other items never cross.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from vision_dialogue.core.images import Frame
+
+USER, ROBOT = "user", "robot"
+
+
+@dataclass(eq=False)
+class FrameItem:
+    """A raw frame in the timeline. `pending`: a summary request holds it."""
+    frame: Frame
+    pending: bool = False
+    failures: int = 0
+    kind: str = "frame"
+
+    @property
+    def id(self) -> int:
+        return self.frame.id
+
+
+@dataclass(eq=False)
+class SummaryItem:
+    """One short sentence that replaced consecutive frames `frame_ids`."""
+    text: str
+    frame_ids: tuple[int, ...]
+    failed: bool = False          # neutral marker after repeated summary failures
+    pending_fold: bool = False
+    kind: str = "summary"
+
+    def label(self) -> str:
+        a, b = self.frame_ids[0], self.frame_ids[-1]
+        return f"summary {a}" if a == b else f"summary {a}-{b}"
+
+
+@dataclass(eq=False)
+class LineItem:
+    """A dialogue line: role is "user" or "robot"."""
+    role: str
+    text: str
+    seq: int = 0
+    pending_fold: bool = False
+    kind: str = "line"
+
+
+Item = FrameItem | SummaryItem | LineItem
+
+
+def describe(item: Item) -> str:
+    """One compact line per item, e.g. "frame 3", "summary 1-2", "user: hi"."""
+    if isinstance(item, FrameItem):
+        return f"frame {item.id}" + (" (summarising)" if item.pending else "")
+    if isinstance(item, SummaryItem):
+        return item.label() + ": " + item.text
+    return f"{item.role}: {item.text}"
+
+
+class Timeline:
+    """An ordered, lock-protected list of timeline items."""
+
+    def __init__(self):
+        self._items: list[Item] = []
+        self._lock = threading.RLock()
+        self._frame_ids = itertools.count(1)
+        self._line_seq = itertools.count(1)
+        self.folded_lines = 0
+        self.history_summary = ""
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    def add_frame(self, frame: Frame) -> FrameItem:
+        """Append `frame`, giving it the next frame id (1, 2, ...) in arrival order."""
+        item = FrameItem(frame)
+        with self._lock:
+            frame.id = next(self._frame_ids)
+            self._items.append(item)
+        return item
+
+    def add_line(self, role: str, text: str) -> LineItem:
+        if role not in (USER, ROBOT):
+            raise ValueError(f"role must be {USER!r} or {ROBOT!r}, got {role!r}")
+        with self._lock:
+            item = LineItem(role, text, next(self._line_seq))
+            self._items.append(item)
+        return item
+
+    def snapshot(self) -> list[Item]:
+        """A copy of the item list (items themselves are shared; treat them as read-only)."""
+        with self._lock:
+            return list(self._items)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    # --- summaries -------------------------------------------------------------------------
+    def select_for_summary(self, n: int, m: int) -> list[FrameItem]:
+        """Apply the paper's rule and mark the chosen frames pending.
+
+        When at least `n` raw frames (not already being summarised) are in the timeline, take
+        the first of them and the raw frames directly after it, up to `m`, stopping early at
+        anything that is not such a frame (a dialogue line, a summary) so order is kept.
+        Returns [] when the rule does not fire.
+        """
+        with self._lock:
+            raw = [i for i, it in enumerate(self._items)
+                   if isinstance(it, FrameItem) and not it.pending]
+            if len(raw) < n:
+                return []
+            chosen: list[FrameItem] = []
+            for it in self._items[raw[0]:]:
+                if not isinstance(it, FrameItem) or it.pending or len(chosen) >= m:
+                    break
+                chosen.append(it)
+            for it in chosen:
+                it.pending = True
+            return chosen
+
+    def splice_summary(self, frames: Sequence[FrameItem], text: str,
+                       failed: bool = False) -> SummaryItem | None:
+        """Replace `frames` (still in the timeline) by one summary, in place."""
+        ids = {id(f) for f in frames}
+        with self._lock:
+            idx = [i for i, it in enumerate(self._items) if id(it) in ids]
+            if not idx:
+                return None
+            summ = SummaryItem(text, tuple(f.id for f in frames), failed=failed)
+            first = idx[0]
+            self._items = [it for it in self._items if id(it) not in ids]
+            self._items.insert(first, summ)
+            return summ
+
+    def release(self, frames: Iterable[FrameItem]) -> None:
+        """A summary failed: the frames become raw (selectable) again."""
+        with self._lock:
+            for f in frames:
+                f.pending = False
+                f.failures += 1
+
+    # --- history folding -------------------------------------------------------------------
+    def select_for_fold(self, budget_chars: int, keep_recent_lines: int) -> list[Item]:
+        """When the text items (lines, summaries) exceed `budget_chars`, choose the oldest
+        text prefix to fold: it stops at the first frame and never reaches the newest
+        `keep_recent_lines` dialogue lines. Marks the chosen items pending; [] if nothing to do.
+        """
+        with self._lock:
+            if any(getattr(it, "pending_fold", False) for it in self._items):
+                return []
+            text = sum(len(it.text) for it in self._items
+                       if isinstance(it, (LineItem, SummaryItem)))
+            if text <= budget_chars:
+                return []
+            lines = [i for i, it in enumerate(self._items) if isinstance(it, LineItem)]
+            limit = lines[-keep_recent_lines] if 0 < keep_recent_lines <= len(lines) else (
+                len(self._items) if keep_recent_lines == 0 else 0)
+            chosen: list[Item] = []
+            for it in self._items[:limit]:
+                if isinstance(it, FrameItem):
+                    break
+                chosen.append(it)
+            if not any(isinstance(it, LineItem) for it in chosen):
+                return []
+            for it in chosen:
+                it.pending_fold = True
+            return chosen
+
+    def apply_fold(self, items: Sequence[Item], new_summary: str) -> None:
+        """Remove the folded items and set the running history summary."""
+        ids = {id(it) for it in items}
+        with self._lock:
+            self._items = [it for it in self._items if id(it) not in ids]
+            self.folded_lines += sum(1 for it in items if isinstance(it, LineItem))
+            self.history_summary = new_summary
+
+    def release_fold(self, items: Iterable[Item]) -> None:
+        with self._lock:
+            for it in items:
+                it.pending_fold = False
