@@ -1,0 +1,319 @@
+"""OpenAIChatBackend against the fake OpenAI-compatible server on 127.0.0.1."""
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+
+import pytest
+
+from fake_openai import FakeOpenAI, Reply, fake_openai  # noqa: F401  (fixture)
+from vision_dialogue.core.backend import BackendError, ChatBackend
+from vision_dialogue.core.llm_client import LLMRequestError, OpenAIChatBackend, ToolCall
+
+KEY_ENV = "VD_TEST_LLM_KEY"
+SECRET = "sk-test-Zq8SECRETvalue123456"
+MSGS = [{"role": "system", "content": "You are a curious child."},
+        {"role": "user", "content": "Hi!"}]
+TOOLS = [{"type": "function", "function": {
+    "name": "detect_objects", "description": "Find objects in the current image.",
+    "parameters": {"type": "object", "properties": {"label": {"type": "string"}},
+                   "required": ["label"]}}}]
+
+
+@pytest.fixture
+def make_backend(fake_openai, monkeypatch):
+    """Factory: a backend pointed at the fake, with the secret key and no real sleeping."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    made = []
+
+    def make(sleeps=None, **kw):
+        kw.setdefault("base_url", fake_openai.base_url)
+        kw.setdefault("api_key_env", KEY_ENV)
+        kw.setdefault("timeout", 5.0)
+        b = OpenAIChatBackend(**kw)
+        if sleeps is not None:
+            b._sleep = sleeps.append  # record backoff waits instead of sleeping
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        b.close()
+
+
+def test_implements_chat_backend_protocol(make_backend):
+    b = make_backend(supports_images=False)
+    assert isinstance(b, ChatBackend)
+    assert b.supports_images is False
+
+
+def test_complete_returns_text_and_sends_request(fake_openai, make_backend):
+    fake_openai.push("  Hello, I like your hat!  ")
+    b = make_backend(model="base-model", temperature=0.3, max_tokens=50)
+    assert b.complete(MSGS) == "Hello, I like your hat!"
+    req = fake_openai.requests[0]
+    assert req["model"] == "base-model"
+    assert req["messages"] == MSGS
+    assert req["temperature"] == 0.3 and req["max_tokens"] == 50
+    assert not req.get("stream")
+    assert fake_openai.headers[0]["authorization"] == f"Bearer {SECRET}"
+
+
+def test_per_call_overrides(fake_openai, make_backend):
+    fake_openai.push("A.")
+    b = make_backend(model="base-model")
+    b.complete(MSGS, model="summary-model", max_tokens=7, temperature=0.0)
+    req = fake_openai.requests[0]
+    assert (req["model"], req["max_tokens"], req["temperature"]) == ("summary-model", 7, 0.0)
+
+
+def test_image_parts_reach_server_intact(fake_openai, make_backend):
+    url = "data:image/jpeg;base64," + "/9j/4AAQSkZJRgABAQAAAQABAAD" * 50
+    msgs = [{"role": "system", "content": "You see through a camera."},
+            {"role": "user", "content": [
+                {"type": "text", "text": "What am I holding?"},
+                {"type": "image_url", "image_url": {"url": url, "detail": "low"}},
+                {"type": "image_url", "image_url": {"url": url[:200], "detail": "high"}}]}]
+    b = make_backend()
+    b.complete(msgs)
+    list(b.stream(msgs))
+    for req in fake_openai.requests:
+        assert req["messages"] == msgs
+
+
+def test_stream_yields_sentences_in_order(fake_openai, make_backend):
+    text = "Oh, a red cup! Is it 3.5 litres? Mr. Bean would like it.\nBye"
+    fake_openai.push(Reply(text=text))
+    b = make_backend()
+    assert list(b.stream(MSGS)) == ["Oh, a red cup!", "Is it 3.5 litres?",
+                                    "Mr. Bean would like it.", "Bye"]
+    assert fake_openai.requests[0]["stream"] is True
+
+
+def test_stream_yields_first_sentence_before_server_finishes(fake_openai, make_backend):
+    gate = threading.Event()
+    # events: 0 role, 1 "Hello there. ", 2 "How are" (held until gate), 3 " you?", 4 finish
+    fake_openai.push(Reply(text="Hello there. How are you?",
+                           chunks=["Hello there. ", "How are", " you?"],
+                           gates={2: gate}, gate_timeout=3.0))
+    fake_openai.stream_done.clear()
+    gen = make_backend().stream(MSGS)
+    assert next(gen) == "Hello there."
+    # The server is still holding back the rest of the stream.
+    assert not fake_openai.stream_done.is_set()
+    assert fake_openai.streams_finished == 0
+    gate.set()
+    assert list(gen) == ["How are you?"]
+    assert fake_openai.stream_done.is_set()
+    assert fake_openai.gate_timeouts == 0
+
+
+def test_stream_closed_early_does_not_hang(fake_openai, make_backend):
+    fake_openai.push(Reply(text="One. Two. Three. Four.", chunk_delay=0.05))
+    b = make_backend()
+    gen = b.stream(MSGS)
+    assert next(gen) == "One."
+    gen.close()
+    fake_openai.push("Next.")
+    assert b.complete(MSGS) == "Next."
+
+
+def test_retries_on_500_and_429_then_success(fake_openai, make_backend, caplog):
+    caplog.set_level(logging.WARNING, logger="vision_dialogue.core.llm_client")
+    fake_openai.push(500, 429, "Finally.")
+    sleeps = []
+    b = make_backend(max_retries=2, backoff=0.5, sleeps=sleeps)
+    assert b.complete(MSGS) == "Finally."
+    assert fake_openai.request_count == 3
+    assert sleeps == [0.5, 1.0]  # exponential backoff
+    retry_logs = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
+    assert len(retry_logs) == 2
+    assert "HTTP 500" in retry_logs[0] and "HTTP 429" in retry_logs[1]
+
+
+def test_retry_after_header_is_honoured(fake_openai, make_backend):
+    fake_openai.push(Reply(status=429, headers={"Retry-After": "3"}), "Ok.")
+    sleeps = []
+    assert make_backend(backoff=0.1, sleeps=sleeps).complete(MSGS) == "Ok."
+    assert sleeps == [3.0]
+
+
+@pytest.mark.parametrize("status", [400, 401, 404])
+def test_no_retry_on_client_errors(fake_openai, make_backend, status):
+    fake_openai.push(status, "never reached")
+    sleeps = []
+    with pytest.raises(BackendError) as info:
+        make_backend(max_retries=3, sleeps=sleeps).complete(MSGS)
+    assert fake_openai.request_count == 1
+    assert sleeps == []
+    assert info.value.status == status and info.value.attempts == 1
+    assert f"HTTP {status}" in str(info.value)
+
+
+def test_backend_error_after_exhausting_retries(fake_openai, make_backend, caplog):
+    fake_openai.push(500, 502, 503, "too late")
+    sleeps = []
+    with caplog.at_level(logging.ERROR, logger="vision_dialogue.core.llm_client"):
+        with pytest.raises(BackendError) as info:
+            make_backend(max_retries=2, backoff=0.2, sleeps=sleeps).complete(MSGS)
+    err = info.value
+    assert isinstance(err, LLMRequestError)
+    assert fake_openai.request_count == 3
+    assert sleeps == [0.2, 0.4]
+    assert (err.kind, err.status, err.attempts) == ("http", 503, 3)
+    assert "HTTP 503" in str(err) and "3 attempts" in str(err)
+    assert any("HTTP 503" in r.getMessage() for r in caplog.records)
+
+
+def test_timeout_raises_backend_error(fake_openai, make_backend):
+    fake_openai.push(Reply(text="late", delay=3.0), Reply(text="late", delay=3.0))
+    sleeps = []
+    with pytest.raises(BackendError) as info:
+        make_backend(timeout=0.2, max_retries=1, sleeps=sleeps).complete(MSGS)
+    assert info.value.kind == "timeout"
+    assert "timeout" in str(info.value)
+    assert fake_openai.wait_for_requests(2, timeout=2.0)  # timeouts are retried
+    assert len(sleeps) == 1
+
+
+def test_stream_timeout_between_chunks(fake_openai, make_backend):
+    fake_openai.push(Reply(text="Slow. Very slow.", chunk_delay=2.0))
+    with pytest.raises(BackendError) as info:
+        list(make_backend(timeout=0.2, max_retries=0).stream(MSGS))
+    assert info.value.kind == "timeout"
+
+
+def test_connection_refused_is_retried_then_fails(make_backend):
+    with socket.socket() as s:  # a port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sleeps = []
+    with pytest.raises(BackendError) as info:
+        make_backend(base_url=f"http://127.0.0.1:{port}/v1", max_retries=2, backoff=0.01,
+                     sleeps=sleeps).complete(MSGS)
+    assert info.value.kind == "connection" and info.value.attempts == 3
+    assert len(sleeps) == 2
+
+
+def test_key_never_in_errors_repr_or_logs(fake_openai, make_backend, caplog):
+    caplog.set_level(logging.DEBUG)  # every logger, including openai's and httpx2's
+    fake_openai.push(Reply(status=500, error_message=f"boom, key was {SECRET}"),
+                     Reply(status=401, error_message=f"Incorrect API key provided: {SECRET}"))
+    b = make_backend(max_retries=2, sleeps=[])
+    with pytest.raises(BackendError) as info:
+        b.complete(MSGS)
+    # The key was really used (so the checks below are meaningful) ...
+    assert all(h["authorization"] == f"Bearer {SECRET}" for h in fake_openai.headers)
+    assert info.value.status == 401
+    # ... but it is nowhere a user or a log reader would see it.
+    assert SECRET not in str(info.value) and SECRET not in repr(info.value)
+    assert SECRET not in repr(b) and SECRET not in str(b)
+    assert SECRET not in caplog.text
+    assert "sk-test" not in caplog.text and "sk-test" not in str(info.value)
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_missing_key_remote_is_rejected_local_uses_dummy(fake_openai, monkeypatch):
+    monkeypatch.delenv("VD_TEST_NO_SUCH_KEY", raising=False)
+    with pytest.raises(BackendError, match="VD_TEST_NO_SUCH_KEY"):
+        OpenAIChatBackend(base_url="https://api.example.com/v1", api_key_env="VD_TEST_NO_SUCH_KEY")
+    b = OpenAIChatBackend(base_url=fake_openai.base_url, api_key_env="VD_TEST_NO_SUCH_KEY")
+    fake_openai.push("Local.")
+    assert b.complete(MSGS) == "Local."
+    assert fake_openai.headers[0]["authorization"] == "Bearer EMPTY"
+    b.close()
+
+
+@pytest.mark.parametrize("kw", [{"timeout": 0}, {"max_retries": -1}, {"backoff": -1.0},
+                                {"temperature": 3.0}, {"max_tokens": 0}, {"model": ""}])
+def test_invalid_settings_rejected(make_backend, kw):
+    with pytest.raises(ValueError):
+        make_backend(**kw)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_tool_calls_parsed(fake_openai, make_backend, stream):
+    fake_openai.push(Reply(text="Let me look.", tool_calls=[
+        {"id": "call_a", "name": "detect_objects", "arguments": {"label": "red cup", "k": [1, 2]}},
+        {"id": "call_b", "name": "read_text", "arguments": ""}]))
+    b = make_backend()
+    text, calls = b.complete_with_tools(MSGS, TOOLS, tool_choice="required", stream=stream)
+    assert text == "Let me look."
+    assert calls == [ToolCall("call_a", "detect_objects", {"label": "red cup", "k": [1, 2]}),
+                     ToolCall("call_b", "read_text", {})]
+    req = fake_openai.requests[0]
+    assert req["tools"] == TOOLS and req["tool_choice"] == "required"
+    assert bool(req.get("stream")) is stream
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_reply_without_tool_calls(fake_openai, make_backend, stream):
+    fake_openai.push("I can answer that myself.")
+    assert make_backend().complete_with_tools(MSGS, TOOLS, stream=stream) == (
+        "I can answer that myself.", [])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("bad", ['{"label": "cup"', "[1, 2]", "not json"])
+def test_invalid_tool_json_raises(fake_openai, make_backend, stream, bad):
+    fake_openai.push(Reply(tool_calls=[{"name": "detect_objects", "arguments": bad}]))
+    with pytest.raises(BackendError) as info:
+        make_backend().complete_with_tools(MSGS, TOOLS, stream=stream)
+    assert info.value.kind == "invalid_tool_arguments"
+    assert "detect_objects" in str(info.value)
+    assert fake_openai.request_count == 1  # a model error, not retried
+
+
+def test_stream_retries_before_first_sentence(fake_openai, make_backend):
+    fake_openai.push(503, Reply(text="Half a sen", disconnect_after=2),
+                     "Hello again. All good.")
+    sleeps = []
+    out = list(make_backend(max_retries=2, sleeps=sleeps).stream(MSGS))
+    assert out == ["Hello again.", "All good."]
+    assert fake_openai.request_count == 3 and len(sleeps) == 2
+
+
+def test_stream_failure_after_first_sentence_is_not_retried(fake_openai, make_backend):
+    # events: 0 role, 1 "One. ", 2 "Two. ", then the connection drops
+    fake_openai.push(Reply(text="One. Two. Three.", disconnect_after=3), "One. Two. Three.")
+    got = []
+    with pytest.raises(BackendError) as info:
+        for s in make_backend(max_retries=2).stream(MSGS):
+            got.append(s)
+    assert got == ["One.", "Two."]  # nothing repeated
+    assert info.value.kind == "stream_interrupted"
+    assert fake_openai.request_count == 1
+
+
+def test_stream_error_status_raises_backend_error(fake_openai, make_backend):
+    fake_openai.push(401)
+    with pytest.raises(BackendError) as info:
+        list(make_backend().stream(MSGS))
+    assert info.value.status == 401
+
+
+def test_empty_messages_rejected(make_backend):
+    with pytest.raises(BackendError):
+        make_backend().complete([])
+
+
+def test_list_models(fake_openai, make_backend):
+    fake_openai.models = ["a-model", "b-model"]
+    assert make_backend().list_models() == ["a-model", "b-model"]
+
+
+def test_concurrent_calls_get_their_own_replies(fake_openai, make_backend):
+    fake_openai.responder = lambda req: "Echo " + req["messages"][-1]["content"] + "."
+    b = make_backend()
+    results = {}
+
+    def worker(i):
+        results[i] = b.complete([{"role": "user", "content": f"n{i}"}])
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert results == {i: f"Echo n{i}." for i in range(4)}
