@@ -44,13 +44,17 @@ def users_json(i: int) -> dict:
 
 
 class FakeFurhatCamera:
-    """PUB socket bound to a random port on 127.0.0.1 (`port`)."""
+    """PUB socket bound to 127.0.0.1:`port` (a random free port unless given)."""
 
-    def __init__(self, width: int = 160, height: int = 120):
+    def __init__(self, width: int = 160, height: int = 120, port: int | None = None):
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.PUB)
         self.sock.setsockopt(zmq.LINGER, 0)
-        self.port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        if port is None:
+            self.port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        else:
+            self.sock.bind(f"tcp://127.0.0.1:{port}")
+            self.port = port
         self.width, self.height = width, height
         self.sent_frames = 0
         self._stop = threading.Event()
