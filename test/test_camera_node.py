@@ -241,3 +241,17 @@ def test_invalid_parameter_raises_parameter_error_naming_it(ros_context, params,
         CameraNode(context=ros_context, parameter_overrides=[
             Parameter(k, value=v) for k, v in params.items()])
     assert str(e.value).startswith(name), str(e.value)
+
+
+def test_furhat_realtime_source_publishes_robot_jpeg(harness):
+    from fake_furhat_realtime import FakeFurhatRealtime
+
+    fake = FakeFurhatRealtime().start()
+    try:
+        h = harness(source="furhat_realtime", furhat_host="127.0.0.1",
+                    furhat_realtime_port=fake.port, frame_period=0.1)
+        assert h.spin_until(lambda: len(h.images) >= 2 and len(h.compressed) >= 2)
+        assert bytes(h.compressed[-1].data) == fake.jpeg
+        assert (h.images[-1][1].width, h.images[-1][1].height) == (320, 240)
+    finally:
+        fake.stop()

@@ -262,3 +262,24 @@ def test_feed_source_unreachable_robot_times_out():
             src.read()
     finally:
         src.close()
+
+
+def test_furhat_realtime_source_against_fake_websocket_server():
+    from fake_furhat_realtime import FakeFurhatRealtime
+    from vision_dialogue.camera_sources import FurhatRealtimeSource
+
+    fake = FakeFurhatRealtime(key="k").start()
+    try:
+        src = FurhatRealtimeSource("127.0.0.1", fake.port, key="k", timeout=2.0)
+        src.open()
+        f1, f2 = src.read(), src.read()
+        assert f1.jpeg == fake.jpeg and f1.image.shape == (240, 320, 3)
+        assert f2.stamp_ns > f1.stamp_ns and (f1.index, f2.index) == (0, 1)
+        assert fake.types().count("request.camera.once") == 2
+        src.close()
+        with pytest.raises(SourceError, match="refused"):
+            FurhatRealtimeSource("127.0.0.1", fake.port, key="wrong", timeout=2.0).open()
+    finally:
+        fake.stop()
+    with pytest.raises(SourceError, match="cannot connect"):
+        FurhatRealtimeSource("127.0.0.1", fake.port, timeout=0.5).open()
