@@ -1,0 +1,1 @@
+"""One module per model family; each holds the real loading and inference code."""

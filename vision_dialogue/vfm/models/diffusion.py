@@ -1,0 +1,171 @@
+"""Stable Diffusion tools: text-to-image, InstructPix2Pix editing, inpainting (remove/replace
+with a CLIPSeg mask) and ControlNet generation from condition maps.
+
+Every pipeline call reports each denoising step through `callback_on_step_end` and stops
+between steps when the goal is cancelled (`pipe._interrupt = True`, then Cancelled)."""
+from __future__ import annotations
+
+import random
+import threading
+
+import cv2
+import numpy as np
+import torch
+from PIL import Image
+
+from vision_dialogue.vfm.errors import Cancelled, ToolError
+from vision_dialogue.vfm.models.common import LoadedModel, RunContext, resolve_dir
+
+A_PROMPT = "best quality, extremely detailed"
+N_PROMPT = ("longbody, lowres, bad anatomy, bad hands, missing fingers, extra digit, "
+            "fewer digits, cropped, worst quality, low quality")
+
+_BASES: dict[tuple[str, str], object] = {}
+_BASES_LOCK = threading.Lock()
+
+
+def base_pipeline(checkpoint: str, device: str, dtype, allow_download: bool):
+    """One StableDiffusionPipeline per (checkpoint, device), shared by text2image and every
+    ControlNet tool on that device (the UNet/VAE/text encoder are loaded once)."""
+    from diffusers import StableDiffusionPipeline
+    path = resolve_dir(checkpoint, allow_download)
+    key = (path, device)
+    with _BASES_LOCK:
+        if key not in _BASES:
+            pipe = StableDiffusionPipeline.from_pretrained(
+                path, torch_dtype=dtype, safety_checker=None, requires_safety_checker=False,
+                local_files_only=True)
+            _BASES[key] = pipe.to(device)
+        return _BASES[key]
+
+
+def fit_size(h: int, w: int, target: int, multiple: int = 64) -> tuple[int, int]:
+    """(H, W) with the longer side ~target, both multiples of `multiple` (as VCG's resize)."""
+    s = target / max(h, w)
+    return (max(multiple, int(round(h * s / multiple)) * multiple),
+            max(multiple, int(round(w * s / multiple)) * multiple))
+
+
+def _pil(rgb: np.ndarray, hw: tuple[int, int] | None = None) -> Image.Image:
+    img = Image.fromarray(np.ascontiguousarray(rgb[:, :, :3]))
+    return img.resize((hw[1], hw[0]), Image.BICUBIC) if hw else img
+
+
+def _to_uint8(arr) -> np.ndarray:
+    return (np.asarray(arr) * 255.0).round().clip(0, 255).astype(np.uint8)
+
+
+class _Diffusion(LoadedModel):
+    """Runs a diffusers pipeline with step feedback, cancel and an optional seed."""
+    pipe = None
+
+    def _call(self, ctx: RunContext, **kwargs) -> np.ndarray:
+        total = int(kwargs.get("num_inference_steps", ctx.steps))
+
+        def on_step(pipe, i, t, cb_kwargs):
+            ctx.progress("denoising", i + 1, total)
+            if ctx.cancelled():
+                pipe._interrupt = True
+            return cb_kwargs
+
+        gen = None
+        seed = ctx.seed if ctx.seed >= 0 else random.randint(0, 65535)
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        ctx.check()
+        ctx.progress("denoising", 0, total)
+        out = self.pipe(num_inference_steps=total, callback_on_step_end=on_step,
+                        generator=gen, output_type="np", **kwargs)
+        if getattr(self.pipe, "_interrupt", False) or ctx.cancelled():
+            raise Cancelled()
+        return _to_uint8(out.images[0])
+
+
+class TextToImage(_Diffusion):
+    """Text -> image with Stable Diffusion 1.5."""
+
+    def load(self):
+        from diffusers import StableDiffusionPipeline
+        base = base_pipeline(self.checkpoint, self.device, self.dtype, self.allow_download)
+        self.pipe = StableDiffusionPipeline(**{k: v for k, v in base.components.items()})
+        self.pipe.scheduler = type(base.scheduler).from_config(base.scheduler.config)
+        self.pipe.set_progress_bar_config(disable=True)
+
+    def run(self, text: str, ctx: RunContext) -> np.ndarray:
+        return self._call(ctx, prompt=f"{text}, {A_PROMPT}", negative_prompt=N_PROMPT,
+                          height=ctx.image_size, width=ctx.image_size,
+                          guidance_scale=ctx.guidance_scale)
+
+
+class InstructPix2Pix(_Diffusion):
+    """Image + instruction -> edited image (timbrooks/instruct-pix2pix)."""
+    image_guidance_scale = 1.2
+
+    def load(self):
+        from diffusers import EulerAncestralDiscreteScheduler, StableDiffusionInstructPix2PixPipeline
+        self.pipe = StableDiffusionInstructPix2PixPipeline.from_pretrained(
+            self.dir(), torch_dtype=self.dtype, safety_checker=None,
+            requires_safety_checker=False, local_files_only=True).to(self.device)
+        self.pipe.scheduler = EulerAncestralDiscreteScheduler.from_config(self.pipe.scheduler.config)
+        self.pipe.set_progress_bar_config(disable=True)
+
+    def run(self, rgb: np.ndarray, text: str, ctx: RunContext) -> np.ndarray:
+        hw = fit_size(*rgb.shape[:2], ctx.image_size, 8)
+        out = self._call(ctx, prompt=text, image=_pil(rgb, hw),
+                         image_guidance_scale=self.image_guidance_scale)
+        return cv2.resize(out, (rgb.shape[1], rgb.shape[0]), interpolation=cv2.INTER_CUBIC)
+
+
+class Inpainter(_Diffusion):
+    """Remove or replace a text-described object: CLIPSeg mask + SD inpainting."""
+
+    def __init__(self, checkpoint: str, device: str = "cpu", allow_download: bool = False,
+                 masker=None):
+        super().__init__(checkpoint, device, allow_download)
+        self.masker = masker
+
+    def load(self):
+        from diffusers import StableDiffusionInpaintPipeline
+        self.pipe = StableDiffusionInpaintPipeline.from_pretrained(
+            self.dir(), torch_dtype=self.dtype, safety_checker=None,
+            requires_safety_checker=False, local_files_only=True).to(self.device)
+        self.pipe.set_progress_bar_config(disable=True)
+
+    def replace(self, rgb: np.ndarray, target: str, replacement: str, ctx: RunContext) -> np.ndarray:
+        ctx.progress("segmenting", 0, ctx.steps)
+        mask = self.masker.mask(rgb, target)
+        if mask is None:
+            raise ToolError(f"could not find '{target}' in the image (mask under 2% of it)")
+        hw = fit_size(*rgb.shape[:2], ctx.image_size, 8)
+        out = self._call(ctx, prompt=replacement, image=_pil(rgb, hw),
+                         mask_image=Image.fromarray(mask).resize((hw[1], hw[0]), Image.NEAREST),
+                         height=hw[0], width=hw[1], guidance_scale=7.5)
+        return cv2.resize(out, (rgb.shape[1], rgb.shape[0]), interpolation=cv2.INTER_CUBIC)
+
+
+class ControlNetGenerator(_Diffusion):
+    """Condition map + description -> new image (SD 1.5 + one ControlNet 1.0 model)."""
+
+    def __init__(self, checkpoint: str, device: str = "cpu", allow_download: bool = False,
+                 base_checkpoint: str = "runwayml/stable-diffusion-v1-5"):
+        super().__init__(checkpoint, device, allow_download)
+        self.base_checkpoint = base_checkpoint
+
+    def load(self):
+        from diffusers import (ControlNetModel, StableDiffusionControlNetPipeline,
+                               UniPCMultistepScheduler)
+        cn = ControlNetModel.from_pretrained(self.dir(), torch_dtype=self.dtype,
+                                             local_files_only=True).to(self.device)
+        base = base_pipeline(self.base_checkpoint, self.device, self.dtype, self.allow_download)
+        comps = {k: v for k, v in base.components.items()
+                 if k in ("vae", "text_encoder", "tokenizer", "unet", "feature_extractor",
+                          "image_encoder")}
+        self.pipe = StableDiffusionControlNetPipeline(
+            **comps, controlnet=cn, safety_checker=None, requires_safety_checker=False,
+            scheduler=UniPCMultistepScheduler.from_config(base.scheduler.config))
+        self.pipe.set_progress_bar_config(disable=True)
+
+    def run(self, cond: np.ndarray, text: str, ctx: RunContext) -> np.ndarray:
+        hw = fit_size(*cond.shape[:2], ctx.image_size, 64)
+        return self._call(ctx, prompt=f"{text}, {A_PROMPT}", image=_pil(cond, hw),
+                          height=hw[0], width=hw[1], eta=0.0, negative_prompt=N_PROMPT,
+                          guidance_scale=ctx.guidance_scale)
