@@ -151,9 +151,10 @@ class Conversation:
 
     def turn(self, text: str, on_sentence: Callable[[str, int], None] | None = None,
              speaker: str = "") -> TurnResult:
-        """Answer one user utterance. Streams sentences to on_sentence(sentence, index) when
-        the config asks for streaming. Never raises for LLM failures: returns the persona's
-        fallback line with fallback=True."""
+        """Answer one user utterance. Streams sentences to on_sentence(sentence, index,
+        fallback=False) when the config asks for streaming; on an LLM failure the fallback line
+        is streamed too (fallback=True). Never raises for LLM failures: returns the persona's
+        fallback line with fallback=True. Raises ValueError for an empty utterance."""
         text = " ".join(str(text).split())
         if not text:
             raise ValueError("utterance text is empty")
@@ -195,8 +196,11 @@ class Conversation:
             fallback = error is not None
             if fallback:
                 line = self.persona.fallback()
-                if sentences and cfg.stream and on_sentence is not None:
-                    on_sentence(line, len(sentences))
+                if cfg.stream and on_sentence is not None:
+                    try:
+                        on_sentence(line, len(sentences), fallback=True)
+                    except Exception as e:  # noqa: BLE001
+                        self.log.error(f"turn {turn_id}: sentence callback failed ({e})")
                 sentences.append(line)
             reply = " ".join(sentences)
             self.timeline.add_line(ROBOT, reply)
@@ -207,6 +211,11 @@ class Conversation:
         return result
 
     # --- inspection ------------------------------------------------------------------------
+    @property
+    def turn_count(self) -> int:
+        """Turns answered or in progress (the last turn_id)."""
+        return self._turn_id
+
     def reply_messages(self) -> list:
         """The prompt a reply would get now (without a new user line)."""
         return self.builder.reply_messages(self.timeline.snapshot(),

@@ -1,0 +1,220 @@
+"""Conversation: prompt order, image sizes in the prompt, persona notes, text-only frames,
+streaming, fallback, transcript."""
+import base64
+import json
+
+import cv2
+import numpy as np
+import pytest
+from skimage import data
+
+from fake_chat_backend import FakeChatBackend
+from vision_dialogue.core.backend import BackendError
+from vision_dialogue.core.conversation import Conversation, ConversationConfig, clean_reply
+from vision_dialogue.core.images import ImagePolicy
+from vision_dialogue.core.persona import PersonaError, load_persona
+from vision_dialogue.core.transcript import TranscriptWriter, read_transcript
+
+
+def photo(which=data.astronaut):
+    return cv2.resize(np.ascontiguousarray(which()[:, :, ::-1]), (640, 480))
+
+
+def dims(part):
+    raw = base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
+    return cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_COLOR).shape[:2]
+
+
+def conv(be, **cfg):
+    return Conversation(be, load_persona(), ConversationConfig(**cfg))
+
+
+def test_prompt_order_and_newest_frame_full_size():
+    be = FakeChatBackend()
+    c = conv(be, policy=ImagePolicy(newest_max_side=320, older_max_side=128, detail="auto"))
+    try:
+        c.add_frame(photo())
+        c.add_frame(photo(data.coffee))
+        c.turn("Hi, who are you?")
+        c.add_frame(photo(data.chelsea))
+        c.turn("What now?")
+        msgs = be.of_kind("reply")[-1][1]
+        roles = [m["role"] for m in msgs]
+        assert roles == ["system", "user", "assistant", "user"]
+        first, last = msgs[1]["content"], msgs[3]["content"]
+        # frames 1, 2 then the first utterance, in one user message
+        assert [p["type"] for p in first] == ["image_url", "image_url", "text"]
+        assert first[2]["text"] == "Hi, who are you?"
+        assert dims(first[0]) == (96, 128) and dims(first[1]) == (96, 128)   # older: small
+        # the newest frame, labelled, at full configured size, then the new utterance
+        assert [p["type"] for p in last] == ["text", "image_url", "text"]
+        assert "your eyes" in last[0]["text"]
+        assert dims(last[1]) == (240, 320) and last[1]["image_url"]["detail"] == "auto"
+        assert last[2]["text"] == "What now?"
+        assert msgs[2]["content"] == "Hello there. Nice hat!"
+    finally:
+        c.close()
+
+
+def test_no_frames_and_dark_frames_keep_character():
+    be = FakeChatBackend()
+    c = conv(be)
+    try:
+        c.turn("Hello?")
+        msgs = be.of_kind("reply")[-1][1]
+        assert msgs[-1]["role"] == "system" and "cannot see" in msgs[-1]["content"]
+        c.add_frame(np.full((480, 640, 3), 3, np.uint8))
+        c.turn("And now?")
+        msgs = be.of_kind("reply")[-1][1]
+        assert "dark" in msgs[-1]["content"]
+        c.add_frame(photo())
+        c.turn("Better?")
+        msgs = be.of_kind("reply")[-1][1]
+        assert msgs[-1]["role"] == "user"          # no note once it can see
+    finally:
+        c.close()
+
+
+def test_text_only_backend_gets_observations():
+    be = FakeChatBackend(supports_images=False)
+    seen = []
+
+    def observer(bgr):
+        seen.append(bgr.shape)
+        return f"a scene of mean {int(bgr.mean())}"
+
+    c = Conversation(be, load_persona(), ConversationConfig(n=3, m=2), observer=observer)
+    try:
+        c.add_frame(np.full((60, 80, 3), 100, np.uint8))
+        c.add_frame(np.full((60, 80, 3), 200, np.uint8))
+        c.turn("What do you see?")
+        msgs = be.of_kind("reply")[-1][1]
+        text = json.dumps(msgs)
+        assert "image_url" not in text
+        assert "You saw: a scene of mean 100" in text
+        assert "your eyes): a scene of mean 200" in text
+        assert isinstance(msgs[1]["content"], str)       # plain strings for text-only models
+        c.add_frame(np.full((60, 80, 3), 50, np.uint8))   # summary on observations
+        c.wait_idle(5)
+        smsgs = be.of_kind("summary")[0][1]
+        assert "a scene of mean 100" in json.dumps(smsgs) and "image_url" not in json.dumps(smsgs)
+    finally:
+        c.close()
+
+
+def test_streaming_sentences_and_final_line():
+    be = FakeChatBackend(responder=lambda m, k: "Nice hat! Is it new? \U0001F600" if k == "reply"
+                         else "S.")
+    c = conv(be)
+    got = []
+    try:
+        r = c.turn("  hello   robot ", on_sentence=lambda s, i, fallback=False: got.append((i, s)))
+        assert got == [(0, "Nice hat!"), (1, "Is it new?")]          # emoji dropped
+        assert r.text == "Nice hat! Is it new?" and not r.fallback and r.turn_id == 1
+        assert r.in_reply_to == "hello robot"
+        assert c.state()["timeline"][-1] == "robot: Nice hat! Is it new?"
+    finally:
+        c.close()
+
+
+def test_llm_failure_gives_fallback_and_next_turn_works():
+    be = FakeChatBackend()
+    be.fail["reply"] = 1
+    c = conv(be, stream=False)
+    try:
+        r = c.turn("Hello")
+        assert r.fallback and r.text in c.persona.fallback_lines and "fake reply" in r.error
+        r2 = c.turn("Hello again")
+        assert not r2.fallback and r2.text == "Hello there. Nice hat!" and r2.turn_id == 2
+        # the fallback is part of the conversation, as the robot said it
+        assert c.state()["timeline"][1] == "robot: " + r.text
+    finally:
+        c.close()
+
+
+def test_failure_mid_stream_appends_fallback_chunk():
+    class Broken(FakeChatBackend):
+        def stream(self, messages, **kw):
+            yield "I think"
+            raise BackendError("connection dropped")
+
+    c = conv(Broken())
+    got = []
+    try:
+        r = c.turn("Hi", on_sentence=lambda s, i, fallback=False: got.append((s, fallback)))
+        assert got[0] == ("I think", False)
+        assert got[1][1] is True and got[1][0] in c.persona.fallback_lines
+        assert r.fallback and r.text == "I think " + got[1][0]
+    finally:
+        c.close()
+
+
+def test_empty_or_bad_input_is_a_clear_error():
+    c = conv(FakeChatBackend())
+    try:
+        with pytest.raises(ValueError, match="empty"):
+            c.turn("   ")
+        with pytest.raises(ValueError, match="frame"):
+            c.add_frame(np.zeros((4, 4, 3), np.float64))
+        assert c.state()["timeline"] == []
+    finally:
+        c.close()
+
+
+def test_state_counts_and_prompt_size():
+    c = conv(FakeChatBackend(), n=4, m=3)
+    try:
+        for _ in range(4):
+            c.add_frame(photo())
+        c.wait_idle(5)
+        c.turn("hi")
+        st = c.state()
+        assert (st["raw_frames"], st["frame_summaries"], st["dialogue_lines"]) == (1, 1, 2)
+        assert st["prompt_image_bytes"] > 10000 and st["prompt_chars"] > 100
+        assert st["timeline"][0].startswith("summary 1-3")
+    finally:
+        c.close()
+
+
+def test_transcript_records_every_event_and_frame_files(tmp_path):
+    be = FakeChatBackend()
+    be.fail["reply"] = 1
+    c = conv(be, n=3, m=2, stream=False)
+    tw = TranscriptWriter(tmp_path, run_name="run1")
+    c.add_listener(tw)
+    try:
+        for _ in range(3):
+            c.add_frame(photo())
+        c.wait_idle(5)
+        c.turn("Hello")          # fails -> fallback
+        c.turn("Again")
+        recs = read_transcript(tmp_path / "run1" / "transcript.jsonl")
+    finally:
+        c.close()
+        tw.close()
+    types = [r["type"] for r in recs]
+    assert types.count("frame") == 3 and "summary" in types
+    assert [r["type"] for r in recs if r["type"] in ("user", "reply")] == [
+        "user", "reply", "user", "reply"]
+    replies = [r for r in recs if r["type"] == "reply"]
+    assert replies[0]["fallback"] and replies[0]["in_reply_to"] == "Hello"
+    assert replies[1]["text"] == "Hello there. Nice hat!"
+    summ = next(r for r in recs if r["type"] == "summary")
+    assert summ["frame_ids"] == [1, 2]
+    for r in recs:
+        if r["type"] == "frame":
+            img = cv2.imread(str(tmp_path / "run1" / r["file"]))
+            assert img is not None and img.shape == (480, 640, 3)
+
+
+def test_persona_errors_are_clear(tmp_path):
+    with pytest.raises(PersonaError, match="cannot read"):
+        load_persona(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("system: hi\n")
+    with pytest.raises(PersonaError, match="missing keys"):
+        load_persona(bad)
+
+
+def test_clean_reply():
+    assert clean_reply("Hi \u2764\ufe0f there\n friend \U0001F44B") == "Hi there friend"

@@ -1,0 +1,175 @@
+"""ManagerNode in-process with rclpy: a real publisher node in the same context, the manager
+talking to the fake OpenAI-compatible server on 127.0.0.1."""
+import json
+import time
+
+import cv2
+import numpy as np
+import pytest
+import rclpy
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.parameter import Parameter
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import CompressedImage, Image
+from skimage import data
+
+from conftest import spin_until
+from fake_openai import FakeOpenAI, Reply
+from vision_dialogue.image_msgs import to_compressed_msg, to_image_msg
+from vision_dialogue.manager_node import ManagerNode
+from vision_dialogue.msg import PromptState, Reply as ReplyMsg, Utterance
+from vision_dialogue.ros_params import ParameterError
+
+REPLY = "Hello there. I like your jacket! What is your name?"
+
+
+def responder(req):
+    last = json.dumps(req["messages"][-1])
+    return "The person waved at me." if "one short sentence" in last else REPLY
+
+
+def photo():
+    return cv2.resize(np.ascontiguousarray(data.astronaut()[:, :, ::-1]), (640, 480))
+
+
+class Rig:
+    """Manager + a test node (publishers/subscribers) on one executor."""
+
+    def __init__(self, ctx, fake, tmp_path, **params):
+        base = {"base_url": fake.base_url, "model": "fake-vlm", "max_retries": 0,
+                "request_timeout": 5.0, "transcript_dir": str(tmp_path / "tr"),
+                "prompt_state_period": 0.0, "frame_id": "robot_head"}
+        base.update(params)
+        self.node = ManagerNode(context=ctx, parameter_overrides=[
+            Parameter(k, value=v) for k, v in base.items()])
+        self.io = rclpy.create_node("test_io", context=ctx)
+        self.img_pub = self.io.create_publisher(Image, "camera/image_raw",
+                                                qos_profile_sensor_data)
+        self.jpg_pub = self.io.create_publisher(CompressedImage, "camera/image_raw/compressed",
+                                                qos_profile_sensor_data)
+        self.utt_pub = self.io.create_publisher(Utterance, "dialogue/utterance", 10)
+        self.replies, self.states = [], []
+        self.io.create_subscription(ReplyMsg, "dialogue/reply", self.replies.append, 50)
+        self.io.create_subscription(PromptState, "dialogue/prompt_state", self.states.append, 50)
+        self.ex = MultiThreadedExecutor(num_threads=2, context=ctx)
+        self.ex.add_node(self.node)
+        self.ex.add_node(self.io)
+        assert self.wait(lambda: self.img_pub.get_subscription_count() >= 1
+                         and self.jpg_pub.get_subscription_count() >= 1
+                         and self.utt_pub.get_subscription_count() >= 1
+                         and self.node.reply_pub.get_subscription_count() >= 1
+                         and self.node.state_pub.get_subscription_count() >= 1)
+
+    def wait(self, pred, timeout=10.0):
+        return spin_until(self.ex, pred, timeout=timeout)
+
+    def say(self, text):
+        m = Utterance()
+        m.text, m.source, m.confidence = text, "test", 1.0
+        self.utt_pub.publish(m)
+
+    def finals(self):
+        return [r for r in self.replies if r.final]
+
+    def close(self):
+        self.node.close()
+        self.ex.shutdown()
+        self.node.destroy_node()
+        self.io.destroy_node()
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAI(responder=responder) as f:
+        yield f
+
+
+def test_frames_reply_chunks_final_prompt_state_and_transcript(ros_context, fake, tmp_path):
+    rig = Rig(ros_context, fake, tmp_path, n=4, m=3, newest_max_side=320, older_max_side=128)
+    try:
+        img = photo()
+        for i in range(3):
+            rig.img_pub.publish(to_image_msg(img, frame_id="cam"))
+            assert rig.wait(lambda: rig.node.conversation.timeline.snapshot().__len__() > i)
+        rig.jpg_pub.publish(to_compressed_msg(img, frame_id="cam"))   # 4th frame: summary
+        assert rig.wait(lambda: any(s.frame_summaries == 1 for s in rig.states))
+        rig.say("Hi robot!")
+        assert rig.wait(lambda: rig.finals())
+        chunks = [r for r in rig.replies if not r.final]
+        final = rig.finals()[0]
+        assert [c.text for c in chunks] == ["Hello there.", "I like your jacket!",
+                                            "What is your name?"]
+        assert [c.chunk_index for c in chunks] == [0, 1, 2]
+        assert final.text == REPLY and final.chunk_index == 3 and final.turn_id == 1
+        assert final.in_reply_to == "Hi robot!" and not final.fallback
+        assert final.header.frame_id == "robot_head" and all(c.turn_id == 1 for c in chunks)
+        assert rig.wait(lambda: rig.states and rig.states[-1].dialogue_lines == 2)
+        st = rig.states[-1]
+        assert (st.raw_frames, st.frame_summaries, st.pending_summaries) == (1, 1, 0)
+        assert list(st.summaries) == ["The person waved at me."]
+        assert list(st.timeline) == ["summary 1-3: The person waved at me.", "frame 4",
+                                     "user: Hi robot!", f"robot: {REPLY}"]
+        assert st.prompt_image_bytes > 1000
+        # the reply request: the newest frame as an image at the configured size
+        reply_req = [r for r in fake.requests if r.get("stream")][-1]
+        assert reply_req["model"] == "fake-vlm"
+        imgs = [p for m in reply_req["messages"] if isinstance(m["content"], list)
+                for p in m["content"] if p["type"] == "image_url"]
+        assert len(imgs) == 1 and imgs[0]["image_url"]["url"].startswith("data:image/jpeg")
+        # transcript flushed: frames as files, user + reply + summary records
+        rig.node.close()
+        tr = rig.node.transcript.path
+        recs = [json.loads(line) for line in tr.read_text().splitlines()]
+        types = [r["type"] for r in recs]
+        assert types.count("frame") == 4 and {"summary", "user", "reply"} <= set(types)
+        files = [r["file"] for r in recs if r["type"] == "frame"]
+        assert all((tr.parent / f).is_file() for f in files)
+    finally:
+        rig.close()
+
+
+def test_llm_down_fallback_then_next_turn_answers_in_order(ros_context, fake, tmp_path):
+    rig = Rig(ros_context, fake, tmp_path, stream=False)
+    fake.push(500)
+    try:
+        rig.say("First question")
+        rig.say("Second question")        # queued while the first is answered
+        assert rig.wait(lambda: len(rig.finals()) == 2)
+        f1, f2 = rig.finals()
+        assert (f1.turn_id, f1.in_reply_to, f1.fallback) == (1, "First question", True)
+        assert f1.text in rig.node.conversation.persona.fallback_lines
+        assert (f2.turn_id, f2.in_reply_to, f2.fallback) == (2, "Second question", False)
+        assert f2.text == REPLY
+        assert not [r for r in rig.replies if not r.final]      # stream=false: no chunks
+    finally:
+        rig.close()
+
+
+def test_bad_frames_are_dropped_and_node_keeps_working(ros_context, fake, tmp_path):
+    rig = Rig(ros_context, fake, tmp_path)
+    try:
+        bad = to_image_msg(photo())
+        bad.data = bytes(100)                 # inconsistent size
+        rig.img_pub.publish(bad)
+        junk = CompressedImage()
+        junk.format, junk.data = "jpeg", b"not a jpeg"
+        rig.jpg_pub.publish(junk)
+        rig.img_pub.publish(to_image_msg(photo()))
+        assert rig.wait(lambda: len(rig.node.conversation.timeline.snapshot()) == 1)
+        time.sleep(0.1)
+        rig.ex.spin_once(timeout_sec=0.05)
+        assert rig.node.conversation.state()["raw_frames"] == 1
+    finally:
+        rig.close()
+
+
+@pytest.mark.parametrize("over,name", [({"n": 3, "m": 3}, "m"), ({"n": 1}, "n"),
+                                       ({"m": 0}, "m"), ({"image_detail": "huge"}, "image_detail"),
+                                       ({"llm_backend": "magic"}, "llm_backend"),
+                                       ({"persona_file": "/nonexistent.yaml"}, "persona_file")])
+def test_invalid_parameters_raise_naming_the_parameter(ros_context, over, name):
+    with pytest.raises(ParameterError) as e:
+        ManagerNode(context=ros_context, parameter_overrides=[
+            Parameter(k, value=v) for k, v in {"base_url": "http://127.0.0.1:9/v1",
+                                              "transcript_dir": "", **over}.items()])
+    assert str(e.value).startswith(name)

@@ -1,0 +1,267 @@
+"""The conversation manager node: camera frames + utterances in, replies + prompt state out.
+
+A thin ROS adapter around `vision_dialogue.core.conversation.Conversation`:
+* `camera/image_raw` (sensor_msgs/Image) and `camera/image_raw/compressed`
+  (sensor_msgs/CompressedImage), sensor-data QoS -> frames of the prompt timeline;
+* `dialogue/utterance` (vision_dialogue/Utterance) -> a FIFO queue served by one turn worker
+  thread, so LLM calls never block the executor and frames keep flowing during a reply;
+* `dialogue/reply` (vision_dialogue/Reply): one message per streamed sentence (final=false),
+  then the whole text (final=true);
+* `dialogue/prompt_state` (vision_dialogue/PromptState): after every change and on a timer.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from pathlib import Path
+
+import rclpy
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import CompressedImage, Image
+
+from vision_dialogue.core.backend import BackendError
+from vision_dialogue.core.backends import KINDS, make_backend, make_observer
+from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.images import DETAILS, ImagePolicy
+from vision_dialogue.core.persona import SOURCE_PERSONA, PersonaError, load_persona
+from vision_dialogue.core.summariser import check_nm
+from vision_dialogue.core.transcript import TranscriptWriter
+from vision_dialogue.image_msgs import (ImageConversionError, from_compressed_msg,
+                                        from_image_msg, now_stamp, stamp_to_ns)
+from vision_dialogue.msg import PromptState, Reply, Utterance
+from vision_dialogue.node_runner import run_node
+from vision_dialogue.ros_params import Param, ParameterError, declare_params
+
+
+def _nonempty(v):
+    return None if str(v).strip() else "must not be empty"
+
+
+def _file_or_empty(v):
+    return None if not v or Path(v).is_file() else "no such file"
+
+
+PARAMS = [
+    Param("n", 4, "Raw frames in the prompt that trigger a summary (the paper's n).",
+          range=(2, 1000)),
+    Param("m", 3, "Frames summarised at once, m < n (the paper's m).", range=(1, 999)),
+    Param("llm_backend", "openai", "LLM backend.", choices=KINDS),
+    Param("base_url", "", "OpenAI-compatible server root incl. /v1; empty = openai default."),
+    Param("model", "gpt-4o-mini", "Model name (openai) or checkpoint path (transformers; "
+          "empty or 'default' = the embedded default model)."),
+    Param("summary_model", "", "Model for frame summaries and history folding; empty = model."),
+    Param("api_key_env", "OPENAI_API_KEY", "Environment variable holding the API key "
+          "(the key itself is never logged).", check=_nonempty),
+    Param("supports_images", True, "Whether the model takes images; false: frames go in as "
+          "text observations (always false for text-only local models)."),
+    Param("persona_file", "", "Persona/instructions YAML; empty = packaged config/persona.yaml.",
+          check=_file_or_empty),
+    Param("newest_max_side", 640, "Longest side (px) of the newest frame in the prompt.",
+          range=(16, 4096)),
+    Param("older_max_side", 256, "Longest side (px) of older frames in the prompt.",
+          range=(16, 4096)),
+    Param("jpeg_quality", 80, "JPEG quality of frames in the prompt.", range=(1, 100)),
+    Param("image_detail", "low", "OpenAI image detail.", choices=DETAILS),
+    Param("history_budget_chars", 3000, "Characters of dialogue lines + frame summaries kept "
+          "verbatim before the oldest fold into a running summary.", range=(100, 10_000_000)),
+    Param("keep_recent_lines", 6, "Newest dialogue lines that always stay verbatim.",
+          range=(0, 10_000)),
+    Param("max_reply_tokens", 150, "Token cap of a reply.", range=(1, 32768)),
+    Param("request_timeout", 30.0, "Seconds per LLM request.", range=(0.1, 3600.0)),
+    Param("max_retries", 2, "Retries of a failed LLM request (with backoff).", range=(0, 20)),
+    Param("max_summary_failures", 3, "Failed attempts after which frames are replaced by a "
+          "neutral marker (they stay in the transcript).", range=(1, 1000)),
+    Param("stream", True, "Stream reply sentences as Reply chunks (final=false)."),
+    Param("transcript_dir", "runs/transcripts", "Folder for JSONL transcripts + frame JPEGs "
+          "(relative to the working directory); empty = off."),
+    Param("frame_id", "base_link", "frame_id of published headers.", check=_nonempty),
+    Param("prompt_state_period", 1.0, "Seconds between periodic PromptState messages; "
+          "0 = only on change.", range=(0.0, 3600.0)),
+]
+
+
+def _cross_check(v: dict) -> str | None:
+    return check_nm(v["n"], v["m"])
+
+
+def default_persona_file() -> str:
+    """The installed share/vision_dialogue/config/persona.yaml, else the source tree's."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+        p = Path(get_package_share_directory("vision_dialogue")) / "config" / "persona.yaml"
+        if p.is_file():
+            return str(p)
+    except Exception:  # noqa: BLE001 - not installed: use the source tree
+        pass
+    return str(SOURCE_PERSONA)
+
+
+class ManagerNode(Node):
+    """Vision-enabled dialogue manager. `backend=` / `observer=` inject a ChatBackend / frame
+    observer (tests, benchmarks); otherwise they come from the parameters."""
+
+    def __init__(self, *, backend=None, observer=None, **kwargs):
+        super().__init__(kwargs.pop("node_name", "manager_node"), **kwargs)
+        self.p = p = declare_params(self, PARAMS, cross_check=_cross_check)
+        log = self.get_logger()
+        persona_path = p["persona_file"] or default_persona_file()
+        try:
+            persona = load_persona(persona_path)
+        except PersonaError as e:
+            raise ParameterError(f"persona_file: {e}") from None
+        if backend is None:
+            try:
+                backend = make_backend(
+                    p["llm_backend"], base_url=p["base_url"], model=p["model"],
+                    api_key_env=p["api_key_env"], timeout=p["request_timeout"],
+                    max_retries=p["max_retries"], supports_images=p["supports_images"],
+                    max_new_tokens=p["max_reply_tokens"])
+            except (BackendError, ValueError, OSError) as e:
+                raise ParameterError(f"llm_backend: cannot start {p['llm_backend']!r} ({e})") \
+                    from None
+        self.backend = backend
+        if observer is None and not getattr(backend, "supports_images", True):
+            try:
+                observer = make_observer()
+            except Exception as e:  # noqa: BLE001
+                log.warning(f"no frame observer ({e}); frames go in without observations")
+        self.policy = ImagePolicy(p["newest_max_side"], p["older_max_side"], p["jpeg_quality"],
+                                  p["image_detail"])
+        cfg = ConversationConfig(
+            n=p["n"], m=p["m"], policy=self.policy,
+            history_budget_chars=p["history_budget_chars"],
+            keep_recent_lines=p["keep_recent_lines"], max_reply_tokens=p["max_reply_tokens"],
+            model=p["model"] if p["llm_backend"] == "openai" else None,
+            summary_model=p["summary_model"] or None, stream=p["stream"],
+            max_summary_failures=p["max_summary_failures"])
+        self.conversation = Conversation(backend, persona, cfg, observer=observer, logger=log)
+        self.transcript = None
+        if p["transcript_dir"]:
+            try:
+                self.transcript = TranscriptWriter(p["transcript_dir"], self.policy, logger=log)
+            except OSError as e:
+                self.conversation.close(0)
+                raise ParameterError(f"transcript_dir: cannot write there ({e})") from None
+            self.conversation.add_listener(self.transcript)
+            log.info(f"transcript: {self.transcript.path}")
+        self.conversation.add_listener(self._on_event)
+
+        self.reply_pub = self.create_publisher(Reply, "dialogue/reply", 10)
+        self.state_pub = self.create_publisher(PromptState, "dialogue/prompt_state", 10)
+        frames = MutuallyExclusiveCallbackGroup()
+        self.create_subscription(Image, "camera/image_raw", self._on_image,
+                                 qos_profile_sensor_data, callback_group=frames)
+        self.create_subscription(CompressedImage, "camera/image_raw/compressed",
+                                 self._on_compressed, qos_profile_sensor_data,
+                                 callback_group=frames)
+        self.create_subscription(Utterance, "dialogue/utterance", self._on_utterance, 50,
+                                 callback_group=ReentrantCallbackGroup())
+        if p["prompt_state_period"] > 0:
+            self.create_timer(p["prompt_state_period"], self.publish_state,
+                              callback_group=MutuallyExclusiveCallbackGroup())
+        self._turns: queue.Queue = queue.Queue()
+        self._worker = threading.Thread(target=self._serve_turns, name="vd-turns", daemon=True)
+        self._worker.start()
+        self._closed = False
+        log.info(f"manager ready: backend={p['llm_backend']} model={p['model']!r} "
+                 f"n={p['n']} m={p['m']} persona={persona_path}")
+
+    # --- frames ----------------------------------------------------------------------------
+    def _add_frame(self, convert, msg) -> None:
+        try:
+            bgr = convert(msg)
+            ns = stamp_to_ns(msg.header.stamp)
+            self.conversation.add_frame(bgr, stamp=ns / 1e9 if ns else None)
+        except (ImageConversionError, ValueError) as e:
+            self.get_logger().warning(f"dropping a bad camera frame: {e}",
+                                      throttle_duration_sec=5.0)
+
+    def _on_image(self, msg: Image) -> None:
+        self._add_frame(from_image_msg, msg)
+
+    def _on_compressed(self, msg: CompressedImage) -> None:
+        self._add_frame(from_compressed_msg, msg)
+
+    # --- turns -----------------------------------------------------------------------------
+    def _on_utterance(self, msg: Utterance) -> None:
+        text = " ".join(msg.text.split())
+        if not text:
+            self.get_logger().warning("ignoring an empty utterance")
+            return
+        if self._turns.qsize():
+            self.get_logger().info(f"utterance queued behind {self._turns.qsize()} turn(s)")
+        self._turns.put((text, msg.speaker))
+
+    def _serve_turns(self) -> None:
+        while True:
+            item = self._turns.get()
+            if item is None:
+                return
+            text, speaker = item
+            try:
+                self._turn(text, speaker)
+            except Exception as e:  # noqa: BLE001 - the worker must survive anything
+                self.get_logger().error(f"turn failed unexpectedly: {type(e).__name__}: {e}")
+
+    def _reply_msg(self, turn_id, index, text, in_reply_to, final, fallback) -> Reply:
+        r = Reply()
+        r.header.stamp = now_stamp()
+        r.header.frame_id = self.p["frame_id"]
+        r.turn_id, r.chunk_index, r.text = int(turn_id), int(index), text
+        r.in_reply_to, r.final, r.fallback = in_reply_to, bool(final), bool(fallback)
+        return r
+
+    def _turn(self, text: str, speaker: str) -> None:
+        turn_id = self.conversation.turn_count + 1   # only this thread starts turns
+
+        def chunk(sentence, index, fallback=False):
+            self.reply_pub.publish(self._reply_msg(turn_id, index, sentence, text, False,
+                                                   fallback))
+
+        res = self.conversation.turn(text, on_sentence=chunk, speaker=speaker)
+        n_chunks = len(res.sentences) if self.p["stream"] else 0
+        self.reply_pub.publish(self._reply_msg(res.turn_id, n_chunks, res.text, text, True,
+                                               res.fallback))
+
+    # --- state -----------------------------------------------------------------------------
+    def _on_event(self, kind: str, data: dict) -> None:
+        self.publish_state()
+
+    def publish_state(self) -> None:
+        """Publish a PromptState snapshot now."""
+        if getattr(self, "_closed", True) or not rclpy.ok(context=self.context):
+            return
+        st = self.conversation.state()
+        msg = PromptState()
+        msg.header.stamp = now_stamp()
+        msg.header.frame_id = self.p["frame_id"]
+        for k in ("raw_frames", "frame_summaries", "dialogue_lines", "folded_lines",
+                  "pending_summaries", "prompt_chars", "prompt_image_bytes"):
+            setattr(msg, k, int(min(st[k], 2 ** 32 - 1)))
+        msg.summaries, msg.history_summary = st["summaries"], st["history_summary"]
+        msg.timeline = [t[:200] for t in st["timeline"]]
+        try:
+            self.state_pub.publish(msg)
+        except Exception as e:  # noqa: BLE001 - shutting down
+            self.get_logger().debug(f"prompt state not published: {e}")
+
+    def close(self) -> None:
+        """Stop the turn worker, let summaries finish briefly, close the transcript."""
+        if self._closed:
+            return
+        self._closed = True
+        self._turns.put(None)
+        self._worker.join(timeout=5.0)
+        self.conversation.close(timeout=2.0)
+        if self.transcript is not None:
+            self.transcript.close()
+
+
+def main(args=None):
+    return run_node(lambda: ManagerNode(), "manager_node", args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
