@@ -117,6 +117,20 @@ def _as_reply(value: Any) -> Reply:
     raise TypeError(f"unsupported fake reply type {type(value).__name__}")
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """Clients that hang up (timeouts, closed streams) are normal here: no tracebacks."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError, OSError)):
+            return
+        super().handle_error(request, client_address)
+
+
 def _split_words(text: str) -> list[str]:
     return re.findall(r"\s*\S+\s*|\s+", text) or [text]
 
@@ -147,9 +161,7 @@ class FakeOpenAI:
         if self._server is not None:
             return self
         handler = _make_handler(self)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        self._server.block_on_close = False
+        self._server = _QuietServer(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         kwargs={"poll_interval": 0.05},
                                         name="fake-openai", daemon=True)
