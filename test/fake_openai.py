@@ -84,6 +84,8 @@ class Reply:
         event is set (at most ``gate_timeout`` s; a timeout is recorded in
         ``FakeOpenAI.gate_timeouts``). Lets tests order events without wall-clock asserts.
     disconnect_after: when streaming, drop the connection after this many chunks.
+    error_after: when streaming, send an in-stream error event (``data: {"error": ...}``,
+        as vLLM and OpenAI do) with ``error_message`` after this many chunks, then end.
     headers: extra response headers (e.g. ``{"Retry-After": "0"}``).
     finish_reason: overrides "stop"/"tool_calls".
     """
@@ -98,6 +100,7 @@ class Reply:
     gates: dict[int, threading.Event] = field(default_factory=dict)
     gate_timeout: float = 5.0
     disconnect_after: int | None = None
+    error_after: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
     finish_reason: str | None = None
     body: dict | None = None
@@ -235,7 +238,13 @@ class FakeOpenAI:
                 value = None
                 responder = self.responder
         if value is None:
-            value = responder(body) if responder is not None else self.default_reply
+            if responder is None:
+                value = self.default_reply
+            else:
+                try:
+                    value = responder(body)
+                except Exception as exc:  # a broken responder answers 500, visibly
+                    value = Reply(status=500, error_message=f"responder raised {exc!r}")
         return _as_reply(value)
 
     def _next_id(self) -> str:
@@ -383,6 +392,12 @@ def _make_handler(fake: FakeOpenAI):
                             self.connection.shutdown(socket.SHUT_RDWR)
                         except OSError:
                             pass
+                        return
+                    if reply.error_after is not None and index >= reply.error_after:
+                        error = {"error": {"message": reply.error_message or "stream failed",
+                                           "type": "server_error", "code": None}}
+                        self._send_chunk(b"data: " + json.dumps(error).encode() + b"\n\n")
+                        self._send_chunk(b"")
                         return
                     gate = reply.gates.get(index)
                     if gate is not None and not gate.wait(reply.gate_timeout):

@@ -317,3 +317,23 @@ def test_concurrent_calls_get_their_own_replies(fake_openai, make_backend):
     for t in threads:
         t.join(10)
     assert results == {i: f"Echo n{i}." for i in range(4)}
+
+
+def test_in_stream_error_event_raises_backend_error(fake_openai, make_backend):
+    fake_openai.push(Reply(text="Never finished", error_after=2, error_message="model crashed"),
+                     "not used")
+    with pytest.raises(BackendError) as info:
+        list(make_backend(max_retries=2, sleeps=[]).stream(MSGS))
+    assert "model crashed" in str(info.value)
+    assert info.value.kind == "error"
+    assert fake_openai.request_count == 1  # not a transient error: no retry
+
+
+def test_broken_responder_answers_500(fake_openai, make_backend):
+    def responder(req):
+        raise KeyError("oops")
+
+    fake_openai.responder = responder
+    with pytest.raises(BackendError) as info:
+        make_backend(max_retries=0).complete(MSGS)
+    assert info.value.status == 500 and "responder raised" in str(info.value)
