@@ -100,8 +100,11 @@ def dpt(path: Path) -> Path:
     return path
 
 
-def clipseg(path: Path) -> Path:
-    """Tiny CLIPSegForImageSegmentation + processor (CLIP tokenizer + ViT image processor)."""
+def clipseg(path: Path, mask_bias: float | None = 8.0) -> Path:
+    """Tiny CLIPSegForImageSegmentation + processor (CLIP tokenizer + ViT image processor).
+
+    mask_bias sets the decoder's output bias so the mask is predictable: +8 marks the whole
+    image as the object (remove/replace always find it), -8 marks nothing (object not found)."""
     from transformers import (CLIPSegConfig, CLIPSegForImageSegmentation, CLIPSegProcessor,
                               ViTImageProcessor)
     _seed()
@@ -115,7 +118,11 @@ def clipseg(path: Path) -> Path:
                            num_attention_heads=4, image_size=32, patch_size=8),
         projection_dim=32, reduce_dim=16, extract_layers=[1], decoder_num_attention_heads=2,
         decoder_intermediate_size=16)
-    CLIPSegForImageSegmentation(cfg).eval().save_pretrained(path)
+    model = CLIPSegForImageSegmentation(cfg).eval()
+    if mask_bias is not None:
+        with torch.no_grad():
+            model.decoder.transposed_convolution.bias.fill_(mask_bias)
+    model.save_pretrained(path)
     CLIPSegProcessor(ViTImageProcessor(size={"height": 32, "width": 32}, do_center_crop=False),
                      tok).save_pretrained(path)
     return path
@@ -193,7 +200,9 @@ def stable_diffusion(path: Path, kind: str = "text2image") -> Path:
         num_attention_heads=4, max_position_embeddings=16, bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id, pad_token_id=1, projection_dim=32))
     sched_cls = EulerAncestralDiscreteScheduler if kind == "pix2pix" else DDIMScheduler
-    sched = sched_cls(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear")
+    kw = {} if kind == "pix2pix" else {"clip_sample": False, "set_alpha_to_one": False}
+    sched = sched_cls(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                      steps_offset=1, **kw)
     cls = {"text2image": StableDiffusionPipeline, "pix2pix": StableDiffusionInstructPix2PixPipeline,
            "inpaint": StableDiffusionInpaintPipeline}[kind]
     pipe = cls(unet=unet, vae=vae, text_encoder=text, tokenizer=tok, scheduler=sched,
@@ -226,6 +235,17 @@ BUILDERS = {
     "inpaint": lambda p: stable_diffusion(p, "inpaint"),
     "controlnet": controlnet,
 }
+
+
+_CACHE: dict[str, dict[str, str]] = {}
+
+
+def cached(root: Path) -> dict[str, str]:
+    """build_all(root) once per process (test modules share one set of tiny models)."""
+    key = str(root)
+    if key not in _CACHE:
+        _CACHE[key] = build_all(root)
+    return dict(_CACHE[key])
 
 
 def build_all(root: Path, keys=None) -> dict[str, str]:

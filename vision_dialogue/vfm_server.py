@@ -1,0 +1,212 @@
+"""VfmServer: Visual ChatGPT's visual foundation models as ROS 2 actions.
+
+Three general actions, the tool (op id) in the goal:
+  vfm/image_to_text  (ImageToText)   caption, vqa, detect
+  vfm/image_to_image (ImageToImage)  pix2pix, remove, replace, the condition maps and the
+                                     ControlNet generations
+  vfm/text_to_image  (TextToImage)   text2image
+and the service vfm/list_tools (ListTools) with every offered tool's usage text and load status.
+
+Inputs come from the sandboxed image store (`image_dir`) by name, or as a sensor_msgs/Image that
+is saved into the store first; outputs are saved there with chained names. Models load lazily
+on first use on the device the `load` parameter assigns (see vision_dialogue/vfm/devices.py).
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import cv2
+import numpy as np
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+
+from vision_dialogue.image_msgs import ImageConversionError, from_image_msg, to_image_msg
+from vision_dialogue.ros_params import Param, ParameterError, declare_params
+from vision_dialogue.vfm import registry
+from vision_dialogue.vfm.devices import LoadSpecError, parse_load
+from vision_dialogue.vfm.errors import Cancelled, ToolError
+from vision_dialogue.vfm.image_store import ImageStore, StoreError
+from vision_dialogue.vfm.models.common import RunContext
+from vision_dialogue.vfm.toolbox import Toolbox
+
+from vision_dialogue.action import ImageToImage, ImageToText, TextToImage  # noqa: E402
+from vision_dialogue.msg import ToolInfo  # noqa: E402
+from vision_dialogue.srv import ListTools  # noqa: E402
+
+
+def _load_error(value: str) -> str | None:
+    try:
+        parse_load(value)
+    except LoadSpecError as e:
+        return str(e)
+    return None
+
+
+PARAMS = [
+    Param("image_dir", "~/.ros/vision_dialogue/vfm_images",
+          "Image store directory: inputs must resolve inside it, outputs are written there.",
+          check=lambda v: None if str(v).strip() else "must not be empty", read_only=True),
+    Param("load", "all_cpu",
+          "Tools to offer and their devices: comma separated <op id|VCG class|all>_<cpu|cuda|"
+          "cuda:N|mps>, later entries override earlier, e.g. 'all_cpu,Text2Image_cuda:0'.",
+          check=_load_error, read_only=True),
+    Param("allow_download", False,
+          "Let from_pretrained fetch missing checkpoints from the Hugging Face Hub "
+          "(default: local paths and the local HF cache only).", read_only=True),
+    Param("num_inference_steps", 20, "Denoising steps of every diffusion tool.", range=(1, 500)),
+    Param("guidance_scale", 9.0, "Classifier-free guidance scale (text2image, ControlNet).",
+          range=(0.0, 50.0)),
+    Param("image_size", 512, "Longer side of generated images in pixels (multiple of 64).",
+          range=(64, 2048), check=lambda v: None if v % 64 == 0 else "must be a multiple of 64"),
+    Param("seed", -1, "Random seed of the diffusion tools; -1 draws a new one per call.",
+          range=(-1, 2**31 - 1)),
+    Param("frame_id", "vfm", "frame_id of output images whose input carried none."),
+] + [Param(f"checkpoints.{key}", default,
+           f"Checkpoint for '{key}': a local directory/file or a Hugging Face repo id "
+           f"(looked up in the local cache).",
+           check=lambda v: None if str(v).strip() else "must not be empty", read_only=True)
+     for key, default in registry.DEFAULT_CHECKPOINTS.items()]
+
+_ACTION_OF = {registry.IMAGE_TO_TEXT: ImageToText, registry.IMAGE_TO_IMAGE: ImageToImage,
+              registry.TEXT_TO_IMAGE: TextToImage}
+
+
+class VfmServer(Node):
+    """The VFM action server node (default name `vfm_server`)."""
+
+    def __init__(self, name: str = "vfm_server", **kwargs):
+        super().__init__(name, **kwargs)
+        self.params = declare_params(self, PARAMS)
+        try:
+            devices = parse_load(self.params["load"])
+            self.store = ImageStore(self.params["image_dir"])
+        except LoadSpecError as e:  # pragma: no cover - caught by the Param check already
+            raise ParameterError(f"load: {e}") from None
+        except OSError as e:
+            raise ParameterError(f"image_dir: cannot create {self.params['image_dir']!r}: {e}") from None
+        ckpts = {k: self.params[f"checkpoints.{k}"] for k in registry.DEFAULT_CHECKPOINTS}
+        self.toolbox = Toolbox(devices, ckpts, allow_download=self.params["allow_download"])
+        self._cb = ReentrantCallbackGroup()
+        self._servers = [
+            ActionServer(self, action, f"vfm/{kind}", execute_callback=self._make_execute(kind),
+                         goal_callback=self._make_goal_check(kind),
+                         cancel_callback=lambda _g: CancelResponse.ACCEPT, callback_group=self._cb)
+            for kind, action in _ACTION_OF.items()]
+        self._list_srv = self.create_service(ListTools, "vfm/list_tools", self._list_tools,
+                                             callback_group=self._cb)
+        self.get_logger().info(
+            f"offering {len(devices)} tools ({', '.join(f'{o}@{d}' for o, d in devices.items())}); "
+            f"image store {self.store.root}")
+
+    # ---- goals ---------------------------------------------------------------------------
+    def _goal_error(self, kind: str, tool: str) -> str | None:
+        if tool not in self.toolbox.devices:
+            offered = [t.op for t in self.toolbox.specs if t.action_type == kind]
+            return f"unknown tool {tool!r} for vfm/{kind}; offered: {', '.join(offered) or 'none'}"
+        spec = registry.BY_OP[tool]
+        if spec.action_type != kind:
+            return f"tool {tool!r} is an {spec.action_type} tool; send it to vfm/{spec.action_type}"
+        return None
+
+    def _make_goal_check(self, kind: str):
+        def check(goal) -> GoalResponse:
+            err = self._goal_error(kind, goal.tool)
+            if err:
+                self.get_logger().error(f"rejected goal: {err}")
+                return GoalResponse.REJECT
+            return GoalResponse.ACCEPT
+        return check
+
+    def _input(self, goal) -> tuple[np.ndarray, str, str]:
+        """(RGB image, its store name, frame_id) of a goal's image_file or image."""
+        if goal.image_file.strip():
+            return self.store.load(goal.image_file), self.store.relative(
+                self.store.resolve(goal.image_file)), ""
+        if goal.image.width and goal.image.height:
+            try:
+                bgr = from_image_msg(goal.image)
+            except ImageConversionError as e:
+                raise ToolError(f"bad input image: {e}") from None
+            rgb = cv2.cvtColor(bgr, cv2.COLOR_GRAY2RGB) if bgr.ndim == 2 else bgr[:, :, ::-1]
+            rgb = np.ascontiguousarray(rgb)
+            return rgb, self.store.add(rgb), goal.image.header.frame_id
+        raise ToolError("goal has neither image_file nor image")
+
+    def _make_execute(self, kind: str):
+        action = _ACTION_OF[kind]
+
+        def execute(goal_handle):
+            goal = goal_handle.request
+            result = action.Result()
+            lock = threading.Lock()
+
+            def progress(stage: str, step: int, total: int):
+                fb = action.Feedback()
+                fb.stage = stage
+                if kind == registry.IMAGE_TO_TEXT:
+                    fb.progress = float(step) / float(total) if total else 0.0
+                else:
+                    fb.step, fb.total_steps = int(step), int(total)
+                with lock:
+                    goal_handle.publish_feedback(fb)
+
+            ctx = RunContext(progress=progress, cancelled=lambda: goal_handle.is_cancel_requested,
+                             steps=self.params_now("num_inference_steps"),
+                             guidance_scale=self.params_now("guidance_scale"),
+                             image_size=self.params_now("image_size"),
+                             seed=self.params_now("seed"))
+            try:
+                err = self._goal_error(kind, goal.tool)
+                if err:
+                    raise ToolError(err)
+                rgb, prev, frame = (None, None, "") if kind == registry.TEXT_TO_IMAGE \
+                    else self._input(goal)
+                out = self.toolbox.run(goal.tool, rgb, goal.text, ctx)
+                if kind == registry.IMAGE_TO_TEXT:
+                    result.text = str(out)
+                else:
+                    result.image_file = self.store.save(out, goal.tool, prev)
+                    result.image = to_image_msg(np.ascontiguousarray(out[:, :, ::-1]),
+                                                frame_id=frame or self.params["frame_id"])
+                progress("done", 1, 1) if kind == registry.IMAGE_TO_TEXT else None
+                result.success = True
+                goal_handle.succeed()
+                self.get_logger().info(f"{goal.tool}: done -> "
+                                       f"{result.text[:80] if kind == registry.IMAGE_TO_TEXT else result.image_file}")
+            except Cancelled:
+                result.error = "cancelled"
+                goal_handle.canceled()
+                self.get_logger().info(f"{goal.tool}: cancelled")
+            except (ToolError, StoreError) as e:
+                result.error = str(e)
+                goal_handle.abort()
+                self.get_logger().error(f"{goal.tool}: {e}")
+            except Exception as e:  # a model bug must not take the server down
+                result.error = f"{goal.tool} failed: {type(e).__name__}: {e}"
+                goal_handle.abort()
+                self.get_logger().error(result.error)
+            return result
+        return execute
+
+    def params_now(self, name: str):
+        """Current value of a (dynamically settable) parameter."""
+        return self.get_parameter(name).value
+
+    # ---- list_tools ----------------------------------------------------------------------
+    def _list_tools(self, _req, resp):
+        resp.tools = [ToolInfo(name=t.name, op=t.op, action_type=t.action_type,
+                               description=t.description, loaded=self.toolbox.is_loaded(t.op),
+                               device=self.toolbox.devices[t.op], status=self.toolbox.status(t.op))
+                      for t in self.toolbox.specs]
+        return resp
+
+
+def main(args=None):
+    from vision_dialogue.node_runner import run_node
+    return run_node(lambda: VfmServer(), "vfm_server", args, threads=max(4, os.cpu_count() or 1))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
