@@ -1,0 +1,294 @@
+"""Speech backends without ROS: script files, terminal, and the Furhat backends against fake
+robots on 127.0.0.1 (the real furhat-remote-api client; our websocket client)."""
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import threading
+import time
+
+import pytest
+
+from fake_furhat import FakeFurhat
+from fake_furhat_realtime import FakeFurhatRealtime
+from vision_dialogue.speech import backend_class
+from vision_dialogue.speech.furhat_realtime_backend import FurhatRealtimeBackend
+from vision_dialogue.speech.furhat_remote import FurhatRemoteBackend
+from vision_dialogue.speech.script import ScriptBackend, ScriptError, ScriptItem, load_script
+from vision_dialogue.speech.terminal import TerminalBackend
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class Recorder:
+    """SpeechEvents that records what a backend reports, with times."""
+
+    def __init__(self):
+        self.utterances: list[tuple[float, str, str, str]] = []
+        self.listens = 0
+        self.finished = threading.Event()
+        self.t0 = time.monotonic()
+
+    def utterance(self, text, speaker="", language="", confidence=-1.0):
+        self.utterances.append((time.monotonic() - self.t0, text, speaker, language))
+
+    def listening(self):
+        self.listens += 1
+
+    def input_finished(self):
+        self.finished.set()
+
+    def texts(self):
+        return [u[1] for u in self.utterances]
+
+    def wait(self, n, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        while len(self.utterances) < n and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return len(self.utterances) >= n
+
+
+# ------------------------------------------------------------------ script files
+def test_load_script_yaml_with_defaults(tmp_path):
+    f = tmp_path / "demo.yaml"
+    f.write_text("language: sv-SE\nspeaker: anna\nitems:\n"
+                 "  - say: Hej\n  - {say: 'What is this?', wait_for_reply: true}\n"
+                 "  - {say: Bye, delay: 1.5, language: en-GB, speaker: bob}\n")
+    items = load_script(f)
+    assert items == [ScriptItem("Hej", 0.0, False, "sv-SE", "anna"),
+                     ScriptItem("What is this?", 0.0, True, "sv-SE", "anna"),
+                     ScriptItem("Bye", 1.5, False, "en-GB", "bob")]
+
+
+def test_load_script_json_list(tmp_path):
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps([{"say": "one", "delay": 0}, {"say": "two"}]))
+    assert [i.say for i in load_script(f)] == ["one", "two"]
+
+
+@pytest.mark.parametrize("content,problem", [
+    (None, "file not found"),
+    ("items: [say: x", "not valid YAML"),
+    ("[]", "non-empty list"),
+    ("- hello\n", "item 1: expected a mapping"),
+    ("- {say: ''}\n", "item 1: 'say' must be a non-empty string"),
+    ("- {say: a}\n- {say: b, delay: -1}\n", "item 2: 'delay' must be a number"),
+    ("- {say: a, dealy: 2}\n", "item 1: unknown keys ['dealy']"),
+    ("- {say: a, wait_for_reply: maybe}\n", "item 1: 'wait_for_reply' must be true or false"),
+])
+def test_invalid_scripts_name_file_and_problem(tmp_path, content, problem):
+    f = tmp_path / "bad.yaml"
+    if content is not None:
+        f.write_text(content)
+    with pytest.raises(ScriptError) as e:
+        load_script(f)
+    assert str(f) in str(e.value) and problem in str(e.value)
+
+
+def test_shipped_demo_script_is_valid():
+    from conftest import REPO
+    items = load_script(REPO / "config" / "demo_script.yaml")
+    assert 4 <= len(items) <= 6
+    assert any(i.wait_for_reply for i in items) and any(i.delay > 0 for i in items)
+
+
+# ------------------------------------------------------------------ script backend
+def test_script_delays_and_wait_for_reply():
+    out = io.StringIO()
+    items = [ScriptItem("first"), ScriptItem("second", delay=0.2),
+             ScriptItem("third", wait_for_reply=True)]
+    b = ScriptBackend(items, reply_timeout=5.0, output_stream=out, language="en-US")
+    rec = Recorder()
+    b.start(rec)
+    assert rec.wait(2)
+    t_first, t_second = rec.utterances[0][0], rec.utterances[1][0]
+    assert t_second - t_first >= 0.19                       # the delay
+    time.sleep(0.3)
+    assert len(rec.utterances) == 2                          # third waits for a reply
+    t_reply = time.monotonic() - rec.t0
+    b.speak("A reply.")
+    b.end_reply("A reply.")
+    assert rec.wait(3)
+    assert rec.utterances[2][0] >= t_reply
+    assert not rec.finished.is_set()                         # waits for the last reply too
+    b.end_reply("Last reply.")
+    assert rec.finished.wait(2)
+    assert rec.utterances[0][3] == "en-US"
+    assert "you: first" in out.getvalue() and "robot: A reply." in out.getvalue()
+    b.close()
+
+
+def test_script_wait_for_reply_times_out_and_goes_on(caplog):
+    log = logging.getLogger("test.script")
+    b = ScriptBackend([ScriptItem("a"), ScriptItem("b", wait_for_reply=True)],
+                      reply_timeout=0.2, output_stream=io.StringIO(), logger=log)
+    rec = Recorder()
+    with caplog.at_level(logging.WARNING, logger="test.script"):
+        b.start(rec)
+        assert rec.wait(2)
+        assert rec.finished.wait(2)
+    assert rec.utterances[1][0] - rec.utterances[0][0] >= 0.19
+    assert "no reply within" in caplog.text
+    b.close()
+
+
+# ------------------------------------------------------------------ terminal backend
+def test_terminal_reads_lines_until_eof_and_prints_stream():
+    r, w = os.pipe()
+    rin = os.fdopen(r, "r")
+    out = io.StringIO()
+    b = TerminalBackend(rin, out, language="en-GB", speaker="me")
+    rec = Recorder()
+    b.start(rec)
+    os.write(w, b"hello robot\n\n   \nwhat is that?\n")
+    assert rec.wait(2)
+    assert rec.texts() == ["hello robot", "what is that?"]
+    assert rec.utterances[0][2:] == ("me", "en-GB")
+    b.begin_reply()
+    b.speak("It is a cup.")
+    b.speak("A red one.")
+    b.end_reply("It is a cup. A red one.")
+    assert out.getvalue() == "robot: It is a cup. A red one.\n"
+    assert not rec.finished.is_set()
+    os.close(w)                                              # EOF
+    assert rec.finished.wait(2)
+    rin.close()
+
+
+# ------------------------------------------------------------------ Furhat Remote API
+@pytest.fixture
+def furhat():
+    srv = FakeFurhat(listen_wait=0.2).start()
+    yield srv
+    srv.stop()
+
+
+def remote_backend(srv, **kw):
+    kw.setdefault("barge_in", False)
+    return FurhatRemoteBackend("127.0.0.1", srv.port, backoff_initial=0.05, backoff_max=0.2,
+                               request_timeout=2.0, **kw)
+
+
+def test_backend_class_names():
+    assert backend_class("furhat") is FurhatRemoteBackend
+    assert backend_class("furhat_realtime") is FurhatRealtimeBackend
+    with pytest.raises(ValueError, match="unknown speech backend 'x'"):
+        backend_class("x")
+
+
+def test_remote_silence_interrupted_failed_then_text(furhat):
+    for m in ("SILENCE", "INTERRUPTED", "FAILED", "what is on the table"):
+        furhat.listen_results.put(m)
+    b = remote_backend(furhat, language="en-GB", voice="Emma")
+    rec = Recorder()
+    b.start(rec)
+    try:
+        assert rec.wait(1)
+        assert rec.texts() == ["what is on the table"]
+        assert rec.utterances[0][3] == "en-GB"
+        seq = furhat.sequence()
+        assert seq[:2] == ["users", "voice"]
+        assert seq.count("listen") == 4          # SILENCE/INTERRUPTED/FAILED: listen again
+        listens = [q for _, p, q in furhat.calls if p == "/furhat/listen"]
+        assert all(q["language"] == "en-GB" for q in listens)
+        assert [q for _, p, q in furhat.calls if p == "/furhat/voice"][0]["name"] == "Emma"
+    finally:
+        b.close()
+
+
+def test_remote_robot_down_logs_once_backs_off_and_recovers(furhat, caplog):
+    port = furhat.port
+    furhat.stop()
+    log = logging.getLogger("test.furhat")
+    b = FurhatRemoteBackend("127.0.0.1", port, backoff_initial=0.05, backoff_max=0.2,
+                            request_timeout=1.0, barge_in=False, logger=log)
+    rec = Recorder()
+    with caplog.at_level(logging.INFO, logger="test.furhat"):
+        b.start(rec)
+        time.sleep(0.8)                     # several retries: 0.05, 0.1, 0.2, 0.2, ...
+        errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+        assert len(errors) == 1 and "robot unavailable" in errors[0].getMessage()
+        assert b.outages == 1 and b._thread.is_alive()
+        srv2 = FakeFurhat(port=port, listen_wait=0.2).start()
+        try:
+            srv2.listen_results.put("are you back")
+            assert rec.wait(1, timeout=5)
+            assert rec.texts() == ["are you back"]
+            assert "robot reachable again" in caplog.text
+            assert srv2.sequence()[:3] == ["users", "attend user=CLOSEST", "listen"]
+        finally:
+            b.close()
+            srv2.stop()
+
+
+def test_remote_say_blocks_and_stop_interrupts(furhat):
+    furhat.say_seconds = 3.0
+    b = remote_backend(furhat)
+    done = {}
+    t = threading.Thread(target=lambda: done.update(ok=b.speak("a long answer")))
+    t0 = time.monotonic()
+    t.start()
+    assert furhat.wait_for(lambda f: "say a long answer" in f.sequence())
+    b.stop_speaking()
+    t.join(timeout=2)
+    assert time.monotonic() - t0 < 2.0 and done["ok"] is True
+    say = [q for _, p, q in furhat.calls if p == "/furhat/say"][0]
+    assert say["text"] == "a long answer" and say["blocking"].lower() == "true"
+    assert "say_stop" in furhat.sequence()
+    b.close()
+
+
+# ------------------------------------------------------------------ Furhat Realtime API
+def test_realtime_backend_listen_speak_and_gaze():
+    srv = FakeFurhatRealtime(key="k").start()
+    b = FurhatRealtimeBackend("127.0.0.1", srv.port, key="k", language="de-DE",
+                              gaze_away_location=(0.1, 0.2, 0.9), backoff_initial=0.05,
+                              barge_in=False)
+    rec = Recorder()
+    srv.hear.put("was siehst du")
+    b.start(rec)
+    try:
+        assert rec.wait(1)
+        assert rec.texts() == ["was siehst du"]
+        b.on_thinking()
+        b.begin_reply()
+        assert b.speak("Ich sehe einen Astronauten.") is True
+        b.end_reply("Ich sehe einen Astronauten.")
+        assert srv.wait_for("request.listen.start", 2)
+        types = [t for t in srv.types() if t != "request.listen.config"]
+        assert types[:8] == ["request.auth", "request.attend.user", "request.listen.start",
+                             "request.gesture.start", "request.attend.location",
+                             "request.attend.user", "request.speak.text",
+                             "request.attend.user"]
+        loc = [e for e in srv.received if e["type"] == "request.attend.location"][0]
+        assert (loc["x"], loc["y"], loc["z"]) == (0.1, 0.2, 0.9)
+        cfg = [e for e in srv.received if e["type"] == "request.listen.config"][0]
+        assert cfg["languages"] == ["de-DE"]
+    finally:
+        b.close()
+        srv.stop()
+
+
+def test_realtime_backend_robot_down_then_up(caplog):
+    srv = FakeFurhatRealtime().start()
+    port = srv.port
+    srv.stop()
+    log = logging.getLogger("test.rt")
+    b = FurhatRealtimeBackend("127.0.0.1", port, backoff_initial=0.05, backoff_max=0.2,
+                              request_timeout=1.0, logger=log)
+    rec = Recorder()
+    with caplog.at_level(logging.INFO, logger="test.rt"):
+        b.start(rec)
+        time.sleep(0.5)
+        assert b.outages == 1
+        srv2 = FakeFurhatRealtime(port=port).start()
+        try:
+            srv2.hear.put("hello again")
+            assert rec.wait(1, timeout=5)
+            assert "robot reachable again" in caplog.text
+        finally:
+            b.close()
+            srv2.stop()
+    assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 1

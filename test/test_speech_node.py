@@ -1,0 +1,333 @@
+"""SpeechNode in-process with rclpy: a peer node in the same context publishes replies and
+records utterances and speech states. Robots are fakes on 127.0.0.1."""
+from __future__ import annotations
+
+import io
+import os
+import threading
+import time
+
+import pytest
+import rclpy
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+from fake_furhat import FakeFurhat
+from fake_furhat_realtime import FakeFurhatRealtime
+from vision_dialogue.msg import Reply, SpeechState, Utterance
+from vision_dialogue.ros_params import ParameterError
+from vision_dialogue.speech_node import SpeechNode
+
+pytestmark = pytest.mark.timeout(60)
+
+IDLE, LISTENING, THINKING, SPEAKING = (SpeechState.IDLE, SpeechState.LISTENING,
+                                       SpeechState.THINKING, SpeechState.SPEAKING)
+
+
+class Peer:
+    """Stands in for the manager: publishes replies, records utterances and states."""
+
+    def __init__(self, ctx):
+        self.node = rclpy.create_node("peer", context=ctx)
+        self.utterances: list[Utterance] = []
+        self.states: list[int] = []
+        self.node.create_subscription(Utterance, "dialogue/utterance",
+                                      self.utterances.append, 10)
+        qos = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.node.create_subscription(SpeechState, "dialogue/speech_state",
+                                      lambda m: self.states.append(m.state), qos)
+        self.pub = self.node.create_publisher(Reply, "dialogue/reply", 10)
+
+    def reply(self, turn: int, text: str, final: bool = False, index: int = 0,
+              fallback: bool = False) -> None:
+        m = Reply()
+        m.turn_id, m.chunk_index, m.text, m.final, m.fallback = turn, index, text, final, fallback
+        self.pub.publish(m)
+
+    def texts(self) -> list[str]:
+        return [u.text for u in self.utterances]
+
+
+@pytest.fixture
+def rig(ros_context, spin):
+    """make(params, **kw) -> (node, peer, executor); everything is torn down afterwards."""
+    made = []
+
+    def make(params: dict, **kw):
+        overrides = [Parameter(k, value=v) for k, v in params.items()]
+        node = SpeechNode(context=ros_context, parameter_overrides=overrides, **kw)
+        peer = Peer(ros_context)
+        ex = SingleThreadedExecutor(context=ros_context)
+        ex.add_node(node)
+        ex.add_node(peer.node)
+        made.append((node, peer, ex))
+        assert spin(ex, lambda: peer.pub.get_subscription_count() >= 1
+                    and node.pub_utterance.get_subscription_count() >= 1, timeout=10)
+        return node, peer, ex
+
+    yield make
+    for node, peer, ex in made:
+        node.close()
+        ex.shutdown()
+        node.destroy_node()
+        peer.node.destroy_node()
+
+
+def contains_in_order(seq, sub) -> bool:
+    it = iter(seq)
+    return all(any(x == y for y in it) for x in sub)
+
+
+def terminal(rig, **params):
+    r, w = os.pipe()
+    stdin = os.fdopen(r, "r")
+    out = io.StringIO()
+    node, peer, ex = rig({"backend": "terminal", "frame_id": "mic", **params},
+                         input_stream=stdin, output_stream=out)
+    return node, peer, ex, w, out
+
+
+# ------------------------------------------------------------------ parameters
+@pytest.mark.parametrize("params,name", [
+    ({"backend": "telepathy"}, "backend"),
+    ({"backend": "script", "script_file": "/no/such/script.yaml"}, "script_file"),
+    ({"reply_timeout": 0.0}, "reply_timeout"),
+    ({"gaze_away_location": [1.0, 2.0]}, "gaze_away_location"),
+    ({"backoff_initial": 5.0, "backoff_max": 1.0}, "backoff_initial"),
+    ({"furhat_port": 70000}, "furhat_port"),
+])
+def test_invalid_parameters_fail_at_startup(ros_context, params, name):
+    overrides = [Parameter(k, value=v) for k, v in params.items()]
+    with pytest.raises(ParameterError) as e:
+        SpeechNode(context=ros_context, parameter_overrides=overrides)
+    assert str(e.value).startswith(name)
+    if name == "script_file":
+        assert "/no/such/script.yaml" in str(e.value) and "not found" in str(e.value)
+
+
+def test_invalid_script_content_names_file_and_item(ros_context, tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("- {say: hello}\n- {say: again, delay: soon}\n")
+    with pytest.raises(ParameterError) as e:
+        SpeechNode(context=ros_context, parameter_overrides=[
+            Parameter("backend", value="script"), Parameter("script_file", value=str(f))])
+    msg = str(e.value)
+    assert msg.startswith("script_file") and str(f) in msg and "item 2: 'delay'" in msg
+
+
+# ------------------------------------------------------------------ terminal + replies
+def test_terminal_utterance_message_and_state_transitions(rig, spin):
+    node, peer, ex, w, out = terminal(rig, language="en-GB", speaker="tester")
+    os.write(w, "what do you see?\n".encode())
+    assert spin(ex, lambda: peer.utterances, timeout=5)
+    u = peer.utterances[0]
+    assert (u.text, u.source, u.language, u.speaker, u.header.frame_id) == (
+        "what do you see?", "terminal", "en-GB", "tester", "mic")
+    assert abs(u.header.stamp.sec - time.time()) < 5 and u.confidence < 0
+    assert spin(ex, lambda: THINKING in peer.states, timeout=5)
+    peer.reply(1, "I see a cat.", index=0)
+    peer.reply(1, "It is orange.", index=1)
+    peer.reply(1, "I see a cat. It is orange.", final=True, index=2)
+    assert spin(ex, lambda: peer.states[-1:] == [LISTENING] and SPEAKING in peer.states,
+                timeout=5)
+    assert contains_in_order(peer.states, [IDLE, LISTENING, THINKING, SPEAKING, LISTENING])
+    assert node.state == LISTENING
+    os.close(w)
+
+
+def test_streamed_chunks_spoken_as_they_arrive_and_not_repeated(rig, spin):
+    node, peer, ex, w, out = terminal(rig)
+    os.write(w, b"tell me about the room\n")
+    assert spin(ex, lambda: peer.utterances, timeout=5)
+    peer.reply(4, "There is a window.", index=0)
+    assert spin(ex, lambda: "There is a window." in out.getvalue(), timeout=5)
+    assert "a plant" not in out.getvalue()             # spoken before the next chunk exists
+    peer.reply(4, "And a plant.", index=1)
+    peer.reply(4, "There is a window. And a plant.", final=True, index=2)
+    assert spin(ex, lambda: node.state == LISTENING and out.getvalue().endswith("\n"),
+                timeout=5)
+    assert out.getvalue() == "robot: There is a window. And a plant.\n"
+    os.close(w)
+
+
+def test_final_without_chunks_is_spoken_sentence_by_sentence(rig, spin):
+    node, peer, ex, w, out = terminal(rig)
+    spoken = []
+    orig = node.backend.speak
+    node.backend.speak = lambda text: (spoken.append(text), orig(text))[1]
+    os.write(w, b"hi\n")
+    assert spin(ex, lambda: peer.utterances, timeout=5)
+    peer.reply(1, "Hello there! Nice hat.", final=True, index=0, fallback=True)
+    assert spin(ex, lambda: node.state == LISTENING and spoken, timeout=5)
+    assert spoken == ["Hello there!", "Nice hat."]
+    os.close(w)
+
+
+def test_barge_in_stops_speech_drops_rest_of_turn_and_publishes(rig, spin):
+    node, peer, ex, w, out = terminal(rig)
+    stops = []
+    orig = node.backend.stop_speaking
+    node.backend.stop_speaking = lambda: (stops.append(time.monotonic()), orig())[1]
+    os.write(w, b"describe the picture\n")
+    assert spin(ex, lambda: peer.utterances, timeout=5)
+    peer.reply(3, "It shows a long beach.", index=0)
+    assert spin(ex, lambda: node.state == SPEAKING and "long beach" in out.getvalue(),
+                timeout=5)
+    os.write(w, b"wait, stop\n")                         # the user barges in
+    assert spin(ex, lambda: len(peer.utterances) == 2, timeout=5)
+    assert peer.texts() == ["describe the picture", "wait, stop"]
+    assert len(stops) == 1 and "[interrupted]" in out.getvalue()
+    assert spin(ex, lambda: node.state == THINKING, timeout=2)
+    peer.reply(3, "The sand is white.", index=1)          # rest of the interrupted turn
+    peer.reply(3, "It shows a long beach. The sand is white.", final=True, index=2)
+    peer.reply(4, "Sure, I stopped.", final=True, index=0)
+    assert spin(ex, lambda: "Sure, I stopped." in out.getvalue() and node.state == LISTENING,
+                timeout=5)
+    assert "sand" not in out.getvalue()
+    os.close(w)
+
+
+def test_no_reply_times_out_back_to_listening(rig, spin):
+    node, peer, ex, w, out = terminal(rig, reply_timeout=0.3)
+    os.write(w, b"anyone there?\n")
+    assert spin(ex, lambda: THINKING in peer.states, timeout=5)
+    t0 = time.monotonic()
+    assert spin(ex, lambda: node.state == LISTENING, timeout=5)
+    assert time.monotonic() - t0 >= 0.15
+    assert "(no reply)" in out.getvalue()
+    os.close(w)
+
+
+def test_terminal_eof_with_exit_when_done_calls_on_done(rig, spin):
+    done = threading.Event()
+    r, w = os.pipe()
+    node, peer, ex = rig({"backend": "terminal", "exit_when_done": True},
+                         input_stream=os.fdopen(r, "r"), output_stream=io.StringIO(),
+                         on_done=done.set)
+    os.write(w, b"bye\n")
+    os.close(w)
+    assert spin(ex, lambda: peer.utterances, timeout=5)
+    assert not done.wait(0.2)                 # waits for the reply to the last utterance
+    peer.reply(1, "Goodbye!", final=True)
+    assert spin(ex, done.is_set, timeout=5)
+    assert spin(ex, lambda: peer.states[-1:] == [IDLE], timeout=5)
+
+
+# ------------------------------------------------------------------ script backend
+def test_script_backend_end_to_end_with_shutdown(rig, spin, tmp_path, ros_context):
+    f = tmp_path / "talk.yaml"
+    f.write_text("language: nl-NL\nitems:\n  - say: Hallo robot\n"
+                 "  - {say: 'Wat zie je?', wait_for_reply: true}\n")
+    out = io.StringIO()
+    node, peer, ex = rig({"backend": "script", "script_file": str(f), "exit_when_done": True,
+                          "reply_timeout": 5.0}, output_stream=out)
+    assert spin(ex, lambda: peer.utterances, timeout=5)
+    spin(ex, lambda: False, timeout=0.3)
+    assert peer.texts() == ["Hallo robot"]          # the second waits for the reply
+    peer.reply(1, "Hallo!", index=0)
+    peer.reply(1, "Hallo!", final=True, index=1)
+    assert spin(ex, lambda: len(peer.utterances) == 2, timeout=5)
+    assert peer.utterances[1].language == "nl-NL" and peer.utterances[1].source == "script"
+    peer.reply(2, "Ik zie een kat.", final=True)
+    try:                                                          # exit_when_done:
+        spin(ex, lambda: not ros_context.ok(), timeout=5)         # the context shuts down
+    except ExternalShutdownException:
+        pass
+    assert not ros_context.ok()
+    assert "robot: Hallo!\n" in out.getvalue() and "robot: Ik zie een kat." in out.getvalue()
+    assert out.getvalue().count("Hallo!") == 1
+
+
+# ------------------------------------------------------------------ Furhat Remote API
+FURHAT = {"backend": "furhat", "furhat_host": "127.0.0.1", "backoff_initial": 0.05,
+          "backoff_max": 0.2, "request_timeout": 2.0, "voice": "Matthew",
+          "gaze_away_gesture": "GazeAway", "gaze_away_location": [0.5, 0.4, 1.0]}
+
+
+def test_furhat_turn_taking_exact_sequence(rig, spin):
+    srv = FakeFurhat(listen_wait=0.3, say_seconds=0.1).start()
+    srv.listen_results.put("what am I holding")
+    try:
+        node, peer, ex = rig({**FURHAT, "furhat_port": srv.port, "barge_in": False})
+        assert spin(ex, lambda: peer.utterances, timeout=5)
+        assert peer.utterances[0].text == "what am I holding" and \
+            peer.utterances[0].source == "furhat"
+        assert spin(ex, lambda: "attend location=0.5,0.4,1" in srv.sequence(), timeout=5)
+        assert node.state == THINKING
+        peer.reply(1, "A red cup.", index=0)
+        peer.reply(1, "A red cup.", final=True, index=1)
+        assert spin(ex, lambda: srv.sequence().count("listen") >= 2, timeout=5)
+        seq = srv.sequence()
+        assert seq[:10] == ["users", "voice", "attend user=CLOSEST", "listen",
+                            "gesture GazeAway", "attend location=0.5,0.4,1",
+                            "attend user=CLOSEST", "say A red cup.", "attend user=CLOSEST",
+                            "listen"]
+        say = [q for _, p, q in srv.calls if p == "/furhat/say"][0]
+        assert say["blocking"].lower() == "true"
+        assert contains_in_order(peer.states, [LISTENING, THINKING, SPEAKING, LISTENING])
+    finally:
+        srv.stop()
+
+
+def test_furhat_barge_in_calls_say_stop(rig, spin):
+    srv = FakeFurhat(listen_wait=0.3, say_seconds=5.0).start()
+    srv.listen_results.put("tell me a story")
+    try:
+        node, peer, ex = rig({**FURHAT, "furhat_port": srv.port, "barge_in": True})
+        assert spin(ex, lambda: peer.utterances, timeout=5)
+        peer.reply(1, "Once upon a time there was a very long story.", index=0)
+        assert spin(ex, lambda: any(s.startswith("say Once") for s in srv.sequence()),
+                    timeout=5)
+        srv.listen_results.put("stop, that is enough")
+        assert spin(ex, lambda: len(peer.utterances) == 2, timeout=5)
+        assert peer.texts()[1] == "stop, that is enough"
+        assert spin(ex, lambda: "say_stop" in srv.sequence(), timeout=5)
+        seq = srv.sequence()
+        assert seq.index("say_stop") > seq.index("say Once upon a time there was a very long "
+                                                 "story.")
+        assert node.state == THINKING
+    finally:
+        srv.stop()
+
+
+def test_furhat_robot_down_node_keeps_running_and_recovers(rig, spin):
+    srv = FakeFurhat(listen_wait=0.3).start()
+    port = srv.port
+    srv.stop()
+    node, peer, ex = rig({**FURHAT, "furhat_port": port})
+    spin(ex, lambda: False, timeout=0.5)
+    assert node.backend.outages == 1 and node.backend._thread.is_alive()
+    srv2 = FakeFurhat(port=port, listen_wait=0.3).start()
+    try:
+        srv2.listen_results.put("hello again")
+        assert spin(ex, lambda: peer.utterances, timeout=5)
+        assert peer.texts() == ["hello again"]
+    finally:
+        srv2.stop()
+
+
+# ------------------------------------------------------------------ Furhat Realtime API
+def test_furhat_realtime_node_turn_and_barge_in(rig, spin):
+    srv = FakeFurhatRealtime(key="k", speak_seconds=5.0).start()
+    srv.hear.put("hello furhat")
+    try:
+        node, peer, ex = rig({"backend": "furhat_realtime", "furhat_host": "127.0.0.1",
+                              "furhat_port": srv.port, "furhat_key": "k",
+                              "backoff_initial": 0.05, "barge_in": True})
+        assert spin(ex, lambda: peer.utterances, timeout=5)
+        assert peer.utterances[0].source == "furhat_realtime"
+        peer.reply(1, "Hello! I can see you very well today.", index=0)
+        assert spin(ex, lambda: "request.speak.text" in srv.types(), timeout=5)
+        speak = [e for e in srv.received if e["type"] == "request.speak.text"][0]
+        assert speak["text"] == "Hello! I can see you very well today."
+        assert spin(ex, lambda: node.state == SPEAKING, timeout=5)
+        listen = [e for e in srv.received if e["type"] == "request.listen.start"][-1]
+        assert listen["stop_robot_start"] is False            # listening through speech
+        srv.hear.put("what colour is my shirt")
+        assert spin(ex, lambda: len(peer.utterances) == 2, timeout=5)
+        assert spin(ex, lambda: "request.speak.stop" in srv.types(), timeout=5)
+        assert node.state == THINKING
+    finally:
+        srv.stop()

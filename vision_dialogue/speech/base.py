@@ -1,0 +1,231 @@
+"""The speech backend interface (no ROS): where utterances come from and replies are spoken.
+
+A backend produces user utterances through the `SpeechEvents` its owner (the speech node)
+passes to `start()`, and the owner drives the turn through these hooks, in this order::
+
+    events.utterance(text)      backend heard something (from the backend's own thread)
+    on_thinking()               the utterance is out; the reply is being produced
+    begin_reply()               just before the first sentence of a reply is spoken
+    speak(sentence) ...         one call per sentence, blocking while it is spoken
+    end_reply(text)             the reply is complete (or timed out / was interrupted)
+
+`stop_speaking()` may come from any thread at any time (barge-in) and makes a running
+`speak()` return early.
+
+`RobotTurnTaking` implements the paper's turn-taking for robots once (attend the user and
+listen; gaze away while thinking; attend again and say the reply; listen again), with
+backoff and reconnection when the robot is unreachable; the Furhat backends fill in the
+robot calls.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class SpeechBackendError(RuntimeError):
+    """A backend cannot start (bad configuration, missing file)."""
+
+
+class RobotUnavailable(RuntimeError):
+    """The robot did not answer (connection refused, timeout, HTTP/API error)."""
+
+
+@dataclass(frozen=True)
+class ListenResult:
+    """What one listen produced: `text` when the user said something, else a `status`."""
+    text: str = ""
+    status: str = "OK"        # OK | SILENCE | INTERRUPTED | FAILED
+
+
+class SpeechEvents(Protocol):
+    """Callbacks a backend uses to report to its owner (thread-safe)."""
+
+    def utterance(self, text: str, speaker: str = "", language: str = "",
+                  confidence: float = -1.0) -> None: ...
+
+    def listening(self) -> None:
+        """The backend is now waiting for the user."""
+
+    def input_finished(self) -> None:
+        """No more input will come (end of file / end of script)."""
+
+
+class SpeechBackend(ABC):
+    """Base class of every speech I/O backend."""
+
+    name = "base"
+
+    def __init__(self, logger: logging.Logger | None = None):
+        self.log = logger or logging.getLogger(f"vision_dialogue.speech.{self.name}")
+        self.events: SpeechEvents | None = None
+
+    def start(self, events: SpeechEvents) -> None:
+        """Begin producing input (start threads); must return quickly."""
+        self.events = events
+
+    def on_thinking(self) -> None:
+        """An utterance was published and the reply is being produced."""
+
+    def begin_reply(self) -> None:
+        """The first sentence of a reply is about to be spoken."""
+
+    @abstractmethod
+    def speak(self, text: str) -> bool:
+        """Speak one sentence, blocking until done; False if stopped or it failed."""
+
+    def stop_speaking(self) -> None:
+        """Stop the sentence being spoken now (barge-in)."""
+
+    def end_reply(self, text: str, timed_out: bool = False) -> None:
+        """The reply is complete (`timed_out`: none came in time); input may resume."""
+
+    def close(self) -> None:
+        """Stop threads and release resources; idempotent."""
+
+
+class RobotTurnTaking(SpeechBackend):
+    """Turn-taking for a robot: a thread attends the user and listens; on text it publishes
+    the utterance and (without barge-in) waits for the reply to end before listening again.
+    With `barge_in` it listens again as soon as the reply starts, so the user can interrupt.
+
+    Subclasses implement the `_robot_*` calls; each raises RobotUnavailable when the robot
+    does not answer. Outages are logged once, retried with exponential backoff from
+    `backoff_initial` up to `backoff_max` seconds, and the robot is set up again
+    (`_robot_setup`) when it answers.
+    """
+
+    def __init__(self, *, language: str = "en-US", barge_in: bool = False,
+                 reply_timeout: float = 30.0, backoff_initial: float = 0.5,
+                 backoff_max: float = 10.0, logger: logging.Logger | None = None):
+        super().__init__(logger)
+        self.language, self.barge_in = language, barge_in
+        self.reply_timeout = reply_timeout
+        self.backoff_initial, self.backoff_max = backoff_initial, backoff_max
+        self._stop = threading.Event()
+        self._reply_started = threading.Event()
+        self._reply_done = threading.Event()
+        self._reply_done.set()
+        self._thread: threading.Thread | None = None
+        self._down = False       # in an outage (logged once)
+        self._ready = False      # _robot_setup done since the last outage
+        self.outages = 0
+
+    # robot calls --------------------------------------------------------------
+    @abstractmethod
+    def _robot_setup(self) -> None:
+        """Check the robot answers and configure it (voice...)."""
+
+    @abstractmethod
+    def _robot_attend_user(self) -> None: ...
+
+    @abstractmethod
+    def _robot_listen(self) -> ListenResult: ...
+
+    @abstractmethod
+    def _robot_gaze_away(self) -> None: ...
+
+    @abstractmethod
+    def _robot_say(self, text: str) -> bool: ...
+
+    @abstractmethod
+    def _robot_stop_speaking(self) -> None: ...
+
+    # backend hooks ------------------------------------------------------------
+    def start(self, events: SpeechEvents) -> None:
+        super().start(events)
+        self._thread = threading.Thread(target=self._loop, name=f"{self.name}-listen",
+                                        daemon=True)
+        self._thread.start()
+
+    def on_thinking(self) -> None:
+        self._guard(self._robot_gaze_away)
+
+    def begin_reply(self) -> None:
+        self._reply_started.set()
+        self._guard(self._robot_attend_user)
+
+    def speak(self, text: str) -> bool:
+        result = self._guard(self._robot_say, text)
+        return bool(result)
+
+    def stop_speaking(self) -> None:
+        self._guard(self._robot_stop_speaking)
+
+    def end_reply(self, text: str, timed_out: bool = False) -> None:
+        self._reply_done.set()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._reply_done.set()
+        self._reply_started.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5.0)
+
+    # internals ----------------------------------------------------------------
+    def _guard(self, fn, *args):
+        """Run a robot call from a hook; log a robot problem instead of raising."""
+        try:
+            result = fn(*args)
+        except RobotUnavailable as e:
+            self._outage(e)
+            return None
+        return result
+
+    def _outage(self, error: Exception) -> None:
+        self._ready = False
+        if not self._down:
+            self._down = True
+            self.outages += 1
+            self.log.error(f"{self.name}: robot unavailable ({error}); retrying with backoff")
+
+    def _recovered(self) -> None:
+        if self._down:
+            self._down = False
+            self.log.info(f"{self.name}: robot reachable again")
+
+    def _loop(self) -> None:
+        delay = self.backoff_initial
+        while not self._stop.is_set():
+            try:
+                if not self._ready:
+                    self._robot_setup()
+                    self._ready = True
+                    self._recovered()
+                self._listen_once()
+                delay = self.backoff_initial
+            except RobotUnavailable as e:
+                self._outage(e)
+                if self._stop.wait(delay):
+                    break
+                delay = min(delay * 2, self.backoff_max)
+            except Exception as e:  # noqa: BLE001 - a bug must not end the listen loop
+                self.log.error(f"{self.name}: unexpected error in the listen loop: {e!r}")
+                if self._stop.wait(delay):
+                    break
+
+    def _listen_once(self) -> None:
+        if not (self.barge_in and self._reply_started.is_set()):
+            self._robot_attend_user()      # during a reply we already look at the user
+        if self.events is not None and self._reply_done.is_set():
+            self.events.listening()
+        result = self._robot_listen()
+        if self._stop.is_set():
+            return
+        if result.status != "OK" or not result.text.strip():
+            if result.status in ("INTERRUPTED", "FAILED"):
+                self.log.warning(f"{self.name}: listen {result.status.lower()}; listening again")
+                self._stop.wait(min(self.backoff_initial, 0.5))
+            return                          # SILENCE (or empty): just listen again
+        self._reply_started.clear()
+        self._reply_done.clear()
+        self.events.utterance(result.text.strip(), language=self.language)
+        # Wait for the reply: to its start with barge-in, else to its end.
+        wait_for = self._reply_started if self.barge_in else self._reply_done
+        if not wait_for.wait(self.reply_timeout + 5.0) and not self._stop.is_set():
+            self.log.warning(f"{self.name}: no reply after {self.reply_timeout:g} s; "
+                             "listening again")
+            self._reply_done.set()

@@ -1,0 +1,175 @@
+"""Scripted speech input: a YAML/JSON file of utterances with delays or "wait for reply".
+
+File format (YAML or JSON)::
+
+    language: en-US          # optional defaults for every item
+    speaker: visitor
+    items:                   # or the list alone at the top level
+      - say: "Hello! What can you see?"
+      - say: "What colour is it?"
+        wait_for_reply: true # wait for the final reply of the previous turn (reply_timeout)
+      - say: "Thank you."
+        delay: 2.0           # then wait 2 s before saying it
+        language: en-GB      # per-item language / speaker override the defaults
+
+Replies are printed as they stream. After the last item the backend waits for its reply and
+reports `input_finished` (the node then shuts down if `exit_when_done`).
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import yaml
+
+from vision_dialogue.speech.base import SpeechBackendError
+from vision_dialogue.speech.terminal import TerminalBackend
+
+_ITEM_KEYS = {"say", "delay", "wait_for_reply", "language", "speaker"}
+
+
+class ScriptError(SpeechBackendError):
+    """An unreadable or invalid script file; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class ScriptItem:
+    say: str
+    delay: float = 0.0
+    wait_for_reply: bool = False
+    language: str = ""
+    speaker: str = ""
+
+
+def load_script(path: str | Path) -> list[ScriptItem]:
+    """Read and validate a script file; raises ScriptError naming the file and the problem."""
+    p = Path(path).expanduser()
+    if not str(path).strip():
+        raise ScriptError("no script file given")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScriptError(f"{p}: file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScriptError(f"{p}: cannot read: {e}") from None
+    is_json = p.suffix.lower() == ".json"
+    try:
+        data = json.loads(text) if is_json else yaml.safe_load(text)
+    except json.JSONDecodeError as e:
+        raise ScriptError(f"{p}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ScriptError(f"{p}: not valid YAML ({where}{problem})") from None
+    defaults: dict = {}
+    if isinstance(data, dict):
+        unknown = set(data) - {"items", "script", "language", "speaker"}
+        if unknown:
+            raise ScriptError(f"{p}: unknown top-level keys {sorted(unknown)}")
+        defaults = {k: data[k] for k in ("language", "speaker") if k in data}
+        for k, v in defaults.items():
+            if not isinstance(v, str):
+                raise ScriptError(f"{p}: '{k}' must be a string")
+        data = data.get("items", data.get("script"))
+    if not isinstance(data, list) or not data:
+        raise ScriptError(f"{p}: expected a non-empty list of items like "
+                          "{say: text, delay: seconds} (top level or under 'items')")
+    return [_item(p, i, raw, defaults) for i, raw in enumerate(data, start=1)]
+
+
+def _item(p: Path, i: int, raw, defaults: dict) -> ScriptItem:
+    where = f"{p}: item {i}"
+    if not isinstance(raw, dict):
+        raise ScriptError(f"{where}: expected a mapping like {{say: text}}, got {raw!r}")
+    unknown = set(raw) - _ITEM_KEYS
+    if unknown:
+        raise ScriptError(f"{where}: unknown keys {sorted(unknown)} "
+                          f"(allowed: {sorted(_ITEM_KEYS)})")
+    say = raw.get("say")
+    if not isinstance(say, str) or not say.strip():
+        raise ScriptError(f"{where}: 'say' must be a non-empty string")
+    delay = raw.get("delay", 0.0)
+    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not (
+            math.isfinite(delay) and delay >= 0):
+        raise ScriptError(f"{where}: 'delay' must be a number of seconds >= 0, got {delay!r}")
+    wait = raw.get("wait_for_reply", False)
+    if not isinstance(wait, bool):
+        raise ScriptError(f"{where}: 'wait_for_reply' must be true or false, got {wait!r}")
+    fields = {}
+    for k in ("language", "speaker"):
+        v = raw.get(k, defaults.get(k, ""))
+        if not isinstance(v, str):
+            raise ScriptError(f"{where}: '{k}' must be a string")
+        fields[k] = v
+    return ScriptItem(say=say.strip(), delay=float(delay), wait_for_reply=wait, **fields)
+
+
+class ScriptBackend(TerminalBackend):
+    """Says the script's items in order (on a thread) and prints replies like the terminal."""
+
+    name = "script"
+
+    def __init__(self, script: str | Path | list[ScriptItem], *, reply_timeout: float = 30.0,
+                 output_stream: TextIO | None = None, language: str = "", speaker: str = "",
+                 logger=None):
+        super().__init__(input_stream=None, output_stream=output_stream or sys.stdout,
+                         language=language, speaker=speaker, logger=logger)
+        self.items = script if isinstance(script, list) else load_script(script)
+        self.reply_timeout = reply_timeout
+        self._cv = threading.Condition()
+        self._replies = 0        # replies completed so far
+        self._stop = threading.Event()
+        self.said: list[str] = []
+
+    def start(self, events) -> None:
+        self.events = events
+        self._thread = threading.Thread(target=self._run, name="script", daemon=True)
+        self._thread.start()
+
+    def _wait_reply(self, after: int) -> None:
+        """Wait until a reply completes after the utterance said when `after` replies were done."""
+        with self._cv:
+            ok = self._cv.wait_for(lambda: self._replies > after or self._stop.is_set(),
+                                   timeout=self.reply_timeout)
+        if not ok:
+            self.log.warning(f"script: no reply within {self.reply_timeout:g} s; going on")
+
+    def _run(self) -> None:
+        last = None          # reply count when the previous item was said
+        for item in self.items:
+            if item.wait_for_reply and last is not None:
+                self._wait_reply(last)
+            if item.delay and self._stop.wait(item.delay):
+                return
+            if self._stop.is_set():
+                return
+            with self._cv:
+                last = self._replies
+            self.said.append(item.say)
+            self._newline()
+            self._write(f"you: {item.say}\n")
+            self.events.utterance(item.say, speaker=item.speaker or self.speaker,
+                                  language=item.language or self.language)
+        if last is not None:
+            self._wait_reply(last)
+        if not self._stop.is_set():
+            self.events.input_finished()
+
+    def end_reply(self, text: str, timed_out: bool = False) -> None:
+        super().end_reply(text, timed_out)
+        with self._cv:
+            self._replies += 1
+            self._cv.notify_all()
+
+    def close(self) -> None:
+        self._stop.set()
+        with self._cv:
+            self._cv.notify_all()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2.0)
