@@ -66,27 +66,59 @@ class PromptBuilder:
 
     # --- prompts ---------------------------------------------------------------------------
     def reply_messages(self, items: Sequence[Item], history_summary: str = "") -> list:
-        """The prompt for the robot's next reply (the last user line is in `items`)."""
+        """The prompt for the robot's next reply (the last user line is in `items`).
+
+        Hot path (every turn): one pass, adjacent user-side items merged into one message,
+        text-only messages as plain strings; frames use their cached data URLs.
+        """
         msgs = self._head(history_summary)
         newest = None
+        has_summary = False
         for it in reversed(items):
-            if isinstance(it, FrameItem):
+            if it.kind == "frame":
                 newest = it
                 break
-        seen_any = newest is not None or any(isinstance(it, SummaryItem) for it in items)
+        summary_label = self.persona.summary_label
+        role = None
+        parts: list = []
+        text_only = True
+
+        def flush():
+            if role is not None:
+                msgs.append({"role": role, "content": "\n".join(p["text"] for p in parts)
+                             if text_only else parts})
+
         for it in items:
-            if isinstance(it, FrameItem):
-                self._pack(msgs, "user", self._frame_parts(it, it is newest))
-            elif isinstance(it, SummaryItem):
-                self._pack(msgs, "user", [self._summary_part(it)])
-            elif isinstance(it, LineItem):
-                role = "assistant" if it.role == ROBOT else "user"
-                self._pack(msgs, role, [{"type": "text", "text": it.text}])
-        if not seen_any:
+            kind = it.kind
+            if kind == "line" and it.role == ROBOT:
+                flush()
+                role, parts, text_only = "assistant", [{"type": "text", "text": it.text}], True
+                continue
+            if kind == "frame":
+                new = self._frame_parts(it, it is newest)
+                if self.supports_images:
+                    text_only_new = False
+                else:
+                    text_only_new = True
+            elif kind == "summary":
+                has_summary = True
+                new = [{"type": "text", "text": f"[{summary_label} {it.text}]"}]
+                text_only_new = True
+            else:
+                new = [{"type": "text", "text": it.text}]
+                text_only_new = True
+            if role == "user":
+                parts.extend(new)
+                text_only = text_only and text_only_new
+            else:
+                flush()
+                role, parts, text_only = "user", new, text_only_new
+        flush()
+        if newest is None and not has_summary:
             msgs.append({"role": "system", "content": self.persona.no_frames_note.strip()})
         elif newest is not None and newest.frame.dark:
             msgs.append({"role": "system", "content": self.persona.dark_frames_note.strip()})
-        return self._flatten(msgs)
+        return msgs
 
     def summary_messages(self, items: Sequence[Item], frames: Sequence[FrameItem],
                          history_summary: str = "") -> list:

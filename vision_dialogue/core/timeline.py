@@ -75,6 +75,8 @@ class Timeline:
         self._line_seq = itertools.count(1)
         self.folded_lines = 0
         self.history_summary = ""
+        self._text_chars = 0        # characters of lines + summaries in the timeline
+        self._folding = False
 
     @property
     def lock(self) -> threading.RLock:
@@ -94,6 +96,7 @@ class Timeline:
         with self._lock:
             item = LineItem(role, text, next(self._line_seq))
             self._items.append(item)
+            self._text_chars += len(text)
         return item
 
     def snapshot(self) -> list[Item]:
@@ -140,6 +143,7 @@ class Timeline:
             first = idx[0]
             self._items = [it for it in self._items if id(it) not in ids]
             self._items.insert(first, summ)
+            self._text_chars += len(text)
             return summ
 
     def release(self, frames: Iterable[FrameItem]) -> None:
@@ -156,11 +160,7 @@ class Timeline:
         `keep_recent_lines` dialogue lines. Marks the chosen items pending; [] if nothing to do.
         """
         with self._lock:
-            if any(getattr(it, "pending_fold", False) for it in self._items):
-                return []
-            text = sum(len(it.text) for it in self._items
-                       if isinstance(it, (LineItem, SummaryItem)))
-            if text <= budget_chars:
+            if self._folding or self._text_chars <= budget_chars:
                 return []
             lines = [i for i, it in enumerate(self._items) if isinstance(it, LineItem)]
             limit = lines[-keep_recent_lines] if 0 < keep_recent_lines <= len(lines) else (
@@ -174,6 +174,7 @@ class Timeline:
                 return []
             for it in chosen:
                 it.pending_fold = True
+            self._folding = True
             return chosen
 
     def apply_fold(self, items: Sequence[Item], new_summary: str) -> None:
@@ -182,9 +183,12 @@ class Timeline:
         with self._lock:
             self._items = [it for it in self._items if id(it) not in ids]
             self.folded_lines += sum(1 for it in items if isinstance(it, LineItem))
+            self._text_chars -= sum(len(it.text) for it in items)
             self.history_summary = new_summary
+            self._folding = False
 
     def release_fold(self, items: Iterable[Item]) -> None:
         with self._lock:
             for it in items:
                 it.pending_fold = False
+            self._folding = False
