@@ -1,0 +1,162 @@
+"""FrameObserver on real sample photos (scikit-image) with the real shipped models."""
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+
+import cv2
+import numpy as np
+import pytest
+import skimage.data
+
+from vision_dialogue.perception import DARK_TEXT, FrameObserver
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _bgr(rgb: np.ndarray) -> np.ndarray:
+    return cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2BGR)
+
+
+@pytest.fixture(scope="module")
+def observer():
+    obs = FrameObserver()
+    yield obs
+    obs.close()
+
+
+@pytest.fixture(scope="module")
+def astronaut():
+    return _bgr(skimage.data.astronaut())
+
+
+@pytest.fixture(scope="module")
+def coffee():
+    return _bgr(skimage.data.coffee())
+
+
+def _exit_sign() -> np.ndarray:
+    img = np.full((480, 640, 3), 235, np.uint8)
+    cv2.putText(img, "EXIT", (190, 270), cv2.FONT_HERSHEY_SIMPLEX, 3.0, (0, 0, 200), 8)
+    return img
+
+
+def test_person_found_in_person_photo(observer, astronaut):
+    obs = observer.describe(astronaut)
+    assert not obs.dark
+    assert len(obs.people) == 1
+    person = obs.people[0]
+    assert person.position == "in the centre"
+    assert person.distance in ("close", "very close")
+    assert obs.person_area is not None and 0.1 < obs.person_area < 0.95
+    assert obs.clothes_colour and obs.background_colour
+    assert obs.text.startswith("I see one person, ")
+    assert f"clothes {obs.clothes_colour}" in obs.text
+    assert obs.text.endswith(".")
+
+
+def test_no_person_in_coffee_photo(observer, coffee):
+    obs = observer.describe(coffee)
+    assert obs.people == [] and obs.person_area is None
+    assert obs.scene_colours, "the scene's colours are named when no one is there"
+    assert obs.text.startswith("I see no one; the scene is mostly ")
+    assert "person" not in obs.text
+
+
+def test_two_people_left_and_right(observer, astronaut):
+    pair = np.hstack([astronaut, cv2.flip(astronaut, 1)])
+    obs = observer.describe(pair)
+    assert [p.position for p in obs.people] == ["on the left", "on the right"]
+    assert obs.text.startswith("I see two people: ")
+
+
+@pytest.mark.parametrize("level", [0, 6])
+def test_black_and_very_dark_frames_are_reported_as_dark(observer, level):
+    rng = np.random.default_rng(1)
+    frame = np.clip(rng.normal(level, 2, (480, 640, 3)), 0, 255).astype(np.uint8)
+    obs = observer.describe(frame)
+    assert obs.dark and obs.text == DARK_TEXT
+    assert obs.people == [] and obs.texts == []
+
+
+def test_dim_but_visible_frame_is_not_dark(observer, coffee):
+    dim = (coffee.astype(np.float32) * 0.3).astype(np.uint8)
+    obs = observer.describe(dim)
+    assert not obs.dark and obs.text.startswith("The scene is dim. ")
+
+
+def test_rendered_text_is_read(observer):
+    obs = observer.describe(_exit_sign())
+    assert "EXIT" in obs.texts
+    assert "text visible: 'EXIT'" in obs.text
+    assert obs.people == []
+
+
+def test_ocr_reused_for_unchanged_scene_and_rerun_after_change(coffee):
+    obs = FrameObserver(detectors=("ocr",))
+    sign = _exit_sign()
+    first = obs.describe(sign)
+    assert first.texts == ["EXIT"] and first.timings_ms["ocr"] > 0
+    again = obs.describe(sign.copy())
+    assert again.texts == ["EXIT"] and again.timings_ms["ocr"] == 0.0
+    other = obs.describe(cv2.resize(coffee, (640, 480)))
+    assert "EXIT" not in other.texts and other.timings_ms["ocr"] > 0
+    never = FrameObserver(detectors=("ocr",), ocr_reuse_threshold=0)
+    never.describe(sign)
+    assert never.describe(sign).timings_ms["ocr"] > 0
+
+
+def test_grey_and_bgra_frames_are_accepted(observer, coffee):
+    grey = cv2.cvtColor(coffee, cv2.COLOR_BGR2GRAY)
+    assert observer.observe(grey).startswith("I see no one")
+    bgra = cv2.cvtColor(coffee, cv2.COLOR_BGR2BGRA)
+    assert observer.observe(bgra) == observer.observe(coffee)
+
+
+@pytest.mark.parametrize("bad,match", [
+    (None, "numpy array"),
+    (np.zeros((48, 64, 3), np.float32), "uint8"),
+    (np.zeros((48, 64, 2), np.uint8), "HxWx3"),
+    (np.zeros((4, 4, 3), np.uint8), "too small"),
+])
+def test_bad_frames_raise_clear_errors(observer, bad, match):
+    with pytest.raises(ValueError, match=match):
+        observer.describe(bad)
+
+
+def test_unknown_detector_is_rejected():
+    with pytest.raises(ValueError, match="unknown detectors"):
+        FrameObserver(detectors=("faces", "xray"))
+
+
+def test_detector_that_cannot_load_is_skipped_with_one_warning(monkeypatch, caplog, astronaut):
+    monkeypatch.setitem(sys.modules, "rapidocr_onnxruntime", None)  # import fails for real
+    obs = FrameObserver(detectors=("faces", "ocr", "colours"))
+    with caplog.at_level(logging.WARNING, logger="vision_dialogue.perception"):
+        first = obs.describe(astronaut)
+        second = obs.describe(_exit_sign())
+    warnings = [r for r in caplog.records if "ocr detector unavailable" in r.getMessage()]
+    assert len(warnings) == 1
+    assert len(first.people) == 1 and second.texts == []
+    assert obs.warm_up() == ["faces", "colours"]
+
+
+def test_brightness_only_baseline(astronaut):
+    obs = FrameObserver(detectors=())
+    result = obs.describe(astronaut)
+    assert result.people == [] and result.text == "I see no one."
+    assert set(result.timings_ms) == {"brightness", "total"}
+
+
+def test_shared_between_threads(observer, astronaut, coffee):
+    frames = [astronaut, coffee, astronaut, coffee]
+    expected = [observer.observe(f) for f in frames]
+    out: dict[int, str] = {}
+    threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, observer.observe(frames[i])))
+               for i in range(len(frames))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert [out[i] for i in range(len(frames))] == expected
