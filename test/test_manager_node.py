@@ -163,6 +163,17 @@ def test_bad_frames_are_dropped_and_node_keeps_working(ros_context, fake, tmp_pa
         rig.close()
 
 
+def test_min_frame_interval_skips_frames(ros_context, fake, tmp_path):
+    rig = Rig(ros_context, fake, tmp_path, min_frame_interval=60.0)
+    try:
+        for _ in range(3):
+            rig.img_pub.publish(to_image_msg(photo()))
+        assert rig.wait(lambda: rig.node.frames_skipped == 2)
+        assert rig.node.conversation.state()["raw_frames"] == 1
+    finally:
+        rig.close()
+
+
 @pytest.mark.parametrize("over,name", [({"n": 3, "m": 3}, "m"), ({"n": 1}, "n"),
                                        ({"m": 0}, "m"), ({"image_detail": "huge"}, "image_detail"),
                                        ({"llm_backend": "magic"}, "llm_backend"),

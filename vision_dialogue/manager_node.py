@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from pathlib import Path
 
 import rclpy
@@ -73,6 +74,9 @@ PARAMS = [
     Param("max_retries", 2, "Retries of a failed LLM request (with backoff).", range=(0, 20)),
     Param("max_summary_failures", 3, "Failed attempts after which frames are replaced by a "
           "neutral marker (they stay in the transcript).", range=(1, 1000)),
+    Param("min_frame_interval", 0.0, "Seconds; frames arriving sooner than this after the "
+          "last accepted one are skipped (0 = keep all; camera_node already paces frames).",
+          range=(0.0, 3600.0)),
     Param("stream", True, "Stream reply sentences as Reply chunks (final=false)."),
     Param("transcript_dir", "runs/transcripts", "Folder for JSONL transcripts + frame JPEGs "
           "(relative to the working directory); empty = off."),
@@ -150,6 +154,8 @@ class ManagerNode(Node):
 
         self.reply_pub = self.create_publisher(Reply, "dialogue/reply", 10)
         self.state_pub = self.create_publisher(PromptState, "dialogue/prompt_state", 10)
+        self._last_frame = -float("inf")
+        self.frames_skipped = 0
         frames = MutuallyExclusiveCallbackGroup()
         self.create_subscription(Image, "camera/image_raw", self._on_image,
                                  qos_profile_sensor_data, callback_group=frames)
@@ -170,6 +176,11 @@ class ManagerNode(Node):
 
     # --- frames ----------------------------------------------------------------------------
     def _add_frame(self, convert, msg) -> None:
+        now = time.monotonic()
+        if now - self._last_frame < self.p["min_frame_interval"]:
+            self.frames_skipped += 1
+            return
+        self._last_frame = now
         try:
             bgr = convert(msg)
             ns = stamp_to_ns(msg.header.stamp)
