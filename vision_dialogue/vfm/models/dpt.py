@@ -32,14 +32,14 @@ class DepthEstimator(LoadedModel):
         d = cv2.resize(self.predicted_depth(rgb), (rgb.shape[1], rgb.shape[0]),
                        interpolation=cv2.INTER_CUBIC)
         d = d - d.min()
-        d = (d / max(float(d.max()), 1e-8) * 255.0).astype(np.uint8)
+        d = (d / (float(d.max()) or 1.0) * 255.0).astype(np.uint8)
         return np.repeat(d[:, :, None], 3, axis=2)
 
     def normal(self, rgb: np.ndarray) -> np.ndarray:
         """Normal map from depth gradients (Sobel), background below 0.4 flattened."""
         d = self.predicted_depth(rgb).astype(np.float32)
         dn = d - d.min()
-        dn /= max(float(dn.max()), 1e-8)
+        dn /= float(dn.max()) or 1.0
         x = cv2.Sobel(d, cv2.CV_32F, 1, 0, ksize=3)
         y = cv2.Sobel(d, cv2.CV_32F, 0, 1, ksize=3)
         x[dn < self.bg_threshold] = 0
