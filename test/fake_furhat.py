@@ -4,7 +4,8 @@ Records every call as (method, path, params) in `calls`; answers {"success", "me
 GET /furhat/listen takes its result from `listen_results` (a queue of texts or the statuses
 SILENCE/INTERRUPTED/FAILED), waiting up to `listen_wait` seconds, then SILENCE.
 POST /furhat/say?blocking=true lasts `say_seconds` unless /furhat/say/stop comes first.
-`stop()` takes the robot down; `start()` on the same port brings it back.
+`stop()` takes the robot down; `start()` on the same port brings it back. Paths in
+`fail_paths` answer HTTP 500 (the client raises ApiException).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ class FakeFurhat:
         self.listen_wait = listen_wait
         self.calls: list[tuple[str, str, dict]] = []
         self.listen_results: "queue.Queue[str]" = queue.Queue()
+        self.fail_paths: set[str] = set()    # answer these with HTTP 500 (-> ApiException)
         self._lock = threading.Lock()
         self._say_stop = threading.Event()
         self._listen_stop = threading.Event()
@@ -104,7 +106,9 @@ class FakeFurhat:
         with self._lock:
             self.calls.append((method, url.path, params))
         path = url.path
-        if path == "/furhat/listen" and method == "GET":
+        if path in self.fail_paths:
+            self._reply(req, 500, {"success": False, "message": "internal error"})
+        elif path == "/furhat/listen" and method == "GET":
             self._listen_stop.clear()
             message = "SILENCE"
             deadline = time.monotonic() + self.listen_wait

@@ -123,13 +123,13 @@ def test_script_delays_and_wait_for_reply():
 def test_script_wait_for_reply_times_out_and_goes_on(caplog):
     log = logging.getLogger("test.script")
     b = ScriptBackend([ScriptItem("a"), ScriptItem("b", wait_for_reply=True)],
-                      reply_timeout=0.2, output_stream=io.StringIO(), logger=log)
+                      reply_timeout=0.01, output_stream=io.StringIO(), logger=log)
     rec = Recorder()
     with caplog.at_level(logging.WARNING, logger="test.script"):
         b.start(rec)
         assert rec.wait(2)
         assert rec.finished.wait(2)
-    assert rec.utterances[1][0] - rec.utterances[0][0] >= 0.19
+    assert rec.utterances[1][0] - rec.utterances[0][0] >= 1.0     # reply_timeout + 1 s
     assert "no reply within" in caplog.text
     b.close()
 
@@ -221,6 +221,23 @@ def test_remote_robot_down_logs_once_backs_off_and_recovers(furhat, caplog):
         finally:
             b.close()
             srv2.stop()
+
+
+def test_remote_api_exception_is_a_robot_problem_too(furhat, caplog):
+    furhat.fail_paths = {"/furhat/listen"}
+    log = logging.getLogger("test.furhat500")
+    b = remote_backend(furhat, logger=log)
+    rec = Recorder()
+    with caplog.at_level(logging.INFO, logger="test.furhat500"):
+        b.start(rec)
+        assert furhat.wait_for(lambda f: f.paths().count("/furhat/listen") >= 3)
+        errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+        assert len(errors) == 1 and "furhat_listen_get" in errors[0] and "500" in errors[0]
+        furhat.fail_paths = set()
+        furhat.listen_results.put("working again")
+        assert rec.wait(1)
+        assert "robot reachable again" in caplog.text
+    b.close()
 
 
 def test_remote_say_blocks_and_stop_interrupts(furhat):

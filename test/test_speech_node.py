@@ -246,50 +246,59 @@ FURHAT = {"backend": "furhat", "furhat_host": "127.0.0.1", "backoff_initial": 0.
           "gaze_away_gesture": "GazeAway", "gaze_away_location": [0.5, 0.4, 1.0]}
 
 
-def test_furhat_turn_taking_exact_sequence(rig, spin):
+@pytest.fixture
+def fake_remote():
     srv = FakeFurhat(listen_wait=0.3, say_seconds=0.1).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def fake_rt():
+    srv = FakeFurhatRealtime(key="k", speak_seconds=5.0).start()
+    yield srv
+    srv.stop()
+
+
+def test_furhat_turn_taking_exact_sequence(fake_remote, rig, spin):
+    srv = fake_remote
     srv.listen_results.put("what am I holding")
-    try:
-        node, peer, ex = rig({**FURHAT, "furhat_port": srv.port, "barge_in": False})
-        assert spin(ex, lambda: peer.utterances, timeout=5)
-        assert peer.utterances[0].text == "what am I holding" and \
-            peer.utterances[0].source == "furhat"
-        assert spin(ex, lambda: "attend location=0.5,0.4,1" in srv.sequence(), timeout=5)
-        assert node.state == THINKING
-        peer.reply(1, "A red cup.", index=0)
-        peer.reply(1, "A red cup.", final=True, index=1)
-        assert spin(ex, lambda: srv.sequence().count("listen") >= 2, timeout=5)
-        seq = srv.sequence()
-        assert seq[:10] == ["users", "voice", "attend user=CLOSEST", "listen",
-                            "gesture GazeAway", "attend location=0.5,0.4,1",
-                            "attend user=CLOSEST", "say A red cup.", "attend user=CLOSEST",
-                            "listen"]
-        say = [q for _, p, q in srv.calls if p == "/furhat/say"][0]
-        assert say["blocking"].lower() == "true"
-        assert contains_in_order(peer.states, [LISTENING, THINKING, SPEAKING, LISTENING])
-    finally:
-        srv.stop()
+    node, peer, ex = rig({**FURHAT, "furhat_port": srv.port, "barge_in": False})
+    assert spin(ex, lambda: peer.utterances, timeout=5)
+    assert peer.utterances[0].text == "what am I holding" and \
+        peer.utterances[0].source == "furhat"
+    assert spin(ex, lambda: "attend location=0.5,0.4,1" in srv.sequence(), timeout=5)
+    assert node.state == THINKING
+    peer.reply(1, "A red cup.", index=0)
+    peer.reply(1, "A red cup.", final=True, index=1)
+    assert spin(ex, lambda: srv.sequence().count("listen") >= 2, timeout=5)
+    seq = srv.sequence()
+    assert seq[:10] == ["users", "voice", "attend user=CLOSEST", "listen",
+                        "gesture GazeAway", "attend location=0.5,0.4,1",
+                        "attend user=CLOSEST", "say A red cup.", "attend user=CLOSEST",
+                        "listen"]
+    say = [q for _, p, q in srv.calls if p == "/furhat/say"][0]
+    assert say["blocking"].lower() == "true"
+    assert contains_in_order(peer.states, [LISTENING, THINKING, SPEAKING, LISTENING])
 
 
-def test_furhat_barge_in_calls_say_stop(rig, spin):
-    srv = FakeFurhat(listen_wait=0.3, say_seconds=5.0).start()
+def test_furhat_barge_in_calls_say_stop(fake_remote, rig, spin):
+    srv = fake_remote
+    srv.say_seconds = 5.0
     srv.listen_results.put("tell me a story")
-    try:
-        node, peer, ex = rig({**FURHAT, "furhat_port": srv.port, "barge_in": True})
-        assert spin(ex, lambda: peer.utterances, timeout=5)
-        peer.reply(1, "Once upon a time there was a very long story.", index=0)
-        assert spin(ex, lambda: any(s.startswith("say Once") for s in srv.sequence()),
-                    timeout=5)
-        srv.listen_results.put("stop, that is enough")
-        assert spin(ex, lambda: len(peer.utterances) == 2, timeout=5)
-        assert peer.texts()[1] == "stop, that is enough"
-        assert spin(ex, lambda: "say_stop" in srv.sequence(), timeout=5)
-        seq = srv.sequence()
-        assert seq.index("say_stop") > seq.index("say Once upon a time there was a very long "
-                                                 "story.")
-        assert node.state == THINKING
-    finally:
-        srv.stop()
+    node, peer, ex = rig({**FURHAT, "furhat_port": srv.port, "barge_in": True})
+    assert spin(ex, lambda: peer.utterances, timeout=5)
+    peer.reply(1, "Once upon a time there was a very long story.", index=0)
+    assert spin(ex, lambda: any(s.startswith("say Once") for s in srv.sequence()),
+                timeout=5)
+    srv.listen_results.put("stop, that is enough")
+    assert spin(ex, lambda: len(peer.utterances) == 2, timeout=5)
+    assert peer.texts()[1] == "stop, that is enough"
+    assert spin(ex, lambda: "say_stop" in srv.sequence(), timeout=5)
+    seq = srv.sequence()
+    assert seq.index("say_stop") > seq.index("say Once upon a time there was a very long "
+                                             "story.")
+    assert node.state == THINKING
 
 
 def test_furhat_robot_down_node_keeps_running_and_recovers(rig, spin):
@@ -305,29 +314,27 @@ def test_furhat_robot_down_node_keeps_running_and_recovers(rig, spin):
         assert spin(ex, lambda: peer.utterances, timeout=5)
         assert peer.texts() == ["hello again"]
     finally:
+        node.close()
         srv2.stop()
 
 
 # ------------------------------------------------------------------ Furhat Realtime API
-def test_furhat_realtime_node_turn_and_barge_in(rig, spin):
-    srv = FakeFurhatRealtime(key="k", speak_seconds=5.0).start()
+def test_furhat_realtime_node_turn_and_barge_in(fake_rt, rig, spin):
+    srv = fake_rt
     srv.hear.put("hello furhat")
-    try:
-        node, peer, ex = rig({"backend": "furhat_realtime", "furhat_host": "127.0.0.1",
-                              "furhat_port": srv.port, "furhat_key": "k",
-                              "backoff_initial": 0.05, "barge_in": True})
-        assert spin(ex, lambda: peer.utterances, timeout=5)
-        assert peer.utterances[0].source == "furhat_realtime"
-        peer.reply(1, "Hello! I can see you very well today.", index=0)
-        assert spin(ex, lambda: "request.speak.text" in srv.types(), timeout=5)
-        speak = [e for e in srv.received if e["type"] == "request.speak.text"][0]
-        assert speak["text"] == "Hello! I can see you very well today."
-        assert spin(ex, lambda: node.state == SPEAKING, timeout=5)
-        listen = [e for e in srv.received if e["type"] == "request.listen.start"][-1]
-        assert listen["stop_robot_start"] is False            # listening through speech
-        srv.hear.put("what colour is my shirt")
-        assert spin(ex, lambda: len(peer.utterances) == 2, timeout=5)
-        assert spin(ex, lambda: "request.speak.stop" in srv.types(), timeout=5)
-        assert node.state == THINKING
-    finally:
-        srv.stop()
+    node, peer, ex = rig({"backend": "furhat_realtime", "furhat_host": "127.0.0.1",
+                          "furhat_port": srv.port, "furhat_key": "k",
+                          "backoff_initial": 0.05, "barge_in": True})
+    assert spin(ex, lambda: peer.utterances, timeout=5)
+    assert peer.utterances[0].source == "furhat_realtime"
+    peer.reply(1, "Hello! I can see you very well today.", index=0)
+    assert spin(ex, lambda: "request.speak.text" in srv.types(), timeout=5)
+    speak = [e for e in srv.received if e["type"] == "request.speak.text"][0]
+    assert speak["text"] == "Hello! I can see you very well today."
+    assert spin(ex, lambda: node.state == SPEAKING, timeout=5)
+    listen = [e for e in srv.received if e["type"] == "request.listen.start"][-1]
+    assert listen["stop_robot_start"] is False            # listening through speech
+    srv.hear.put("what colour is my shirt")
+    assert spin(ex, lambda: len(peer.utterances) == 2, timeout=5)
+    assert spin(ex, lambda: "request.speak.stop" in srv.types(), timeout=5)
+    assert node.state == THINKING

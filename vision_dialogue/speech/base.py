@@ -173,6 +173,8 @@ class RobotTurnTaking(SpeechBackend):
         except RobotUnavailable as e:
             self._outage(e)
             return None
+        if self._ready:
+            self._recovered()
         return result
 
     def _outage(self, error: Exception) -> None:
@@ -194,7 +196,6 @@ class RobotTurnTaking(SpeechBackend):
                 if not self._ready:
                     self._robot_setup()
                     self._ready = True
-                    self._recovered()
                 self._listen_once()
                 delay = self.backoff_initial
             except RobotUnavailable as e:
@@ -208,11 +209,13 @@ class RobotTurnTaking(SpeechBackend):
                     break
 
     def _listen_once(self) -> None:
-        if not (self.barge_in and self._reply_started.is_set()):
+        replying = self._reply_started.is_set() and not self._reply_done.is_set()
+        if not replying:
             self._robot_attend_user()      # during a reply we already look at the user
         if self.events is not None and self._reply_done.is_set():
             self.events.listening()
         result = self._robot_listen()
+        self._recovered()                   # the outage is over once a listen answers
         if self._stop.is_set():
             return
         if result.status != "OK" or not result.text.strip():

@@ -51,13 +51,21 @@ class FurhatRemoteBackend(RobotTurnTaking):
             total=0, backoff_factor=0)
 
     # one REST call, with robot errors mapped to RobotUnavailable
-    def _call(self, fn, *, timeout: float | None = None, **params):
-        t = self.request_timeout if timeout is None else timeout
+    def _call(self, fn, *, timeout: float | None = None, connect_timeout: float | None = None,
+              **params):
+        read = self.request_timeout if timeout is None else timeout
+        connect = self.request_timeout if connect_timeout is None else connect_timeout
         try:
-            status = fn(_request_timeout=(self.request_timeout, t), **params)
-        except (ApiException, MaxRetryError, Urllib3Error, OSError) as e:
+            status = fn(_request_timeout=(connect, read), **params)
+        except ApiException as e:
+            raise RobotUnavailable(f"{fn.__name__} at {self.host}:{self.port}: "
+                                   f"HTTP {e.status} {e.reason}") from None
+        except (MaxRetryError, Urllib3Error, OSError) as e:
             reason = getattr(e, "reason", None) or e
             raise RobotUnavailable(f"{fn.__name__} at {self.host}:{self.port}: {reason}") from None
+        except (ValueError, TypeError, AttributeError) as e:   # an answer we cannot parse
+            raise RobotUnavailable(f"{fn.__name__} at {self.host}:{self.port}: "
+                                   f"unexpected answer ({e})") from None
         return status
 
     def _robot_setup(self) -> None:
@@ -95,7 +103,7 @@ class FurhatRemoteBackend(RobotTurnTaking):
     def close(self) -> None:
         self._stop.set()
         try:                                 # end a pending listen so the thread can exit
-            self._call(self.client.listen_stop, timeout=1.0)
+            self._call(self.client.listen_stop, timeout=1.0, connect_timeout=0.5)
         except RobotUnavailable:
             pass
         super().close()

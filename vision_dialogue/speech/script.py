@@ -135,8 +135,10 @@ class ScriptBackend(TerminalBackend):
     def _wait_reply(self, after: int) -> None:
         """Wait until a reply completes after the utterance said when `after` replies were done."""
         with self._cv:
+            # The node ends a turn without reply after reply_timeout (end_reply(timed_out));
+            # the extra second only guards against a missing end_reply.
             ok = self._cv.wait_for(lambda: self._replies > after or self._stop.is_set(),
-                                   timeout=self.reply_timeout)
+                                   timeout=self.reply_timeout + 1.0)
         if not ok:
             self.log.warning(f"script: no reply within {self.reply_timeout:g} s; going on")
 
