@@ -134,6 +134,8 @@ def test_terminal_utterance_message_and_state_transitions(rig, spin):
                 timeout=5)
     assert contains_in_order(peer.states, [IDLE, LISTENING, THINKING, SPEAKING, LISTENING])
     assert node.state == LISTENING
+    result = node.set_parameters([Parameter("backend", value="script")])[0]
+    assert not result.successful and "read-only" in result.reason
     os.close(w)
 
 

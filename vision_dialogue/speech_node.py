@@ -16,6 +16,7 @@ ignored) and is published as usual.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import queue
 import threading
@@ -90,6 +91,9 @@ PARAMS = [
     Param("backoff_max", 10.0, "Robot unreachable: longest retry delay, s.",
           range=(0.01, 600.0)),
 ]
+# The backend is built from these at startup; changing them later would not take effect, so
+# `ros2 param set` refuses instead of pretending.
+PARAMS = [dataclasses.replace(p, read_only=True) for p in PARAMS]
 
 
 def _cross_check(v: dict) -> str | None:
