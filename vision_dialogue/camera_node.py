@@ -20,7 +20,6 @@ import time
 import cv2
 import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.exceptions import ParameterException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
@@ -129,6 +128,7 @@ class CameraNode(Node):
         super().__init__(node_name, **kwargs)
         self._lock = threading.Lock()
         self._closed = False
+        self._thread: threading.Thread | None = None
         self._source: CameraSource | None = None
         self._opened = False
         self.p = declare_params(self, PARAMS, _cross_check)
@@ -174,15 +174,30 @@ class CameraNode(Node):
         self._log.info(f"camera source: {self._make_source().describe()}, frame every "
                        f"{period:g} s on {self.pub_image.topic_name}"
                        + (f", stream at {rate:g} Hz" if rate > 0 else ""))
-        group = MutuallyExclusiveCallbackGroup()   # one tick at a time; never blocks others
-        self.timer = self.create_timer(self.tick_period, self._tick, callback_group=group)
-        # the first frame (or the first error) comes soon after start, not a whole period later
-        self._first = self.create_timer(min(0.1, self.tick_period), self._first_tick,
-                                        callback_group=group)
+        # Acquisition runs on its own thread paced by the wall clock (a camera is a real-time
+        # device): it never blocks the executor, and costs less than a 30 Hz ROS timer.
+        self._stop = threading.Event()
+        self.context.on_shutdown(self.close)
+        self._thread = threading.Thread(target=self._run, name="camera-acquisition",
+                                        daemon=True)
+        self._thread.start()
 
-    def _first_tick(self) -> None:
-        self._first.cancel()
-        self._tick()
+    def _run(self) -> None:
+        """Tick every tick_period (the first one right away); late ticks are skipped, never
+        bunched up."""
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self._tick()
+            except Exception as e:  # noqa: BLE001 - e.g. publishing during shutdown
+                if self._stop.is_set() or not self.context.ok():
+                    break
+                self._log.error(f"camera tick failed: {e!r}", throttle_duration_sec=10.0)
+            next_t += self.tick_period
+            now = time.monotonic()
+            if next_t < now:
+                next_t = now + self.tick_period - ((now - next_t) % self.tick_period)
+            self._stop.wait(next_t - now)
 
     # ------------------------------------------------------------------ source handling
     def _make_source(self) -> CameraSource:
@@ -261,7 +276,7 @@ class CameraNode(Node):
     # ------------------------------------------------------------------ publishing
     def _due(self, now: float) -> bool:
         """Whether camera/image_raw is due: always at ticks of frame_period; with a faster
-        stream tick, when frame_period has passed (minus half a tick of timer jitter)."""
+        stream tick, when frame_period has passed (minus half a tick of scheduling jitter)."""
         if self._last_period_pub is None or self.pub_stream is None:
             return True
         return now - self._last_period_pub >= self.p["frame_period"] - self.tick_period / 2
@@ -312,7 +327,13 @@ class CameraNode(Node):
             self._log.warning(f"cannot publish camera/users: {e}", throttle_duration_sec=60.0)
 
     def close(self) -> None:
-        """Stop the source (threads, devices); called on shutdown."""
+        """Stop acquisition and the source (threads, devices); called on shutdown."""
+        stop = getattr(self, "_stop", None)
+        if stop is not None:
+            stop.set()
+            t = self._thread
+            if t is not None and t is not threading.current_thread():
+                t.join(timeout=5.0)
         with self._lock:
             self._closed = True
             if self._source is not None:
