@@ -171,7 +171,8 @@ class CameraNode(Node):
         self._logged: set[str] = set()
         self._last_period_pub: float | None = None
 
-        self._log.info(f"camera source: {self._make_source().describe()}, frame every "
+        self._source = self._make_source()   # opened (and re-opened) by the acquisition thread
+        self._log.info(f"camera source: {self._source.describe()}, frame every "
                        f"{period:g} s on {self.pub_image.topic_name}"
                        + (f", stream at {rate:g} Hz" if rate > 0 else ""))
         # Acquisition runs on its own thread paced by the wall clock (a camera is a real-time

@@ -322,8 +322,7 @@ class FurhatFeedSource(CameraSource):
         self._last_seq = seq
         img = decode_jpeg(jpeg)
         if img is None:
-            raise SourceError(f"corrupt JPEG frame from {self.feed.endpoint} "
-                              f"({len(jpeg)} bytes)", reopen=False)
+            raise SourceError(f"corrupt JPEG frame from {self.feed.endpoint}", reopen=False)
         return Frame(img, stamp_ns, jpeg=jpeg, index=seq)
 
     def close(self) -> None:
