@@ -173,3 +173,21 @@ def test_reconnects_after_server_restart_and_resumes_camera(server, client):
     finally:
         client.close()
         srv2.stop()
+
+
+def test_pending_listen_fails_fast_when_the_robot_goes_away(server, client):
+    server.listen_wait = 30.0
+    out = {}
+
+    def listen():
+        try:
+            client.listen(timeout=20.0)
+        except FurhatRealtimeError as e:
+            out["error"] = e
+    t = threading.Thread(target=listen)
+    t.start()
+    assert server.wait_for("request.listen.start")
+    t0 = time.monotonic()
+    server.stop()
+    t.join(timeout=5)
+    assert "connection" in str(out["error"]) and time.monotonic() - t0 < 3.0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -15,6 +17,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from fake_furhat import FakeFurhat
 from fake_furhat_realtime import FakeFurhatRealtime
+from conftest import DOMAIN_ID, REPO
 from vision_dialogue.msg import Reply, SpeechState, Utterance
 from vision_dialogue.ros_params import ParameterError
 from vision_dialogue.speech_node import SpeechNode
@@ -340,3 +343,42 @@ def test_furhat_realtime_node_turn_and_barge_in(fake_rt, rig, spin):
     assert spin(ex, lambda: len(peer.utterances) == 2, timeout=5)
     assert spin(ex, lambda: "request.speak.stop" in srv.types(), timeout=5)
     assert node.state == THINKING
+
+
+def test_furhat_realtime_speaks_chunks_in_order_without_repeat(fake_rt, rig, spin):
+    srv = fake_rt
+    srv.speak_seconds = 0.05
+    srv.hear.put("what is behind me")
+    node, peer, ex = rig({"backend": "furhat_realtime", "furhat_host": "127.0.0.1",
+                          "furhat_port": srv.port, "furhat_key": "k",
+                          "backoff_initial": 0.05, "barge_in": False})
+    assert spin(ex, lambda: peer.utterances, timeout=5)
+    peer.reply(7, "A door.", index=0)
+    peer.reply(7, "And a lamp.", index=1)
+    peer.reply(7, "A door. And a lamp.", final=True, index=2)
+    assert spin(ex, lambda: node.state == LISTENING
+                and srv.types().count("request.listen.start") >= 2, timeout=5)
+    said = [e["text"] for e in srv.received if e["type"] == "request.speak.text"]
+    assert said == ["A door.", "And a lamp."]
+
+
+def test_main_exit_codes_bad_script_and_demo_script(tmp_path):
+    """The executable: exit 2 with one line naming script_file; the demo script runs to the
+    end with exit_when_done and exits 0."""
+    env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN_ID),
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    base = [sys.executable, "-m", "vision_dialogue.speech_node", "--ros-args",
+            "-p", "backend:=script"]
+    bad = subprocess.run(base + ["-p", f"script_file:={tmp_path}/missing.yaml"], env=env,
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2
+    assert f"invalid parameter: script_file: {tmp_path}/missing.yaml: file not found" in \
+        bad.stderr
+    script = tmp_path / "short.yaml"
+    script.write_text("- say: Hello there\n- {say: Bye now, wait_for_reply: true}\n")
+    ok = subprocess.run(base + ["-p", f"script_file:={script}", "-p", "exit_when_done:=true",
+                                "-p", "reply_timeout:=0.2", "-p", "wait_for_subscriber:=0.0"],
+                        env=env, capture_output=True, text=True, timeout=30)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.index("you: Hello there") < ok.stdout.index("you: Bye now")
+    assert "exit_when_done: shutting down" in ok.stderr

@@ -175,6 +175,9 @@ class FurhatRealtimeClient:
                             legacy=True)  # a plain connection that this client closes
         except (OSError, InvalidHandshake, WebSocketException, TimeoutError) as e:
             raise FurhatRealtimeError(f"cannot connect to {self.url}: {e}") from None
+        if self._closing.is_set():         # close() ran while we were connecting
+            ws.close()
+            raise FurhatRealtimeError("client closed")
         self._ws = ws
         self._recv_thread = threading.Thread(target=self._receive_loop, args=(ws,),
                                              name="furhat-rt-recv", daemon=True)
