@@ -201,10 +201,20 @@ def test_transcript_records_every_event_and_frame_files(tmp_path):
     assert replies[1]["text"] == "Hello there. Nice hat!"
     summ = next(r for r in recs if r["type"] == "summary")
     assert summ["frame_ids"] == [1, 2]
+    assert replies[1]["frames_in_prompt"] == [3]
+    assert replies[1]["summaries_in_prompt"] == [[1, 2]]
     for r in recs:
         if r["type"] == "frame":
             img = cv2.imread(str(tmp_path / "run1" / r["file"]))
             assert img is not None and img.shape == (480, 640, 3)
+
+
+def test_frames_after_close_do_not_raise():
+    c = conv(FakeChatBackend(), n=2, m=1)
+    c.add_frame(photo())
+    c.close()
+    c.add_frame(photo())          # the pool is gone: the frame stays raw, nothing raises
+    assert c.state()["raw_frames"] == 2 and c.state()["pending_summaries"] == 0
 
 
 def test_persona_errors_are_clear(tmp_path):
@@ -218,3 +228,35 @@ def test_persona_errors_are_clear(tmp_path):
 
 def test_clean_reply():
     assert clean_reply("Hi \u2764\ufe0f there\n friend \U0001F44B") == "Hi there friend"
+
+
+def test_make_backend_factory():
+    from vision_dialogue.core.backends import make_backend
+    from vision_dialogue.core.llm_client import OpenAIChatBackend
+    be = make_backend("openai", base_url="http://127.0.0.1:9/v1", model="m1", timeout=3.0,
+                      max_retries=1, supports_images=False)
+    assert isinstance(be, OpenAIChatBackend)
+    assert (be.base_url, be.model, be.timeout, be.max_retries, be.supports_images) == (
+        "http://127.0.0.1:9/v1", "m1", 3.0, 1, False)
+    with pytest.raises(ValueError, match="^llm_backend"):
+        make_backend("magic")
+
+
+def test_conversation_over_the_openai_client_and_fake_server():
+    """The core with the real OpenAI client against the fake server: streamed sentences."""
+    from fake_openai import FakeOpenAI
+    from vision_dialogue.core.backends import make_backend
+    with FakeOpenAI(default_reply="Hello! I see you.") as fake:
+        be = make_backend("openai", base_url=fake.base_url, model="fake-vlm", max_retries=0)
+        c = conv(be)
+        try:
+            c.add_frame(photo())
+            got = []
+            r = c.turn("hi", on_sentence=lambda s, i, fallback=False: got.append(s))
+            assert got == ["Hello!", "I see you."] and r.text == "Hello! I see you."
+            req = fake.requests[-1]
+            assert req["stream"] is True and req["model"] == "fake-vlm"
+            assert any(p.get("type") == "image_url" for m in req["messages"]
+                       if isinstance(m["content"], list) for p in m["content"])
+        finally:
+            c.close()

@@ -1,6 +1,7 @@
 """ManagerNode in-process with rclpy: a real publisher node in the same context, the manager
 talking to the fake OpenAI-compatible server on 127.0.0.1."""
 import json
+import threading
 import time
 
 import cv2
@@ -160,6 +161,28 @@ def test_bad_frames_are_dropped_and_node_keeps_working(ros_context, fake, tmp_pa
         rig.ex.spin_once(timeout_sec=0.05)
         assert rig.node.conversation.state()["raw_frames"] == 1
     finally:
+        rig.close()
+
+
+def test_frames_keep_flowing_while_a_reply_is_in_progress(ros_context, fake, tmp_path):
+    rig = Rig(ros_context, fake, tmp_path, n=10, m=3)
+    gate = threading.Event()
+    fake.push(Reply(text="Oh, hello. Nice to see you.", gates={0: gate}))
+    try:
+        rig.say("Are you there?")
+        assert rig.wait(lambda: fake.request_count >= 1)   # the reply is now held by the gate
+        for i in range(3):
+            rig.img_pub.publish(to_image_msg(photo()))
+        assert rig.wait(lambda: rig.node.conversation.state()["raw_frames"] == 3)
+        assert not rig.finals()                            # still answering meanwhile
+        gate.set()
+        assert rig.wait(lambda: rig.finals())
+        assert rig.finals()[0].text == "Oh, hello. Nice to see you."
+        assert rig.node.conversation.state()["timeline"] == [
+            "user: Are you there?", "frame 1", "frame 2", "frame 3",
+            "robot: Oh, hello. Nice to see you."]
+    finally:
+        gate.set()
         rig.close()
 
 

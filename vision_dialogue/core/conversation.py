@@ -66,6 +66,8 @@ class TurnResult:
     fallback: bool = False
     error: str | None = None
     overhead_s: float = 0.0     # time in our code (prompt building etc.), excluding the LLM
+    frame_ids: list[int] = field(default_factory=list)   # raw frames the reply prompt showed
+    summary_ids: list[tuple] = field(default_factory=list)  # frame ids behind its summaries
 
 
 def clean_reply(text: str) -> str:
@@ -165,8 +167,10 @@ class Conversation:
             self.timeline.add_line(USER, text)
             self._emit("user", {"turn_id": turn_id, "text": text, "speaker": speaker})
             self.folder.check()
-            msgs = self.builder.reply_messages(self.timeline.snapshot(),
-                                               self.timeline.history_summary)
+            items = self.timeline.snapshot()
+            msgs = self.builder.reply_messages(items, self.timeline.history_summary)
+            frame_ids = [i.id for i in items if i.kind == "frame"]
+            summary_ids = [i.frame_ids for i in items if i.kind == "summary"]
             overhead = time.perf_counter() - t0
             sentences: list[str] = []
             error = None
@@ -206,7 +210,8 @@ class Conversation:
             self.timeline.add_line(ROBOT, reply)
             self.folder.check()
             overhead += time.perf_counter() - t1
-            result = TurnResult(turn_id, text, reply, sentences, fallback, error, overhead)
+            result = TurnResult(turn_id, text, reply, sentences, fallback, error, overhead,
+                                frame_ids, summary_ids)
         self._emit("reply", {"result": result})
         return result
 

@@ -54,7 +54,11 @@ class HistoryFolder:
         if not items:
             return None
         with self._lock:
-            fut = self.pool.submit(self._run, items)
+            try:
+                fut = self.pool.submit(self._run, items)
+            except RuntimeError:            # pool shut down (closing)
+                self.timeline.release_fold(items)
+                return None
             self._inflight.add(fut)
         fut.add_done_callback(self._done)
         return fut

@@ -86,7 +86,12 @@ class FrameSummariser:
         if not frames:
             return None
         with self._lock:
-            fut = self.pool.submit(self._run, frames)
+            try:
+                fut = self.pool.submit(self._run, frames)
+            except RuntimeError:            # pool shut down (closing): leave the frames raw
+                for f in frames:
+                    f.pending = False
+                return None
             self._inflight.add(fut)
         fut.add_done_callback(self._done)
         return fut

@@ -72,7 +72,8 @@ class TranscriptWriter:
             r = data["result"]
             self.write({"type": "reply", "turn_id": r.turn_id, "in_reply_to": r.in_reply_to,
                         "text": r.text, "sentences": r.sentences, "fallback": r.fallback,
-                        "error": r.error})
+                        "error": r.error, "frames_in_prompt": r.frame_ids,
+                        "summaries_in_prompt": [list(x) for x in r.summary_ids]})
         elif kind == "summary":
             self.write({"type": "summary", "frame_ids": data["frame_ids"],
                         "text": data["text"]})
