@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import statistics
 import sys
 import threading
 import time
