@@ -255,3 +255,18 @@ def test_furhat_realtime_source_publishes_robot_jpeg(harness):
         assert (h.images[-1][1].width, h.images[-1][1].height) == (320, 240)
     finally:
         fake.stop()
+
+
+def test_webcam_device_parameter_and_missing_device(harness, ros_context):
+    h = harness(source="webcam", device="/dev/video_missing_23", frame_period=0.05,
+                retry_initial=0.05, retry_max=0.1)
+    h.spin_for(0.5)
+    assert h.images == [] and h.cam.errors_logged == 1 and h.cam.failures >= 2
+    for value, expected in (("2", 2), (1, 1), ("/dev/video3", "/dev/video3")):
+        n = CameraNode(f"cam_{expected}".replace("/", "_"), context=ros_context,
+                       parameter_overrides=[Parameter("device", value=value),
+                                            Parameter("frame_period", value=100.0),
+                                            Parameter("source", value="folder"),
+                                            Parameter("folder_path", value="/nonexistent")])
+        assert n.device == expected
+        n.destroy_node()

@@ -283,3 +283,12 @@ def test_furhat_realtime_source_against_fake_websocket_server():
         fake.stop()
     with pytest.raises(SourceError, match="cannot connect"):
         FurhatRealtimeSource("127.0.0.1", fake.port, timeout=0.5).open()
+
+
+def test_webcam_source_reads_a_capture_path_in_order(tmp_path):
+    # OpenCV opens a video file like a capture device: the webcam code path without hardware
+    path = write_video(tmp_path / "cam.avi", n=4)
+    with WebcamSource(str(path)) as cam:
+        assert [value_index(cam.read().image) for _ in range(4)] == [0, 1, 2, 3]
+        with pytest.raises(SourceError, match="stopped delivering"):
+            cam.read()
