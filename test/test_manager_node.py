@@ -186,6 +186,18 @@ def test_frames_keep_flowing_while_a_reply_is_in_progress(ros_context, fake, tmp
         rig.close()
 
 
+def test_prompt_state_timer_publishes_without_changes(ros_context, fake, tmp_path):
+    rig = Rig(ros_context, fake, tmp_path, prompt_state_period=0.05, transcript_dir="")
+    try:
+        assert rig.wait(lambda: len(rig.states) >= 3)
+        st = rig.states[-1]
+        assert (st.raw_frames, st.dialogue_lines, st.header.frame_id) == (0, 0, "robot_head")
+        assert st.prompt_chars > 0 and st.prompt_image_bytes == 0
+        assert rig.node.transcript is None
+    finally:
+        rig.close()
+
+
 def test_min_frame_interval_skips_frames(ros_context, fake, tmp_path):
     rig = Rig(ros_context, fake, tmp_path, min_frame_interval=60.0)
     try:
