@@ -298,7 +298,10 @@ def test_realtime_backend_robot_down_then_up(caplog):
     rec = Recorder()
     with caplog.at_level(logging.INFO, logger="test.rt"):
         b.start(rec)
-        time.sleep(0.5)
+        deadline = time.monotonic() + 5
+        while b.outages == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.4)                                    # several retries
         assert b.outages == 1
         srv2 = FakeFurhatRealtime(port=port).start()
         try:

@@ -196,11 +196,11 @@ def test_barge_in_stops_speech_drops_rest_of_turn_and_publishes(rig, spin):
 
 def test_no_reply_times_out_back_to_listening(rig, spin):
     node, peer, ex, w, out = terminal(rig, reply_timeout=0.3)
+    t0 = time.monotonic()
     os.write(w, b"anyone there?\n")
     assert spin(ex, lambda: THINKING in peer.states, timeout=5)
-    t0 = time.monotonic()
     assert spin(ex, lambda: node.state == LISTENING, timeout=5)
-    assert time.monotonic() - t0 >= 0.15
+    assert time.monotonic() - t0 >= 0.3
     assert "(no reply)" in out.getvalue()
     os.close(w)
 
@@ -311,7 +311,8 @@ def test_furhat_robot_down_node_keeps_running_and_recovers(rig, spin):
     port = srv.port
     srv.stop()
     node, peer, ex = rig({**FURHAT, "furhat_port": port})
-    spin(ex, lambda: False, timeout=0.5)
+    assert spin(ex, lambda: node.backend.outages >= 1, timeout=5)
+    spin(ex, lambda: False, timeout=0.4)                   # several retries
     assert node.backend.outages == 1 and node.backend._thread.is_alive()
     srv2 = FakeFurhat(port=port, listen_wait=0.3).start()
     try:
