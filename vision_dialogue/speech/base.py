@@ -112,6 +112,7 @@ class RobotTurnTaking(SpeechBackend):
         self._thread: threading.Thread | None = None
         self._down = False       # in an outage (logged once)
         self._ready = False      # _robot_setup done since the last outage
+        self._state_lock = threading.Lock()
         self.outages = 0
 
     # robot calls --------------------------------------------------------------
@@ -178,15 +179,19 @@ class RobotTurnTaking(SpeechBackend):
         return result
 
     def _outage(self, error: Exception) -> None:
-        self._ready = False
-        if not self._down:
-            self._down = True
-            self.outages += 1
+        with self._state_lock:             # hooks and the listen loop may fail together
+            self._ready = False
+            first = not self._down
+            if first:
+                self._down = True
+                self.outages += 1
+        if first:
             self.log.error(f"{self.name}: robot unavailable ({error}); retrying with backoff")
 
     def _recovered(self) -> None:
-        if self._down:
-            self._down = False
+        with self._state_lock:
+            was_down, self._down = self._down, False
+        if was_down:
             self.log.info(f"{self.name}: robot reachable again")
 
     def _loop(self) -> None:
