@@ -164,14 +164,14 @@ def bench_perception(reps: int) -> dict:
         t = time.perf_counter()
         obs.warm_up()
         for f in frames.values():  # first inference of each graph is slower; not counted
-            obs.describe(f)
+            obs.analyse(f)
         load_s = time.perf_counter() - t
         per_frame = {}
         for name, f in frames.items():
             times = []
             for _ in range(reps):
                 t = time.perf_counter()
-                obs.describe(f)
+                obs.analyse(f)
                 times.append((time.perf_counter() - t) * 1000)
             per_frame[name] = round(statistics.median(times), 1)
         out[label] = {"median_ms": round(statistics.median(per_frame.values()), 1),

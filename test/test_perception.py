@@ -43,7 +43,7 @@ def _exit_sign() -> np.ndarray:
 
 
 def test_person_found_in_person_photo(observer, astronaut):
-    obs = observer.describe(astronaut)
+    obs = observer.analyse(astronaut)
     assert not obs.dark
     assert len(obs.people) == 1
     person = obs.people[0]
@@ -57,16 +57,18 @@ def test_person_found_in_person_photo(observer, astronaut):
 
 
 def test_no_person_in_coffee_photo(observer, coffee):
-    obs = observer.describe(coffee)
+    obs = observer.analyse(coffee)
     assert obs.people == [] and obs.person_area is None
     assert obs.scene_colours, "the scene's colours are named when no one is there"
     assert obs.text.startswith("I see no one; the scene is mostly ")
     assert "person" not in obs.text
+    # the text API (observe / describe, what the backend factory calls) gives the same line
+    assert observer.observe(coffee) == observer.describe(coffee) == obs.text
 
 
 def test_two_people_left_and_right(observer, astronaut):
     pair = np.hstack([astronaut, cv2.flip(astronaut, 1)])
-    obs = observer.describe(pair)
+    obs = observer.analyse(pair)
     assert [p.position for p in obs.people] == ["on the left", "on the right"]
     assert obs.text.startswith("I see two people: ")
 
@@ -75,19 +77,19 @@ def test_two_people_left_and_right(observer, astronaut):
 def test_black_and_very_dark_frames_are_reported_as_dark(observer, level):
     rng = np.random.default_rng(1)
     frame = np.clip(rng.normal(level, 2, (480, 640, 3)), 0, 255).astype(np.uint8)
-    obs = observer.describe(frame)
+    obs = observer.analyse(frame)
     assert obs.dark and obs.text == DARK_TEXT
     assert obs.people == [] and obs.texts == []
 
 
 def test_dim_but_visible_frame_is_not_dark(observer, coffee):
     dim = (coffee.astype(np.float32) * 0.3).astype(np.uint8)
-    obs = observer.describe(dim)
+    obs = observer.analyse(dim)
     assert not obs.dark and obs.text.startswith("The scene is dim. ")
 
 
 def test_rendered_text_is_read(observer):
-    obs = observer.describe(_exit_sign())
+    obs = observer.analyse(_exit_sign())
     assert "EXIT" in obs.texts
     assert "text visible: 'EXIT'" in obs.text
     assert obs.people == []
@@ -96,15 +98,15 @@ def test_rendered_text_is_read(observer):
 def test_ocr_reused_for_unchanged_scene_and_rerun_after_change(coffee):
     obs = FrameObserver(detectors=("ocr",))
     sign = _exit_sign()
-    first = obs.describe(sign)
+    first = obs.analyse(sign)
     assert first.texts == ["EXIT"] and first.timings_ms["ocr"] > 0
-    again = obs.describe(sign.copy())
+    again = obs.analyse(sign.copy())
     assert again.texts == ["EXIT"] and again.timings_ms["ocr"] == 0.0
-    other = obs.describe(cv2.resize(coffee, (640, 480)))
+    other = obs.analyse(cv2.resize(coffee, (640, 480)))
     assert "EXIT" not in other.texts and other.timings_ms["ocr"] > 0
     never = FrameObserver(detectors=("ocr",), ocr_reuse_threshold=0)
-    never.describe(sign)
-    assert never.describe(sign).timings_ms["ocr"] > 0
+    never.analyse(sign)
+    assert never.analyse(sign).timings_ms["ocr"] > 0
 
 
 def test_grey_and_bgra_frames_are_accepted(observer, coffee):
@@ -122,7 +124,7 @@ def test_grey_and_bgra_frames_are_accepted(observer, coffee):
 ])
 def test_bad_frames_raise_clear_errors(observer, bad, match):
     with pytest.raises(ValueError, match=match):
-        observer.describe(bad)
+        observer.analyse(bad)
 
 
 def test_unknown_detector_is_rejected():
@@ -134,8 +136,8 @@ def test_detector_that_cannot_load_is_skipped_with_one_warning(monkeypatch, capl
     monkeypatch.setitem(sys.modules, "rapidocr_onnxruntime", None)  # import fails for real
     obs = FrameObserver(detectors=("faces", "ocr", "colours"))
     with caplog.at_level(logging.WARNING, logger="vision_dialogue.perception"):
-        first = obs.describe(astronaut)
-        second = obs.describe(_exit_sign())
+        first = obs.analyse(astronaut)
+        second = obs.analyse(_exit_sign())
     warnings = [r for r in caplog.records if "ocr detector unavailable" in r.getMessage()]
     assert len(warnings) == 1
     assert len(first.people) == 1 and second.texts == []
@@ -144,7 +146,7 @@ def test_detector_that_cannot_load_is_skipped_with_one_warning(monkeypatch, capl
 
 def test_brightness_only_baseline(astronaut):
     obs = FrameObserver(detectors=())
-    result = obs.describe(astronaut)
+    result = obs.analyse(astronaut)
     assert result.people == [] and result.text == "I see no one."
     assert set(result.timings_ms) == {"brightness", "total"}
 

@@ -102,11 +102,14 @@ class FrameObserver:
 
     # -- public --------------------------------------------------------------------------------
     def observe(self, frame: np.ndarray) -> str:
-        """A one-line text observation of `frame` (BGR uint8, HxWx3; grey or BGRA accepted)."""
-        return self.describe(frame).text
+        """A one-line text observation of `frame` (BGR uint8, HxWx3; grey or BGRA accepted);
+        ValueError on something that is not an image."""
+        return self.analyse(frame).text
 
-    def describe(self, frame: np.ndarray) -> Observation:
-        """The structured observation of `frame`; ValueError on something that is not an image."""
+    describe = observe  # the same, under the name the backend factory uses
+
+    def analyse(self, frame: np.ndarray) -> Observation:
+        """The structured observation of `frame` (its .text is what observe() returns)."""
         bgr = _as_bgr(frame)
         with self._lock:
             return self._describe(bgr)
