@@ -219,3 +219,22 @@ def test_invalid_parameters_raise_naming_the_parameter(ros_context, over, name):
             Parameter(k, value=v) for k, v in {"base_url": "http://127.0.0.1:9/v1",
                                               "transcript_dir": "", **over}.items()])
     assert str(e.value).startswith(name)
+
+
+def test_same_frame_on_both_transports_is_added_once(ros_context, fake, tmp_path):
+    """camera_node publishes every frame as Image and CompressedImage with one stamp."""
+    rig = Rig(ros_context, fake, tmp_path)
+    try:
+        img = photo()
+        for i in range(2):
+            stamp = rig.io.get_clock().now().to_msg()
+            rig.img_pub.publish(to_image_msg(img, stamp=stamp, frame_id="cam"))
+            rig.jpg_pub.publish(to_compressed_msg(img, stamp=stamp, frame_id="cam"))
+            time.sleep(0.01)
+        other = rig.io.get_clock().now().to_msg()
+        rig.jpg_pub.publish(to_compressed_msg(img, stamp=other, frame_id="cam"))
+        assert rig.wait(lambda: len(rig.node.conversation.timeline.snapshot()) >= 3)
+        rig.wait(lambda: False, timeout=0.5)  # any duplicate would have arrived by now
+        assert len(rig.node.conversation.timeline.snapshot()) == 3
+    finally:
+        rig.close()

@@ -11,6 +11,7 @@ A thin ROS adapter around `vision_dialogue.core.conversation.Conversation`:
 """
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 import time
@@ -156,6 +157,8 @@ class ManagerNode(Node):
         self.state_pub = self.create_publisher(PromptState, "dialogue/prompt_state", 10)
         self._last_frame = -float("inf")
         self.frames_skipped = 0
+        # camera_node publishes each frame on both image topics with one stamp: keep one copy
+        self._recent_frames: collections.deque = collections.deque(maxlen=64)
         frames = MutuallyExclusiveCallbackGroup()
         self.create_subscription(Image, "camera/image_raw", self._on_image,
                                  qos_profile_sensor_data, callback_group=frames)
@@ -176,14 +179,19 @@ class ManagerNode(Node):
 
     # --- frames ----------------------------------------------------------------------------
     def _add_frame(self, convert, msg) -> None:
+        ns = stamp_to_ns(msg.header.stamp)
+        key = (msg.header.frame_id, ns)
+        if ns and key in self._recent_frames:  # same frame, other transport
+            return
         now = time.monotonic()
         if now - self._last_frame < self.p["min_frame_interval"]:
             self.frames_skipped += 1
             return
         self._last_frame = now
+        if ns:
+            self._recent_frames.append(key)
         try:
             bgr = convert(msg)
-            ns = stamp_to_ns(msg.header.stamp)
             self.conversation.add_frame(bgr, stamp=ns / 1e9 if ns else None)
         except (ImageConversionError, ValueError) as e:
             self.get_logger().warning(f"dropping a bad camera frame: {e}",
