@@ -223,7 +223,7 @@ def test_invalid_parameters_raise_naming_the_parameter(ros_context, over, name):
 
 def test_same_frame_on_both_transports_is_added_once(ros_context, fake, tmp_path):
     """camera_node publishes every frame as Image and CompressedImage with one stamp."""
-    rig = Rig(ros_context, fake, tmp_path)
+    rig = Rig(ros_context, fake, tmp_path, n=20, m=3)  # no summary folds the count
     try:
         img = photo()
         for i in range(2):
