@@ -284,7 +284,9 @@ def test_furhat_turn_taking_exact_sequence(fake_remote, rig, spin):
                         "listen"]
     say = [q for _, p, q in srv.calls if p == "/furhat/say"][0]
     assert say["blocking"].lower() == "true"
-    assert contains_in_order(peer.states, [LISTENING, THINKING, SPEAKING, LISTENING])
+    assert spin(ex, lambda: contains_in_order(peer.states,
+                                              [LISTENING, THINKING, SPEAKING, LISTENING]),
+                timeout=5), peer.states
 
 
 def test_furhat_barge_in_calls_say_stop(fake_remote, rig, spin):
@@ -309,16 +311,20 @@ def test_furhat_barge_in_calls_say_stop(fake_remote, rig, spin):
 def test_furhat_robot_down_node_keeps_running_and_recovers(rig, spin):
     srv = FakeFurhat(listen_wait=0.3).start()
     port = srv.port
-    srv.stop()
     node, peer, ex = rig({**FURHAT, "furhat_port": port})
+    assert spin(ex, lambda: peer.states[-1:] == [LISTENING], timeout=5)
+    srv.stop()                                              # the robot goes away
     assert spin(ex, lambda: node.backend.outages >= 1, timeout=5)
     spin(ex, lambda: False, timeout=0.4)                   # several retries
     assert node.backend.outages == 1 and node.backend._thread.is_alive()
+    assert spin(ex, lambda: peer.states[-1:] == [IDLE], timeout=2)   # nobody listens
     srv2 = FakeFurhat(port=port, listen_wait=0.3).start()
     try:
         srv2.listen_results.put("hello again")
         assert spin(ex, lambda: peer.utterances, timeout=5)
         assert peer.texts() == ["hello again"]
+        assert spin(ex, lambda: contains_in_order(
+            peer.states, [LISTENING, IDLE, LISTENING, THINKING]), timeout=5), peer.states
     finally:
         node.close()
         srv2.stop()

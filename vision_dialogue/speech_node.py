@@ -124,6 +124,9 @@ class _Events:
     def input_finished(self) -> None:
         self._node._on_input_finished()
 
+    def unavailable(self) -> None:
+        self._node._on_unavailable()
+
 
 class SpeechNode(Node):
     """Speech I/O node. kwargs go to Node.__init__ (context=, parameter_overrides=, ...).
@@ -278,6 +281,11 @@ class SpeechNode(Node):
         with self._cv:
             if self._idle() and self._speaking_turn is None:
                 self._set_state(SpeechState.LISTENING)
+
+    def _on_unavailable(self) -> None:
+        with self._cv:
+            if self._idle() and self._speaking_turn is None:
+                self._set_state(SpeechState.IDLE)      # not listening while the robot is away
 
     def _on_input_finished(self) -> None:
         self.input_done.set()

@@ -53,6 +53,9 @@ class SpeechEvents(Protocol):
     def input_finished(self) -> None:
         """No more input will come (end of file / end of script)."""
 
+    def unavailable(self) -> None:
+        """The robot cannot be reached: nobody is listening until it is back."""
+
 
 class SpeechBackend(ABC):
     """Base class of every speech I/O backend."""
@@ -187,6 +190,17 @@ class RobotTurnTaking(SpeechBackend):
                 self.outages += 1
         if first:
             self.log.error(f"{self.name}: robot unavailable ({error}); retrying with backoff")
+            self._notify("unavailable")
+
+    def _notify(self, event: str) -> None:
+        """Call an optional SpeechEvents method; a failing callback is logged, not raised."""
+        fn = getattr(self.events, event, None)
+        if fn is None:
+            return
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - the listen loop must survive its owner's bugs
+            self.log.error(f"{self.name}: events.{event}() failed: {e!r}")
 
     def _recovered(self) -> None:
         with self._state_lock:
@@ -217,8 +231,8 @@ class RobotTurnTaking(SpeechBackend):
         replying = self._reply_started.is_set() and not self._reply_done.is_set()
         if not replying:
             self._robot_attend_user()      # during a reply we already look at the user
-        if self.events is not None and self._reply_done.is_set():
-            self.events.listening()
+        if self._reply_done.is_set():
+            self._notify("listening")
         result = self._robot_listen()
         self._recovered()                   # the outage is over once a listen answers
         if self._stop.is_set():
