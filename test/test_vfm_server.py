@@ -239,3 +239,17 @@ def test_invalid_parameters_fail_at_startup(ros_context, tmp_path, name, value, 
     with pytest.raises(ParameterError, match=f"^{msg}"):
         VfmServer(context=ros_context, parameter_overrides=[
             Parameter("image_dir", value=str(tmp_path)), Parameter(name, value=value)])
+
+
+def test_config_yaml_loads(ros_context, tmp_path):
+    from pathlib import Path
+    from vision_dialogue.vfm import registry
+    cfg = Path(__file__).resolve().parents[1] / "config" / "vfm.yaml"
+    node = VfmServer(context=ros_context, cli_args=[
+        "--ros-args", "--params-file", str(cfg), "-p", f"image_dir:={tmp_path / 's'}"])
+    try:
+        assert node.toolbox.checkpoints == registry.DEFAULT_CHECKPOINTS
+        assert len(node.toolbox.devices) == len(registry.TOOLS)
+        assert node.params["num_inference_steps"] == 20 and node.store.root == tmp_path / "s"
+    finally:
+        node.destroy_node()

@@ -170,7 +170,8 @@ class VfmServer(Node):
                     result.image_file = self.store.save(out, goal.tool, prev)
                     result.image = to_image_msg(np.ascontiguousarray(out[:, :, ::-1]),
                                                 frame_id=frame or self.params["frame_id"])
-                progress("done", 1, 1) if kind == registry.IMAGE_TO_TEXT else None
+                if kind == registry.IMAGE_TO_TEXT:
+                    progress("done", 1, 1)
                 result.success = True
                 goal_handle.succeed()
                 self.get_logger().info(f"{goal.tool}: done -> "
