@@ -142,9 +142,9 @@ def test_terminal_reads_lines_until_eof_and_prints_stream():
     b = TerminalBackend(rin, out, language="en-GB", speaker="me")
     rec = Recorder()
     b.start(rec)
-    os.write(w, b"hello robot\n\n   \nwhat is that?\n")
-    assert rec.wait(2)
-    assert rec.texts() == ["hello robot", "what is that?"]
+    os.write(w, b"hello robot\n\n   \ncaf\xe9 ol\xc3\xa9\nwhat is that?\n")
+    assert rec.wait(3)
+    assert rec.texts() == ["hello robot", "caf\ufffd ol\u00e9", "what is that?"]
     assert rec.utterances[0][2:] == ("me", "en-GB")
     b.begin_reply()
     b.speak("It is a cup.")

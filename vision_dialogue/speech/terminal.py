@@ -19,6 +19,10 @@ class TerminalBackend(SpeechBackend):
                  *, language: str = "", speaker: str = "", logger=None):
         super().__init__(logger)
         self.input = input_stream if input_stream is not None else sys.stdin
+        try:    # a line that is not valid UTF-8 is read with U+FFFD, not the end of input
+            self.input.reconfigure(errors="replace")
+        except (AttributeError, ValueError, OSError):
+            pass
         self.output = output_stream if output_stream is not None else sys.stdout
         self.language, self.speaker = language, speaker
         self._thread: threading.Thread | None = None
