@@ -312,3 +312,18 @@ def test_realtime_backend_robot_down_then_up(caplog):
             b.close()
             srv2.stop()
     assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 1
+
+
+def test_backends_and_realtime_client_import_no_ros():
+    import subprocess
+    import sys
+    from conftest import REPO
+    code = ("import sys\n"
+            "import vision_dialogue.speech.terminal, vision_dialogue.speech.script\n"
+            "import vision_dialogue.speech.furhat_remote\n"
+            "import vision_dialogue.speech.furhat_realtime_backend, vision_dialogue.furhat_realtime\n"
+            "bad = [m for m in sys.modules if m.startswith(('rclpy', 'vision_dialogue.msg'))]\n"
+            "assert not bad, bad\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
