@@ -70,7 +70,7 @@ def build_prompt(tokenizer, target_tokens: int = 500) -> list[dict]:
         messages = candidate
         i += 1
     messages.append({"role": "user", "content": f"[camera] {observations[1]}\n"
-                                                "Can you tell what I am doing with my arm?"})
+                                                "Tell me what I am doing with my arm, then ask me one question."})
     return messages
 
 

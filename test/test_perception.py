@@ -162,3 +162,27 @@ def test_shared_between_threads(observer, astronaut, coffee):
     for t in threads:
         t.join(60)
     assert [out[i] for i in range(len(frames))] == expected
+
+
+def _landmarks(points: dict[int, tuple[float, float]], visibility: float = 0.95):
+    """A pose result shaped like mediapipe's (33 landmarks; unspecified ones invisible)."""
+    from types import SimpleNamespace
+    lms = [SimpleNamespace(x=0.5, y=0.5, visibility=0.0) for _ in range(33)]
+    for i, (x, y) in points.items():
+        lms[i] = SimpleNamespace(x=x, y=y, visibility=visibility)
+    return SimpleNamespace(landmark=lms)
+
+
+@pytest.mark.parametrize("wrists,expected", [
+    ({15: (0.6, 0.8), 16: (0.4, 0.8)}, "arms down"),
+    ({15: (0.6, 0.2), 16: (0.4, 0.8)}, "one arm raised"),
+    ({15: (0.6, 0.2), 16: (0.4, 0.1)}, "both arms raised"),
+    ({15: (0.6, 0.8)}, None),  # one wrist out of view: no claim about the arms
+])
+def test_posture_from_pose_landmarks(wrists, expected):
+    from vision_dialogue.perception import _pose_person, _posture
+    pose = _landmarks({11: (0.6, 0.4), 12: (0.4, 0.4), **wrists})
+    assert _posture(pose) == expected
+    person = _pose_person(pose)
+    assert person is not None and person.position == "in the centre"
+    assert _pose_person(_landmarks({11: (0.6, 0.4)})) is None  # one shoulder is not a person
