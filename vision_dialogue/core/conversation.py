@@ -24,9 +24,11 @@ from vision_dialogue.core.history import HistoryFolder
 from vision_dialogue.core.images import Frame, ImagePolicy, as_bgr, downscale, is_dark
 from vision_dialogue.core.persona import Persona
 from vision_dialogue.core.prompt import PromptBuilder, prompt_size
+from vision_dialogue.core.sentences import split_sentences
 from vision_dialogue.core.summariser import FrameSummariser, validate_nm
 from vision_dialogue.core.timeline import ROBOT, USER, FrameItem, LineItem, SummaryItem, \
     Timeline, describe
+from vision_dialogue.core.tool_agent import TOOLS_NOTE, ToolRecord, run_tool_loop
 
 _log = logging.getLogger("vision_dialogue.conversation")
 
@@ -68,11 +70,24 @@ class TurnResult:
     overhead_s: float = 0.0     # time in our code (prompt building etc.), excluding the LLM
     frame_ids: list[int] = field(default_factory=list)   # raw frames the reply prompt showed
     summary_ids: list[tuple] = field(default_factory=list)  # frame ids behind its summaries
+    tools: list[ToolRecord] = field(default_factory=list)  # tool calls made for this reply
 
 
 def clean_reply(text: str) -> str:
     """Remove emoji and collapse whitespace."""
     return " ".join(_EMOJI.sub("", text or "").split())
+
+
+class ToolProvider:
+    """What `Conversation.set_tools` needs (the manager's VFM bridge implements it):
+    `schemas()` -> OpenAI function specs offered now (may be empty: no tools this turn);
+    `run(name, args)` -> tool_agent.ToolOutcome."""
+
+    def schemas(self) -> list[dict]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def run(self, name: str, args: dict):  # pragma: no cover - interface
+        raise NotImplementedError
 
 
 class Conversation:
@@ -81,7 +96,12 @@ class Conversation:
     backend: a ChatBackend (complete/stream/supports_images). observer: callable(bgr)->str,
     used when the backend cannot take images. summary_backend: for summaries and folds
     (default: backend). listeners: callables(event, data) for "frame", "user", "reply",
-    "summary", "summary_failed", "fold", "fold_failed" (called outside locks).
+    "summary", "summary_failed", "fold", "fold_failed", "tool", "exchange" (called outside
+    locks, except "tool", which is called during the turn).
+
+    Tools (Visual ChatGPT): after `set_tools(provider)`, a turn offers the provider's tools
+    to the LLM (core/tool_agent.py) whenever it has any and the backend has
+    `complete_with_tools`; otherwise turns are exactly as without tools.
     """
 
     def __init__(self, backend, persona: Persona, config: ConversationConfig | None = None, *,
@@ -110,6 +130,26 @@ class Conversation:
         self._turn_lock = threading.Lock()
         self._turn_id = 0
         self._closed = False
+        self._newest: Frame | None = None
+        self.tools: ToolProvider | None = None
+        self.max_tool_rounds = 3
+        self.tool_images = False
+
+    def set_tools(self, provider: ToolProvider | None, *, max_rounds: int = 3,
+                  show_images: bool = True) -> None:
+        """Offer `provider`'s tools in every turn (None: no tools). `max_rounds`: tool rounds
+        per turn (>= 1). `show_images`: images the tools make are shown to the LLM (only when
+        the backend takes images)."""
+        if max_rounds < 1:
+            raise ValueError(f"max_rounds={max_rounds} must be >= 1")
+        self.tools = provider
+        self.max_tool_rounds = int(max_rounds)
+        self.tool_images = bool(show_images) and self.supports_images
+
+    @property
+    def tools_supported(self) -> bool:
+        """Whether the backend can call tools (has complete_with_tools)."""
+        return callable(getattr(self.backend, "complete_with_tools", None))
 
     # --- events ----------------------------------------------------------------------------
     def add_listener(self, fn: Listener) -> None:
@@ -147,6 +187,7 @@ class Conversation:
         if frame.dark and not frame.observation and not self.supports_images:
             frame.observation = "darkness"
         self.timeline.add_frame(frame)
+        self._newest = frame
         self._emit("frame", {"frame": frame})
         self.summariser.on_frame()
         return frame
@@ -175,8 +216,17 @@ class Conversation:
             sentences: list[str] = []
             error = None
             cfg = self.config
+            records: list[ToolRecord] = []
+            note = ""
             try:
-                if cfg.stream:
+                schemas = self._tool_schemas()
+                if schemas:
+                    text_out, records, note = self._tool_reply(msgs, schemas, turn_id)
+                    for s in split_sentences(text_out):
+                        if cfg.stream and on_sentence is not None:
+                            on_sentence(s, len(sentences))
+                        sentences.append(s)
+                elif cfg.stream:
                     for s in self.backend.stream(msgs, model=cfg.model,
                                                  max_tokens=cfg.max_reply_tokens):
                         s = clean_reply(s)
@@ -207,15 +257,63 @@ class Conversation:
                         self.log.error(f"turn {turn_id}: sentence callback failed ({e})")
                 sentences.append(line)
             reply = " ".join(sentences)
-            self.timeline.add_line(ROBOT, reply)
+            self.timeline.add_line(ROBOT, f"{reply} {note}" if note else reply)
             self.folder.check()
             overhead += time.perf_counter() - t1
             result = TurnResult(turn_id, text, reply, sentences, fallback, error, overhead,
-                                frame_ids, summary_ids)
+                                frame_ids, summary_ids, records)
         self._emit("reply", {"result": result})
         return result
 
+    def _tool_schemas(self) -> list[dict]:
+        if self.tools is None or not self.tools_supported:
+            return []
+        try:
+            return list(self.tools.schemas() or [])
+        except Exception as e:  # noqa: BLE001 - no tools this turn, but still an answer
+            self.log.warning(f"tools unavailable this turn ({type(e).__name__}: {e})")
+            return []
+
+    def _tool_reply(self, msgs: list, schemas: list, turn_id: int) -> tuple[str, list, str]:
+        """The tool-call loop for one turn: (clean reply text, tool records, memory note).
+        Raises on an LLM failure or an empty reply (the caller answers with the fallback)."""
+        cfg = self.config
+        msgs = msgs[:1] + [{"role": "system", "content": TOOLS_NOTE}] + msgs[1:]
+
+        def on_tool(rec: ToolRecord) -> None:
+            o = rec.outcome
+            self.log.info(f"turn {turn_id}: tool {rec.name}({rec.arguments}) -> "
+                          + (f"error: {o.error}" if o.error else o.image_file or
+                             (o.text or "")[:80]))
+            self._emit("tool", {"turn_id": turn_id, "record": rec})
+
+        res = run_tool_loop(self.backend, msgs, schemas, self.tools.run,
+                            max_rounds=self.max_tool_rounds, model=cfg.model,
+                            max_tokens=cfg.max_reply_tokens, image_parts=self.tool_images,
+                            image_detail=cfg.policy.detail, on_tool=on_tool, logger=self.log)
+        text = clean_reply(res.text)
+        if not text:
+            raise ValueError("empty reply after tool calls")
+        return text, res.records, res.memory_note()
+
+    def add_exchange(self, user_text: str, robot_text: str, **info) -> None:
+        """Add a user line and the robot's line without asking the LLM (e.g. Visual ChatGPT's
+        "Received." turn for a shared image). Emits "exchange" with both texts and `info`."""
+        user_text, robot_text = " ".join(str(user_text).split()), " ".join(
+            str(robot_text).split())
+        if not user_text or not robot_text:
+            raise ValueError("both lines of an exchange must be non-empty")
+        with self._turn_lock:
+            self.timeline.add_line(USER, user_text)
+            self.timeline.add_line(ROBOT, robot_text)
+        self._emit("exchange", {"user": user_text, "robot": robot_text, **info})
+        self.folder.check()
+
     # --- inspection ------------------------------------------------------------------------
+    def newest_frame(self) -> Frame | None:
+        """The newest camera frame added (None before the first)."""
+        return self._newest
+
     @property
     def turn_count(self) -> int:
         """Turns answered or in progress (the last turn_id)."""

@@ -73,7 +73,14 @@ class TranscriptWriter:
             self.write({"type": "reply", "turn_id": r.turn_id, "in_reply_to": r.in_reply_to,
                         "text": r.text, "sentences": r.sentences, "fallback": r.fallback,
                         "error": r.error, "frames_in_prompt": r.frame_ids,
-                        "summaries_in_prompt": [list(x) for x in r.summary_ids]})
+                        "summaries_in_prompt": [list(x) for x in r.summary_ids],
+                        **({"tools": [{"name": t.name, "arguments": t.arguments,
+                                       "text": t.outcome.text, "image_file": t.outcome.image_file,
+                                       "error": t.outcome.error}
+                                      for t in r.tools]} if getattr(r, "tools", None) else {})})
+        elif kind == "exchange":
+            self.write({"type": "exchange", **{k: v for k, v in data.items()
+                                               if isinstance(v, (str, int, float, bool))}})
         elif kind == "summary":
             self.write({"type": "summary", "frame_ids": data["frame_ids"],
                         "text": data["text"]})
