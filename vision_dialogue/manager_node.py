@@ -8,6 +8,11 @@ A thin ROS adapter around `vision_dialogue.core.conversation.Conversation`:
 * `dialogue/reply` (vision_dialogue/Reply): one message per streamed sentence (final=false),
   then the whole text (final=true);
 * `dialogue/prompt_state` (vision_dialogue/PromptState): after every change and on a timer.
+
+With `use_tools` (Visual ChatGPT, docs/tools_in_dialogue.md) the LLM may also call the VFM
+server's tools (vision_dialogue/vfm_client.py) during a turn; images they make are published
+on `dialogue/tool_image`, and pictures shared on `dialogue/shared_image` are stored in the
+image store and announced to the LLM with Visual ChatGPT's "Received." exchange.
 """
 from __future__ import annotations
 
@@ -35,6 +40,8 @@ from vision_dialogue.image_msgs import (ImageConversionError, from_compressed_ms
 from vision_dialogue.msg import PromptState, Reply, Utterance
 from vision_dialogue.node_runner import run_node
 from vision_dialogue.ros_params import Param, ParameterError, declare_params
+
+SHARED_IMAGE_DEFAULT = "a picture the person shared with me"
 
 
 def _nonempty(v):
@@ -84,6 +91,20 @@ PARAMS = [
     Param("frame_id", "base_link", "frame_id of published headers.", check=_nonempty),
     Param("prompt_state_period", 1.0, "Seconds between periodic PromptState messages; "
           "0 = only on change.", range=(0.0, 3600.0)),
+    Param("use_tools", False, "Offer the VFM server's tools (vfm/list_tools) to the LLM as "
+          "function tools (Visual ChatGPT); false = the paper's setup.", read_only=True),
+    Param("max_tool_rounds", 3, "Tool-call rounds per turn before the LLM must answer.",
+          range=(1, 20)),
+    Param("tool_timeout", 120.0, "Seconds one tool call may take (then it is cancelled and "
+          "the LLM hears the error).", range=(0.1, 3600.0)),
+    Param("tool_discovery_timeout", 3.0, "Seconds the manager waits at startup for "
+          "vfm/list_tools before answering without tools (it asks again later).",
+          range=(0.0, 600.0)),
+    Param("tool_images_to_llm", True, "Show the images tools make to the LLM (vision "
+          "backends only), besides their file names."),
+    Param("image_dir", "~/.ros/vision_dialogue/vfm_images", "The VFM server's image store "
+          "(its image_dir), where pictures from dialogue/shared_image are saved.",
+          check=_nonempty, read_only=True),
 ]
 
 
@@ -152,6 +173,11 @@ class ManagerNode(Node):
             self.conversation.add_listener(self.transcript)
             log.info(f"transcript: {self.transcript.path}")
         self.conversation.add_listener(self._on_event)
+        self.tools = None
+        self.store = None
+        self._camera_frame_id = "camera"
+        if p["use_tools"]:
+            self._setup_tools()
 
         self.reply_pub = self.create_publisher(Reply, "dialogue/reply", 10)
         self.state_pub = self.create_publisher(PromptState, "dialogue/prompt_state", 10)
@@ -170,6 +196,10 @@ class ManagerNode(Node):
         if p["prompt_state_period"] > 0:
             self.create_timer(p["prompt_state_period"], self.publish_state,
                               callback_group=MutuallyExclusiveCallbackGroup())
+        if p["use_tools"]:
+            self.tool_image_pub = self.create_publisher(Image, "dialogue/tool_image", 10)
+            self.create_subscription(Image, "dialogue/shared_image", self._on_shared_image,
+                                     10, callback_group=ReentrantCallbackGroup())
         self._turns: queue.Queue = queue.Queue()
         self._worker = threading.Thread(target=self._serve_turns, name="vd-turns", daemon=True)
         self._worker.start()
@@ -190,6 +220,8 @@ class ManagerNode(Node):
         self._last_frame = now
         if ns:
             self._recent_frames.append(key)
+        if msg.header.frame_id:
+            self._camera_frame_id = msg.header.frame_id
         try:
             bgr = convert(msg)
             self.conversation.add_frame(bgr, stamp=ns / 1e9 if ns else None)
@@ -211,16 +243,20 @@ class ManagerNode(Node):
             return
         if self._turns.qsize():
             self.get_logger().info(f"utterance queued behind {self._turns.qsize()} turn(s)")
-        self._turns.put((text, msg.speaker))
+        self._turns.put(("turn", text, msg.speaker))
 
     def _serve_turns(self) -> None:
+        if self.tools is not None:
+            self._discover_tools()
         while True:
             item = self._turns.get()
             if item is None:
                 return
-            text, speaker = item
             try:
-                self._turn(text, speaker)
+                if item[0] == "shared":
+                    self._shared_image(item[1])
+                else:
+                    self._turn(item[1], item[2])
             except Exception as e:  # noqa: BLE001 - the worker must survive anything
                 self.get_logger().error(f"turn failed unexpectedly: {type(e).__name__}: {e}")
 
@@ -243,6 +279,69 @@ class ManagerNode(Node):
         n_chunks = len(res.sentences) if self.p["stream"] else 0
         self.reply_pub.publish(self._reply_msg(res.turn_id, n_chunks, res.text, text, True,
                                                res.fallback))
+
+    # --- tools (Visual ChatGPT) -------------------------------------------------------------
+    def _setup_tools(self) -> None:
+        from vision_dialogue.vfm.image_store import ImageStore
+        from vision_dialogue.vfm_client import VfmClient, VfmTools
+        p, log = self.p, self.get_logger()
+        try:
+            self.store = ImageStore(p["image_dir"])
+        except OSError as e:
+            self.conversation.close(0)
+            if self.transcript is not None:
+                self.transcript.close()
+            raise ParameterError(f"image_dir: cannot create {p['image_dir']!r} ({e})") from None
+        if not self.conversation.tools_supported:
+            log.warning(f"use_tools: the {p['llm_backend']!r} backend cannot call tools; "
+                        "answering without tools")
+            return
+        self.tools = VfmTools(
+            VfmClient(self), self.conversation.newest_frame, timeout=p["tool_timeout"],
+            list_timeout=min(2.0, p["tool_timeout"]),
+            show_images=p["tool_images_to_llm"] and self.conversation.supports_images,
+            image_max_side=p["newest_max_side"],
+            camera_frame_id=lambda: self._camera_frame_id, on_image=self._publish_tool_image,
+            logger=log)
+        self.conversation.set_tools(self.tools, max_rounds=p["max_tool_rounds"],
+                                    show_images=p["tool_images_to_llm"])
+
+    def _discover_tools(self) -> None:
+        """At startup (on the turn worker): wait for vfm/list_tools a little, once."""
+        if not self.tools.refresh(timeout=self.p["tool_discovery_timeout"]):
+            self.get_logger().warning(
+                "use_tools: no VFM server (vfm/list_tools); answering without tools until "
+                "one appears")
+
+    def _publish_tool_image(self, image_file: str, img: Image) -> None:
+        img.header.stamp = now_stamp()
+        img.header.frame_id = self.p["frame_id"]
+        self.tool_image_pub.publish(img)
+        self.get_logger().info(f"tool image {image_file} published on dialogue/tool_image")
+
+    def _on_shared_image(self, msg: Image) -> None:
+        try:
+            bgr = from_image_msg(msg)
+        except ImageConversionError as e:
+            self.get_logger().warning(f"ignoring a bad shared image: {e}")
+            return
+        self._turns.put(("shared", bgr))
+
+    def _shared_image(self, bgr) -> None:
+        """Store a shared picture and add Visual ChatGPT's "Received." exchange."""
+        from vision_dialogue.vfm import registry
+        from vision_dialogue.vfm_client import describe_shared, frame_to_rgb
+        try:
+            name = self.store.add(frame_to_rgb(bgr))
+        except (OSError, ValueError) as e:
+            self.get_logger().error(f"shared image not stored: {e}")
+            return
+        desc = SHARED_IMAGE_DEFAULT
+        if self.tools is not None:
+            desc = describe_shared(self.tools, name, SHARED_IMAGE_DEFAULT)
+        human, ai = registry.image_received_turn(name, desc)
+        self.conversation.add_exchange(human, ai, image_file=name, description=desc)
+        self.get_logger().info(f"shared image stored as {name} ({desc})")
 
     # --- state -----------------------------------------------------------------------------
     def _on_event(self, kind: str, data: dict) -> None:

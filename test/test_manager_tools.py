@@ -1,0 +1,276 @@
+"""The manager with use_tools=true, in-process with rclpy: the REAL VfmServer (weight-free
+`canny` only), the fake OpenAI-compatible server on 127.0.0.1 programmed to call tools, and a
+test node publishing frames / utterances / shared images and listening to replies and tool
+images."""
+from __future__ import annotations
+
+import json
+import re
+import threading
+
+import cv2
+import numpy as np
+import pytest
+import rclpy
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.parameter import Parameter
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import Image
+from skimage import data
+
+from conftest import spin_until
+from fake_openai import FakeOpenAI, Reply
+from vision_dialogue.image_msgs import from_image_msg, to_image_msg
+from vision_dialogue.manager_node import ManagerNode
+from vision_dialogue.msg import Reply as ReplyMsg, Utterance
+from vision_dialogue.ros_params import ParameterError
+from vision_dialogue.vfm_server import VfmServer
+
+FINAL = "I traced all the edges for you. They look like a drawing!"
+
+
+def photo():
+    return cv2.resize(np.ascontiguousarray(data.astronaut()[:, :, ::-1]), (320, 240))
+
+
+def tool_msgs(req):
+    return [m for m in req["messages"] if m["role"] == "tool"]
+
+
+def canny_then_answer(req):
+    """Reply requests with tools: call canny on the newest frame, then answer."""
+    if "tools" not in req:
+        last = json.dumps(req["messages"][-1])
+        return "The person waved." if "one short sentence" in last else "Plain answer."
+    if not tool_msgs(req):
+        return Reply(tool_calls=[{"id": "call_canny", "name": "canny", "arguments": {}}])
+    return FINAL
+
+
+class Rig:
+    def __init__(self, ctx, fake, tmp_path, server=True, **params):
+        self.store = tmp_path / "store"
+        base = {"base_url": fake.base_url, "model": "fake-vlm", "max_retries": 0,
+                "request_timeout": 5.0, "transcript_dir": str(tmp_path / "tr"),
+                "prompt_state_period": 0.0, "frame_id": "robot_head", "use_tools": True,
+                "image_dir": str(self.store), "tool_timeout": 20.0,
+                "tool_discovery_timeout": 5.0 if server else 0.3, "stream": True}
+        base.update(params)
+        self.nodes = []
+        self.ex = MultiThreadedExecutor(num_threads=4, context=ctx)
+        if server:
+            self.server = VfmServer(context=ctx, parameter_overrides=[
+                Parameter("image_dir", value=str(self.store)),
+                Parameter("load", value="canny_cpu")])
+            self.nodes.append(self.server)
+        self.node = ManagerNode(context=ctx, parameter_overrides=[
+            Parameter(k, value=v) for k, v in base.items()])
+        self.io = rclpy.create_node("test_io", context=ctx)
+        self.nodes += [self.node, self.io]
+        self.img_pub = self.io.create_publisher(Image, "camera/image_raw",
+                                                qos_profile_sensor_data)
+        self.shared_pub = self.io.create_publisher(Image, "dialogue/shared_image", 10)
+        self.utt_pub = self.io.create_publisher(Utterance, "dialogue/utterance", 10)
+        self.replies, self.tool_images = [], []
+        self.io.create_subscription(ReplyMsg, "dialogue/reply", self.replies.append, 50)
+        self.io.create_subscription(Image, "dialogue/tool_image", self.tool_images.append, 10)
+        for n in self.nodes:
+            self.ex.add_node(n)
+        assert self.wait(lambda: self.img_pub.get_subscription_count() >= 1
+                         and self.utt_pub.get_subscription_count() >= 1
+                         and self.shared_pub.get_subscription_count() >= 1
+                         and self.node.reply_pub.get_subscription_count() >= 1
+                         and self.node.tool_image_pub.get_subscription_count() >= 1)
+
+    def wait(self, pred, timeout=15.0):
+        return spin_until(self.ex, pred, timeout=timeout)
+
+    def say(self, text):
+        m = Utterance()
+        m.text, m.source, m.confidence = text, "test", 1.0
+        self.utt_pub.publish(m)
+
+    def frame(self, img):
+        n = len(self.node.conversation.timeline.snapshot())
+        self.img_pub.publish(to_image_msg(img, frame_id="cam"))
+        assert self.wait(lambda: len(self.node.conversation.timeline.snapshot()) > n)
+
+    def finals(self):
+        return [r for r in self.replies if r.final]
+
+    def close(self):
+        self.node.close()
+        self.ex.shutdown()
+        for n in self.nodes:
+            n.destroy_node()
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAI(responder=canny_then_answer) as f:
+        yield f
+
+
+def test_llm_calls_canny_on_the_newest_frame_through_the_real_vfm_server(
+        ros_context, fake, tmp_path):
+    rig = Rig(ros_context, fake, tmp_path)
+    try:
+        assert rig.wait(lambda: rig.node.tools.ops == ["canny"])
+        old, img = np.zeros((240, 320, 3), np.uint8) + 90, photo()
+        rig.frame(old)
+        rig.frame(img)                                      # the newest frame
+        rig.say("Can you show me the edges of what you see?")
+        assert rig.wait(lambda: rig.finals(), timeout=30)
+        final = rig.finals()[0]
+        assert final.text == FINAL and not final.fallback and final.turn_id == 1
+        chunks = [r.text for r in rig.replies if not r.final]
+        assert chunks == ["I traced all the edges for you.", "They look like a drawing!"]
+
+        # the goal reached the server with the newest frame: stored as {id}.png, pixel-exact
+        inputs = [p for p in rig.store.glob("*.png") if "_" not in p.stem]
+        assert len(inputs) == 1
+        stored = cv2.imread(str(inputs[0]))
+        assert np.array_equal(stored, img)
+        in_id = inputs[0].stem
+        # the output is in the store with a chained name {id}_canny_{prev}_{org}.png
+        outs = [p.name for p in rig.store.glob("*_canny_*.png")]
+        assert len(outs) == 1 and re.fullmatch(rf"[0-9a-f]{{8}}_canny_{in_id}_{in_id}\.png",
+                                               outs[0])
+        edges = cv2.imread(str(rig.store / outs[0]), cv2.IMREAD_GRAYSCALE)
+        assert edges.shape == (240, 320) and 0 < (edges > 0).mean() < 0.5
+
+        reqs = [r for r in fake.requests if "tools" in r]
+        assert len(reqs) == 2
+        names = [t["function"]["name"] for t in reqs[0]["tools"]]
+        assert names == ["canny"]
+        # the tool message went back to the LLM, and the new image as an image part
+        assert tool_msgs(reqs[1]) == [{"role": "tool", "tool_call_id": "call_canny",
+                                       "content": f"The new image is {outs[0]}."}]
+        shown = reqs[1]["messages"][-1]
+        assert shown["role"] == "user" and shown["content"][0]["text"] == \
+            f"[The image {outs[0]}:]"
+        assert shown["content"][1]["image_url"]["url"].startswith("data:image/jpeg;base64,")
+        # the tool image was announced on dialogue/tool_image
+        assert rig.wait(lambda: rig.tool_images)
+        ti = rig.tool_images[0]
+        assert (ti.width, ti.height, ti.header.frame_id) == (320, 240, "robot_head")
+        assert np.array_equal(from_image_msg(ti)[:, :, 0], edges)
+        # the dialogue memory keeps the file name for later turns; the spoken text does not
+        tl = rig.node.conversation.state()["timeline"]
+        assert tl[-1] == f"robot: {FINAL} [Images I made: {outs[0]} (canny)]"
+        rig.node.close()
+        recs = [json.loads(x) for x in rig.node.transcript.path.read_text().splitlines()]
+        rep = [r for r in recs if r["type"] == "reply"][0]
+        assert rep["tools"] == [{"name": "canny", "arguments": {}, "text": None,
+                                 "image_file": outs[0], "error": None}]
+    finally:
+        rig.close()
+
+
+def test_tool_error_and_chained_file_reach_the_llm_and_the_node_keeps_going(
+        ros_context, fake, tmp_path):
+    rig = Rig(ros_context, fake, tmp_path, stream=False)
+    state = {}
+
+    def script(req):
+        tm = tool_msgs(req)
+        if "tools" not in req:
+            return "Plain answer."
+        if not tm:
+            return Reply(tool_calls=[{"id": "a", "name": "canny",
+                                      "arguments": {"image_file": "../../etc/passwd"}},
+                                     {"id": "b", "name": "vqa", "arguments": {"text": "?"}},
+                                     {"id": "c", "name": "canny", "arguments": {}}])
+        if len(tm) == 3:
+            name = re.search(r"The new image is (\S+)\.", tm[2]["content"]).group(1)
+            state["first"] = name
+            return Reply(tool_calls=[{"id": "d", "name": "canny",
+                                      "arguments": {"image_file": name}}])
+        return "Oops, one of my tools did not work, but I drew edges twice."
+
+    fake.responder = script
+    try:
+        assert rig.wait(lambda: rig.node.tools.ops == ["canny"])
+        rig.frame(photo())
+        rig.say("Edges please")
+        assert rig.wait(lambda: rig.finals(), timeout=30)
+        assert rig.finals()[0].text == \
+            "Oops, one of my tools did not work, but I drew edges twice."
+        last = [r for r in fake.requests if "tools" in r][-1]
+        tm = {m["tool_call_id"]: m["content"] for m in tool_msgs(last)}
+        assert tm["a"].startswith("Error:") and "contains '..'" in tm["a"]
+        assert tm["b"].startswith("Error:") and "no tool named 'vqa'" in tm["b"]
+        first = state["first"]
+        first_id, _, _, org = first[: -len(".png")].split("_")
+        assert re.fullmatch(rf"The new image is [0-9a-f]{{8}}_canny_{first_id}_{org}\.png\.",
+                            tm["d"])
+        assert len(rig.tool_images) >= 1 and rig.wait(lambda: len(rig.tool_images) == 2)
+        # the node keeps answering
+        fake.responder = canny_then_answer
+        fake.push("Fine, thanks.")
+        rig.say("How are you?")
+        assert rig.wait(lambda: len(rig.finals()) == 2)
+        assert rig.finals()[1].text == "Fine, thanks." and rig.finals()[1].turn_id == 2
+    finally:
+        rig.close()
+
+
+def test_shared_image_is_stored_and_received_exchange_added(ros_context, fake, tmp_path):
+    rig = Rig(ros_context, fake, tmp_path)
+    try:
+        assert rig.wait(lambda: rig.node.tools.ops == ["canny"])
+        pic = cv2.resize(np.ascontiguousarray(data.chelsea()[:, :, ::-1]), (200, 150))
+        rig.shared_pub.publish(to_image_msg(pic, frame_id="phone"))
+        assert rig.wait(lambda: "robot: Received." in rig.node.conversation.state()["timeline"])
+        files = [p for p in rig.store.glob("*.png") if "_" not in p.stem]
+        assert len(files) == 1 and np.array_equal(cv2.imread(str(files[0])), pic)
+        tl = rig.node.conversation.state()["timeline"]
+        assert tl[-2].startswith(f"user: provide a figure named {files[0].name}. "
+                                 "The description is: a picture the person shared")
+        # the next turn's prompt carries the file name, so the LLM can use it
+        fake.push(Reply(tool_calls=[{"name": "canny",
+                                     "arguments": {"image_file": files[0].name}}]), "Done!")
+        rig.say("Draw the edges of my cat picture")
+        assert rig.wait(lambda: rig.finals(), timeout=30)
+        req = [r for r in fake.requests if "tools" in r][0]
+        assert files[0].name in json.dumps(req["messages"])
+        assert len(list(rig.store.glob(f"*_canny_{files[0].stem}_{files[0].stem}.png"))) == 1
+    finally:
+        rig.close()
+
+
+def test_without_vfm_server_the_manager_starts_and_answers_without_tools(
+        ros_context, fake, tmp_path):
+    rig = Rig(ros_context, fake, tmp_path, server=False)
+    try:
+        rig.frame(photo())
+        rig.say("Hello robot")
+        assert rig.wait(lambda: rig.finals())
+        assert rig.finals()[0].text == "Plain answer." and not rig.finals()[0].fallback
+        assert fake.requests and all("tools" not in r for r in fake.requests)
+        assert rig.node.tools.ops == []
+    finally:
+        rig.close()
+
+
+def test_use_tools_off_is_the_papers_setup(ros_context, fake, tmp_path):
+    node = ManagerNode(context=ros_context, parameter_overrides=[
+        Parameter("base_url", value=fake.base_url), Parameter("transcript_dir", value=""),
+        Parameter("image_dir", value=str(tmp_path / "never"))])
+    try:
+        assert node.tools is None and node.conversation.tools is None
+        assert not (tmp_path / "never").exists()
+        topics = [n for n, _ in node.get_topic_names_and_types()]
+        assert "/dialogue/tool_image" not in topics
+    finally:
+        node.close()
+        node.destroy_node()
+
+
+@pytest.mark.parametrize("name,value", [("max_tool_rounds", 0), ("tool_timeout", 0.0),
+                                        ("image_dir", " ")])
+def test_invalid_tool_parameters_name_the_parameter(ros_context, fake, name, value):
+    with pytest.raises(ParameterError, match=f"^{name}"):
+        ManagerNode(context=ros_context, parameter_overrides=[
+            Parameter("base_url", value=fake.base_url), Parameter("transcript_dir", value=""),
+            Parameter("use_tools", value=True), Parameter(name, value=value)])
