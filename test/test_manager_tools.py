@@ -274,3 +274,97 @@ def test_invalid_tool_parameters_name_the_parameter(ros_context, fake, name, val
         ManagerNode(context=ros_context, parameter_overrides=[
             Parameter("base_url", value=fake.base_url), Parameter("transcript_dir", value=""),
             Parameter("use_tools", value=True), Parameter(name, value=value)])
+
+
+def test_server_that_appears_later_is_picked_up_at_the_next_turn(ros_context, fake, tmp_path):
+    rig = Rig(ros_context, fake, tmp_path, server=False)
+    try:
+        rig.frame(photo())
+        rig.say("Hello")
+        assert rig.wait(lambda: rig.finals())
+        assert all("tools" not in r for r in fake.requests)
+        server = VfmServer(context=ros_context, parameter_overrides=[
+            Parameter("image_dir", value=str(rig.store)), Parameter("load", value="canny_cpu")])
+        rig.nodes.insert(0, server)
+        rig.ex.add_node(server)
+        assert rig.wait(lambda: rig.node.tools.client.available())
+        rig.say("Now show me the edges")
+        assert rig.wait(lambda: len(rig.finals()) == 2, timeout=30)
+        assert rig.finals()[1].text == FINAL and rig.node.tools.ops == ["canny"]
+        assert len(list(rig.store.glob("*_canny_*.png"))) == 1
+    finally:
+        rig.close()
+
+
+class SlowImageServer:
+    """A stand-in for the VFM server's vfm/image_to_image that never finishes on its own
+    (real rclpy ActionServer in the same context): it waits until the goal is cancelled."""
+
+    def __init__(self, ctx):
+        from rclpy.action import ActionServer, CancelResponse
+        from rclpy.callback_groups import ReentrantCallbackGroup
+
+        from vision_dialogue.action import ImageToImage
+        from vision_dialogue.msg import ToolInfo
+        from vision_dialogue.srv import ListTools
+        self.node = rclpy.create_node("slow_vfm", context=ctx)
+        self.cancelled = threading.Event()
+        self.goals = []
+        cb = ReentrantCallbackGroup()
+
+        def execute(gh):
+            self.goals.append(gh.request)
+            while not gh.is_cancel_requested and not self.cancelled.wait(0.05):
+                pass
+            self.cancelled.set()
+            gh.canceled()
+            return ImageToImage.Result(success=False, error="cancelled")
+
+        def list_tools(_req, resp):
+            resp.tools = [ToolInfo(name="Edge Detection On Image", op="canny",
+                                   action_type="image_to_image", description="edges",
+                                   loaded=True, device="cpu", status="ready")]
+            return resp
+
+        self.server = ActionServer(self.node, ImageToImage, "vfm/image_to_image", execute,
+                                   cancel_callback=lambda _g: CancelResponse.ACCEPT,
+                                   callback_group=cb)
+        self.node.create_service(ListTools, "vfm/list_tools", list_tools, callback_group=cb)
+
+
+def test_tool_timeout_cancels_the_goal_and_frames_keep_flowing(ros_context, fake, tmp_path):
+    slow = SlowImageServer(ros_context)
+    rig = Rig(ros_context, fake, tmp_path, server=False, tool_discovery_timeout=5.0,
+              tool_timeout=1.5, stream=False)
+    rig.nodes.insert(0, slow.node)
+    rig.ex.add_node(slow.node)
+    seen = {}
+
+    def script(req):
+        if "tools" not in req:
+            return "Plain answer."
+        tm = tool_msgs(req)
+        if not tm:
+            return Reply(tool_calls=[{"id": "t", "name": "canny", "arguments": {}}])
+        seen["tool"] = tm[0]["content"]
+        return "Sorry, my eyes got tired. Let us try again later."
+
+    fake.responder = script
+    try:
+        assert rig.wait(lambda: rig.node.tools.ops == ["canny"])
+        rig.frame(photo())
+        rig.say("Edges please")
+        assert rig.wait(lambda: slow.goals)
+        assert slow.goals[0].tool == "canny" and slow.goals[0].image.width == 320
+        n = len(rig.node.conversation.timeline.snapshot())
+        rig.img_pub.publish(to_image_msg(photo(), frame_id="cam"))   # during the tool run
+        assert rig.wait(lambda: len(rig.node.conversation.timeline.snapshot()) > n)
+        assert not rig.finals()
+        assert rig.wait(lambda: rig.finals(), timeout=15)
+        assert slow.cancelled.wait(5)
+        assert seen["tool"].startswith("Error: tool 'canny' gave no result within 1.5 s")
+        assert rig.finals()[0].text == "Sorry, my eyes got tired. Let us try again later."
+        assert not rig.finals()[0].fallback
+    finally:
+        slow.cancelled.set()
+        rig.close()
