@@ -34,7 +34,7 @@ def bert_tokenizer(path: Path):
     return tok
 
 
-def clip_tokenizer(path: Path, max_length: int = 16):
+def clip_tokenizer(path: Path, max_length: int = 77):
     """A tiny byte-level BPE CLIPTokenizer from a generated vocab/merges pair."""
     from transformers import CLIPTokenizer
     path.mkdir(parents=True, exist_ok=True)
@@ -108,10 +108,10 @@ def clipseg(path: Path, mask_bias: float | None = 8.0) -> Path:
     from transformers import (CLIPSegConfig, CLIPSegForImageSegmentation, CLIPSegProcessor,
                               ViTImageProcessor)
     _seed()
-    tok = clip_tokenizer(path / "_tok", max_length=16)
+    tok = clip_tokenizer(path / "_tok", max_length=77)
     cfg = CLIPSegConfig(
         text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=37,
-                         num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=16,
+                         num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=77,
                          bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                          pad_token_id=tok.pad_token_id or 1),
         vision_config=dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2,
@@ -147,10 +147,10 @@ def owlvit(path: Path) -> Path:
     from transformers import (OwlViTConfig, OwlViTForObjectDetection, OwlViTImageProcessor,
                               OwlViTProcessor)
     _seed()
-    tok = clip_tokenizer(path / "_tok", max_length=16)
+    tok = clip_tokenizer(path / "_tok", max_length=77)
     cfg = OwlViTConfig(
         text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=37,
-                         num_hidden_layers=1, num_attention_heads=4, max_position_embeddings=16,
+                         num_hidden_layers=1, num_attention_heads=4, max_position_embeddings=77,
                          bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                          pad_token_id=tok.pad_token_id or 1),
         vision_config=dict(hidden_size=32, intermediate_size=37, num_hidden_layers=1,
@@ -189,7 +189,7 @@ def stable_diffusion(path: Path, kind: str = "text2image") -> Path:
                            StableDiffusionPipeline)
     from transformers import CLIPTextConfig, CLIPTextModel
     _seed()
-    tok = clip_tokenizer(path / "_tok", max_length=16)
+    tok = clip_tokenizer(path / "_tok", max_length=77)
     unet = _unet({"text2image": 4, "pix2pix": 8, "inpaint": 9}[kind])
     vae = AutoencoderKL(block_out_channels=[16, 32], in_channels=3, out_channels=3,
                         down_block_types=["DownEncoderBlock2D"] * 2,
@@ -197,7 +197,7 @@ def stable_diffusion(path: Path, kind: str = "text2image") -> Path:
                         norm_num_groups=16, sample_size=SIZE)
     text = CLIPTextModel(CLIPTextConfig(
         vocab_size=len(tok), hidden_size=32, intermediate_size=37, num_hidden_layers=1,
-        num_attention_heads=4, max_position_embeddings=16, bos_token_id=tok.bos_token_id,
+        num_attention_heads=4, max_position_embeddings=77, bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id, pad_token_id=1, projection_dim=32))
     sched_cls = EulerAncestralDiscreteScheduler if kind == "pix2pix" else DDIMScheduler
     kw = {} if kind == "pix2pix" else {"clip_sample": False, "set_alpha_to_one": False}

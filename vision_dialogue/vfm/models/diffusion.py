@@ -68,7 +68,6 @@ class _Diffusion(LoadedModel):
                 pipe._interrupt = True
             return cb_kwargs
 
-        gen = None
         seed = ctx.seed if ctx.seed >= 0 else random.randint(0, 65535)
         gen = torch.Generator(device="cpu").manual_seed(seed)
         ctx.check()
@@ -86,8 +85,9 @@ class TextToImage(_Diffusion):
     def load(self):
         from diffusers import StableDiffusionPipeline
         base = base_pipeline(self.checkpoint, self.device, self.dtype, self.allow_download)
-        self.pipe = StableDiffusionPipeline(**{k: v for k, v in base.components.items()})
-        self.pipe.scheduler = type(base.scheduler).from_config(base.scheduler.config)
+        comps = dict(base.components)
+        comps["scheduler"] = type(base.scheduler).from_config(base.scheduler.config)
+        self.pipe = StableDiffusionPipeline(**comps, requires_safety_checker=False)
         self.pipe.set_progress_bar_config(disable=True)
 
     def run(self, text: str, ctx: RunContext) -> np.ndarray:

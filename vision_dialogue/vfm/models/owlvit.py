@@ -44,6 +44,6 @@ class Detector(LoadedModel):
             raise ToolError("detect needs the object name(s) to find, comma separated")
         dets = self.detect(rgb, names)
         if not dets:
-            return f"No {', '.join(names)} found in the image."
+            return f"Found none of: {', '.join(names)}."
         return "; ".join(f"{n} at [{x1}, {y1}, {x2}, {y2}] (score {s:.2f})"
                          for n, s, (x1, y1, x2, y2) in dets[:20])
