@@ -148,9 +148,33 @@ def test_missing_model_names_the_checkpoint_and_other_tools_work(photo):
     assert box.run("canny", photo, "").shape == photo.shape
 
 
+def _fake_hf_cache(monkeypatch, root, repos: dict):
+    """A Hugging Face hub cache layout under `root` holding `repos` {repo id: source dir}."""
+    import shutil
+    from huggingface_hub import constants
+    for repo, src in repos.items():
+        base = root / ("models--" + repo.replace("/", "--"))
+        shutil.copytree(src, base / "snapshots" / "0123abcd")
+        (base / "refs").mkdir()
+        (base / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(root))
+
+
+def test_repo_ids_resolve_from_the_local_hf_cache(photo, tmp_path, monkeypatch, ckpts):
+    from pathlib import Path
+    _fake_hf_cache(monkeypatch, tmp_path / "hub", {
+        "tiny/blip-caption": ckpts["caption"],
+        "tiny/annotators": Path(ckpts["hed_annotator"]).parent})
+    box = Toolbox({"caption": "cpu", "hed": "cpu"},
+                  {"caption": "tiny/blip-caption", "hed_annotator": "tiny/annotators"})
+    assert box.status("caption") == "not loaded" and box.status("hed") == "not loaded"
+    assert isinstance(box.run("caption", photo, ""), str)
+    assert box.run("hed", photo, "").shape == photo.shape
+
+
 def test_repo_id_not_in_cache_is_missing_without_network(photo, tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from huggingface_hub import constants
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     box = Toolbox({"vqa": "cpu"})
     with pytest.raises(ModelMissingError, match="Salesforce/blip-vqa-base.*allow_download"):
         box.run("vqa", photo, "what?")
