@@ -50,7 +50,8 @@ def test_person_found_in_person_photo(observer, astronaut):
     assert person.position == "in the centre"
     assert person.distance in ("close", "very close")
     assert obs.person_area is not None and 0.1 < obs.person_area < 0.95
-    assert obs.clothes_colour and obs.background_colour
+    assert obs.clothes_colour and "orange" in obs.clothes_colour  # her orange flight suit
+    assert obs.background_colour
     assert obs.text.startswith("I see one person, ")
     assert f"clothes {obs.clothes_colour}" in obs.text
     assert obs.text.endswith(".")
@@ -186,3 +187,22 @@ def test_posture_from_pose_landmarks(wrists, expected):
     person = _pose_person(pose)
     assert person is not None and person.position == "in the centre"
     assert _pose_person(_landmarks({11: (0.6, 0.4)})) is None  # one shoulder is not a person
+
+
+@pytest.mark.parametrize("bgr,name", [((0, 0, 255), "red"), ((0, 128, 255), "orange"),
+                                      ((0, 230, 255), "yellow"), ((0, 180, 0), "green"),
+                                      ((255, 0, 0), "blue"), ((160, 0, 128), "purple"),
+                                      ((255, 255, 255), "white"), ((128, 128, 128), "grey"),
+                                      ((30, 70, 120), "brown"), ((90, 20, 0), "dark blue")])
+def test_colours_are_named(bgr, name):
+    obs = FrameObserver(detectors=("colours",))
+    frame = np.zeros((120, 160, 3), np.uint8)
+    frame[:] = bgr
+    frame[:, 120:] = (0, 180, 0) if name != "green" else (255, 0, 0)  # a quarter of another
+    result = obs.analyse(frame)
+    assert result.scene_colours[0] == name
+    other = "blue" if name == "green" else "green"
+    expected = f"I see no one; the scene is mostly {name} and {other}."
+    if result.brightness < 60:
+        expected = "The scene is dim. " + expected
+    assert result.text == expected

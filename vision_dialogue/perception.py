@@ -377,7 +377,7 @@ def _colour_names(hsv: np.ndarray) -> np.ndarray:
     hue, sat, val = (hsv[:, i].astype(np.int16) for i in range(3))
     names = np.empty(len(hsv), dtype=object)
     hue_names = np.select(
-        [(hue < 8) | (hue >= 170), hue < 20, hue < 33, hue < 85, hue < 100, hue < 130, hue < 150],
+        [(hue < 5) | (hue >= 170), hue < 20, hue < 33, hue < 85, hue < 100, hue < 130, hue < 150],
         ["red", "orange", "yellow", "green", "teal", "blue", "purple"], default="pink")
     names[:] = hue_names
     dark = val < 100
