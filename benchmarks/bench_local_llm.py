@@ -69,8 +69,8 @@ def build_prompt(tokenizer, target_tokens: int = 500) -> list[dict]:
             break
         messages = candidate
         i += 1
-    messages.append({"role": "user", "content": f"[camera] {observations[1]}\n"
-                                                "Tell me what I am doing with my arm, then ask me one question."})
+    question = "Tell me what I am doing with my arm, then ask me one question."
+    messages.append({"role": "user", "content": f"[camera] {observations[1]}\n{question}"})
     return messages
 
 

@@ -24,7 +24,8 @@ pytestmark = pytest.mark.timeout(120)
 WORDS = ("hello robot i see a person the red cup blue sky green tree dog cat is on under "
          "table chair hand wave smile yes no maybe we you they . ! ? ,").split()
 SPECIALS = ["<unk>", "<pad>", "<|im_start|>", "<|im_end|>", "<image>"]
-TEXT_TEMPLATE = ("{% for m in messages %}<|im_start|> {{ m['role'] }} {{ m['content'] }} <|im_end|> "
+TEXT_TEMPLATE = ("{% for m in messages %}<|im_start|> {{ m['role'] }} {{ m['content'] }} "
+                 "<|im_end|> "
                  "{% endfor %}{% if add_generation_prompt %}<|im_start|> assistant {% endif %}")
 VISION_TEMPLATE = ("{% for m in messages %}<|im_start|> {{ m['role'] }} "
                    "{% if m['content'] is string %}{{ m['content'] }}{% else %}"

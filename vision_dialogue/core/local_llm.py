@@ -145,8 +145,9 @@ class TransformersChatBackend:
                max_tokens: int | None = None, temperature: float | None = None) -> Iterator[str]:
         """Yield the reply sentence by sentence as generation proceeds.
 
-        The inputs are checked before the first sentence is asked for (bad messages raise
-        BackendError from the first next()); closing the iterator stops the generation.
+        The messages are checked at the call (bad ones raise BackendError at once); a failure
+        during generation raises BackendError from the iterator; closing the iterator stops
+        the generation.
         """
         inputs = self._prepare(messages)
         kwargs = self._gen_kwargs(max_tokens, temperature)
