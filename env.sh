@@ -1,6 +1,6 @@
 # Source me: `source env.sh`. Activates the venv and the colcon install of vision_dialogue,
-# so `python3 -c "import rclpy, vision_dialogue.msg"` works and `ros2`-less executables run
-# (e.g. install/vision_dialogue/lib/vision_dialogue/manager_node, or `vd-run manager_node`).
+# so `python3 -c "import rclpy, vision_dialogue.msg"` works and the executables
+# (manager_node, camera_node, speech_node, vfm_server, bringup, bag_record, bag_play) are on PATH.
 _vd_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)"
 # shellcheck source=/dev/null
 source "$_vd_root/scripts/venv_path.sh"
@@ -32,7 +32,7 @@ _vd_prepend AMENT_PREFIX_PATH "$_vd_inst"
 _vd_prepend CMAKE_PREFIX_PATH "$_vd_inst"
 _vd_prepend LD_LIBRARY_PATH "$_vd_inst/lib"
 _vd_prepend PYTHONPATH "$_vd_inst/lib/python$_vd_pyver/site-packages"
-_vd_prepend PATH "$_vd_root/scripts/bin"
+_vd_prepend PATH "$_vd_inst/lib/vision_dialogue"  # manager_node, camera_node, ... as commands
 if [ "${1:-}" != "--no-install-check" ] && [ ! -d "$_vd_inst/lib/vision_dialogue" ]; then
   echo "env.sh: vision_dialogue is not built yet; run scripts/setup.sh" >&2
 fi
