@@ -79,6 +79,14 @@ SETUPS: dict[str, Setup] = {
 }
 
 
+#: construction/start order: consumers first, the speech node (which drives a script) last
+START_ORDER = ("manager", "vfm", "camera", "speech")
+
+
+def start_order(keys) -> list[str]:
+    return sorted(keys, key=START_ORDER.index)
+
+
 class BringupError(ValueError):
     """Bad command-line input (unknown setup, node, missing file)."""
 
@@ -209,7 +217,7 @@ class InProcessBringup:
         from rclpy.task import Future
         self.done = Future()
         try:
-            for key in self.keys:
+            for key in start_order(self.keys):
                 spec = NODES[key]
                 cls = getattr(importlib.import_module(spec.module), spec.class_name)
                 kwargs = {"context": self.context or rclpy.get_default_context()}
@@ -246,7 +254,13 @@ class InProcessBringup:
             self.executor.spin_until_future_complete(self.done, timeout_sec=timeout_sec)
         except (KeyboardInterrupt, ExternalShutdownException):
             self.stop("interrupted")
+        if not self.done.done() and not self.context_ok():
+            self.stop("shut down (Ctrl-C or SIGTERM)")
         return self.reason
+
+    def context_ok(self) -> bool:
+        import rclpy
+        return rclpy.ok(context=self.context)
 
     def _destroy(self) -> None:
         for node in reversed(list(self.nodes.values())):
@@ -306,7 +320,7 @@ def process_commands(setup, params_file, keys, namespace, log_level,
     """{node key: argv} for --processes (and --dry-run)."""
     overrides = node_overrides(setup, params_file, keys) if overrides is None else overrides
     cmds = {}
-    for key in keys:
+    for key in start_order(keys):
         argv = find_executable(NODES[key].executable) + ros_args(params_file, namespace,
                                                                  log_level)
         for k, v in overrides.get(key, {}).items():
@@ -419,10 +433,28 @@ def main(args=None) -> int:
             return 0
         if ns.processes:
             return run_processes(*run_args)
-        return run_in_process(*run_args)
+        return exit_without_stragglers(run_in_process(*run_args))
     except BringupError as e:
         print(f"[bringup] {e}", file=sys.stderr)
         return 2
+
+
+def exit_without_stragglers(code: int, grace: float = 10.0) -> int:
+    """After the nodes are closed, give worker threads still busy (e.g. a local LLM call in
+    the middle of a generation) `grace` seconds, then exit anyway instead of hanging."""
+    import time
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        busy = [t for t in threading.enumerate()
+                if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+        if not busy:
+            return code
+        busy[0].join(timeout=max(0.0, min(0.5, deadline - time.monotonic())))
+    print(f"[bringup] exiting without waiting for {len(busy)} busy worker thread(s): "
+          f"{', '.join(t.name for t in busy[:5])}", file=sys.stderr)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
