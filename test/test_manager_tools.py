@@ -368,3 +368,26 @@ def test_tool_timeout_cancels_the_goal_and_frames_keep_flowing(ros_context, fake
     finally:
         slow.cancelled.set()
         rig.close()
+
+
+def test_close_during_a_tool_call_ends_the_wait(ros_context, fake, tmp_path):
+    import time
+    slow = SlowImageServer(ros_context)
+    rig = Rig(ros_context, fake, tmp_path, server=False, tool_timeout=60.0, stream=False)
+    rig.nodes.insert(0, slow.node)
+    rig.ex.add_node(slow.node)
+    try:
+        assert rig.wait(lambda: rig.node.tools.ops == ["canny"])
+        rig.frame(photo())
+        rig.say("Edges please")
+        assert rig.wait(lambda: slow.goals)
+        spinner = threading.Thread(target=lambda: rig.wait(lambda: False, timeout=3.0))
+        spinner.start()
+        t0 = time.monotonic()
+        rig.node.close()                  # must not wait for the 60 s tool timeout
+        assert time.monotonic() - t0 < 10.0
+        assert not rig.node._worker.is_alive()
+        spinner.join()
+    finally:
+        slow.cancelled.set()
+        rig.close()

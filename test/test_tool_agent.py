@@ -303,6 +303,9 @@ def test_conversation_tool_turn_llm_failure_gives_the_fallback():
     res = conv.turn("edges please")
     conv.close()
     assert res.fallback and res.text in conv.persona.fallback_lines and "HTTP 500" in res.error
+    # the image the tool made before the failure is not forgotten
+    assert [r.outcome.image_file for r in res.tools] == ["x.png"]
+    assert conv.state()["timeline"][-1] == f"robot: {res.text} [Images I made: x.png (canny)]"
 
 
 def test_add_exchange_and_newest_frame():

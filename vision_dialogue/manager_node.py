@@ -370,6 +370,8 @@ class ManagerNode(Node):
         if self._closed:
             return
         self._closed = True
+        if self.tools is not None:
+            self.tools.client.close()      # a tool call in progress ends now
         self._turns.put(None)
         self._worker.join(timeout=5.0)
         self.conversation.close(timeout=2.0)

@@ -47,13 +47,15 @@ class VfmError(RuntimeError):
         self.stale = stale      # the tool list should be fetched again
 
 
-def wait_future(future, timeout: float) -> bool:
-    """Block this thread until `future` is done or `timeout` s pass (no spinning)."""
+def wait_future(future, timeout: float, abort: threading.Event | None = None) -> bool:
+    """Block this thread until `future` is done or `timeout` s pass (no spinning). `abort`:
+    an event that, when set, ends the wait early (shutdown)."""
     if future.done():
         return True
-    ev = threading.Event()
+    ev = abort if abort is not None else threading.Event()
     future.add_done_callback(lambda _f: ev.set())
-    return ev.wait(max(0.0, timeout)) or future.done()
+    ev.wait(max(0.0, timeout))
+    return future.done()
 
 
 class VfmClient:
@@ -67,6 +69,37 @@ class VfmClient:
         self.actions = {kind: ActionClient(node, action, f"vfm/{kind}", callback_group=cb)
                         for kind, action in ACTIONS.items()}
         self.list_client = node.create_client(ListTools, "vfm/list_tools", callback_group=cb)
+        self._closing = threading.Event()
+        self._lock = threading.Lock()
+        self._waits: set[threading.Event] = set()
+
+    def close(self) -> None:
+        """End every wait now (calls in progress raise VfmError); for shutdown."""
+        self._closing.set()
+        with self._lock:
+            for ev in self._waits:
+                ev.set()
+
+    def _wait(self, future, timeout: float) -> bool:
+        """wait_future that close() can end early (then VfmError)."""
+        ev = threading.Event()
+        with self._lock:
+            self._waits.add(ev)
+        try:
+            if not self._closing.is_set():
+                wait_future(future, timeout, ev)
+        finally:
+            with self._lock:
+                self._waits.discard(ev)
+        if self._closing.is_set() and not future.done():
+            raise VfmError("the manager is shutting down")
+        return future.done()
+
+    def _cancel(self, handle) -> None:
+        try:
+            handle.cancel_goal_async()
+        except Exception as e:  # noqa: BLE001 - shutting down: nothing left to cancel
+            self.node.get_logger().debug(f"goal not cancelled: {e}")
 
     def available(self) -> bool:
         """Whether the list_tools service is up (instant graph check)."""
@@ -77,11 +110,11 @@ class VfmClient:
         then for the answer; raises VfmError when either does not come."""
         deadline = time.monotonic() + timeout
         while not self.list_client.service_is_ready():
-            if time.monotonic() >= deadline or not self.node.context.ok():
+            if (time.monotonic() >= deadline or not self.node.context.ok()
+                    or self._closing.wait(0.05)):
                 raise VfmError("the VFM server's vfm/list_tools service is not available")
-            time.sleep(0.05)
         fut = self.list_client.call_async(ListTools.Request())
-        if not wait_future(fut, deadline - time.monotonic() + 0.5):
+        if not self._wait(fut, deadline - time.monotonic() + 0.5):
             self.list_client.remove_pending_request(fut)
             raise VfmError("vfm/list_tools did not answer in time")
         resp = fut.result()
@@ -101,15 +134,20 @@ class VfmClient:
         deadline = time.monotonic() + timeout
         fb = (lambda m: feedback(m.feedback)) if feedback is not None else None
         send = client.send_goal_async(goal, feedback_callback=fb)
-        if not wait_future(send, deadline - time.monotonic()):
+        if not self._wait(send, deadline - time.monotonic()):
             raise VfmError(f"vfm/{kind} did not accept the goal within {timeout:g} s")
         handle = send.result()
         if handle is None or not handle.accepted:
             raise VfmError(f"the VFM server rejected tool {goal.tool!r} (not offered, or "
                            f"not a {kind} tool)", stale=True)
         res = handle.get_result_async()
-        if not wait_future(res, deadline - time.monotonic()):
-            handle.cancel_goal_async()
+        try:
+            done = self._wait(res, deadline - time.monotonic())
+        except VfmError:
+            self._cancel(handle)
+            raise
+        if not done:
+            self._cancel(handle)
             raise VfmError(f"tool {goal.tool!r} gave no result within {timeout:g} s "
                            "(cancelled)")
         wrapped = res.result()

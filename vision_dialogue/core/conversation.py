@@ -28,7 +28,8 @@ from vision_dialogue.core.sentences import split_sentences
 from vision_dialogue.core.summariser import FrameSummariser, validate_nm
 from vision_dialogue.core.timeline import ROBOT, USER, FrameItem, LineItem, SummaryItem, \
     Timeline, describe
-from vision_dialogue.core.tool_agent import TOOLS_NOTE, ToolRecord, run_tool_loop
+from vision_dialogue.core.tool_agent import (TOOLS_NOTE, AgentResult, ToolRecord,
+                                             run_tool_loop)
 
 _log = logging.getLogger("vision_dialogue.conversation")
 
@@ -217,11 +218,10 @@ class Conversation:
             error = None
             cfg = self.config
             records: list[ToolRecord] = []
-            note = ""
             try:
                 schemas = self._tool_schemas()
                 if schemas:
-                    text_out, records, note = self._tool_reply(msgs, schemas, turn_id)
+                    text_out = self._tool_reply(msgs, schemas, turn_id, records)
                     for s in split_sentences(text_out):
                         if cfg.stream and on_sentence is not None:
                             on_sentence(s, len(sentences))
@@ -257,6 +257,7 @@ class Conversation:
                         self.log.error(f"turn {turn_id}: sentence callback failed ({e})")
                 sentences.append(line)
             reply = " ".join(sentences)
+            note = AgentResult("", 0, records).memory_note()   # kept even after a fallback
             self.timeline.add_line(ROBOT, f"{reply} {note}" if note else reply)
             self.folder.check()
             overhead += time.perf_counter() - t1
@@ -274,13 +275,16 @@ class Conversation:
             self.log.warning(f"tools unavailable this turn ({type(e).__name__}: {e})")
             return []
 
-    def _tool_reply(self, msgs: list, schemas: list, turn_id: int) -> tuple[str, list, str]:
-        """The tool-call loop for one turn: (clean reply text, tool records, memory note).
-        Raises on an LLM failure or an empty reply (the caller answers with the fallback)."""
+    def _tool_reply(self, msgs: list, schemas: list, turn_id: int,
+                    records: list[ToolRecord]) -> str:
+        """The tool-call loop for one turn: the clean reply text; every tool call is appended
+        to `records` as it completes. Raises on an LLM failure or an empty reply (the caller
+        answers with the fallback; the records stay)."""
         cfg = self.config
         msgs = msgs[:1] + [{"role": "system", "content": TOOLS_NOTE}] + msgs[1:]
 
         def on_tool(rec: ToolRecord) -> None:
+            records.append(rec)
             o = rec.outcome
             self.log.info(f"turn {turn_id}: tool {rec.name}({rec.arguments}) -> "
                           + (f"error: {o.error}" if o.error else o.image_file or
@@ -294,7 +298,7 @@ class Conversation:
         text = clean_reply(res.text)
         if not text:
             raise ValueError("empty reply after tool calls")
-        return text, res.records, res.memory_note()
+        return text
 
     def add_exchange(self, user_text: str, robot_text: str, **info) -> None:
         """Add a user line and the robot's line without asking the LLM (e.g. Visual ChatGPT's
