@@ -3,7 +3,6 @@ from ToolInfo-like entries, and the Conversation's tool turns (no ROS, no networ
 from __future__ import annotations
 
 import re
-import threading
 
 import numpy as np
 import pytest
