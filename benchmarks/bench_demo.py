@@ -1,0 +1,213 @@
+"""Benchmark of the demo: reply latency per turn, time to the first streamed sentence, and
+(optionally) setup time from a fresh clone.
+
+Runs `bringup demo` in this process (camera on the demo video, the scripted dialogue, the
+manager on the embedded local model, as README command 1 does) with a watcher node on
+dialogue/utterance and dialogue/reply. Per turn:
+  latency = final Reply - Utterance (receive times), first = first Reply chunk - Utterance.
+Baseline, measured in the same run after the demo: the bare LLM backend answering each
+utterance with only the persona (no frames, no history, no ROS), non-streamed, so
+  ratio = demo latency / bare LLM latency  (what vision, history and the pipeline cost).
+
+    python benchmarks/bench_demo.py                      # the demo as shipped (minutes on CPU)
+    python benchmarks/bench_demo.py --turns 2            # stop after two replies
+    python benchmarks/bench_demo.py --fake-llm 0.5       # fake OpenAI server, 0.5 s per reply
+    python benchmarks/bench_demo.py --setup-from-clone   # also: git clone + scripts/setup.sh
+
+Prints a table and one JSON line: {"benchmark": "demo", ...}.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "test"))
+
+
+class TurnWatch:
+    """Receive times of utterances and reply chunks/finals, keyed by utterance text."""
+
+    def __init__(self, ctx, namespace=None):
+        from rclpy.node import Node
+        from vision_dialogue.msg import Reply, Utterance
+        self.node = Node("bench_demo_watch", context=ctx, namespace=namespace)
+        self.lock = threading.Lock()
+        self.turns: list[dict] = []
+        self.node.create_subscription(Utterance, "dialogue/utterance", self._utt, 50)
+        self.node.create_subscription(Reply, "dialogue/reply", self._reply, 100)
+
+    def _find(self, text):
+        for t in reversed(self.turns):
+            if t["text"] == text:
+                return t
+        return None
+
+    def _utt(self, msg):
+        with self.lock:
+            self.turns.append({"text": " ".join(msg.text.split()), "t_utt": time.monotonic(),
+                               "t_first": None, "t_final": None, "reply": "",
+                               "fallback": False})
+
+    def _reply(self, msg):
+        now = time.monotonic()
+        with self.lock:
+            t = self._find(" ".join(msg.in_reply_to.split()))
+            if t is None:
+                return
+            if not msg.final and t["t_first"] is None:
+                t["t_first"] = now
+            if msg.final and t["t_final"] is None:
+                t["t_final"] = now
+                t["reply"], t["fallback"] = msg.text, bool(msg.fallback)
+                if t["t_first"] is None:   # not streamed: the first sentence came with it
+                    t["t_first"] = now
+
+    def done_turns(self):
+        with self.lock:
+            return [t for t in self.turns if t["t_final"] is not None]
+
+
+def run_demo(args, tmp: Path):
+    """Run the demo until the script ends (or --turns replies);
+    returns (turns, the manager's backend, startup seconds, fake server or None)."""
+    import rclpy
+    from rclpy.parameter import Parameter  # noqa: F401
+    from vision_dialogue import bringup
+
+    setup, params_file, keys = bringup.resolve("demo", args.params_file, None)
+    llm = bringup.llm_overrides(args.llm, args.base_url, args.model)
+    fake = None
+    if args.fake_llm is not None:
+        from fake_openai import FakeOpenAI, Reply
+        fake = FakeOpenAI(responder=lambda req: Reply(
+            text="I see you there. You look happy today.", delay=args.fake_llm)).start()
+        os.environ.setdefault("OPENAI_API_KEY", "bench-key")
+        llm = bringup.llm_overrides("openai", fake.base_url, "fake-vlm")
+        llm["supports_images"] = True
+    overrides = bringup.node_overrides(setup, params_file, keys, llm)
+    overrides.setdefault("manager", {})["transcript_dir"] = str(tmp / "transcripts")
+    t0 = time.monotonic()
+    with rclpy.init(args=["bench"] + bringup.ros_args(params_file, "", args.log_level)):
+        watch = TurnWatch(rclpy.get_default_context())  # before the script's first line
+        b = bringup.InProcessBringup(setup, params_file, keys, overrides=overrides)
+        b.start()
+        startup = time.monotonic() - t0
+        b.executor.add_node(watch.node)
+        if args.turns:
+            def check():
+                if len(watch.done_turns()) >= args.turns:
+                    b.stop(f"{args.turns} turns done")
+            watch.node.create_timer(0.5, check)
+        timer = threading.Timer(args.timeout, lambda: b.stop("timeout"))
+        timer.daemon = True
+        timer.start()
+        reason = b.spin()
+        timer.cancel()
+        backend = b.nodes["manager"].backend
+        b.executor.remove_node(watch.node)
+        turns = watch.done_turns()
+        b.shutdown()
+        watch.node.destroy_node()
+    print(f"demo stopped: {reason}", file=sys.stderr)
+    return turns, backend, startup, fake
+
+
+def baseline(backend, turns, max_tokens: int) -> list[float]:
+    """Bare LLM: persona + the utterance only, non-streamed."""
+    from vision_dialogue.core.persona import load_persona
+    from vision_dialogue.manager_node import default_persona_file
+    persona = load_persona(default_persona_file())
+    out = []
+    for t in turns:
+        msgs = [{"role": "system", "content": persona.system},
+                {"role": "user", "content": t["text"]}]
+        t0 = time.perf_counter()
+        try:
+            backend.complete(msgs, max_tokens=max_tokens)
+        except Exception as e:  # noqa: BLE001
+            print(f"baseline call failed: {e}", file=sys.stderr)
+            out.append(float("nan"))
+            continue
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def setup_from_clone() -> float:
+    """Seconds for `git clone` of this repo + scripts/setup.sh in a temp dir."""
+    with tempfile.TemporaryDirectory(prefix="vd_clone_") as d:
+        t0 = time.monotonic()
+        subprocess.run(["git", "clone", "-q", str(REPO), d + "/repo"], check=True)
+        subprocess.run(["bash", d + "/repo/scripts/setup.sh"], check=True)
+        return time.monotonic() - t0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--turns", type=int, default=0, help="stop after N replies (0: whole script)")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="give up after N seconds")
+    ap.add_argument("--params-file", help="demo YAML (default config/demo_setup.yaml)")
+    ap.add_argument("--llm", choices=("openai", "transformers"))
+    ap.add_argument("--base-url")
+    ap.add_argument("--model")
+    ap.add_argument("--fake-llm", type=float, metavar="SECONDS",
+                    help="use a fake OpenAI server answering after SECONDS (pipeline only)")
+    ap.add_argument("--setup-from-clone", action="store_true",
+                    help="also time git clone + scripts/setup.sh (long)")
+    ap.add_argument("--log-level", default="warn")
+    args = ap.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="vd_bench_demo_") as tmp:
+        turns, backend, startup, fake = run_demo(args, Path(tmp))
+    if not turns:
+        print("no turn completed", file=sys.stderr)
+    from vision_dialogue.bringup import load_node_params, SETUPS, share_dir  # noqa: F401
+    max_tokens = load_node_params(share_dir("config") / "demo_setup.yaml",
+                                  "manager_node").get("max_reply_tokens", 60)
+    base = baseline(backend, turns, max_tokens)
+    if fake is not None:
+        fake.close()
+    clone_s = setup_from_clone() if args.setup_from_clone else None
+
+    print(f"{'turn':>4} {'latency s':>10} {'first s':>8} {'bare LLM s':>11} {'ratio':>6} "
+          f"{'fallback':>8}  utterance -> reply")
+    rows = []
+    for i, (t, b) in enumerate(zip(turns, base), 1):
+        lat, first = t["t_final"] - t["t_utt"], t["t_first"] - t["t_utt"]
+        ratio = lat / b if b and b == b else float("nan")
+        rows.append({"turn": i, "latency_s": round(lat, 3), "first_sentence_s": round(first, 3),
+                     "baseline_s": round(b, 3) if b == b else None,
+                     "ratio": round(ratio, 2) if ratio == ratio else None,
+                     "fallback": t["fallback"]})
+        print(f"{i:>4} {lat:>10.2f} {first:>8.2f} {b:>11.2f} {ratio:>6.2f} "
+              f"{str(t['fallback']):>8}  {t['text'][:30]!r} -> {t['reply'][:50]!r}")
+
+    def med(key):
+        vals = [r[key] for r in rows if r[key] is not None]
+        return round(statistics.median(vals), 3) if vals else None
+
+    summary = {"benchmark": "demo", "llm": "fake" if args.fake_llm is not None else
+               (args.llm or "yaml"), "turns": len(rows), "startup_s": round(startup, 2),
+               "latency_p50_s": med("latency_s"), "first_sentence_p50_s": med("first_sentence_s"),
+               "baseline_bare_llm_p50_s": med("baseline_s"), "ratio_p50": med("ratio"),
+               "fallbacks": sum(r["fallback"] for r in rows),
+               "setup_from_clone_s": round(clone_s, 1) if clone_s is not None else None,
+               "per_turn": rows}
+    print(f"startup {startup:.1f} s; p50 latency {summary['latency_p50_s']} s, first sentence "
+          f"{summary['first_sentence_p50_s']} s, bare LLM {summary['baseline_bare_llm_p50_s']} s"
+          + (f"; setup from a fresh clone {clone_s:.0f} s" if clone_s is not None else ""))
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
