@@ -48,3 +48,13 @@ def spin_until(executor, predicate, timeout: float = 5.0, step: float = 0.02) ->
 @pytest.fixture
 def spin():
     return spin_until
+
+
+@pytest.fixture(autouse=True)
+def _restore_ros_log_level():
+    """`--ros-args --log-level X` (e.g. an in-process bringup) sets the process-wide default
+    logger level; put it back so later tests see the usual INFO logs."""
+    yield
+    import rclpy.logging
+
+    rclpy.logging.set_logger_level("", rclpy.logging.LoggingSeverity.INFO)
