@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import rclpy
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
@@ -22,7 +22,9 @@ TYPES = sorted(set(SESSION_TOPICS.values()) | {CLOCK_TYPE})
 
 
 def _executor(ctx, *nodes):
-    ex = MultiThreadedExecutor(num_threads=2, context=ctx)
+    # single-threaded: rclpy's MultiThreadedExecutor dispatching the 50 Hz /clock callbacks
+    # holds the GIL long enough (up to ~0.5 s here) to delay the player's thread
+    ex = SingleThreadedExecutor(context=ctx)
     for n in nodes:
         ex.add_node(n)
     return ex
@@ -51,6 +53,10 @@ def test_typestore_hashes_equal_rclpy(ros_context):
 def test_topic_specs():
     assert parse_topic_spec("dialogue/reply") == ("dialogue/reply", "vision_dialogue/msg/Reply")
     assert parse_topic_spec("/foo:std_msgs/msg/String") == ("/foo", "std_msgs/msg/String")
+    assert parse_topic_spec("/r1/camera/image_raw/compressed") == (
+        "/r1/camera/image_raw/compressed", "sensor_msgs/msg/CompressedImage")
+    with pytest.raises(BagError):
+        parse_topic_spec("/r1/xdialogue/reply")
     with pytest.raises(BagError, match="unknown topic 'nope'"):
         parse_topic_spec("nope")
     with pytest.raises(BagError, match="bad type"):
@@ -120,7 +126,7 @@ def test_record_round_trip(ros_context, spin, tmp_path, storage):
     # receive-time stamps, in order, each close to when it was published
     assert stamps == sorted(stamps)
     for s, ref in zip(stamps, sent):
-        assert abs(s - ref) < 0.2e9
+        assert abs(s - ref) < 1.0e9  # (the header stamps are from 2023)
     for (topic, msgtype, _, data), (_, m) in zip(got, msgs):
         back = store.deserialize_cdr(data, msgtype)
         from rclpy.serialization import deserialize_message
@@ -197,7 +203,8 @@ def _play(ros_context, spin, bag: Path, rate: float, **extra):
                                     for p in player._pubs.values()), 5.0)
         player.start()
         assert spin(ex, lambda: player.finished.done(), 10.0)
-        spin(ex, lambda: False, 0.2)
+        spin(ex, lambda: len(got) >= 4 and len(images) >= 1, 5.0)  # delivery may lag
+        spin(ex, lambda: False, 0.3)  # the last /clock too
     finally:
         player.close()
         ex.shutdown()
@@ -214,18 +221,22 @@ def test_play_timing_clock_and_rate(ros_context, spin, tmp_path, storage):
     got1, clocks, images, player = _play(ros_context, spin, bag, rate=1.0)
     assert [t for _, t in got1] == [f"line {i}" for i in range(4)]
     assert player.published == 5 and len(images) == 1
-    gaps = np.diff([t for t, _ in got1])
-    assert np.all(np.abs(gaps - 0.3) < 0.12), gaps
+    # timing checked where the player publishes (delivery delays on a loaded machine are
+    # not the player's); the image shares the first utterance's bag time
+    sent1 = [t for t, topic in player.sent if topic == "/dialogue/utterance"]
+    gaps = np.diff(sent1)
+    assert np.all(np.abs(gaps - 0.3) < 0.1), gaps
     # /clock follows bag time: starts at the first stamp, rises, ends at the last one
     assert clocks and clocks[0] >= t0 and clocks == sorted(clocks)
     assert max(clocks) == t0 + int(3 * 0.3 * 1e9)  # same arithmetic as _write_bag
     assert len(clocks) > 10  # published between messages too, not only with them
 
-    got3, _, _, _ = _play(ros_context, spin, bag, rate=3.0)
-    span1 = got1[-1][0] - got1[0][0]
-    span3 = got3[-1][0] - got3[0][0]
-    assert 0.75 < span1 < 1.15, span1
-    assert 0.2 < span3 < 0.5, span3
+    got3, _, _, player3 = _play(ros_context, spin, bag, rate=3.0)
+    assert [t for _, t in got3] == [f"line {i}" for i in range(4)]
+    sent3 = [t for t, topic in player3.sent if topic == "/dialogue/utterance"]
+    span1, span3 = sent1[-1] - sent1[0], sent3[-1] - sent3[0]
+    assert 0.85 < span1 < 1.0, span1
+    assert 0.28 < span3 < 0.4, span3
 
 
 def test_play_loop_topics_and_no_clock(ros_context, spin, tmp_path):
@@ -283,3 +294,64 @@ def test_cli_arguments():
     play = {p.name: p.value for p in bag_play.parse_cli(["B", "--rate", "2", "--loop",
                                                          "--no-clock"])}
     assert play == {"bag": "B", "rate": 2.0, "loop": True, "clock": False}
+
+
+def _exe(name):
+    """The installed executable (scripts/setup.sh), else the module."""
+    import sys
+    from conftest import REPO
+    exe = REPO / "install" / "vision_dialogue" / "lib" / "vision_dialogue" / name
+    return [sys.executable, str(exe)] if exe.is_file() else [sys.executable, "-m",
+                                                             f"vision_dialogue.{name}"]
+
+
+def test_cli_record_then_play(ros_context, spin, tmp_path):
+    """bag_record / bag_play as processes: Ctrl-C finishes the bag; play ends by itself."""
+    import signal
+    import subprocess
+    from rclpy.executors import SingleThreadedExecutor
+    from test_bringup import child_env
+    from vision_dialogue.msg import Utterance
+    bag = tmp_path / "cli_bag"
+    env = child_env()
+    rec = subprocess.Popen(_exe("bag_record") + ["-o", str(bag), "-s", "sqlite3",
+                                                 "/cli27/dialogue/utterance"],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    node = Node("cli_src", context=ros_context)
+    pub = node.create_publisher(Utterance, "/cli27/dialogue/utterance", 10)
+    got = []
+    node.create_subscription(Utterance, "/cli27/dialogue/utterance", lambda m: got.append(m.text),
+                             10)
+    ex = SingleThreadedExecutor(context=ros_context)
+    ex.add_node(node)
+    try:
+        assert spin(ex, lambda: pub.get_subscription_count() >= 2, 20.0), "recorder never matched"
+        for i in range(3):
+            pub.publish(Utterance(text=f"cli {i}"))
+            spin(ex, lambda: False, 0.1)
+        spin(ex, lambda: False, 0.5)
+        rec.send_signal(signal.SIGINT)
+        out, _ = rec.communicate(timeout=20)
+        assert rec.returncode == 0, out
+        texts = [deserialize(d) for *_, d in read_messages(bag)]
+        assert texts == ["cli 0", "cli 1", "cli 2"]
+        got.clear()
+        play = subprocess.Popen(_exe("bag_play") + [str(bag), "--rate", "5", "--delay", "1.5"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+        assert spin(ex, lambda: len(got) == 3, 20.0), got
+        out, _ = play.communicate(timeout=20)
+        assert play.returncode == 0, out
+        assert got == ["cli 0", "cli 1", "cli 2"]
+    finally:
+        for p in (rec,):
+            if p.poll() is None:
+                p.kill()
+        ex.remove_node(node)
+        node.destroy_node()
+
+
+def deserialize(data):
+    from rclpy.serialization import deserialize_message
+    from vision_dialogue.msg import Utterance
+    return deserialize_message(data, Utterance).text

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import rclpy
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
@@ -163,7 +163,9 @@ def test_replay_reproduces_prompt_timeline(ros_context, spin, tmp_path, fake_llm
     player = BagPlayer(context=ros_context, autostart=False, parameter_overrides=[
         Parameter("bag", value=str(bag)), Parameter("start_delay", value=0.0),
         Parameter("topics", value=[f"{NS}/camera/image_raw", f"{NS}/dialogue/utterance"])])
-    ex = MultiThreadedExecutor(num_threads=3, context=ros_context)
+    # single-threaded: keeps the GIL free for the player's timing (the manager's callbacks
+    # only enqueue; its turns and summaries run in its own threads)
+    ex = SingleThreadedExecutor(context=ros_context)
     for n in (mgr2, watch2.node, player):
         ex.add_node(n)
     try:

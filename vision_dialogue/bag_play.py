@@ -17,11 +17,13 @@ import time
 from pathlib import Path
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
 from rclpy.task import Future
+from builtin_interfaces.msg import Time
+from rosgraph_msgs.msg import Clock
 
 from vision_dialogue.bags import CLOCK_TOPIC, BagError, rclpy_qos, rclpy_type
 from vision_dialogue.ros_params import Param, ParameterError, declare_params
@@ -78,9 +80,9 @@ class BagPlayer(Node):
                 self._pubs[c.topic] = self.create_publisher(cls, c.topic, rclpy_qos(c.topic))
         self._clock_pub = None
         if self.params["clock"]:
-            from rosgraph_msgs.msg import Clock
             self._clock_pub = self.create_publisher(Clock, CLOCK_TOPIC, QoSProfile(depth=10))
         self.published = 0
+        self.sent: list[tuple[float, str]] = []  # (monotonic time, topic) of every message
         self._stop = threading.Event()
         self.finished = Future()
         self._thread = threading.Thread(target=self._run, name="bag_play", daemon=True)
@@ -95,9 +97,8 @@ class BagPlayer(Node):
     def _publish_clock(self, ns: int) -> None:
         if self._clock_pub is None:
             return
-        from rosgraph_msgs.msg import Clock
-        from vision_dialogue.image_msgs import stamp_from_ns
-        self._clock_pub.publish(Clock(clock=stamp_from_ns(ns)))
+        self._clock_pub.publish(Clock(clock=Time(sec=ns // 1_000_000_000,
+                                                 nanosec=ns % 1_000_000_000)))
 
     def _wait_until(self, wall_target: float, bag_t0: int, wall_t0: float) -> bool:
         """Sleep until monotonic `wall_target`, publishing /clock on the way; False if stopped."""
@@ -151,6 +152,7 @@ class BagPlayer(Node):
                 self.get_logger().error(f"publish on {conn.topic} failed: {e}")
                 continue
             self.published += 1
+            self.sent.append((time.monotonic(), conn.topic))
 
     def close(self) -> None:
         """Stop playback and close the bag."""
@@ -197,7 +199,9 @@ def main(args=None) -> int:
         except ParameterError as e:
             print(f"[bag_play] invalid parameter: {e}", file=sys.stderr)
             return 2
-        executor = MultiThreadedExecutor()
+        # no callback of this node blocks (playback has its own thread); a single-threaded
+        # executor also keeps the GIL free for accurate playback timing
+        executor = SingleThreadedExecutor()
         executor.add_node(node)
         try:
             executor.spin_until_future_complete(node.finished)

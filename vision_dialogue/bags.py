@@ -71,12 +71,15 @@ def resolve_topic(topic: str, namespace: str = "/") -> str:
 
 
 def parse_topic_spec(spec: str) -> tuple[str, str]:
-    """'topic' (known session topic) or 'topic:pkg/msg/Type' -> (topic, type)."""
+    """'topic' (a session topic, also namespaced: /robot1/dialogue/reply) or
+    'topic:pkg/msg/Type' -> (topic, type)."""
     if ":" in spec:
         topic, msgtype = spec.split(":", 1)
     else:
         topic = spec
-        msgtype = SESSION_TOPICS.get(spec.lstrip("/"), "")
+        name = spec.lstrip("/")
+        msgtype = next((t for rel, t in SESSION_TOPICS.items()
+                        if name == rel or name.endswith("/" + rel)), "")
         if not msgtype:
             raise BagError(f"unknown topic {spec!r}: give its type as {spec}:pkg/msg/Type "
                            f"(known: {', '.join(SESSION_TOPICS)})")
