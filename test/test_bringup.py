@@ -323,3 +323,39 @@ def test_process_group_stops_all_when_one_exits():
     codes = group.shutdown()
     assert codes == {"speech": 0, "manager": 0}
     assert time.monotonic() - t0 < 10
+
+
+@pytest.mark.parametrize("mode", ["in-process", "processes"])
+def test_demo_runs_to_the_end_of_its_script(tmp_path, mode):
+    """The whole demo (video camera + scripted speech + manager), with a fake OpenAI server as
+    the LLM: every scripted line gets a streamed reply, the transcript is saved, and the end of
+    the script stops bringup by itself with exit code 0."""
+    for key in ("camera", "speech", "manager"):
+        node_class_or_skip(key)
+    from fake_openai import FakeOpenAI
+    script = yaml.safe_load((CONFIG / "demo_script.yaml").read_text())
+    lines = [item["say"] for item in script["items"]]
+    env = child_env()
+    env["VD_DEMO_DIR"] = str(tmp_path / "demo")
+    env["OPENAI_API_KEY"] = "test-key"
+    with FakeOpenAI(responder=lambda req: "I see you. You wear a suit.") as fake:
+        cmd = [sys.executable, "-m", "vision_dialogue.bringup", "demo", "--llm", "openai",
+               "--base-url", fake.base_url, "--model", "fake-vlm", "--namespace", f"demo_{mode[:2]}",
+               "--log-level", "warn"]
+        if mode == "processes":
+            cmd.append("--processes")
+        proc = subprocess.run(cmd, env=env, cwd=str(tmp_path), capture_output=True, text=True,
+                              timeout=120)
+        requests = fake.requests
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "speech finished" in out or "speech exited with code 0" in out, out[-3000:]
+    for line in lines:
+        assert f"you: {line}" in out, f"{line!r} was not said:\n{out[-3000:]}"
+    assert out.count("I see you. You wear a suit.") >= len(lines), out[-3000:]
+    replies = [r for r in requests if r.get("stream")]
+    assert len(replies) >= len(lines)
+    transcripts = list((tmp_path / "runs" / "transcripts").glob("*/transcript.jsonl"))
+    assert len(transcripts) == 1
+    text = transcripts[0].read_text()
+    assert all(line in text for line in lines)
