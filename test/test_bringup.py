@@ -163,12 +163,20 @@ def test_bad_cli_input_gives_clear_errors(tmp_path, capsys):
         bringup.resolve("demo", str(tmp_path / "none.yaml"), None)
     with pytest.raises(BringupError, match=r"--nodes: \['vfm'\] not in setup demo"):
         bringup.resolve("demo", None, "camera,vfm")
+    with pytest.raises(BringupError, match="not a valid ROS namespace"):
+        bringup.resolve("demo", None, None, "1robot")
     setup, path, keys = bringup.resolve("demo", None, " manager , camera")
     assert keys == ("manager", "camera") and path == (CONFIG / "demo_setup.yaml").resolve()
     assert bringup.main(["bringup", "demo", "--params-file", str(tmp_path / "x.yaml")]) == 2
     assert "params file not found" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         bringup.main(["bringup", "nosuchsetup"])
+    # an invalid parameter in the YAML: one line naming it, exit code 2, nothing left running
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"/**/camera_node": {"ros__parameters": {
+        "source": "video", "video_path": "/x.avi", "frame_period": -1.0}}}))
+    assert bringup.main(["bringup", "demo", "--nodes", "camera", "--params-file", str(bad)]) == 2
+    assert "invalid parameter: frame_period" in capsys.readouterr().err
 
 
 def test_demo_overrides_and_dry_run(tmp_path, monkeypatch, capsys):

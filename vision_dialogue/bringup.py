@@ -165,7 +165,8 @@ def node_overrides(setup: Setup, params_file: str | Path, keys=None,
     return out
 
 
-def resolve(setup_name: str, params_file: str | None, nodes: str | None):
+def resolve(setup_name: str, params_file: str | None, nodes: str | None,
+            namespace: str = ""):
     """(Setup, params file path, node keys) with clear errors for bad input."""
     setup = SETUPS.get(setup_name)
     if setup is None:
@@ -174,6 +175,14 @@ def resolve(setup_name: str, params_file: str | None, nodes: str | None):
     if not path.is_file():
         raise BringupError(f"params file not found: {path}")
     keys = setup.nodes
+    if namespace and namespace.strip("/"):
+        from rclpy.exceptions import InvalidNamespaceException
+        from rclpy.validate_namespace import validate_namespace
+        try:
+            validate_namespace("/" + namespace.strip("/"))
+        except InvalidNamespaceException as e:
+            raise BringupError(f"--namespace {namespace!r} is not a valid ROS namespace "
+                               f"({str(e).splitlines()[0]})") from None
     if nodes:
         keys = tuple(k.strip() for k in nodes.split(",") if k.strip())
         bad = [k for k in keys if k not in setup.nodes]
@@ -293,6 +302,10 @@ def run_in_process(setup, params_file, keys, namespace, log_level, overrides=Non
         except ParameterError as e:
             print(f"[bringup] invalid parameter: {e}", file=sys.stderr)
             return 2
+        except Exception as e:  # noqa: BLE001 - one clear line instead of a traceback
+            print(f"[bringup] cannot start {setup.name}: {type(e).__name__}: {e}",
+                  file=sys.stderr)
+            return 1
         print(f"[bringup] {setup.name}: running {', '.join(b.nodes)} in one process "
               f"(Ctrl-C to stop)", file=sys.stderr)
         try:
@@ -421,7 +434,7 @@ def main(args=None) -> int:
     argv = list(sys.argv[1:] if args is None else args[1:])
     ns = parse_cli(argv)
     try:
-        setup, params_file, keys = resolve(ns.setup, ns.params_file, ns.nodes)
+        setup, params_file, keys = resolve(ns.setup, ns.params_file, ns.nodes, ns.namespace)
         llm = llm_overrides(ns.llm, ns.base_url, ns.model)
         if llm and "manager" not in keys:
             raise BringupError("--llm/--base-url/--model need the manager node")
@@ -433,7 +446,9 @@ def main(args=None) -> int:
             return 0
         if ns.processes:
             return run_processes(*run_args)
-        return exit_without_stragglers(run_in_process(*run_args))
+        code = run_in_process(*run_args)
+        # as a program (not called from Python with args): never hang on busy worker threads
+        return exit_without_stragglers(code) if args is None else code
     except BringupError as e:
         print(f"[bringup] {e}", file=sys.stderr)
         return 2
@@ -458,4 +473,4 @@ def exit_without_stragglers(code: int, grace: float = 10.0) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main())
