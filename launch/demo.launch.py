@@ -19,7 +19,17 @@ from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from vision_dialogue.demo_assets import ensure_demo_video
+
+
+def default_video():
+    """The demo video (built from scikit-image's photos if missing), or '' if it cannot be
+    built here (then pass video_path:=...)."""
+    try:
+        from vision_dialogue.demo_assets import ensure_demo_video
+        return str(ensure_demo_video())
+    except Exception as e:  # noqa: BLE001 - e.g. scikit-image not installed on this host
+        print(f'[demo.launch.py] cannot build the demo video ({e}); pass video_path:=...')
+        return ''
 
 
 def generate_launch_description():
@@ -49,7 +59,7 @@ def generate_launch_description():
     declare_log_level_cmd = DeclareLaunchArgument(
         'log_level', default_value='info', description='Log level (debug, info, warn, error)')
     declare_video_path_cmd = DeclareLaunchArgument(
-        'video_path', default_value=str(ensure_demo_video()),
+        'video_path', default_value=default_video(),
         description='Video the camera plays (default: the demo video, built if missing)')
     declare_script_file_cmd = DeclareLaunchArgument(
         'script_file', default_value=os.path.join(share_dir, 'config', 'demo_script.yaml'),
