@@ -220,7 +220,7 @@ def test_in_process_start_and_stop(tmp_path, monkeypatch, spin):
     params.write_text(yaml.safe_dump(data))
     ctx = rclpy.Context()
     rclpy.init(context=ctx, domain_id=DOMAIN_ID,
-               args=bringup.ros_args(params, "", "warn"))
+               args=bringup.ros_args(params, "", "info"))
     try:
         setup, path, keys = bringup.resolve("demo", str(params), "camera")
         b = bringup.InProcessBringup(setup, path, keys, namespace="t27", context=ctx)
