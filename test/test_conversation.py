@@ -2,6 +2,7 @@
 streaming, fallback, transcript."""
 import base64
 import json
+import time
 
 import cv2
 import numpy as np
@@ -59,18 +60,83 @@ def test_prompt_order_and_newest_frame_full_size():
 def test_no_frames_and_dark_frames_keep_character():
     be = FakeChatBackend()
     c = conv(be)
+    persona = c.persona
     try:
         c.turn("Hello?")
         msgs = be.of_kind("reply")[-1][1]
-        assert msgs[-1]["role"] == "system" and "cannot see" in msgs[-1]["content"]
+        # the note is part of the system message, not a trailing turn a model could read out
+        assert msgs[0]["role"] == "system" and persona.no_frames_note.strip() in msgs[0]["content"]
+        assert msgs[-1]["role"] == "user" and msgs[-1]["content"] == "Hello?"
         c.add_frame(np.full((480, 640, 3), 3, np.uint8))
         c.turn("And now?")
         msgs = be.of_kind("reply")[-1][1]
-        assert "dark" in msgs[-1]["content"]
+        assert persona.dark_frames_note.strip() in msgs[0]["content"]
+        assert persona.no_frames_note.strip() not in msgs[0]["content"]
         c.add_frame(photo())
         c.turn("Better?")
         msgs = be.of_kind("reply")[-1][1]
-        assert msgs[-1]["role"] == "user"          # no note once it can see
+        assert msgs[0]["content"] == persona.system.strip()   # no note once it can see
+    finally:
+        c.close()
+
+
+def test_bracketed_notes_are_never_spoken():
+    """Small models sometimes read out the prompt's [memory notes]; they are filtered, also
+    when a note spans several streamed sentences."""
+    from vision_dialogue.core.conversation import NoteFilter, clean_reply
+
+    assert clean_reply("[Your eyes are closed.] Hi! I like your hat 😀.") == "Hi! I like your hat ."
+    f = NoteFilter()
+    spoken = [f.feed(s) for s in ["[Your eyes have not opened yet.", "Stay in character.]",
+                                  "Hello there!", "[Earlier you saw: a cat] Nice cat."]]
+    assert spoken == ["", "", "Hello there!", "Nice cat."]
+    labelled = NoteFilter(["You saw:", "What you see now (your eyes):"])
+    assert labelled.feed("You saw: a person in orange.") == "a person in orange."
+    assert labelled.feed("what you see now (your eyes): a cat.") == "a cat."
+    assert labelled.feed("I think you saw: a cat.") == "I think you saw: a cat."
+    be = FakeChatBackend(responder=lambda msgs, kind: "[Your eyes have not opened yet: you "
+                         "cannot see. Stay calm.] Hello! What is your name?")
+    c = conv(be)
+    try:
+        res = c.turn("Hello?")
+        assert res.sentences == ["Hello!", "What is your name?"] and not res.fallback
+    finally:
+        c.close()
+
+
+def test_summaries_wait_for_a_running_turn():
+    """A frame summary that becomes due while a reply is being generated waits for the reply
+    (a local model runs one generation at a time), then runs."""
+    import threading
+    gate = threading.Event()
+    order = []
+
+    class Backend(FakeChatBackend):
+        def stream(self, messages, **kw):
+            order.append("reply-start")
+            gate.wait(5)
+            order.append("reply-end")
+            yield "Hi there."
+
+        def complete(self, messages, **kw):
+            order.append("summary")
+            return "I saw a person."
+
+    be = Backend()
+    c = conv(be, n=2, m=1)
+    try:
+        t = threading.Thread(target=c.turn, args=("Hello?",))
+        t.start()
+        while "reply-start" not in order:
+            time.sleep(0.005)
+        c.add_frame(photo())
+        c.add_frame(photo())          # n=2 frames: a summary is due now
+        time.sleep(0.2)
+        assert "summary" not in order
+        gate.set()
+        t.join(5)
+        assert c.wait_idle(5)
+        assert order == ["reply-start", "reply-end", "summary"]
     finally:
         c.close()
 

@@ -1,5 +1,6 @@
 """Dialogue budget: old lines fold into a running summary, newest turns stay verbatim."""
 import threading
+import time
 
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
@@ -52,7 +53,10 @@ def test_fold_runs_in_background_and_failure_keeps_lines():
     c = conv(be, history_budget_chars=50, keep_recent_lines=2)
     try:
         c.turn("A fairly long first sentence from the user.")
-        r = c.turn("Second one.")        # starts a fold that blocks on the gate ...
+        r = c.turn("Second one.")        # starts a fold (after the turn) that blocks on the gate
+        deadline = time.monotonic() + 5
+        while not be.of_kind("fold") and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert len(be.of_kind("fold")) == 1
         assert not r.fallback            # ... and the turn did not wait for it
         be.gate["fold"].set()            # the fold fails: the lines stay verbatim

@@ -75,8 +75,52 @@ class TurnResult:
 
 
 def clean_reply(text: str) -> str:
-    """Remove emoji and collapse whitespace."""
-    return " ".join(_EMOJI.sub("", text or "").split())
+    """Remove emoji, bracketed memory notes and collapse whitespace."""
+    return NoteFilter().feed(text)
+
+
+class NoteFilter:
+    """Cleans reply text for speaking: drops emoji and anything inside square brackets (the
+    prompt's memory notes, which small models sometimes read out), also when a note spans
+    several streamed sentences; collapses whitespace."""
+
+    def __init__(self, labels: Iterable[str] = ()):
+        self.depth = 0
+        # prompt labels a small model may echo at the start of a sentence ("You saw: ...")
+        self.labels = tuple(sorted({lb.strip() for lb in labels if lb.strip()}, key=len,
+                                   reverse=True))
+
+    def feed(self, text: str) -> str:
+        text = (text or "").lstrip()
+        for lb in self.labels:
+            if text.lower().startswith(lb.lower()):
+                text = text[len(lb):]
+                break
+        out = []
+        for ch in _EMOJI.sub("", text or ""):
+            if ch == "[":
+                self.depth += 1
+            elif ch == "]" and self.depth:
+                self.depth -= 1
+            elif not self.depth and ch != "]":
+                out.append(ch)
+        return " ".join("".join(out).split())
+
+
+class _YieldToTurns:
+    """The summary/fold backend: waits (bounded) while a user turn is running, so background
+    LLM calls never queue in front of a reply on a one-at-a-time backend (a local model)."""
+
+    def __init__(self, backend, idle: threading.Event, max_wait: float = 120.0):
+        self._backend, self._idle, self._max_wait = backend, idle, max_wait
+        self.supports_images = getattr(backend, "supports_images", True)
+
+    def complete(self, *args, **kwargs):
+        self._idle.wait(self._max_wait)
+        return self._backend.complete(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
 
 
 class ToolProvider:
@@ -118,7 +162,9 @@ class Conversation:
         self.builder = PromptBuilder(persona, cfg.policy, self.supports_images)
         self._pool = ThreadPoolExecutor(max_workers=cfg.workers,
                                         thread_name_prefix="vd-summary")
-        sb = summary_backend or backend
+        self._no_turn = threading.Event()   # set while no user turn is being answered
+        self._no_turn.set()
+        sb = _YieldToTurns(summary_backend or backend, self._no_turn)
         smodel = cfg.summary_model or cfg.model
         self.summariser = FrameSummariser(
             self.timeline, self.builder, sb, self._pool, cfg.n, cfg.m, model=smodel,
@@ -202,6 +248,13 @@ class Conversation:
         text = " ".join(str(text).split())
         if not text:
             raise ValueError("utterance text is empty")
+        self._no_turn.clear()
+        try:
+            return self._turn(text, on_sentence, speaker)
+        finally:
+            self._no_turn.set()
+
+    def _turn(self, text: str, on_sentence, speaker: str) -> TurnResult:
         with self._turn_lock:
             t0 = time.perf_counter()
             self._turn_id += 1
@@ -227,17 +280,18 @@ class Conversation:
                             on_sentence(s, len(sentences))
                         sentences.append(s)
                 elif cfg.stream:
+                    notes = self._note_filter()
                     for s in self.backend.stream(msgs, model=cfg.model,
                                                  max_tokens=cfg.max_reply_tokens):
-                        s = clean_reply(s)
+                        s = notes.feed(s)
                         if not s:
                             continue
                         if on_sentence is not None:
                             on_sentence(s, len(sentences))
                         sentences.append(s)
                 else:
-                    s = clean_reply(self.backend.complete(msgs, model=cfg.model,
-                                                          max_tokens=cfg.max_reply_tokens))
+                    s = self._note_filter().feed(self.backend.complete(
+                        msgs, model=cfg.model, max_tokens=cfg.max_reply_tokens))
                     if s:
                         sentences.append(s)
                 if not sentences:
@@ -265,6 +319,10 @@ class Conversation:
                                 frame_ids, summary_ids, records)
         self._emit("reply", {"result": result})
         return result
+
+    def _note_filter(self) -> NoteFilter:
+        p = self.persona
+        return NoteFilter((p.frame_label, p.summary_label, p.history_label, "You saw:"))
 
     def _tool_schemas(self) -> list[dict]:
         if self.tools is None or not self.tools_supported:

@@ -2,8 +2,9 @@
 
 Reply prompt, in order: the persona's system text; the running history summary (if any); the
 timeline items in arrival order (frames as images, summaries as "[Earlier you saw: ...]",
-user lines as `user`, robot lines as `assistant`; adjacent user-side items share one message);
-then a note when no frame has arrived yet or the newest frame is dark. The newest frame goes in
+user lines as `user`, robot lines as `assistant`; adjacent user-side items share one message;
+for a text-only backend, frame observations and summaries are `system` messages in place);
+and, in the system message, a note when no frame has arrived yet or the newest frame is dark. The newest frame goes in
 at full configured size, older ones downscaled (ImagePolicy). With a text-only backend a frame
 goes in as its text observation instead.
 """
@@ -36,6 +37,10 @@ class PromptBuilder:
             parts.append({"type": "text", "text": f"[{self.persona.frame_label}]"})
         parts.append(self.policy.part(f, newest and not summary_size))
         return parts
+
+    def _observation_text(self, item: FrameItem, newest: bool) -> str:
+        obs = item.frame.observation or "nothing I can make out"
+        return f"{self.persona.frame_label} {obs}" if newest else f"You saw: {obs}"
 
     def _summary_part(self, item: SummaryItem) -> dict:
         return {"type": "text", "text": f"[{self.persona.summary_label} {item.text}]"}
@@ -88,11 +93,24 @@ class PromptBuilder:
                 msgs.append({"role": role, "content": "\n".join(p["text"] for p in parts)
                              if text_only else parts})
 
+        seen_role = "user" if self.supports_images else "system"
         for it in items:
             kind = it.kind
             if kind == "line" and it.role == ROBOT:
                 flush()
                 role, parts, text_only = "assistant", [{"type": "text", "text": it.text}], True
+                continue
+            if seen_role == "system" and kind in ("frame", "summary"):
+                # Text-only backend: what the robot saw goes in as system messages at its place
+                # in the timeline, so the user turns hold only what the person said (small
+                # models otherwise echo or continue the user turn).
+                text = (f"{summary_label} {it.text}" if kind == "summary" else
+                        self._observation_text(it, it is newest))
+                has_summary = has_summary or kind == "summary"
+                if role != "system":
+                    flush()
+                    role, parts, text_only = "system", [], True
+                parts.append({"type": "text", "text": text})
                 continue
             if kind == "frame":
                 new = self._frame_parts(it, it is newest)
@@ -114,10 +132,15 @@ class PromptBuilder:
                 flush()
                 role, parts, text_only = "user", new, text_only_new
         flush()
+        # The state of the robot's eyes goes into the first system message: a trailing system
+        # note right before the answer is what small models tend to read out.
+        note = ""
         if newest is None and not has_summary:
-            msgs.append({"role": "system", "content": self.persona.no_frames_note.strip()})
+            note = self.persona.no_frames_note
         elif newest is not None and newest.frame.dark:
-            msgs.append({"role": "system", "content": self.persona.dark_frames_note.strip()})
+            note = self.persona.dark_frames_note
+        if note:
+            msgs[0] = {"role": "system", "content": f"{msgs[0]['content']}\n\n{note.strip()}"}
         return msgs
 
     def summary_messages(self, items: Sequence[Item], frames: Sequence[FrameItem],
