@@ -29,9 +29,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "test"))  # the fake LLM's request classifier
 
 from skimage import data  # noqa: E402
 
+from fake_chat_backend import kind_of  # noqa: E402
 from vision_dialogue.core.conversation import Conversation, ConversationConfig  # noqa: E402
 from vision_dialogue.core.images import ImagePolicy, downscale  # noqa: E402
 from vision_dialogue.core.persona import load_persona  # noqa: E402
@@ -39,17 +41,6 @@ from vision_dialogue.core.prompt import prompt_size  # noqa: E402
 
 REPLY = "That is a lovely jacket, is it new? I like the colour very much!"
 SUMMARY = "The person smiled and waved at me from the door."
-
-
-def kind_of(messages) -> str:
-    last = messages[-1]["content"]
-    text = last if isinstance(last, str) else " ".join(
-        p.get("text", "") for p in last if p.get("type") == "text")
-    if "one short sentence" in text:
-        return "summary"
-    if "Earlier memory:" in text:
-        return "fold"
-    return "reply"
 
 
 class TimedLLM:

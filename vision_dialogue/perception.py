@@ -28,6 +28,8 @@ from typing import Callable, Sequence
 import cv2
 import numpy as np
 
+from vision_dialogue.core.images import as_bgr, downscale
+
 _LOG = logging.getLogger(__name__)
 
 DETECTORS = ("faces", "pose", "segmentation", "ocr", "colours")
@@ -151,7 +153,7 @@ class FrameObserver:
     def _describe(self, bgr: np.ndarray) -> Observation:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        bgr = _downscale(bgr, self.max_side)
+        bgr = downscale(bgr, self.max_side)
         grey = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)
         brightness = float(grey.mean())
         timings["brightness"] = _ms(t0)
@@ -181,7 +183,7 @@ class FrameObserver:
                 obs.person_area = float(mask.mean())
         if "colours" in self.detectors:
             t = time.perf_counter()
-            small = _downscale(bgr, _COLOUR_SIDE)
+            small = downscale(bgr, _COLOUR_SIDE)
             hsv = cv2.cvtColor(small, cv2.COLOR_BGR2HSV)
             if people and mask is not None and mask.any():
                 sh = hsv.shape[0]
@@ -270,30 +272,12 @@ def _ms(t0: float) -> float:
 
 
 def _as_bgr(frame) -> np.ndarray:
-    if not isinstance(frame, np.ndarray):
-        raise ValueError(f"frame must be a numpy array, got {type(frame).__name__}")
-    if frame.dtype != np.uint8:
-        raise ValueError(f"frame must be uint8 (8-bit BGR), got dtype {frame.dtype}")
-    if frame.ndim == 2:
-        frame = cv2.cvtColor(frame, cv2.COLOR_GRAY2BGR)
-    elif frame.ndim == 3 and frame.shape[2] == 4:
-        frame = cv2.cvtColor(frame, cv2.COLOR_BGRA2BGR)
-    elif frame.ndim == 3 and frame.shape[2] == 1:
-        frame = cv2.cvtColor(frame, cv2.COLOR_GRAY2BGR)
-    if frame.ndim != 3 or frame.shape[2] != 3:
-        raise ValueError(f"frame must be HxWx3 BGR, got shape {frame.shape}")
+    """The conversation core's frame check (uint8, HxW / HxWx1 / HxWx3 / HxWx4 -> BGR), plus
+    a minimum size the detectors need."""
+    frame = as_bgr(frame)
     if frame.shape[0] < 8 or frame.shape[1] < 8:
         raise ValueError(f"frame too small: {frame.shape[1]}x{frame.shape[0]}")
-    return np.ascontiguousarray(frame)
-
-
-def _downscale(img: np.ndarray, max_side: int) -> np.ndarray:
-    h, w = img.shape[:2]
-    scale = max_side / max(h, w)
-    if scale >= 1.0:
-        return img
-    return cv2.resize(img, (max(1, round(w * scale)), max(1, round(h * scale))),
-                      interpolation=cv2.INTER_AREA)
+    return frame
 
 
 def _position(cx: float) -> str:
@@ -420,7 +404,7 @@ def _top_colours(hsv: np.ndarray, n: int) -> list[str]:
 
 
 def _ocr(model, bgr: np.ndarray, max_side: int, min_score: float) -> list[str]:
-    result, _ = model(_downscale(bgr, max_side))
+    result, _ = model(downscale(bgr, max_side))
     texts = []
     for _box, text, score in result or []:
         text = " ".join(str(text).split())

@@ -66,7 +66,7 @@ def as_bgr(img: np.ndarray) -> np.ndarray:
         raise ValueError(f"frame must be a numpy array, got {type(img).__name__}")
     if img.dtype != np.uint8:
         raise ValueError(f"frame must be uint8, got {img.dtype}")
-    if img.ndim == 2:
+    if img.ndim == 2 or img.ndim == 3 and img.shape[2] == 1:
         img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
     elif img.ndim == 3 and img.shape[2] == 4:
         img = img[:, :, :3]
