@@ -38,7 +38,7 @@ stamp="$VENV/.vd-requirements.sha256"
 want="$(cat "${req_files[@]}" | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log "installing ${req_files[*]}"
-  "$VPY" -m pip install -q --upgrade pip==25.3 >/dev/null
+  "$VPY" -m pip install -q --upgrade pip==25.3 2> >(grep -v 'is ignored: it is neither' >&2)
   # torch first, pinned, so nothing pulls the CUDA build.
   if grep -q '^torch==' "${req_files[@]}"; then
     "$VPY" -m pip install -q "$(grep -h '^torch==' "${req_files[@]}" | head -1)" \
