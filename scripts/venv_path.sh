@@ -4,5 +4,5 @@
 _vd_venv_default() {
   local root="$1" h
   h="$(printf '%s' "$root" | sha256sum | cut -c1-10)"
-  printf '%s/vision_dialogue/venv-%s' "${XDG_CACHE_HOME:-$HOME/.cache}" "$h"
+  printf '%s/vision_dialogue/venv-%s' "${XDG_CACHE_HOME:-${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}/.cache}" "$h"
 }
