@@ -28,8 +28,10 @@ if [ -z "${ROS_DISTRO:-}" ]; then
   export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
 fi
 _vd_inst="$_vd_root/install/vision_dialogue"
-_vd_prepend AMENT_PREFIX_PATH "$_vd_inst"
-_vd_prepend CMAKE_PREFIX_PATH "$_vd_inst"
+if [ -d "$_vd_inst" ]; then  # (not yet during the first build)
+  _vd_prepend AMENT_PREFIX_PATH "$_vd_inst"
+  _vd_prepend CMAKE_PREFIX_PATH "$_vd_inst"
+fi
 _vd_prepend LD_LIBRARY_PATH "$_vd_inst/lib"
 _vd_prepend PYTHONPATH "$_vd_inst/lib/python$_vd_pyver/site-packages"
 _vd_prepend PATH "$_vd_inst/lib/vision_dialogue"  # manager_node, camera_node, ... as commands
