@@ -139,7 +139,6 @@ def run_child(variant: str, video: str, seconds: float, warmup: float,
 
         def _make_source(self):
             import cv2
-            import numpy as np
 
             from vision_dialogue.camera_sources import CameraSource, Frame
             cap = cv2.VideoCapture(video)

@@ -29,7 +29,6 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     import cv2
-    import numpy as np
     import skimage.data
     import torch
 

@@ -1,7 +1,6 @@
 """Shared ROS helpers: image conversion without cv_bridge, and parameter validation."""
 import numpy as np
 import pytest
-import rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import Image

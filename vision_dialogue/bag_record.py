@@ -16,7 +16,6 @@ import threading
 import time
 from pathlib import Path
 
-import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.parameter import Parameter

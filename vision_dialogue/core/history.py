@@ -10,10 +10,10 @@ at the next trigger (a new line or summary).
 from __future__ import annotations
 
 import logging
-import threading
 from concurrent.futures import Executor, Future
 from typing import Callable
 
+from vision_dialogue.core.background import BackgroundJobs
 from vision_dialogue.core.prompt import PromptBuilder
 from vision_dialogue.core.timeline import Timeline
 
@@ -36,36 +36,22 @@ class HistoryFolder:
         self.model, self.max_tokens = model, max_tokens
         self.on_event = on_event or (lambda kind, data: None)
         self.log = logger or _log
-        self._inflight: set[Future] = set()
-        self._lock = threading.Lock()
+        self._jobs = BackgroundJobs(pool)
 
     @property
     def pending(self) -> int:
-        with self._lock:
-            return len(self._inflight)
+        return self._jobs.pending
 
     def futures(self) -> list[Future]:
-        with self._lock:
-            return list(self._inflight)
+        return self._jobs.futures()
 
     def check(self) -> Future | None:
         """Start a background fold if the budget is exceeded (at most one at a time)."""
         items = self.timeline.select_for_fold(self.budget_chars, self.keep_recent_lines)
         if not items:
             return None
-        with self._lock:
-            try:
-                fut = self.pool.submit(self._run, items)
-            except RuntimeError:            # pool shut down (closing)
-                self.timeline.release_fold(items)
-                return None
-            self._inflight.add(fut)
-        fut.add_done_callback(self._done)
-        return fut
-
-    def _done(self, fut: Future) -> None:
-        with self._lock:
-            self._inflight.discard(fut)
+        return self._jobs.submit(self._run, items,
+                                 on_refused=lambda: self.timeline.release_fold(items))
 
     def _run(self, items) -> None:
         try:

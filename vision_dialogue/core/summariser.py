@@ -14,10 +14,10 @@ prompt grow without bound.
 from __future__ import annotations
 
 import logging
-import threading
 from concurrent.futures import Executor, Future
 from typing import Callable
 
+from vision_dialogue.core.background import BackgroundJobs
 from vision_dialogue.core.prompt import PromptBuilder
 from vision_dialogue.core.timeline import FrameItem, Timeline
 
@@ -66,39 +66,28 @@ class FrameSummariser:
         self.max_failures = max_failures
         self.on_event = on_event or (lambda kind, data: None)
         self.log = logger or _log
-        self._inflight: set[Future] = set()
-        self._lock = threading.Lock()
+        self._jobs = BackgroundJobs(pool)
         self.completed = 0
         self.failed = 0
 
     @property
     def pending(self) -> int:
-        with self._lock:
-            return len(self._inflight)
+        return self._jobs.pending
 
     def futures(self) -> list[Future]:
-        with self._lock:
-            return list(self._inflight)
+        return self._jobs.futures()
 
     def on_frame(self) -> Future | None:
         """Call after a frame was added; starts a background summary if the rule fires."""
         frames = self.timeline.select_for_summary(self.n, self.m)
         if not frames:
             return None
-        with self._lock:
-            try:
-                fut = self.pool.submit(self._run, frames)
-            except RuntimeError:            # pool shut down (closing): leave the frames raw
-                for f in frames:
-                    f.pending = False
-                return None
-            self._inflight.add(fut)
-        fut.add_done_callback(self._done)
-        return fut
 
-    def _done(self, fut: Future) -> None:
-        with self._lock:
-            self._inflight.discard(fut)
+        def leave_raw():  # pool shut down (closing): the frames stay raw
+            for f in frames:
+                f.pending = False
+
+        return self._jobs.submit(self._run, frames, on_refused=leave_raw)
 
     def _run(self, frames: list[FrameItem]) -> None:
         ids = [f.id for f in frames]
