@@ -285,6 +285,37 @@ def test_play_rejects_bad_params(ros_context, tmp_path):
             Parameter("bag", value=str(bag)), Parameter("topics", value=["/nope"])])
 
 
+def test_play_waits_for_subscribers(ros_context, spin, tmp_path):
+    """With wait_for_subscribers, nothing is published (and so nothing lost) before a
+    subscriber exists; the first message then goes out once one has matched."""
+    from vision_dialogue.bag_play import BagPlayer
+    from vision_dialogue.msg import Utterance
+    bag = tmp_path / "bag"
+    _write_bag(bag, "sqlite3", spacing_s=0.01, count=3)
+    player = BagPlayer(context=ros_context, parameter_overrides=[
+        Parameter("bag", value=str(bag)), Parameter("clock", value=False),
+        Parameter("start_delay", value=0.0), Parameter("wait_for_subscribers", value=10.0),
+        Parameter("topics", value=["/dialogue/utterance"])])
+    ex = _executor(ros_context, player)
+    sink = None
+    try:
+        spin(ex, lambda: False, 0.5)
+        assert player.published == 0 and not player.finished.done()   # still waiting
+        sink = Node("late_sink", context=ros_context)
+        got = []
+        sink.create_subscription(Utterance, "/dialogue/utterance", lambda m: got.append(m.text),
+                                 10)
+        ex.add_node(sink)
+        assert spin(ex, lambda: len(got) == 3, 10.0), got
+        assert got == ["line 0", "line 1", "line 2"]
+    finally:
+        player.close()
+        ex.shutdown()
+        player.destroy_node()
+        if sink is not None:
+            sink.destroy_node()
+
+
 def test_cli_arguments():
     from vision_dialogue import bag_play, bag_record
     rec = {p.name: p.value for p in bag_record.parse_cli(
@@ -292,8 +323,10 @@ def test_cli_arguments():
     assert rec == {"output": "out", "storage": "sqlite3",
                    "topics": ["dialogue/reply", "/x:std_msgs/msg/String"]}
     play = {p.name: p.value for p in bag_play.parse_cli(["B", "--rate", "2", "--loop",
-                                                         "--no-clock"])}
-    assert play == {"bag": "B", "rate": 2.0, "loop": True, "clock": False}
+                                                         "--no-clock",
+                                                         "--wait-for-subscribers", "3"])}
+    assert play == {"bag": "B", "rate": 2.0, "loop": True, "clock": False,
+                    "wait_for_subscribers": 3.0}
 
 
 def _exe(name):
@@ -336,7 +369,8 @@ def test_cli_record_then_play(ros_context, spin, tmp_path):
         texts = [deserialize(d) for *_, d in read_messages(bag)]
         assert texts == ["cli 0", "cli 1", "cli 2"]
         got.clear()
-        play = subprocess.Popen(_exe("bag_play") + [str(bag), "--rate", "5", "--delay", "1.5"],
+        play = subprocess.Popen(_exe("bag_play") + [str(bag), "--rate", "5", "--delay", "0.2",
+                                                    "--wait-for-subscribers", "15"],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True)
         assert spin(ex, lambda: len(got) == 3, 20.0), got

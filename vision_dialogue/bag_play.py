@@ -6,6 +6,7 @@ the bag's topic names, with sensor-data QoS on camera topics. While playing it p
 `use_sim_time:=true` follow the recording.
 
     bag_play BAG [--rate 2] [--loop] [--topics t1 t2] [--no-clock] [--delay 1.0]
+             [--wait-for-subscribers 10]
     bag_play --ros-args -p bag:=BAG -p rate:=2.0
 """
 from __future__ import annotations
@@ -48,6 +49,8 @@ PARAMS = [
           "message, so subscribers can match.", range=(0.0, 60.0)),
     Param("topics", [], "Topics to play (absolute names as stored in the bag); empty: all.",
           ptype=Parameter.Type.STRING_ARRAY),
+    Param("wait_for_subscribers", 0.0, "After start_delay, wait up to this many seconds until "
+          "every played topic has a subscriber (0 = don't wait).", range=(0.0, 3600.0)),
 ]
 
 
@@ -116,6 +119,8 @@ class BagPlayer(Node):
         try:
             if self._stop.wait(self.params["start_delay"]):
                 return
+            if not self._wait_for_subscribers(self.params["wait_for_subscribers"]):
+                return
             while not self._stop.is_set():
                 self._play_once()
                 if not self.params["loop"]:
@@ -125,6 +130,21 @@ class BagPlayer(Node):
         finally:
             if not self.finished.done():
                 self.finished.set_result(self.published)
+
+    def _wait_for_subscribers(self, timeout: float) -> bool:
+        """Wait (up to `timeout` s) until every publisher is matched; False if stopped."""
+        deadline = time.monotonic() + timeout
+        while timeout > 0:
+            waiting = [t for t, p in self._pubs.items() if p.get_subscription_count() == 0]
+            if not waiting:
+                break
+            if time.monotonic() >= deadline:
+                self.get_logger().warning(f"no subscriber after {timeout:g} s on {waiting}; "
+                                          "playing anyway")
+                break
+            if self._stop.wait(0.05):
+                return False
+        return not self._stop.is_set()
 
     def _play_once(self) -> None:
         rate = self.params["rate"]
@@ -171,6 +191,8 @@ def parse_cli(argv: list[str]) -> list[Parameter]:
     ap.add_argument("--topics", nargs="+", help="only these topics")
     ap.add_argument("--no-clock", action="store_true", help="do not publish /clock")
     ap.add_argument("-d", "--delay", type=float, help="seconds to wait before playing")
+    ap.add_argument("--wait-for-subscribers", type=float, metavar="SECONDS",
+                    help="wait up to SECONDS until every played topic has a subscriber")
     ns = ap.parse_args(argv)
     over = []
     if ns.bag:
@@ -185,6 +207,9 @@ def parse_cli(argv: list[str]) -> list[Parameter]:
         over.append(Parameter("clock", Parameter.Type.BOOL, False))
     if ns.delay is not None:
         over.append(Parameter("start_delay", Parameter.Type.DOUBLE, ns.delay))
+    if ns.wait_for_subscribers is not None:
+        over.append(Parameter("wait_for_subscribers", Parameter.Type.DOUBLE,
+                              ns.wait_for_subscribers))
     return over
 
 
