@@ -53,9 +53,17 @@ class Harness:
         for c in self.clients.values():
             assert c.wait_for_server(timeout_sec=10)
 
-    def send(self, kind, goal, feedback=None):
-        gh = wait(self.clients[kind].send_goal_async(goal, feedback_callback=feedback))
-        return gh
+    def send(self, kind, goal, feedback=None, tries=3, timeout=20.0):
+        # wait_for_server only sees the server's side: a goal sent before the server has
+        # matched this client's response reader can lose its response (a DDS discovery race
+        # of ROS 2 services), so an unanswered goal is sent again.
+        for _ in range(tries):
+            fut = self.clients[kind].send_goal_async(goal, feedback_callback=feedback)
+            ev = threading.Event()
+            fut.add_done_callback(lambda _f: ev.set())
+            if ev.wait(timeout):
+                return fut.result()
+        raise AssertionError(f"no goal response from vfm/{kind} after {tries} tries")
 
     def call(self, kind, goal, feedback=None):
         gh = self.send(kind, goal, feedback)

@@ -191,7 +191,9 @@ class CameraNode(Node):
             try:
                 self._tick()
             except Exception as e:  # noqa: BLE001 - e.g. publishing during shutdown
-                if self._stop.is_set() or not self.context.ok():
+                # Only _stop here, never context.ok(): a context shutdown holds the context's
+                # lock while it destroys this node, and close() then joins this thread.
+                if self._stop.is_set():
                     break
                 self._log.error(f"camera tick failed: {e!r}", throttle_duration_sec=10.0)
             next_t += self.tick_period
