@@ -11,12 +11,7 @@ class _Blip(LoadedModel):
     model_cls = "BlipForConditionalGeneration"
 
     def load(self):
-        import transformers
-        path = self.dir()
-        self.processor = transformers.BlipProcessor.from_pretrained(path, local_files_only=True)
-        cls = getattr(transformers, self.model_cls)
-        self.model = cls.from_pretrained(path, dtype=self.dtype, local_files_only=True)
-        self.model.to(self.device).eval()
+        self.load_transformers("BlipProcessor", self.model_cls)
 
     @torch.inference_mode()
     def _generate(self, rgb: np.ndarray, text: str | None) -> str:

@@ -15,12 +15,7 @@ class TextMasker(LoadedModel):
     padding = 20  # pixels at 512x512, scaled with the image
 
     def load(self):
-        from transformers import CLIPSegForImageSegmentation, CLIPSegProcessor
-        path = self.dir()
-        self.processor = CLIPSegProcessor.from_pretrained(path, local_files_only=True)
-        self.model = CLIPSegForImageSegmentation.from_pretrained(path, dtype=self.dtype,
-                                                                 local_files_only=True)
-        self.model.to(self.device).eval()
+        self.load_transformers("CLIPSegProcessor", "CLIPSegForImageSegmentation")
 
     @torch.inference_mode()
     def probabilities(self, rgb: np.ndarray, text: str) -> np.ndarray:

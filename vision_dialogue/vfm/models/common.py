@@ -85,3 +85,14 @@ class LoadedModel:
 
     def dir(self) -> str:
         return resolve_dir(self.checkpoint, self.allow_download)
+
+    def load_transformers(self, processor_name: str, model_name: str) -> None:
+        """Load `transformers.<processor_name>` and `<model_name>` from the resolved checkpoint
+        (local files only) into self.processor / self.model, on this device and dtype."""
+        import transformers
+        path = self.dir()
+        self.processor = getattr(transformers, processor_name).from_pretrained(
+            path, local_files_only=True)
+        self.model = getattr(transformers, model_name).from_pretrained(
+            path, dtype=self.dtype, local_files_only=True)
+        self.model.to(self.device).eval()

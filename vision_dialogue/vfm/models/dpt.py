@@ -13,12 +13,7 @@ class DepthEstimator(LoadedModel):
     bg_threshold = 0.4
 
     def load(self):
-        from transformers import AutoImageProcessor, DPTForDepthEstimation
-        path = self.dir()
-        self.processor = AutoImageProcessor.from_pretrained(path, local_files_only=True)
-        self.model = DPTForDepthEstimation.from_pretrained(path, dtype=self.dtype,
-                                                           local_files_only=True)
-        self.model.to(self.device).eval()
+        self.load_transformers("AutoImageProcessor", "DPTForDepthEstimation")
 
     @torch.inference_mode()
     def predicted_depth(self, rgb: np.ndarray) -> np.ndarray:

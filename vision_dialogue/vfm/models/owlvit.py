@@ -11,12 +11,7 @@ class Detector(LoadedModel):
     threshold = 0.1
 
     def load(self):
-        from transformers import OwlViTForObjectDetection, OwlViTProcessor
-        path = self.dir()
-        self.processor = OwlViTProcessor.from_pretrained(path, local_files_only=True)
-        self.model = OwlViTForObjectDetection.from_pretrained(path, dtype=self.dtype,
-                                                              local_files_only=True)
-        self.model.to(self.device).eval()
+        self.load_transformers("OwlViTProcessor", "OwlViTForObjectDetection")
 
     @torch.inference_mode()
     def detect(self, rgb: np.ndarray, names: list[str], threshold: float | None = None):

@@ -27,12 +27,7 @@ ADE_PALETTE = np.array([[int(h[i:i + 2], 16) for i in (0, 2, 4)] for h in _ADE.s
 
 class Segmenter(LoadedModel):
     def load(self):
-        from transformers import AutoImageProcessor, UperNetForSemanticSegmentation
-        path = self.dir()
-        self.processor = AutoImageProcessor.from_pretrained(path, local_files_only=True)
-        self.model = UperNetForSemanticSegmentation.from_pretrained(
-            path, dtype=self.dtype, local_files_only=True)
-        self.model.to(self.device).eval()
+        self.load_transformers("AutoImageProcessor", "UperNetForSemanticSegmentation")
 
     @torch.inference_mode()
     def labels(self, rgb: np.ndarray) -> np.ndarray:
