@@ -353,7 +353,7 @@ class Conversation:
                             max_rounds=self.max_tool_rounds, model=cfg.model,
                             max_tokens=cfg.max_reply_tokens, image_parts=self.tool_images,
                             image_detail=cfg.policy.detail, on_tool=on_tool, logger=self.log)
-        text = clean_reply(res.text)
+        text = self._note_filter().feed(res.text)
         if not text:
             raise ValueError("empty reply after tool calls")
         return text
