@@ -101,6 +101,15 @@ class VfmClient:
         except Exception as e:  # noqa: BLE001 - shutting down: nothing left to cancel
             self.node.get_logger().debug(f"goal not cancelled: {e}")
 
+    def _wait_ready(self, is_ready: Callable[[], bool], deadline: float) -> bool:
+        """Poll is_ready() until it is true (True) or the deadline passes / we close (False).
+        Discovery completes in steps, so a server seen a moment ago may not be ready yet."""
+        while not is_ready():
+            if (time.monotonic() >= deadline or self._closing.wait(0.05)
+                    or not self.node.context.ok()):
+                return False
+        return True
+
     def available(self) -> bool:
         """Whether the list_tools service is up (instant graph check)."""
         return self.list_client.service_is_ready()
@@ -109,10 +118,8 @@ class VfmClient:
         """The server's ToolInfo list. Waits up to `timeout` s for the service to appear and
         then for the answer; raises VfmError when either does not come."""
         deadline = time.monotonic() + timeout
-        while not self.list_client.service_is_ready():
-            if (time.monotonic() >= deadline or not self.node.context.ok()
-                    or self._closing.wait(0.05)):
-                raise VfmError("the VFM server's vfm/list_tools service is not available")
+        if not self._wait_ready(self.list_client.service_is_ready, deadline):
+            raise VfmError("the VFM server's vfm/list_tools service is not available")
         fut = self.list_client.call_async(ListTools.Request())
         if not self._wait(fut, deadline - time.monotonic() + 0.5):
             self.list_client.remove_pending_request(fut)
@@ -129,9 +136,9 @@ class VfmClient:
         client = self.actions.get(kind)
         if client is None:
             raise VfmError(f"unknown action type {kind!r}", stale=True)
-        if not client.server_is_ready():
-            raise VfmError(f"the VFM server's vfm/{kind} action is not available", stale=True)
         deadline = time.monotonic() + timeout
+        if not self._wait_ready(client.server_is_ready, min(deadline, time.monotonic() + 2.0)):
+            raise VfmError(f"the VFM server's vfm/{kind} action is not available", stale=True)
         fb = (lambda m: feedback(m.feedback)) if feedback is not None else None
         send = client.send_goal_async(goal, feedback_callback=fb)
         if not self._wait(send, deadline - time.monotonic()):
