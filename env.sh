@@ -35,9 +35,9 @@ fi
 _vd_prepend LD_LIBRARY_PATH "$_vd_inst/lib"
 _vd_prepend PYTHONPATH "$_vd_inst/lib/python$_vd_pyver/site-packages"
 _vd_prepend PATH "$_vd_inst/lib/vision_dialogue"  # manager_node, camera_node, ... as commands
-# Opt-in: VD_FASTDDS_PROFILE=1 selects config/fastdds.xml (large shared-memory segments, so
-# raw camera Images at 30 fps reach other processes; see docs/camera.md).
-if [ "${VD_FASTDDS_PROFILE:-0}" = 1 ] && [ -z "${FASTDDS_DEFAULT_PROFILES_FILE:-}" ]; then
+# Fast DDS with large shared-memory segments (config/fastdds.xml), so raw camera frames reach
+# other processes; the install's environment hook does the same. A profile already set wins.
+if [ -z "${FASTDDS_DEFAULT_PROFILES_FILE:-}" ]; then
   export FASTDDS_DEFAULT_PROFILES_FILE="$_vd_root/config/fastdds.xml"
 fi
 if [ "${1:-}" != "--no-install-check" ] && [ ! -d "$_vd_inst/lib/vision_dialogue" ]; then

@@ -27,6 +27,7 @@ from builtin_interfaces.msg import Time
 from rosgraph_msgs.msg import Clock
 
 from vision_dialogue.bags import CLOCK_TOPIC, BagError, rclpy_qos, rclpy_type
+from vision_dialogue.ros.dds import apply_default_profile
 from vision_dialogue.ros_params import Param, ParameterError, declare_params
 
 
@@ -218,6 +219,7 @@ def main(args=None) -> int:
     args = list(sys.argv if args is None else args)
     from rclpy.utilities import remove_ros_args
     overrides = parse_cli(remove_ros_args(args)[1:])
+    apply_default_profile()
     with rclpy.init(args=args):
         try:
             node = BagPlayer(parameter_overrides=overrides)

@@ -433,6 +433,8 @@ def parse_cli(argv):
 def main(args=None) -> int:
     argv = list(sys.argv[1:] if args is None else args[1:])
     ns = parse_cli(argv)
+    from vision_dialogue.ros.dds import apply_default_profile
+    apply_default_profile()     # this process and every child: raw frames cross processes
     try:
         setup, params_file, keys = resolve(ns.setup, ns.params_file, ns.nodes, ns.namespace)
         llm = llm_overrides(ns.llm, ns.base_url, ns.model)

@@ -8,8 +8,10 @@ Topics (relative, remappable):
   at that rate, for other consumers (face tracking, visualisation).
 - ``camera/users`` (vision_dialogue/DetectedUsers): user data of the Furhat camera feed.
 
-Images use ``qos_profile_sensor_data``, carry the acquisition stamp (system time) and
-``frame_id``. A failing source logs one error, is retried with exponential backoff and
+Images use sensor-data QoS (best effort, depth 5; ``qos_overrides.<topic>.publisher.*``
+parameters change it), carry the acquisition time on the node's clock (bag time under
+``use_sim_time``) and ``frame_id``. The compressed topics follow the resolved image topics
+(image_transport naming): remapping ``camera/image_raw`` moves ``/compressed`` with it. A failing source logs one error, is retried with exponential backoff and
 publishes nothing meanwhile; the node keeps running. See docs/camera.md.
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import ParameterException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
+from rclpy.qos_overriding_options import QoSOverridingOptions
 from sensor_msgs.msg import CompressedImage, Image
 
 from vision_dialogue.camera_sources import (CameraSource, EndOfStream, Frame, SourceError,
@@ -142,17 +145,11 @@ class CameraNode(Node):
         self.device = _device(dev)
         self._log = self.get_logger()
 
-        sensor = qos_profile_sensor_data
-        self.pub_image = self.create_publisher(Image, "camera/image_raw", sensor)
-        self.pub_compressed = (self.create_publisher(
-            CompressedImage, "camera/image_raw/compressed", sensor)
-            if self.p["publish_compressed"] else None)
+        self.pub_image, self.pub_compressed = self._image_publishers("camera/image_raw")
         self.pub_stream = self.pub_stream_compressed = None
         if self.p["publish_rate"] > 0:
-            self.pub_stream = self.create_publisher(Image, "camera/stream/image_raw", sensor)
-            if self.p["publish_compressed"]:
-                self.pub_stream_compressed = self.create_publisher(
-                    CompressedImage, "camera/stream/image_raw/compressed", sensor)
+            self.pub_stream, self.pub_stream_compressed = self._image_publishers(
+                "camera/stream/image_raw")
         self.pub_users = self.create_publisher(
             DetectedUsers, "camera/users", QoSProfile(depth=10))
 
@@ -182,6 +179,25 @@ class CameraNode(Node):
         self._thread = threading.Thread(target=self._run, name="camera-acquisition",
                                         daemon=True)
         self._thread.start()
+
+    def _image_publishers(self, topic: str):
+        """(raw, compressed or None) publishers; the compressed one on <resolved topic>/compressed
+        as image_transport names it, both with overridable sensor-data QoS."""
+        resolved = self.resolve_topic_name(topic)
+        overridable = QoSOverridingOptions.with_default_policies()
+        raw = self.create_publisher(Image, resolved, qos_profile_sensor_data,
+                                    qos_overriding_options=overridable)
+        comp = None
+        if self.p["publish_compressed"]:
+            comp = self.create_publisher(CompressedImage, resolved + "/compressed",
+                                         qos_profile_sensor_data,
+                                         qos_overriding_options=overridable)
+        return raw, comp
+
+    def _clock_stamp(self, wall_ns: int):
+        """A source's wall-clock acquisition time on the node's clock (sim time aware)."""
+        age = max(0, time.time_ns() - int(wall_ns))
+        return stamp_from_ns(max(0, self.get_clock().now().nanoseconds - age))
 
     def _run(self) -> None:
         """Tick every tick_period (the first one right away); late ticks are skipped, never
@@ -287,7 +303,7 @@ class CameraNode(Node):
     def _publish(self, frame: Frame, now: float) -> None:
         img = resize(frame.image, self.p["width"], self.p["height"])
         jpeg = frame.jpeg if img is frame.image else None   # re-encode only when resized
-        stamp = stamp_from_ns(frame.stamp_ns)
+        stamp = self._clock_stamp(frame.stamp_ns)
         fid = self.p["frame_id"]
         targets = []
         if self._due(now):
@@ -324,7 +340,7 @@ class CameraNode(Node):
         if self._closed:
             return
         try:
-            self.pub_users.publish(users_to_msg(data, stamp_from_ns(stamp_ns),
+            self.pub_users.publish(users_to_msg(data, self._clock_stamp(stamp_ns),
                                                 self.p["frame_id"]))
         except Exception as e:  # noqa: BLE001 - e.g. publishing after shutdown
             self._log.warning(f"cannot publish camera/users: {e}", throttle_duration_sec=60.0)
@@ -349,7 +365,7 @@ class CameraNode(Node):
 
 
 def main(args=None):
-    return run_node(lambda: CameraNode(), "camera_node", args)
+    return run_node(lambda: CameraNode(), "camera_node", args, params=PARAMS, doc=__doc__)
 
 
 if __name__ == "__main__":

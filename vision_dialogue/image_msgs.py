@@ -26,7 +26,9 @@ def stamp_to_ns(stamp: Time) -> int:
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
-def now_stamp() -> Time:
+def wall_stamp() -> Time:
+    """Wall-clock time: only the default for callers without a node; nodes stamp headers
+    with their clock (`node.get_clock().now().to_msg()`), which follows sim time."""
     return stamp_from_ns(time.time_ns())
 
 
@@ -41,7 +43,7 @@ def to_image_msg(img: np.ndarray, *, stamp: Time | None = None, frame_id: str = 
     if not encoding:
         raise ImageConversionError(f"unsupported image shape {img.shape}")
     msg = Image()
-    msg.header.stamp = stamp if stamp is not None else now_stamp()
+    msg.header.stamp = stamp if stamp is not None else wall_stamp()
     msg.header.frame_id = frame_id
     msg.height, msg.width = int(img.shape[0]), int(img.shape[1])
     msg.encoding = encoding
@@ -82,7 +84,7 @@ def to_compressed_msg(img: np.ndarray, *, stamp: Time | None = None, frame_id: s
             raise ImageConversionError("JPEG encoding failed")
         jpeg = enc.tobytes()
     msg = CompressedImage()
-    msg.header.stamp = stamp if stamp is not None else now_stamp()
+    msg.header.stamp = stamp if stamp is not None else wall_stamp()
     msg.header.frame_id = frame_id
     msg.format = "jpeg"
     msg.data = jpeg

@@ -1,13 +1,18 @@
 """The conversation manager node: camera frames + utterances in, replies + prompt state out.
 
 A thin ROS adapter around `vision_dialogue.core.conversation.Conversation`:
-* `camera/image_raw` (sensor_msgs/Image) and `camera/image_raw/compressed`
-  (sensor_msgs/CompressedImage), sensor-data QoS -> frames of the prompt timeline;
+* `camera/image_raw` (sensor_msgs/Image) and its image_transport companion
+  `<resolved image topic>/compressed` (sensor_msgs/CompressedImage) -> frames of the prompt
+  timeline. `image_qos:=auto` (default) subscribes with the QoS the camera offers (RELIABLE
+  for stock drivers, best effort for sensor-data publishers), as `ros2 bag record` does;
 * `dialogue/utterance` (vision_dialogue/Utterance) -> a FIFO queue served by one turn worker
   thread, so LLM calls never block the executor and frames keep flowing during a reply;
 * `dialogue/reply` (vision_dialogue/Reply): one message per streamed sentence (final=false),
   then the whole text (final=true);
-* `dialogue/prompt_state` (vision_dialogue/PromptState): after every change and on a timer.
+* `dialogue/prompt_state` (vision_dialogue/PromptState, transient local, depth 1): after
+  every change and on a timer; a monitor that starts late gets the newest one.
+
+Every header stamp comes from the node's clock (bag time under `use_sim_time`).
 
 With `use_tools` (Visual ChatGPT, docs/tools_in_dialogue.md) the LLM may also call the VFM
 server's tools (vision_dialogue/vfm_client.py) during a turn; images they make are published
@@ -16,7 +21,6 @@ image store and announced to the LLM with Visual ChatGPT's "Received." exchange.
 """
 from __future__ import annotations
 
-import collections
 import queue
 import threading
 import time
@@ -25,7 +29,8 @@ from pathlib import Path
 import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos_overriding_options import QoSOverridingOptions
 from sensor_msgs.msg import CompressedImage, Image
 
 from vision_dialogue.core.backend import BackendError
@@ -35,10 +40,12 @@ from vision_dialogue.core.images import DETAILS, ImagePolicy
 from vision_dialogue.core.persona import SOURCE_PERSONA, PersonaError, load_persona
 from vision_dialogue.core.summariser import check_nm
 from vision_dialogue.core.transcript import TranscriptWriter
+from vision_dialogue.frame_intake import FrameIntake
 from vision_dialogue.image_msgs import (ImageConversionError, from_compressed_msg,
-                                        from_image_msg, now_stamp, stamp_to_ns)
+                                        from_image_msg, stamp_to_ns)
 from vision_dialogue.msg import PromptState, Reply, Utterance
 from vision_dialogue.node_runner import run_node
+from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES, FollowingSubscription, image_qos
 from vision_dialogue.ros_params import Param, ParameterError, declare_params
 
 SHARED_IMAGE_DEFAULT = "a picture the person shared with me"
@@ -82,6 +89,10 @@ PARAMS = [
     Param("max_retries", 2, "Retries of a failed LLM request (with backoff).", range=(0, 20)),
     Param("max_summary_failures", 3, "Failed attempts after which frames are replaced by a "
           "neutral marker (they stay in the transcript).", range=(1, 1000)),
+    Param("image_qos", "auto", "QoS of the camera subscriptions: auto = follow the "
+          "publisher (reliable for stock drivers, best effort for sensor-data publishers); "
+          "sensor_data or reliable = fixed (qos_overrides.* parameters refine it).",
+          choices=IMAGE_QOS_CHOICES, read_only=True),
     Param("min_frame_interval", 0.0, "Seconds; frames arriving sooner than this after the "
           "last accepted one are skipped (0 = keep all; camera_node already paces frames).",
           range=(0.0, 3600.0)),
@@ -179,20 +190,31 @@ class ManagerNode(Node):
         if p["use_tools"]:
             self._setup_tools()
 
-        self.reply_pub = self.create_publisher(Reply, "dialogue/reply", 10)
-        self.state_pub = self.create_publisher(PromptState, "dialogue/prompt_state", 10)
-        self._last_frame = -float("inf")
-        self.frames_skipped = 0
-        # camera_node publishes each frame on both image topics with one stamp: keep one copy
-        self._recent_frames: collections.deque = collections.deque(maxlen=64)
+        overridable = QoSOverridingOptions.with_default_policies()
+        self.reply_pub = self.create_publisher(Reply, "dialogue/reply", 10,
+                                               qos_overriding_options=overridable)
+        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.state_pub = self.create_publisher(PromptState, "dialogue/prompt_state", latched)
+        # camera_node publishes each frame on both image topics with one stamp: keep one copy.
+        # Callbacks only queue; one worker decodes (see frame_intake.py).
+        self.intake = FrameIntake(self._take_frame, min_interval=p["min_frame_interval"],
+                                  errors=(ImageConversionError, ValueError),
+                                  on_reject=self._bad_frame)
         frames = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(Image, "camera/image_raw", self._on_image,
-                                 qos_profile_sensor_data, callback_group=frames)
-        self.create_subscription(CompressedImage, "camera/image_raw/compressed",
-                                 self._on_compressed, qos_profile_sensor_data,
-                                 callback_group=frames)
+        # image_transport naming: the compressed topic follows the resolved (remapped) image
+        self.image_topic = self.resolve_topic_name("camera/image_raw")
+        follow = p["image_qos"] == "auto"
+        base = image_qos(p["image_qos"])
+        self.image_subs = [
+            FollowingSubscription(self, Image, self.image_topic, self._on_image, base,
+                                  follow=follow, callback_group=frames, on_change=log.info),
+            FollowingSubscription(self, CompressedImage, self.image_topic + "/compressed",
+                                  self._on_compressed, base, follow=follow,
+                                  callback_group=frames, on_change=log.info)]
         self.create_subscription(Utterance, "dialogue/utterance", self._on_utterance, 50,
-                                 callback_group=ReentrantCallbackGroup())
+                                 callback_group=ReentrantCallbackGroup(),
+                                 qos_overriding_options=overridable)
         if p["prompt_state_period"] > 0:
             self.create_timer(p["prompt_state_period"], self.publish_state,
                               callback_group=MutuallyExclusiveCallbackGroup())
@@ -208,32 +230,36 @@ class ManagerNode(Node):
                  f"n={p['n']} m={p['m']} persona={persona_path}")
 
     # --- frames ----------------------------------------------------------------------------
-    def _add_frame(self, convert, msg) -> None:
+    def _offer(self, decode, msg) -> None:
         ns = stamp_to_ns(msg.header.stamp)
-        key = (msg.header.frame_id, ns)
-        if ns and key in self._recent_frames:  # same frame, other transport
-            return
-        now = time.monotonic()
-        if now - self._last_frame < self.p["min_frame_interval"]:
-            self.frames_skipped += 1
-            return
-        self._last_frame = now
-        if ns:
-            self._recent_frames.append(key)
         if msg.header.frame_id:
             self._camera_frame_id = msg.header.frame_id
-        try:
-            bgr = convert(msg)
-            self.conversation.add_frame(bgr, stamp=ns / 1e9 if ns else None)
-        except (ImageConversionError, ValueError) as e:
-            self.get_logger().warning(f"dropping a bad camera frame: {e}",
-                                      throttle_duration_sec=5.0)
+        key = (msg.header.frame_id, ns) if ns else None
+        self.intake.offer(key, ns, lambda: decode(msg))
+
+    def _take_frame(self, bgr, stamp_ns: int) -> None:
+        """The intake worker's accepted frame -> the prompt timeline (node-clock stamp if the
+        camera gave none)."""
+        stamp = stamp_ns or self.get_clock().now().nanoseconds
+        self.conversation.add_frame(bgr, stamp=stamp / 1e9)
+
+    def _bad_frame(self, err: BaseException) -> None:
+        self.get_logger().warning(f"dropping a bad camera frame: {err}",
+                                  throttle_duration_sec=5.0)
+
+    @property
+    def frames_received(self) -> int:
+        return self.intake.received
+
+    @property
+    def frames_skipped(self) -> int:
+        return self.intake.skipped
 
     def _on_image(self, msg: Image) -> None:
-        self._add_frame(from_image_msg, msg)
+        self._offer(from_image_msg, msg)
 
     def _on_compressed(self, msg: CompressedImage) -> None:
-        self._add_frame(from_compressed_msg, msg)
+        self._offer(from_compressed_msg, msg)
 
     # --- turns -----------------------------------------------------------------------------
     def _on_utterance(self, msg: Utterance) -> None:
@@ -262,7 +288,7 @@ class ManagerNode(Node):
 
     def _reply_msg(self, turn_id, index, text, in_reply_to, final, fallback) -> Reply:
         r = Reply()
-        r.header.stamp = now_stamp()
+        r.header.stamp = self.get_clock().now().to_msg()
         r.header.frame_id = self.p["frame_id"]
         r.turn_id, r.chunk_index, r.text = int(turn_id), int(index), text
         r.in_reply_to, r.final, r.fallback = in_reply_to, bool(final), bool(fallback)
@@ -314,7 +340,7 @@ class ManagerNode(Node):
                 "one appears")
 
     def _publish_tool_image(self, image_file: str, img: Image) -> None:
-        img.header.stamp = now_stamp()
+        img.header.stamp = self.get_clock().now().to_msg()
         img.header.frame_id = self.p["frame_id"]
         self.tool_image_pub.publish(img)
         self.get_logger().info(f"tool image {image_file} published on dialogue/tool_image")
@@ -353,8 +379,9 @@ class ManagerNode(Node):
             return
         st = self.conversation.state()
         msg = PromptState()
-        msg.header.stamp = now_stamp()
+        msg.header.stamp = self.get_clock().now().to_msg()
         msg.header.frame_id = self.p["frame_id"]
+        msg.frames_received = int(min(self.frames_received, 2 ** 32 - 1))
         for k in ("raw_frames", "frame_summaries", "dialogue_lines", "folded_lines",
                   "pending_summaries", "prompt_chars", "prompt_image_bytes"):
             setattr(msg, k, int(min(st[k], 2 ** 32 - 1)))
@@ -370,6 +397,7 @@ class ManagerNode(Node):
         if self._closed:
             return
         self._closed = True
+        self.intake.close()
         if self.tools is not None:
             self.tools.client.close()      # a tool call in progress ends now
         self._turns.put(None)
@@ -380,7 +408,7 @@ class ManagerNode(Node):
 
 
 def main(args=None):
-    return run_node(lambda: ManagerNode(), "manager_node", args)
+    return run_node(lambda: ManagerNode(), "manager_node", args, params=PARAMS, doc=__doc__)
 
 
 if __name__ == "__main__":

@@ -27,18 +27,14 @@ from typing import Callable, TextIO
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos_overriding_options import QoSOverridingOptions
 
 from vision_dialogue.core.sentences import split_sentences
-from vision_dialogue.image_msgs import now_stamp
 from vision_dialogue.msg import Reply, SpeechState, Utterance
 from vision_dialogue.node_runner import run_node
 from vision_dialogue.ros_params import Param, declare_params
 from vision_dialogue.speech import BACKEND_NAMES, SpeechBackend, backend_class
 from vision_dialogue.speech.script import ScriptError, load_script
-
-STATE_NAMES = {SpeechState.IDLE: "IDLE", SpeechState.LISTENING: "LISTENING",
-               SpeechState.THINKING: "THINKING", SpeechState.SPEAKING: "SPEAKING"}
-
 
 def _non_empty(v: str) -> str | None:
     return None if str(v).strip() else "must not be empty"
@@ -158,12 +154,14 @@ class SpeechNode(Node):
         self.started = threading.Event()     # the backend is running
 
         group = ReentrantCallbackGroup()
-        self.pub_utterance = self.create_publisher(Utterance, "dialogue/utterance", 10)
+        overridable = QoSOverridingOptions.with_default_policies()
+        self.pub_utterance = self.create_publisher(Utterance, "dialogue/utterance", 10,
+                                                   qos_overriding_options=overridable)
         state_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
                                durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.pub_state = self.create_publisher(SpeechState, "dialogue/speech_state", state_qos)
         self.create_subscription(Reply, "dialogue/reply", self._on_reply, 50,
-                                 callback_group=group)
+                                 callback_group=group, qos_overriding_options=overridable)
         self.backend = self._make_backend(input_stream, output_stream)
         self._set_state(SpeechState.IDLE)
         self._speaker = threading.Thread(target=self._speak_loop, name="speech-speaker",
@@ -225,7 +223,7 @@ class SpeechNode(Node):
                 return
             self._state = state
             msg = SpeechState()
-            msg.header.stamp = now_stamp()
+            msg.header.stamp = self.get_clock().now().to_msg()
             msg.header.frame_id = self.p["frame_id"]
             msg.state = state
             msg.backend = self.p["backend"]
@@ -257,7 +255,7 @@ class SpeechNode(Node):
             self.log.info("barge-in: the user spoke during the reply; stopping speech")
             self._backend_call(self.backend.stop_speaking)
         msg = Utterance()
-        msg.header.stamp = now_stamp()
+        msg.header.stamp = self.get_clock().now().to_msg()
         msg.header.frame_id = self.p["frame_id"]
         msg.text = text
         msg.speaker = speaker or self.p["speaker"]
@@ -400,7 +398,7 @@ class SpeechNode(Node):
 
 
 def main(args=None):
-    return run_node(lambda: SpeechNode(), "speech_node", args)
+    return run_node(lambda: SpeechNode(), "speech_node", args, params=PARAMS, doc=__doc__)
 
 
 if __name__ == "__main__":

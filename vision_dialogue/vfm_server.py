@@ -169,6 +169,7 @@ class VfmServer(Node):
                 else:
                     result.image_file = self.store.save(out, goal.tool, prev)
                     result.image = to_image_msg(np.ascontiguousarray(out[:, :, ::-1]),
+                                                stamp=self.get_clock().now().to_msg(),
                                                 frame_id=frame or self.params["frame_id"])
                 if kind == registry.IMAGE_TO_TEXT:
                     progress("done", 1, 1)
@@ -206,7 +207,8 @@ class VfmServer(Node):
 
 def main(args=None):
     from vision_dialogue.node_runner import run_node
-    return run_node(lambda: VfmServer(), "vfm_server", args, threads=max(4, os.cpu_count() or 1))
+    return run_node(lambda: VfmServer(), "vfm_server", args, threads=max(4, os.cpu_count() or 1),
+                    params=PARAMS, doc=__doc__)
 
 
 if __name__ == "__main__":

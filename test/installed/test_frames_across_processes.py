@@ -1,0 +1,79 @@
+"""Raw frames from a separate driver process reach the installed manager_node (>= 95 %) with
+the settings a user has: sourced install (its Fast DDS profile) and default parameters.
+
+The driver stands in for a third-party camera (usb_cam, v4l2_camera: RELIABLE depth 10; or
+a sensor-data publisher). The last case is a RELIABLE driver started from a shell without
+our profile (another workspace or container): the manager follows its QoS and subscribes
+RELIABLE, so the frames still arrive on Fast DDS' default transport.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from user_env import stop
+
+DRIVER = Path(__file__).with_name("frame_driver.py")
+
+CASES = [  # (driver QoS, fps, size, encoding, frames, driver has our DDS profile)
+    ("sensor_data", 30.0, "640x480", "bgr8", 60, True),
+    ("sensor_data", 30.0, "1280x720", "rgb8", 60, True),
+    ("reliable", 30.0, "1280x720", "bgr8", 60, True),
+    ("reliable", 5.0, "640x480", "rgb8", 15, True),
+    ("sensor_data", 5.0, "1280x720", "bgr8", 15, True),
+    ("reliable", 30.0, "640x480", "bgr8", 60, False),
+]
+
+
+def received(ros_context, timeout=5.0) -> int:
+    """frames_received of the newest (transient-local) PromptState."""
+    import rclpy
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from vision_dialogue.msg import PromptState
+    node = rclpy.create_node("frames_probe", context=ros_context)
+    got = []
+    qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    node.create_subscription(PromptState, "dialogue/prompt_state",
+                             lambda m: got.append(m.frames_received), qos)
+    ex = rclpy.executors.SingleThreadedExecutor(context=ros_context)
+    ex.add_node(node)
+    deadline = time.monotonic() + timeout
+    while not got and time.monotonic() < deadline:
+        ex.spin_once(timeout_sec=0.05)
+    ex.shutdown()
+    node.destroy_node()
+    assert got, "no prompt_state from the manager"
+    return got[-1]
+
+
+@pytest.mark.parametrize("qos,fps,size,encoding,count,profile", CASES,
+                         ids=[f"{c[0]}-{c[1]:g}fps-{c[2]}-{c[3]}" + ("" if c[5] else "-noprofile")
+                              for c in CASES])
+def test_raw_frames_reach_the_manager(installed, ros_context, tmp_path, qos, fps, size,
+                                      encoding, count, profile):
+    env = dict(installed.env, OPENAI_API_KEY="sk-test")
+    manager = installed.popen(installed.exe("manager_node") + [
+        "--ros-args", "-p", "base_url:=http://127.0.0.1:9/v1", "-p", "n:=1000",
+        "-p", "m:=999", "-p", "transcript_dir:=''", "-p", "prompt_state_period:=0.2"],
+        env=env, log=tmp_path / "manager.log")
+    driver_env = dict(installed.env)
+    if not profile:
+        driver_env.pop("FASTDDS_DEFAULT_PROFILES_FILE")
+    try:
+        res = installed.run([sys.executable, str(DRIVER), "--qos", qos, "--rate", str(fps),
+                             "--size", size, "--encoding", encoding, "--count", str(count)],
+                            env=driver_env, timeout=60)
+        assert res.returncode == 0, res.stdout + res.stderr
+        sent = json.loads(res.stdout.strip().splitlines()[-1])["sent"]
+        time.sleep(0.5)
+        got = received(ros_context)
+    finally:
+        code = stop(manager)
+    log = (tmp_path / "manager.log").read_text()
+    assert code == 0 and "Traceback" not in log, log[-3000:]
+    assert got >= 0.95 * sent, f"{got}/{sent} frames reached the manager\n{log[-2000:]}"

@@ -1,0 +1,117 @@
+"""The installed tier's helpers: run vision_dialogue the way a user does.
+
+`build_workspace` copies the tree as it would be committed (files git tracks or would
+track) into a temporary workspace, runs a clean, non-symlink `colcon build`, and gives an
+environment made by `source install/setup.bash` over the ROS underlay only: no source
+checkout on any path, the working directory outside the checkout, and the environment
+hooks' defaults (the Fast DDS profile) as a user's shell has them.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PKG = "vision_dialogue"
+#: variables that a user's shell gets from sourcing the workspace (reset before sourcing)
+WORKSPACE_VARS = ("PYTHONPATH", "AMENT_PREFIX_PATH", "CMAKE_PREFIX_PATH", "LD_LIBRARY_PATH",
+                  "PATH", "COLCON_PREFIX_PATH")
+
+
+def committed_files(repo: Path) -> list[str]:
+    """Files git tracks or would track (not ignored) and that exist: what a clone holds."""
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                         cwd=repo, check=True, capture_output=True).stdout
+    return sorted({f for f in out.decode().split("\0") if f and (repo / f).is_file()})
+
+
+def _without_checkout(env: dict) -> dict:
+    """`env` with every path into the source checkout removed (its install tree included)."""
+    env = dict(env)
+    for var in WORKSPACE_VARS:
+        if var in env:
+            parts = [p for p in env[var].split(os.pathsep)
+                     if p and not Path(p).resolve().is_relative_to(REPO)]
+            env[var] = os.pathsep.join(parts)
+    for var in ("FASTDDS_DEFAULT_PROFILES_FILE", "VD_FASTDDS_PROFILE", "PYTHONSTARTUP"):
+        env.pop(var, None)
+    return env
+
+
+def _sourced_env(setup: Path, base: dict) -> dict:
+    """The environment after `source <setup>` in bash, starting from `base`."""
+    out = subprocess.run(["bash", "-c", f'source "{setup}" && env -0'], env=base, check=True,
+                         capture_output=True).stdout
+    return dict(item.split("=", 1) for item in out.decode().split("\0") if "=" in item)
+
+
+@dataclass
+class Installed:
+    """A clean build of the package and a user's environment for it."""
+    ws: Path
+    env: dict
+    home: Path        # working directory for the processes (outside the checkout)
+
+    @property
+    def prefix(self) -> Path:
+        return self.ws / "install" / PKG
+
+    @property
+    def site(self) -> Path:
+        v = sys.version_info
+        return self.prefix / "lib" / f"python{v.major}.{v.minor}" / "site-packages" / PKG
+
+    def exe(self, name: str) -> list[str]:
+        """argv of an installed executable, as `ros2 run vision_dialogue <name>` runs it."""
+        return [str(self.prefix / "lib" / PKG / name)]
+
+    def run(self, argv, timeout=60.0, env=None, **kw) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, cwd=self.home, env=env or self.env, capture_output=True,
+                              text=True, timeout=timeout, **kw)
+
+    def popen(self, argv, env=None, log: Path | None = None, **kw) -> subprocess.Popen:
+        out = open(log, "w") if log else subprocess.DEVNULL
+        return subprocess.Popen(argv, cwd=self.home, env=env or self.env, stdout=out,
+                                stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def stop(proc: subprocess.Popen, timeout: float = 15.0) -> int:
+    """SIGINT (Ctrl-C, as ros2 launch sends), then SIGKILL; the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
+
+
+def build_workspace(ws: Path) -> Installed:
+    """Copy the committed tree to ws/src, colcon build it (no symlinks) and source it."""
+    src = ws / "src" / PKG
+    for rel in committed_files(REPO):
+        dst = src / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / rel, dst)
+    base = _without_checkout(os.environ)
+    base["ROS_DOMAIN_ID"] = os.environ["ROS_DOMAIN_ID"]
+    t0 = time.monotonic()
+    build = subprocess.run(
+        ["colcon", "--log-base", str(ws / "log"), "build", "--base-paths", str(ws / "src"),
+         "--build-base", str(ws / "build"), "--install-base", str(ws / "install"),
+         "--cmake-args", "-DBUILD_TESTING=OFF", f"-DPython3_EXECUTABLE={sys.executable}",
+         "--event-handlers", "console_cohesion+", "status-"],
+        cwd=ws, env=base, capture_output=True, text=True, timeout=900)
+    assert build.returncode == 0, f"colcon build failed:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}"
+    print(f"installed tier: clean colcon build in {time.monotonic() - t0:.0f} s")
+    env = _sourced_env(ws / "install" / "setup.bash", base)
+    env["PYTHONUNBUFFERED"] = "1"
+    home = ws / "user"
+    home.mkdir()
+    return Installed(ws=ws, env=env, home=home)

@@ -1,0 +1,110 @@
+"""Camera frames into the manager, off the ROS executor (ROS-free).
+
+The subscription callbacks only `offer()` a frame (O(1)) and return: rclpy's
+MultiThreadedExecutor does not wait on a subscription while its callback runs, so a callback
+that decoded a 1280x720 frame (10-20 ms) let the DDS reader's queue overflow at 30 fps and
+half the frames were lost. One worker thread decodes and adds them, oldest first. A frame
+that arrives on two transports (raw and JPEG, same frame_id and stamp) is added once: the
+key is recorded only after a successful decode, so a raw frame in an encoding we cannot read
+does not hide its JPEG copy.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import Callable, Hashable
+
+import numpy as np
+
+#: frames waiting for the worker; older ones are dropped when a burst outruns it
+BACKLOG = 8
+
+
+class FrameIntake:
+    """Decode-and-add worker with de-duplication by key, a minimum interval and counters.
+
+    add(bgr, stamp_ns) is called on the worker thread for every accepted frame.
+    on_reject(error) is called for a frame whose decode raised one of `errors`.
+    """
+
+    def __init__(self, add: Callable[[np.ndarray, int], None], *, min_interval: float = 0.0,
+                 errors: tuple[type[BaseException], ...] = (ValueError,),
+                 on_reject: Callable[[BaseException], None] | None = None,
+                 backlog: int = BACKLOG, clock: Callable[[], float] = time.monotonic):
+        self._add, self._errors, self._on_reject = add, errors, on_reject
+        self.min_interval = min_interval
+        self._clock = clock
+        self._items: collections.deque = collections.deque()
+        self._backlog = backlog
+        self._cv = threading.Condition()
+        self._seen: collections.deque = collections.deque(maxlen=64)
+        self._last_accepted = -float("inf")
+        self._busy = False
+        self._closed = False
+        self.received = self.accepted = self.duplicates = 0
+        self.skipped = self.dropped = self.rejected = 0
+        self._thread = threading.Thread(target=self._run, name="vd-frames", daemon=True)
+        self._thread.start()
+
+    def offer(self, key: Hashable | None, stamp_ns: int, decode: Callable[[], np.ndarray]) -> None:
+        """Queue one frame message (any thread, returns at once). key None: never a duplicate."""
+        with self._cv:
+            if self._closed:
+                return
+            self.received += 1
+            if len(self._items) >= self._backlog:
+                self._items.popleft()
+                self.dropped += 1
+            self._items.append((key, stamp_ns, decode, self._clock()))
+            self._cv.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                self._busy = False
+                self._cv.notify_all()
+                while not self._items and not self._closed:
+                    self._cv.wait()
+                if self._closed:
+                    return
+                item = self._items.popleft()
+                self._busy = True
+            try:
+                self._take(*item)
+            except Exception as e:  # noqa: BLE001 - the worker outlives any one frame
+                self.rejected += 1
+                if self._on_reject is not None:
+                    self._on_reject(e)
+
+    def _take(self, key, stamp_ns: int, decode, arrived: float) -> None:
+        if key is not None and key in self._seen:
+            self.duplicates += 1
+            return
+        if arrived - self._last_accepted < self.min_interval:
+            self.skipped += 1
+            return
+        try:
+            bgr = decode()
+        except self._errors as e:
+            self.rejected += 1
+            if self._on_reject is not None:
+                self._on_reject(e)
+            return
+        if key is not None:
+            self._seen.append(key)
+        self._last_accepted = arrived
+        self.accepted += 1
+        self._add(bgr, stamp_ns)
+
+    def wait_idle(self, timeout: float = 5.0) -> bool:
+        """Until every offered frame is handled (tests, shutdown)."""
+        with self._cv:
+            return self._cv.wait_for(lambda: not self._items and not self._busy, timeout)
+
+    def close(self, timeout: float = 2.0) -> None:
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)

@@ -1,0 +1,51 @@
+"""The Fast DDS profile that lets raw camera frames cross processes (no rclpy import).
+
+Fast DDS' default shared-memory segment (0.5 MB) is smaller than one 640x480 bgr8 Image
+(0.9 MB): such messages fall back to UDP fragments, and best-effort frames between
+processes on one host mostly never arrive. `config/fastdds.xml` uses 8 MB segments, which
+carry frames up to 1920x1080 bgr8 (`MAX_FRAME_BYTES`). It is the default wherever we start
+processes (env.sh, the install's environment hook, bringup, the launch files, every node's
+main); a profile the user chose (FASTDDS_DEFAULT_PROFILES_FILE already set) always wins.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"
+PROFILE_NAME = "fastdds.xml"
+#: shared-memory segment size in config/fastdds.xml; one raw frame must fit in it
+SEGMENT_BYTES = 32 * 1024 * 1024
+#: the largest raw frame that crosses processes reliably with the profile (1920x1080 bgr8)
+MAX_FRAME_BYTES = 1920 * 1080 * 3
+
+
+def profile_path() -> Path | None:
+    """config/fastdds.xml of the installed package (share/), else of the source tree."""
+    try:
+        from ament_index_python.packages import (PackageNotFoundError,
+                                                 get_package_share_directory)
+        try:
+            p = Path(get_package_share_directory("vision_dialogue")) / "config" / PROFILE_NAME
+            if p.is_file():
+                return p
+        except PackageNotFoundError:
+            pass
+    except ImportError:
+        pass
+    p = Path(__file__).resolve().parents[2] / "config" / PROFILE_NAME
+    return p if p.is_file() else None
+
+
+def apply_default_profile(env: dict | None = None) -> str | None:
+    """Set FASTDDS_DEFAULT_PROFILES_FILE to our profile unless it is set already; must run
+    before the first rclpy.init() of the process (and before starting child processes).
+    Returns the profile in effect (None when none is found)."""
+    env = os.environ if env is None else env
+    if env.get(PROFILE_ENV):
+        return env[PROFILE_ENV]
+    p = profile_path()
+    if p is None:
+        return None
+    env[PROFILE_ENV] = str(p)
+    return str(p)

@@ -1,0 +1,140 @@
+"""QoS that follows the publishers of a topic, as `ros2 bag record` does.
+
+A RELIABLE subscription does not match a BEST_EFFORT publisher, and a BEST_EFFORT
+subscription to a RELIABLE publisher gets best-effort delivery: large raw frames from a
+stock driver (usb_cam, v4l2_camera publish RELIABLE) are then lost on Fast DDS' default
+transport. `FollowingSubscription` looks at the publishers' offered QoS and subscribes with
+the strongest QoS that matches all of them, re-subscribing when that changes.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
+                       qos_profile_sensor_data)
+from rclpy.qos_overriding_options import QoSOverridingOptions
+
+#: choices of an image subscription's QoS parameter (e.g. the manager's `image_qos`)
+IMAGE_QOS_CHOICES = ("auto", "sensor_data", "reliable")
+
+
+def image_qos(choice: str) -> QoSProfile:
+    """The fixed profile for an `image_qos` choice ('auto' starts from sensor data)."""
+    if choice == "reliable":
+        return QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+    return QoSProfile(history=qos_profile_sensor_data.history,
+                      depth=qos_profile_sensor_data.depth,
+                      reliability=qos_profile_sensor_data.reliability,
+                      durability=qos_profile_sensor_data.durability)
+
+
+def matching_qos(offered: list[QoSProfile], base: QoSProfile) -> QoSProfile:
+    """`base` with reliability and durability raised as far as every offer allows:
+    RELIABLE only if all publishers are reliable, TRANSIENT_LOCAL only if all are (rosbag2's
+    rule). With no publisher, `base` unchanged."""
+    q = QoSProfile(history=base.history, depth=base.depth, reliability=base.reliability,
+                   durability=base.durability)
+    if not offered:
+        return q
+    q.reliability = (ReliabilityPolicy.RELIABLE
+                     if all(o.reliability == ReliabilityPolicy.RELIABLE for o in offered)
+                     else ReliabilityPolicy.BEST_EFFORT)
+    q.durability = (DurabilityPolicy.TRANSIENT_LOCAL
+                    if all(o.durability == DurabilityPolicy.TRANSIENT_LOCAL for o in offered)
+                    else DurabilityPolicy.VOLATILE)
+    if q.history == HistoryPolicy.KEEP_LAST:
+        q.depth = max(q.depth, 1)
+    return q
+
+
+def describe(q: QoSProfile) -> str:
+    return f"{q.reliability.name.lower()}/{q.durability.name.lower()}/depth {q.depth}"
+
+
+class FollowingSubscription:
+    """A subscription whose reliability/durability follow the topic's publishers.
+
+    follow=False: one plain subscription with `base` (standard `qos_overrides.*` parameters
+    apply). follow=True: subscribe with `base` now (or, with wait_for_publisher, once a
+    publisher appears), then re-subscribe whenever the publishers' offers call for another
+    QoS; checked every `poll_period` seconds. Explicit `qos_overrides.<topic>.subscription.
+    reliability` pins the QoS (following stops).
+    """
+
+    def __init__(self, node, msg_type, topic: str, callback: Callable[..., Any], base: QoSProfile,
+                 *, follow: bool = True, wait_for_publisher: bool = False,
+                 callback_group=None, raw: bool = False, overridable: bool = True,
+                 poll_period: float = 0.25, on_change: Callable[[str], None] | None = None):
+        self.node, self.msg_type, self.callback = node, msg_type, callback
+        self.topic = node.resolve_topic_name(topic)
+        self.base, self.raw, self.group = base, raw, callback_group
+        self.on_change = on_change
+        self.sub = None
+        self.qos: QoSProfile | None = None
+        self.follow = follow
+        self._overridable = overridable
+        self._timer = None
+        if not (follow and wait_for_publisher):
+            self._subscribe(base, first=True)
+        if self.follow:
+            self._timer = node.create_timer(poll_period, self.poll, callback_group=callback_group)
+            self.poll()
+
+    def _param(self, policy: str):
+        name = f"qos_overrides.{self.topic}.subscription.{policy}"
+        return self.node.get_parameter(name).value if self.node.has_parameter(name) else None
+
+    def _subscribe(self, qos: QoSProfile, first: bool = False) -> None:
+        options = None
+        if self._overridable and first:
+            options = QoSOverridingOptions.with_default_policies()
+        elif self._overridable:   # re-subscribing: keep the user's depth/history overrides
+            depth, history = self._param("depth"), self._param("history")
+            if depth is not None:
+                qos.depth = int(depth)
+            if history is not None:
+                qos.history = HistoryPolicy[str(history).upper()]
+        if self.sub is not None:
+            self.node.destroy_subscription(self.sub)
+            self.sub = None
+        self.sub = self.node.create_subscription(
+            self.msg_type, self.topic, self.callback, qos, callback_group=self.group,
+            raw=self.raw, qos_overriding_options=options)
+        self.qos = qos
+        if first and options is not None:
+            rel = self._param("reliability")
+            if rel is not None and ReliabilityPolicy[str(rel).upper()] != qos.reliability:
+                self.qos.reliability = ReliabilityPolicy[str(rel).upper()]
+                self.follow = False     # the user chose with qos_overrides: keep it
+            depth = self._param("depth")
+            if depth is not None:
+                self.qos.depth = int(depth)
+
+    def offered(self) -> list[QoSProfile]:
+        """The QoS every current publisher of the topic offers."""
+        return [i.qos_profile for i in self.node.get_publishers_info_by_topic(self.topic)]
+
+    def poll(self) -> None:
+        """Re-subscribe if the publishers now call for another reliability/durability."""
+        if not self.follow:
+            return
+        offers = self.offered()
+        if self.sub is None and not offers:
+            return
+        want = matching_qos(offers, self.base)
+        have = self.qos
+        if have is not None and (want.reliability, want.durability) == (
+                have.reliability, have.durability):
+            return
+        self._subscribe(want, first=self.sub is None and have is None)
+        if self.on_change is not None:
+            self.on_change(f"{self.topic}: subscribed {describe(self.qos)} "
+                           f"({len(offers)} publisher(s))")
+
+    def destroy(self) -> None:
+        if self._timer is not None:
+            self.node.destroy_timer(self._timer)
+            self._timer = None
+        if self.sub is not None:
+            self.node.destroy_subscription(self.sub)
+            self.sub = None
