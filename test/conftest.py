@@ -35,6 +35,24 @@ def ros_context():
         ctx.try_shutdown()
 
 
+@pytest.fixture
+def ros_context_args():
+    """Factory: a fresh Context initialised with command-line args (e.g. --ros-args
+    --params-file F -r __ns:=/x), shut down after the test."""
+    import rclpy
+
+    made = []
+
+    def make(args):
+        ctx = rclpy.Context()
+        rclpy.init(args=["test"] + list(args), context=ctx, domain_id=DOMAIN_ID)
+        made.append(ctx)
+        return ctx
+    yield make
+    for ctx in made:
+        ctx.try_shutdown()
+
+
 def spin_until(executor, predicate, timeout: float = 5.0, step: float = 0.02) -> bool:
     """Spin `executor` until predicate() is true or `timeout` passes; returns predicate()."""
     deadline = time.monotonic() + timeout

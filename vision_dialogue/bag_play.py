@@ -1,7 +1,8 @@
 """bag_play: publish a rosbag2 back with its original timing (optionally faster) and /clock.
 
 Reads with `rosbags`, publishes the stored CDR bytes unchanged (rclpy `publish(bytes)`), on
-the bag's topic names, with sensor-data QoS on camera topics. While playing it publishes
+the bag's topic names, with the QoS recorded in the bag (`offered_qos_profiles`, as
+`ros2 bag play` does; our nodes' defaults for a bag that has none). While playing it publishes
 `/clock` (rosgraph_msgs/Clock) with the bag time, so nodes started with
 `use_sim_time:=true` follow the recording.
 
@@ -26,7 +27,7 @@ from rclpy.task import Future
 from builtin_interfaces.msg import Time
 from rosgraph_msgs.msg import Clock
 
-from vision_dialogue.bags import CLOCK_TOPIC, BagError, rclpy_qos, rclpy_type
+from vision_dialogue.bags import CLOCK_TOPIC, BagError, rclpy_type, replay_qos
 from vision_dialogue.ros.dds import apply_default_profile
 from vision_dialogue.ros_params import Param, ParameterError, declare_params
 
@@ -81,7 +82,9 @@ class BagPlayer(Node):
                 except BagError as e:
                     self.get_logger().warning(f"skipping {c.topic}: {e}")
                     continue
-                self._pubs[c.topic] = self.create_publisher(cls, c.topic, rclpy_qos(c.topic))
+                offers = list(getattr(c.ext, "offered_qos_profiles", None) or [])
+                self._pubs[c.topic] = self.create_publisher(cls, c.topic,
+                                                            replay_qos(offers, c.topic))
         self._clock_pub = None
         if self.params["clock"]:
             self._clock_pub = self.create_publisher(Clock, CLOCK_TOPIC, QoSProfile(depth=10))

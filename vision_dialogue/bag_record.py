@@ -1,8 +1,9 @@
 """bag_record: write a dialogue session's topics to a rosbag2 (mcap or sqlite3) with `rosbags`.
 
 Subscribes with rclpy `raw=True` (the callback gets the CDR bytes, byte-identical to what
-rosbags writes), stamps each message with its receive time, as `ros2 bag record` does, and
-writes a version-9 bag whose type hashes and definitions `ros2 bag` accepts.
+rosbags writes) with the QoS each topic's publishers offer, stamps each message with its
+receive time, as `ros2 bag record` does, and writes a version-9 bag whose type hashes,
+definitions and offered QoS profiles `ros2 bag` accepts.
 
     bag_record -o runs/session1 [-s mcap|sqlite3] [topic | topic:pkg/msg/Type ...]
     bag_record --ros-args -p output:=runs/session1 -p storage:=sqlite3
@@ -19,10 +20,12 @@ from pathlib import Path
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from vision_dialogue.bags import (SESSION_TOPICS, STORAGE_IDS, BagError, bag_qos, make_typestore,
-                                  parse_topic_spec, rclpy_qos, rclpy_type, storage_plugin)
+from vision_dialogue.bags import (SESSION_TOPICS, STORAGE_IDS, BagError, make_typestore,
+                                  offered_qos, parse_topic_spec, rclpy_type, storage_plugin)
 from vision_dialogue.node_runner import run_node
+from vision_dialogue.ros.qos import FollowingSubscription
 from vision_dialogue.ros_params import Param, ParameterError, declare_params
 
 
@@ -46,7 +49,14 @@ PARAMS = [
 
 
 class BagRecorder(Node):
-    """Records `topics` into a rosbag2 until closed."""
+    """Records `topics` into a rosbag2 until closed.
+
+    Like `ros2 bag record`: each topic is subscribed once it has a publisher, with the QoS
+    its publishers offer (reliable/transient local only if all are; a latched speech_state is
+    recorded), and re-subscribed if the offers change; the offers go into metadata.yaml.
+    Messages are stamped with their receive time (the DDS reception time, or the node clock
+    under use_sim_time), not the time the callback ran.
+    """
 
     def __init__(self, **kwargs):
         super().__init__(kwargs.pop("node_name", "bag_record"), **kwargs)
@@ -55,65 +65,80 @@ class BagRecorder(Node):
         self.path = Path(out)
         if self.path.exists():
             raise ParameterError(f"output={out!r} already exists; choose a new bag directory")
-        specs = [parse_topic_spec(s) for s in self.params["topics"]]
-        self.counts: dict[str, int] = {}
+        self.specs = [parse_topic_spec(s) for s in self.params["topics"]]
+        self._names = [self.resolve_topic_name(topic) for topic, _ in self.specs]
+        self.counts: dict[str, int] = {name: 0 for name in self._names}
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._closed = False
-        group = MutuallyExclusiveCallbackGroup()
-        self._subs = []
-        table = []
-        for i, (topic, msgtype) in enumerate(specs):
-            sub = self.create_subscription(rclpy_type(msgtype), topic, self._make_callback(i),
-                                           rclpy_qos(topic), raw=True, callback_group=group)
-            # fully resolved name, e.g. /robot1/camera/image_raw
-            table.append((sub.topic_name, msgtype, bag_qos(topic)))
-            self.counts[sub.topic_name] = 0
-            self._subs.append(sub)
-        self._names = [name for name, _, _ in table]
         # One thread owns the rosbags Writer (sqlite3 objects must stay in their thread);
         # callbacks only enqueue, so a slow disk never blocks the executor and nothing is lost.
         self._ready = threading.Event()
         self._error: Exception | None = None
-        self._thread = threading.Thread(target=self._write_loop, args=(table,),
-                                        name="bag_record_writer", daemon=True)
+        self._thread = threading.Thread(target=self._write_loop, name="bag_record_writer",
+                                        daemon=True)
         self._thread.start()
         self._ready.wait()
         if self._error is not None:
             raise ParameterError(f"output={out!r}: cannot create bag ({self._error})")
+        # Subscribe only now that the writer is open: nothing waits in a queue meanwhile.
+        group = MutuallyExclusiveCallbackGroup()
+        base = QoSProfile(depth=100, reliability=ReliabilityPolicy.BEST_EFFORT)
+        self._subs = []
+        for i, (topic, msgtype) in enumerate(self.specs):
+            sub = FollowingSubscription(
+                self, rclpy_type(msgtype), topic, self._make_callback(i), base,
+                wait_for_publisher=True, raw=True, overridable=False, callback_group=group,
+                on_change=lambda sub, i=i: self._on_subscribed(i, sub))
+            self._subs.append(sub)
         self.get_logger().info(f"recording {len(self._subs)} topics to {self.path} "
-                               f"({self.params['storage']})")
+                               f"({self.params['storage']}); each is subscribed when it has "
+                               "a publisher")
+
+    def _on_subscribed(self, index: int, sub: FollowingSubscription) -> None:
+        offers = [offered_qos(q) for q in sub.offered()]
+        self._queue.put(("connection", index, offers))
+        self.get_logger().info(sub.status)
 
     def _make_callback(self, index: int):
-        def cb(data: bytes):
-            self._queue.put((index, self.get_clock().now().nanoseconds, data))
+        def cb(data: bytes, info):
+            clock = self.get_clock()
+            t = clock.now().nanoseconds if clock.ros_time_is_active \
+                else int(info["received_timestamp"])
+            self._queue.put(("message", index, (t, data)))
         return cb
 
-    def _write_loop(self, table) -> None:
+    def _write_loop(self) -> None:
         from rosbags.rosbag2 import Writer
         try:
             store = make_typestore()
             writer = Writer(self.path, version=9,
                             storage_plugin=storage_plugin(self.params["storage"]))
             writer.open()
-            conns = [writer.add_connection(name, msgtype, typestore=store,
-                                           offered_qos_profiles=[qos])
-                     for name, msgtype, qos in table]
         except Exception as e:  # noqa: BLE001 - reported to __init__ as a parameter error
             self._error = e
             self._ready.set()
             return
         self._ready.set()
+        conns: dict[int, object] = {}
         try:
             while True:
                 item = self._queue.get()
                 if item is None:
                     break
-                index, t, data = item
+                kind, index, payload = item
+                name = self._names[index]
                 try:
+                    if kind == "connection":
+                        if index not in conns:   # a re-subscription keeps its connection
+                            conns[index] = writer.add_connection(
+                                name, self.specs[index][1], typestore=store,
+                                offered_qos_profiles=payload)
+                        continue
+                    t, data = payload
                     writer.write(conns[index], t, data)
-                    self.counts[self._names[index]] += 1
+                    self.counts[name] += 1
                 except Exception as e:  # noqa: BLE001 - log and keep recording
-                    self.get_logger().error(f"write to {self._names[index]} failed: {e}")
+                    self.get_logger().error(f"write to {name} failed: {e}")
         finally:
             writer.close()
 
@@ -124,7 +149,7 @@ class BagRecorder(Node):
         self._closed = True
         for sub in self._subs:
             try:
-                self.destroy_subscription(sub)
+                sub.destroy()
             except Exception:  # noqa: BLE001 - context already shut down: nothing more arrives
                 pass
         self._queue.put(None)

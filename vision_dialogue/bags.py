@@ -5,8 +5,9 @@
   definitions written into a bag are the ones `ros2 bag` and rclpy expect.
 - `SESSION_TOPICS`: the topics of a dialogue session and their types (relative names, as in
   docs/CONVENTIONS.md).
-- QoS helpers: sensor-data QoS for camera topics, reliable depth 10 elsewhere, both as rclpy
-  profiles and as the rosbags `Qos` records that go into `metadata.yaml`.
+- QoS: what each connection's publishers offered, as rosbags `Qos` records in
+  `metadata.yaml` (`offered_qos`), and back to an rclpy profile for replay (`replay_qos`);
+  our own nodes' defaults (`rclpy_qos`) when a bag recorded none.
 """
 from __future__ import annotations
 
@@ -62,14 +63,6 @@ def make_typestore():
     return store
 
 
-def resolve_topic(topic: str, namespace: str = "/") -> str:
-    """Relative topic -> absolute name in `namespace` (as rclpy resolves it)."""
-    if topic.startswith("/"):
-        return topic
-    ns = "/" + namespace.strip("/") if namespace.strip("/") else ""
-    return f"{ns}/{topic}"
-
-
 def parse_topic_spec(spec: str) -> tuple[str, str]:
     """'topic' (a session topic, also namespaced: /robot1/dialogue/reply) or
     'topic:pkg/msg/Type' -> (topic, type)."""
@@ -109,16 +102,44 @@ def rclpy_qos(topic: str):
 
 
 def bag_qos(topic: str) -> Qos:
-    """The offered QoS recorded in metadata.yaml for `topic` (matches `rclpy_qos`)."""
-    zero = QosTime(sec=0, nsec=0)
-    if is_sensor_topic(topic):
-        rel, depth = QosReliability.BEST_EFFORT, 5
-    else:
-        rel, depth = QosReliability.RELIABLE, 10
-    return Qos(history=QosHistory.KEEP_LAST, depth=depth, reliability=rel,
-               durability=QosDurability.VOLATILE, deadline=zero, lifespan=zero,
-               liveliness=QosLiveliness.AUTOMATIC, liveliness_lease_duration=zero,
-               avoid_ros_namespace_conventions=False)
+    """The offer our own nodes make on `topic`, as a metadata.yaml record."""
+    return offered_qos(rclpy_qos(topic))
+
+
+def _qos_time(d) -> QosTime:
+    ns = int(getattr(d, "nanoseconds", 0) or 0)
+    return QosTime(sec=ns // 1_000_000_000, nsec=ns % 1_000_000_000)
+
+
+def offered_qos(profile) -> Qos:
+    """An rclpy QoSProfile (a publisher's offer) -> the rosbags record for metadata.yaml."""
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, ReliabilityPolicy
+    return Qos(
+        history=QosHistory.KEEP_ALL if profile.history == HistoryPolicy.KEEP_ALL
+        else QosHistory.KEEP_LAST,
+        depth=int(profile.depth),
+        reliability=QosReliability.RELIABLE if profile.reliability == ReliabilityPolicy.RELIABLE
+        else QosReliability.BEST_EFFORT,
+        durability=QosDurability.TRANSIENT_LOCAL
+        if profile.durability == DurabilityPolicy.TRANSIENT_LOCAL else QosDurability.VOLATILE,
+        deadline=_qos_time(profile.deadline), lifespan=_qos_time(profile.lifespan),
+        liveliness=QosLiveliness.AUTOMATIC,
+        liveliness_lease_duration=_qos_time(profile.liveliness_lease_duration),
+        avoid_ros_namespace_conventions=bool(profile.avoid_ros_namespace_conventions))
+
+
+def replay_qos(offers, topic: str):
+    """The QoS to republish a connection with: its recorded offer (reliable and transient
+    local only if every recorded publisher was), else our nodes' default for the topic."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    if not offers:
+        return rclpy_qos(topic)
+    reliable = all(o.reliability == QosReliability.RELIABLE for o in offers)
+    latched = all(o.durability == QosDurability.TRANSIENT_LOCAL for o in offers)
+    return QoSProfile(
+        depth=max(1, max(int(o.depth) for o in offers)),
+        reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
 
 
 def storage_plugin(storage_id: str):

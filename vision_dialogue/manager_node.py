@@ -208,10 +208,12 @@ class ManagerNode(Node):
         base = image_qos(p["image_qos"])
         self.image_subs = [
             FollowingSubscription(self, Image, self.image_topic, self._on_image, base,
-                                  follow=follow, callback_group=frames, on_change=log.info),
+                                  follow=follow, callback_group=frames,
+                                  on_change=lambda sub: log.info(sub.status)),
             FollowingSubscription(self, CompressedImage, self.image_topic + "/compressed",
                                   self._on_compressed, base, follow=follow,
-                                  callback_group=frames, on_change=log.info)]
+                                  callback_group=frames,
+                                  on_change=lambda sub: log.info(sub.status))]
         self.create_subscription(Utterance, "dialogue/utterance", self._on_utterance, 50,
                                  callback_group=ReentrantCallbackGroup(),
                                  qos_overriding_options=overridable)

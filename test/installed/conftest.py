@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from user_env import Installed, build_workspace
+from installed.user_env import Installed, build_workspace
 
 
 @pytest.fixture(scope="session")

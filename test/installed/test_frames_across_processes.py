@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from user_env import stop
+from installed.user_env import stop
 
 DRIVER = Path(__file__).with_name("frame_driver.py")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from user_env import PKG, REPO
+from installed.user_env import PKG, REPO
 
 GENERATED = {"msg", "srv", "action"}
 

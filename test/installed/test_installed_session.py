@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from fake_openai import FakeOpenAI
-from user_env import stop
+from installed.user_env import stop
 
 COLOURS = [(0, 0, 255), (0, 255, 0), (255, 0, 0), (0, 255, 255)]
 

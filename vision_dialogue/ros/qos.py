@@ -64,13 +64,15 @@ class FollowingSubscription:
     def __init__(self, node, msg_type, topic: str, callback: Callable[..., Any], base: QoSProfile,
                  *, follow: bool = True, wait_for_publisher: bool = False,
                  callback_group=None, raw: bool = False, overridable: bool = True,
-                 poll_period: float = 0.25, on_change: Callable[[str], None] | None = None):
+                 poll_period: float = 0.25,
+                 on_change: Callable[["FollowingSubscription"], None] | None = None):
         self.node, self.msg_type, self.callback = node, msg_type, callback
         self.topic = node.resolve_topic_name(topic)
         self.base, self.raw, self.group = base, raw, callback_group
         self.on_change = on_change
         self.sub = None
         self.qos: QoSProfile | None = None
+        self.status = ""          # what the last (re-)subscription chose, for logs
         self.follow = follow
         self._overridable = overridable
         self._timer = None
@@ -97,13 +99,14 @@ class FollowingSubscription:
         if self.sub is not None:
             self.node.destroy_subscription(self.sub)
             self.sub = None
+        asked = qos.reliability   # rclpy applies qos_overrides to `qos` in place
         self.sub = self.node.create_subscription(
             self.msg_type, self.topic, self.callback, qos, callback_group=self.group,
             raw=self.raw, qos_overriding_options=options)
         self.qos = qos
         if first and options is not None:
             rel = self._param("reliability")
-            if rel is not None and ReliabilityPolicy[str(rel).upper()] != qos.reliability:
+            if rel is not None and ReliabilityPolicy[str(rel).upper()] != asked:
                 self.qos.reliability = ReliabilityPolicy[str(rel).upper()]
                 self.follow = False     # the user chose with qos_overrides: keep it
             depth = self._param("depth")
@@ -127,9 +130,10 @@ class FollowingSubscription:
                 have.reliability, have.durability):
             return
         self._subscribe(want, first=self.sub is None and have is None)
+        self.status = (f"{self.topic}: subscribed {describe(self.qos)} "
+                       f"({len(offers)} publisher(s))")
         if self.on_change is not None:
-            self.on_change(f"{self.topic}: subscribed {describe(self.qos)} "
-                           f"({len(offers)} publisher(s))")
+            self.on_change(self)
 
     def destroy(self) -> None:
         if self._timer is not None:

@@ -1,0 +1,42 @@
+"""Shipped parameter files follow ROS conventions: `/**/node_name:` keys, so they apply in
+any namespace (`-r __ns:=/robot1`, a launch file's namespace argument)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+CONFIG = Path(__file__).resolve().parents[1] / "config"
+PARAM_FILES = sorted(p for p in CONFIG.glob("*.yaml")
+                     if "ros__parameters" in p.read_text())
+
+
+@pytest.mark.parametrize("path", PARAM_FILES, ids=lambda p: p.name)
+def test_every_node_key_is_a_wildcard(path):
+    data = yaml.safe_load(path.read_text())
+    for key, value in data.items():
+        assert "ros__parameters" in value, f"{path.name}: {key} has no ros__parameters"
+        assert key.startswith("/**/"), f"{path.name}: key {key!r} is not /**/<node>"
+
+
+def test_manager_yaml_applies_in_a_namespace(ros_context_args, tmp_path):
+    """config/manager.yaml with n: 7, the node in /robot1: n is 7 (a bare key gave the
+    default 4)."""
+    data = yaml.safe_load((CONFIG / "manager.yaml").read_text())
+    node_key = next(iter(data))
+    data[node_key]["ros__parameters"].update(n=7, m=2, transcript_dir="")
+    params = tmp_path / "manager.yaml"
+    params.write_text(yaml.safe_dump(data))
+    ctx = ros_context_args(["--ros-args", "--params-file", str(params),
+                            "-r", "__ns:=/robot1"])
+    from fake_chat_backend import FakeChatBackend
+    from vision_dialogue.manager_node import ManagerNode
+    node = ManagerNode(context=ctx, backend=FakeChatBackend())
+    try:
+        assert node.get_namespace() == "/robot1"
+        assert node.p["n"] == 7 and node.p["m"] == 2
+        assert node.image_topic == "/robot1/camera/image_raw"
+    finally:
+        node.close()
+        node.destroy_node()
