@@ -37,7 +37,7 @@ _vd_prepend PYTHONPATH "$_vd_inst/lib/python$_vd_pyver/site-packages"
 _vd_prepend PATH "$_vd_inst/lib/vision_dialogue"  # manager_node, camera_node, ... as commands
 # Fast DDS with large shared-memory segments (config/fastdds.xml), so raw camera frames reach
 # other processes; the install's environment hook does the same. A profile already set wins.
-if [ -z "${FASTDDS_DEFAULT_PROFILES_FILE:-}" ]; then
+if [ -z "${FASTDDS_DEFAULT_PROFILES_FILE:-}" ] && [ -z "${VD_NO_DDS_PROFILE:-}" ]; then
   export FASTDDS_DEFAULT_PROFILES_FILE="$_vd_root/config/fastdds.xml"
 fi
 if [ "${1:-}" != "--no-install-check" ] && [ ! -d "$_vd_inst/lib/vision_dialogue" ]; then

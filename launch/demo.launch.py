@@ -11,25 +11,26 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import (DeclareLaunchArgument, EmitEvent, RegisterEventHandler,
-                            SetEnvironmentVariable)
+from launch.actions import (DeclareLaunchArgument, EmitEvent, OpaqueFunction,
+                            RegisterEventHandler, SetEnvironmentVariable,
+                            SetLaunchConfiguration)
 from launch.conditions import IfCondition
 from launch.event_handlers import OnProcessExit
 from launch.events import Shutdown
-from launch.substitutions import LaunchConfiguration
+from launch.substitutions import EnvironmentVariable, LaunchConfiguration
 from launch_ros.actions import Node
 
 
-
-def default_video():
-    """The demo video (built from scikit-image's photos if missing), or '' if it cannot be
-    built here (then pass video_path:=...)."""
+def demo_video(context):
+    """At launch time (not for --show-args): build the demo video if video_path is empty."""
+    if context.launch_configurations.get('video_path'):
+        return []
     try:
         from vision_dialogue.demo_assets import ensure_demo_video
-        return str(ensure_demo_video())
+        return [SetLaunchConfiguration('video_path', str(ensure_demo_video()))]
     except Exception as e:  # noqa: BLE001 - e.g. scikit-image not installed on this host
-        print(f'[demo.launch.py] cannot build the demo video ({e}); pass video_path:=...')
-        return ''
+        return [EmitEvent(event=Shutdown(
+            reason=f'cannot build the demo video ({e}); pass video_path:=...'))]
 
 
 def generate_launch_description():
@@ -59,8 +60,8 @@ def generate_launch_description():
     declare_log_level_cmd = DeclareLaunchArgument(
         'log_level', default_value='info', description='Log level (debug, info, warn, error)')
     declare_video_path_cmd = DeclareLaunchArgument(
-        'video_path', default_value=default_video(),
-        description='Video the camera plays (default: the demo video, built if missing)')
+        'video_path', default_value='',
+        description='Video the camera plays (empty: the demo video, built when the demo starts)')
     declare_script_file_cmd = DeclareLaunchArgument(
         'script_file', default_value=os.path.join(share_dir, 'config', 'demo_script.yaml'),
         description='Scripted dialogue the speech node plays')
@@ -113,6 +114,11 @@ def generate_launch_description():
 
     ld = LaunchDescription()
     ld.add_action(SetEnvironmentVariable('RCUTILS_LOGGING_BUFFERED_STREAM', '1'))
+    # Fast DDS with large shared-memory segments, so raw frames cross processes (a profile
+    # the user set already is kept)
+    ld.add_action(SetEnvironmentVariable('FASTDDS_DEFAULT_PROFILES_FILE', EnvironmentVariable(
+        'FASTDDS_DEFAULT_PROFILES_FILE',
+        default_value=os.path.join(share_dir, 'config', 'fastdds.xml'))))
     ld.add_action(declare_namespace_cmd)
     ld.add_action(declare_params_file_cmd)
     ld.add_action(declare_use_sim_time_cmd)
@@ -122,6 +128,7 @@ def generate_launch_description():
     ld.add_action(declare_use_camera_cmd)
     ld.add_action(declare_use_speech_cmd)
     ld.add_action(declare_use_manager_cmd)
+    ld.add_action(OpaqueFunction(function=demo_video))
     ld.add_action(camera_node)
     ld.add_action(speech_node)
     ld.add_action(manager_node)

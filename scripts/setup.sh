@@ -31,11 +31,13 @@ fi
 VPY="$VENV/bin/python"
 
 # Install requirements only when they changed since the last successful install.
-req_files=(requirements/core.txt)
-[ $system_ros = 1 ] || req_files=(requirements/ros-kilted.txt "${req_files[@]}")
+# A system ROS 2 brings rclpy, numpy, OpenCV and PyYAML: install only the pip-only
+# dependencies, never over the system's (constraints below). The wheels setup gets everything.
+if [ $system_ros = 1 ]; then req_files=(requirements/robot.txt)
+else req_files=(requirements/ros-kilted.txt requirements/core.txt); fi
 for extra in ${VD_EXTRAS:-}; do req_files+=("requirements/$extra.txt"); done
 stamp="$VENV/.vd-requirements.sha256"
-want="$(cat "${req_files[@]}" | sha256sum | cut -d' ' -f1)"
+want="$(cat "${req_files[@]}" requirements/robot.txt | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log "installing ${req_files[*]}"
   "$VPY" -m pip install -q --upgrade pip==25.3 2> >(grep -v 'is ignored: it is neither' >&2)
@@ -45,6 +47,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
       2> >(grep -v 'is ignored: it is neither' >&2)
   fi
   args=(); for f in "${req_files[@]}"; do args+=(-r "$f"); done
+  if [ $system_ros = 1 ]; then   # keep the system's numpy/OpenCV/PyYAML as they are
+    "$VPY" -m pip freeze 2>/dev/null | grep -iE '^(numpy|opencv[a-z-]*|pyyaml)==' \
+      > "$VENV/system-constraints.txt" || true
+    args+=(-c "$VENV/system-constraints.txt")
+  fi
   "$VPY" -m pip install -q "${args[@]}" 2> >(grep -v 'is ignored: it is neither' >&2)
   echo "$want" > "$stamp"
 else

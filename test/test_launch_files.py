@@ -80,6 +80,16 @@ class LaunchConfiguration:
         self.variable_name, self.default = variable_name, default
 
 
+class EnvironmentVariable:
+    def __init__(self, name, *, default_value=""):
+        self.name, self.default_value = name, default_value
+
+
+class SetLaunchConfiguration:
+    def __init__(self, name, value, **kwargs):
+        self.name, self.value = name, value
+
+
 class IfCondition:
     def __init__(self, predicate_expression):
         self.predicate_expression = predicate_expression
@@ -167,10 +177,12 @@ def launch_api(monkeypatch, tmp_path):
         "launch.actions": _module("launch.actions", DeclareLaunchArgument=DeclareLaunchArgument,
                                   SetEnvironmentVariable=SetEnvironmentVariable,
                                   EmitEvent=EmitEvent, RegisterEventHandler=RegisterEventHandler,
-                                  OpaqueFunction=OpaqueFunction),
+                                  OpaqueFunction=OpaqueFunction,
+                                  SetLaunchConfiguration=SetLaunchConfiguration),
         "launch.conditions": _module("launch.conditions", IfCondition=IfCondition),
         "launch.substitutions": _module("launch.substitutions",
-                                        LaunchConfiguration=LaunchConfiguration),
+                                        LaunchConfiguration=LaunchConfiguration,
+                                        EnvironmentVariable=EnvironmentVariable),
         "launch.event_handlers": _module("launch.event_handlers", OnProcessExit=OnProcessExit),
         "launch.events": _module("launch.events", Shutdown=Shutdown),
         "launch_ros": _module("launch_ros"),
@@ -202,8 +214,19 @@ class Evaluated:
         assert not unknown, f"undeclared launch arguments {unknown}"
         self.config = {n: d.default_value for n, d in self.declared.items()}
         self.config.update(args)
+        self.env: dict = {}
+        context = types.SimpleNamespace(launch_configurations=self.config)
+        for e in ld.entities:     # executed in order, as `ros2 launch` runs them
+            if isinstance(e, OpaqueFunction):
+                for action in e.function(context) or []:
+                    if isinstance(action, SetLaunchConfiguration):
+                        self.config[action.name] = action.value
+            elif isinstance(e, SetEnvironmentVariable):
+                self.env[e.name] = self.value(e.value)
 
     def value(self, sub):
+        if isinstance(sub, EnvironmentVariable):
+            return self.env.get(sub.name, sub.default_value)
         if isinstance(sub, LaunchConfiguration):
             assert sub.variable_name in self.config, f"{sub.variable_name} is not declared"
             return self.config[sub.variable_name]
@@ -266,8 +289,20 @@ def test_camera_topics_remap_as_a_pair(launch_api, setup):
                           "camera/image_raw/compressed": "/usb_cam/image_raw/compressed"}
 
 
+@pytest.mark.parametrize("setup", sorted(SETUPS))
+def test_launch_sets_the_dds_profile_unless_set(launch_api, setup):
+    ev = Evaluated(load_description(setup))
+    assert Path(ev.env["FASTDDS_DEFAULT_PROFILES_FILE"]) == REPO / "config" / "fastdds.xml"
+    ld = load_description(setup)
+    entity = next(e for e in ld.entities if isinstance(e, SetEnvironmentVariable)
+                  and e.name == "FASTDDS_DEFAULT_PROFILES_FILE")
+    assert isinstance(entity.value, EnvironmentVariable)        # the user's value is kept
+    assert entity.value.name == "FASTDDS_DEFAULT_PROFILES_FILE"
+
+
 def test_demo_launch_paths_and_end_of_script(launch_api, tmp_path):
     ld = load_description("demo")
+    assert not (tmp_path / "demo").exists(), "video built while describing the launch"
     ev = Evaluated(ld)
     nodes = {n.executable: n for n in ev.started()}
     video = Path(ev.value(nodes["camera_node"].parameters[1]["video_path"]))

@@ -5,7 +5,8 @@ Fast DDS' default shared-memory segment (0.5 MB) is smaller than one 640x480 bgr
 processes on one host mostly never arrive. `config/fastdds.xml` uses 8 MB segments, which
 carry frames up to 1920x1080 bgr8 (`MAX_FRAME_BYTES`). It is the default wherever we start
 processes (env.sh, the install's environment hook, bringup, the launch files, every node's
-main); a profile the user chose (FASTDDS_DEFAULT_PROFILES_FILE already set) always wins.
+main); a profile the user chose (FASTDDS_DEFAULT_PROFILES_FILE already set) always wins, and
+VD_NO_DDS_PROFILE=1 keeps Fast DDS' own defaults.
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 
 PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"
 PROFILE_NAME = "fastdds.xml"
+#: set (e.g. VD_NO_DDS_PROFILE=1) to keep Fast DDS' own defaults (benchmark baseline)
+OPT_OUT_ENV = "VD_NO_DDS_PROFILE"
 #: shared-memory segment size in config/fastdds.xml; one raw frame must fit in it
 SEGMENT_BYTES = 32 * 1024 * 1024
 #: the largest raw frame that crosses processes reliably with the profile (1920x1080 bgr8)
@@ -44,6 +47,8 @@ def apply_default_profile(env: dict | None = None) -> str | None:
     env = os.environ if env is None else env
     if env.get(PROFILE_ENV):
         return env[PROFILE_ENV]
+    if env.get(OPT_OUT_ENV):
+        return None
     p = profile_path()
     if p is None:
         return None
