@@ -16,6 +16,8 @@ from rclpy.qos_overriding_options import QoSOverridingOptions
 
 #: choices of an image subscription's QoS parameter (e.g. the manager's `image_qos`)
 IMAGE_QOS_CHOICES = ("auto", "sensor_data", "reliable")
+#: frames an image subscription holds while the executor is busy (a driver keeps 5-10)
+IMAGE_DEPTH = 10
 
 
 def image_qos(choice: str) -> QoSProfile:
@@ -23,7 +25,7 @@ def image_qos(choice: str) -> QoSProfile:
     if choice == "reliable":
         return QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
     return QoSProfile(history=qos_profile_sensor_data.history,
-                      depth=qos_profile_sensor_data.depth,
+                      depth=IMAGE_DEPTH,
                       reliability=qos_profile_sensor_data.reliability,
                       durability=qos_profile_sensor_data.durability)
 
@@ -31,7 +33,7 @@ def image_qos(choice: str) -> QoSProfile:
 def matching_qos(offered: list[QoSProfile], base: QoSProfile) -> QoSProfile:
     """`base` with reliability and durability raised as far as every offer allows:
     RELIABLE only if all publishers are reliable, TRANSIENT_LOCAL only if all are (rosbag2's
-    rule). With no publisher, `base` unchanged."""
+    rule), and a depth no smaller than any publisher's. With no publisher, `base` unchanged."""
     q = QoSProfile(history=base.history, depth=base.depth, reliability=base.reliability,
                    durability=base.durability)
     if not offered:
@@ -42,8 +44,9 @@ def matching_qos(offered: list[QoSProfile], base: QoSProfile) -> QoSProfile:
     q.durability = (DurabilityPolicy.TRANSIENT_LOCAL
                     if all(o.durability == DurabilityPolicy.TRANSIENT_LOCAL for o in offered)
                     else DurabilityPolicy.VOLATILE)
-    if q.history == HistoryPolicy.KEEP_LAST:
-        q.depth = max(q.depth, 1)
+    if q.history == HistoryPolicy.KEEP_LAST:   # hold at least what a publisher keeps
+        q.depth = max([q.depth, 1] + [int(o.depth) for o in offered
+                                      if o.history == HistoryPolicy.KEEP_LAST])
     return q
 
 
