@@ -40,7 +40,6 @@ class FrameIntake:
         self._cv = threading.Condition()
         self._seen: collections.deque = collections.deque(maxlen=64)
         self._last_accepted = -float("inf")
-        self._busy = False
         self._closed = False
         self.received = self.accepted = self.duplicates = 0
         self.skipped = self.dropped = self.rejected = 0
@@ -62,14 +61,11 @@ class FrameIntake:
     def _run(self) -> None:
         while True:
             with self._cv:
-                self._busy = False
-                self._cv.notify_all()
                 while not self._items and not self._closed:
                     self._cv.wait()
                 if self._closed:
                     return
                 item = self._items.popleft()
-                self._busy = True
             try:
                 self._take(*item)
             except Exception as e:  # noqa: BLE001 - the worker outlives any one frame
@@ -96,11 +92,6 @@ class FrameIntake:
         self._last_accepted = arrived
         self.accepted += 1
         self._add(bgr, stamp_ns)
-
-    def wait_idle(self, timeout: float = 5.0) -> bool:
-        """Until every offered frame is handled (tests, shutdown)."""
-        with self._cv:
-            return self._cv.wait_for(lambda: not self._items and not self._busy, timeout)
 
     def close(self, timeout: float = 2.0) -> None:
         with self._cv:
