@@ -58,8 +58,11 @@ def make_video(path: Path, seconds: float = 4.0) -> None:
 
 
 class FurhatFeedPublisher:
-    """Stands in for the robot: ZeroMQ PUB on 127.0.0.1 sending a real-photo 640x480 JPEG and
-    a user-data JSON alternately at FPS."""
+    """Stands in for the robot.
+
+    ZeroMQ PUB on 127.0.0.1 sending a real-photo 640x480 JPEG and a user-data JSON alternately at
+    FPS.
+    """
 
     def __init__(self):
         import cv2
@@ -118,7 +121,7 @@ def run_child(variant: str, video: str, seconds: float, warmup: float,
             import cv2
             from sensor_msgs.msg import CompressedImage, Image
 
-            from vision_dialogue.image_msgs import stamp_from_ns
+            from vision_dialogue.ros.image_msgs import stamp_from_ns
             img = frame.image
             stamp = stamp_from_ns(frame.stamp_ns)
             m = Image()
@@ -134,13 +137,15 @@ def run_child(variant: str, video: str, seconds: float, warmup: float,
             self.frames_published += 1
 
     class MemorySourceNode(CameraNode):
-        """The shipped publish path fed from frames already in memory (with their JPEG), so
-        only the node's own cost is measured: pacing, conversion, publishing, transport."""
+        """The shipped publish path fed from frames already in memory (with their JPEG).
+
+        So only the node's own cost is measured: pacing, conversion, publishing, transport.
+        """
 
         def _make_source(self):
             import cv2
 
-            from vision_dialogue.camera_sources import CameraSource, Frame
+            from vision_dialogue.camera.sources import CameraSource, Frame
             cap = cv2.VideoCapture(video)
             frames = []
             while len(frames) < 30:
@@ -208,7 +213,7 @@ def measure(variant: str, video: Path, seconds: float, warmup: float) -> dict:
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import CompressedImage, Image
 
-    from vision_dialogue.image_msgs import stamp_to_ns
+    from vision_dialogue.ros.image_msgs import stamp_to_ns
 
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
@@ -282,7 +287,8 @@ def main() -> int:
     node, naive, furhat, pub_only = rows
     print(f"camera_node benchmark: {WIDTH}x{HEIGHT} @ {FPS:g} fps, raw + JPEG, "
           f"{a.seconds:g} s window, {os.cpu_count()} CPUs (shared)")
-    hdr = (f"{'variant':<12}{'CPU %core':>10}{'(sys)':>7}{'pub fps':>9}{'CPU ms/fr':>11}{'recv fps':>10}"
+    hdr = (f"{'variant':<12}{'CPU %core':>10}{'(sys)':>7}{'pub fps':>9}{'CPU ms/fr':>11}"
+           f"{'recv fps':>10}"
            f"{'jpg recv':>9}"
            f"{'raw p50':>9}{'raw p95':>9}{'jpg p50':>9}{'jpg p95':>9}")
     print(hdr)

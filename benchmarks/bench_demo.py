@@ -1,5 +1,7 @@
-"""Benchmark of the demo: reply latency per turn, time to the first streamed sentence, and
-(optionally) setup time from a fresh clone.
+"""Benchmark of the demo.
+
+Reply latency per turn, time to the first streamed sentence, and (optionally) setup time from a
+fresh clone.
 
 Runs `bringup demo` in this process (camera on the demo video, the scripted dialogue, the
 manager on the embedded local model, as README command 1 does) with a watcher node on
@@ -78,11 +80,13 @@ class TurnWatch:
 
 
 def run_demo(args, tmp: Path):
-    """Run the demo until the script ends (or --turns replies);
-    returns (turns, the manager's backend, startup seconds, fake server or None)."""
+    """Run the demo until the script ends (or --turns replies).
+
+    Returns (turns, the manager's backend, startup seconds, fake server or None).
+    """
     import rclpy
     from rclpy.parameter import Parameter  # noqa: F401
-    from vision_dialogue import bringup
+    from vision_dialogue.cli import bringup
 
     setup, params_file, keys = bringup.resolve("demo", args.params_file, None)
     llm = bringup.llm_overrides(args.llm, args.base_url, args.model)
@@ -94,7 +98,7 @@ def run_demo(args, tmp: Path):
         os.environ.setdefault("OPENAI_API_KEY", "bench-key")
         llm = bringup.llm_overrides("openai", fake.base_url, "fake-vlm")
         llm["supports_images"] = True
-    overrides = bringup.node_overrides(setup, params_file, keys, llm)
+    overrides = bringup.setup_overrides(setup, params_file, keys, llm)
     overrides.setdefault("manager", {})["transcript_dir"] = str(tmp / "transcripts")
     t0 = time.monotonic()
     with rclpy.init(args=["bench"] + bringup.ros_args(params_file, "", args.log_level)):
@@ -170,7 +174,7 @@ def main(argv=None) -> int:
         turns, backend, startup, fake = run_demo(args, Path(tmp))
     if not turns:
         print("no turn completed", file=sys.stderr)
-    from vision_dialogue.bringup import load_node_params, SETUPS, share_dir  # noqa: F401
+    from vision_dialogue.cli.bringup import load_node_params, SETUPS, share_dir  # noqa: F401
     max_tokens = load_node_params(share_dir("config") / "demo_setup.yaml",
                                   "manager_node").get("max_reply_tokens", 60)
     base = baseline(backend, turns, max_tokens)

@@ -80,9 +80,9 @@ def prompt_tokens(tokenizer, messages) -> int:
 
 
 def bench_model(args) -> dict | None:
-    from vision_dialogue.core.local_llm import TransformersChatBackend
-    from vision_dialogue.default_model import (VARIANTS, ModelSetupError, default_cache_root,
-                                               ensure_default_model)
+    from vision_dialogue.llm.transformers_backend import TransformersChatBackend
+    from vision_dialogue.llm.default_model import (VARIANTS, ModelSetupError,
+                                                   default_cache_root, ensure_default_model)
 
     try:
         VARIANTS["0.5b"].part_paths()
@@ -149,7 +149,7 @@ def test_frames():
 
 
 def bench_perception(reps: int) -> dict:
-    from vision_dialogue.perception import DETECTORS, FrameObserver
+    from vision_dialogue.perception.observer import DETECTORS, FrameObserver
 
     frames = test_frames()
     variants = {

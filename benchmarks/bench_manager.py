@@ -45,6 +45,7 @@ SUMMARY = "The person smiled and waved at me from the door."
 
 class TimedLLM:
     """Fake LLM: fixed latency per kind; records time spent inside calls per thread."""
+
     supports_images = True
 
     def __init__(self, reply_s=0.02, summary_s=0.02):
@@ -81,8 +82,11 @@ class TimedLLM:
 
 
 class NaiveManager:
-    """Baseline: one lock around everything, inline summaries, unbounded dialogue,
-    every frame re-encoded on every turn."""
+    """Baseline.
+
+    One lock around everything, inline summaries, unbounded dialogue, every frame re-encoded on
+    every turn.
+    """
 
     def __init__(self, llm, persona, n=4, m=3, policy=ImagePolicy()):
         self.llm, self.persona, self.n, self.m, self.pol = llm, persona, n, m, policy

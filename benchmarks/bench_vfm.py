@@ -1,10 +1,12 @@
-"""Per-tool latency of the VFM tools on CPU with tiny random models (built offline), and the
-cost of the first call (lazy loading + inference) against later calls.
+"""Per-tool latency of the VFM tools on CPU with tiny random models (built offline).
+
+And the cost of the first call (lazy loading + inference) against later calls.
 
     source env.sh && python benchmarks/bench_vfm.py [--repeats 3] [--steps 2] [--size 64]
 
 Prints a table and one JSON line. The baseline is each tool's own warm (later-call) median,
-measured in the same run; `first_over_warm` is first-call time / warm median."""
+measured in the same run; `first_over_warm` is first-call time / warm median.
+"""
 from __future__ import annotations
 
 import argparse

@@ -8,4 +8,4 @@ VD_EXTRAS="${VD_EXTRAS:-model}" "$ROOT/scripts/setup.sh"
 # shellcheck source=/dev/null
 source "$ROOT/env.sh"
 cd "$ROOT"
-exec python -m vision_dialogue.bringup demo "$@"
+exec python -m vision_dialogue.cli.bringup demo "$@"

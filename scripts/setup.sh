@@ -65,6 +65,8 @@ if [ $system_ros = 0 ]; then
 fi
 
 log "colcon build"
+# A symlink install keeps links to files that were moved or deleted since: drop them.
+[ -d "$ROOT/install" ] && find "$ROOT/install" -xtype l -delete
 # shellcheck source=/dev/null
 source "$ROOT/env.sh" --no-install-check
 colcon --log-base "$ROOT/log" build --base-paths "$ROOT" --build-base "$ROOT/build" \

@@ -1,5 +1,7 @@
-"""Shared test fixtures: source tree first on sys.path, an isolated ROS domain, and a fresh
-rclpy Context per test."""
+"""Shared test fixtures.
+
+Source tree first on sys.path, an isolated ROS domain, and a fresh rclpy Context per test.
+"""
 from __future__ import annotations
 
 import os
@@ -22,6 +24,9 @@ DOMAIN_ID = int(os.environ.get("VD_TEST_DOMAIN_ID", random.randint(30, 200)))
 os.environ["ROS_DOMAIN_ID"] = str(DOMAIN_ID)
 
 
+from fake_openai import fake_openai  # noqa: E402, F401 - a fixture for every test module
+
+
 @pytest.fixture
 def ros_context():
     """A fresh, initialised rclpy Context (shut down after the test)."""
@@ -37,8 +42,10 @@ def ros_context():
 
 @pytest.fixture
 def ros_context_args():
-    """Factory: a fresh Context initialised with command-line args (e.g. --ros-args
-    --params-file F -r __ns:=/x), shut down after the test."""
+    """Factory: a fresh Context initialised with command-line args (e.g.
+
+    --ros-args --params-file F -r __ns:=/x), shut down after the test.
+    """
     import rclpy
 
     made = []
@@ -70,8 +77,11 @@ def spin():
 
 @pytest.fixture(autouse=True)
 def _restore_ros_log_level():
-    """`--ros-args --log-level X` (e.g. an in-process bringup) sets the process-wide default
-    logger level; put it back so later tests see the usual INFO logs."""
+    """`--ros-args --log-level X` (e.g.
+
+    an in-process bringup) sets the process-wide default logger level; put it back so later tests
+    see the usual INFO logs.
+    """
     yield
     import rclpy.logging
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 
-from vision_dialogue.core.backend import BackendError
+from vision_dialogue.llm.base import BackendError
 
 
 def kind_of(messages) -> str:

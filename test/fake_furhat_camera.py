@@ -1,5 +1,7 @@
-"""A fake Furhat camera feed: a ZeroMQ PUB on 127.0.0.1 that sends JPEG frames and JSON user
-data alternately, like the robot's external camera feed on port 3000.
+"""A fake Furhat camera feed.
+
+A ZeroMQ PUB on 127.0.0.1 that sends JPEG frames and JSON user data alternately, like the robot's
+external camera feed on port 3000.
 
 Frames encode their index in the pixel values (`frame_value(i)`), so a test can tell which
 frame it received after JPEG compression. Use either the explicit `send_*` calls from one

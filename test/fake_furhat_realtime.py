@@ -1,6 +1,6 @@
 """A fake Furhat Realtime API server (websocket on 127.0.0.1) for tests.
 
-It speaks the event protocol of vision_dialogue.furhat_realtime.EVENTS: checks the auth key,
+It speaks the event protocol of vision_dialogue.furhat.realtime.EVENTS: checks the auth key,
 records every request, echoes `request_id`, answers speech with speak.start/speak.end after
 `speak_seconds` (or at once with aborted=True on speak.stop / an abort), answers listens from
 a script (`hear`: a list of texts; "" means silence -> listen.end only), and serves a real
@@ -125,7 +125,8 @@ class FakeFurhatRealtime:
             state["speech"] = stop
 
             def speak():
-                send({"type": "response.speak.start", "text": event.get("text"), "request_id": rid})
+                send({"type": "response.speak.start", "text": event.get("text"),
+                      "request_id": rid})
                 aborted = stop.wait(self.speak_seconds)
                 send({"type": "response.speak.end", "text": event.get("text"),
                       "aborted": aborted, "request_id": rid})

@@ -23,9 +23,8 @@ Usage::
     # or compute each reply from the request:
     fake.responder = lambda req: "Summary." if "summar" in str(req["messages"]) else "Hi!"
 
-As a pytest fixture: ``from fake_openai import fake_openai`` in a test module (or a
-conftest) makes the ``fake_openai`` fixture available (a started ``FakeOpenAI``, closed after
-the test).
+As a pytest fixture: test/conftest.py makes ``fake_openai`` available to every test (a
+started ``FakeOpenAI``, closed after the test).
 
 Reply resolution for each chat request: the next queued reply if the queue is not empty,
 else ``responder(request_json)`` if set, else ``default_reply`` ("OK."). A reply may be
@@ -347,8 +346,8 @@ def _make_handler(fake: FakeOpenAI):
             if calls:
                 message["tool_calls"] = calls
             finish = reply.finish_reason or ("tool_calls" if calls else "stop")
-            return {"id": fake._next_id(), "object": "chat.completion", "created": int(time.time()),
-                    "model": model,
+            return {"id": fake._next_id(), "object": "chat.completion",
+                    "created": int(time.time()), "model": model,
                     "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
 
@@ -362,13 +361,14 @@ def _make_handler(fake: FakeOpenAI):
 
             events: list[dict] = [chunk({"role": "assistant", "content": ""})]
             if reply.text:
-                for piece in (reply.chunks if reply.chunks is not None else _split_words(reply.text)):
+                pieces = reply.chunks if reply.chunks is not None else _split_words(reply.text)
+                for piece in pieces:
                     events.append(chunk({"content": piece}))
             for k, tc in enumerate(self._tool_calls(reply)):
                 args = tc["function"]["arguments"]
-                events.append(chunk({"tool_calls": [{"index": k, "id": tc["id"], "type": "function",
-                                                     "function": {"name": tc["function"]["name"],
-                                                                  "arguments": ""}}]}))
+                events.append(chunk({"tool_calls": [{
+                    "index": k, "id": tc["id"], "type": "function",
+                    "function": {"name": tc["function"]["name"], "arguments": ""}}]}))
                 step = max(1, len(args) // 3)
                 for a in range(0, len(args), step):
                     events.append(chunk({"tool_calls": [{"index": k, "function": {

@@ -1,5 +1,8 @@
-"""bag_record / bag_play: round trips through mcap and sqlite3 bags, type hashes, timing,
-/clock and rate scaling, with real rclpy nodes in-process."""
+"""bag_record / bag_play.
+
+Round trips through mcap and sqlite3 bags, type hashes, timing, /clock and rate scaling, with real
+rclpy nodes in-process.
+"""
 from __future__ import annotations
 
 import time
@@ -14,9 +17,10 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from vision_dialogue.bags import (CLOCK_TYPE, SESSION_TOPICS, BagError, bag_qos, make_typestore,
-                                  parse_topic_spec, rclpy_qos, rclpy_type, read_messages)
-from vision_dialogue.ros_params import ParameterError
+from vision_dialogue.cli.bags import (CLOCK_TYPE, SESSION_TOPICS, BagError, bag_qos,
+                                      make_typestore, parse_topic_spec, rclpy_qos, rclpy_type,
+                                      read_messages)
+from vision_dialogue.ros.params import ParameterError
 
 TYPES = sorted(set(SESSION_TOPICS.values()) | {CLOCK_TYPE})
 
@@ -69,7 +73,7 @@ def test_topic_specs():
 
 def _session_msgs():
     from sensor_msgs.msg import CompressedImage, Image  # noqa: F401
-    from vision_dialogue.image_msgs import stamp_from_ns, to_compressed_msg, to_image_msg
+    from vision_dialogue.ros.image_msgs import stamp_from_ns, to_compressed_msg, to_image_msg
     from vision_dialogue.msg import Reply, Utterance
     rng = np.random.default_rng(5)
     img = rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)
@@ -86,7 +90,7 @@ def _session_msgs():
 
 @pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
 def test_record_round_trip(ros_context, spin, tmp_path, storage):
-    from vision_dialogue.bag_record import BagRecorder
+    from vision_dialogue.cli.bag_record import BagRecorder
     out = tmp_path / f"bag_{storage}"
     rec = BagRecorder(context=ros_context, namespace="/robot1", parameter_overrides=[
         Parameter("output", Parameter.Type.STRING, str(out)),
@@ -142,7 +146,7 @@ def test_record_round_trip(ros_context, spin, tmp_path, storage):
 
 
 def test_record_rejects_bad_params(ros_context, tmp_path):
-    from vision_dialogue.bag_record import BagRecorder
+    from vision_dialogue.cli.bag_record import BagRecorder
     (tmp_path / "exists").mkdir()
     with pytest.raises(ParameterError, match="^output="):
         BagRecorder(context=ros_context, parameter_overrides=[
@@ -162,27 +166,29 @@ def _write_bag(path: Path, storage: str, spacing_s: float, count: int):
     """A bag with `count` utterances `spacing_s` apart plus one image, written by rosbags."""
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rclpy.serialization import serialize_message
-    from vision_dialogue.image_msgs import to_image_msg
+    from vision_dialogue.ros.image_msgs import to_image_msg
     from vision_dialogue.msg import Utterance
     store = make_typestore()
     plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
     t0 = 1_000_000_000_000
     with Writer(path, version=9, storage_plugin=plugin) as w:
         cu = w.add_connection("/dialogue/utterance", "vision_dialogue/msg/Utterance",
-                              typestore=store, offered_qos_profiles=[bag_qos("dialogue/utterance")])
+                              typestore=store,
+                              offered_qos_profiles=[bag_qos("dialogue/utterance")])
         ci = w.add_connection("/camera/image_raw", "sensor_msgs/msg/Image", typestore=store,
                               offered_qos_profiles=[bag_qos("camera/image_raw")])
         img = to_image_msg(np.full((8, 8, 3), 7, np.uint8), frame_id="cam")
         w.write(ci, t0, serialize_message(img))
         for i in range(count):
-            w.write(cu, t0 + int(i * spacing_s * 1e9), serialize_message(Utterance(text=f"line {i}")))
+            w.write(cu, t0 + int(i * spacing_s * 1e9),
+                    serialize_message(Utterance(text=f"line {i}")))
     return t0
 
 
 def _play(ros_context, spin, bag: Path, rate: float, **extra):
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import Image
-    from vision_dialogue.bag_play import BagPlayer
+    from vision_dialogue.cli.bag_play import BagPlayer
     from vision_dialogue.msg import Utterance
     sink = Node("sink", context=ros_context)
     got, clocks, images = [], [], []
@@ -240,7 +246,7 @@ def test_play_timing_clock_and_rate(ros_context, spin, tmp_path, storage):
 
 
 def test_play_loop_topics_and_no_clock(ros_context, spin, tmp_path):
-    from vision_dialogue.bag_play import BagPlayer
+    from vision_dialogue.cli.bag_play import BagPlayer
     bag = tmp_path / "bag"
     _write_bag(bag, "mcap", spacing_s=0.02, count=3)
     from vision_dialogue.msg import Utterance
@@ -271,7 +277,7 @@ def test_play_loop_topics_and_no_clock(ros_context, spin, tmp_path):
 
 
 def test_play_rejects_bad_params(ros_context, tmp_path):
-    from vision_dialogue.bag_play import BagPlayer
+    from vision_dialogue.cli.bag_play import BagPlayer
     with pytest.raises(ParameterError, match="^bag="):
         BagPlayer(context=ros_context, parameter_overrides=[
             Parameter("bag", value=str(tmp_path / "missing"))])
@@ -286,9 +292,11 @@ def test_play_rejects_bad_params(ros_context, tmp_path):
 
 
 def test_play_waits_for_subscribers(ros_context, spin, tmp_path):
-    """With wait_for_subscribers, nothing is published (and so nothing lost) before a
-    subscriber exists; the first message then goes out once one has matched."""
-    from vision_dialogue.bag_play import BagPlayer
+    """With wait_for_subscribers, nothing is published (or lost) before a subscriber exists.
+
+    The first message goes out once one has matched.
+    """
+    from vision_dialogue.cli.bag_play import BagPlayer
     from vision_dialogue.msg import Utterance
     bag = tmp_path / "bag"
     _write_bag(bag, "sqlite3", spacing_s=0.01, count=3)
@@ -317,7 +325,7 @@ def test_play_waits_for_subscribers(ros_context, spin, tmp_path):
 
 
 def test_cli_arguments():
-    from vision_dialogue import bag_play, bag_record
+    from vision_dialogue.cli import bag_play, bag_record
     rec = {p.name: p.value for p in bag_record.parse_cli(
         ["-o", "out", "-s", "sqlite3", "dialogue/reply", "/x:std_msgs/msg/String"])}
     assert rec == {"output": "out", "storage": "sqlite3",

@@ -1,5 +1,8 @@
-"""bringup: the setup table, every setup YAML against the real nodes' declared parameters,
-and starting/stopping setups in one process and as processes."""
+"""bringup.
+
+The setup table, every setup YAML against the real nodes' declared parameters, and
+starting/stopping setups in one process and as processes.
+"""
 from __future__ import annotations
 
 import configparser
@@ -21,8 +24,9 @@ from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 
 from conftest import DOMAIN_ID, REPO
-from vision_dialogue import bringup
-from vision_dialogue.bringup import NODES, SETUPS, BringupError
+from vision_dialogue.cli import bringup, setups
+from vision_dialogue.cli.bringup import BringupError
+from vision_dialogue.cli.setups import NODES, SETUPS
 
 CONFIG = REPO / "config"
 
@@ -34,20 +38,17 @@ def console_scripts() -> dict[str, str]:
     return {k.strip(): v.strip() for k, v in (ln.split("=", 1) for ln in lines)}
 
 
-def node_class_or_skip(key: str):
+def node_class(key: str):
     spec = NODES[key]
-    try:
-        module = importlib.import_module(spec.module)
-    except ModuleNotFoundError as e:
-        if e.name == spec.module:
-            pytest.skip(f"{spec.module} is not written yet (another engineer's part)")
-        raise
-    return getattr(module, spec.class_name)
+    return getattr(importlib.import_module(spec.module), spec.class_name)
 
 
 def fakes_for(key: str) -> dict:
-    """Process-boundary fakes for building a node in a test: the manager gets an in-process
-    chat backend (no model load, no network); the speech node gets empty in/out streams."""
+    """Process-boundary fakes for building a node in a test.
+
+    The manager gets an in-process chat backend (no model load, no network); the speech node gets
+    empty in/out streams.
+    """
     if key == "manager":
         from fake_chat_backend import FakeChatBackend
         return {"backend": FakeChatBackend(supports_images=False),
@@ -59,7 +60,7 @@ def fakes_for(key: str) -> dict:
 
 
 def yaml_node_params(path: Path, executable: str) -> dict:
-    return bringup.load_node_params(path, executable)
+    return setups.load_node_params(path, executable)
 
 
 def child_env() -> dict:
@@ -119,14 +120,16 @@ CASES = [(s, k) for s in sorted(SETUPS) for k in SETUPS[s].nodes]
 
 @pytest.mark.parametrize("setup_name,key", CASES)
 def test_every_yaml_parameter_is_declared_by_its_node(setup_name, key, tmp_path, monkeypatch):
-    """Load the setup YAML with --params-file, build the real node class in that context,
-    and check that each parameter in the YAML is declared (an undeclared one would be
-    silently ignored by ROS) and took the YAML's value."""
-    cls = node_class_or_skip(key)
+    """Every parameter in a setup YAML is declared by its node and takes the YAML's value.
+
+    Loads the YAML with --params-file and builds the real node class in that context (an
+    undeclared parameter would be silently ignored by ROS).
+    """
+    cls = node_class(key)
     setup, path, exe = _params_case(setup_name, key)
     monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
     given = yaml_node_params(path, exe)
-    extra = bringup.node_overrides(setup, path, (key,)).get(key, {})
+    extra = setups.node_overrides(setup, path, (key,)).get(key, {})
     ctx = rclpy.Context()
     rclpy.init(context=ctx, domain_id=DOMAIN_ID,
                args=["x", "--ros-args", "--params-file", str(path)])
@@ -182,7 +185,7 @@ def test_bad_cli_input_gives_clear_errors(tmp_path, capsys):
 def test_demo_overrides_and_dry_run(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
     setup, path, keys = bringup.resolve("demo", None, None)
-    over = bringup.node_overrides(setup, path, keys)
+    over = setups.node_overrides(setup, path, keys)
     video = Path(over["camera"]["video_path"])
     assert video.is_file() and video.parent == tmp_path / "demo"
     assert over["speech"]["script_file"] == str(CONFIG / "demo_script.yaml")
@@ -190,7 +193,7 @@ def test_demo_overrides_and_dry_run(tmp_path, monkeypatch, capsys):
     own = tmp_path / "own.yaml"
     own.write_text(yaml.safe_dump({"/**/camera_node": {"ros__parameters": {
         "source": "video", "video_path": "/data/v.avi"}}}))
-    assert "camera" not in bringup.node_overrides(setup, own, ("camera",))
+    assert "camera" not in setups.node_overrides(setup, own, ("camera",))
     assert bringup.main(["bringup", "demo", "--dry-run", "--namespace", "r1",
                          "--nodes", "camera", "--log-level", "debug"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
@@ -210,9 +213,12 @@ def _frame_sink(ctx, topic):
 
 
 def test_in_process_start_and_stop(tmp_path, monkeypatch, spin):
-    """The demo camera (a real video source) runs in-process from the setup YAML, frames
-    arrive in the namespace, and stop()/shutdown() leave no node behind."""
-    node_class_or_skip("camera")
+    """The demo camera runs in-process from the setup YAML.
+
+    Frames from its real video source arrive in the namespace, and stop()/shutdown() leave no
+    node behind.
+    """
+    node_class("camera")
     monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
     params = tmp_path / "fast.yaml"
     data = yaml.safe_load((CONFIG / "demo_setup.yaml").read_text())
@@ -281,9 +287,11 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("mode,sig", [("processes", signal.SIGINT),
                                       ("in-process", signal.SIGTERM)])
 def test_cli_runs_and_stops_cleanly(ros_context, tmp_path, mode, sig):
-    """`python -m vision_dialogue.bringup demo --nodes camera [--processes]` publishes frames,
-    and Ctrl-C (SIGINT) / SIGTERM stops it with exit code 0 and no process left behind."""
-    node_class_or_skip("camera")
+    """`bringup demo --nodes camera [--processes]` publishes frames and stops cleanly.
+
+    Ctrl-C (SIGINT) / SIGTERM stop it with exit code 0 and no process left behind.
+    """
+    node_class("camera")
     params = tmp_path / "fast.yaml"
     data = yaml.safe_load((CONFIG / "demo_setup.yaml").read_text())
     cam = data["/**/camera_node"]["ros__parameters"]
@@ -295,7 +303,7 @@ def test_cli_runs_and_stops_cleanly(ros_context, tmp_path, mode, sig):
     env = child_env()
     env["VD_DEMO_DIR"] = str(tmp_path / "demo")
     ns = f"cli_{mode.replace('-', '_')}"
-    cmd = [sys.executable, "-m", "vision_dialogue.bringup", "demo", "--nodes", "camera",
+    cmd = [sys.executable, "-m", "vision_dialogue.cli.bringup", "demo", "--nodes", "camera",
            "--params-file", str(params), "--namespace", ns, "--log-level", "warn"]
     if mode == "processes":
         cmd.append("--processes")
@@ -303,7 +311,8 @@ def test_cli_runs_and_stops_cleanly(ros_context, tmp_path, mode, sig):
                             stderr=subprocess.STDOUT, text=True)
     try:
         got = _wait_for_frames(ros_context, f"/{ns}/camera/image_raw", proc=proc)
-        assert got, f"no frames; bringup said:\n{proc.stdout.read() if proc.poll() is not None else ''}"
+        said = proc.stdout.read() if proc.poll() is not None else ""
+        assert got, f"no frames; bringup said:\n{said}"
         kids = _children(proc.pid)
         if mode == "processes":
             assert len(kids) == 1, kids
@@ -339,11 +348,13 @@ def test_process_group_stops_all_when_one_exits():
 
 @pytest.mark.parametrize("mode", ["in-process", "processes"])
 def test_demo_runs_to_the_end_of_its_script(tmp_path, mode):
-    """The whole demo (video camera + scripted speech + manager), with a fake OpenAI server as
-    the LLM: every scripted line gets a streamed reply, the transcript is saved, and the end of
-    the script stops bringup by itself with exit code 0."""
+    """The whole demo runs to the end of its script with a fake OpenAI server as the LLM.
+
+    Video camera + scripted speech + manager: every scripted line gets a streamed reply, the
+    transcript is saved, and the end of the script stops bringup by itself with exit code 0.
+    """
     for key in ("camera", "speech", "manager"):
-        node_class_or_skip(key)
+        node_class(key)
     from fake_openai import FakeOpenAI
     script = yaml.safe_load((CONFIG / "demo_script.yaml").read_text())
     lines = [item["say"] for item in script["items"]]
@@ -351,9 +362,9 @@ def test_demo_runs_to_the_end_of_its_script(tmp_path, mode):
     env["VD_DEMO_DIR"] = str(tmp_path / "demo")
     env["OPENAI_API_KEY"] = "test-key"
     with FakeOpenAI(responder=lambda req: "I see you. You wear a suit.") as fake:
-        cmd = [sys.executable, "-m", "vision_dialogue.bringup", "demo", "--llm", "openai",
-               "--base-url", fake.base_url, "--model", "fake-vlm", "--namespace", f"demo_{mode[:2]}",
-               "--log-level", "warn"]
+        cmd = [sys.executable, "-m", "vision_dialogue.cli.bringup", "demo", "--llm", "openai",
+               "--base-url", fake.base_url, "--model", "fake-vlm",
+               "--namespace", f"demo_{mode[:2]}", "--log-level", "warn"]
         if mode == "processes":
             cmd.append("--processes")
         proc = subprocess.run(cmd, env=env, cwd=str(tmp_path), capture_output=True, text=True,

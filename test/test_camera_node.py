@@ -1,5 +1,8 @@
-"""camera_node in-process with real rclpy: a subscriber node in the same Context receives what
-it publishes. Sources are files the tests write and a fake Furhat ZeroMQ feed on 127.0.0.1."""
+"""camera_node in-process with real rclpy.
+
+A subscriber node in the same Context receives what it publishes. Sources are files the tests write
+and a fake Furhat ZeroMQ feed on 127.0.0.1.
+"""
 from __future__ import annotations
 
 import time
@@ -16,9 +19,9 @@ from sensor_msgs.msg import CompressedImage, Image
 from conftest import spin_until
 from fake_furhat_camera import FakeFurhatCamera, frame_index, make_frame_jpeg
 from vision_dialogue.camera_node import CameraNode
-from vision_dialogue.image_msgs import from_compressed_msg, from_image_msg, stamp_to_ns
+from vision_dialogue.ros.image_msgs import from_compressed_msg, from_image_msg, stamp_to_ns
 from vision_dialogue.msg import DetectedUsers
-from vision_dialogue.ros_params import ParameterError
+from vision_dialogue.ros.params import ParameterError
 
 
 def value_index(img) -> int:

@@ -1,5 +1,8 @@
-"""Camera sources on files the tests write with OpenCV, and the Furhat ZeroMQ feed against a
-fake PUB on 127.0.0.1. Frame indices are encoded in pixel values (10 * index)."""
+"""Camera sources on files the tests write with OpenCV, and the Furhat ZeroMQ feed.
+
+The feed runs against a fake PUB on 127.0.0.1. Frame indices are encoded in pixel values
+(10 * index).
+"""
 from __future__ import annotations
 
 import json
@@ -10,10 +13,11 @@ import numpy as np
 import pytest
 
 from fake_furhat_camera import FakeFurhatCamera, frame_index
-from vision_dialogue.camera_sources import (EndOfStream, FurhatFeedSource, ImageFolderSource,
-                                            SourceError, VideoFileSource, WebcamSource,
-                                            make_source)
-from vision_dialogue.furhat_camera import FurhatCameraFeed, parse_user_data, users_to_msg
+from vision_dialogue.camera.sources import (EndOfStream, ImageFolderSource, SourceError,
+                                            VideoFileSource, WebcamSource, make_source)
+from vision_dialogue.furhat.camera_sources import FurhatFeedSource
+from vision_dialogue.furhat.camera_feed import FurhatCameraFeed, parse_user_data
+from vision_dialogue.ros.furhat_msgs import users_to_msg
 
 
 def value_index(img) -> int:
@@ -266,7 +270,7 @@ def test_feed_source_unreachable_robot_times_out():
 
 def test_furhat_realtime_source_against_fake_websocket_server():
     from fake_furhat_realtime import FakeFurhatRealtime
-    from vision_dialogue.camera_sources import FurhatRealtimeSource
+    from vision_dialogue.furhat.camera_sources import FurhatRealtimeSource
 
     fake = FakeFurhatRealtime(key="k").start()
     try:

@@ -1,5 +1,8 @@
-"""Shipped parameter files follow ROS conventions: `/**/node_name:` keys, so they apply in
-any namespace (`-r __ns:=/robot1`, a launch file's namespace argument)."""
+"""Shipped parameter files follow ROS conventions.
+
+`/**/node_name:` keys, so they apply in any namespace (`-r __ns:=/robot1`, a launch file's
+namespace argument).
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,8 +24,7 @@ def test_every_node_key_is_a_wildcard(path):
 
 
 def test_manager_yaml_applies_in_a_namespace(ros_context_args, tmp_path):
-    """config/manager.yaml with n: 7, the node in /robot1: n is 7 (a bare key gave the
-    default 4)."""
+    """config/manager.yaml with n: 7, the node in /robot1: n is 7 (a bare key gave 4)."""
     data = yaml.safe_load((CONFIG / "manager.yaml").read_text())
     node_key = next(iter(data))
     data[node_key]["ros__parameters"].update(n=7, m=2, transcript_dir="")

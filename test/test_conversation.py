@@ -1,5 +1,8 @@
-"""Conversation: prompt order, image sizes in the prompt, persona notes, text-only frames,
-streaming, fallback, transcript."""
+"""Conversation.
+
+Prompt order, image sizes in the prompt, persona notes, text-only frames, streaming, fallback,
+transcript.
+"""
 import base64
 import json
 import time
@@ -10,7 +13,7 @@ import pytest
 from skimage import data
 
 from fake_chat_backend import FakeChatBackend
-from vision_dialogue.core.backend import BackendError
+from vision_dialogue.llm.base import BackendError
 from vision_dialogue.core.conversation import Conversation, ConversationConfig, clean_reply
 from vision_dialogue.core.images import ImagePolicy
 from vision_dialogue.core.persona import PersonaError, load_persona
@@ -81,8 +84,10 @@ def test_no_frames_and_dark_frames_keep_character():
 
 
 def test_bracketed_notes_are_never_spoken():
-    """Small models sometimes read out the prompt's [memory notes]; they are filtered, also
-    when a note spans several streamed sentences."""
+    """Small models sometimes read out the prompt's [memory notes].
+
+    They are filtered, also when a note spans several streamed sentences.
+    """
     from vision_dialogue.core.conversation import NoteFilter, clean_reply
 
     assert clean_reply("[Your eyes are closed.] Hi! I like your hat 😀.") == "Hi! I like your hat ."
@@ -105,8 +110,10 @@ def test_bracketed_notes_are_never_spoken():
 
 
 def test_summaries_wait_for_a_running_turn():
-    """A frame summary that becomes due while a reply is being generated waits for the reply
-    (a local model runs one generation at a time), then runs."""
+    """A summary that becomes due during a reply waits for the reply, then runs.
+
+    A local model runs one generation at a time.
+    """
     import threading
     gate = threading.Event()
     order = []
@@ -297,8 +304,8 @@ def test_clean_reply():
 
 
 def test_make_backend_factory():
-    from vision_dialogue.core.backends import make_backend
-    from vision_dialogue.core.llm_client import OpenAIChatBackend
+    from vision_dialogue.llm.factory import make_backend
+    from vision_dialogue.llm.openai_backend import OpenAIChatBackend
     be = make_backend("openai", base_url="http://127.0.0.1:9/v1", model="m1", timeout=3.0,
                       max_retries=1, supports_images=False)
     assert isinstance(be, OpenAIChatBackend)
@@ -311,7 +318,7 @@ def test_make_backend_factory():
 def test_conversation_over_the_openai_client_and_fake_server():
     """The core with the real OpenAI client against the fake server: streamed sentences."""
     from fake_openai import FakeOpenAI
-    from vision_dialogue.core.backends import make_backend
+    from vision_dialogue.llm.factory import make_backend
     with FakeOpenAI(default_reply="Hello! I see you.") as fake:
         be = make_backend("openai", base_url=fake.base_url, model="fake-vlm", max_retries=0)
         c = conv(be)

@@ -1,5 +1,8 @@
-"""ensure_default_model: joining, hashing, caching, locking and errors, on small fake parts
-(real importable part modules in a temp dir); the real model only with VD_RUN_MODEL_TESTS=1."""
+"""ensure_default_model.
+
+Joining, hashing, caching, locking and errors, on small fake parts (real importable part modules in
+a temp dir); the real model only with VD_RUN_MODEL_TESTS=1.
+"""
 from __future__ import annotations
 
 import hashlib
@@ -13,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from vision_dialogue import default_model as dm
-from vision_dialogue.default_model import (MARKER, VARIANTS, ModelSetupError, ModelVariant,
-                                           ensure_default_model)
+from vision_dialogue.llm import default_model as dm
+from vision_dialogue.llm.default_model import (MARKER, VARIANTS, ModelSetupError,
+                                               ModelVariant, ensure_default_model)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -135,7 +138,7 @@ def test_conversion_failure_is_clear_and_leaves_nothing(tmp_path, fake_variant, 
 
 
 def test_unpinned_variant_checks_gguf_magic_and_records_hash(tmp_path, monkeypatch,
-                                                            fake_variant):
+                                                             fake_variant):
     _, calls = fake_variant
     site, modules = _make_parts(tmp_path / "u", f"vd26_unpinned_{time.monotonic_ns()}_")
     monkeypatch.syspath_prepend(site)
@@ -230,7 +233,7 @@ def _parts_installed() -> bool:
                            "pip install -r requirements/model.txt")
 def test_real_default_model_answers():
     os.environ["HF_HUB_OFFLINE"] = "1"
-    from vision_dialogue.core.local_llm import TransformersChatBackend
+    from vision_dialogue.llm.transformers_backend import TransformersChatBackend
 
     path = ensure_default_model()
     marker = json.loads((Path(path) / MARKER).read_text())

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fake_furhat_realtime import FakeFurhatRealtime
-from vision_dialogue.furhat_realtime import (FurhatAuthError, FurhatRealtimeClient,
+from vision_dialogue.furhat.realtime import (FurhatAuthError, FurhatRealtimeClient,
                                              FurhatRealtimeError, FurhatRealtimeTimeout)
 
 pytestmark = pytest.mark.timeout(30)

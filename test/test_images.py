@@ -55,6 +55,7 @@ def test_each_size_is_encoded_once(monkeypatch):
         b = pol.part(f, False)["image_url"]["url"]
     assert len(calls) == 2
     assert a is pol.part(f, True)["image_url"]["url"]     # the very same cached string
+    assert b is pol.part(f, False)["image_url"]["url"]
 
 
 def test_downscale_never_enlarges_and_keeps_aspect():

@@ -1,11 +1,11 @@
 """The launch/ files, without `launch` (not installable here).
 
-1. Static: parse each file's AST; every Node names package vision_dialogue and an executable
-   that is a console script with a node module/class; the arguments nav2-style launch files
-   declare are there, with descriptions; the setup YAML matches bringup's table.
+1. Static: every setup launch file includes bringup.launch.py with its own `setup`; the
+   base file's Node is built for executables that are console scripts with a node class.
 2. Evaluated: run generate_launch_description() against small stand-ins for the launch API
    (same names and keyword signatures as launch/launch_ros, so a typo or a wrong keyword
-   fails), resolve the LaunchConfigurations, and check the nodes that would start, their
+   fails), follow the include, resolve the LaunchConfigurations, run the OpaqueFunction as
+   `ros2 launch` does at launch time, and check the nodes that would start, their
    parameters files, use_sim_time, log level, namespace, remappings and conditions.
 """
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
-import inspect
 import sys
 import types
 from pathlib import Path
@@ -22,10 +21,11 @@ import pytest
 
 from conftest import REPO
 from test_bringup import console_scripts
-from vision_dialogue.bringup import NODES, SETUPS
+from vision_dialogue.cli.setups import NODES, SETUPS, load_node_params, start_order
 
 LAUNCH = REPO / "launch"
-REQUIRED_ARGS = {"namespace", "params_file", "use_sim_time", "log_level"}
+BASE = LAUNCH / "bringup.launch.py"
+REQUIRED_ARGS = {"namespace", "params_file", "use_sim_time", "log_level", "use_respawn"}
 EXE_TO_KEY = {spec.executable: key for key, spec in NODES.items()}
 
 
@@ -42,36 +42,26 @@ def _kw(call, name):
 
 
 @pytest.mark.parametrize("setup", sorted(SETUPS))
-def test_launch_file_static(setup):
+def test_setup_launch_file_includes_the_base_with_its_setup(setup):
     path = LAUNCH / SETUPS[setup].launch_file
     tree = ast.parse(path.read_text(), str(path))
+    (include,) = _calls(tree, "IncludeLaunchDescription")
+    texts = {n.value for n in ast.walk(include) if isinstance(n, ast.Constant)}
+    assert "bringup.launch.py" in texts and setup in texts and "setup" in texts
+    assert not _calls(tree, "Node"), "setup files start nodes only through the base file"
+
+
+def test_base_launch_file_node_is_complete():
+    tree = ast.parse(BASE.read_text(), str(BASE))
+    (call,) = _calls(tree, "Node")
+    assert _kw(call, "package").value == "vision_dialogue"
+    for kw in ("parameters", "arguments", "namespace", "remappings", "condition", "name",
+               "respawn", "executable"):
+        assert _kw(call, kw) is not None, f"Node without {kw}="
     scripts = console_scripts()
-    exes = []
-    for call in _calls(tree, "Node"):
-        pkg, exe = _kw(call, "package"), _kw(call, "executable")
-        assert isinstance(pkg, ast.Constant) and pkg.value == "vision_dialogue"
-        assert isinstance(exe, ast.Constant), "executable must be a literal"
-        exes.append(exe.value)
-        assert exe.value in scripts, f"{exe.value} is not a console script in setup.cfg"
-        module = scripts[exe.value].split(":")[0]
-        assert (REPO / (module.replace(".", "/") + ".py")).is_file(), module
-        mod = importlib.import_module(module)
-        assert inspect.isclass(getattr(mod, NODES[EXE_TO_KEY[exe.value]].class_name, None))
-        for kw in ("parameters", "arguments", "namespace", "remappings", "condition", "name"):
-            assert _kw(call, kw) is not None, f"{exe.value}: Node without {kw}="
-    assert sorted(exes) == sorted(NODES[k].executable for k in SETUPS[setup].nodes)
-    declared = {}
-    for call in _calls(tree, "DeclareLaunchArgument"):
-        name = call.args[0].value if call.args else _kw(call, "name").value
-        desc = _kw(call, "description")
-        assert isinstance(desc, ast.Constant) and desc.value.strip(), f"{name}: no description"
-        declared[name] = call
-    assert REQUIRED_ARGS <= set(declared), REQUIRED_ARGS - set(declared)
-    for key in SETUPS[setup].nodes:
-        assert f"use_{key}" in declared, f"no use_{key} argument"
-    yamls = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
-             and isinstance(n.value, str) and n.value.endswith("_setup.yaml")}
-    assert yamls == {SETUPS[setup].params_file}
+    for spec in NODES.values():     # every executable the base file may start
+        assert scripts[spec.executable] == f"{spec.module}:main"
+        assert hasattr(importlib.import_module(spec.module), spec.class_name)
 
 
 # ------------------------------------------------------------------------ launch stand-ins
@@ -116,6 +106,17 @@ class SetEnvironmentVariable:
 class EmitEvent:
     def __init__(self, *, event, **kwargs):
         self.event = event
+
+
+class PythonLaunchDescriptionSource:
+    def __init__(self, launch_file_path):
+        self.launch_file_path = launch_file_path
+
+
+class IncludeLaunchDescription:
+    def __init__(self, launch_description_source, *, launch_arguments=None, **kwargs):
+        self.launch_description_source = launch_description_source
+        self.launch_arguments = list(launch_arguments or [])
 
 
 class RegisterEventHandler:
@@ -175,11 +176,15 @@ def launch_api(monkeypatch, tmp_path):
     mods = {
         "launch": _module("launch", LaunchDescription=LaunchDescription),
         "launch.actions": _module("launch.actions", DeclareLaunchArgument=DeclareLaunchArgument,
+                                  IncludeLaunchDescription=IncludeLaunchDescription,
                                   SetEnvironmentVariable=SetEnvironmentVariable,
                                   EmitEvent=EmitEvent, RegisterEventHandler=RegisterEventHandler,
                                   OpaqueFunction=OpaqueFunction,
                                   SetLaunchConfiguration=SetLaunchConfiguration),
         "launch.conditions": _module("launch.conditions", IfCondition=IfCondition),
+        "launch.launch_description_sources": _module(
+            "launch.launch_description_sources",
+            PythonLaunchDescriptionSource=PythonLaunchDescriptionSource),
         "launch.substitutions": _module("launch.substitutions",
                                         LaunchConfiguration=LaunchConfiguration,
                                         EnvironmentVariable=EnvironmentVariable),
@@ -196,31 +201,48 @@ def launch_api(monkeypatch, tmp_path):
     return mods
 
 
-def load_description(setup):
-    path = LAUNCH / SETUPS[setup].launch_file
-    spec = importlib.util.spec_from_file_location(f"launch_{setup}", path)
+def load_file(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.generate_launch_description()
 
 
-class Evaluated:
-    """A launch description with its arguments resolved (defaults, then `args`)."""
+def load_description(setup):
+    """The setup file's description, with its include followed.
 
-    def __init__(self, ld, **args):
-        self.ld = ld
-        self.declared = {e.name: e for e in ld.entities if isinstance(e, DeclareLaunchArgument)}
-        unknown = set(args) - set(self.declared)
+    (base description, the include's launch arguments).
+    """
+    ld = load_file(LAUNCH / SETUPS[setup].launch_file, f"launch_{setup}")
+    (include,) = ld.entities
+    assert isinstance(include, IncludeLaunchDescription)
+    base = Path(include.launch_description_source.launch_file_path)
+    assert base == BASE
+    return load_file(base, "launch_base"), dict(include.launch_arguments)
+
+
+class Evaluated:
+    """A setup's launch, evaluated.
+
+    Arguments resolved (defaults, the include's, `args`), environment set and the OpaqueFunction
+    run, in order, as `ros2 launch` does.
+    """
+
+    def __init__(self, setup, **args):
+        self.ld, included = load_description(setup)
+        self.declared = {e.name: e for e in self.ld.entities
+                         if isinstance(e, DeclareLaunchArgument)}
+        unknown = (set(args) | set(included)) - set(self.declared)
         assert not unknown, f"undeclared launch arguments {unknown}"
         self.config = {n: d.default_value for n, d in self.declared.items()}
+        self.config.update(included)
         self.config.update(args)
         self.env: dict = {}
+        self.actions: list = []
         context = types.SimpleNamespace(launch_configurations=self.config)
-        for e in ld.entities:     # executed in order, as `ros2 launch` runs them
+        for e in self.ld.entities:
             if isinstance(e, OpaqueFunction):
-                for action in e.function(context) or []:
-                    if isinstance(action, SetLaunchConfiguration):
-                        self.config[action.name] = action.value
+                self.actions += list(e.function(context) or [])
             elif isinstance(e, SetEnvironmentVariable):
                 self.env[e.name] = self.value(e.value)
 
@@ -236,7 +258,7 @@ class Evaluated:
 
     def started(self) -> list[Node]:
         out = []
-        for e in self.ld.entities:
+        for e in self.actions:
             if isinstance(e, Node):
                 cond = e.kwargs.get("condition")
                 if cond is None or self.value(cond.predicate_expression).lower() in ("true", "1"):
@@ -244,11 +266,21 @@ class Evaluated:
         return out
 
 
+def test_base_arguments_are_declared_with_descriptions(launch_api):
+    ld = load_file(BASE, "launch_base")
+    declared = {e.name: e for e in ld.entities if isinstance(e, DeclareLaunchArgument)}
+    assert REQUIRED_ARGS <= set(declared)
+    assert {f"use_{k}" for k in NODES} <= set(declared)
+    for name, d in declared.items():
+        assert d.description and d.description.strip(), f"{name}: no description"
+
+
 @pytest.mark.parametrize("setup", sorted(SETUPS))
 def test_launch_defaults_match_bringup(launch_api, setup):
-    ev = Evaluated(load_description(setup))
+    ev = Evaluated(setup)
     started = ev.started()
-    assert [n.executable for n in started] == [NODES[k].executable for k in SETUPS[setup].nodes]
+    assert [n.executable for n in started] == [NODES[k].executable for k in
+                                               start_order(SETUPS[setup].nodes)]
     for node in started:
         assert node.package == "vision_dialogue" and node.name == node.executable
         params_file = ev.value(node.parameters[0])
@@ -258,6 +290,7 @@ def test_launch_defaults_match_bringup(launch_api, setup):
         assert extra["use_sim_time"] == "false"
         assert [ev.value(a) for a in node.arguments] == ["--ros-args", "--log-level", "info"]
         assert ev.value(node.namespace) == ""
+        assert ev.value(node.kwargs["respawn"]) == "false"
         # every parameter a launch file sets is one the node declares
         module = importlib.import_module(NODES[EXE_TO_KEY[node.executable]].module)
         names = {p.name for p in module.PARAMS} | {"use_sim_time"}
@@ -266,7 +299,7 @@ def test_launch_defaults_match_bringup(launch_api, setup):
 
 @pytest.mark.parametrize("setup", sorted(SETUPS))
 def test_launch_arguments_reach_every_node(launch_api, setup):
-    ev = Evaluated(load_description(setup), namespace="robot7", use_sim_time="true",
+    ev = Evaluated(setup, namespace="robot7", use_sim_time="true",
                    log_level="debug", params_file="/tmp/my.yaml")
     for node in ev.started():
         assert ev.value(node.namespace) == "robot7"
@@ -274,7 +307,7 @@ def test_launch_arguments_reach_every_node(launch_api, setup):
         assert ev.value(node.parameters[1]["use_sim_time"]) == "true"
         assert [ev.value(a) for a in node.arguments] == ["--ros-args", "--log-level", "debug"]
     for key in SETUPS[setup].nodes:
-        ev = Evaluated(load_description(setup), **{f"use_{key}": "false"})
+        ev = Evaluated(setup, **{f"use_{key}": "false"})
         exes = [n.executable for n in ev.started()]
         assert NODES[key].executable not in exes
         assert len(exes) == len(SETUPS[setup].nodes) - 1
@@ -282,7 +315,7 @@ def test_launch_arguments_reach_every_node(launch_api, setup):
 
 @pytest.mark.parametrize("setup", ["standalone", "furhat"])
 def test_camera_topics_remap_as_a_pair(launch_api, setup):
-    ev = Evaluated(load_description(setup), image_topic="/usb_cam/image_raw")
+    ev = Evaluated(setup, image_topic="/usb_cam/image_raw")
     for node in ev.started():
         remaps = {ev.value(a): ev.value(b) for a, b in node.remappings}
         assert remaps == {"camera/image_raw": "/usb_cam/image_raw",
@@ -291,30 +324,45 @@ def test_camera_topics_remap_as_a_pair(launch_api, setup):
 
 @pytest.mark.parametrize("setup", sorted(SETUPS))
 def test_launch_sets_the_dds_profile_unless_set(launch_api, setup):
-    ev = Evaluated(load_description(setup))
+    ev = Evaluated(setup)
     assert Path(ev.env["FASTDDS_DEFAULT_PROFILES_FILE"]) == REPO / "config" / "fastdds.xml"
-    ld = load_description(setup)
-    entity = next(e for e in ld.entities if isinstance(e, SetEnvironmentVariable)
+    entity = next(e for e in ev.ld.entities if isinstance(e, SetEnvironmentVariable)
                   and e.name == "FASTDDS_DEFAULT_PROFILES_FILE")
     assert isinstance(entity.value, EnvironmentVariable)        # the user's value is kept
     assert entity.value.name == "FASTDDS_DEFAULT_PROFILES_FILE"
 
 
 def test_demo_launch_paths_and_end_of_script(launch_api, tmp_path):
-    ld = load_description("demo")
+    load_description("demo")
     assert not (tmp_path / "demo").exists(), "video built while describing the launch"
-    ev = Evaluated(ld)
+    ev = Evaluated("demo")
     nodes = {n.executable: n for n in ev.started()}
     video = Path(ev.value(nodes["camera_node"].parameters[1]["video_path"]))
     assert video.is_file() and video.parent == tmp_path / "demo"
     script = Path(ev.value(nodes["speech_node"].parameters[1]["script_file"]))
     assert script == REPO / "config" / "demo_script.yaml" and script.is_file()
-    handlers = [e.event_handler for e in ld.entities if isinstance(e, RegisterEventHandler)]
+    handlers = [e.event_handler for e in ev.actions if isinstance(e, RegisterEventHandler)]
     assert len(handlers) == 1 and isinstance(handlers[0], OnProcessExit)
     assert handlers[0].target_action is nodes["speech_node"]
     (emit,) = handlers[0].on_exit
     assert isinstance(emit, EmitEvent) and isinstance(emit.event, Shutdown)
     # the setup YAML makes the speech node exit at the end of the script
-    from vision_dialogue.bringup import load_node_params
     assert load_node_params(REPO / "config" / "demo_setup.yaml",
                             "speech_node")["exit_when_done"] is True
+    # launch arguments win over the setup's fill-ins; other setups end with nobody
+    mine = Evaluated("demo", video_path="/data/clip.mp4", script_file="/data/s.yaml")
+    nodes = {n.executable: n for n in mine.started()}
+    assert nodes["camera_node"].parameters[1]["video_path"] == "/data/clip.mp4"
+    assert nodes["speech_node"].parameters[1]["script_file"] == "/data/s.yaml"
+    assert not [e for e in Evaluated("standalone").actions
+                if isinstance(e, RegisterEventHandler)]
+
+
+def test_unknown_setup_shuts_the_launch_down(launch_api):
+    ld = load_file(BASE, "launch_base")
+    config = {e.name: e.default_value for e in ld.entities
+              if isinstance(e, DeclareLaunchArgument)}
+    config["setup"] = "nope"
+    (fn,) = [e for e in ld.entities if isinstance(e, OpaqueFunction)]
+    (emit,) = fn.function(types.SimpleNamespace(launch_configurations=config))
+    assert isinstance(emit.event, Shutdown) and "unknown setup 'nope'" in emit.event.reason

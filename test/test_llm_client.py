@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from fake_openai import FakeOpenAI, Reply, fake_openai  # noqa: F401  (fixture)
-from vision_dialogue.core.backend import BackendError, ChatBackend
-from vision_dialogue.core.llm_client import LLMRequestError, OpenAIChatBackend, ToolCall
+from fake_openai import Reply
+from vision_dialogue.llm.base import BackendError, ChatBackend
+from vision_dialogue.llm.openai_backend import LLMRequestError, OpenAIChatBackend, ToolCall
 
 KEY_ENV = "VD_TEST_LLM_KEY"
 SECRET = "sk-test-Zq8SECRETvalue123456"
@@ -122,7 +122,7 @@ def test_stream_closed_early_does_not_hang(fake_openai, make_backend):
 
 
 def test_retries_on_500_and_429_then_success(fake_openai, make_backend, caplog):
-    caplog.set_level(logging.WARNING, logger="vision_dialogue.core.llm_client")
+    caplog.set_level(logging.WARNING, logger="vision_dialogue.llm.openai_backend")
     fake_openai.push(500, 429, "Finally.")
     sleeps = []
     b = make_backend(max_retries=2, backoff=0.5, sleeps=sleeps)
@@ -156,7 +156,7 @@ def test_no_retry_on_client_errors(fake_openai, make_backend, status):
 def test_backend_error_after_exhausting_retries(fake_openai, make_backend, caplog):
     fake_openai.push(500, 502, 503, "too late")
     sleeps = []
-    with caplog.at_level(logging.ERROR, logger="vision_dialogue.core.llm_client"):
+    with caplog.at_level(logging.ERROR, logger="vision_dialogue.llm.openai_backend"):
         with pytest.raises(BackendError) as info:
             make_backend(max_retries=2, backoff=0.2, sleeps=sleeps).complete(MSGS)
     err = info.value

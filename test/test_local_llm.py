@@ -15,9 +15,9 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from vision_dialogue.core.backend import BackendError, ChatBackend  # noqa: E402
-from vision_dialogue.core.local_llm import TransformersChatBackend  # noqa: E402
-from vision_dialogue.core.sentences import split_sentences  # noqa: E402
+from vision_dialogue.llm.base import BackendError, ChatBackend  # noqa: E402
+from vision_dialogue.llm.transformers_backend import TransformersChatBackend  # noqa: E402
+from vision_dialogue.llm.sentences import split_sentences  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 

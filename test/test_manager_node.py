@@ -1,5 +1,8 @@
-"""ManagerNode in-process with rclpy: a real publisher node in the same context, the manager
-talking to the fake OpenAI-compatible server on 127.0.0.1."""
+"""ManagerNode in-process with rclpy.
+
+A real publisher node in the same context, the manager talking to the fake OpenAI-compatible server
+on 127.0.0.1.
+"""
 import json
 import threading
 import time
@@ -16,10 +19,10 @@ from skimage import data
 
 from conftest import spin_until
 from fake_openai import FakeOpenAI, Reply
-from vision_dialogue.image_msgs import to_compressed_msg, to_image_msg
+from vision_dialogue.ros.image_msgs import to_compressed_msg, to_image_msg
 from vision_dialogue.manager_node import ManagerNode
 from vision_dialogue.msg import PromptState, Reply as ReplyMsg, Utterance
-from vision_dialogue.ros_params import ParameterError
+from vision_dialogue.ros.params import ParameterError
 
 REPLY = "Hello there. I like your jacket! What is your name?"
 
@@ -217,7 +220,7 @@ def test_invalid_parameters_raise_naming_the_parameter(ros_context, over, name):
     with pytest.raises(ParameterError) as e:
         ManagerNode(context=ros_context, parameter_overrides=[
             Parameter(k, value=v) for k, v in {"base_url": "http://127.0.0.1:9/v1",
-                                              "transcript_dir": "", **over}.items()])
+                                               "transcript_dir": "", **over}.items()])
     assert str(e.value).startswith(name)
 
 

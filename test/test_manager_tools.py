@@ -1,7 +1,9 @@
-"""The manager with use_tools=true, in-process with rclpy: the REAL VfmServer (weight-free
-`canny` only), the fake OpenAI-compatible server on 127.0.0.1 programmed to call tools, and a
-test node publishing frames / utterances / shared images and listening to replies and tool
-images."""
+"""The manager with use_tools=true, in-process with rclpy.
+
+The REAL VfmServer (weight-free `canny` only), the fake OpenAI-compatible server on 127.0.0.1
+programmed to call tools, and a test node publishing frames / utterances / shared images and
+listening to replies and tool images.
+"""
 from __future__ import annotations
 
 import json
@@ -20,10 +22,10 @@ from skimage import data
 
 from conftest import spin_until
 from fake_openai import FakeOpenAI, Reply
-from vision_dialogue.image_msgs import from_image_msg, to_image_msg
+from vision_dialogue.ros.image_msgs import from_image_msg, to_image_msg
 from vision_dialogue.manager_node import ManagerNode
 from vision_dialogue.msg import Reply as ReplyMsg, Utterance
-from vision_dialogue.ros_params import ParameterError
+from vision_dialogue.ros.params import ParameterError
 from vision_dialogue.vfm_server import VfmServer
 
 FINAL = "I traced all the edges for you. They look like a drawing!"
@@ -297,8 +299,10 @@ def test_server_that_appears_later_is_picked_up_at_the_next_turn(ros_context, fa
 
 
 class SlowImageServer:
-    """A stand-in for the VFM server's vfm/image_to_image that never finishes on its own
-    (real rclpy ActionServer in the same context): it waits until the goal is cancelled."""
+    """A stand-in vfm/image_to_image that never finishes on its own.
+
+    A real rclpy ActionServer in the same context; it waits until the goal is cancelled.
+    """
 
     def __init__(self, ctx):
         from rclpy.action import ActionServer, CancelResponse

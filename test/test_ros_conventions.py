@@ -1,6 +1,8 @@
-"""ROS conventions a user relies on: image_transport naming under remapping, a latched
-prompt_state, QoS that follows a stock driver, qos_overrides, node-clock (sim time) stamps,
-and bags that keep each publisher's QoS."""
+"""ROS conventions a user relies on.
+
+Image_transport naming under remapping, a latched prompt_state, QoS that follows a stock driver,
+qos_overrides, node-clock (sim time) stamps, and bags that keep each publisher's QoS.
+"""
 from __future__ import annotations
 
 import time
@@ -43,7 +45,7 @@ def close(ex, *nodes):
 
 
 def frame(stamp=None):
-    from vision_dialogue.image_msgs import to_image_msg
+    from vision_dialogue.ros.image_msgs import to_image_msg
     return to_image_msg(np.full((48, 64, 3), 90, np.uint8), frame_id="cam", stamp=stamp)
 
 
@@ -83,8 +85,11 @@ def test_prompt_state_reaches_a_late_subscriber(ros_context, spin):
 
 
 def test_image_subscription_follows_a_reliable_driver(ros_context, spin):
-    """A stock driver publishes RELIABLE: the manager re-subscribes RELIABLE (reliable
-    delivery); a best-effort publisher joining makes it best effort again (matches both)."""
+    """A stock driver publishes RELIABLE.
+
+    The manager re-subscribes RELIABLE (reliable delivery); a best-effort publisher joining makes
+    it best effort again (matches both).
+    """
     from sensor_msgs.msg import Image
     m = manager(ros_context)
     driver = Node("usb_cam", context=ros_context)
@@ -108,7 +113,7 @@ def test_qos_overrides_pin_the_image_subscription(ros_context_args, tmp_path, sp
     params = tmp_path / "qos.yaml"
     params.write_text(yaml.safe_dump({"/**/manager_node": {"ros__parameters": {
         "qos_overrides": {"/camera/image_raw": {"subscription": {"reliability": "reliable",
-                                                                "depth": 3}}}}}}))
+                                                                 "depth": 3}}}}}}))
     ctx = ros_context_args(["--ros-args", "--params-file", str(params)])
     m = manager(ctx)
     try:
@@ -124,14 +129,16 @@ def test_qos_overrides_pin_the_image_subscription(ros_context_args, tmp_path, sp
 
 
 def test_reply_and_state_stamps_follow_sim_time_from_a_bag(ros_context, spin, tmp_path):
-    """A bag with /clock (year 2001) replayed into a use_sim_time manager: replies and the
-    prompt state carry bag time, not wall time."""
+    """A bag with /clock (year 2001) replayed into a use_sim_time manager.
+
+    Replies and the prompt state carry bag time, not wall time.
+    """
     from rclpy.serialization import serialize_message
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosgraph_msgs.msg import Clock
-    from vision_dialogue.bag_play import BagPlayer
-    from vision_dialogue.bags import bag_qos, make_typestore
-    from vision_dialogue.image_msgs import stamp_from_ns
+    from vision_dialogue.cli.bag_play import BagPlayer
+    from vision_dialogue.cli.bags import bag_qos, make_typestore
+    from vision_dialogue.ros.image_msgs import stamp_from_ns
     from vision_dialogue.msg import PromptState, Reply, Utterance
     t0 = 1_000_000_000 * 10**9 + 123            # 2001-09-09
     bag = tmp_path / "sim"
@@ -172,13 +179,16 @@ def test_reply_and_state_stamps_follow_sim_time_from_a_bag(ros_context, spin, tm
 
 
 def test_bags_keep_each_publishers_qos(ros_context, spin, tmp_path):
-    """A latched speech_state published before recording starts is recorded; a RELIABLE
-    camera is recorded as RELIABLE and replayed RELIABLE, so a default subscriber gets it."""
+    """A latched speech_state published before recording starts is recorded.
+
+    A RELIABLE camera is recorded as RELIABLE and replayed RELIABLE, so a default subscriber gets
+    it.
+    """
     from rosbags.interfaces import QosDurability, QosReliability
     from rosbags.rosbag2 import Reader
     from sensor_msgs.msg import Image
-    from vision_dialogue.bag_play import BagPlayer
-    from vision_dialogue.bag_record import BagRecorder
+    from vision_dialogue.cli.bag_play import BagPlayer
+    from vision_dialogue.cli.bag_record import BagRecorder
     from vision_dialogue.msg import SpeechState
     src = Node("robot", context=ros_context)
     state_pub = src.create_publisher(SpeechState, "dialogue/speech_state", LATCHED)

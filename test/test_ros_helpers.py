@@ -5,8 +5,8 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import Image
 
-from vision_dialogue import image_msgs
-from vision_dialogue.ros_params import Param, ParameterError, declare_params
+from vision_dialogue.ros import image_msgs
+from vision_dialogue.ros.params import Param, ParameterError, declare_params
 
 
 def _pattern(h=48, w=64):
@@ -67,7 +67,8 @@ def _cross(v):
 
 
 def _declare(ctx, **overrides):
-    node = Node("p", context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
+    node = Node("p", context=ctx, parameter_overrides=[Parameter(k, value=v)
+                                                       for k, v in overrides.items()])
     try:
         return node, declare_params(node, PARAMS, _cross)
     except Exception:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from vision_dialogue.core.sentences import SentenceSplitter, iter_sentences, split_sentences
+from vision_dialogue.llm.sentences import SentenceSplitter, iter_sentences, split_sentences
 
 
 def feed_all(deltas):

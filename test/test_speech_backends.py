@@ -1,5 +1,8 @@
-"""Speech backends without ROS: script files, terminal, and the Furhat backends against fake
-robots on 127.0.0.1 (the real furhat-remote-api client; our websocket client)."""
+"""Speech backends without ROS.
+
+Script files, terminal, and the Furhat backends against fake robots on 127.0.0.1 (the real furhat-
+remote-api client; our websocket client).
+"""
 from __future__ import annotations
 
 import io
@@ -14,8 +17,8 @@ import pytest
 from fake_furhat import FakeFurhat
 from fake_furhat_realtime import FakeFurhatRealtime
 from vision_dialogue.speech import backend_class
-from vision_dialogue.speech.furhat_realtime_backend import FurhatRealtimeBackend
-from vision_dialogue.speech.furhat_remote import FurhatRemoteBackend
+from vision_dialogue.furhat.realtime_speech import FurhatRealtimeBackend
+from vision_dialogue.furhat.remote_speech import FurhatRemoteBackend
 from vision_dialogue.speech.script import ScriptBackend, ScriptError, ScriptItem, load_script
 from vision_dialogue.speech.terminal import TerminalBackend
 
@@ -320,8 +323,8 @@ def test_backends_and_realtime_client_import_no_ros():
     from conftest import REPO
     code = ("import sys\n"
             "import vision_dialogue.speech.terminal, vision_dialogue.speech.script\n"
-            "import vision_dialogue.speech.furhat_remote\n"
-            "import vision_dialogue.speech.furhat_realtime_backend, vision_dialogue.furhat_realtime\n"
+            "import vision_dialogue.furhat.remote_speech\n"
+            "import vision_dialogue.furhat.realtime_speech, vision_dialogue.furhat.realtime\n"
             "bad = [m for m in sys.modules if m.startswith(('rclpy', 'vision_dialogue.msg'))]\n"
             "assert not bad, bad\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True,

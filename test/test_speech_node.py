@@ -1,5 +1,8 @@
-"""SpeechNode in-process with rclpy: a peer node in the same context publishes replies and
-records utterances and speech states. Robots are fakes on 127.0.0.1."""
+"""SpeechNode in-process with rclpy.
+
+A peer node in the same context publishes replies and records utterances and speech states. Robots
+are fakes on 127.0.0.1.
+"""
 from __future__ import annotations
 
 import io
@@ -19,7 +22,7 @@ from fake_furhat import FakeFurhat
 from fake_furhat_realtime import FakeFurhatRealtime
 from conftest import DOMAIN_ID, REPO
 from vision_dialogue.msg import Reply, SpeechState, Utterance
-from vision_dialogue.ros_params import ParameterError
+from vision_dialogue.ros.params import ParameterError
 from vision_dialogue.speech_node import SpeechNode
 
 pytestmark = pytest.mark.timeout(60)
@@ -370,8 +373,11 @@ def test_furhat_realtime_speaks_chunks_in_order_without_repeat(fake_rt, rig, spi
 
 
 def test_main_exit_codes_bad_script_and_demo_script(tmp_path):
-    """The executable: exit 2 with one line naming script_file; the demo script runs to the
-    end with exit_when_done and exits 0."""
+    """The executable.
+
+    Exit 2 with one line naming script_file; the demo script runs to the end with exit_when_done
+    and exits 0.
+    """
     env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN_ID),
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     base = [sys.executable, "-m", "vision_dialogue.speech_node", "--ros-args",

@@ -181,7 +181,7 @@ def test_concurrent_frames_lines_and_summaries_lose_nothing():
     lines = [it for it in items if isinstance(it, LineItem)]
     assert len(lines) == 2 * 3 * 5
     for k in range(3):
-        mine = [l.text for l in lines if l.text.startswith(f"talker {k} ")]
+        mine = [ln.text for ln in lines if ln.text.startswith(f"talker {k} ")]
         assert mine == [f"talker {k} line {i}" for i in range(5)]
     raw = sum(isinstance(it, FrameItem) for it in items)
     assert raw < 4        # the rule keeps fewer than n raw frames once everything settled

@@ -18,11 +18,14 @@ def labels(tl):
 
 
 def test_figure2_sequence_n3_m2():
-    """The paper's Figure 2 (n=3, m=2). Frames 1 and 2 arrive, the user speaks, frame 3
-    arrives: three raw frames, so the first two consecutive ones (1, 2) are summarised. The
-    robot answers, frames 4 and 5 arrive: again three raw frames (3, 4, 5), but the first
-    consecutive run is frame 3 alone, because the robot's line sits between frames 3 and 4.
-    Only frame 3 is summarised, so the summary stays in its place, before the robot's line."""
+    """The paper's Figure 2 (n=3, m=2).
+
+    Frames 1 and 2 arrive, the user speaks, frame 3 arrives: three raw frames, so the first two
+    consecutive ones (1, 2) are summarised. The robot answers, frames 4 and 5 arrive: again three
+    raw frames (3, 4, 5), but the first consecutive run is frame 3 alone, because the robot's line
+    sits between frames 3 and 4. Only frame 3 is summarised, so the summary stays in its place,
+    before the robot's line.
+    """
     tl = Timeline()
     n, m = 3, 2
     tl.add_frame(frame())

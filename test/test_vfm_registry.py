@@ -83,17 +83,20 @@ def test_parse_action_input():
     assert registry.parse_action_input(registry.get("vqa"), "a.png, what, is it?") == \
         ("a.png", "what, is it?")
     assert registry.parse_action_input(registry.get("canny"), " a.png ") == ("a.png", "")
-    assert registry.parse_action_input(registry.get("text2image"), "a cat, red") == ("", "a cat, red")
+    assert registry.parse_action_input(registry.get("text2image"), "a cat, red") == (
+        "", "a cat, red")
 
 
 def test_parse_load_ops_classes_all_and_overrides():
-    assert parse_load("caption_cuda:0,Text2Image_cpu") == {"caption": "cuda:0", "text2image": "cpu"}
+    want = {"caption": "cuda:0", "text2image": "cpu"}
+    assert parse_load("caption_cuda:0,Text2Image_cpu") == want
     d = parse_load("ImageEditing_cuda:1")
     assert d == {"remove": "cuda:1", "replace": "cuda:1"}
     d = parse_load("all_cpu,Text2Image_cuda:0")
     assert len(d) == len(registry.TOOLS) and d["text2image"] == "cuda:0" and d["caption"] == "cpu"
     assert list(d) == [t.op for t in registry.TOOLS]
-    assert parse_load(format_load({"vqa": "mps", "canny": "cpu"})) == {"vqa": "mps", "canny": "cpu"}
+    devices = {"vqa": "mps", "canny": "cpu"}
+    assert parse_load(format_load(devices)) == devices
 
 
 @pytest.mark.parametrize("spec,msg", [
@@ -103,3 +106,25 @@ def test_parse_load_ops_classes_all_and_overrides():
 def test_parse_load_errors(spec, msg):
     with pytest.raises(LoadSpecError, match=msg):
         parse_load(spec)
+
+
+def test_every_tool_names_a_model_class_and_method_it_can_run():
+    """The registry is the one table.
+
+    Each tool's model exists, its class is importable and has the method the tool calls, with the
+    arguments the tool passes.
+    """
+    import importlib
+    import inspect
+    for t in registry.TOOLS:
+        m = registry.MODELS[t.model]
+        module, cls = m.cls.split(".")
+        klass = getattr(importlib.import_module(f"vision_dialogue.vfm.models.{module}"), cls)
+        method = getattr(klass, t.call)
+        params = [p for p in inspect.signature(method).parameters if p != "self"]
+        assert len(params) >= len(t.args), (t.op, params, t.args)
+        assert set(t.args) <= {"rgb", "text", "ctx"}
+        assert ("text" in t.args) == t.needs_text, t.op
+        for key in (m.checkpoint, m.base_checkpoint):
+            assert not key or key in registry.DEFAULT_CHECKPOINTS, (t.op, key)
+        assert not m.masker or m.masker in registry.MODELS

@@ -1,4 +1,7 @@
-"""VfmServer in-process with rclpy: actions, feedback, cancel, sandbox, missing model, list_tools."""
+"""VfmServer in-process with rclpy.
+
+Actions, feedback, cancel, sandbox, missing model, list_tools.
+"""
 import os
 import threading
 import time
@@ -13,8 +16,8 @@ from rclpy.parameter import Parameter
 
 import tiny_models
 from vision_dialogue.action import ImageToImage, ImageToText, TextToImage
-from vision_dialogue.image_msgs import from_image_msg, to_image_msg
-from vision_dialogue.ros_params import ParameterError
+from vision_dialogue.ros.image_msgs import from_image_msg, to_image_msg
+from vision_dialogue.ros.params import ParameterError
 from vision_dialogue.srv import ListTools
 from vision_dialogue.vfm.image_store import ImageStore
 from vision_dialogue.vfm_server import VfmServer
@@ -149,7 +152,7 @@ def test_cancel_mid_generation(harness, photo):
         if m.feedback.step >= 1:
             first.set()
     gh = h.send("image_to_image", ImageToImage.Goal(tool="canny2image", image_file=name,
-                                                     text="a house"), fb)
+                                                    text="a house"), fb)
     assert gh.accepted
     assert first.wait(60)
     wait(gh.cancel_goal_async())

@@ -46,7 +46,8 @@ def test_every_tool_runs_on_tiny_models(box, photo, op):
     spec = registry.get(op)
     steps = []
     out = box.run(op, None if spec.action_type == registry.TEXT_TO_IMAGE else photo,
-                  TEXT.get(op, "a red robot"), ctx(progress=lambda s, i, n: steps.append((s, i, n))))
+                  TEXT.get(op, "a red robot"),
+                  ctx(progress=lambda s, i, n: steps.append((s, i, n))))
     assert box.is_loaded(op) and box.status(op) == "ready"
     if spec.action_type == registry.IMAGE_TO_TEXT:
         assert isinstance(out, str) and out.strip()

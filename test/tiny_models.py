@@ -92,11 +92,13 @@ def dpt(path: Path) -> Path:
     from transformers import DPTConfig, DPTForDepthEstimation, DPTImageProcessor
     _seed()
     cfg = DPTConfig(hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
-                    intermediate_size=37, image_size=32, patch_size=8, neck_hidden_sizes=[8, 8, 16, 16],
+                    intermediate_size=37, image_size=32, patch_size=8,
+                    neck_hidden_sizes=[8, 8, 16, 16],
                     fusion_hidden_size=16, backbone_out_indices=[0, 1, 2, 3], is_hybrid=False,
                     head_in_index=-1)
     DPTForDepthEstimation(cfg).eval().save_pretrained(path)
-    DPTImageProcessor(size={"height": 32, "width": 32}, keep_aspect_ratio=False).save_pretrained(path)
+    DPTImageProcessor(size={"height": 32, "width": 32},
+                      keep_aspect_ratio=False).save_pretrained(path)
     return path
 
 
@@ -104,7 +106,8 @@ def clipseg(path: Path, mask_bias: float | None = 8.0) -> Path:
     """Tiny CLIPSegForImageSegmentation + processor (CLIP tokenizer + ViT image processor).
 
     mask_bias sets the decoder's output bias so the mask is predictable: +8 marks the whole
-    image as the object (remove/replace always find it), -8 marks nothing (object not found)."""
+    image as the object (remove/replace always find it), -8 marks nothing (object not found).
+    """
     from transformers import (CLIPSegConfig, CLIPSegForImageSegmentation, CLIPSegProcessor,
                               ViTImageProcessor)
     _seed()
@@ -138,7 +141,8 @@ def upernet(path: Path) -> Path:
     cfg = UperNetConfig(backbone_config=backbone, hidden_size=16, auxiliary_in_channels=32,
                         auxiliary_channels=8, num_labels=150, use_auxiliary_head=False)
     UperNetForSemanticSegmentation(cfg).eval().save_pretrained(path)
-    SegformerImageProcessor(size={"height": 64, "width": 64}, do_reduce_labels=False).save_pretrained(path)
+    SegformerImageProcessor(size={"height": 64, "width": 64},
+                            do_reduce_labels=False).save_pretrained(path)
     return path
 
 
@@ -177,7 +181,8 @@ def _unet(in_channels: int = 4):
     from diffusers import UNet2DConditionModel
     return UNet2DConditionModel(
         block_out_channels=(32, 64), layers_per_block=1, sample_size=SIZE // 2,
-        in_channels=in_channels, out_channels=4, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+        in_channels=in_channels, out_channels=4,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
         up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32,
         norm_num_groups=16, attention_head_dim=4)
 
@@ -203,7 +208,8 @@ def stable_diffusion(path: Path, kind: str = "text2image") -> Path:
     kw = {} if kind == "pix2pix" else {"clip_sample": False, "set_alpha_to_one": False}
     sched = sched_cls(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
                       steps_offset=1, **kw)
-    cls = {"text2image": StableDiffusionPipeline, "pix2pix": StableDiffusionInstructPix2PixPipeline,
+    cls = {"text2image": StableDiffusionPipeline,
+           "pix2pix": StableDiffusionInstructPix2PixPipeline,
            "inpaint": StableDiffusionInpaintPipeline}[kind]
     pipe = cls(unet=unet, vae=vae, text_encoder=text, tokenizer=tok, scheduler=sched,
                safety_checker=None, feature_extractor=None, requires_safety_checker=False)
@@ -216,7 +222,8 @@ def controlnet(path: Path) -> Path:
     from diffusers import ControlNetModel
     _seed()
     ControlNetModel(block_out_channels=(32, 64), layers_per_block=1, in_channels=4,
-                    down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), cross_attention_dim=32,
+                    down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+                    cross_attention_dim=32,
                     conditioning_embedding_out_channels=(16, 32), norm_num_groups=16,
                     attention_head_dim=4).save_pretrained(path)
     return path
@@ -249,8 +256,11 @@ def cached(root: Path) -> dict[str, str]:
 
 
 def build_all(root: Path, keys=None) -> dict[str, str]:
-    """Build the tiny checkpoints under `root`; returns {checkpoint key: path} for the
-    `checkpoints.*` parameters (every ControlNet shares one tiny ControlNet)."""
+    """Build the tiny checkpoints under `root`.
+
+    Returns {checkpoint key: path} for the `checkpoints.*` parameters (every ControlNet shares one
+    tiny ControlNet).
+    """
     root = Path(root)
     out: dict[str, str] = {}
     for key, fn in BUILDERS.items():

@@ -11,16 +11,15 @@ Topics (relative, remappable):
 Images use sensor-data QoS (best effort, depth 5; ``qos_overrides.<topic>.publisher.*``
 parameters change it), carry the acquisition time on the node's clock (bag time under
 ``use_sim_time``) and ``frame_id``. The compressed topics follow the resolved image topics
-(image_transport naming): remapping ``camera/image_raw`` moves ``/compressed`` with it. A failing source logs one error, is retried with exponential backoff and
-publishes nothing meanwhile; the node keeps running. See docs/camera.md.
+(image_transport naming): remapping ``camera/image_raw`` moves ``/compressed`` with it.
+Acquisition (camera/acquisition.py): a failing source logs one error, is retried with
+exponential backoff and publishes nothing meanwhile; the node keeps running. See
+docs/camera.md.
 """
 from __future__ import annotations
 
-import threading
 import time
 
-import cv2
-import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import ParameterException
 from rclpy.node import Node
@@ -28,22 +27,18 @@ from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from sensor_msgs.msg import CompressedImage, Image
 
-from vision_dialogue.camera_sources import (CameraSource, EndOfStream, Frame, SourceError,
+from vision_dialogue.camera.acquisition import Acquisition
+from vision_dialogue.camera.sources import (SOURCE_KINDS, CameraSource, CapturedFrame,
                                             make_source)
-from vision_dialogue.image_msgs import stamp_from_ns, to_compressed_msg, to_image_msg
+from vision_dialogue.core.images import resize_to
 from vision_dialogue.msg import DetectedUsers
-from vision_dialogue.node_runner import run_node
-from vision_dialogue.ros_params import Param, ParameterError, declare_params
-
-SOURCES = ("webcam", "video", "folder", "furhat", "furhat_realtime")
-
-
-def _nonempty(v) -> str | None:
-    return None if str(v).strip() else "must not be empty"
-
+from vision_dialogue.ros.image_msgs import stamp_from_ns, to_compressed_msg, to_image_msg
+from vision_dialogue.ros.node_runner import run_node
+from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 
 PARAMS = [
-    Param("source", "webcam", "Where frames come from.", choices=SOURCES, read_only=True),
+    Param("source", "webcam", "Where frames come from.", choices=SOURCE_KINDS,
+          read_only=True),
     Param("video_path", "", "Video file for source=video (a missing file is retried, not "
           "a startup error).", read_only=True),
     Param("video_mode", "realtime", "realtime: play the file at its fps and publish the "
@@ -64,7 +59,7 @@ PARAMS = [
           "5 s).", range=(1e-3, 86400.0), read_only=True),
     Param("publish_rate", 0.0, "Hz of the extra camera/stream/* topics; 0 = no stream "
           "topics.", range=(0.0, 240.0), read_only=True),
-    Param("frame_id", "camera", "frame_id of published headers.", check=_nonempty,
+    Param("frame_id", "camera", "frame_id of published headers.", check=nonempty,
           read_only=True),
     Param("width", 0, "Resize to this width (0 = native; with height 0 keeps aspect).",
           range=(0, 16384), read_only=True),
@@ -109,31 +104,13 @@ def _device(value) -> int | str:
     raise ParameterError(f"device={value!r}: expected a camera index (int >= 0) or a path")
 
 
-def resize(img: np.ndarray, width: int, height: int) -> np.ndarray:
-    """Resize to width x height; a 0 keeps the aspect ratio; both 0 = unchanged."""
-    h, w = img.shape[:2]
-    if not width and not height:
-        return img
-    if not height:
-        height = max(1, round(h * width / w))
-    if not width:
-        width = max(1, round(w * height / h))
-    if (width, height) == (w, h):
-        return img
-    interp = cv2.INTER_AREA if width * height < w * h else cv2.INTER_LINEAR
-    return cv2.resize(img, (width, height), interpolation=interp)
-
-
 class CameraNode(Node):
     """Publishes frames from one camera source; see the module docstring."""
 
     def __init__(self, node_name: str = "camera_node", **kwargs):
         super().__init__(node_name, **kwargs)
-        self._lock = threading.Lock()
         self._closed = False
-        self._thread: threading.Thread | None = None
-        self._source: CameraSource | None = None
-        self._opened = False
+        self.acquisition: Acquisition | None = None
         self.p = declare_params(self, PARAMS, _cross_check)
         try:
             dev = self.declare_parameter(
@@ -152,37 +129,34 @@ class CameraNode(Node):
                 "camera/stream/image_raw")
         self.pub_users = self.create_publisher(
             DetectedUsers, "camera/users", QoSProfile(depth=10))
-
-        period = self.p["frame_period"]
-        rate = self.p["publish_rate"]
-        self.tick_period = min(period, 1.0 / rate) if rate > 0 else period
-        # counters, for monitoring and tests
         self.frames_published = 0     # frames sent on camera/image_raw
         self.stream_published = 0     # frames sent on camera/stream/image_raw
-        self.failures = 0             # failed open/read attempts
-        self.errors_logged = 0        # error lines logged (once per failure episode)
-        self.ended = False
-        self._failing = False
-        self._delay = 0.0
-        self._retry_at = 0.0
-        self._logged: set[str] = set()
-        self._last_period_pub: float | None = None
-
-        self._source = self._make_source()   # opened (and re-opened) by the acquisition thread
-        self._log.info(f"camera source: {self._source.describe()}, frame every "
-                       f"{period:g} s on {self.pub_image.topic_name}"
-                       + (f", stream at {rate:g} Hz" if rate > 0 else ""))
         # Acquisition runs on its own thread paced by the wall clock (a camera is a real-time
         # device): it never blocks the executor, and costs less than a 30 Hz ROS timer.
-        self._stop = threading.Event()
+        self.acquisition = Acquisition(
+            self._make_source, self._publish, frame_period=self.p["frame_period"],
+            publish_rate=self.p["publish_rate"], retry_initial=self.p["retry_initial"],
+            retry_max=self.p["retry_max"], logger=self._log)
+        self.acquisition.source = self._make_source()   # opened by the acquisition thread
+        rate = self.p["publish_rate"]
+        self._log.info(f"camera source: {self.acquisition.source.describe()}, frame every "
+                       f"{self.p['frame_period']:g} s on {self.pub_image.topic_name}"
+                       + (f", stream at {rate:g} Hz" if rate > 0 else ""))
         self.context.on_shutdown(self.close)
-        self._thread = threading.Thread(target=self._run, name="camera-acquisition",
-                                        daemon=True)
-        self._thread.start()
+        self.acquisition.start()
+
+    # counters of the acquisition, for monitoring and tests
+    failures = property(lambda self: self.acquisition.failures)
+    errors_logged = property(lambda self: self.acquisition.errors_logged)
+    ended = property(lambda self: self.acquisition.ended)
+    tick_period = property(lambda self: self.acquisition.tick_period)
 
     def _image_publishers(self, topic: str):
-        """(raw, compressed or None) publishers; the compressed one on <resolved topic>/compressed
-        as image_transport names it, both with overridable sensor-data QoS."""
+        """Return the (raw, compressed or None) publishers of `topic`.
+
+        The compressed one on <resolved topic>/compressed as image_transport names it, both with
+        overridable sensor-data QoS.
+        """
         resolved = self.resolve_topic_name(topic)
         overridable = QoSOverridingOptions.with_default_policies()
         raw = self.create_publisher(Image, resolved, qos_profile_sensor_data,
@@ -199,143 +173,43 @@ class CameraNode(Node):
         age = max(0, time.time_ns() - int(wall_ns))
         return stamp_from_ns(max(0, self.get_clock().now().nanoseconds - age))
 
-    def _run(self) -> None:
-        """Tick every tick_period (the first one right away); late ticks are skipped, never
-        bunched up."""
-        next_t = time.monotonic()
-        while not self._stop.is_set():
-            try:
-                self._tick()
-            except Exception as e:  # noqa: BLE001 - e.g. publishing during shutdown
-                # Only _stop here, never context.ok(): a context shutdown holds the context's
-                # lock while it destroys this node, and close() then joins this thread.
-                if self._stop.is_set():
-                    break
-                self._log.error(f"camera tick failed: {e!r}", throttle_duration_sec=10.0)
-            next_t += self.tick_period
-            now = time.monotonic()
-            if next_t < now:
-                next_t = now + self.tick_period - ((now - next_t) % self.tick_period)
-            self._stop.wait(next_t - now)
-
-    # ------------------------------------------------------------------ source handling
     def _make_source(self) -> CameraSource:
         p = self.p
         kind = p["source"]
-        if kind == "webcam":
-            return make_source(kind, device=self.device)
-        if kind == "video":
-            return make_source(kind, path=p["video_path"], mode=p["video_mode"],
-                               loop=p["loop"])
-        if kind == "folder":
-            return make_source(kind, path=p["folder_path"], loop=p["loop"])
-        if kind == "furhat":
-            return make_source(kind, host=p["furhat_host"], port=p["furhat_camera_port"],
-                               timeout=p["source_timeout"], on_users=self._on_users,
-                               logger=self._log)
-        return make_source(kind, host=p["furhat_host"], port=p["furhat_realtime_port"],
-                           key=p["furhat_realtime_key"], timeout=p["source_timeout"],
-                           logger=self._log)
-
-    def _fail(self, err: SourceError, now: float) -> None:
-        self.failures += 1
-        msg = str(err)
-        if not self._failing:
-            self._failing = True
-            self._delay = self.p["retry_initial"]
-        else:
-            self._delay = min(self._delay * 2.0, self.p["retry_max"])
-        if msg not in self._logged:   # one error per distinct failure, not one per tick
-            self._logged.add(msg)
-            self.errors_logged += 1
-            self._log.error(f"camera source failed: {msg}; publishing nothing and retrying "
-                            f"with backoff ({self.p['retry_initial']:g} s doubling up to "
-                            f"{self.p['retry_max']:g} s)")
-        else:
-            self._log.debug(f"camera source still failing: {msg}; retry in {self._delay:g} s")
-        if err.reopen and self._source is not None:
-            self._source.close()
-            self._opened = False
-        self._retry_at = now + self._delay
-
-    def _tick(self) -> None:
-        with self._lock:
-            if self._closed or self.ended:
-                return
-            now = time.monotonic()
-            if now < self._retry_at:
-                return
-            try:
-                if not self._opened:
-                    if self._source is None:
-                        self._source = self._make_source()
-                    self._source.open()
-                    self._opened = True
-                frame = self._source.read()
-            except EndOfStream:
-                self.ended = True
-                self._log.info(f"{self._source.describe()} finished (loop is off); no more "
-                               "frames will be published")
-                self._source.close()
-                self._opened = False
-                return
-            except SourceError as e:
-                self._fail(e, now)
-                return
-            except Exception as e:  # noqa: BLE001 - never let a source kill the node
-                self._fail(SourceError(f"unexpected {type(e).__name__}: {e}"), now)
-                return
-            if self._failing:
-                self._failing = False
-                self._logged.clear()
-                self._log.info(f"camera source recovered: {self._source.describe()}")
-            if frame is not None:
-                self._publish(frame, now)
+        options = {
+            "webcam": lambda: dict(device=self.device),
+            "video": lambda: dict(path=p["video_path"], mode=p["video_mode"], loop=p["loop"]),
+            "folder": lambda: dict(path=p["folder_path"], loop=p["loop"]),
+            "furhat": lambda: dict(host=p["furhat_host"], port=p["furhat_camera_port"],
+                                   timeout=p["source_timeout"], on_users=self._on_users,
+                                   logger=self._log),
+            "furhat_realtime": lambda: dict(host=p["furhat_host"],
+                                            port=p["furhat_realtime_port"],
+                                            key=p["furhat_realtime_key"],
+                                            timeout=p["source_timeout"], logger=self._log),
+        }[kind]()
+        return make_source(kind, **options)
 
     # ------------------------------------------------------------------ publishing
-    def _due(self, now: float) -> bool:
-        """Whether camera/image_raw is due: always at ticks of frame_period; with a faster
-        stream tick, when frame_period has passed (minus half a tick of scheduling jitter)."""
-        if self._last_period_pub is None or self.pub_stream is None:
-            return True
-        return now - self._last_period_pub >= self.p["frame_period"] - self.tick_period / 2
-
-    def _publish(self, frame: Frame, now: float) -> None:
-        img = resize(frame.image, self.p["width"], self.p["height"])
+    def _publish(self, frame: CapturedFrame, due: bool) -> None:
+        """One acquired frame: on camera/image_raw when `due`, on the stream when it is on."""
+        if self._closed:
+            return
+        img = resize_to(frame.image, self.p["width"], self.p["height"])
         jpeg = frame.jpeg if img is frame.image else None   # re-encode only when resized
-        stamp = self._clock_stamp(frame.stamp_ns)
-        fid = self.p["frame_id"]
-        targets = []
-        if self._due(now):
-            targets.append((self.pub_image, self.pub_compressed, True))
-            self._last_period_pub = now
+        out = _Outgoing(img, self._clock_stamp(frame.stamp_ns), self.p["frame_id"],
+                        self.p["jpeg_quality"], jpeg, self._log)
+        if due:
+            out.send(self.pub_image, self.pub_compressed, always=True)
+            self.frames_published += 1
         if self.pub_stream is not None:
-            targets.append((self.pub_stream, self.pub_stream_compressed, False))
-        raw_msg = comp_msg = None
-        for pub_raw, pub_comp, is_period in targets:
-            # the frame_period topic always publishes; the stream only when someone listens
-            if is_period or pub_raw.get_subscription_count() > 0:
-                if raw_msg is None:
-                    raw_msg = to_image_msg(img, stamp=stamp, frame_id=fid)
-                pub_raw.publish(raw_msg)
-            if pub_comp is not None and (is_period or pub_comp.get_subscription_count() > 0):
-                if comp_msg is None:
-                    try:
-                        comp_msg = to_compressed_msg(img, stamp=stamp, frame_id=fid,
-                                                     quality=self.p["jpeg_quality"], jpeg=jpeg)
-                    except ValueError as e:
-                        self._log.warning(f"JPEG encoding failed, compressed frame skipped: {e}",
-                                          throttle_duration_sec=60.0)
-                        continue
-                pub_comp.publish(comp_msg)
-            if is_period:
-                self.frames_published += 1
-            else:
+            # the stream only when someone listens
+            if out.send(self.pub_stream, self.pub_stream_compressed, always=False):
                 self.stream_published += 1
 
     def _on_users(self, data, stamp_ns: int) -> None:
         """Furhat user data (receive thread) -> camera/users."""
-        from vision_dialogue.furhat_camera import users_to_msg
+        from vision_dialogue.ros.furhat_msgs import users_to_msg
 
         if self._closed:
             return
@@ -347,21 +221,47 @@ class CameraNode(Node):
 
     def close(self) -> None:
         """Stop acquisition and the source (threads, devices); called on shutdown."""
-        stop = getattr(self, "_stop", None)
-        if stop is not None:
-            stop.set()
-            t = self._thread
-            if t is not None and t is not threading.current_thread():
-                t.join(timeout=5.0)
-        with self._lock:
-            self._closed = True
-            if self._source is not None:
-                self._source.close()
-            self._opened = False
+        self._closed = True
+        if self.acquisition is not None:
+            self.acquisition.close()
 
     def destroy_node(self):
         self.close()
         return super().destroy_node()
+
+
+class _Outgoing:
+    """One frame's messages, each built at most once for all the topics it goes to."""
+
+    def __init__(self, img, stamp, frame_id: str, quality: int, jpeg: bytes | None, log):
+        self.img, self.stamp, self.frame_id = img, stamp, frame_id
+        self.quality, self.jpeg, self.log = quality, jpeg, log
+        self._raw = self._comp = None
+
+    def send(self, pub_raw, pub_comp, always: bool) -> bool:
+        """Publish on the raw (and compressed) publisher.
+
+        Unless `always`, only where someone subscribes. Whether anything went out.
+        """
+        sent = False
+        if always or pub_raw.get_subscription_count() > 0:
+            if self._raw is None:
+                self._raw = to_image_msg(self.img, stamp=self.stamp, frame_id=self.frame_id)
+            pub_raw.publish(self._raw)
+            sent = True
+        if pub_comp is not None and (always or pub_comp.get_subscription_count() > 0):
+            if self._comp is None:
+                try:
+                    self._comp = to_compressed_msg(self.img, stamp=self.stamp,
+                                                   frame_id=self.frame_id,
+                                                   quality=self.quality, jpeg=self.jpeg)
+                except ValueError as e:
+                    self.log.warning(f"JPEG encoding failed, compressed frame skipped: {e}",
+                                     throttle_duration_sec=60.0)
+                    return sent
+            pub_comp.publish(self._comp)
+            sent = True
+        return sent or always
 
 
 def main(args=None):

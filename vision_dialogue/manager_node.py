@@ -15,7 +15,7 @@ A thin ROS adapter around `vision_dialogue.core.conversation.Conversation`:
 Every header stamp comes from the node's clock (bag time under `use_sim_time`).
 
 With `use_tools` (Visual ChatGPT, docs/tools_in_dialogue.md) the LLM may also call the VFM
-server's tools (vision_dialogue/vfm_client.py) during a turn; images they make are published
+server's tools (vision_dialogue/ros/vfm_client.py) during a turn; images they make are published
 on `dialogue/tool_image`, and pictures shared on `dialogue/shared_image` are stored in the
 image store and announced to the LLM with Visual ChatGPT's "Received." exchange.
 """
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from pathlib import Path
 
 import rclpy
@@ -33,26 +32,22 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from sensor_msgs.msg import CompressedImage, Image
 
-from vision_dialogue.core.backend import BackendError
-from vision_dialogue.core.backends import KINDS, make_backend, make_observer
+from vision_dialogue.llm.base import BackendError
+from vision_dialogue.llm.factory import KINDS, make_backend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.images import DETAILS, ImagePolicy
-from vision_dialogue.core.persona import SOURCE_PERSONA, PersonaError, load_persona
+from vision_dialogue.core.persona import PersonaError, default_persona_file, load_persona
 from vision_dialogue.core.summariser import check_nm
 from vision_dialogue.core.transcript import TranscriptWriter
-from vision_dialogue.frame_intake import FrameIntake
-from vision_dialogue.image_msgs import (ImageConversionError, from_compressed_msg,
-                                        from_image_msg, stamp_to_ns)
+from vision_dialogue.camera.intake import FrameIntake
+from vision_dialogue.ros.image_msgs import (ImageConversionError, from_compressed_msg,
+                                            from_image_msg, stamp_to_ns)
 from vision_dialogue.msg import PromptState, Reply, Utterance
-from vision_dialogue.node_runner import run_node
+from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES, FollowingSubscription, image_qos
-from vision_dialogue.ros_params import Param, ParameterError, declare_params
+from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 
 SHARED_IMAGE_DEFAULT = "a picture the person shared with me"
-
-
-def _nonempty(v):
-    return None if str(v).strip() else "must not be empty"
 
 
 def _file_or_empty(v):
@@ -69,7 +64,7 @@ PARAMS = [
           "empty or 'default' = the embedded default model)."),
     Param("summary_model", "", "Model for frame summaries and history folding; empty = model."),
     Param("api_key_env", "OPENAI_API_KEY", "Environment variable holding the API key "
-          "(the key itself is never logged).", check=_nonempty),
+          "(the key itself is never logged).", check=nonempty),
     Param("supports_images", True, "Whether the model takes images; false: frames go in as "
           "text observations (always false for text-only local models)."),
     Param("persona_file", "", "Persona/instructions YAML; empty = packaged config/persona.yaml.",
@@ -99,7 +94,7 @@ PARAMS = [
     Param("stream", True, "Stream reply sentences as Reply chunks (final=false)."),
     Param("transcript_dir", "runs/transcripts", "Folder for JSONL transcripts + frame JPEGs "
           "(relative to the working directory); empty = off."),
-    Param("frame_id", "base_link", "frame_id of published headers.", check=_nonempty),
+    Param("frame_id", "base_link", "frame_id of published headers.", check=nonempty),
     Param("prompt_state_period", 1.0, "Seconds between periodic PromptState messages; "
           "0 = only on change.", range=(0.0, 3600.0)),
     Param("use_tools", False, "Offer the VFM server's tools (vfm/list_tools) to the LLM as "
@@ -115,7 +110,7 @@ PARAMS = [
           "backends only), besides their file names."),
     Param("image_dir", "~/.ros/vision_dialogue/vfm_images", "The VFM server's image store "
           "(its image_dir), where pictures from dialogue/shared_image are saved.",
-          check=_nonempty, read_only=True),
+          check=nonempty, read_only=True),
 ]
 
 
@@ -123,113 +118,130 @@ def _cross_check(v: dict) -> str | None:
     return check_nm(v["n"], v["m"])
 
 
-def default_persona_file() -> str:
-    """The installed share/vision_dialogue/config/persona.yaml, else the source tree's."""
-    try:
-        from ament_index_python.packages import get_package_share_directory
-        p = Path(get_package_share_directory("vision_dialogue")) / "config" / "persona.yaml"
-        if p.is_file():
-            return str(p)
-    except Exception:  # noqa: BLE001 - not installed: use the source tree
-        pass
-    return str(SOURCE_PERSONA)
-
-
 class ManagerNode(Node):
-    """Vision-enabled dialogue manager. `backend=` / `observer=` inject a ChatBackend / frame
-    observer (tests, benchmarks); otherwise they come from the parameters."""
+    """Vision-enabled dialogue manager.
+
+    `backend=` / `observer=` inject a ChatBackend / frame observer (tests, benchmarks); otherwise
+    they come from the parameters.
+    """
 
     def __init__(self, *, backend=None, observer=None, **kwargs):
         super().__init__(kwargs.pop("node_name", "manager_node"), **kwargs)
+        self._closed = True                  # until everything below is built
         self.p = p = declare_params(self, PARAMS, cross_check=_cross_check)
         log = self.get_logger()
-        persona_path = p["persona_file"] or default_persona_file()
+        persona_path = p["persona_file"] or str(default_persona_file())
         try:
             persona = load_persona(persona_path)
         except PersonaError as e:
             raise ParameterError(f"persona_file: {e}") from None
-        if backend is None:
-            try:
-                backend = make_backend(
-                    p["llm_backend"], base_url=p["base_url"], model=p["model"],
-                    api_key_env=p["api_key_env"], timeout=p["request_timeout"],
-                    max_retries=p["max_retries"], supports_images=p["supports_images"],
-                    max_new_tokens=p["max_reply_tokens"])
-            except (BackendError, ValueError, OSError) as e:
-                raise ParameterError(f"llm_backend: cannot start {p['llm_backend']!r} ({e})") \
-                    from None
-        self.backend = backend
-        if observer is None and not getattr(backend, "supports_images", True):
-            try:
-                observer = make_observer()
-            except Exception as e:  # noqa: BLE001
-                log.warning(f"no frame observer ({e}); frames go in without observations")
+        self.backend = backend if backend is not None else self._make_backend()
+        if observer is None and not getattr(self.backend, "supports_images", True):
+            observer = self._make_observer()
         self.policy = ImagePolicy(p["newest_max_side"], p["older_max_side"], p["jpeg_quality"],
                                   p["image_detail"])
-        cfg = ConversationConfig(
-            n=p["n"], m=p["m"], policy=self.policy,
-            history_budget_chars=p["history_budget_chars"],
-            keep_recent_lines=p["keep_recent_lines"], max_reply_tokens=p["max_reply_tokens"],
-            model=p["model"] if p["llm_backend"] == "openai" else None,
-            summary_model=p["summary_model"] or None, stream=p["stream"],
-            max_summary_failures=p["max_summary_failures"])
-        self.conversation = Conversation(backend, persona, cfg, observer=observer, logger=log)
-        self.transcript = None
-        if p["transcript_dir"]:
-            try:
-                self.transcript = TranscriptWriter(p["transcript_dir"], self.policy, logger=log)
-            except OSError as e:
-                self.conversation.close(0)
-                raise ParameterError(f"transcript_dir: cannot write there ({e})") from None
-            self.conversation.add_listener(self.transcript)
-            log.info(f"transcript: {self.transcript.path}")
+        self.conversation = Conversation(self.backend, persona, self._conversation_config(),
+                                         observer=observer, logger=log)
+        self.transcript = self._open_transcript()
         self.conversation.add_listener(self._on_event)
         self.tools = None
         self.store = None
         self._camera_frame_id = "camera"
         if p["use_tools"]:
             self._setup_tools()
-
-        overridable = QoSOverridingOptions.with_default_policies()
-        self.reply_pub = self.create_publisher(Reply, "dialogue/reply", 10,
-                                               qos_overriding_options=overridable)
-        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.state_pub = self.create_publisher(PromptState, "dialogue/prompt_state", latched)
-        # camera_node publishes each frame on both image topics with one stamp: keep one copy.
-        # Callbacks only queue; one worker decodes (see frame_intake.py).
-        self.intake = FrameIntake(self._take_frame, min_interval=p["min_frame_interval"],
-                                  errors=(ImageConversionError, ValueError),
-                                  on_reject=self._bad_frame)
-        frames = MutuallyExclusiveCallbackGroup()
-        # image_transport naming: the compressed topic follows the resolved (remapped) image
-        self.image_topic = self.resolve_topic_name("camera/image_raw")
-        follow = p["image_qos"] == "auto"
-        base = image_qos(p["image_qos"])
-        self.image_subs = [
-            FollowingSubscription(self, Image, self.image_topic, self._on_image, base,
-                                  follow=follow, callback_group=frames,
-                                  on_change=lambda sub: log.info(sub.status)),
-            FollowingSubscription(self, CompressedImage, self.image_topic + "/compressed",
-                                  self._on_compressed, base, follow=follow,
-                                  callback_group=frames,
-                                  on_change=lambda sub: log.info(sub.status))]
-        self.create_subscription(Utterance, "dialogue/utterance", self._on_utterance, 50,
-                                 callback_group=ReentrantCallbackGroup(),
-                                 qos_overriding_options=overridable)
-        if p["prompt_state_period"] > 0:
-            self.create_timer(p["prompt_state_period"], self.publish_state,
-                              callback_group=MutuallyExclusiveCallbackGroup())
-        if p["use_tools"]:
-            self.tool_image_pub = self.create_publisher(Image, "dialogue/tool_image", 10)
-            self.create_subscription(Image, "dialogue/shared_image", self._on_shared_image,
-                                     10, callback_group=ReentrantCallbackGroup())
+        self._create_publishers()
+        self._create_subscriptions()
         self._turns: queue.Queue = queue.Queue()
         self._worker = threading.Thread(target=self._serve_turns, name="vd-turns", daemon=True)
         self._worker.start()
         self._closed = False
         log.info(f"manager ready: backend={p['llm_backend']} model={p['model']!r} "
                  f"n={p['n']} m={p['m']} persona={persona_path}")
+
+    # --- construction ------------------------------------------------------------------------
+    def _make_backend(self):
+        p = self.p
+        try:
+            return make_backend(
+                p["llm_backend"], base_url=p["base_url"], model=p["model"],
+                api_key_env=p["api_key_env"], timeout=p["request_timeout"],
+                max_retries=p["max_retries"], supports_images=p["supports_images"],
+                max_new_tokens=p["max_reply_tokens"])
+        except (BackendError, ValueError, OSError) as e:
+            raise ParameterError(f"llm_backend: cannot start {p['llm_backend']!r} ({e})") \
+                from None
+
+    def _make_observer(self):
+        """Perception for a text-only backend; None (frames go in unobserved) if it fails."""
+        try:
+            from vision_dialogue.perception.observer import make_observer
+            return make_observer()
+        except Exception as e:  # noqa: BLE001
+            self.get_logger().warning(f"no frame observer ({e}); frames go in without "
+                                      "observations")
+            return None
+
+    def _conversation_config(self) -> ConversationConfig:
+        p = self.p
+        return ConversationConfig(
+            n=p["n"], m=p["m"], policy=self.policy,
+            history_budget_chars=p["history_budget_chars"],
+            keep_recent_lines=p["keep_recent_lines"], max_reply_tokens=p["max_reply_tokens"],
+            model=p["model"] if p["llm_backend"] == "openai" else None,
+            summary_model=p["summary_model"] or None, stream=p["stream"],
+            max_summary_failures=p["max_summary_failures"])
+
+    def _open_transcript(self) -> TranscriptWriter | None:
+        if not self.p["transcript_dir"]:
+            return None
+        try:
+            transcript = TranscriptWriter(self.p["transcript_dir"], self.policy,
+                                          logger=self.get_logger())
+        except OSError as e:
+            self.conversation.close(0)
+            raise ParameterError(f"transcript_dir: cannot write there ({e})") from None
+        self.conversation.add_listener(transcript)
+        self.get_logger().info(f"transcript: {transcript.path}")
+        return transcript
+
+    def _create_publishers(self) -> None:
+        overridable = QoSOverridingOptions.with_default_policies()
+        self.reply_pub = self.create_publisher(Reply, "dialogue/reply", 10,
+                                               qos_overriding_options=overridable)
+        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.state_pub = self.create_publisher(PromptState, "dialogue/prompt_state", latched)
+        if self.p["use_tools"]:
+            self.tool_image_pub = self.create_publisher(Image, "dialogue/tool_image", 10)
+
+    def _create_subscriptions(self) -> None:
+        p, log = self.p, self.get_logger()
+        # camera_node publishes each frame on both image topics with one stamp: keep one copy.
+        # Callbacks only queue; one worker decodes (see camera/intake.py).
+        self.intake = FrameIntake(self._take_frame, min_interval=p["min_frame_interval"],
+                                  errors=(ImageConversionError, ValueError),
+                                  on_reject=self._bad_frame)
+        frames = MutuallyExclusiveCallbackGroup()
+        # image_transport naming: the compressed topic follows the resolved (remapped) image
+        self.image_topic = self.resolve_topic_name("camera/image_raw")
+        follow, base = p["image_qos"] == "auto", image_qos(p["image_qos"])
+        self.image_subs = [
+            FollowingSubscription(self, msg_type, topic, callback, base, follow=follow,
+                                  callback_group=frames,
+                                  on_change=lambda sub: log.info(sub.status))
+            for msg_type, topic, callback in (
+                (Image, self.image_topic, self._on_image),
+                (CompressedImage, self.image_topic + "/compressed", self._on_compressed))]
+        self.create_subscription(Utterance, "dialogue/utterance", self._on_utterance, 50,
+                                 callback_group=ReentrantCallbackGroup(),
+                                 qos_overriding_options=QoSOverridingOptions
+                                 .with_default_policies())
+        if p["prompt_state_period"] > 0:
+            self.create_timer(p["prompt_state_period"], self.publish_state,
+                              callback_group=MutuallyExclusiveCallbackGroup())
+        if p["use_tools"]:
+            self.create_subscription(Image, "dialogue/shared_image", self._on_shared_image,
+                                     10, callback_group=ReentrantCallbackGroup())
 
     # --- frames ----------------------------------------------------------------------------
     def _offer(self, decode, msg) -> None:
@@ -240,8 +252,10 @@ class ManagerNode(Node):
         self.intake.offer(key, ns, lambda: decode(msg))
 
     def _take_frame(self, bgr, stamp_ns: int) -> None:
-        """The intake worker's accepted frame -> the prompt timeline (node-clock stamp if the
-        camera gave none)."""
+        """Add a frame the intake worker accepted to the prompt timeline.
+
+        Stamped with the node clock if the camera gave no stamp.
+        """
         stamp = stamp_ns or self.get_clock().now().nanoseconds
         self.conversation.add_frame(bgr, stamp=stamp / 1e9)
 
@@ -311,7 +325,7 @@ class ManagerNode(Node):
     # --- tools (Visual ChatGPT) -------------------------------------------------------------
     def _setup_tools(self) -> None:
         from vision_dialogue.vfm.image_store import ImageStore
-        from vision_dialogue.vfm_client import VfmClient, VfmTools
+        from vision_dialogue.ros.vfm_client import VfmClient, VfmTools
         p, log = self.p, self.get_logger()
         try:
             self.store = ImageStore(p["image_dir"])
@@ -358,7 +372,7 @@ class ManagerNode(Node):
     def _shared_image(self, bgr) -> None:
         """Store a shared picture and add Visual ChatGPT's "Received." exchange."""
         from vision_dialogue.vfm import registry
-        from vision_dialogue.vfm_client import describe_shared, frame_to_rgb
+        from vision_dialogue.ros.vfm_client import describe_shared, frame_to_rgb
         try:
             name = self.store.add(frame_to_rgb(bgr))
         except (OSError, ValueError) as e:
@@ -377,7 +391,7 @@ class ManagerNode(Node):
 
     def publish_state(self) -> None:
         """Publish a PromptState snapshot now."""
-        if getattr(self, "_closed", True) or not rclpy.ok(context=self.context):
+        if self._closed or not rclpy.ok(context=self.context):
             return
         st = self.conversation.state()
         msg = PromptState()

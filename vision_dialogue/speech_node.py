@@ -1,5 +1,7 @@
-"""The speech I/O node: utterances in (terminal, script, Furhat Remote API, Furhat Realtime API),
-replies out, with sentence-by-sentence speech of streamed replies, barge-in and a turn state.
+"""The speech I/O node.
+
+Utterances in (terminal, script, Furhat Remote API, Furhat Realtime API), replies out, with
+sentence-by-sentence speech of streamed replies, barge-in and a turn state.
 
 Topics (relative, remappable):
   publishes  dialogue/utterance    vision_dialogue/Utterance   what the user said
@@ -8,20 +10,15 @@ Topics (relative, remappable):
                                                                (transient local: late joiners
                                                                get the current state)
 
-Replies: each non-empty chunk is spoken as it arrives (a queue and one speaker thread keep the
-order); the final message is spoken only if no chunk of its turn came (split into sentences).
-Barge-in: an utterance that arrives while a reply is queued or being spoken stops speech
-(`backend.stop_speaking()`), drops the rest of that reply (later chunks of its turn are
-ignored) and is published as usual.
+A thin adapter: the turn logic (reply queue, barge-in, reply timeout, states) is
+speech/turns.py, the backends are speech/ and furhat/.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-import queue
 import threading
 import time
-from collections import defaultdict, deque
 from typing import Callable, TextIO
 
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -29,15 +26,12 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
 
-from vision_dialogue.core.sentences import split_sentences
 from vision_dialogue.msg import Reply, SpeechState, Utterance
-from vision_dialogue.node_runner import run_node
-from vision_dialogue.ros_params import Param, declare_params
+from vision_dialogue.ros.node_runner import run_node
+from vision_dialogue.ros.params import Param, declare_params, nonempty
 from vision_dialogue.speech import BACKEND_NAMES, SpeechBackend, backend_class
 from vision_dialogue.speech.script import ScriptError, load_script
-
-def _non_empty(v: str) -> str | None:
-    return None if str(v).strip() else "must not be empty"
+from vision_dialogue.speech.turns import HeardUtterance, SpeechTurns
 
 
 def _xyz(v) -> str | None:
@@ -50,9 +44,9 @@ PARAMS = [
     Param("backend", "terminal", "Where utterances come from and replies go.",
           choices=BACKEND_NAMES),
     Param("frame_id", "microphone", "frame_id of the utterance and state headers.",
-          check=_non_empty),
+          check=nonempty),
     Param("language", "en-US", "BCP-47 language: recognition language on Furhat, and the "
-          "language tag of utterances (script items may override it).", check=_non_empty),
+          "language tag of utterances (script items may override it).", check=nonempty),
     Param("speaker", "", "Speaker label put on terminal/script utterances (script items may "
           "override it)."),
     Param("reply_timeout", 30.0, "Seconds to wait for a reply before listening again.",
@@ -65,7 +59,7 @@ PARAMS = [
     Param("script_file", "", "YAML/JSON script for backend=script: a list of "
           "{say: text, delay: s} or {say: text, wait_for_reply: true}."),
     Param("furhat_host", "localhost", "Furhat robot (or SDK) host name or IP.",
-          check=_non_empty),
+          check=nonempty),
     Param("furhat_port", 0, "Furhat port; 0: the API's default (54321 Remote API, "
           "9000 Realtime API).", range=(0, 65535)),
     Param("furhat_key", "", "Realtime API key, if the robot requires one."),
@@ -104,28 +98,10 @@ def _cross_check(v: dict) -> str | None:
     return None
 
 
-class _Events:
-    """The SpeechEvents a backend reports to (kept off the Node's namespace)."""
-
-    def __init__(self, node: "SpeechNode"):
-        self._node = node
-
-    def utterance(self, text: str, speaker: str = "", language: str = "",
-                  confidence: float = -1.0) -> None:
-        self._node.handle_utterance(text, speaker, language, confidence)
-
-    def listening(self) -> None:
-        self._node._on_listening()
-
-    def input_finished(self) -> None:
-        self._node._on_input_finished()
-
-    def unavailable(self) -> None:
-        self._node._on_unavailable()
-
-
 class SpeechNode(Node):
-    """Speech I/O node. kwargs go to Node.__init__ (context=, parameter_overrides=, ...).
+    """Speech I/O node.
+
+    kwargs go to Node.__init__ (context=, parameter_overrides=, ...).
 
     input_stream/output_stream replace stdin/stdout for the terminal and script backends;
     on_done is called when input ended and exit_when_done is set (default: shut down the
@@ -135,25 +111,13 @@ class SpeechNode(Node):
     def __init__(self, name: str = "speech_node", *, input_stream: TextIO | None = None,
                  output_stream: TextIO | None = None,
                  on_done: Callable[[], None] | None = None, **kwargs):
+        self.turns: SpeechTurns | None = None
         self._closed = threading.Event()
-        self.backend: SpeechBackend | None = None
-        self._speaker: threading.Thread | None = None
         super().__init__(name, **kwargs)
         self.p = declare_params(self, PARAMS, _cross_check)
         self.log = self.get_logger()
         self._on_done = on_done or (lambda: self.context.try_shutdown())
-        self._cv = threading.Condition(threading.RLock())
-        self._state = None
-        self._speech_q: "queue.Queue[tuple]" = queue.Queue()
-        self._reply_turn: int | None = None    # newest turn with reply queued/being spoken
-        self._speaking_turn: int | None = None  # turn whose reply the speaker thread began
-        self._chunks: dict[int, int] = defaultdict(int)
-        self._interrupted: deque[int] = deque(maxlen=16)
-        self._awaiting_since: float | None = None
-        self.input_done = threading.Event()
         self.started = threading.Event()     # the backend is running
-
-        group = ReentrantCallbackGroup()
         overridable = QoSOverridingOptions.with_default_policies()
         self.pub_utterance = self.create_publisher(Utterance, "dialogue/utterance", 10,
                                                    qos_overriding_options=overridable)
@@ -161,15 +125,24 @@ class SpeechNode(Node):
                                durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.pub_state = self.create_publisher(SpeechState, "dialogue/speech_state", state_qos)
         self.create_subscription(Reply, "dialogue/reply", self._on_reply, 50,
-                                 callback_group=group, qos_overriding_options=overridable)
+                                 callback_group=ReentrantCallbackGroup(),
+                                 qos_overriding_options=overridable)
         self.backend = self._make_backend(input_stream, output_stream)
-        self._set_state(SpeechState.IDLE)
-        self._speaker = threading.Thread(target=self._speak_loop, name="speech-speaker",
-                                         daemon=True)
-        self._speaker.start()
+        self.turns = SpeechTurns(self.backend, publish=self._publish_utterance,
+                                 on_state=self._publish_state,
+                                 on_input_finished=self._on_input_finished,
+                                 reply_timeout=self.p["reply_timeout"], logger=self.log)
         self._starter = threading.Thread(target=self._start_backend, name="speech-start",
                                          daemon=True)
         self._starter.start()
+
+    @property
+    def state(self) -> int:
+        return self.turns.state
+
+    @property
+    def input_done(self) -> threading.Event:
+        return self.turns.input_done
 
     def _start_backend(self) -> None:
         """Start the backend when someone listens to our utterances (or after the wait)."""
@@ -185,12 +158,11 @@ class SpeechNode(Node):
         if self._closed.is_set():
             return
         if self.p["backend"] in ("terminal", "script"):
-            self._on_listening()              # input is read from now on
-        self.backend.start(_Events(self))
+            self.turns.listening()              # input is read from now on
+        self.backend.start(self.turns)
         self.started.set()
         self.log.info(f"speech backend {self.p['backend']!r} started")
 
-    # ---------------------------------------------------------------- setup
     def _make_backend(self, input_stream, output_stream) -> SpeechBackend:
         p, name = self.p, self.p["backend"]
         cls = backend_class(name)
@@ -212,172 +184,44 @@ class SpeechNode(Node):
             return cls(p["furhat_host"], p["furhat_port"] or 54321, **robot)
         return cls(p["furhat_host"], p["furhat_port"] or 9000, key=p["furhat_key"], **robot)
 
-    # ---------------------------------------------------------------- state
-    @property
-    def state(self) -> int:
-        return self._state
-
-    def _set_state(self, state: int) -> None:
-        with self._cv:
-            if state == self._state:
-                return
-            self._state = state
-            msg = SpeechState()
-            msg.header.stamp = self.get_clock().now().to_msg()
-            msg.header.frame_id = self.p["frame_id"]
-            msg.state = state
-            msg.backend = self.p["backend"]
-            if not self._closed.is_set():
-                self.pub_state.publish(msg)
-            self._cv.notify_all()
-
-    def _idle(self) -> bool:
-        return (self._reply_turn is None and self._awaiting_since is None
-                and self._speech_q.empty())
-
-    # ---------------------------------------------------------------- input
+    # ---------------------------------------------------------------- ROS in and out
     def handle_utterance(self, text: str, speaker: str = "", language: str = "",
                          confidence: float = -1.0) -> None:
-        """Publish one user utterance (barge-in first if a reply is being spoken)."""
-        text = (text or "").strip()
-        if not text or self._closed.is_set():
-            return
-        with self._cv:
-            barge = self._reply_turn is not None or self._speaking_turn is not None
-            if barge:
-                for t in (self._reply_turn, self._speaking_turn):
-                    if t is not None and t not in self._interrupted:
-                        self._interrupted.append(t)
-                self._drain_speech()
-                self._reply_turn = self._speaking_turn = None
-            self._awaiting_since = time.monotonic()
-        if barge:
-            self.log.info("barge-in: the user spoke during the reply; stopping speech")
-            self._backend_call(self.backend.stop_speaking)
+        """Publish one user utterance as if the backend heard it (barge-in first)."""
+        self.turns.utterance(text, speaker, language, confidence)
+
+    def _publish_utterance(self, heard: HeardUtterance) -> None:
         msg = Utterance()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.header.frame_id = self.p["frame_id"]
-        msg.text = text
-        msg.speaker = speaker or self.p["speaker"]
+        msg.text = heard.text
+        msg.speaker = heard.speaker or self.p["speaker"]
         msg.source = self.p["backend"]
-        msg.language = language or self.p["language"]
-        msg.confidence = float(confidence)
+        msg.language = heard.language or self.p["language"]
+        msg.confidence = heard.confidence
         self.pub_utterance.publish(msg)
-        self._set_state(SpeechState.THINKING)
-        self._backend_call(self.backend.on_thinking)
 
-    def _drain_speech(self) -> None:
-        while True:
-            try:
-                item = self._speech_q.get_nowait()
-            except queue.Empty:
-                return
-            if item[1] not in self._interrupted:
-                self._interrupted.append(item[1])
+    def _publish_state(self, state: int) -> None:
+        msg = SpeechState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = self.p["frame_id"]
+        msg.state = state
+        msg.backend = self.p["backend"]
+        self.pub_state.publish(msg)
 
-    def _on_listening(self) -> None:
-        with self._cv:
-            if self._idle() and self._speaking_turn is None:
-                self._set_state(SpeechState.LISTENING)
-
-    def _on_unavailable(self) -> None:
-        with self._cv:
-            if self._idle() and self._speaking_turn is None:
-                self._set_state(SpeechState.IDLE)      # not listening while the robot is away
+    def _on_reply(self, msg: Reply) -> None:
+        self.turns.on_reply(msg.turn_id, msg.text, msg.final, msg.fallback)
 
     def _on_input_finished(self) -> None:
-        self.input_done.set()
-        self.log.info("input finished")
-        if not self.p["exit_when_done"]:
-            return
-        threading.Thread(target=self._finish, name="speech-finish", daemon=True).start()
+        if self.p["exit_when_done"]:
+            threading.Thread(target=self._finish, name="speech-finish", daemon=True).start()
 
     def _finish(self) -> None:
-        with self._cv:
-            if not self._cv.wait_for(lambda: self._idle() and self._speaking_turn is None,
-                                     timeout=self.p["reply_timeout"]):
-                self.log.warning("input finished; stopping without the last reply")
-            self._set_state(SpeechState.IDLE)
+        if not self.turns.wait_idle(self.p["reply_timeout"]):
+            self.log.warning("input finished; stopping without the last reply")
+        self.turns.set_state(SpeechState.IDLE)
         self.log.info("exit_when_done: shutting down")
         self._on_done()
-
-    # ---------------------------------------------------------------- replies
-    def _on_reply(self, msg: Reply) -> None:
-        tid = int(msg.turn_id)
-        with self._cv:
-            if tid in self._interrupted:
-                self.log.debug(f"ignoring reply of interrupted turn {tid}")
-                return
-            self._awaiting_since = None
-            if not msg.final:
-                text = msg.text.strip()
-                if text:
-                    self._chunks[tid] += 1
-                    self._reply_turn = tid
-                    self._speech_q.put(("say", tid, text))
-                return
-            if self._chunks.pop(tid, 0) == 0:
-                for sentence in split_sentences(msg.text):
-                    self._speech_q.put(("say", tid, sentence))
-            if msg.fallback:
-                self.log.warning(f"turn {tid}: the reply is the fallback (the LLM failed)")
-            self._reply_turn = tid
-            self._speech_q.put(("end", tid, msg.text))
-            for old in [t for t in self._chunks if t < tid - 8]:  # forget abandoned turns
-                self._chunks.pop(old, None)
-
-    def _speak_loop(self) -> None:
-        while not self._closed.is_set():
-            try:
-                kind, tid, text = self._speech_q.get(timeout=0.1)
-            except queue.Empty:
-                self._check_reply_timeout()
-                continue
-            with self._cv:
-                if tid in self._interrupted:
-                    continue
-                begin = kind == "say" and self._speaking_turn != tid
-                if kind == "say":
-                    self._speaking_turn = tid
-                    self._set_state(SpeechState.SPEAKING)
-            if kind == "say":
-                if begin:
-                    self._backend_call(self.backend.begin_reply)
-                if self._backend_call(self.backend.speak, text) is False:
-                    self.log.debug(f"turn {tid}: sentence not (fully) spoken")
-                continue
-            with self._cv:                          # "end": the reply is complete
-                if tid in self._interrupted:
-                    continue
-                self._speaking_turn = None
-                if self._reply_turn == tid:
-                    self._reply_turn = None
-                idle = self._idle()
-            self._backend_call(self.backend.end_reply, text)
-            with self._cv:
-                if idle and self._speaking_turn is None:
-                    self._set_state(SpeechState.LISTENING)
-                self._cv.notify_all()
-
-    def _check_reply_timeout(self) -> None:
-        with self._cv:
-            since = self._awaiting_since
-            if since is None or time.monotonic() - since < self.p["reply_timeout"]:
-                return
-            self._awaiting_since = None
-        self.log.warning(f"no reply within {self.p['reply_timeout']:g} s; listening again")
-        self._backend_call(self.backend.end_reply, "", True)
-        with self._cv:
-            if self._idle() and self._speaking_turn is None:
-                self._set_state(SpeechState.LISTENING)
-            self._cv.notify_all()
-
-    def _backend_call(self, fn, *args):
-        try:
-            return fn(*args)
-        except Exception as e:  # noqa: BLE001 - a backend bug must not stop the node
-            self.log.error(f"speech backend {fn.__name__} failed: {e!r}")
-            return None
 
     # ---------------------------------------------------------------- shutdown
     def close(self) -> None:
@@ -385,12 +229,10 @@ class SpeechNode(Node):
         if self._closed.is_set():
             return
         self._closed.set()
-        if self.backend is not None:
-            self._backend_call(self.backend.close)
         if getattr(self, "_starter", None) is not None:
             self._starter.join(timeout=2.0)
-        if self._speaker is not None and self._speaker is not threading.current_thread():
-            self._speaker.join(timeout=2.0)
+        if self.turns is not None:
+            self.turns.close()
 
     def destroy_node(self):
         self.close()

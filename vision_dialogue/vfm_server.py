@@ -22,18 +22,17 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 
-from vision_dialogue.image_msgs import ImageConversionError, from_image_msg, to_image_msg
-from vision_dialogue.ros_params import Param, ParameterError, declare_params
+from vision_dialogue.msg import ToolInfo
+from vision_dialogue.ros.image_msgs import ImageConversionError, from_image_msg, to_image_msg
+from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
+from vision_dialogue.ros.vfm_actions import ACTIONS, LIST_TOOLS_SERVICE, action_name
+from vision_dialogue.srv import ListTools
 from vision_dialogue.vfm import registry
 from vision_dialogue.vfm.devices import LoadSpecError, parse_load
 from vision_dialogue.vfm.errors import Cancelled, ToolError
 from vision_dialogue.vfm.image_store import ImageStore, StoreError
 from vision_dialogue.vfm.models.common import RunContext
 from vision_dialogue.vfm.toolbox import Toolbox
-
-from vision_dialogue.action import ImageToImage, ImageToText, TextToImage  # noqa: E402
-from vision_dialogue.msg import ToolInfo  # noqa: E402
-from vision_dialogue.srv import ListTools  # noqa: E402
 
 
 def _load_error(value: str) -> str | None:
@@ -47,7 +46,7 @@ def _load_error(value: str) -> str | None:
 PARAMS = [
     Param("image_dir", "~/.ros/vision_dialogue/vfm_images",
           "Image store directory: inputs must resolve inside it, outputs are written there.",
-          check=lambda v: None if str(v).strip() else "must not be empty", read_only=True),
+          check=nonempty, read_only=True),
     Param("load", "all_cpu",
           "Tools to offer and their devices: comma separated <op id|VCG class|all>_<cpu|cuda|"
           "cuda:N|mps>, later entries override earlier, e.g. 'all_cpu,Text2Image_cuda:0'.",
@@ -66,11 +65,8 @@ PARAMS = [
 ] + [Param(f"checkpoints.{key}", default,
            f"Checkpoint for '{key}': a local directory/file or a Hugging Face repo id "
            f"(looked up in the local cache).",
-           check=lambda v: None if str(v).strip() else "must not be empty", read_only=True)
+           check=nonempty, read_only=True)
      for key, default in registry.DEFAULT_CHECKPOINTS.items()]
-
-_ACTION_OF = {registry.IMAGE_TO_TEXT: ImageToText, registry.IMAGE_TO_IMAGE: ImageToImage,
-              registry.TEXT_TO_IMAGE: TextToImage}
 
 
 class VfmServer(Node):
@@ -85,19 +81,22 @@ class VfmServer(Node):
         except LoadSpecError as e:  # pragma: no cover - caught by the Param check already
             raise ParameterError(f"load: {e}") from None
         except OSError as e:
-            raise ParameterError(f"image_dir: cannot create {self.params['image_dir']!r}: {e}") from None
+            raise ParameterError(f"image_dir: cannot create {self.params['image_dir']!r}: "
+                                 f"{e}") from None
         ckpts = {k: self.params[f"checkpoints.{k}"] for k in registry.DEFAULT_CHECKPOINTS}
         self.toolbox = Toolbox(devices, ckpts, allow_download=self.params["allow_download"])
         self._cb = ReentrantCallbackGroup()
         self._servers = [
-            ActionServer(self, action, f"vfm/{kind}", execute_callback=self._make_execute(kind),
+            ActionServer(self, action, action_name(kind),
+                         execute_callback=self._make_execute(kind),
                          goal_callback=self._make_goal_check(kind),
                          cancel_callback=lambda _g: CancelResponse.ACCEPT, callback_group=self._cb)
-            for kind, action in _ACTION_OF.items()]
-        self._list_srv = self.create_service(ListTools, "vfm/list_tools", self._list_tools,
+            for kind, action in ACTIONS.items()]
+        self._list_srv = self.create_service(ListTools, LIST_TOOLS_SERVICE, self._list_tools,
                                              callback_group=self._cb)
         self.get_logger().info(
-            f"offering {len(devices)} tools ({', '.join(f'{o}@{d}' for o, d in devices.items())}); "
+            f"offering {len(devices)} tools "
+            f"({', '.join(f'{o}@{d}' for o, d in devices.items())}); "
             f"image store {self.store.root}")
 
     # ---- goals ---------------------------------------------------------------------------
@@ -107,7 +106,8 @@ class VfmServer(Node):
             return f"unknown tool {tool!r} for vfm/{kind}; offered: {', '.join(offered) or 'none'}"
         spec = registry.BY_OP[tool]
         if spec.action_type != kind:
-            return f"tool {tool!r} is an {spec.action_type} tool; send it to vfm/{spec.action_type}"
+            return (f"tool {tool!r} is an {spec.action_type} tool; send it to "
+                    f"vfm/{spec.action_type}")
         return None
 
     def _make_goal_check(self, kind: str):
@@ -135,62 +135,70 @@ class VfmServer(Node):
         raise ToolError("goal has neither image_file nor image")
 
     def _make_execute(self, kind: str):
-        action = _ACTION_OF[kind]
+        return lambda goal_handle: self._execute(kind, goal_handle)
 
-        def execute(goal_handle):
-            goal = goal_handle.request
-            result = action.Result()
-            lock = threading.Lock()
+    def _execute(self, kind: str, goal_handle):
+        """Run one goal: feedback as it goes, cancel between steps, errors as results."""
+        goal, result = goal_handle.request, ACTIONS[kind].Result()
+        ctx = RunContext(progress=self._progress(kind, goal_handle),
+                         cancelled=lambda: goal_handle.is_cancel_requested,
+                         steps=self.params_now("num_inference_steps"),
+                         guidance_scale=self.params_now("guidance_scale"),
+                         image_size=self.params_now("image_size"), seed=self.params_now("seed"))
+        log = self.get_logger()
+        try:
+            self._run_goal(kind, goal, ctx, result)
+            result.success = True
+            goal_handle.succeed()
+            out = result.text[:80] if kind == registry.IMAGE_TO_TEXT else result.image_file
+            log.info(f"{goal.tool}: done -> {out}")
+        except Cancelled:
+            result.error = "cancelled"
+            goal_handle.canceled()
+            log.info(f"{goal.tool}: cancelled")
+        except (ToolError, StoreError) as e:
+            result.error = str(e)
+            goal_handle.abort()
+            log.error(f"{goal.tool}: {e}")
+        except Exception as e:  # noqa: BLE001 - a model bug must not take the server down
+            result.error = f"{goal.tool} failed: {type(e).__name__}: {e}"
+            goal_handle.abort()
+            log.error(result.error)
+        return result
 
-            def progress(stage: str, step: int, total: int):
-                fb = action.Feedback()
-                fb.stage = stage
-                if kind == registry.IMAGE_TO_TEXT:
-                    fb.progress = float(step) / float(total) if total else 0.0
-                else:
-                    fb.step, fb.total_steps = int(step), int(total)
-                with lock:
-                    goal_handle.publish_feedback(fb)
+    def _run_goal(self, kind: str, goal, ctx: RunContext, result) -> None:
+        """Fill `result` with the tool's text, or its image (stored, and as a message)."""
+        err = self._goal_error(kind, goal.tool)
+        if err:
+            raise ToolError(err)
+        rgb, prev, frame = (None, None, "") if kind == registry.TEXT_TO_IMAGE \
+            else self._input(goal)
+        out = self.toolbox.run(goal.tool, rgb, goal.text, ctx)
+        if kind == registry.IMAGE_TO_TEXT:
+            result.text = str(out)
+            ctx.progress("done", 1, 1)
+            return
+        result.image_file = self.store.save(out, goal.tool, prev)
+        result.image = to_image_msg(np.ascontiguousarray(out[:, :, ::-1]),
+                                    stamp=self.get_clock().now().to_msg(),
+                                    frame_id=frame or self.params["frame_id"])
 
-            ctx = RunContext(progress=progress, cancelled=lambda: goal_handle.is_cancel_requested,
-                             steps=self.params_now("num_inference_steps"),
-                             guidance_scale=self.params_now("guidance_scale"),
-                             image_size=self.params_now("image_size"),
-                             seed=self.params_now("seed"))
-            try:
-                err = self._goal_error(kind, goal.tool)
-                if err:
-                    raise ToolError(err)
-                rgb, prev, frame = (None, None, "") if kind == registry.TEXT_TO_IMAGE \
-                    else self._input(goal)
-                out = self.toolbox.run(goal.tool, rgb, goal.text, ctx)
-                if kind == registry.IMAGE_TO_TEXT:
-                    result.text = str(out)
-                else:
-                    result.image_file = self.store.save(out, goal.tool, prev)
-                    result.image = to_image_msg(np.ascontiguousarray(out[:, :, ::-1]),
-                                                stamp=self.get_clock().now().to_msg(),
-                                                frame_id=frame or self.params["frame_id"])
-                if kind == registry.IMAGE_TO_TEXT:
-                    progress("done", 1, 1)
-                result.success = True
-                goal_handle.succeed()
-                self.get_logger().info(f"{goal.tool}: done -> "
-                                       f"{result.text[:80] if kind == registry.IMAGE_TO_TEXT else result.image_file}")
-            except Cancelled:
-                result.error = "cancelled"
-                goal_handle.canceled()
-                self.get_logger().info(f"{goal.tool}: cancelled")
-            except (ToolError, StoreError) as e:
-                result.error = str(e)
-                goal_handle.abort()
-                self.get_logger().error(f"{goal.tool}: {e}")
-            except Exception as e:  # a model bug must not take the server down
-                result.error = f"{goal.tool} failed: {type(e).__name__}: {e}"
-                goal_handle.abort()
-                self.get_logger().error(result.error)
-            return result
-        return execute
+    @staticmethod
+    def _progress(kind: str, goal_handle):
+        """A RunContext progress callback publishing the action's feedback."""
+        lock = threading.Lock()
+        action = ACTIONS[kind]
+
+        def progress(stage: str, step: int, total: int):
+            fb = action.Feedback()
+            fb.stage = stage
+            if kind == registry.IMAGE_TO_TEXT:
+                fb.progress = float(step) / float(total) if total else 0.0
+            else:
+                fb.step, fb.total_steps = int(step), int(total)
+            with lock:
+                goal_handle.publish_feedback(fb)
+        return progress
 
     def params_now(self, name: str):
         """Current value of a (dynamically settable) parameter."""
@@ -206,7 +214,7 @@ class VfmServer(Node):
 
 
 def main(args=None):
-    from vision_dialogue.node_runner import run_node
+    from vision_dialogue.ros.node_runner import run_node
     return run_node(lambda: VfmServer(), "vfm_server", args, threads=max(4, os.cpu_count() or 1),
                     params=PARAMS, doc=__doc__)
 

@@ -1,6 +1,7 @@
-"""A stand-in for a third-party camera driver (rclpy + sensor_msgs only, no vision_dialogue):
-publishes raw frames with a driver's QoS, as usb_cam / v4l2_camera (RELIABLE, depth 10) or
-a sensor-data publisher (best effort, depth 5) do.
+"""A stand-in for a third-party camera driver (rclpy + sensor_msgs only, no vision_dialogue).
+
+Publishes raw frames with a driver's QoS, as usb_cam / v4l2_camera (RELIABLE, depth 10) or a
+sensor-data publisher (best effort, depth 5) do.
 
     python frame_driver.py --qos reliable --rate 30 --size 1280x720 --encoding rgb8 --count 60
 

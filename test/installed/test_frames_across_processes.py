@@ -1,5 +1,6 @@
-"""Raw frames from a separate driver process reach the installed manager_node (>= 95 %) with
-the settings a user has: sourced install (its Fast DDS profile) and default parameters.
+"""Raw frames from a separate driver process reach the installed manager_node (>= 95 %).
+
+With the settings a user has: sourced install (its Fast DDS profile) and default parameters.
 
 The driver stands in for a third-party camera (usb_cam, v4l2_camera: RELIABLE depth 10; or
 a sensor-data publisher). The last case is a RELIABLE driver started from a shell without

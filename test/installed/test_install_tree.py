@@ -1,5 +1,8 @@
-"""The install tree alone: every module imports, every executable answers --help, the
-environment hook sets the DDS profile, no build debris in share/."""
+"""The install tree alone.
+
+Every module imports, every executable answers --help, the environment hook sets the DDS profile,
+no build debris in share/.
+"""
 from __future__ import annotations
 
 import configparser

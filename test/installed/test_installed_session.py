@@ -1,5 +1,8 @@
-"""A dialogue session of separate processes from the install tree, started as a launch file
-starts them (installed executable, --ros-args, params), and `bringup demo --processes`."""
+"""A dialogue session of separate processes from the install tree.
+
+Started as a launch file starts them (installed executable, --ros-args, params), and as
+`bringup demo --processes`.
+"""
 from __future__ import annotations
 
 import json

@@ -54,6 +54,7 @@ def _sourced_env(setup: Path, base: dict) -> dict:
 @dataclass
 class Installed:
     """A clean build of the package and a user's environment for it."""
+
     ws: Path
     env: dict
     home: Path        # working directory for the processes (outside the checkout)
@@ -108,7 +109,8 @@ def build_workspace(ws: Path) -> Installed:
          "--cmake-args", "-DBUILD_TESTING=OFF", f"-DPython3_EXECUTABLE={sys.executable}",
          "--event-handlers", "console_cohesion+", "status-"],
         cwd=ws, env=base, capture_output=True, text=True, timeout=900)
-    assert build.returncode == 0, f"colcon build failed:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}"
+    assert build.returncode == 0, \
+        f"colcon build failed:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}"
     print(f"installed tier: clean colcon build in {time.monotonic() - t0:.0f} s")
     env = _sourced_env(ws / "install" / "setup.bash", base)
     env["PYTHONUNBUFFERED"] = "1"

@@ -1,5 +1,7 @@
-"""ROS-free core of vision_dialogue: prompt timeline, summariser, LLM clients, tool registry.
+"""The conversation (ROS-free).
 
-Nothing under vision_dialogue.core imports rclpy or generated messages, so it is testable
-in milliseconds; the nodes are thin adapters around it.
+The paper's interleaved frame + dialogue timeline, frame summaries, history folding, the prompt,
+the persona, the transcript.
+
+May import: llm. Never rclpy or generated messages: testable in milliseconds.
 """

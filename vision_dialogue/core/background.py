@@ -24,8 +24,11 @@ class BackgroundJobs:
             return list(self._inflight)
 
     def submit(self, fn: Callable, *args, on_refused: Callable[[], None]) -> Future | None:
-        """Run fn(*args) in the pool; if the pool is shut down (closing), call on_refused()
-        (which must give the job's items back) and return None."""
+        """Run fn(*args) in the pool.
+
+        If the pool is shut down (closing), call on_refused() (which must give the job's items
+        back) and return None.
+        """
         with self._lock:
             try:
                 fut = self.pool.submit(fn, *args)

@@ -16,7 +16,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Protocol
 
 import numpy as np
 
@@ -24,12 +24,11 @@ from vision_dialogue.core.history import HistoryFolder
 from vision_dialogue.core.images import Frame, ImagePolicy, as_bgr, downscale, is_dark
 from vision_dialogue.core.persona import Persona
 from vision_dialogue.core.prompt import PromptBuilder, prompt_size
-from vision_dialogue.core.sentences import split_sentences
+from vision_dialogue.llm.sentences import split_sentences
 from vision_dialogue.core.summariser import FrameSummariser, validate_nm
 from vision_dialogue.core.timeline import ROBOT, USER, FrameItem, LineItem, SummaryItem, \
     Timeline, describe
-from vision_dialogue.core.tool_agent import (TOOLS_NOTE, AgentResult, ToolRecord,
-                                             run_tool_loop)
+from vision_dialogue.llm.tool_loop import TOOLS_NOTE, AgentResult, ToolRecord, run_tool_loop
 
 _log = logging.getLogger("vision_dialogue.conversation")
 
@@ -39,9 +38,19 @@ _EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]")
 Listener = Callable[[str, dict], None]
 
 
+class SentenceCallback(Protocol):
+    """Called with each reply sentence as it is ready.
+
+    fallback: the sentence is the persona's fallback line after an LLM failure.
+    """
+
+    def __call__(self, sentence: str, index: int, fallback: bool = False) -> None: ...
+
+
 @dataclass
 class ConversationConfig:
     """Settings of the conversation core (the node maps its parameters onto these)."""
+
     n: int = 4
     m: int = 3
     policy: ImagePolicy = field(default_factory=ImagePolicy)
@@ -62,6 +71,7 @@ class ConversationConfig:
 @dataclass
 class TurnResult:
     """The outcome of one user turn."""
+
     turn_id: int
     in_reply_to: str
     text: str
@@ -80,9 +90,11 @@ def clean_reply(text: str) -> str:
 
 
 class NoteFilter:
-    """Cleans reply text for speaking: drops emoji and anything inside square brackets (the
-    prompt's memory notes, which small models sometimes read out), also when a note spans
-    several streamed sentences; collapses whitespace."""
+    """Cleans reply text for speaking.
+
+    Drops emoji and anything inside square brackets (the prompt's memory notes, which small models
+    sometimes read out), also when a note spans several streamed sentences; collapses whitespace.
+    """
 
     def __init__(self, labels: Iterable[str] = ()):
         self.depth = 0
@@ -108,8 +120,11 @@ class NoteFilter:
 
 
 class _YieldToTurns:
-    """The summary/fold backend: waits (bounded) while a user turn is running, so background
-    LLM calls never queue in front of a reply on a one-at-a-time backend (a local model)."""
+    """The summary/fold backend.
+
+    Waits (bounded) while a user turn is running, so background LLM calls never queue in front of a
+    reply on a one-at-a-time backend (a local model).
+    """
 
     def __init__(self, backend, idle: threading.Event, max_wait: float = 120.0):
         self._backend, self._idle, self._max_wait = backend, idle, max_wait
@@ -124,9 +139,11 @@ class _YieldToTurns:
 
 
 class ToolProvider:
-    """What `Conversation.set_tools` needs (the manager's VFM bridge implements it):
-    `schemas()` -> OpenAI function specs offered now (may be empty: no tools this turn);
-    `run(name, args)` -> tool_agent.ToolOutcome."""
+    """What `Conversation.set_tools` needs (the manager's VFM bridge implements it).
+
+    `schemas()` -> OpenAI function specs offered now (may be empty: no tools this turn); `run(name,
+    args)` -> llm.tool_loop.ToolOutcome.
+    """
 
     def schemas(self) -> list[dict]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -145,7 +162,7 @@ class Conversation:
     locks, except "tool", which is called during the turn).
 
     Tools (Visual ChatGPT): after `set_tools(provider)`, a turn offers the provider's tools
-    to the LLM (core/tool_agent.py) whenever it has any and the backend has
+    to the LLM (llm/tool_loop.py) whenever it has any and the backend has
     `complete_with_tools`; otherwise turns are exactly as without tools.
     """
 
@@ -184,9 +201,11 @@ class Conversation:
 
     def set_tools(self, provider: ToolProvider | None, *, max_rounds: int = 3,
                   show_images: bool = True) -> None:
-        """Offer `provider`'s tools in every turn (None: no tools). `max_rounds`: tool rounds
-        per turn (>= 1). `show_images`: images the tools make are shown to the LLM (only when
-        the backend takes images)."""
+        """Offer `provider`'s tools in every turn (None: no tools).
+
+        `max_rounds`: tool rounds per turn (>= 1). `show_images`: images the tools make are shown
+        to the LLM (only when the backend takes images).
+        """
         if max_rounds < 1:
             raise ValueError(f"max_rounds={max_rounds} must be >= 1")
         self.tools = provider
@@ -216,9 +235,11 @@ class Conversation:
 
     # --- input -----------------------------------------------------------------------------
     def add_frame(self, image: np.ndarray, stamp: float | None = None) -> Frame:
-        """Add a camera frame (HxWx3 BGR uint8, or grey). Encodes it (or observes it, for a
-        text-only backend) before it enters the timeline, then applies the summary rule.
-        Raises ValueError on a malformed image."""
+        """Add a camera frame (HxWx3 BGR uint8, or grey).
+
+        Encodes it (or observes it, for a text-only backend) before it enters the timeline, then
+        applies the summary rule. Raises ValueError on a malformed image.
+        """
         bgr = as_bgr(image)
         pol = self.config.policy
         bgr = downscale(bgr, max(pol.newest_max_side, pol.older_max_side))
@@ -239,86 +260,94 @@ class Conversation:
         self.summariser.on_frame()
         return frame
 
-    def turn(self, text: str, on_sentence: Callable[[str, int], None] | None = None,
+    def turn(self, text: str, on_sentence: SentenceCallback | None = None,
              speaker: str = "") -> TurnResult:
-        """Answer one user utterance. Streams sentences to on_sentence(sentence, index,
-        fallback=False) when the config asks for streaming; on an LLM failure the fallback line
-        is streamed too (fallback=True). Never raises for LLM failures: returns the persona's
-        fallback line with fallback=True. Raises ValueError for an empty utterance."""
+        """Answer one user utterance.
+
+        Streams sentences to on_sentence(sentence, index, fallback=False) when the config asks for
+        streaming; on an LLM failure the fallback line is streamed too (fallback=True). Never
+        raises for LLM failures: returns the persona's fallback line with fallback=True. Raises
+        ValueError for an empty utterance.
+        """
         text = " ".join(str(text).split())
         if not text:
             raise ValueError("utterance text is empty")
         self._no_turn.clear()
         try:
-            return self._turn(text, on_sentence, speaker)
+            with self._turn_lock:
+                result = self._turn(text, on_sentence, speaker)
         finally:
             self._no_turn.set()
-
-    def _turn(self, text: str, on_sentence, speaker: str) -> TurnResult:
-        with self._turn_lock:
-            t0 = time.perf_counter()
-            self._turn_id += 1
-            turn_id = self._turn_id
-            self.timeline.add_line(USER, text)
-            self._emit("user", {"turn_id": turn_id, "text": text, "speaker": speaker})
-            self.folder.check()
-            items = self.timeline.snapshot()
-            msgs = self.builder.reply_messages(items, self.timeline.history_summary)
-            frame_ids = [i.id for i in items if i.kind == "frame"]
-            summary_ids = [i.frame_ids for i in items if i.kind == "summary"]
-            overhead = time.perf_counter() - t0
-            sentences: list[str] = []
-            error = None
-            cfg = self.config
-            records: list[ToolRecord] = []
-            try:
-                schemas = self._tool_schemas()
-                if schemas:
-                    text_out = self._tool_reply(msgs, schemas, turn_id, records)
-                    for s in split_sentences(text_out):
-                        if cfg.stream and on_sentence is not None:
-                            on_sentence(s, len(sentences))
-                        sentences.append(s)
-                elif cfg.stream:
-                    notes = self._note_filter()
-                    for s in self.backend.stream(msgs, model=cfg.model,
-                                                 max_tokens=cfg.max_reply_tokens):
-                        s = notes.feed(s)
-                        if not s:
-                            continue
-                        if on_sentence is not None:
-                            on_sentence(s, len(sentences))
-                        sentences.append(s)
-                else:
-                    s = self._note_filter().feed(self.backend.complete(
-                        msgs, model=cfg.model, max_tokens=cfg.max_reply_tokens))
-                    if s:
-                        sentences.append(s)
-                if not sentences:
-                    raise ValueError("empty reply")
-            except Exception as e:  # noqa: BLE001 - any backend failure gives the fallback
-                error = f"{type(e).__name__}: {e}"
-                self.log.error(f"turn {turn_id}: LLM call failed ({error}); "
-                               "answering with the fallback line")
-            t1 = time.perf_counter()
-            fallback = error is not None
-            if fallback:
-                line = self.persona.fallback()
-                if cfg.stream and on_sentence is not None:
-                    try:
-                        on_sentence(line, len(sentences), fallback=True)
-                    except Exception as e:  # noqa: BLE001
-                        self.log.error(f"turn {turn_id}: sentence callback failed ({e})")
-                sentences.append(line)
-            reply = " ".join(sentences)
-            note = AgentResult("", 0, records).memory_note()   # kept even after a fallback
-            self.timeline.add_line(ROBOT, f"{reply} {note}" if note else reply)
-            self.folder.check()
-            overhead += time.perf_counter() - t1
-            result = TurnResult(turn_id, text, reply, sentences, fallback, error, overhead,
-                                frame_ids, summary_ids, records)
         self._emit("reply", {"result": result})
         return result
+
+    def _turn(self, text: str, on_sentence: SentenceCallback | None,
+              speaker: str) -> TurnResult:
+        """One turn under the turn lock: the user line in, the prompt, the reply, its line."""
+        t0 = time.perf_counter()
+        self._turn_id += 1
+        turn_id = self._turn_id
+        self.timeline.add_line(USER, text)
+        self._emit("user", {"turn_id": turn_id, "text": text, "speaker": speaker})
+        self.folder.check()
+        items = self.timeline.snapshot()
+        msgs = self.builder.reply_messages(items, self.timeline.history_summary)
+        overhead = time.perf_counter() - t0
+        records: list[ToolRecord] = []
+        sentences: list[str] = []
+        error = None
+        try:
+            self._reply(msgs, turn_id, on_sentence, sentences, records)
+        except Exception as e:  # noqa: BLE001 - any backend failure gives the fallback
+            error = f"{type(e).__name__}: {e}"
+            self.log.error(f"turn {turn_id}: LLM call failed ({error}); "
+                           "answering with the fallback line")
+            sentences.append(self._fallback(turn_id, len(sentences), on_sentence))
+        t1 = time.perf_counter()
+        reply = " ".join(sentences)
+        note = AgentResult("", 0, records).memory_note()   # kept even after a fallback
+        self.timeline.add_line(ROBOT, f"{reply} {note}" if note else reply)
+        self.folder.check()
+        overhead += time.perf_counter() - t1
+        return TurnResult(turn_id, text, reply, sentences, error is not None, error, overhead,
+                          [i.id for i in items if i.kind == "frame"],
+                          [i.frame_ids for i in items if i.kind == "summary"], records)
+
+    def _reply(self, msgs: list, turn_id: int, on_sentence: SentenceCallback | None,
+               sentences: list[str], records: list[ToolRecord]) -> None:
+        """Ask the LLM (tools, streamed, or whole) and append the spoken sentences.
+
+        Raises on a failed or empty reply (the sentences already spoken stay).
+        """
+        cfg = self.config
+        schemas = self._tool_schemas()
+        if schemas:
+            parts = split_sentences(self._tool_reply(msgs, schemas, turn_id, records))
+        elif cfg.stream:
+            parts = self.backend.stream(msgs, model=cfg.model, max_tokens=cfg.max_reply_tokens)
+        else:
+            parts = [self.backend.complete(msgs, model=cfg.model,
+                                           max_tokens=cfg.max_reply_tokens)]
+        notes = self._note_filter()
+        for s in parts:
+            s = notes.feed(s)
+            if not s:
+                continue
+            if cfg.stream and on_sentence is not None:
+                on_sentence(s, len(sentences))
+            sentences.append(s)
+        if not sentences:
+            raise ValueError("empty reply")
+
+    def _fallback(self, turn_id: int, index: int, on_sentence: SentenceCallback | None) -> str:
+        """The persona's fallback line, streamed like a sentence when streaming is on."""
+        line = self.persona.fallback()
+        if self.config.stream and on_sentence is not None:
+            try:
+                on_sentence(line, index, fallback=True)
+            except Exception as e:  # noqa: BLE001
+                self.log.error(f"turn {turn_id}: sentence callback failed ({e})")
+        return line
 
     def _note_filter(self) -> NoteFilter:
         p = self.persona
@@ -335,9 +364,11 @@ class Conversation:
 
     def _tool_reply(self, msgs: list, schemas: list, turn_id: int,
                     records: list[ToolRecord]) -> str:
-        """The tool-call loop for one turn: the clean reply text; every tool call is appended
-        to `records` as it completes. Raises on an LLM failure or an empty reply (the caller
-        answers with the fallback; the records stay)."""
+        """The tool-call loop for one turn.
+
+        The clean reply text; every tool call is appended to `records` as it completes. Raises on
+        an LLM failure or an empty reply (the caller answers with the fallback; the records stay).
+        """
         cfg = self.config
         msgs = msgs[:1] + [{"role": "system", "content": TOOLS_NOTE}] + msgs[1:]
 
@@ -359,8 +390,11 @@ class Conversation:
         return text
 
     def add_exchange(self, user_text: str, robot_text: str, **info) -> None:
-        """Add a user line and the robot's line without asking the LLM (e.g. Visual ChatGPT's
-        "Received." turn for a shared image). Emits "exchange" with both texts and `info`."""
+        """Add a user line and the robot's line without asking the LLM.
+
+        For Visual ChatGPT's "Received." turn for a shared image, say. Emits "exchange" with both
+        texts and `info`.
+        """
         user_text, robot_text = " ".join(str(user_text).split()), " ".join(
             str(robot_text).split())
         if not user_text or not robot_text:

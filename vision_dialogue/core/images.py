@@ -15,11 +15,14 @@ import cv2
 import numpy as np
 
 DETAILS = ("low", "high", "auto")
+#: the first bytes of every JPEG file
+JPEG_MAGIC = b"\xff\xd8\xff"
 
 
 @dataclass(frozen=True)
 class ImagePolicy:
     """How frames become image parts of the prompt."""
+
     newest_max_side: int = 640
     older_max_side: int = 256
     jpeg_quality: int = 80
@@ -60,6 +63,21 @@ def downscale(bgr: np.ndarray, max_side: int) -> np.ndarray:
                       interpolation=cv2.INTER_AREA)
 
 
+def resize_to(img: np.ndarray, width: int, height: int) -> np.ndarray:
+    """Resize to width x height; a 0 keeps the aspect ratio; both 0 = unchanged."""
+    h, w = img.shape[:2]
+    if not width and not height:
+        return img
+    if not height:
+        height = max(1, round(h * width / w))
+    if not width:
+        width = max(1, round(w * height / h))
+    if (width, height) == (w, h):
+        return img
+    interp = cv2.INTER_AREA if width * height < w * h else cv2.INTER_LINEAR
+    return cv2.resize(img, (width, height), interpolation=interp)
+
+
 def as_bgr(img: np.ndarray) -> np.ndarray:
     """Validate and normalise an image to HxWx3 uint8 BGR; raises ValueError on bad input."""
     if not isinstance(img, np.ndarray):
@@ -78,6 +96,7 @@ def as_bgr(img: np.ndarray) -> np.ndarray:
 @dataclass(eq=False)
 class Frame:
     """One camera frame as seen by the conversation: pixels, time, and cached encodings."""
+
     bgr: np.ndarray
     id: int = 0                     # set by the timeline on arrival
     stamp: float = field(default_factory=time.time)   # seconds since the epoch

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import yaml
 
-SOURCE_PERSONA = Path(__file__).resolve().parents[2] / "config" / "persona.yaml"
+from vision_dialogue.core.resources import config_file
+
+PERSONA_FILE = "persona.yaml"
 
 
 class PersonaError(ValueError):
@@ -17,6 +19,7 @@ class PersonaError(ValueError):
 @dataclass(frozen=True)
 class Persona:
     """All texts the conversation core sends to the LLM or says itself."""
+
     system: str
     summary_instruction: str
     history_instruction: str
@@ -38,9 +41,14 @@ REQUIRED = ("system", "summary_instruction", "history_instruction", "no_frames_n
             "dark_frames_note", "fallback_lines")
 
 
+def default_persona_file() -> Path:
+    """The packaged config/persona.yaml (source checkout, else the install's share/)."""
+    return config_file(PERSONA_FILE)
+
+
 def load_persona(path: str | Path | None = None) -> Persona:
-    """Read a persona YAML file (default: the source tree's config/persona.yaml)."""
-    p = Path(path) if path else SOURCE_PERSONA
+    """Read a persona YAML file (default: the packaged config/persona.yaml)."""
+    p = Path(path) if path else default_persona_file()
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except OSError as e:

@@ -4,9 +4,9 @@ Reply prompt, in order: the persona's system text; the running history summary (
 timeline items in arrival order (frames as images, summaries as "[Earlier you saw: ...]",
 user lines as `user`, robot lines as `assistant`; adjacent user-side items share one message;
 for a text-only backend, frame observations and summaries are `system` messages in place);
-and, in the system message, a note when no frame has arrived yet or the newest frame is dark. The newest frame goes in
-at full configured size, older ones downscaled (ImagePolicy). With a text-only backend a frame
-goes in as its text observation instead.
+and, in the system message, a note when no frame has arrived yet or the newest frame is dark.
+The newest frame goes in at full configured size, older ones downscaled (ImagePolicy). With a
+text-only backend a frame goes in as its text observation instead.
 """
 from __future__ import annotations
 
@@ -77,63 +77,39 @@ class PromptBuilder:
         text-only messages as plain strings; frames use their cached data URLs.
         """
         msgs = self._head(history_summary)
-        newest = None
-        has_summary = False
-        for it in reversed(items):
-            if it.kind == "frame":
-                newest = it
-                break
-        summary_label = self.persona.summary_label
-        role = None
-        parts: list = []
-        text_only = True
-
-        def flush():
-            if role is not None:
-                msgs.append({"role": role, "content": "\n".join(p["text"] for p in parts)
-                             if text_only else parts})
-
-        seen_role = "user" if self.supports_images else "system"
+        newest = next((it for it in reversed(items) if it.kind == "frame"), None)
+        packer = _Packer(msgs)
         for it in items:
-            kind = it.kind
-            if kind == "line" and it.role == ROBOT:
-                flush()
-                role, parts, text_only = "assistant", [{"type": "text", "text": it.text}], True
-                continue
-            if seen_role == "system" and kind in ("frame", "summary"):
+            if it.kind == "line" and it.role == ROBOT:
+                packer.add("assistant", [{"type": "text", "text": it.text}], merge=False)
+            elif not self.supports_images and it.kind in ("frame", "summary"):
                 # Text-only backend: what the robot saw goes in as system messages at its place
                 # in the timeline, so the user turns hold only what the person said (small
                 # models otherwise echo or continue the user turn).
-                text = (f"{summary_label} {it.text}" if kind == "summary" else
-                        self._observation_text(it, it is newest))
-                has_summary = has_summary or kind == "summary"
-                if role != "system":
-                    flush()
-                    role, parts, text_only = "system", [], True
-                parts.append({"type": "text", "text": text})
-                continue
-            if kind == "frame":
-                new = self._frame_parts(it, it is newest)
-                if self.supports_images:
-                    text_only_new = False
-                else:
-                    text_only_new = True
-            elif kind == "summary":
-                has_summary = True
-                new = [{"type": "text", "text": f"[{summary_label} {it.text}]"}]
-                text_only_new = True
+                packer.add("system", [{"type": "text", "text": self._seen_text(it, newest)}])
             else:
-                new = [{"type": "text", "text": it.text}]
-                text_only_new = True
-            if role == "user":
-                parts.extend(new)
-                text_only = text_only and text_only_new
-            else:
-                flush()
-                role, parts, text_only = "user", new, text_only_new
-        flush()
-        # The state of the robot's eyes goes into the first system message: a trailing system
-        # note right before the answer is what small models tend to read out.
+                packer.add("user", self._user_parts(it, newest))
+        packer.flush()
+        self._add_eyes_note(msgs, newest, any(it.kind == "summary" for it in items))
+        return msgs
+
+    def _seen_text(self, item: Item, newest: FrameItem | None) -> str:
+        if item.kind == "summary":
+            return f"{self.persona.summary_label} {item.text}"
+        return self._observation_text(item, item is newest)
+
+    def _user_parts(self, item: Item, newest: FrameItem | None) -> list:
+        if item.kind == "frame":
+            return self._frame_parts(item, item is newest)
+        if item.kind == "summary":
+            return [self._summary_part(item)]
+        return [{"type": "text", "text": item.text}]
+
+    def _add_eyes_note(self, msgs: list, newest: FrameItem | None, has_summary: bool) -> None:
+        """The state of the robot's eyes goes into the first system message.
+
+        A trailing system note right before the answer is what small models tend to read out.
+        """
         note = ""
         if newest is None and not has_summary:
             note = self.persona.no_frames_note
@@ -141,12 +117,14 @@ class PromptBuilder:
             note = self.persona.dark_frames_note
         if note:
             msgs[0] = {"role": "system", "content": f"{msgs[0]['content']}\n\n{note.strip()}"}
-        return msgs
 
     def summary_messages(self, items: Sequence[Item], frames: Sequence[FrameItem],
                          history_summary: str = "") -> list:
-        """The paper's summary request: instructions, the conversation and earlier summaries
-        up to the frames, then the frames (older size), then the request for one sentence."""
+        """The paper's summary request.
+
+        Instructions, the conversation and earlier summaries up to the frames, then the frames
+        (older size), then the request for one sentence.
+        """
         msgs = self._head(history_summary)
         first = frames[0]
         for it in items:
@@ -176,6 +154,31 @@ class PromptBuilder:
                 + "\n".join(lines))
         return [{"role": "system", "content": self.persona.history_instruction.strip()},
                 {"role": "user", "content": body}]
+
+
+class _Packer:
+    """Appends parts to a message list, merging adjacent parts of the same role into one message.
+
+    A message whose parts are all text becomes one plain string.
+    """
+
+    def __init__(self, msgs: list):
+        self.msgs, self.role, self.parts = msgs, None, []
+
+    def add(self, role: str, parts: list, merge: bool = True) -> None:
+        if merge and role == self.role:
+            self.parts.extend(parts)
+            return
+        self.flush()
+        self.role, self.parts = role, list(parts)
+
+    def flush(self) -> None:
+        if self.role is None:
+            return
+        text_only = all(p.get("type") == "text" for p in self.parts)
+        self.msgs.append({"role": self.role, "content": "\n".join(p["text"] for p in self.parts)
+                          if text_only else self.parts})
+        self.role, self.parts = None, []
 
 
 def prompt_size(messages: Sequence[dict]) -> tuple[int, int]:

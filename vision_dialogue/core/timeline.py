@@ -19,6 +19,7 @@ USER, ROBOT = "user", "robot"
 @dataclass(eq=False)
 class FrameItem:
     """A raw frame in the timeline. `pending`: a summary request holds it."""
+
     frame: Frame
     pending: bool = False
     failures: int = 0
@@ -32,6 +33,7 @@ class FrameItem:
 @dataclass(eq=False)
 class SummaryItem:
     """One short sentence that replaced consecutive frames `frame_ids`."""
+
     text: str
     frame_ids: tuple[int, ...]
     failed: bool = False          # neutral marker after repeated summary failures
@@ -46,6 +48,7 @@ class SummaryItem:
 @dataclass(eq=False)
 class LineItem:
     """A dialogue line: role is "user" or "robot"."""
+
     role: str
     text: str
     seq: int = 0
@@ -155,9 +158,10 @@ class Timeline:
 
     # --- history folding -------------------------------------------------------------------
     def select_for_fold(self, budget_chars: int, keep_recent_lines: int) -> list[Item]:
-        """When the text items (lines, summaries) exceed `budget_chars`, choose the oldest
-        text prefix to fold: it stops at the first frame and never reaches the newest
-        `keep_recent_lines` dialogue lines. Marks the chosen items pending; [] if nothing to do.
+        """Choose the oldest text prefix to fold once lines and summaries exceed the budget.
+
+        The prefix stops at the first frame and never reaches the newest `keep_recent_lines`
+        dialogue lines. Marks the chosen items pending; [] if nothing to do.
         """
         with self._lock:
             if self._folding or self._text_chars <= budget_chars:

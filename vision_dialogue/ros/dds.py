@@ -2,7 +2,7 @@
 
 Fast DDS' default shared-memory segment (0.5 MB) is smaller than one 640x480 bgr8 Image
 (0.9 MB): such messages fall back to UDP fragments, and best-effort frames between
-processes on one host mostly never arrive. `config/fastdds.xml` uses 8 MB segments, which
+processes on one host mostly never arrive. `config/fastdds.xml` uses 32 MB segments, which
 carry frames up to 1920x1080 bgr8 (`MAX_FRAME_BYTES`). It is the default wherever we start
 processes (env.sh, the install's environment hook, bringup, the launch files, every node's
 main); a profile the user chose (FASTDDS_DEFAULT_PROFILES_FILE already set) always wins, and
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from vision_dialogue.core.resources import ResourceNotFound, config_file
 
 PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"
 PROFILE_NAME = "fastdds.xml"
@@ -24,26 +26,20 @@ MAX_FRAME_BYTES = 1920 * 1080 * 3
 
 
 def profile_path() -> Path | None:
-    """config/fastdds.xml of the installed package (share/), else of the source tree."""
+    """config/fastdds.xml of the source checkout or the installed package; None if absent."""
     try:
-        from ament_index_python.packages import (PackageNotFoundError,
-                                                 get_package_share_directory)
-        try:
-            p = Path(get_package_share_directory("vision_dialogue")) / "config" / PROFILE_NAME
-            if p.is_file():
-                return p
-        except PackageNotFoundError:
-            pass
-    except ImportError:
-        pass
-    p = Path(__file__).resolve().parents[2] / "config" / PROFILE_NAME
+        p = config_file(PROFILE_NAME)
+    except ResourceNotFound:
+        return None
     return p if p.is_file() else None
 
 
 def apply_default_profile(env: dict | None = None) -> str | None:
-    """Set FASTDDS_DEFAULT_PROFILES_FILE to our profile unless it is set already; must run
-    before the first rclpy.init() of the process (and before starting child processes).
-    Returns the profile in effect (None when none is found)."""
+    """Set FASTDDS_DEFAULT_PROFILES_FILE to our profile unless it is set already.
+
+    Must run before the first rclpy.init() of the process (and before starting child processes).
+    Returns the profile in effect (None when none is found).
+    """
     env = os.environ if env is None else env
     if env.get(PROFILE_ENV):
         return env[PROFILE_ENV]

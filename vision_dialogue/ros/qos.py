@@ -31,9 +31,11 @@ def image_qos(choice: str) -> QoSProfile:
 
 
 def matching_qos(offered: list[QoSProfile], base: QoSProfile) -> QoSProfile:
-    """`base` with reliability and durability raised as far as every offer allows:
-    RELIABLE only if all publishers are reliable, TRANSIENT_LOCAL only if all are (rosbag2's
-    rule), and a depth no smaller than any publisher's. With no publisher, `base` unchanged."""
+    """`base` with reliability and durability raised as far as every offer allows.
+
+    RELIABLE only if all publishers are reliable, TRANSIENT_LOCAL only if all are (rosbag2's rule),
+    and a depth no smaller than any publisher's. With no publisher, `base` unchanged.
+    """
     q = QoSProfile(history=base.history, depth=base.depth, reliability=base.reliability,
                    durability=base.durability)
     if not offered:

@@ -1,31 +1,36 @@
-"""Speech I/O backends (no ROS): terminal, script, Furhat Remote API, Furhat Realtime API.
+"""Speech without ROS.
 
-`BACKENDS` maps the speech node's `backend` parameter to the class. The Furhat backends
-import their client libraries lazily, so terminal/script work without them.
+The backend interface, the terminal and script backends, the robot turn-taking base class and the
+turn logic (reply queue, barge-in, states).
+
+May import: llm (sentence splitting). `backend_class` maps the speech node's `backend`
+parameter to a class; the Furhat backends (in furhat/) are imported only when chosen.
 """
 from __future__ import annotations
+
+import importlib
 
 from vision_dialogue.speech.base import (ListenResult, RobotTurnTaking, RobotUnavailable,
                                          SpeechBackend, SpeechBackendError, SpeechEvents)
 
-BACKEND_NAMES = ("terminal", "script", "furhat", "furhat_realtime")
+#: backend parameter value -> "module:Class", imported only when chosen
+BACKEND_CLASSES = {
+    "terminal": "vision_dialogue.speech.terminal:TerminalBackend",
+    "script": "vision_dialogue.speech.script:ScriptBackend",
+    "furhat": "vision_dialogue.furhat.remote_speech:FurhatRemoteBackend",
+    "furhat_realtime": "vision_dialogue.furhat.realtime_speech:FurhatRealtimeBackend",
+}
+BACKEND_NAMES = tuple(BACKEND_CLASSES)
 
 
 def backend_class(name: str) -> type[SpeechBackend]:
     """The backend class for a `backend` parameter value; ValueError for an unknown name."""
-    if name == "terminal":
-        from vision_dialogue.speech.terminal import TerminalBackend
-        return TerminalBackend
-    if name == "script":
-        from vision_dialogue.speech.script import ScriptBackend
-        return ScriptBackend
-    if name == "furhat":
-        from vision_dialogue.speech.furhat_remote import FurhatRemoteBackend
-        return FurhatRemoteBackend
-    if name == "furhat_realtime":
-        from vision_dialogue.speech.furhat_realtime_backend import FurhatRealtimeBackend
-        return FurhatRealtimeBackend
-    raise ValueError(f"unknown speech backend {name!r}; one of {list(BACKEND_NAMES)}")
+    try:
+        module, cls = BACKEND_CLASSES[name].split(":")
+    except KeyError:
+        raise ValueError(f"unknown speech backend {name!r}; one of {list(BACKEND_NAMES)}") \
+            from None
+    return getattr(importlib.import_module(module), cls)
 
 
 __all__ = ["BACKEND_NAMES", "ListenResult", "RobotTurnTaking", "RobotUnavailable",

@@ -37,6 +37,7 @@ class RobotUnavailable(RuntimeError):
 @dataclass(frozen=True)
 class ListenResult:
     """What one listen produced: `text` when the user said something, else a `status`."""
+
     text: str = ""
     status: str = "OK"        # OK | SILENCE | INTERRUPTED | FAILED
 
@@ -91,9 +92,11 @@ class SpeechBackend(ABC):
 
 
 class RobotTurnTaking(SpeechBackend):
-    """Turn-taking for a robot: a thread attends the user and listens; on text it publishes
-    the utterance and (without barge-in) waits for the reply to end before listening again.
-    With `barge_in` it listens again as soon as the reply starts, so the user can interrupt.
+    """Turn-taking for a robot.
+
+    A thread attends the user and listens; on text it publishes the utterance and (without barge-
+    in) waits for the reply to end before listening again. With `barge_in` it listens again as soon
+    as the reply starts, so the user can interrupt.
 
     Subclasses implement the `_robot_*` calls; each raises RobotUnavailable when the robot
     does not answer. Outages are logged once, retried with exponential backoff from

@@ -9,9 +9,11 @@ from vision_dialogue.speech.base import SpeechBackend
 
 
 class TerminalBackend(SpeechBackend):
-    """Reads one utterance per line from `input_stream` (stdin) on a thread; empty lines are
-    skipped; end of file ends input cleanly (`input_finished`). Replies go to `output_stream`
-    (stdout), sentence by sentence on one "robot:" line."""
+    """Reads one utterance per line from `input_stream` (stdin) on a thread.
+
+    Empty lines are skipped; end of file ends input cleanly (`input_finished`). Replies go to
+    `output_stream` (stdout), sentence by sentence on one "robot:" line.
+    """
 
     name = "terminal"
 

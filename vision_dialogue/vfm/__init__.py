@@ -1,3 +1,7 @@
-"""Visual Foundation Model tools (Visual ChatGPT): registry, image store, device spec, models.
+"""Visual Foundation Model tools (Visual ChatGPT), ROS-free.
 
-ROS-free; vision_dialogue.vfm_server exposes them as ROS 2 actions."""
+The registry (the single table of tools, action kinds and checkpoints), the tool runtime, image
+store, device spec, models, and the tools' function specs for the LLM.
+
+May import: llm. vfm_server exposes the tools as ROS 2 actions.
+"""

@@ -4,7 +4,8 @@ Syntax (Visual ChatGPT's --load, extended): comma separated `<what>_<device>` en
 <what> is an op id (`caption`), a Visual ChatGPT class name (`ImageCaptioning`, `ImageEditing`
 = remove + replace) or `all`; <device> is `cpu`, `cuda`, `cuda:N` or `mps`. Later entries
 override earlier ones, so `all_cpu,Text2Image_cuda:0` offers every tool on the CPU except
-text-to-image on GPU 0. Tools not named are not offered."""
+text-to-image on GPU 0. Tools not named are not offered.
+"""
 from __future__ import annotations
 
 import re
@@ -29,7 +30,8 @@ def parse_load(spec: str) -> dict[str, str]:
         if not sep or not what:
             raise LoadSpecError(f"entry {entry!r} is not <tool>_<device>, e.g. caption_cuda:0")
         if not _DEVICE.match(device):
-            raise LoadSpecError(f"entry {entry!r}: device {device!r} is not cpu, cuda, cuda:N or mps")
+            raise LoadSpecError(f"entry {entry!r}: device {device!r} is not cpu, cuda, cuda:N "
+                                "or mps")
         if what == "all":
             ops = [t.op for t in registry.TOOLS]
         elif what in registry.BY_OP:
@@ -38,7 +40,8 @@ def parse_load(spec: str) -> dict[str, str]:
             ops = [t.op for t in registry.BY_CLASS[what]]
         else:
             raise LoadSpecError(f"entry {entry!r}: unknown tool {what!r}; use an op id "
-                                f"({', '.join(registry.BY_OP)}), a Visual ChatGPT class name or 'all'")
+                                f"({', '.join(registry.BY_OP)}), a Visual ChatGPT class name "
+                                "or 'all'")
         for op in ops:
             chosen[op] = device
     return {t.op: chosen[t.op] for t in registry.TOOLS if t.op in chosen}

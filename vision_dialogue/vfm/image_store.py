@@ -4,7 +4,8 @@ Names follow Visual ChatGPT's chain: a shared image is `{id}.png`; a tool output
 `{id}_{op}_{prev}_{org}.png` where `id` is a new short uuid, `prev` the id of the input image
 and `org` the name of the original image the chain started from (get_new_image_name).
 Every name a goal gives must resolve inside the store: `..`, absolute paths elsewhere and
-symlinks pointing out are rejected."""
+symlinks pointing out are rejected.
+"""
 from __future__ import annotations
 
 import os
@@ -65,7 +66,8 @@ class ImageStore:
             raise StoreError("image file name contains a NUL byte")
         p = Path(os.path.expanduser(name.strip()))
         if ".." in p.parts:
-            raise StoreError(f"image file {name!r} contains '..'; give a name inside the image store")
+            raise StoreError(f"image file {name!r} contains '..'; give a name inside the image "
+                             "store")
         cand = p if p.is_absolute() else self.root / p
         real = Path(os.path.realpath(cand))
         if not real.is_relative_to(self.root):
@@ -92,7 +94,7 @@ class ImageStore:
         if rgb.dtype != np.uint8 or rgb.ndim not in (2, 3):
             raise ValueError(f"expected a uint8 HxW or HxWx3 image, got {rgb.dtype} {rgb.shape}")
         img = rgb if rgb.ndim == 2 else cv2.cvtColor(np.ascontiguousarray(rgb[:, :, :3]),
-                                                    cv2.COLOR_RGB2BGR)
+                                                     cv2.COLOR_RGB2BGR)
         tmp = self.root / f".{name}.tmp.png"
         if not cv2.imwrite(str(tmp), img):
             raise OSError(f"could not write {tmp}")
@@ -105,7 +107,7 @@ class ImageStore:
         return name
 
     def save(self, rgb: np.ndarray, op: str, prev_name: str | None) -> str:
-        """Store `op`'s output chained to `prev_name` (None for text-to-image); returns its name."""
+        """Store `op`'s output chained to `prev_name` (None: text-to-image); return its name."""
         name = self.new_name(op, prev_name)
         try:
             self._write(name, rgb)

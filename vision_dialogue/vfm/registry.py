@@ -1,11 +1,14 @@
-"""The VFM tool registry (ROS-free): every tool's op id, Visual ChatGPT name and class, action
-type, usage text with input/output format (worded for the LLM, adapted from Visual ChatGPT),
-the checkpoints it needs and their defaults; plus the Visual ChatGPT prompt pieces (prefix,
-format instructions, suffix, tool list text and the "Received" turn for a shared image).
+"""The VFM tool registry (ROS-free).
+
+Every tool's op id, Visual ChatGPT name and class, action type, usage text with input/output format
+(worded for the LLM, adapted from Visual ChatGPT), the checkpoints it needs and their defaults;
+plus the Visual ChatGPT prompt pieces (prefix, format instructions, suffix, tool list text and the
+"Received" turn for a shared image).
 
 In Visual ChatGPT a tool's input is one comma separated string starting with the image path;
 here the image and the text travel as separate goal fields, and the tool list text tells the
-LLM exactly that form ("image_file, text")."""
+LLM exactly that form ("image_file, text").
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,6 +16,8 @@ from dataclasses import dataclass
 IMAGE_TO_TEXT = "image_to_text"
 IMAGE_TO_IMAGE = "image_to_image"
 TEXT_TO_IMAGE = "text_to_image"
+#: the kinds of tool; each has one action type (ros/vfm_actions.py)
+ACTION_TYPES = (IMAGE_TO_TEXT, IMAGE_TO_IMAGE, TEXT_TO_IMAGE)
 
 # checkpoint key -> default (what Visual ChatGPT used, or the named successor)
 DEFAULT_CHECKPOINTS: dict[str, str] = {
@@ -43,8 +48,46 @@ _OUT_IMG = " It returns the file name of the new image."
 
 
 @dataclass(frozen=True)
+class ModelSpec:
+    """A model tools run on: its class under vfm/models and what it is built from."""
+
+    cls: str                     # "module.Class" under vision_dialogue/vfm/models
+    checkpoint: str = ""         # key of DEFAULT_CHECKPOINTS ("" = none, or shipped weights)
+    checkpoint_file: str = ""    # a file inside the checkpoint directory, if it is one file
+    base_checkpoint: str = ""    # ControlNet: the Stable Diffusion checkpoint it conditions
+    masker: str = ""             # inpainting: the MODELS key that finds what to edit
+    reports_steps: bool = False  # reports progress per denoising step itself
+    eager: bool = False          # nothing to load: built with the tool runtime
+
+
+#: every model the tools use; tools that name the same model share one instance per device
+MODELS: dict[str, ModelSpec] = {
+    "opencv": ModelSpec("opencv_maps.OpenCvMaps", eager=True),
+    "caption": ModelSpec("blip.Captioner", "caption"),
+    "vqa": ModelSpec("blip.QuestionAnswerer", "vqa"),
+    "detect": ModelSpec("owlvit.Detector", "detect"),
+    "sd": ModelSpec("diffusion.TextToImage", "sd", reports_steps=True),
+    "pix2pix": ModelSpec("diffusion.InstructPix2Pix", "pix2pix", reports_steps=True),
+    "clipseg": ModelSpec("clipseg.TextMasker", "clipseg"),
+    "inpaint": ModelSpec("diffusion.Inpainter", "inpaint", masker="clipseg",
+                         reports_steps=True),
+    "hed": ModelSpec("hed.HedDetector", "hed_annotator", checkpoint_file="ControlNetHED.pth"),
+    "pose": ModelSpec("pose.PoseDetector"),
+    "seg": ModelSpec("upernet.Segmenter", "seg"),
+    "depth": ModelSpec("dpt.DepthEstimator", "depth"),
+    **{f"controlnet_{c}": ModelSpec("diffusion.ControlNetGenerator", f"controlnet_{c}",
+                                    base_checkpoint="sd", reports_steps=True)
+       for c in ("canny", "line", "hed", "scribble", "pose", "seg", "depth", "normal")},
+}
+
+
+@dataclass(frozen=True)
 class ToolSpec:
-    """One tool as the LLM and the server see it."""
+    """One tool as the LLM and the server see it, and how the tool runtime runs it.
+
+    `getattr(MODELS[model] instance, call)(*args)` with args from ("rgb", "text", "ctx").
+    """
+
     op: str                      # op id in goals and in file names (no "_")
     name: str                    # Visual ChatGPT tool name
     vcg_class: str               # Visual ChatGPT class, accepted in the `load` parameter
@@ -52,6 +95,9 @@ class ToolSpec:
     description: str             # usage text with input/output format
     checkpoints: tuple[str, ...] = ()   # checkpoint keys it loads; () = weight-free
     needs_text: bool = False
+    model: str = ""              # key of MODELS
+    call: str = "run"            # method of the model
+    args: tuple[str, ...] = ("rgb",)
 
     @property
     def weight_free(self) -> bool:
@@ -62,9 +108,10 @@ class ToolSpec:
         return f"{self.name}: {self.description}"
 
 
-def _map_tool(op, name, cls, like, ckpt=()):
+def _map_tool(op, name, cls, like, ckpt=(), model="opencv", call="run"):
     return ToolSpec(op, name, cls, IMAGE_TO_IMAGE,
-                    f"useful when you want to {like}. {_IMG}.{_OUT_IMG}", ckpt)
+                    f"useful when you want to {like}. {_IMG}.{_OUT_IMG}", ckpt, model=model,
+                    call=call)
 
 
 def _cond_tool(op, name, cls, what, like, ckpt):
@@ -72,49 +119,53 @@ def _cond_tool(op, name, cls, what, like, ckpt):
                     f"useful when you want to generate a new real image from both the user "
                     f"description and {what}. like: {like}. "
                     + _IMG_TEXT.format(what="the user description") + "." + _OUT_IMG,
-                    ("sd", ckpt), needs_text=True)
+                    ("sd", ckpt), needs_text=True, model=ckpt, args=("rgb", "text", "ctx"))
 
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("caption", "Get Photo Description", "ImageCaptioning", IMAGE_TO_TEXT,
              "useful when you want to know what is inside the photo. receives image_file as "
-             f"input. {_IMG}. It returns a one-sentence description.", ("caption",)),
+             f"input. {_IMG}. It returns a one-sentence description.", ("caption",),
+             model="caption"),
     ToolSpec("vqa", "Answer Question About The Image", "VisualQuestionAnswering", IMAGE_TO_TEXT,
              "useful when you need an answer for a question based on an image. like: what is "
              "the background color of the last image, how many cats in this figure, what is in "
              "this figure. " + _IMG_TEXT.format(what="the question") + ". It returns a short "
-             "answer.", ("vqa",), needs_text=True),
+             "answer.", ("vqa",), needs_text=True, model="vqa", args=("rgb", "text")),
     ToolSpec("detect", "Detect the Given Object", "Text2Box", IMAGE_TO_TEXT,
              "useful when you only want to detect or find out given objects in the picture. "
              + _IMG_TEXT.format(what="the text description of the object(s) to be found, "
                                 "several separated by commas")
              + ". It returns each found object with its box [x1, y1, x2, y2] in pixels and a "
-             "score.", ("detect",), needs_text=True),
+             "score.", ("detect",), needs_text=True, model="detect", args=("rgb", "text")),
     ToolSpec("text2image", "Generate Image From User Input Text", "Text2Image", TEXT_TO_IMAGE,
              "useful when you want to generate an image from a user input text and save it to a "
              "file. like: generate an image of an object or something, or generate an image "
              "that includes some objects. The input to this tool should be a string, "
              "representing the text (in English) used to generate image." + _OUT_IMG,
-             ("sd",), needs_text=True),
+             ("sd",), needs_text=True, model="sd", args=("text", "ctx")),
     ToolSpec("pix2pix", "Instruct Image Using Text", "InstructPix2Pix", IMAGE_TO_IMAGE,
              "useful when you want to the style of the image to be like the text. like: make it "
              "look like a painting. or make it like a robot. "
-             + _IMG_TEXT.format(what="the text") + "." + _OUT_IMG, ("pix2pix",), needs_text=True),
+             + _IMG_TEXT.format(what="the text") + "." + _OUT_IMG, ("pix2pix",), needs_text=True,
+             model="pix2pix", args=("rgb", "text", "ctx")),
     ToolSpec("remove", "Remove Something From The Photo", "ImageEditing", IMAGE_TO_IMAGE,
              "useful when you want to remove and object or something from the photo from its "
              "description or location. "
              + _IMG_TEXT.format(what="the object need to be removed") + "." + _OUT_IMG,
-             ("clipseg", "inpaint"), needs_text=True),
+             ("clipseg", "inpaint"), needs_text=True, model="inpaint", call="remove",
+             args=("rgb", "text", "ctx")),
     ToolSpec("replace", "Replace Something From The Photo", "ImageEditing", IMAGE_TO_IMAGE,
              "useful when you want to replace an object from the object description or location "
              "with another object from its description. The input to this tool should be a "
              "comma separated string of three, representing the image_file, the object to be "
              "replaced (in English), the object to be replaced with (in English)." + _OUT_IMG,
-             ("clipseg", "inpaint"), needs_text=True),
+             ("clipseg", "inpaint"), needs_text=True, model="inpaint", call="replace_described",
+             args=("rgb", "text", "ctx")),
     _map_tool("canny", "Edge Detection On Image", "Image2Canny",
               "detect the edge of the image. like: detect the edges of this image, or canny "
               "detection on image, or perform edge detection on this image, or detect the canny "
-              "image of this image"),
+              "image of this image", call="canny"),
     _cond_tool("canny2image", "Generate Image Condition On Canny Image", "CannyText2Image",
                "a canny image", "generate a real image of a object or something from this canny "
                "image, or generate a new real image of a object or something from this edge image",
@@ -122,7 +173,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     _map_tool("line", "Line Detection On Image", "Image2Line",
               "detect the straight line of the image. like: detect the straight lines of this "
               "image, or straight line detection on image, or perform straight line detection "
-              "on this image, or detect the straight line image of this image"),
+              "on this image, or detect the straight line image of this image", call="lines"),
     _cond_tool("line2image", "Generate Image Condition On Line Image", "LineText2Image",
                "a straight line image", "generate a real image of a object or something from "
                "this straight line image, or generate a new real image of a object or something "
@@ -131,40 +182,44 @@ TOOLS: tuple[ToolSpec, ...] = (
               "detect the soft hed boundary of the image. like: detect the soft hed boundary of "
               "this image, or hed boundary detection on image, or perform hed boundary detection "
               "on this image, or detect soft hed boundary image of this image",
-              ("hed_annotator",)),
+              ("hed_annotator",), model="hed"),
     _cond_tool("hed2image", "Generate Image Condition On Soft Hed Boundary Image",
                "HedText2Image", "a soft hed boundary image", "generate a real image of a object "
                "or something from this soft hed boundary image, or generate a new real image of "
                "a object or something from this hed boundary", "controlnet_hed"),
     _map_tool("scribble", "Sketch Detection On Image", "Image2Scribble",
               "generate a scribble of the image. like: generate a scribble of this image, or "
-              "generate a sketch from this image, detect the sketch from this image"),
+              "generate a sketch from this image, detect the sketch from this image",
+              call="scribble"),
     _cond_tool("scribble2image", "Generate Image Condition On Sketch Image",
                "ScribbleText2Image", "a scribble image or a sketch image", "generate a real "
                "image of a object or something from this sketch", "controlnet_scribble"),
     _map_tool("pose", "Pose Detection On Image", "Image2Pose",
               "detect the human pose of the image. like: generate human poses of this image, or "
-              "generate a pose image from this image"),
+              "generate a pose image from this image", model="pose"),
     _cond_tool("pose2image", "Generate Image Condition On Pose Image", "PoseText2Image",
                "a human pose image", "generate a real image of a human from this human pose "
                "image, or generate a new real image of a human from this pose", "controlnet_pose"),
     _map_tool("seg", "Segmentation On Image", "Image2Seg",
               "detect segmentations of the image. like: segment this image, or generate "
-              "segmentations on this image, or perform segmentation on this image", ("seg",)),
+              "segmentations on this image, or perform segmentation on this image", ("seg",),
+              model="seg"),
     _cond_tool("seg2image", "Generate Image Condition On Segmentations", "SegText2Image",
                "segmentations", "generate a real image of a object or something from this "
                "segmentation image, or generate a new real image of a object or something from "
                "these segmentations", "controlnet_seg"),
     _map_tool("depth", "Predict Depth On Image", "Image2Depth",
               "detect depth of the image. like: generate the depth from this image, or detect "
-              "the depth map on this image, or predict the depth for this image", ("depth",)),
+              "the depth map on this image, or predict the depth for this image", ("depth",),
+              model="depth", call="depth"),
     _cond_tool("depth2image", "Generate Image Condition On Depth", "DepthText2Image",
                "depth image", "generate a real image of a object or something from this depth "
                "image, or generate a new real image of a object or something from the depth map",
                "controlnet_depth"),
     _map_tool("normal", "Predict Normal Map On Image", "Image2Normal",
               "detect norm map of the image. like: generate normal map from this image, or "
-              "predict normal map of this image", ("depth",)),
+              "predict normal map of this image", ("depth",), model="depth",
+              call="normal"),
     _cond_tool("normal2image", "Generate Image Condition On Normal Map", "NormalText2Image",
                "normal map", "generate a real image of a object or something from this normal "
                "map, or generate a new real image of a object or something from the normal map",
@@ -275,7 +330,8 @@ def suffix(chat_history: str, user_input: str, scratchpad: str = "",
                          agent_scratchpad=scratchpad)
 
 
-def image_received_turn(image_file: str, description: str, ai_prefix: str = "AI") -> tuple[str, str]:
+def image_received_turn(image_file: str, description: str,
+                        ai_prefix: str = "AI") -> tuple[str, str]:
     """The fake (Human, AI) exchange Visual ChatGPT adds to memory when a user shares an image."""
     human = (f"provide a figure named {image_file}. The description is: {description}. This "
              "information helps you to understand this image, but you should use tools to finish "

@@ -1,12 +1,20 @@
-"""The ROS-free tool runtime: loads each tool's models lazily on first use, once
-(thread-safe), on the device the `load` spec assigns, shares models between tools (depth and
-normal share DPT; remove and replace share CLIPSeg + inpainting; text2image and every ControlNet
-tool on a device share one SD 1.5 UNet/VAE/text encoder), and runs a tool on an RGB array.
+"""The ROS-free tool runtime.
 
-A tool whose checkpoint is missing raises ModelMissingError naming it; other tools are unaffected
-and the load is retried on the next call (so a model downloaded later is picked up)."""
+Builds each tool's models lazily on first use, once (thread-safe), on the device the `load` spec
+assigns, and runs a tool on an RGB array.
+
+Everything about a tool comes from vfm/registry.py: the model it runs on (MODELS) and the
+method it calls. Tools that name the same model on a device share it (depth and normal share
+DPT; remove and replace share CLIPSeg + inpainting; the diffusion module shares one SD 1.5
+UNet/VAE/text encoder between text2image and every ControlNet tool).
+
+A tool whose checkpoint is missing raises ModelMissingError naming it; other tools are
+unaffected and the load is retried on the next call (so a model downloaded later is picked
+up).
+"""
 from __future__ import annotations
 
+import importlib
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -15,10 +23,7 @@ import numpy as np
 
 from vision_dialogue.vfm import registry
 from vision_dialogue.vfm.errors import ModelMissingError, ToolError, UnknownToolError
-from vision_dialogue.vfm.models import opencv_maps
 from vision_dialogue.vfm.models.common import RunContext, resolve_dir, resolve_file
-
-_FILE_CHECKPOINTS = {"hed_annotator": "ControlNetHED.pth"}
 
 
 @dataclass
@@ -31,8 +36,10 @@ class _Entry:
 
 
 class Toolbox:
-    """devices: {op: device} (from devices.parse_load); checkpoints: overrides of
-    registry.DEFAULT_CHECKPOINTS."""
+    """devices.
+
+    {op: device} (from devices.parse_load); checkpoints: overrides of registry.DEFAULT_CHECKPOINTS.
+    """
 
     def __init__(self, devices: dict[str, str], checkpoints: dict[str, str] | None = None,
                  allow_download: bool = False):
@@ -44,6 +51,9 @@ class Toolbox:
         self.allow_download = allow_download
         self._entries: dict[tuple, _Entry] = {}
         self._entries_lock = threading.Lock()
+        for op in self.devices:
+            if registry.MODELS[registry.BY_OP[op].model].eager:
+                self.preload(op)
 
     # ---- what is offered -----------------------------------------------------------------
     @property
@@ -57,15 +67,15 @@ class Toolbox:
         return registry.BY_OP[op]
 
     def is_loaded(self, op: str) -> bool:
-        spec = self.spec(op)
-        if spec.op in ("canny", "line", "scribble"):
-            return True
         entries = [self._entries.get(k) for k in self._keys(op)]
-        return bool(entries) and all(e is not None and e.instance is not None for e in entries)
+        return all(e is not None and e.instance is not None for e in entries)
 
     def status(self, op: str) -> str:
-        """'ready', 'not loaded', or the error that the last load attempt / a checkpoint
-        lookup gave (naming the checkpoint to provide)."""
+        """Return 'ready', 'not loaded', or why the tool cannot load.
+
+        The error of the last load attempt or of a checkpoint lookup, naming the checkpoint to
+        provide.
+        """
         if self.is_loaded(op):
             return "ready"
         for k in self._keys(op):
@@ -82,44 +92,38 @@ class Toolbox:
 
     def _check_checkpoint(self, key: str) -> str:
         ckpt = self.checkpoints[key]
-        if key in _FILE_CHECKPOINTS:
-            return resolve_file(ckpt, _FILE_CHECKPOINTS[key], False)
+        files = {m.checkpoint: m.checkpoint_file for m in registry.MODELS.values()
+                 if m.checkpoint_file}
+        if key in files:
+            return resolve_file(ckpt, files[key], False)
         return resolve_dir(ckpt, False)
 
     # ---- models --------------------------------------------------------------------------
+    def _key(self, model: str, device: str) -> tuple:
+        """One model instance per (model, its checkpoints, device)."""
+        m = registry.MODELS[model]
+        return (model, self.checkpoints.get(m.checkpoint, ""),
+                self.checkpoints.get(m.base_checkpoint, ""), device)
+
     def _keys(self, op: str) -> list[tuple]:
-        dev = self.devices[op]
-        ck = self.checkpoints
-        if op in ("canny", "line", "scribble"):
-            return []
-        if op in ("remove", "replace"):
-            return [("clipseg", ck["clipseg"], dev), ("inpaint", ck["inpaint"], dev)]
-        if op.endswith("2image") and op != "text2image":
-            m = op[: -len("2image")]
-            return [("controlnet", ck[f"controlnet_{m}"], ck["sd"], dev)]
-        family = {"caption": "caption", "vqa": "vqa", "detect": "detect", "text2image": "sd",
-                  "pix2pix": "pix2pix", "hed": "hed_annotator", "pose": "pose", "seg": "seg",
-                  "depth": "depth", "normal": "depth"}[op]
-        return [(family, ck.get(family, ""), dev)]
+        """The model instances `op` needs, the one it runs on last."""
+        spec, dev = self.spec(op), self.devices[op]
+        masker = registry.MODELS[spec.model].masker
+        return ([self._key(masker, dev)] if masker else []) + [self._key(spec.model, dev)]
 
     def _factory(self, key: tuple) -> Callable[[], Any]:
-        family, ckpt, dev = key[0], key[1], key[-1]
-        dl = self.allow_download
+        model, ckpt, base, dev = key
+        m = registry.MODELS[model]
 
         def make():
-            from vision_dialogue.vfm.models import (blip, clipseg, diffusion, dpt, hed, owlvit,
-                                                    pose, upernet)
-            cls = {"caption": blip.Captioner, "vqa": blip.QuestionAnswerer,
-                   "detect": owlvit.Detector, "sd": diffusion.TextToImage,
-                   "pix2pix": diffusion.InstructPix2Pix, "hed_annotator": hed.HedDetector,
-                   "pose": pose.PoseDetector, "seg": upernet.Segmenter,
-                   "depth": dpt.DepthEstimator, "clipseg": clipseg.TextMasker}.get(family)
-            if family == "inpaint":
-                return diffusion.Inpainter(ckpt, dev, dl,
-                                           masker=self._model(("clipseg", self.checkpoints["clipseg"], dev)))
-            if family == "controlnet":
-                return diffusion.ControlNetGenerator(ckpt, dev, dl, base_checkpoint=key[2])
-            return cls(ckpt, dev, dl)
+            module, cls = m.cls.split(".")
+            cls = getattr(importlib.import_module(f"vision_dialogue.vfm.models.{module}"), cls)
+            extra = {}
+            if m.base_checkpoint:
+                extra["base_checkpoint"] = base
+            if m.masker:
+                extra["masker"] = self._model(self._key(m.masker, dev))
+            return cls(ckpt, dev, self.allow_download, **extra)
         return make
 
     def _model(self, key: tuple):
@@ -145,9 +149,8 @@ class Toolbox:
                 entry.instance, entry.error = inst, ""
         return entry.instance
 
-    def _run_lock(self, op: str) -> threading.Lock | None:
-        keys = self._keys(op)
-        return self._entries[keys[-1]].run_lock if keys else None
+    def _run_lock(self, op: str) -> threading.Lock:
+        return self._entries[self._keys(op)[-1]].run_lock
 
     def preload(self, op: str) -> None:
         for k in self._keys(op):
@@ -168,47 +171,12 @@ class Toolbox:
             ctx.progress("loading", 0, 1)
             self.preload(op)
         ctx.check()
-        lock = self._run_lock(op)
-        if lock is None:
-            return self._call(op, rgb, text, ctx)
-        with lock:
-            return self._call(op, rgb, text, ctx)
-
-    def _call(self, op: str, rgb, text: str, ctx: RunContext):
-        keys = self._keys(op)
-        m = self._entries[keys[-1]].instance if keys else None
-        if op not in ("text2image", "pix2pix", "remove", "replace") and not op.endswith("2image"):
+        model = self._model(self._keys(op)[-1])
+        if not registry.MODELS[spec.model].reports_steps:
             ctx.progress("running", 0, 1)
-        if op == "canny":
-            return opencv_maps.canny(rgb)
-        if op == "line":
-            return opencv_maps.lines(rgb)
-        if op == "scribble":
-            return opencv_maps.scribble(rgb)
-        if op == "caption":
-            return m.run(rgb)
-        if op in ("vqa", "detect"):
-            return m.run(rgb, text)
-        if op == "text2image":
-            return m.run(text, ctx)
-        if op == "pix2pix":
-            return m.run(rgb, text, ctx)
-        if op == "remove":
-            return m.replace(rgb, text, "background", ctx)
-        if op == "replace":
-            target, sep, repl = text.partition(",")
-            if not sep or not target.strip() or not repl.strip():
-                raise ToolError("replace needs text 'object to replace, what to replace it with'")
-            return m.replace(rgb, target.strip(), repl.strip(), ctx)
-        if op in ("hed", "pose", "seg"):
-            return m.run(rgb)
-        if op == "depth":
-            return m.depth(rgb)
-        if op == "normal":
-            return m.normal(rgb)
-        if op.endswith("2image"):
-            return m.run(rgb, text, ctx)
-        raise UnknownToolError(op)  # pragma: no cover - registry and dispatch out of sync
+        inputs = {"rgb": rgb, "text": text, "ctx": ctx}
+        with self._run_lock(op):
+            return getattr(model, spec.call)(*(inputs[a] for a in spec.args))
 
 
 def _check_device(device: str) -> None:

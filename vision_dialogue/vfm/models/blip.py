@@ -30,6 +30,7 @@ class Captioner(_Blip):
 
 class QuestionAnswerer(_Blip):
     """Image + question -> short answer."""
+
     model_cls = "BlipForQuestionAnswering"
 
     def run(self, rgb: np.ndarray, question: str) -> str:

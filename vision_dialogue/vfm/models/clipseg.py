@@ -1,5 +1,7 @@
-"""Text-prompted segmentation masks with CLIPSeg (CIDAS/clipseg-rd64-refined), used by the
-remove/replace tools (Visual ChatGPT's MaskFormer)."""
+"""Text-prompted segmentation masks with CLIPSeg (CIDAS/clipseg-rd64-refined).
+
+Used by the remove/replace tools, where Visual ChatGPT used MaskFormer.
+"""
 from __future__ import annotations
 
 import cv2
@@ -27,8 +29,10 @@ class TextMasker(LoadedModel):
         return torch.sigmoid(logits.float()).reshape(logits.shape[-2:]).cpu().numpy()
 
     def mask(self, rgb: np.ndarray, text: str) -> np.ndarray | None:
-        """uint8 HxW mask (255 = the object, padded) at the input's size, or None if the
-        object covers less than 2% of the image."""
+        """Return where the object is, as a uint8 HxW image at the input's size.
+
+        255 marks the object (padded a little); None if it covers less than 2% of the image.
+        """
         m = self.probabilities(rgb, text) > self.threshold
         if m.mean() < self.min_area:
             return None

@@ -1,5 +1,8 @@
-"""Shared pieces of the model families: checkpoint resolution (local path or local HF cache,
-never the network unless allowed), dtype per device, and the per-call run context."""
+"""Shared pieces of the model families.
+
+Checkpoint resolution (local path or local HF cache, never the network unless allowed), dtype per
+device, and the per-call run context.
+"""
 from __future__ import annotations
 
 import os
@@ -58,6 +61,7 @@ def resolve_file(checkpoint: str, filename: str, allow_download: bool) -> str:
 @dataclass
 class RunContext:
     """What a tool call gets besides its inputs: progress reporting and cancel checks."""
+
     progress: Callable[[str, int, int], None] = lambda stage, step, total: None
     cancelled: Callable[[], bool] = lambda: False
     steps: int = 20
@@ -87,8 +91,10 @@ class LoadedModel:
         return resolve_dir(self.checkpoint, self.allow_download)
 
     def load_transformers(self, processor_name: str, model_name: str) -> None:
-        """Load `transformers.<processor_name>` and `<model_name>` from the resolved checkpoint
-        (local files only) into self.processor / self.model, on this device and dtype."""
+        """Load `transformers.<processor_name>` and `<model_name>` from the checkpoint.
+
+        Local files only, into self.processor / self.model, on this device and dtype.
+        """
         import transformers
         path = self.dir()
         self.processor = getattr(transformers, processor_name).from_pretrained(

@@ -1,8 +1,11 @@
-"""Stable Diffusion tools: text-to-image, InstructPix2Pix editing, inpainting (remove/replace
-with a CLIPSeg mask) and ControlNet generation from condition maps.
+"""Stable Diffusion tools.
+
+Text-to-image, InstructPix2Pix editing, inpainting (remove/replace with a CLIPSeg mask) and
+ControlNet generation from condition maps.
 
 Every pipeline call reports each denoising step through `callback_on_step_end` and stops
-between steps when the goal is cancelled (`pipe._interrupt = True`, then Cancelled)."""
+between steps when the goal is cancelled (`pipe._interrupt = True`, then Cancelled).
+"""
 from __future__ import annotations
 
 import random
@@ -25,8 +28,11 @@ _BASES_LOCK = threading.Lock()
 
 
 def base_pipeline(checkpoint: str, device: str, dtype, allow_download: bool):
-    """One StableDiffusionPipeline per (checkpoint, device), shared by text2image and every
-    ControlNet tool on that device (the UNet/VAE/text encoder are loaded once)."""
+    """Return the one StableDiffusionPipeline per (checkpoint, device).
+
+    Shared by text2image and every ControlNet tool on that device (the UNet/VAE/text encoder
+    are loaded once).
+    """
     from diffusers import StableDiffusionPipeline
     path = resolve_dir(checkpoint, allow_download)
     key = (path, device)
@@ -57,6 +63,7 @@ def _to_uint8(arr) -> np.ndarray:
 
 class _Diffusion(LoadedModel):
     """Runs a diffusers pipeline with step feedback, cancel and an optional seed."""
+
     pipe = None
 
     def _call(self, ctx: RunContext, **kwargs) -> np.ndarray:
@@ -98,14 +105,17 @@ class TextToImage(_Diffusion):
 
 class InstructPix2Pix(_Diffusion):
     """Image + instruction -> edited image (timbrooks/instruct-pix2pix)."""
+
     image_guidance_scale = 1.2
 
     def load(self):
-        from diffusers import EulerAncestralDiscreteScheduler, StableDiffusionInstructPix2PixPipeline
+        from diffusers import (EulerAncestralDiscreteScheduler,
+                               StableDiffusionInstructPix2PixPipeline)
         self.pipe = StableDiffusionInstructPix2PixPipeline.from_pretrained(
             self.dir(), torch_dtype=self.dtype, safety_checker=None,
             requires_safety_checker=False, local_files_only=True).to(self.device)
-        self.pipe.scheduler = EulerAncestralDiscreteScheduler.from_config(self.pipe.scheduler.config)
+        self.pipe.scheduler = EulerAncestralDiscreteScheduler.from_config(
+            self.pipe.scheduler.config)
         self.pipe.set_progress_bar_config(disable=True)
 
     def run(self, rgb: np.ndarray, text: str, ctx: RunContext) -> np.ndarray:
@@ -130,7 +140,19 @@ class Inpainter(_Diffusion):
             requires_safety_checker=False, local_files_only=True).to(self.device)
         self.pipe.set_progress_bar_config(disable=True)
 
-    def replace(self, rgb: np.ndarray, target: str, replacement: str, ctx: RunContext) -> np.ndarray:
+    def remove(self, rgb: np.ndarray, target: str, ctx: RunContext) -> np.ndarray:
+        """Paint `target` over with background."""
+        return self.replace(rgb, target, "background", ctx)
+
+    def replace_described(self, rgb: np.ndarray, text: str, ctx: RunContext) -> np.ndarray:
+        """`text` is "object to replace, what to replace it with" (Visual ChatGPT's form)."""
+        target, sep, repl = text.partition(",")
+        if not sep or not target.strip() or not repl.strip():
+            raise ToolError("replace needs text 'object to replace, what to replace it with'")
+        return self.replace(rgb, target.strip(), repl.strip(), ctx)
+
+    def replace(self, rgb: np.ndarray, target: str, replacement: str,
+                ctx: RunContext) -> np.ndarray:
         ctx.progress("segmenting", 0, ctx.steps)
         mask = self.masker.mask(rgb, target)
         if mask is None:

@@ -1,5 +1,7 @@
-"""Monocular depth with DPT (Intel/dpt-hybrid-midas) and the normal map derived from it,
-as Visual ChatGPT's Image2Depth / Image2Normal."""
+"""Monocular depth with DPT (Intel/dpt-hybrid-midas) and the normal map derived from it.
+
+As Visual ChatGPT's Image2Depth / Image2Normal.
+"""
 from __future__ import annotations
 
 import cv2

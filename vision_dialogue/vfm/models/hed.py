@@ -1,5 +1,8 @@
-"""HED soft-edge maps with ControlNet's Apache-2 HED network (lllyasviel/Annotators,
-ControlNetHED.pth), reimplemented here so no controlnet_aux is needed."""
+"""HED soft-edge maps with ControlNet's Apache-2 HED network.
+
+The network (lllyasviel/Annotators, ControlNetHED.pth) is reimplemented here so no
+controlnet_aux is needed.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -14,7 +17,8 @@ class _Block(nn.Module):
     def __init__(self, cin: int, cout: int, layers: int):
         super().__init__()
         self.convs = nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1),
-                                   *[nn.Conv2d(cout, cout, 3, padding=1) for _ in range(layers - 1)])
+                                   *[nn.Conv2d(cout, cout, 3, padding=1)
+                                     for _ in range(layers - 1)])
         self.projection = nn.Conv2d(cout, 1, 1)
 
     def forward(self, x, down: bool = False):
@@ -40,7 +44,8 @@ class ControlNetHED(nn.Module):
     def forward(self, x):
         h = x - self.norm
         projections = []
-        for i, block in enumerate((self.block1, self.block2, self.block3, self.block4, self.block5)):
+        blocks = (self.block1, self.block2, self.block3, self.block4, self.block5)
+        for i, block in enumerate(blocks):
             h, p = block(h, down=i > 0)
             projections.append(p)
         return projections

@@ -1,7 +1,8 @@
 """Weight-free condition maps with OpenCV: canny edges, straight lines, scribbles.
 
 All functions take and return HxWx3 uint8 RGB arrays (white strokes on black, as ControlNet
-expects)."""
+expects).
+"""
 from __future__ import annotations
 
 import cv2
@@ -48,3 +49,17 @@ def scribble(rgb: np.ndarray) -> np.ndarray:
     k = max(1, min(gray.shape) // 128)
     edges = cv2.dilate(edges, np.ones((2 * k + 1, 2 * k + 1), np.uint8))
     return _rgb(edges)
+
+
+class OpenCvMaps:
+    """The weight-free maps as a tool model (the interface the tool runtime builds and runs)."""
+
+    def __init__(self, checkpoint: str = "", device: str = "cpu", allow_download: bool = False):
+        self.device = device
+
+    def load(self) -> None:
+        """Nothing to load."""
+
+    canny = staticmethod(canny)
+    lines = staticmethod(lines)
+    scribble = staticmethod(scribble)

@@ -1,6 +1,9 @@
-"""Human pose maps in OpenPose style from MediaPipe Pose (its model ships inside the
-mediapipe wheel, so this tool needs no download). Visual ChatGPT used the OpenPose annotator;
-ControlNet's openpose model reads the 18-keypoint COCO skeleton drawn here."""
+"""Human pose maps in OpenPose style from MediaPipe Pose.
+
+Its model ships inside the mediapipe wheel, so this tool needs no download. Visual ChatGPT
+used the OpenPose annotator; ControlNet's openpose model reads the 18-keypoint COCO skeleton
+drawn here.
+"""
 from __future__ import annotations
 
 import math
@@ -19,6 +22,7 @@ _COLORS = [(255, 0, 0), (255, 85, 0), (255, 170, 0), (255, 255, 0), (170, 255, 0
 
 class PoseDetector:
     """Image -> black image with the OpenPose-style skeleton of the most visible person."""
+
     min_visibility = 0.5
 
     def __init__(self, checkpoint: str = "", device: str = "cpu", allow_download: bool = False):
@@ -56,7 +60,8 @@ class PoseDetector:
             cx, cy = (pa[0] + pb[0]) / 2, (pa[1] + pb[1]) / 2
             length = math.hypot(pa[0] - pb[0], pa[1] - pb[1])
             angle = math.degrees(math.atan2(pa[1] - pb[1], pa[0] - pb[0]))
-            poly = cv2.ellipse2Poly((int(cx), int(cy)), (int(length / 2), stick), int(angle), 0, 360, 1)
+            poly = cv2.ellipse2Poly((int(cx), int(cy)), (int(length / 2), stick), int(angle),
+                                    0, 360, 1)
             cv2.fillConvexPoly(canvas, poly, [int(c * 0.6) for c in _COLORS[i]])
         for i, p in enumerate(kps):
             if p is not None:

@@ -1,5 +1,7 @@
-"""Semantic segmentation with UperNet (openmmlab/upernet-convnext-small, ADE20K), coloured
-with the ADE20K palette that ControlNet's seg model was trained on."""
+"""Semantic segmentation with UperNet (openmmlab/upernet-convnext-small, ADE20K).
+
+Coloured with the ADE20K palette that ControlNet's seg model was trained on.
+"""
 from __future__ import annotations
 
 import numpy as np

@@ -1,0 +1,308 @@
+"""Camera sources with one interface, no ROS: webcam, video file, image folder, Furhat feeds.
+
+Every source has ``open()``, ``read() -> CapturedFrame | None`` and ``close()``:
+
+- ``open()`` acquires the device/file/connection; raises `SourceError` if it cannot.
+- ``read()`` returns the next `CapturedFrame` (BGR image + wall-clock acquisition stamp in ns, plus
+  the original JPEG bytes when the source delivered JPEG), ``None`` when no new frame is
+  available yet (not an error), raises `SourceError` on a failure and `EndOfStream` when a
+  non-looping video or folder is finished.
+- ``close()`` releases everything; it is safe to call twice, and ``open()`` may follow again.
+
+`make_source(kind, **options)` builds one by name. The camera node retries a failing source
+with backoff; the sources themselves never sleep or retry.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import cv2
+import numpy as np
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+
+
+class SourceError(RuntimeError):
+    """A source failure (no device, missing file, robot unreachable, corrupt data).
+
+    reopen: whether the source must be closed and opened again to recover (False for a
+    single bad frame from a live connection).
+    """
+
+    def __init__(self, message: str, reopen: bool = True):
+        super().__init__(message)
+        self.reopen = reopen
+
+
+class EndOfStream(Exception):
+    """A non-looping video or folder has delivered its last frame."""
+
+
+@dataclass
+class CapturedFrame:
+    """One acquired frame: BGR uint8 image, wall-clock stamp (ns), source JPEG, index."""
+
+    image: np.ndarray
+    stamp_ns: int
+    jpeg: bytes | None = None
+    index: int = -1
+
+
+def decode_jpeg(jpeg: bytes) -> np.ndarray | None:
+    """JPEG bytes -> BGR image, or None if they do not decode."""
+    buf = np.frombuffer(jpeg, np.uint8)
+    return cv2.imdecode(buf, cv2.IMREAD_COLOR) if buf.size else None
+
+
+class CameraSource:
+    """Base class: the common interface (see module docstring)."""
+
+    kind = "base"
+
+    def describe(self) -> str:
+        return self.kind
+
+    def open(self) -> None:
+        raise NotImplementedError
+
+    def read(self) -> CapturedFrame | None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        self.open()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class WebcamSource(CameraSource):
+    """An OpenCV capture device (index like 0, or a path like /dev/video0).
+
+    The driver buffer is set to one frame and each read grabs then retrieves, so a frame is
+    at most one capture interval old even when read every few seconds.
+    """
+
+    kind = "webcam"
+
+    def __init__(self, device: int | str = 0):
+        self.device = device
+        self._cap: cv2.VideoCapture | None = None
+        self._index = 0
+
+    def describe(self) -> str:
+        return f"webcam {self.device}"
+
+    def open(self) -> None:
+        self.close()
+        if isinstance(self.device, str) and not os.path.exists(self.device):
+            raise SourceError(f"webcam device {self.device} does not exist")
+        cap = cv2.VideoCapture(self.device)
+        if not cap.isOpened():
+            cap.release()
+            raise SourceError(f"cannot open webcam {self.device}")
+        cap.set(cv2.CAP_PROP_BUFFERSIZE, 1)
+        self._cap = cap
+
+    def read(self) -> CapturedFrame | None:
+        if self._cap is None:
+            raise SourceError("webcam is not open")
+        ok, img = self._cap.read()
+        if not ok or img is None:
+            raise SourceError(f"webcam {self.device} stopped delivering frames")
+        self._index += 1
+        return CapturedFrame(img, time.time_ns(), index=self._index - 1)
+
+    def close(self) -> None:
+        if self._cap is not None:
+            self._cap.release()
+        self._cap = None
+
+
+class VideoFileSource(CameraSource):
+    """A video file, in one of two modes.
+
+    realtime: the file plays at its own fps from `open()`; each read returns the frame that
+    is current now (skipping the ones in between), or None if that frame was already read.
+    step: each read returns the next frame of the file.
+    loop: start again at the end; otherwise `EndOfStream`. clock: monotonic seconds (tests).
+    """
+
+    kind = "video"
+
+    def __init__(self, path: str, mode: str = "realtime", loop: bool = True,
+                 clock: Callable[[], float] = time.monotonic):
+        if mode not in ("realtime", "step"):
+            raise ValueError(f"video mode must be 'realtime' or 'step', not {mode!r}")
+        self.path, self.mode, self.loop, self._clock = str(path), mode, bool(loop), clock
+        self._cap: cv2.VideoCapture | None = None
+        self.fps = 0.0
+        self._pos = 0           # index of the next frame the decoder will deliver
+        self._t0 = 0.0
+
+    def describe(self) -> str:
+        return f"video {self.path} ({self.mode}{', loop' if self.loop else ''})"
+
+    def _open_cap(self) -> cv2.VideoCapture:
+        if not os.path.isfile(self.path):
+            raise SourceError(f"video file not found: {self.path}")
+        cap = cv2.VideoCapture(self.path)
+        if not cap.isOpened():
+            cap.release()
+            raise SourceError(f"cannot open video file {self.path} (unknown format or corrupt)")
+        return cap
+
+    def open(self) -> None:
+        self.close()
+        self._cap = self._open_cap()
+        fps = self._cap.get(cv2.CAP_PROP_FPS)
+        self.fps = float(fps) if fps and np.isfinite(fps) and 0 < fps <= 1000 else 30.0
+        self._pos = 0
+        self._t0 = self._clock()
+
+    def _rewind(self) -> None:
+        if self._cap is not None:
+            self._cap.release()
+        self._cap = self._open_cap()
+        self._pos = 0
+
+    def _end(self) -> None:
+        """At the end of the file: raise, or rewind (and shift the realtime clock)."""
+        length = self._pos
+        if length == 0:
+            raise SourceError(f"video file {self.path} has no readable frames")
+        if not self.loop:
+            raise EndOfStream(self.path)
+        if self.mode == "realtime":
+            played = (self._clock() - self._t0) * self.fps
+            self._t0 += (int(played) // length) * length / self.fps
+        self._rewind()
+
+    def _decode_next(self) -> np.ndarray | None:
+        ok, img = self._cap.read()
+        return img if ok and img is not None else None
+
+    def read(self) -> CapturedFrame | None:
+        if self._cap is None:
+            raise SourceError("video file is not open")
+        for _ in range(2):  # a second try after rewinding at the end
+            if self.mode == "step":
+                img = self._decode_next()
+                if img is None:
+                    self._end()
+                    continue
+            else:
+                target = int((self._clock() - self._t0) * self.fps)
+                if target < self._pos:
+                    return None     # the current frame was already delivered
+                while self._pos < target and self._cap.grab():
+                    self._pos += 1
+                img = self._decode_next() if self._pos == target else None
+                if img is None:
+                    self._end()
+                    continue
+            self._pos += 1
+            return CapturedFrame(img, time.time_ns(), index=self._pos - 1)
+        raise SourceError(f"video file {self.path}: no frame after rewinding")
+
+    def close(self) -> None:
+        if self._cap is not None:
+            self._cap.release()
+        self._cap = None
+
+
+def natural_key(name: str):
+    """Sort key that orders img2.png before img10.png."""
+    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", name)]
+
+
+class ImageFolderSource(CameraSource):
+    """The .png/.jpg/.jpeg files of a folder in natural name order, one per read.
+
+    Unreadable files are skipped (their names are kept in `skipped`). The folder is listed
+    again at every wrap-around, so files added meanwhile are picked up.
+    """
+
+    kind = "folder"
+
+    def __init__(self, path: str, loop: bool = True):
+        self.path, self.loop = str(path), bool(loop)
+        self.files: list[Path] = []
+        self.skipped: list[str] = []
+        self._next = 0
+        self._opened = False
+
+    def describe(self) -> str:
+        return f"image folder {self.path}{' (loop)' if self.loop else ''}"
+
+    def _list(self) -> list[Path]:
+        folder = Path(self.path)
+        if not folder.is_dir():
+            raise SourceError(f"image folder not found: {self.path}")
+        files = sorted((p for p in folder.iterdir()
+                        if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()),
+                       key=lambda p: natural_key(p.name))
+        if not files:
+            raise SourceError(f"no .png/.jpg images in folder {self.path}")
+        return files
+
+    def open(self) -> None:
+        self.files = self._list()
+        self._next = 0
+        self._opened = True
+
+    def read(self) -> CapturedFrame | None:
+        if not self._opened:
+            raise SourceError("image folder is not open")
+        bad = 0
+        while True:
+            if self._next >= len(self.files):
+                if not self.loop:
+                    raise EndOfStream(self.path)
+                self.files = self._list()
+                self._next = 0
+            idx = self._next
+            path = self.files[idx]
+            self._next += 1
+            img = cv2.imread(str(path), cv2.IMREAD_COLOR)
+            if img is not None:
+                return CapturedFrame(img, time.time_ns(), index=idx)
+            if path.name not in self.skipped:
+                self.skipped.append(path.name)
+            bad += 1
+            if bad >= len(self.files):
+                raise SourceError(f"no readable image in folder {self.path} "
+                                  f"(corrupt: {', '.join(self.skipped[:5])})")
+
+    def close(self) -> None:
+        self._opened = False
+
+
+#: kind -> "module:Class"; imported only when used (the Furhat ones need zmq / websockets)
+SOURCE_CLASSES = {
+    "webcam": "vision_dialogue.camera.sources:WebcamSource",
+    "video": "vision_dialogue.camera.sources:VideoFileSource",
+    "folder": "vision_dialogue.camera.sources:ImageFolderSource",
+    "furhat": "vision_dialogue.furhat.camera_sources:FurhatFeedSource",
+    "furhat_realtime": "vision_dialogue.furhat.camera_sources:FurhatRealtimeSource",
+}
+SOURCE_KINDS = tuple(SOURCE_CLASSES)
+
+
+def make_source(kind: str, **options) -> CameraSource:
+    """Build a source by kind ("webcam", "video", "folder", "furhat", "furhat_realtime")."""
+    try:
+        module, cls = SOURCE_CLASSES[kind].split(":")
+    except KeyError:
+        raise ValueError(f"unknown camera source {kind!r}; one of {list(SOURCE_KINDS)}") \
+            from None
+    return getattr(importlib.import_module(module), cls)(**options)

@@ -1,0 +1,161 @@
+"""Shared rosbag2 helpers for bag_record / bag_play (pure Python, `rosbags`).
+
+- `make_typestore()`: the ROS 2 Kilted typestore plus this package's own messages, parsed
+  from `msg/*.msg` with `get_types_from_msg`, so that the type hashes (RIHS01) and message
+  definitions written into a bag are the ones `ros2 bag` and rclpy expect.
+- `SESSION_TOPICS`: the topics of a dialogue session and their types (relative names, as in
+  docs/CONVENTIONS.md).
+- QoS: what each connection's publishers offered, as rosbags `Qos` records in
+  `metadata.yaml` (`offered_qos`), and back to an rclpy profile for replay (`replay_qos`);
+  our own nodes' defaults (`rclpy_qos`) when a bag recorded none.
+"""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from rosbags.interfaces import (Qos, QosDurability, QosHistory, QosLiveliness,
+                                QosReliability, QosTime)
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+from vision_dialogue.core.resources import PACKAGE, ResourceNotFound, share_dir
+
+
+#: topic (relative) -> ROS type name, the default set `bag_record` writes.
+SESSION_TOPICS: dict[str, str] = {
+    "camera/image_raw": "sensor_msgs/msg/Image",
+    "camera/image_raw/compressed": "sensor_msgs/msg/CompressedImage",
+    "camera/users": "vision_dialogue/msg/DetectedUsers",
+    "dialogue/utterance": "vision_dialogue/msg/Utterance",
+    "dialogue/reply": "vision_dialogue/msg/Reply",
+    "dialogue/prompt_state": "vision_dialogue/msg/PromptState",
+    "dialogue/speech_state": "vision_dialogue/msg/SpeechState",
+}
+
+CLOCK_TOPIC = "/clock"
+CLOCK_TYPE = "rosgraph_msgs/msg/Clock"
+STORAGE_IDS = ("mcap", "sqlite3")
+
+
+class BagError(ValueError):
+    """A bag or topic specification that cannot be used (clear message, no traceback)."""
+
+
+def msg_dir() -> Path:
+    """Directory holding this package's .msg files (source tree, else the install share)."""
+    try:
+        return share_dir("msg")
+    except ResourceNotFound as e:
+        raise BagError(str(e)) from None
+
+
+def make_typestore():
+    """Kilted typestore with every vision_dialogue/msg/* type registered from its .msg file."""
+    store = get_typestore(Stores.ROS2_KILTED)
+    types: dict = {}
+    for path in sorted(msg_dir().glob("*.msg")):
+        types.update(get_types_from_msg(path.read_text(), f"{PACKAGE}/msg/{path.stem}"))
+    store.register(types)
+    return store
+
+
+def parse_topic_spec(spec: str) -> tuple[str, str]:
+    """Parse a topic spec into (topic, type).
+
+    'topic' (a session topic, also namespaced: /robot1/dialogue/reply) or 'topic:pkg/msg/Type'.
+    """
+    if ":" in spec:
+        topic, msgtype = spec.split(":", 1)
+    else:
+        topic = spec
+        name = spec.lstrip("/")
+        msgtype = next((t for rel, t in SESSION_TOPICS.items()
+                        if name == rel or name.endswith("/" + rel)), "")
+        if not msgtype:
+            raise BagError(f"unknown topic {spec!r}: give its type as {spec}:pkg/msg/Type "
+                           f"(known: {', '.join(SESSION_TOPICS)})")
+    if msgtype.count("/") != 2:
+        raise BagError(f"bad type {msgtype!r} for {topic!r}: expected pkg/msg/Type")
+    return topic, msgtype
+
+
+def rclpy_type(msgtype: str):
+    """'pkg/msg/Type' -> the generated rclpy message class."""
+    pkg, kind, name = msgtype.split("/")
+    try:
+        return getattr(importlib.import_module(f"{pkg}.{kind}"), name)
+    except (ImportError, AttributeError) as e:
+        raise BagError(f"message type {msgtype} is not available ({e})") from None
+
+
+def is_sensor_topic(topic: str) -> bool:
+    """Camera streams use sensor-data QoS (best effort, keep last 5)."""
+    return "camera/image" in topic
+
+
+def rclpy_qos(topic: str):
+    """The rclpy QoS profile our nodes use on `topic`."""
+    from rclpy.qos import QoSProfile, qos_profile_sensor_data
+    return qos_profile_sensor_data if is_sensor_topic(topic) else QoSProfile(depth=10)
+
+
+def bag_qos(topic: str) -> Qos:
+    """The offer our own nodes make on `topic`, as a metadata.yaml record."""
+    return offered_qos(rclpy_qos(topic))
+
+
+def _qos_time(d) -> QosTime:
+    ns = int(getattr(d, "nanoseconds", 0) or 0)
+    return QosTime(sec=ns // 1_000_000_000, nsec=ns % 1_000_000_000)
+
+
+def offered_qos(profile) -> Qos:
+    """An rclpy QoSProfile (a publisher's offer) -> the rosbags record for metadata.yaml."""
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, ReliabilityPolicy
+    return Qos(
+        history=QosHistory.KEEP_ALL if profile.history == HistoryPolicy.KEEP_ALL
+        else QosHistory.KEEP_LAST,
+        depth=int(profile.depth),
+        reliability=QosReliability.RELIABLE if profile.reliability == ReliabilityPolicy.RELIABLE
+        else QosReliability.BEST_EFFORT,
+        durability=QosDurability.TRANSIENT_LOCAL
+        if profile.durability == DurabilityPolicy.TRANSIENT_LOCAL else QosDurability.VOLATILE,
+        deadline=_qos_time(profile.deadline), lifespan=_qos_time(profile.lifespan),
+        liveliness=QosLiveliness.AUTOMATIC,
+        liveliness_lease_duration=_qos_time(profile.liveliness_lease_duration),
+        avoid_ros_namespace_conventions=bool(profile.avoid_ros_namespace_conventions))
+
+
+def replay_qos(offers, topic: str):
+    """The QoS to republish a connection with.
+
+    Its recorded offer (reliable and transient local only if every recorded publisher was), else
+    our nodes' default for the topic.
+    """
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    if not offers:
+        return rclpy_qos(topic)
+    reliable = all(o.reliability == QosReliability.RELIABLE for o in offers)
+    latched = all(o.durability == QosDurability.TRANSIENT_LOCAL for o in offers)
+    return QoSProfile(
+        depth=max(1, max(int(o.depth) for o in offers)),
+        reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
+
+
+def storage_plugin(storage_id: str):
+    from rosbags.rosbag2 import StoragePlugin
+    if storage_id not in STORAGE_IDS:
+        raise BagError(f"storage={storage_id!r} is not one of {list(STORAGE_IDS)}")
+    return StoragePlugin.MCAP if storage_id == "mcap" else StoragePlugin.SQLITE3
+
+
+def read_messages(path: str | Path, topics: list[str] | None = None):
+    """[(topic, msgtype, timestamp_ns, cdr_bytes)] of a bag, in time order (for tests/tools)."""
+    from rosbags.rosbag2 import Reader
+    out = []
+    with Reader(Path(path)) as reader:
+        conns = [c for c in reader.connections if not topics or c.topic in topics]
+        for conn, t, data in reader.messages(connections=conns):
+            out.append((conn.topic, conn.msgtype, t, bytes(data)))
+    return out

@@ -1,0 +1,387 @@
+"""bringup: start a whole setup (nodes + one YAML) without `ros2 launch`.
+
+    bringup <setup> [--params-file F] [--namespace NS] [--nodes a,b] [--processes]
+                    [--log-level L] [--dry-run]
+    python -m vision_dialogue.cli.bringup demo
+
+Setups: furhat, standalone, vfm, demo, described once in cli/setups.py, which
+launch/bringup.launch.py reads too. By default every node runs in this process on one
+MultiThreadedExecutor, in a context initialised with `--ros-args --params-file F`; with
+`--processes` each node runs as its installed executable with the same arguments. Ctrl-C or
+SIGTERM stops everything cleanly; so does the end of the demo script (the speech node's
+`on_done`, or its process exiting).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from vision_dialogue.core.resources import PACKAGE, SOURCE_ROOT, ResourceNotFound
+from vision_dialogue.cli.setups import (NODES, SETUPS, Setup, default_params_file,
+                                        node_overrides, start_order)
+
+LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
+
+
+class BringupError(ValueError):
+    """Bad command-line input (unknown setup, node, missing file)."""
+
+
+def llm_overrides(llm: str | None, base_url: str | None = None,
+                  model: str | None = None) -> dict:
+    """Manager parameters for `--llm openai|transformers [--base-url U] [--model M]`."""
+    if not llm and not base_url and not model:
+        return {}
+    llm = llm or ("openai" if base_url else "")
+    out: dict = {}
+    if llm == "openai":
+        out = {"llm_backend": "openai", "model": model or "gpt-4o-mini",
+               "supports_images": True}
+        if base_url:
+            out["base_url"] = base_url
+    elif llm == "transformers":
+        if base_url:
+            raise BringupError("--base-url needs --llm openai")
+        out = {"llm_backend": "transformers", "model": model or "default",
+               "supports_images": False}
+    elif model:
+        out = {"model": model}
+    return out
+
+
+def setup_overrides(setup: Setup, params_file: str | Path, keys=None,
+                    llm: dict | None = None) -> dict[str, dict]:
+    """What bringup adds to the YAML.
+
+    The setup's fill-ins (cli/setups.py) and, for the manager, the `--llm/--base-url/--model`
+    choice.
+    """
+    out = node_overrides(setup, params_file, keys)
+    if llm and "manager" in (setup.nodes if keys is None else keys):
+        out.setdefault("manager", {}).update(llm)
+    return out
+
+
+def resolve(setup_name: str, params_file: str | None, nodes: str | None,
+            namespace: str = ""):
+    """(Setup, params file path, node keys) with clear errors for bad input."""
+    setup = SETUPS.get(setup_name)
+    if setup is None:
+        raise BringupError(f"unknown setup {setup_name!r}; one of {', '.join(SETUPS)}")
+    try:
+        path = Path(params_file) if params_file else default_params_file(setup)
+    except ResourceNotFound as e:
+        raise BringupError(str(e)) from None
+    if not path.is_file():
+        raise BringupError(f"params file not found: {path}")
+    keys = setup.nodes
+    if namespace and namespace.strip("/"):
+        from rclpy.exceptions import InvalidNamespaceException
+        from rclpy.validate_namespace import validate_namespace
+        try:
+            validate_namespace("/" + namespace.strip("/"))
+        except InvalidNamespaceException as e:
+            raise BringupError(f"--namespace {namespace!r} is not a valid ROS namespace "
+                               f"({str(e).splitlines()[0]})") from None
+    if nodes:
+        keys = tuple(k.strip() for k in nodes.split(",") if k.strip())
+        bad = [k for k in keys if k not in setup.nodes]
+        if bad:
+            raise BringupError(f"--nodes: {bad} not in setup {setup.name} "
+                               f"(nodes: {', '.join(setup.nodes)})")
+    return setup, path.resolve(), keys
+
+
+def ros_args(params_file: Path, namespace: str, log_level: str) -> list[str]:
+    args = ["--ros-args", "--params-file", str(params_file), "--log-level", log_level]
+    if namespace.strip("/"):
+        args += ["-r", f"__ns:=/{namespace.strip('/')}"]
+    return args
+
+
+# ---------------------------------------------------------------------------- in-process
+class InProcessBringup:
+    """All nodes of a setup in one context on one MultiThreadedExecutor.
+
+    start() builds the nodes (ParameterError propagates, with the nodes built so far
+    destroyed); spin() runs until stop() (a node's on_done calls it) or shutdown.
+    """
+
+    def __init__(self, setup: Setup, params_file: Path, keys, namespace: str = "",
+                 context=None, overrides: dict | None = None):
+        self.setup, self.params_file, self.keys = setup, params_file, tuple(keys)
+        self.namespace = "/" + namespace.strip("/") if namespace.strip("/") else None
+        self.context = context
+        self.overrides = overrides if overrides is not None else setup_overrides(
+            setup, params_file, self.keys)
+        self.nodes: dict = {}
+        self.executor = None
+        self.done = None
+        self.reason = ""
+
+    def start(self) -> None:
+        import rclpy
+        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.parameter import Parameter
+        from rclpy.task import Future
+        self.done = Future()
+        try:
+            for key in start_order(self.keys):
+                spec = NODES[key]
+                cls = getattr(importlib.import_module(spec.module), spec.class_name)
+                kwargs = {"context": self.context or rclpy.get_default_context()}
+                if self.namespace:
+                    kwargs["namespace"] = self.namespace
+                extra = self.overrides.get(key)
+                if extra:
+                    kwargs["parameter_overrides"] = [Parameter(k, value=v)
+                                                     for k, v in extra.items()]
+                if "on_done" in inspect.signature(cls.__init__).parameters:
+                    # the speech node's end of script (exit_when_done) ends the whole setup
+                    kwargs["on_done"] = lambda k=key: self.stop(f"{k} finished")
+                self.nodes[key] = cls(**kwargs)
+        except BaseException:
+            self._destroy()
+            raise
+        self.executor = MultiThreadedExecutor(context=self.context)
+        for node in self.nodes.values():
+            self.executor.add_node(node)
+
+    def stop(self, reason: str = "stopped") -> None:
+        if self.done is not None and not self.done.done():
+            self.reason = reason
+            self.done.set_result(reason)
+
+    def spin(self, timeout_sec: float | None = None) -> str:
+        """Spin until stopped; returns the reason ('' on timeout)."""
+        from rclpy.executors import ExternalShutdownException
+        try:
+            self.executor.spin_until_future_complete(self.done, timeout_sec=timeout_sec)
+        except (KeyboardInterrupt, ExternalShutdownException):
+            self.stop("interrupted")
+        if not self.done.done() and not self.context_ok():
+            self.stop("shut down (Ctrl-C or SIGTERM)")
+        return self.reason
+
+    def context_ok(self) -> bool:
+        import rclpy
+        return rclpy.ok(context=self.context)
+
+    def _destroy(self) -> None:
+        for node in reversed(list(self.nodes.values())):
+            close = getattr(node, "close", None)
+            try:
+                if callable(close):
+                    close()
+            finally:
+                if self.executor is not None:
+                    self.executor.remove_node(node)
+                node.destroy_node()
+        self.nodes.clear()
+
+    def shutdown(self) -> None:
+        """close() and destroy every node, then the executor."""
+        self._destroy()
+        if self.executor is not None:
+            self.executor.shutdown()
+            self.executor = None
+
+
+def run_in_process(setup, params_file, keys, namespace, log_level, overrides=None) -> int:
+    import rclpy
+    from vision_dialogue.ros.params import ParameterError
+    args = ["bringup"] + ros_args(params_file, "", log_level)  # namespace given per node
+    with rclpy.init(args=args):
+        b = InProcessBringup(setup, params_file, keys, namespace, overrides=overrides)
+        try:
+            b.start()
+        except ParameterError as e:
+            print(f"[bringup] invalid parameter: {e}", file=sys.stderr)
+            return 2
+        except Exception as e:  # noqa: BLE001 - one clear line instead of a traceback
+            print(f"[bringup] cannot start {setup.name}: {type(e).__name__}: {e}",
+                  file=sys.stderr)
+            return 1
+        print(f"[bringup] {setup.name}: running {', '.join(b.nodes)} in one process "
+              f"(Ctrl-C to stop)", file=sys.stderr)
+        try:
+            reason = b.spin()
+        finally:
+            b.shutdown()
+        print(f"[bringup] stopped ({reason})", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------------- processes
+def find_executable(name: str) -> list[str]:
+    """Command that runs executable `name`: the installed wrapper, else `python -m module`."""
+    for prefix in [str(SOURCE_ROOT / "install" / PACKAGE)] + \
+            os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
+        exe = Path(prefix) / "lib" / PACKAGE / name
+        if prefix and exe.is_file() and os.access(exe, os.X_OK):
+            return [sys.executable, str(exe)]
+    spec = next(s for s in NODES.values() if s.executable == name)
+    return [sys.executable, "-m", spec.module]
+
+
+def process_commands(setup, params_file, keys, namespace, log_level,
+                     overrides: dict | None = None) -> dict[str, list[str]]:
+    """{node key: argv} for --processes (and --dry-run)."""
+    overrides = setup_overrides(setup, params_file, keys) if overrides is None else overrides
+    cmds = {}
+    for key in start_order(keys):
+        argv = find_executable(NODES[key].executable) + ros_args(params_file, namespace,
+                                                                 log_level)
+        for k, v in overrides.get(key, {}).items():
+            argv += ["-p", f"{k}:={str(v).lower() if isinstance(v, bool) else v}"]
+        cmds[key] = argv
+    return cmds
+
+
+class ProcessBringup:
+    """Each node as a child process.
+
+    When one exits (the demo script is done, say) or on stop(), every child gets SIGINT, then
+    SIGTERM/SIGKILL after `grace` seconds.
+    """
+
+    def __init__(self, commands: dict[str, list[str]], grace: float = 10.0, env=None):
+        self.commands, self.grace, self.env = commands, grace, env
+        self.procs: dict[str, subprocess.Popen] = {}
+        self._stop = threading.Event()
+        self.reason = ""
+
+    def start(self) -> None:
+        for key, argv in self.commands.items():
+            self.procs[key] = subprocess.Popen(argv, env=self.env)
+
+    def stop(self, reason: str = "stopped") -> None:
+        if not self._stop.is_set():
+            self.reason = reason
+            self._stop.set()
+
+    def wait(self, timeout: float | None = None) -> str:
+        """Until stop() or a child exits (poll every 0.2 s); '' on timeout."""
+        waited = 0.0
+        while not self._stop.wait(0.2):
+            for key, p in self.procs.items():
+                if p.poll() is not None:
+                    self.stop(f"{key} exited with code {p.returncode}")
+                    break
+            waited += 0.2
+            if timeout is not None and waited >= timeout:
+                break
+        return self.reason
+
+    def shutdown(self) -> dict[str, int]:
+        """Stop all children; returns {key: exit code}."""
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        codes = {}
+        for key, p in self.procs.items():
+            try:
+                codes[key] = p.wait(timeout=self.grace)
+            except subprocess.TimeoutExpired:
+                p.terminate()
+                try:
+                    codes[key] = p.wait(timeout=3.0)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    codes[key] = p.wait()
+        return codes
+
+
+def run_processes(setup, params_file, keys, namespace, log_level, overrides=None) -> int:
+    group = ProcessBringup(process_commands(setup, params_file, keys, namespace, log_level,
+                                            overrides))
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda s, _f: group.stop(signal.Signals(s).name))
+    group.start()
+    print(f"[bringup] {setup.name}: started {', '.join(group.procs)} as processes "
+          f"(Ctrl-C to stop)", file=sys.stderr)
+    reason = group.wait()
+    codes = group.shutdown()
+    print(f"[bringup] stopped ({reason}); exit codes {codes}", file=sys.stderr)
+    bad = [c for c in codes.values() if c not in (0, -signal.SIGINT, 130)]
+    return 1 if bad else 0
+
+
+# ---------------------------------------------------------------------------- CLI
+def parse_cli(argv):
+    ap = argparse.ArgumentParser(
+        prog="bringup", description="Start a vision_dialogue setup without ros2 launch.",
+        epilog="setups: " + "; ".join(f"{s.name}: {s.description}" for s in SETUPS.values()))
+    ap.add_argument("setup", choices=list(SETUPS))
+    ap.add_argument("--params-file", help="YAML with all nodes' parameters "
+                    "(default: config/<setup>_setup.yaml)")
+    ap.add_argument("--namespace", default="", help="ROS namespace for every node")
+    ap.add_argument("--nodes", help="comma-separated subset, e.g. camera,manager")
+    ap.add_argument("--processes", action="store_true", help="one process per node")
+    ap.add_argument("--log-level", default="info", choices=LOG_LEVELS)
+    ap.add_argument("--llm", choices=("openai", "transformers"),
+                    help="manager LLM backend instead of the YAML's (openai: key in "
+                    "$OPENAI_API_KEY, model gpt-4o-mini unless --model)")
+    ap.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://host:8000/v1")
+    ap.add_argument("--model", help="manager model name (openai) or checkpoint (transformers)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print the per-node commands and exit")
+    return ap.parse_args(argv)
+
+
+def main(args=None) -> int:
+    argv = list(sys.argv[1:] if args is None else args[1:])
+    ns = parse_cli(argv)
+    from vision_dialogue.ros.dds import apply_default_profile
+    apply_default_profile()     # this process and every child: raw frames cross processes
+    try:
+        setup, params_file, keys = resolve(ns.setup, ns.params_file, ns.nodes, ns.namespace)
+        llm = llm_overrides(ns.llm, ns.base_url, ns.model)
+        if llm and "manager" not in keys:
+            raise BringupError("--llm/--base-url/--model need the manager node")
+        overrides = setup_overrides(setup, params_file, keys, llm)
+        run_args = (setup, params_file, keys, ns.namespace, ns.log_level, overrides)
+        if ns.dry_run:
+            for key, cmd in process_commands(*run_args).items():
+                print(f"{key}: {' '.join(cmd)}")
+            return 0
+        if ns.processes:
+            return run_processes(*run_args)
+        code = run_in_process(*run_args)
+        # as a program (not called from Python with args): never hang on busy worker threads
+        return exit_without_stragglers(code) if args is None else code
+    except BringupError as e:
+        print(f"[bringup] {e}", file=sys.stderr)
+        return 2
+
+
+def exit_without_stragglers(code: int, grace: float = 10.0) -> int:
+    """Exit without hanging on busy worker threads.
+
+    After the nodes are closed, threads still busy (a local LLM call in the middle of a
+    generation, say) get `grace` seconds, then the process exits anyway.
+    """
+    import time
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        busy = [t for t in threading.enumerate()
+                if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+        if not busy:
+            return code
+        busy[0].join(timeout=max(0.0, min(0.5, deadline - time.monotonic())))
+    print(f"[bringup] exiting without waiting for {len(busy)} busy worker thread(s): "
+          f"{', '.join(t.name for t in busy[:5])}", file=sys.stderr)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

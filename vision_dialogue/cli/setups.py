@@ -1,0 +1,113 @@
+"""The setups: which nodes each one starts, with which YAML, and what is filled in at start.
+
+The single description that `launch/bringup.launch.py` (included by every
+`launch/<setup>.launch.py`) and the `bringup` command both read, so a `ros2 launch` on a robot
+and a `bringup` here start the same nodes with the same parameters. ROS-free: the launch file
+imports it at launch time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from vision_dialogue.core.resources import config_file
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node of a setup: short key, executable (= default node name), module and class."""
+
+    key: str
+    executable: str
+    module: str
+    class_name: str
+
+
+NODES: dict[str, NodeSpec] = {
+    "camera": NodeSpec("camera", "camera_node", "vision_dialogue.camera_node", "CameraNode"),
+    "speech": NodeSpec("speech", "speech_node", "vision_dialogue.speech_node", "SpeechNode"),
+    "manager": NodeSpec("manager", "manager_node", "vision_dialogue.manager_node",
+                        "ManagerNode"),
+    "vfm": NodeSpec("vfm", "vfm_server", "vision_dialogue.vfm_server", "VfmServer"),
+}
+
+#: construction/start order: consumers first, the speech node (which drives a script) last
+START_ORDER = ("manager", "vfm", "camera", "speech")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A named set of nodes with its parameters file (in config/) and launch file.
+
+    config_paths: {node key: {parameter: file in config/}} filled in with the file's path
+    when the YAML leaves the parameter empty. demo_video: the camera plays the demo video
+    when its video_path is empty. ends_with: the node whose exit ends the whole setup (the
+    demo's script), or "".
+    """
+
+    name: str
+    nodes: tuple[str, ...]
+    params_file: str
+    description: str
+    config_paths: dict = field(default_factory=dict)
+    demo_video: bool = False
+    ends_with: str = ""
+
+    @property
+    def launch_file(self) -> str:
+        return f"{self.name}.launch.py"
+
+
+SETUPS: dict[str, Setup] = {
+    "furhat": Setup("furhat", ("camera", "speech", "manager"), "furhat_setup.yaml",
+                    "Furhat robot: Furhat camera + Furhat speech + manager"),
+    "standalone": Setup("standalone", ("camera", "speech", "manager"), "standalone_setup.yaml",
+                        "Laptop: webcam + terminal chat + manager"),
+    "vfm": Setup("vfm", ("vfm",), "vfm_setup.yaml",
+                 "Visual foundation model action servers (GPU host)"),
+    "demo": Setup("demo", ("camera", "speech", "manager"), "demo_setup.yaml",
+                  "Offline demo: demo video + scripted dialogue + manager",
+                  config_paths={"speech": {"script_file": "demo_script.yaml"}},
+                  demo_video=True, ends_with="speech"),
+}
+
+
+def start_order(keys) -> list[str]:
+    """`keys` in the order nodes are started (consumers before producers)."""
+    return sorted(keys, key=START_ORDER.index)
+
+
+def default_params_file(setup: Setup) -> Path:
+    """config/<setup>_setup.yaml of the checkout or the install."""
+    return config_file(setup.params_file)
+
+
+def load_node_params(params_file: str | Path, executable: str) -> dict:
+    """Parameters a YAML gives node `executable` (keys '/**', 'name', '/name', '/**/name')."""
+    data = yaml.safe_load(Path(params_file).read_text()) or {}
+    out: dict = {}
+    for key in ("/**", executable, f"/{executable}", f"/**/{executable}"):
+        out.update((data.get(key) or {}).get("ros__parameters", {}) or {})
+    return out
+
+
+def node_overrides(setup: Setup, params_file: str | Path, keys=None) -> dict[str, dict]:
+    """{node key: {param: value}} filled in at start for parameters the YAML leaves empty.
+
+    - config_paths entries -> the absolute path of the file in config/;
+    - demo_video: the camera's video_path -> the demo video (built now if missing).
+    """
+    out: dict[str, dict] = {}
+    for key in setup.nodes if keys is None else keys:
+        given = load_node_params(params_file, NODES[key].executable)
+        extra = {name: str(config_file(fname))
+                 for name, fname in setup.config_paths.get(key, {}).items()
+                 if not given.get(name)}
+        if setup.demo_video and key == "camera" and not given.get("video_path"):
+            from vision_dialogue.cli.demo_assets import ensure_demo_video
+            extra["video_path"] = str(ensure_demo_video())
+        if extra:
+            out[key] = extra
+    return out

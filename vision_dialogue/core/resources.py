@@ -1,0 +1,37 @@
+"""Where the package's data files are: config/, launch/ and msg/.
+
+Running from a source checkout they sit beside the `vision_dialogue/` folder; running from
+an install they are in `<prefix>/share/vision_dialogue/`, found on `AMENT_PREFIX_PATH` (what
+ament_index does, without needing it). One lookup for every caller, so the persona, the DDS
+profile, the setups and the bag types all come from the same place.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PACKAGE = "vision_dialogue"
+#: the folder holding vision_dialogue/ in a source checkout (not meaningful when installed)
+SOURCE_ROOT = Path(__file__).resolve().parents[2]
+
+
+class ResourceNotFound(FileNotFoundError):
+    """A data folder of the package is neither in the checkout nor in an install."""
+
+
+def share_dir(sub: str) -> Path:
+    """config/, launch/ or msg/ of the source checkout, else of the installed package."""
+    here = SOURCE_ROOT / sub
+    if here.is_dir() and (SOURCE_ROOT / "package.xml").is_file():
+        return here
+    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
+        cand = Path(prefix) / "share" / PACKAGE / sub
+        if prefix and cand.is_dir():
+            return cand
+    raise ResourceNotFound(f"cannot find {PACKAGE}'s {sub}/ directory (not in a source "
+                           "checkout, and no install on AMENT_PREFIX_PATH)")
+
+
+def config_file(name: str) -> Path:
+    """A file in config/ (it may not exist: callers say what is missing)."""
+    return share_dir("config") / name

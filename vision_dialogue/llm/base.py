@@ -1,0 +1,36 @@
+"""The chat-backend interface every LLM backend implements (OpenAI client, local transformers).
+
+Messages use the OpenAI chat format: a list of {"role": ..., "content": ...} where content is
+a string or a list of parts {"type": "text", "text": ...} and
+{"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,...", "detail": "low"}}.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Protocol, Sequence, runtime_checkable
+
+Message = dict
+
+
+class BackendError(RuntimeError):
+    """An LLM call failed after retries (network, HTTP status, timeout, model error)."""
+
+
+@runtime_checkable
+class ChatBackend(Protocol):
+    """A chat completion backend.
+
+    complete() returns the whole reply text; stream() yields the reply in sentences as they
+    complete (each a non-empty string; joined with spaces they give the reply). Both raise
+    BackendError on failure. `model` overrides the backend's default model name.
+    `supports_images` tells the prompt builder whether frames may go in as images; when it is
+    False, frames go in as text observations.
+    """
+
+    supports_images: bool
+
+    def complete(self, messages: Sequence[Message], *, model: str | None = None,
+                 max_tokens: int | None = None, temperature: float | None = None) -> str: ...
+
+    def stream(self, messages: Sequence[Message], *, model: str | None = None,
+               max_tokens: int | None = None,
+               temperature: float | None = None) -> Iterator[str]: ...

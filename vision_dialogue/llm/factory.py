@@ -1,0 +1,35 @@
+"""Choosing the LLM backend by name.
+
+The heavy modules are imported only when asked for.
+"""
+from __future__ import annotations
+
+KINDS = ("openai", "transformers")
+
+
+def make_backend(kind: str, *, base_url: str = "", model: str = "gpt-4o-mini",
+                 api_key_env: str = "OPENAI_API_KEY", timeout: float = 30.0,
+                 max_retries: int = 2, backoff: float = 0.5, supports_images: bool = True,
+                 device: str = "cpu", max_new_tokens: int = 96):
+    """Build a ChatBackend.
+
+    "openai": OpenAIChatBackend for any OpenAI-compatible server (base_url empty = the openai
+    default), `model` is the model name. "transformers": TransformersChatBackend on a local
+    checkpoint; `model` is its path, or empty / "default" for the embedded default model
+    (ensure_default_model()). Raises ValueError for an unknown kind, BackendError when the
+    backend cannot start (no API key for a remote server, missing checkpoint).
+    """
+    if kind == "openai":
+        from vision_dialogue.llm.openai_backend import OpenAIChatBackend
+        return OpenAIChatBackend(base_url=base_url or None, model=model or "gpt-4o-mini",
+                                 api_key_env=api_key_env, timeout=timeout,
+                                 max_retries=max_retries, backoff=backoff,
+                                 supports_images=supports_images)
+    if kind == "transformers":
+        from vision_dialogue.llm.transformers_backend import TransformersChatBackend
+        path = model
+        if not path or path in ("default", "gpt-4o-mini"):
+            from vision_dialogue.llm.default_model import ensure_default_model
+            path = ensure_default_model()
+        return TransformersChatBackend(path, device=device, max_new_tokens=max_new_tokens)
+    raise ValueError(f"llm_backend={kind!r} must be one of {list(KINDS)}")

@@ -1,0 +1,385 @@
+"""`OpenAIChatBackend`: the `ChatBackend` over any OpenAI-compatible chat server.
+
+Works with OpenAI itself and with local servers that speak the same HTTP API (vLLM, Ollama,
+llama.cpp server, LM Studio, ...) through ``base_url``. The API key is read from an
+environment variable (never from parameters or files), and is never logged or put into a
+repr or an exception message.
+
+Failure handling is done here, not by the ``openai`` package (its own retries are switched
+off): each call is tried up to ``1 + max_retries`` times, retrying only on connection errors,
+timeouts, HTTP 429 and HTTP 5xx, waiting ``backoff * 2**attempt`` seconds in between (or the
+server's ``Retry-After``, when longer, capped at ``MAX_BACKOFF``). Each retry is logged with
+the ``logging`` module (logger ``vision_dialogue.llm.openai_backend``). After the last failure,
+or at once on any other error, ``LLMRequestError`` (a ``BackendError``) is raised.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence, TypeVar
+from urllib.parse import urlparse
+
+import openai
+
+from vision_dialogue.llm.base import BackendError, Message
+from vision_dialogue.llm.sentences import SentenceSplitter
+
+__all__ = ["OpenAIChatBackend", "ToolCall", "LLMRequestError", "DUMMY_API_KEY", "MAX_BACKOFF"]
+
+log = logging.getLogger(__name__)
+
+#: Key sent to local servers when the key variable is unset (they ignore it, but the
+#: ``openai`` package insists on one).
+DUMMY_API_KEY = "EMPTY"
+#: Upper bound for one backoff wait, seconds.
+MAX_BACKOFF = 30.0
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "host.docker.internal"}
+# Things that look like API keys in server error messages (OpenAI echoes a masked key).
+_KEYLIKE = re.compile(r"\b(?:sk|key|api[_-]?key)[-_][A-Za-z0-9*._-]{4,}", re.IGNORECASE)
+_MAX_DETAIL = 300
+
+T = TypeVar("T")
+
+
+class LLMRequestError(BackendError):
+    """An LLM request failed (after retries where the error was retryable).
+
+    Attributes: ``kind`` ("http", "timeout", "connection", "invalid_response",
+    "invalid_tool_arguments", "stream_interrupted", "error"), ``status`` (HTTP status or None),
+    ``attempts`` (how many requests were made). The message never contains the API key.
+    """
+
+    def __init__(self, message: str, *, kind: str, status: int | None = None,
+                 attempts: int = 1) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.attempts = attempts
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call requested by the model: `arguments` is the parsed JSON object."""
+
+    id: str
+    name: str
+    arguments: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Failure:
+    kind: str
+    status: int | None
+    detail: str
+    retryable: bool
+    retry_after: float | None = None
+
+
+def _is_local(base_url: str | None) -> bool:
+    if not base_url:
+        return False
+    host = (urlparse(base_url).hostname or "").lower()
+    return host in _LOCAL_HOSTS or host.startswith("127.") or host.endswith(".local")
+
+
+class OpenAIChatBackend:
+    """Chat backend for any OpenAI-compatible server (implements `ChatBackend`).
+
+    Args:
+        base_url: server root including ``/v1`` (e.g. ``http://localhost:8000/v1``); None
+            means the ``openai`` default (``OPENAI_BASE_URL`` or api.openai.com).
+        model: default model name; each call may override it with ``model=``.
+        api_key_env: name of the environment variable holding the key. If it is unset and
+            ``base_url`` is local, the dummy key ``"EMPTY"`` is used; otherwise construction
+            raises ``BackendError``.
+        timeout: seconds per request (connect, read between stream chunks, ...), > 0.
+        max_retries: extra attempts on retryable errors, >= 0.
+        backoff: first retry wait in seconds (doubles each retry), >= 0.
+        supports_images: whether the model accepts image parts (see `ChatBackend`).
+        temperature, max_tokens: defaults for every call (None: server default).
+        http_client: an ``httpx2.Client`` to use (tests, proxies); None for the default.
+    """
+
+    def __init__(self, base_url: str | None = None, model: str = "gpt-4o-mini",
+                 api_key_env: str = "OPENAI_API_KEY", timeout: float = 30.0,
+                 max_retries: int = 2, backoff: float = 0.5, supports_images: bool = True,
+                 temperature: float | None = None, max_tokens: int | None = None,
+                 http_client: Any = None) -> None:
+        if not model or not isinstance(model, str):
+            raise ValueError("model must be a non-empty string")
+        if not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        if not (isinstance(max_retries, int) and max_retries >= 0):
+            raise ValueError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+        if not (isinstance(backoff, (int, float)) and backoff >= 0):
+            raise ValueError(f"backoff must be >= 0 seconds, got {backoff!r}")
+        if temperature is not None and not 0.0 <= temperature <= 2.0:
+            raise ValueError(f"temperature must be in [0, 2], got {temperature!r}")
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens!r}")
+        self.base_url = base_url or None
+        self.model = model
+        self.api_key_env = api_key_env
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self.backoff = float(backoff)
+        self.supports_images = bool(supports_images)
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self._sleep: Callable[[float], None] = time.sleep
+
+        key = os.environ.get(api_key_env, "").strip()
+        if not key:
+            if not _is_local(self.base_url):
+                raise BackendError(
+                    f"no API key: environment variable {api_key_env} is not set "
+                    f"(needed for {self.base_url or 'the default OpenAI endpoint'})")
+            key = DUMMY_API_KEY
+        self._secrets = tuple(s for s in {key} if s != DUMMY_API_KEY and len(s) >= 4)
+        kwargs: dict[str, Any] = {"api_key": key, "timeout": self.timeout, "max_retries": 0}
+        if self.base_url:
+            kwargs["base_url"] = self.base_url
+        if http_client is not None:
+            kwargs["http_client"] = http_client
+        self._client = openai.OpenAI(**kwargs)
+
+    def __repr__(self) -> str:
+        return (f"OpenAIChatBackend(base_url={self.base_url!r}, model={self.model!r}, "
+                f"api_key_env={self.api_key_env!r}, timeout={self.timeout}, "
+                f"max_retries={self.max_retries}, supports_images={self.supports_images})")
+
+    def close(self) -> None:
+        """Release the HTTP connections."""
+        self._client.close()
+
+    # -- ChatBackend ---------------------------------------------------------------------------
+    def complete(self, messages: Sequence[Message], *, model: str | None = None,
+                 max_tokens: int | None = None, temperature: float | None = None) -> str:
+        """Return the whole reply text (stripped)."""
+        params = self._params(messages, model, max_tokens, temperature)
+        response = self._with_retries(lambda: self._client.chat.completions.create(**params),
+                                      "chat completion")
+        message = self._first_message(response)
+        return (message.content or "").strip()
+
+    def stream(self, messages: Sequence[Message], *, model: str | None = None,
+               max_tokens: int | None = None, temperature: float | None = None) -> Iterator[str]:
+        """Yield the reply sentence by sentence as they complete (``stream=True``).
+
+        Retryable errors are retried only until the first sentence has been yielded; a
+        failure after that raises ``LLMRequestError`` (kind ``stream_interrupted``) so the
+        caller never hears a sentence twice. Closing the generator early closes the
+        connection.
+        """
+        params = self._params(messages, model, max_tokens, temperature)
+        params["stream"] = True
+        attempts = self.max_retries + 1
+        yielded = False
+        for attempt in range(1, attempts + 1):
+            splitter = SentenceSplitter()
+            stream = None
+            try:
+                stream = self._client.chat.completions.create(**params)
+                for chunk in stream:
+                    for choice in chunk.choices or ():
+                        if choice.index == 0 and choice.delta and choice.delta.content:
+                            for sentence in splitter.feed(choice.delta.content):
+                                yielded = True
+                                yield sentence
+                for sentence in splitter.flush():
+                    yielded = True
+                    yield sentence
+                return
+            except GeneratorExit:
+                raise
+            except Exception as exc:  # classified below; never leaks the key
+                failure = self._classify(exc)
+                if yielded:
+                    raise self._error("streamed reply interrupted", failure, attempt,
+                                      kind="stream_interrupted") from None
+                self._retry_or_raise("streaming chat completion", failure, attempt, attempts)
+            finally:
+                if stream is not None:
+                    try:
+                        stream.close()
+                    except Exception:  # closing a broken connection may fail; nothing to do
+                        pass
+
+    # -- tools ---------------------------------------------------------------------------------
+    def complete_with_tools(self, messages: Sequence[Message], tools: Sequence[dict], *,
+                            model: str | None = None, tool_choice: Any = "auto",
+                            stream: bool = False, max_tokens: int | None = None,
+                            temperature: float | None = None) -> tuple[str, list[ToolCall]]:
+        """Ask for a reply that may call tools; return ``(text, tool_calls)``.
+
+        `tools` are OpenAI function-tool specs (``{"type": "function", "function": {...}}``),
+        passed through unchanged. With ``stream=True`` the reply is streamed and the
+        tool-call argument deltas are assembled (same result). Arguments that are not a JSON
+        object raise ``LLMRequestError`` (kind ``invalid_tool_arguments``).
+        """
+        params = self._params(messages, model, max_tokens, temperature)
+        params["tools"] = list(tools)
+        if tools:
+            params["tool_choice"] = tool_choice
+        if not stream:
+            response = self._with_retries(
+                lambda: self._client.chat.completions.create(**params), "tool completion")
+            message = self._first_message(response)
+            raw_calls = [(tc.id, tc.function.name, tc.function.arguments)
+                         for tc in (message.tool_calls or []) if getattr(tc, "function", None)]
+            return (message.content or "").strip(), _parse_tool_calls(raw_calls)
+        params["stream"] = True
+        text, raw_calls = self._with_retries(lambda: self._collect_stream(params),
+                                             "streaming tool completion")
+        return text.strip(), _parse_tool_calls(raw_calls)
+
+    def list_models(self) -> list[str]:
+        """Model ids the server offers (``GET /models``); a cheap health check."""
+        page = self._with_retries(lambda: self._client.models.list(), "model list")
+        return [m.id for m in page.data]
+
+    # -- internals -----------------------------------------------------------------------------
+    def _params(self, messages: Sequence[Message], model: str | None, max_tokens: int | None,
+                temperature: float | None) -> dict[str, Any]:
+        if not messages:
+            raise LLMRequestError("no messages to send", kind="error", attempts=0)
+        params: dict[str, Any] = {"model": model or self.model, "messages": list(messages)}
+        max_tokens = max_tokens if max_tokens is not None else self.max_tokens
+        temperature = temperature if temperature is not None else self.temperature
+        if max_tokens is not None:
+            params["max_tokens"] = max_tokens
+        if temperature is not None:
+            params["temperature"] = temperature
+        return params
+
+    def _collect_stream(self, params: dict[str, Any]) -> tuple[str, list[tuple[str, str, str]]]:
+        text: list[str] = []
+        calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
+        with self._client.chat.completions.create(**params) as stream:
+            for chunk in stream:
+                for choice in chunk.choices or ():
+                    if choice.index != 0 or choice.delta is None:
+                        continue
+                    if choice.delta.content:
+                        text.append(choice.delta.content)
+                    for tc in choice.delta.tool_calls or ():
+                        entry = calls.setdefault(tc.index, ["", "", ""])
+                        if tc.id:
+                            entry[0] = tc.id
+                        if tc.function is not None:
+                            if tc.function.name:
+                                entry[1] += tc.function.name
+                            if tc.function.arguments:
+                                entry[2] += tc.function.arguments
+        return "".join(text), [tuple(calls[k]) for k in sorted(calls)]
+
+    def _first_message(self, response: Any) -> Any:
+        choices = getattr(response, "choices", None)
+        if not choices or getattr(choices[0], "message", None) is None:
+            raise LLMRequestError("the server returned no choices", kind="invalid_response")
+        return choices[0].message
+
+    def _with_retries(self, call: Callable[[], T], what: str) -> T:
+        attempts = self.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return call()
+            except LLMRequestError:
+                raise
+            except Exception as exc:
+                self._retry_or_raise(what, self._classify(exc), attempt, attempts)
+        raise AssertionError("unreachable")
+
+    def _retry_or_raise(self, what: str, failure: _Failure, attempt: int, attempts: int) -> None:
+        """Sleep before the next attempt, or raise LLMRequestError if there is none."""
+        if not failure.retryable or attempt >= attempts:
+            err = self._error(f"{what} failed", failure, attempt)
+            log.error("%s", err)
+            raise err from None
+        wait = min(self.backoff * (2 ** (attempt - 1)), MAX_BACKOFF)
+        if failure.retry_after is not None:
+            wait = max(wait, min(failure.retry_after, MAX_BACKOFF))
+        log.warning("%s failed (%s), attempt %d/%d; retrying in %.2f s", what,
+                    self._describe(failure), attempt, attempts, wait)
+        if wait > 0:
+            self._sleep(wait)
+
+    def _error(self, what: str, failure: _Failure, attempt: int,
+               kind: str | None = None) -> LLMRequestError:
+        where = self.base_url or "default OpenAI endpoint"
+        msg = (f"{what} after {attempt} attempt{'s' if attempt != 1 else ''}: "
+               f"{self._describe(failure)} (server {where}, model {self.model})")
+        return LLMRequestError(self._scrub(msg), kind=kind or failure.kind,
+                               status=failure.status, attempts=attempt)
+
+    def _describe(self, failure: _Failure) -> str:
+        head = f"HTTP {failure.status}" if failure.status is not None else failure.kind
+        return self._scrub(f"{head}: {failure.detail}" if failure.detail else head)
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "[redacted]")
+        return _KEYLIKE.sub("[redacted]", text)
+
+    def _classify(self, exc: BaseException) -> _Failure:
+        detail = self._scrub(str(exc))[:_MAX_DETAIL]
+        if isinstance(exc, openai.APITimeoutError):
+            return _Failure("timeout", None, f"no answer within {self.timeout:g} s", True)
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__
+            if cause is not None and "timeout" in type(cause).__name__.lower():
+                return _Failure("timeout", None, f"no answer within {self.timeout:g} s", True)
+            reason = type(cause).__name__ if cause is not None else "connection failed"
+            return _Failure("connection", None, reason, True)
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            retry_after = None
+            try:
+                value = exc.response.headers.get("retry-after")
+                retry_after = float(value) if value is not None else None
+            except (TypeError, ValueError):
+                retry_after = None
+            message = exc.message if isinstance(exc.message, str) else ""
+            body = exc.body
+            if isinstance(body, dict) and isinstance(body.get("message"), str):
+                message = body["message"]
+            return _Failure("http", status, self._scrub(message)[:_MAX_DETAIL],
+                            status == 429 or status >= 500, retry_after)
+        if isinstance(exc, openai.APIResponseValidationError):
+            return _Failure("invalid_response", None, detail, False)
+        if isinstance(exc, openai.APIError):  # e.g. an error event inside a stream
+            return _Failure("error", None, detail, False)
+        name = type(exc).__name__
+        if "Timeout" in name:  # raw httpx2 timeouts while reading a stream
+            return _Failure("timeout", None, f"no answer within {self.timeout:g} s", True)
+        if any(n in name for n in ("Connect", "Network", "Protocol", "ReadError", "Remote")):
+            return _Failure("connection", None, name, True)
+        if isinstance(exc, (ValueError, KeyError, TypeError, AttributeError)):
+            return _Failure("invalid_response", None, f"{name}: {detail}", False)
+        return _Failure("error", None, f"{name}: {detail}", False)
+
+
+def _parse_tool_calls(raw: Sequence[tuple[str, str, str]]) -> list[ToolCall]:
+    calls = []
+    for call_id, name, arguments in raw:
+        if not name:
+            raise LLMRequestError("the model returned a tool call without a name",
+                                  kind="invalid_tool_arguments")
+        text = (arguments or "").strip()
+        try:
+            parsed = json.loads(text) if text else {}
+        except ValueError as exc:
+            snippet = text[:80] + ("..." if len(text) > 80 else "")
+            raise LLMRequestError(
+                f"tool call {name!r}: arguments are not valid JSON ({exc.msg} at char "
+                f"{exc.pos}): {snippet!r}", kind="invalid_tool_arguments") from None
+        if not isinstance(parsed, dict):
+            raise LLMRequestError(
+                f"tool call {name!r}: arguments must be a JSON object, got "
+                f"{type(parsed).__name__}", kind="invalid_tool_arguments")
+        calls.append(ToolCall(id=call_id or "", name=name, arguments=parsed))
+    return calls

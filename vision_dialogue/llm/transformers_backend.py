@@ -1,0 +1,311 @@
+"""An in-process chat backend on Hugging Face `transformers`, offline only.
+
+Two kinds of local checkpoints are handled behind the same `ChatBackend` interface:
+
+* text-only chat models (`AutoModelForCausalLM` + the tokenizer's chat template); image parts
+  of the messages are dropped (the manager already puts text observations in their place),
+  `supports_images` is False;
+* image-text-to-text models (`AutoModelForImageTextToText` + `AutoProcessor`); data-URL images
+  are decoded to PIL and go to the processor, `supports_images` is True.
+
+Nothing is ever downloaded (`local_files_only=True`); `model_path` is a checkpoint directory or
+the id of a model already in the Hugging Face cache. The model is loaded at construction (so a
+bad path or broken checkpoint fails at node startup, not at the first turn). One generation
+runs at a time (a lock); `stream()` yields sentences as they complete, generating in a thread
+with `TextIteratorStreamer`, and stops generating when the consumer closes the iterator.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from vision_dialogue.llm.base import BackendError, Message
+from vision_dialogue.llm.sentences import SentenceSplitter
+
+_LOG = logging.getLogger(__name__)
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+class TransformersChatBackend:
+    """A `ChatBackend` running a local transformers checkpoint (text or image-text-to-text).
+
+    model_path: a local checkpoint directory (or a model id already in the HF cache).
+    device: torch device ("cpu", "cuda", "cuda:0", ...). max_new_tokens: reply length cap
+    (overridable per call with max_tokens). temperature: 0.0 = greedy (deterministic), > 0
+    samples. dtype: "auto" (the checkpoint's dtype; float32 on CPU when the checkpoint is half
+    precision), "float32", "bfloat16" or "float16". trust_remote_code: allow a checkpoint's
+    own Python code (off by default).
+    """
+
+    def __init__(self, model_path: str, *, device: str = "cpu", max_new_tokens: int = 96,
+                 temperature: float = 0.0, dtype: str = "auto",
+                 trust_remote_code: bool = False):
+        if not isinstance(model_path, (str, os.PathLike)) or not str(model_path).strip():
+            raise BackendError(f"model_path must be a non-empty path, got {model_path!r}")
+        if int(max_new_tokens) < 1:
+            raise BackendError(f"max_new_tokens={max_new_tokens!r} must be >= 1")
+        if float(temperature) < 0.0:
+            raise BackendError(f"temperature={temperature!r} must be >= 0")
+        if dtype not in DTYPES:
+            raise BackendError(f"dtype={dtype!r} must be one of {list(DTYPES)}")
+        self.model_path = str(model_path)
+        self.model_name = Path(self.model_path).name or self.model_path
+        self.device = device
+        self.max_new_tokens = int(max_new_tokens)
+        self.temperature = float(temperature)
+        self.dtype = dtype
+        self.trust_remote_code = bool(trust_remote_code)
+        self._lock = threading.Lock()
+        self.supports_images = False
+        self._processor = None
+        self._load()
+
+    # -- loading -----------------------------------------------------------------------------
+    def _load(self) -> None:
+        import torch
+        import transformers
+        from transformers.models.auto.modeling_auto import (
+            MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)
+
+        path = self.model_path
+        local = Path(path).expanduser()
+        if local.exists():
+            if not (local / "config.json").is_file():
+                raise BackendError(f"local model path {path!r} has no config.json; "
+                                   f"it is not a transformers checkpoint")
+            path = str(local)
+        elif path.startswith(("/", ".", "~")):
+            raise BackendError(f"local model path {path!r} does not exist")
+        common = dict(local_files_only=True, trust_remote_code=self.trust_remote_code)
+        try:
+            config = transformers.AutoConfig.from_pretrained(path, **common)
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"local model {path!r} not found or unreadable (nothing is "
+                               f"downloaded; give a checkpoint directory or a model id already "
+                               f"in the Hugging Face cache): {exc}") from exc
+        self.supports_images = (config.model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+                                and hasattr(config, "vision_config"))
+        torch_dtype = self._torch_dtype(config, torch)
+        try:
+            if self.supports_images:
+                self._processor = transformers.AutoProcessor.from_pretrained(path, **common)
+                self._tokenizer = self._processor.tokenizer
+                model = transformers.AutoModelForImageTextToText.from_pretrained(
+                    path, dtype=torch_dtype, **common)
+            else:
+                self._tokenizer = transformers.AutoTokenizer.from_pretrained(path, **common)
+                model = transformers.AutoModelForCausalLM.from_pretrained(
+                    path, dtype=torch_dtype, **common)
+            self._model = model.to(self.device).eval()
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"cannot load local model {path!r}: "
+                               f"{exc.__class__.__name__}: {exc}") from exc
+        if getattr(self._tokenizer, "chat_template", None) is None and not (
+                self._processor is not None and getattr(self._processor, "chat_template", None)):
+            raise BackendError(f"local model {path!r} has no chat template; use an instruct/chat "
+                               f"checkpoint")
+        _LOG.info("loaded local model %s (%s, %s, images=%s)", path, config.model_type,
+                  self._model.dtype, self.supports_images)
+
+    def _torch_dtype(self, config, torch):
+        if self.dtype != "auto":
+            return getattr(torch, self.dtype)
+        cfg_dtype = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+        if isinstance(cfg_dtype, str):
+            cfg_dtype = getattr(torch, cfg_dtype, None)
+        if str(self.device).startswith("cpu") and cfg_dtype in (torch.float16, torch.bfloat16):
+            return torch.float32  # half precision matmuls are slow or missing on many CPUs
+        return cfg_dtype or torch.float32
+
+    # -- ChatBackend -------------------------------------------------------------------------
+    def complete(self, messages: Sequence[Message], *, model: str | None = None,
+                 max_tokens: int | None = None, temperature: float | None = None) -> str:
+        """The whole reply text (stripped)."""
+        inputs = self._prepare(messages)
+        kwargs = self._gen_kwargs(max_tokens, temperature)
+        with self._lock:
+            try:
+                import torch
+                with torch.inference_mode():
+                    out = self._model.generate(**inputs, **kwargs)
+            except Exception as exc:  # noqa: BLE001
+                raise BackendError(f"local generation failed: {exc.__class__.__name__}: "
+                                   f"{exc}") from exc
+        new_tokens = out[0, inputs["input_ids"].shape[1]:]
+        return self._tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
+
+    def stream(self, messages: Sequence[Message], *, model: str | None = None,
+               max_tokens: int | None = None, temperature: float | None = None) -> Iterator[str]:
+        """Yield the reply sentence by sentence as generation proceeds.
+
+        The messages are checked at the call (bad ones raise BackendError at once); a failure
+        during generation raises BackendError from the iterator; closing the iterator stops
+        the generation.
+        """
+        inputs = self._prepare(messages)
+        kwargs = self._gen_kwargs(max_tokens, temperature)
+        return self._stream(inputs, kwargs)
+
+    def _stream(self, inputs, kwargs) -> Iterator[str]:
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
+
+        stop = threading.Event()
+        failure: list[BaseException] = []
+
+        class _Stop(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kw):
+                return torch.full((input_ids.shape[0],), stop.is_set(), dtype=torch.bool,
+                                  device=input_ids.device)
+
+        streamer = TextIteratorStreamer(self._tokenizer, skip_prompt=True,
+                                        skip_special_tokens=True)
+
+        def run() -> None:
+            try:
+                with torch.inference_mode():
+                    self._model.generate(**inputs, **kwargs, streamer=streamer,
+                                         stopping_criteria=StoppingCriteriaList([_Stop()]))
+            except BaseException as exc:  # noqa: BLE001 - reported to the consumer
+                failure.append(exc)
+                streamer.end()  # unblock the consumer
+
+        with self._lock:
+            thread = threading.Thread(target=run, name="local-llm-generate", daemon=True)
+            thread.start()
+            splitter = SentenceSplitter()
+            try:
+                for delta in streamer:
+                    if failure:
+                        break
+                    yield from splitter.feed(delta)
+                if failure:
+                    exc = failure[0]
+                    raise BackendError(f"local generation failed: {exc.__class__.__name__}: "
+                                       f"{exc}") from exc
+                yield from splitter.flush()
+            finally:
+                stop.set()
+                thread.join()
+
+    # -- prompt building ---------------------------------------------------------------------
+    def _gen_kwargs(self, max_tokens: int | None, temperature: float | None) -> dict:
+        n = self.max_new_tokens if max_tokens is None else int(max_tokens)
+        if n < 1:
+            raise BackendError(f"max_tokens={max_tokens!r} must be >= 1")
+        t = self.temperature if temperature is None else float(temperature)
+        gen = self._model.generation_config
+        kw = dict(max_new_tokens=n, pad_token_id=(gen.pad_token_id if gen.pad_token_id is not None
+                                                  else self._tokenizer.eos_token_id))
+        if t > 0:
+            kw.update(do_sample=True, temperature=t)
+        else:  # greedy; neutralise sampling settings from the checkpoint's generation_config
+            kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        return kw
+
+    def _prepare(self, messages: Sequence[Message]) -> dict:
+        if not isinstance(messages, (list, tuple)) or not messages:
+            raise BackendError("messages must be a non-empty list of chat messages")
+        try:
+            if self.supports_images:
+                conversation, images = _vision_conversation(messages)
+                text = self._processor.apply_chat_template(
+                    conversation, add_generation_prompt=True, tokenize=False)
+                inputs = self._processor(text=text, images=images or None, return_tensors="pt")
+            else:
+                conversation = _text_conversation(messages)
+                text = self._tokenizer.apply_chat_template(
+                    conversation, add_generation_prompt=True, tokenize=False)
+                inputs = self._tokenizer(text, return_tensors="pt", add_special_tokens=False)
+        except BackendError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"cannot build the prompt for the local model: "
+                               f"{exc.__class__.__name__}: {exc}") from exc
+        return {k: v.to(self.device) for k, v in dict(inputs).items()}
+
+
+def _check_message(i: int, m) -> tuple[str, object]:
+    if not isinstance(m, dict) or "role" not in m or "content" not in m:
+        raise BackendError(f"message {i} must be a dict with 'role' and 'content'")
+    content = m["content"]
+    if content is None:
+        content = ""
+    if not isinstance(content, (str, list)):
+        raise BackendError(f"message {i}: content must be a string or a list of parts")
+    return str(m["role"]), content
+
+
+def _text_conversation(messages: Sequence[Message]) -> list[dict]:
+    """OpenAI-style messages → plain {"role", "content": str}; image parts are dropped."""
+    out = []
+    for i, m in enumerate(messages):
+        role, content = _check_message(i, m)
+        if isinstance(content, list):
+            texts = [str(p.get("text", "")) for p in content
+                     if isinstance(p, dict) and p.get("type") == "text"]
+            content = "\n".join(t for t in texts if t)
+            if not content:
+                continue  # only images: nothing a text model can read
+        out.append({"role": role, "content": content})
+    if not out:
+        raise BackendError("messages contain no text for a text-only model")
+    return out
+
+
+def _vision_conversation(messages: Sequence[Message]) -> tuple[list[dict], list]:
+    """OpenAI-style messages → processor chat format (text/image parts) + PIL images in order."""
+    conversation, images = [], []
+    for i, m in enumerate(messages):
+        role, content = _check_message(i, m)
+        if isinstance(content, str):
+            parts = [{"type": "text", "text": content}]
+        else:
+            parts = []
+            for p in content:
+                kind = p.get("type") if isinstance(p, dict) else None
+                if kind == "text":
+                    parts.append({"type": "text", "text": str(p.get("text", ""))})
+                elif kind == "image_url":
+                    url = p.get("image_url")
+                    url = url.get("url") if isinstance(url, dict) else url
+                    images.append(decode_image_url(url))
+                    parts.append({"type": "image"})
+                else:
+                    raise BackendError(f"message {i}: unsupported content part {kind!r}")
+        conversation.append({"role": role, "content": parts})
+    return conversation, images
+
+
+def decode_image_url(url) -> "object":
+    """A data URL (or local file path / file:// URL) → RGB PIL image; BackendError otherwise.
+
+    Remote (http) URLs are refused: this backend never uses the network.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    if not isinstance(url, str) or not url:
+        raise BackendError("image part without a url")
+    try:
+        if url.startswith("data:"):
+            header, _, payload = url.partition(",")
+            if ";base64" not in header:
+                raise BackendError("image data URL must be base64-encoded")
+            raw = base64.b64decode(payload, validate=False)
+            img = Image.open(io.BytesIO(raw))
+        elif url.startswith(("http://", "https://")):
+            raise BackendError(f"remote image URL refused (offline backend): {url[:60]}")
+        else:
+            img = Image.open(url[7:] if url.startswith("file://") else url)
+        return img.convert("RGB")
+    except BackendError:
+        raise
+    except (binascii.Error, UnidentifiedImageError, OSError, ValueError) as exc:
+        raise BackendError(f"cannot decode image: {exc}") from exc

@@ -1,0 +1,458 @@
+"""Frame perception for text-only LLMs: a camera frame (BGR) → a short text observation.
+
+Real perception models that ship their weights in their wheels, no downloads:
+
+* mediapipe 0.10.14 legacy solutions: face detection (full range) → how many people, where,
+  how close; pose (model_complexity=1, the only pose model shipped) → arms raised / down;
+  selfie segmentation → the person's area, used to name clothes and background colours;
+* rapidocr-onnxruntime → visible text;
+* OpenCV → brightness (dark frames), dominant colours named in words.
+
+    observer = FrameObserver()
+    observer.observe(frame_bgr)
+    # "I see one person, close, in the centre, arms down; clothes mostly orange;
+    #  background mostly dark grey; text visible: 'EXIT'."
+
+Models load lazily on first use; one that fails to load is skipped with one warning. One frame
+is processed at a time (a lock); the observer is safe to share between threads. Positions are
+as seen in the image ("on the left" = the left of the frame). No ROS imports.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import cv2
+import numpy as np
+
+from vision_dialogue.core.images import as_bgr, downscale
+
+_LOG = logging.getLogger(__name__)
+
+DETECTORS = ("faces", "pose", "segmentation", "ocr", "colours")
+DARK_TEXT = "It is too dark to see anything."
+_COLOUR_SIDE = 160  # colours are counted on a thumbnail of this longest side
+_NUMBERS = ("no one", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+# mediapipe pose landmark indices
+_NOSE, _L_SHOULDER, _R_SHOULDER, _L_WRIST, _R_WRIST = 0, 11, 12, 15, 16
+
+
+@dataclass
+class Person:
+    """One person in the frame: horizontal position, rough distance, face box (relative)."""
+
+    position: str            # "on the left" | "in the centre" | "on the right"
+    distance: str            # "very close" | "close" | "a few metres away" | "far away"
+    box: tuple[float, float, float, float] | None = None  # x, y, w, h in 0..1 (face)
+    score: float = 0.0
+
+
+@dataclass
+class Observation:
+    """Everything FrameObserver found in one frame, plus the text it makes of it."""
+
+    text: str
+    dark: bool
+    brightness: float                       # mean grey level 0..255
+    people: list[Person] = field(default_factory=list)
+    posture: str | None = None              # e.g. "arms down", "both arms raised"
+    person_area: float | None = None        # fraction of the frame covered by people
+    clothes_colour: str | None = None
+    background_colour: str | None = None
+    scene_colours: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+class FrameObserver:
+    """Turns BGR frames into short text observations (see the module docstring).
+
+    detectors: which of DETECTORS to run (brightness is always measured). dark_threshold:
+    mean grey level under which the frame is "too dark". max_side: frames are downscaled to
+    this longest side before perception. ocr_max_side: longest side for the OCR detector.
+    min_face_score / min_text_score: confidence cut-offs. max_texts: how many text snippets
+    to report. ocr_reuse_threshold: the OCR result of the previous frame is reused while the
+    scene is unchanged (mean absolute difference of 32x24 grey thumbnails below this, in grey
+    levels); 0 runs OCR on every frame.
+    """
+
+    def __init__(self, detectors: Sequence[str] = DETECTORS, *, dark_threshold: float = 20.0,
+                 max_side: int = 640, ocr_max_side: int = 480, min_face_score: float = 0.5,
+                 min_text_score: float = 0.6, max_texts: int = 3,
+                 ocr_reuse_threshold: float = 3.0):
+        unknown = [d for d in detectors if d not in DETECTORS]
+        if unknown:
+            raise ValueError(f"unknown detectors {unknown}; known: {list(DETECTORS)}")
+        if not 0 <= dark_threshold <= 255:
+            raise ValueError(f"dark_threshold={dark_threshold!r} must be in [0, 255]")
+        if max_side < 64 or ocr_max_side < 64:
+            raise ValueError("max_side and ocr_max_side must be >= 64")
+        self.detectors = tuple(detectors)
+        self.dark_threshold = float(dark_threshold)
+        self.max_side = int(max_side)
+        self.ocr_max_side = int(ocr_max_side)
+        self.min_face_score = float(min_face_score)
+        self.min_text_score = float(min_text_score)
+        self.max_texts = int(max_texts)
+        self.ocr_reuse_threshold = float(ocr_reuse_threshold)
+        self._ocr_cache: tuple[np.ndarray, list[str]] | None = None
+        self._lock = threading.Lock()
+        self._models: dict[str, object] = {}
+        self._failed: set[str] = set()
+
+    # -- public --------------------------------------------------------------------------------
+    def observe(self, frame: np.ndarray) -> str:
+        """Return a one-line text observation of `frame`.
+
+        BGR uint8 HxWx3 (grey or BGRA accepted); ValueError on something that is not an image.
+        """
+        return self.analyse(frame).text
+
+    def analyse(self, frame: np.ndarray) -> Observation:
+        """The structured observation of `frame` (its .text is what observe() returns)."""
+        bgr = _as_bgr(frame)
+        with self._lock:
+            return self._analyse(bgr)
+
+    def warm_up(self) -> list[str]:
+        """Load every enabled model now; returns the names of those that are available."""
+        with self._lock:
+            return [d for d in self.detectors if d == "colours" or self._model(d) is not None]
+
+    def close(self) -> None:
+        """Release the mediapipe graphs (the observer reloads them if used again)."""
+        with self._lock:
+            for model in self._models.values():
+                close = getattr(model, "close", None)
+                if callable(close):
+                    try:
+                        close()
+                    except Exception:  # noqa: BLE001 - best effort on shutdown
+                        pass
+            self._models.clear()
+
+    # -- models --------------------------------------------------------------------------------
+    def _model(self, name: str):
+        if name in self._models:
+            return self._models[name]
+        if name in self._failed or name not in self.detectors:
+            return None
+        try:
+            model = _LOADERS[name](self)
+        except Exception as exc:  # noqa: BLE001 - a missing detector is skipped, never fatal
+            _LOG.warning("perception: %s detector unavailable, skipped: %s: %s", name,
+                         exc.__class__.__name__, exc)
+            self._failed.add(name)
+            return None
+        self._models[name] = model
+        return model
+
+    # -- perception ----------------------------------------------------------------------------
+    def _analyse(self, bgr: np.ndarray) -> Observation:
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        bgr = downscale(bgr, self.max_side)
+        grey = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)
+        brightness = float(grey.mean())
+        timings["brightness"] = _ms(t0)
+        if brightness < self.dark_threshold:
+            return Observation(text=DARK_TEXT, dark=True, brightness=brightness,
+                               timings_ms=timings)
+        obs = Observation(text="", dark=False, brightness=brightness, timings_ms=timings)
+        rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+        pose = self._people(obs, rgb, timings)
+        mask = None
+        if obs.people:
+            seg = self._run("segmentation", timings,
+                            lambda m: m.process(rgb).segmentation_mask)
+            if seg is not None:
+                mask = seg > 0.5
+                obs.person_area = float(mask.mean())
+        if "colours" in self.detectors:
+            t = time.perf_counter()
+            self._colours(obs, bgr, mask, pose)
+            timings["colours"] = _ms(t)
+        texts = self._texts(bgr, grey, timings)
+        obs.texts = (texts or [])[: self.max_texts]
+        obs.text = _compose(obs)
+        timings["total"] = _ms(t0)
+        return obs
+
+    def _people(self, obs: Observation, rgb: np.ndarray, timings: dict):
+        """Faces (else the pose's person) into obs.people, the posture; the pose landmarks."""
+        faces = self._run("faces", timings, lambda m: _faces(m, rgb, self.min_face_score))
+        pose = self._run("pose", timings, lambda m: m.process(rgb).pose_landmarks)
+        people = faces or []
+        pose_person = _pose_person(pose)
+        if not people and pose_person is not None:
+            people = [pose_person]
+        obs.people = people
+        if pose is not None:
+            obs.posture = _posture(pose)
+        return pose
+
+    @staticmethod
+    def _colours(obs: Observation, bgr: np.ndarray, mask, pose) -> None:
+        """Clothes and background colours around people, else the scene's two main ones."""
+        small = downscale(bgr, _COLOUR_SIDE)
+        hsv = cv2.cvtColor(small, cv2.COLOR_BGR2HSV)
+        if not (obs.people and mask is not None and mask.any()):
+            obs.scene_colours = _top_colours(hsv.reshape(-1, 3), 2)
+            return
+        sh = hsv.shape[0]
+        small_mask = cv2.resize(mask.astype(np.uint8), (hsv.shape[1], sh),
+                                interpolation=cv2.INTER_NEAREST).astype(bool)
+        clothes = small_mask.copy()
+        clothes[:_clothes_top(obs.people, pose, sh)] = False
+        obs.clothes_colour = _dominant(hsv[clothes]) if clothes.sum() > 20 else None
+        background = ~small_mask
+        obs.background_colour = _dominant(hsv[background]) if background.sum() > 20 else None
+
+    def _texts(self, bgr: np.ndarray, grey: np.ndarray, timings: dict) -> list[str] | None:
+        """OCR, reused while the scene is unchanged (OCR is the slowest detector by far)."""
+        thumb = cv2.resize(grey, (32, 24), interpolation=cv2.INTER_AREA).astype(np.int16)
+        last = self._ocr_cache
+        if (last is not None and self.ocr_reuse_threshold > 0
+                and float(np.abs(thumb - last[0]).mean()) < self.ocr_reuse_threshold):
+            timings["ocr"] = 0.0
+            return list(last[1])
+        texts = self._run("ocr", timings,
+                          lambda m: _ocr(m, bgr, self.ocr_max_side, self.min_text_score))
+        self._ocr_cache = (thumb, texts or []) if texts is not None else None
+        return texts
+
+    def _run(self, name: str, timings: dict, fn: Callable):
+        model = self._model(name)
+        if model is None:
+            return None
+        t = time.perf_counter()
+        try:
+            return fn(model)
+        except Exception as exc:  # noqa: BLE001 - one bad frame must not kill the observer
+            _LOG.warning("perception: %s failed on a frame: %s: %s", name,
+                         exc.__class__.__name__, exc)
+            return None
+        finally:
+            timings[name] = _ms(t)
+
+
+# -- model loaders (only the models shipped in the wheels; never a download) -----------------
+def _load_faces(obs: FrameObserver):
+    import mediapipe as mp
+    return mp.solutions.face_detection.FaceDetection(
+        model_selection=1, min_detection_confidence=obs.min_face_score)
+
+
+def _load_pose(obs: FrameObserver):
+    import mediapipe as mp
+    # model_complexity=1 (pose_landmark_full) is the only pose model in the 0.10.14 wheel;
+    # 0 and 2 would be downloaded at construction.
+    return mp.solutions.pose.Pose(static_image_mode=True, model_complexity=1,
+                                  enable_segmentation=False, min_detection_confidence=0.5)
+
+
+def _load_segmentation(obs: FrameObserver):
+    import mediapipe as mp
+    return mp.solutions.selfie_segmentation.SelfieSegmentation(model_selection=0)
+
+
+def _load_ocr(obs: FrameObserver):
+    from rapidocr_onnxruntime import RapidOCR
+    # no angle classifier (upright camera), and detection on at most ocr_max_side pixels
+    # (the default upscales the short side to 736, which is several times slower)
+    return RapidOCR(use_cls=False, det_limit_side_len=obs.ocr_max_side, det_limit_type="max",
+                    print_verbose=False)
+
+
+_LOADERS: dict[str, Callable[[FrameObserver], object]] = {
+    "faces": _load_faces, "pose": _load_pose, "segmentation": _load_segmentation,
+    "ocr": _load_ocr,
+}
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000.0, 2)
+
+
+def _as_bgr(frame) -> np.ndarray:
+    """Check a frame as the conversation core does, plus the detectors' minimum size.
+
+    uint8, HxW / HxWx1 / HxWx3 / HxWx4 -> BGR.
+    """
+    frame = as_bgr(frame)
+    if frame.shape[0] < 8 or frame.shape[1] < 8:
+        raise ValueError(f"frame too small: {frame.shape[1]}x{frame.shape[0]}")
+    return frame
+
+
+def _position(cx: float) -> str:
+    if cx < 0.38:
+        return "on the left"
+    if cx > 0.62:
+        return "on the right"
+    return "in the centre"
+
+
+def _distance(face_width: float) -> str:
+    """Rough distance from the face width relative to the frame width."""
+    if face_width >= 0.30:
+        return "very close"
+    if face_width >= 0.14:
+        return "close"
+    if face_width >= 0.06:
+        return "a few metres away"
+    return "far away"
+
+
+def _faces(model, rgb: np.ndarray, min_score: float) -> list[Person]:
+    result = model.process(rgb)
+    people = []
+    for det in result.detections or []:
+        score = float(det.score[0]) if det.score else 0.0
+        if score < min_score:
+            continue
+        b = det.location_data.relative_bounding_box
+        x, y, w, h = (float(b.xmin), float(b.ymin), float(b.width), float(b.height))
+        people.append(Person(position=_position(x + w / 2), distance=_distance(w),
+                             box=(x, y, w, h), score=score))
+    people.sort(key=lambda p: p.box[0] if p.box else 0.0)  # left to right
+    return people
+
+
+def _visible(lm, i: int, thr: float = 0.5) -> bool:
+    return lm.landmark[i].visibility >= thr
+
+
+def _pose_person(pose) -> Person | None:
+    """A person from pose landmarks alone (e.g. seen from behind): needs visible shoulders."""
+    if pose is None or not (_visible(pose, _L_SHOULDER, 0.6) and _visible(pose, _R_SHOULDER, 0.6)):
+        return None
+    ls, rs = pose.landmark[_L_SHOULDER], pose.landmark[_R_SHOULDER]
+    width = abs(ls.x - rs.x)
+    return Person(position=_position((ls.x + rs.x) / 2), distance=_distance(width * 0.6))
+
+
+def _posture(pose) -> str | None:
+    """Arms raised / down from wrist vs shoulder height (only with visible wrists)."""
+    raised, down = 0, 0
+    for shoulder, wrist in ((_L_SHOULDER, _L_WRIST), (_R_SHOULDER, _R_WRIST)):
+        if not (_visible(pose, shoulder) and _visible(pose, wrist)):
+            continue
+        if pose.landmark[wrist].y < pose.landmark[shoulder].y - 0.02:
+            raised += 1
+        else:
+            down += 1
+    if raised == 2:
+        return "both arms raised"
+    if raised == 1:
+        return "one arm raised"
+    if down == 2:
+        return "arms down"
+    return None
+
+
+def _clothes_top(people: list[Person], pose, h: int) -> int:
+    """Row where clothes start: below the lowest face box, else the shoulders."""
+    bottoms = [p.box[1] + p.box[3] for p in people if p.box]
+    if bottoms:
+        return int(min(max(bottoms), 1.0) * h)
+    if pose is not None:
+        return int(min(pose.landmark[_L_SHOULDER].y, pose.landmark[_R_SHOULDER].y) * h)
+    return 0
+
+
+def _colour_names(hsv: np.ndarray) -> np.ndarray:
+    """Vectorised colour words for an (N, 3) array of OpenCV HSV pixels."""
+    hue, sat, val = (hsv[:, i].astype(np.int16) for i in range(3))
+    names = np.empty(len(hsv), dtype=object)
+    hue_names = np.select(
+        [(hue < 5) | (hue >= 170), hue < 20, hue < 33, hue < 85, hue < 100, hue < 130, hue < 150],
+        ["red", "orange", "yellow", "green", "teal", "blue", "purple"], default="pink")
+    names[:] = hue_names
+    dark = val < 100
+    light = (val > 200) & (sat < 110)
+    names[dark] = np.char.add("dark ", hue_names[dark].astype(str)).astype(object)
+    names[light] = np.char.add("light ", hue_names[light].astype(str)).astype(object)
+    brown = (np.isin(hue_names, ["red", "orange", "yellow"]) & (val < 150) & (val >= 50)
+             & (sat > 90))
+    names[brown] = "brown"
+    grey = sat < 45
+    names[grey & (val > 200)] = "white"
+    names[grey & (val > 130) & (val <= 200)] = "light grey"
+    names[grey & (val > 80) & (val <= 130)] = "grey"
+    names[grey & (val <= 80)] = "dark grey"
+    names[val < 50] = "black"
+    return names
+
+
+def _counts(hsv: np.ndarray, max_pixels: int = 4000) -> list[tuple[str, float]]:
+    if len(hsv) == 0:
+        return []
+    step = max(1, len(hsv) // max_pixels)
+    names, counts = np.unique(_colour_names(hsv[::step]).astype(str), return_counts=True)
+    order = np.argsort(-counts, kind="stable")
+    total = counts.sum()
+    return [(str(names[i]), float(counts[i] / total)) for i in order]
+
+
+def _dominant(hsv: np.ndarray) -> str | None:
+    """'mostly X' when X covers half the pixels, else 'X and Y'."""
+    counts = _counts(hsv)
+    if not counts:
+        return None
+    if counts[0][1] >= 0.5 or len(counts) == 1:
+        return f"mostly {counts[0][0]}"
+    return f"{counts[0][0]} and {counts[1][0]}"
+
+
+def _top_colours(hsv: np.ndarray, n: int) -> list[str]:
+    return [name for name, share in _counts(hsv)[:n] if share >= 0.15]
+
+
+def _ocr(model, bgr: np.ndarray, max_side: int, min_score: float) -> list[str]:
+    result, _ = model(downscale(bgr, max_side))
+    texts = []
+    for _box, text, score in result or []:
+        text = " ".join(str(text).split())
+        if float(score) >= min_score and len(text) >= 2 and text not in texts:
+            texts.append(text)
+    return texts
+
+
+def _compose(obs: Observation) -> str:
+    parts = []
+    n = len(obs.people)
+    if n == 0:
+        parts.append("I see no one")
+    elif n == 1:
+        p = obs.people[0]
+        first = f"I see one person, {p.distance}, {p.position}"
+        if obs.posture:
+            first += f", {obs.posture}"
+        parts.append(first)
+    else:
+        count = _NUMBERS[n] if n < len(_NUMBERS) else str(n)
+        where = ", ".join(f"one {p.distance} {p.position}" for p in obs.people[:4])
+        parts.append(f"I see {count} people: {where}")
+    if obs.clothes_colour:
+        parts.append(f"clothes {obs.clothes_colour}")
+    if obs.background_colour:
+        parts.append(f"background {obs.background_colour}")
+    if obs.scene_colours:
+        parts.append("the scene is mostly " + " and ".join(obs.scene_colours))
+    if obs.texts:
+        parts.append("text visible: " + ", ".join(f"'{t}'" for t in obs.texts))
+    text = "; ".join(parts) + "."
+    if obs.brightness < 60:
+        text = "The scene is dim. " + text
+    return text
+
+
+def make_observer() -> Callable[[np.ndarray], str]:
+    """The frame observer (bgr -> one line of text) used when the backend takes no images."""
+    return FrameObserver().observe

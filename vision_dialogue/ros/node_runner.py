@@ -1,0 +1,87 @@
+"""The one `main()` every node executable uses: DDS profile, `--help`, init, spin, clean exit."""
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from vision_dialogue.ros.dds import apply_default_profile
+
+if TYPE_CHECKING:   # rclpy is imported after the DDS profile is set
+    from rclpy.node import Node
+
+
+def help_text(name: str, doc: str | None, params: Sequence = ()) -> str:
+    """`<exe> --help`: the module's first docstring paragraph and the parameter table."""
+    lines = [f"usage: {name} [--help] [--ros-args -p NAME:=VALUE ... "
+             f"| --params-file FILE | -r FROM:=TO ...]", ""]
+    if doc:
+        lines += [doc.strip().split("\n\n")[0], ""]
+    if params:
+        lines.append("parameters (default):")
+        for p in params:
+            desc = " ".join(p.descriptor().description.split())
+            lines.append(f"  {p.name} ({p.default!r}){' [read-only]' if p.read_only else ''}")
+            lines.append(f"      {desc}")
+    return "\n".join(lines)
+
+
+def wants_help(args: Sequence[str]) -> bool:
+    """-h/--help among the arguments before --ros-args."""
+    user = list(args[1:])
+    if "--ros-args" in user:
+        user = user[:user.index("--ros-args")]
+    return any(a in ("-h", "--help") for a in user)
+
+
+def ros_args_error(err: Exception) -> str:
+    """rcl's "failed to initialize rcl: Couldn't parse ...
+
+    at arguments.c:352" -> the part a user can act on.
+    """
+    text = str(err).replace("failed to initialize rcl: ", "")
+    text = text.split(", at /")[0].split(" Error: error not set")[0]
+    return text.strip().rstrip(".")
+
+
+def run_node(factory: Callable[[], "Node"], name: str, args=None,
+             threads: int | None = None, params: Sequence = (), doc: str | None = None) -> int:
+    """Run one node: the body of every node executable's main().
+
+    Creates the node with `factory` inside `with rclpy.init()` and spins it on a
+    MultiThreadedExecutor until Ctrl-C or shutdown. Invalid parameters exit with code 2 and
+    one line naming the parameter; `--help` prints the parameters and exits 0.
+    """
+    args = list(sys.argv if args is None else args)
+    if wants_help(args):
+        print(help_text(name, doc, params))
+        return 0
+    apply_default_profile()   # before the first participant of this process
+    import rclpy
+    from rclpy._rclpy_pybind11 import RCLError
+    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+
+    from vision_dialogue.ros.params import ParameterError
+    try:
+        init = rclpy.init(args=args)
+    except RCLError as e:     # e.g. `-p n:=` (no value): rcl cannot parse the arguments
+        print(f"[{name}] invalid arguments: {ros_args_error(e)}", file=sys.stderr)
+        return 2
+    with init:
+        try:
+            node = factory()
+        except ParameterError as e:
+            print(f"[{name}] invalid parameter: {e}", file=sys.stderr)
+            return 2
+        executor = MultiThreadedExecutor(num_threads=threads)
+        executor.add_node(node)
+        try:
+            executor.spin()
+        except (KeyboardInterrupt, ExternalShutdownException):
+            pass
+        finally:
+            close = getattr(node, "close", None)
+            if callable(close):
+                close()
+            executor.remove_node(node)
+            node.destroy_node()
+    return 0

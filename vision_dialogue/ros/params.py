@@ -1,0 +1,147 @@
+"""Declaring and validating node parameters with ParameterDescriptors.
+
+Each node lists its parameters as `Param`s; `declare_params` declares them with descriptions
+and ranges, checks overrides (from --ros-args, YAML --params-file or launch) and raises
+ParameterError naming the parameter, so a node fails at startup instead of misbehaving.
+The same checks guard later `ros2 param set` calls.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
+                                SetParametersResult)
+from rclpy.exceptions import (InvalidParameterTypeException, InvalidParameterValueException,
+                              ParameterException, ParameterUninitializedException)
+from rclpy.parameter import Parameter
+
+
+class ParameterError(ValueError):
+    """An invalid parameter value; the message starts with the parameter's name."""
+
+
+def nonempty(value) -> str | None:
+    """A `Param.check` for text parameters that must not be empty or blank."""
+    return None if str(value).strip() else "must not be empty"
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: name, default, description and its constraints.
+
+    range: (low, high) inclusive, for int/float. choices: allowed string values.
+    check: callable(value) -> error message or None, for anything else.
+    ptype: needed only when the default is an empty list (e.g. Parameter.Type.STRING_ARRAY).
+    """
+
+    name: str
+    default: Any
+    description: str
+    range: tuple[float, float] | None = None
+    choices: Sequence[str] | None = None
+    check: Callable[[Any], str | None] | None = None
+    read_only: bool = False
+    ptype: Parameter.Type | None = None
+
+    def descriptor(self) -> ParameterDescriptor:
+        text = self.description
+        if self.choices:
+            text += f" One of: {', '.join(self.choices)}."
+        d = ParameterDescriptor(description=text, read_only=self.read_only)
+        if self.range is not None:
+            lo, hi = self.range
+            if isinstance(self.default, bool):
+                pass
+            elif isinstance(self.default, int):
+                d.integer_range = [IntegerRange(from_value=int(lo), to_value=int(hi), step=0)]
+            elif isinstance(self.default, float):
+                d.floating_point_range = [FloatingPointRange(
+                    from_value=float(lo), to_value=float(hi), step=0.0)]
+        if self.choices:
+            d.additional_constraints = "one of: " + ", ".join(self.choices)
+        return d
+
+    def error(self, value: Any) -> str | None:
+        """Why `value` is invalid for this parameter, or None."""
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if self.range is not None and numeric:
+            lo, hi = self.range
+            if isinstance(value, float) and math.isnan(value) or not (lo <= value <= hi):
+                return f"{self.name}={value!r} is out of range [{lo}, {hi}]"
+        if self.choices and value not in self.choices:
+            return f"{self.name}={value!r} is not one of {list(self.choices)}"
+        if self.check is not None:
+            msg = self.check(value)
+            if msg:
+                return f"{self.name}={value!r}: {msg}"
+        return None
+
+
+def declare_params(node, params: Sequence[Param],
+                   cross_check: Callable[[dict], str | None] | None = None) -> dict[str, Any]:
+    """Declare `params` on `node`, validate them, and return {name: value}.
+
+    cross_check(values) validates combinations (e.g. m < n) and returns an error or None.
+    Raises ParameterError (message starts with the parameter name) on any invalid value.
+    Installs an on-set callback that applies the same checks to later changes.
+    """
+    values: dict[str, Any] = {}
+    for p in params:
+        v = _declare(node, p)
+        err = p.error(v)
+        if err:
+            raise ParameterError(err)
+        values[p.name] = v
+    if cross_check is not None:
+        err = cross_check(dict(values))
+        if err:
+            raise ParameterError(err)
+    node.add_on_set_parameters_callback(_set_check({p.name: p for p in params}, values,
+                                                   cross_check))
+    return values
+
+
+def _declare(node, p: Param) -> Any:
+    """Declare one parameter; its value (lists as lists), ParameterError on a wrong type."""
+    try:
+        if p.ptype is not None and p.default in ([], None):
+            node.declare_parameter(p.name, p.ptype, p.descriptor())
+            try:
+                v = node.get_parameter(p.name).value
+            except ParameterUninitializedException:
+                v = None
+            v = list(v) if v is not None else []
+        else:
+            v = node.declare_parameter(p.name, p.default, p.descriptor()).value
+    except InvalidParameterTypeException as e:
+        raise ParameterError(
+            f"{p.name}: wrong type, expected {type(p.default).__name__} ({e})") from None
+    except (InvalidParameterValueException, ParameterException) as e:
+        raise ParameterError(f"{p.name}: invalid value ({e})") from None
+    if isinstance(v, (list, tuple)) or type(v).__name__ == "array":
+        v = list(v)
+    return v
+
+
+def _set_check(by_name: dict[str, Param], values: dict, cross_check):
+    """The on-set callback: the startup checks, applied to `ros2 param set`."""
+    def on_set(changes: list[Parameter]) -> SetParametersResult:
+        trial = dict(values)
+        for c in changes:
+            p = by_name.get(c.name)
+            if p is None:
+                continue
+            if p.read_only:
+                return SetParametersResult(successful=False, reason=f"{c.name} is read-only")
+            err = p.error(c.value)
+            if err:
+                return SetParametersResult(successful=False, reason=err)
+            trial[c.name] = c.value
+        if cross_check is not None:
+            err = cross_check(trial)
+            if err:
+                return SetParametersResult(successful=False, reason=err)
+        return SetParametersResult(successful=True)
+    return on_set

@@ -1,0 +1,17 @@
+"""The VFM action types and names, one place for the server and the manager's client.
+
+Three general actions, one per kind of tool (vfm/registry.py ACTION_TYPES), plus the
+`vfm/list_tools` service; names are relative so a namespace or remapping applies.
+"""
+from vision_dialogue.action import ImageToImage, ImageToText, TextToImage
+from vision_dialogue.vfm.registry import IMAGE_TO_IMAGE, IMAGE_TO_TEXT, TEXT_TO_IMAGE
+
+#: tool kind (ToolInfo.action_type) -> action type
+ACTIONS = {IMAGE_TO_TEXT: ImageToText, IMAGE_TO_IMAGE: ImageToImage,
+           TEXT_TO_IMAGE: TextToImage}
+LIST_TOOLS_SERVICE = "vfm/list_tools"
+
+
+def action_name(kind: str) -> str:
+    """The action server's (relative) name for a tool kind, e.g. vfm/image_to_text."""
+    return f"vfm/{kind}"

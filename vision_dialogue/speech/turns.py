@@ -1,0 +1,243 @@
+"""Turn taking between the user and the robot, for any speech backend.
+
+ROS-free.
+
+`SpeechTurns` is what the speech node does, without ROS: it receives the backend's events
+(it is the backend's `SpeechEvents`), publishes utterances through a callback, takes reply
+chunks, speaks them in order on one speaker thread, and reports the turn state:
+
+    LISTENING --user speaks--> THINKING --first sentence--> SPEAKING --reply ends--> LISTENING
+    (IDLE while the robot is unreachable, or before input starts and after it ends)
+
+Replies: each non-empty chunk (final=False) is spoken as it arrives; the final message is
+spoken only if no chunk of its turn came. Barge-in: an utterance that arrives while a reply is
+queued or being spoken stops speech (`backend.stop_speaking()`), drops the rest of that reply
+(later chunks of its turn are ignored) and is published as usual. No reply within
+`reply_timeout` seconds: the backend is told (`end_reply(..., timed_out=True)`) and the robot
+listens again.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass
+from typing import Callable
+
+from vision_dialogue.llm.sentences import split_sentences
+from vision_dialogue.speech.base import SpeechBackend
+
+#: turn states, the values of vision_dialogue/SpeechState
+IDLE, LISTENING, THINKING, SPEAKING = 0, 1, 2, 3
+STATE_NAMES = {IDLE: "idle", LISTENING: "listening", THINKING: "thinking",
+               SPEAKING: "speaking"}
+
+_log = logging.getLogger("vision_dialogue.speech")
+
+
+@dataclass(frozen=True)
+class HeardUtterance:
+    """What the user said, as the backend heard it ('' / -1: the backend did not say)."""
+
+    text: str
+    speaker: str = ""
+    language: str = ""
+    confidence: float = -1.0
+
+
+class SpeechTurns:
+    """The turn logic of the speech node (see the module docstring).
+
+    publish(utterance): sends a HeardUtterance on (the node publishes dialogue/utterance).
+    on_state(state): a new turn state (the node publishes dialogue/speech_state).
+    on_input_finished(): the backend has no more input (end of script or of stdin).
+    """
+
+    def __init__(self, backend: SpeechBackend, *,
+                 publish: Callable[[HeardUtterance], None],
+                 on_state: Callable[[int], None] = lambda state: None,
+                 on_input_finished: Callable[[], None] = lambda: None,
+                 reply_timeout: float = 30.0, logger=None):
+        self.backend, self.publish, self.on_state = backend, publish, on_state
+        self.on_input_finished, self.reply_timeout = on_input_finished, float(reply_timeout)
+        self.log = logger or _log
+        self._closed = threading.Event()
+        self._cv = threading.Condition(threading.RLock())
+        self._state: int | None = None
+        self._speech_q: "queue.Queue[tuple]" = queue.Queue()
+        self._reply_turn: int | None = None    # newest turn with reply queued/being spoken
+        self._speaking_turn: int | None = None  # turn whose reply the speaker thread began
+        self._chunks: dict[int, int] = defaultdict(int)
+        self._interrupted: deque[int] = deque(maxlen=16)
+        self._awaiting_since: float | None = None
+        self.input_done = threading.Event()
+        self.set_state(IDLE)
+        self._speaker = threading.Thread(target=self._speak_loop, name="speech-speaker",
+                                         daemon=True)
+        self._speaker.start()
+
+    # ---------------------------------------------------------------- state
+    @property
+    def state(self) -> int:
+        return self._state
+
+    def set_state(self, state: int) -> None:
+        with self._cv:
+            if state == self._state:
+                return
+            self._state = state
+            self.log.debug(f"turn state: {STATE_NAMES[state]}")
+            if not self._closed.is_set():
+                self.on_state(state)
+            self._cv.notify_all()
+
+    def _idle(self) -> bool:
+        return (self._reply_turn is None and self._awaiting_since is None
+                and self._speech_q.empty() and self._speaking_turn is None)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Until no reply is awaited, queued or being spoken; False on timeout."""
+        with self._cv:
+            return self._cv.wait_for(self._idle, timeout=timeout)
+
+    # ---------------------------------------------------------------- SpeechEvents
+    def utterance(self, text: str, speaker: str = "", language: str = "",
+                  confidence: float = -1.0) -> None:
+        """The backend heard the user: barge in if the robot is replying, then publish."""
+        text = (text or "").strip()
+        if not text or self._closed.is_set():
+            return
+        with self._cv:
+            barge = self._reply_turn is not None or self._speaking_turn is not None
+            if barge:
+                for t in (self._reply_turn, self._speaking_turn):
+                    if t is not None and t not in self._interrupted:
+                        self._interrupted.append(t)
+                self._drain_speech()
+                self._reply_turn = self._speaking_turn = None
+            self._awaiting_since = time.monotonic()
+        if barge:
+            self.log.info("barge-in: the user spoke during the reply; stopping speech")
+            self._backend_call(self.backend.stop_speaking)
+        self.publish(HeardUtterance(text, speaker, language, float(confidence)))
+        self.set_state(THINKING)
+        self._backend_call(self.backend.on_thinking)
+
+    def listening(self) -> None:
+        with self._cv:
+            if self._idle():
+                self.set_state(LISTENING)
+
+    def unavailable(self) -> None:
+        with self._cv:
+            if self._idle():
+                self.set_state(IDLE)      # not listening while the robot is away
+
+    def input_finished(self) -> None:
+        self.input_done.set()
+        self.log.info("input finished")
+        self.on_input_finished()
+
+    def _drain_speech(self) -> None:
+        while True:
+            try:
+                item = self._speech_q.get_nowait()
+            except queue.Empty:
+                return
+            if item[1] not in self._interrupted:
+                self._interrupted.append(item[1])
+
+    # ---------------------------------------------------------------- replies
+    def on_reply(self, turn_id: int, text: str, final: bool, fallback: bool = False) -> None:
+        """A Reply message: a chunk to speak now, or the final text of turn `turn_id`."""
+        tid = int(turn_id)
+        with self._cv:
+            if tid in self._interrupted:
+                self.log.debug(f"ignoring reply of interrupted turn {tid}")
+                return
+            self._awaiting_since = None
+            if not final:
+                text = text.strip()
+                if text:
+                    self._chunks[tid] += 1
+                    self._reply_turn = tid
+                    self._speech_q.put(("say", tid, text))
+                return
+            if self._chunks.pop(tid, 0) == 0:
+                for sentence in split_sentences(text):
+                    self._speech_q.put(("say", tid, sentence))
+            if fallback:
+                self.log.warning(f"turn {tid}: the reply is the fallback (the LLM failed)")
+            self._reply_turn = tid
+            self._speech_q.put(("end", tid, text))
+            for old in [t for t in self._chunks if t < tid - 8]:  # forget abandoned turns
+                self._chunks.pop(old, None)
+
+    def _speak_loop(self) -> None:
+        while not self._closed.is_set():
+            try:
+                kind, tid, text = self._speech_q.get(timeout=0.1)
+            except queue.Empty:
+                self._check_reply_timeout()
+                continue
+            if kind == "say":
+                self._say(tid, text)
+            else:
+                self._end(tid, text)
+
+    def _say(self, tid: int, text: str) -> None:
+        with self._cv:
+            if tid in self._interrupted:
+                return
+            begin = self._speaking_turn != tid
+            self._speaking_turn = tid
+            self.set_state(SPEAKING)
+        if begin:
+            self._backend_call(self.backend.begin_reply)
+        if self._backend_call(self.backend.speak, text) is False:
+            self.log.debug(f"turn {tid}: sentence not (fully) spoken")
+
+    def _end(self, tid: int, text: str) -> None:
+        with self._cv:                          # the reply is complete
+            if tid in self._interrupted:
+                return
+            self._speaking_turn = None
+            if self._reply_turn == tid:
+                self._reply_turn = None
+        self._backend_call(self.backend.end_reply, text)
+        self._listen_if_idle()
+
+    def _check_reply_timeout(self) -> None:
+        with self._cv:
+            since = self._awaiting_since
+            if since is None or time.monotonic() - since < self.reply_timeout:
+                return
+            self._awaiting_since = None
+        self.log.warning(f"no reply within {self.reply_timeout:g} s; listening again")
+        self._backend_call(self.backend.end_reply, "", True)
+        self._listen_if_idle()
+
+    def _listen_if_idle(self) -> None:
+        with self._cv:
+            if self._idle():
+                self.set_state(LISTENING)
+            self._cv.notify_all()
+
+    def _backend_call(self, fn, *args):
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 - a backend bug must not stop the node
+            self.log.error(f"speech backend {fn.__name__} failed: {e!r}")
+            return None
+
+    # ---------------------------------------------------------------- shutdown
+    def close(self) -> None:
+        """Stop the backend and the speaker thread (idempotent)."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._backend_call(self.backend.close)
+        if self._speaker is not threading.current_thread():
+            self._speaker.join(timeout=2.0)
