@@ -86,11 +86,13 @@ def cell(setting: str, qos: str, fps: float, size: str, domain: int) -> tuple[in
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="skip the 0.2 fps cells")
+    ap.add_argument("--qos", choices=("sensor_data", "reliable"), action="append",
+                    help="only this driver QoS (repeatable; default both)")
     a = ap.parse_args()
     rates = [5.0, 30.0] if a.quick else [0.2, 5.0, 30.0]
     rows = []
     domain = random.randint(100, 200)
-    for qos in ("sensor_data", "reliable"):
+    for qos in a.qos or ("sensor_data", "reliable"):
         for fps in rates:
             for size in ("640x480", "1280x720"):
                 row = {"qos": qos, "fps": fps, "size": size}

@@ -86,3 +86,38 @@ def _restore_ros_log_level():
     import rclpy.logging
 
     rclpy.logging.set_logger_level("", rclpy.logging.LoggingSeverity.INFO)
+
+
+# ------------------------------------------------------------------ the fault matrix
+_FAULT_ROWS: dict = {}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "fault(area, fault): a fault-injection probe, listed "
+                            "in the fault matrix printed at the end of the run")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    mark = item.get_closest_marker("fault")
+    if mark is None or report.when != "call" and not report.failed:
+        return
+    row = _FAULT_ROWS.setdefault((mark.args[0], mark.args[1]),
+                                 {"ok": 0, "failed": 0, "tests": set()})
+    row["tests"].add(item.name.split("[")[0])
+    if report.when == "call" or report.failed:
+        row["ok" if report.passed else "failed"] += 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _FAULT_ROWS:
+        return
+    tr = terminalreporter
+    tr.section("fault matrix")
+    tr.write_line(f"{'area':<12} {'fault':<58} {'result':<8} probes")
+    for (area, fault), row in sorted(_FAULT_ROWS.items()):
+        result = "FAILED" if row["failed"] else "held"
+        n = row["ok"] + row["failed"]
+        tr.write_line(f"{area:<12} {fault[:58]:<58} {result:<8} {n}")

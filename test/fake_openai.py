@@ -85,6 +85,8 @@ class Reply:
     disconnect_after: when streaming, drop the connection after this many chunks.
     error_after: when streaming, send an in-stream error event (``data: {"error": ...}``,
         as vLLM and OpenAI do) with ``error_message`` after this many chunks, then end.
+    end_after: when streaming, end the response in good order after this many chunks:
+        no finish_reason and no ``[DONE]`` (a server that gave up, or a proxy that cut it).
     headers: extra response headers (e.g. ``{"Retry-After": "0"}``).
     finish_reason: overrides "stop"/"tool_calls".
     """
@@ -100,6 +102,7 @@ class Reply:
     gate_timeout: float = 5.0
     disconnect_after: int | None = None
     error_after: int | None = None
+    end_after: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
     finish_reason: str | None = None
     body: dict | None = None
@@ -392,6 +395,9 @@ def _make_handler(fake: FakeOpenAI):
                             self.connection.shutdown(socket.SHUT_RDWR)
                         except OSError:
                             pass
+                        return
+                    if reply.end_after is not None and index >= reply.end_after:
+                        self._send_chunk(b"")
                         return
                     if reply.error_after is not None and index >= reply.error_after:
                         error = {"error": {"message": reply.error_message or "stream failed",

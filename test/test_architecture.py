@@ -21,7 +21,7 @@ ALLOWED = {
     "perception": {"core"},
     "camera": {"core"},
     "speech": {"llm"},
-    "vfm": set(),
+    "vfm": {"core"},
     "furhat": {"core", "camera", "speech", "llm"},
 }
 ROS_MODULES = ("rclpy", "rcl_interfaces", "builtin_interfaces", "std_msgs", "sensor_msgs",

@@ -168,6 +168,7 @@ def test_video_without_loop_stops_publishing(harness, tmp_path):
     assert len(h.images) == n and n <= 3 and h.cam.frames_published == 3
 
 
+@pytest.mark.fault("camera", "video file missing, then back")
 def test_missing_file_logged_once_nothing_published_then_recovers(harness, tmp_path, capfd):
     video = tmp_path / "later.avi"
     h = harness(source="video", video_path=str(video), video_mode="step",
@@ -260,6 +261,7 @@ def test_furhat_realtime_source_publishes_robot_jpeg(harness):
         fake.stop()
 
 
+@pytest.mark.fault("camera", "no webcam device")
 def test_webcam_device_parameter_and_missing_device(harness, ros_context):
     h = harness(source="webcam", device="/dev/video_missing_23", frame_period=0.05,
                 retry_initial=0.05, retry_max=0.1)

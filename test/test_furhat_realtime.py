@@ -37,6 +37,7 @@ def test_auth_first_and_key_sent(server, client):
     assert first["type"] == "request.auth" and first["key"] == "sesame"
 
 
+@pytest.mark.fault("robot", "Furhat Realtime API refuses the key")
 def test_wrong_key_is_refused(server):
     c = FurhatRealtimeClient("127.0.0.1", server.port, key="wrong", timeout=2.0)
     with pytest.raises(FurhatAuthError, match="authentication refused"):
@@ -175,6 +176,7 @@ def test_reconnects_after_server_restart_and_resumes_camera(server, client):
         srv2.stop()
 
 
+@pytest.mark.fault("robot", "Furhat wedged: goes away mid-listen")
 def test_pending_listen_fails_fast_when_the_robot_goes_away(server, client):
     server.listen_wait = 30.0
     out = {}

@@ -168,6 +168,7 @@ def test_backend_error_after_exhausting_retries(fake_openai, make_backend, caplo
     assert any("HTTP 503" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.fault("LLM", "timeout of one request")
 def test_timeout_raises_backend_error(fake_openai, make_backend):
     fake_openai.push(Reply(text="late", delay=3.0), Reply(text="late", delay=3.0))
     sleeps = []
@@ -198,6 +199,7 @@ def test_connection_refused_is_retried_then_fails(make_backend):
     assert len(sleeps) == 2
 
 
+@pytest.mark.fault("secrets", "API key in errors, repr and logs")
 def test_key_never_in_errors_repr_or_logs(fake_openai, make_backend, caplog):
     caplog.set_level(logging.DEBUG)  # every logger, including openai's and httpx2's
     fake_openai.push(Reply(status=500, error_message=f"boom, key was {SECRET}"),
@@ -286,6 +288,37 @@ def test_stream_failure_after_first_sentence_is_not_retried(fake_openai, make_ba
     assert got == ["One.", "Two."]  # nothing repeated
     assert info.value.kind == "stream_interrupted"
     assert fake_openai.request_count == 1
+
+
+@pytest.mark.parametrize("stream_tools", [False, True])
+def test_stream_closed_in_good_order_without_finish_is_cut_off(fake_openai, make_backend,
+                                                               stream_tools):
+    """No finish_reason and no [DONE], but a clean end of the HTTP body: the reply is not complete.
+
+    The half sentence is never spoken; the stream counts as interrupted.
+    """
+    # events: 0 role, 1 "First ", 2 "sentence. ", 3 "Second", then a clean end
+    cut = Reply(text="First sentence. Second sentence.",
+                chunks=["First ", "sentence. ", "Second", " sentence."], end_after=4)
+    if stream_tools:
+        fake_openai.push(cut, cut)
+        with pytest.raises(BackendError) as info:
+            make_backend(max_retries=1).complete_with_tools(MSGS, TOOLS, stream=True)
+        assert info.value.kind == "stream_interrupted" and fake_openai.request_count == 2
+        return
+    fake_openai.push(cut)
+    got = []
+    with pytest.raises(BackendError) as info:
+        for s in make_backend(max_retries=2).stream(MSGS):
+            got.append(s)
+    assert got == ["First sentence."]          # "Second" is never yielded
+    assert info.value.kind == "stream_interrupted"
+    assert fake_openai.request_count == 1
+
+
+def test_stream_cut_before_any_sentence_is_retried(fake_openai, make_backend):
+    fake_openai.push(Reply(text="Half", chunks=["Half"], end_after=2), "Whole. Reply.")
+    assert list(make_backend(max_retries=1).stream(MSGS)) == ["Whole.", "Reply."]
 
 
 def test_stream_error_status_raises_backend_error(fake_openai, make_backend):

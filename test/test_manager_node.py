@@ -7,79 +7,15 @@ import json
 import threading
 import time
 
-import cv2
-import numpy as np
 import pytest
-import rclpy
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
-from rclpy.qos import qos_profile_sensor_data
-from sensor_msgs.msg import CompressedImage, Image
-from skimage import data
+from sensor_msgs.msg import CompressedImage
 
-from conftest import spin_until
 from fake_openai import FakeOpenAI, Reply
-from vision_dialogue.ros.image_msgs import to_compressed_msg, to_image_msg
+from manager_rig import REPLY, Rig, photo, responder
 from vision_dialogue.manager_node import ManagerNode
-from vision_dialogue.msg import PromptState, Reply as ReplyMsg, Utterance
+from vision_dialogue.ros.image_msgs import to_compressed_msg, to_image_msg
 from vision_dialogue.ros.params import ParameterError
-
-REPLY = "Hello there. I like your jacket! What is your name?"
-
-
-def responder(req):
-    last = json.dumps(req["messages"][-1])
-    return "The person waved at me." if "one short sentence" in last else REPLY
-
-
-def photo():
-    return cv2.resize(np.ascontiguousarray(data.astronaut()[:, :, ::-1]), (640, 480))
-
-
-class Rig:
-    """Manager + a test node (publishers/subscribers) on one executor."""
-
-    def __init__(self, ctx, fake, tmp_path, **params):
-        base = {"base_url": fake.base_url, "model": "fake-vlm", "max_retries": 0,
-                "request_timeout": 5.0, "transcript_dir": str(tmp_path / "tr"),
-                "prompt_state_period": 0.0, "frame_id": "robot_head"}
-        base.update(params)
-        self.node = ManagerNode(context=ctx, parameter_overrides=[
-            Parameter(k, value=v) for k, v in base.items()])
-        self.io = rclpy.create_node("test_io", context=ctx)
-        self.img_pub = self.io.create_publisher(Image, "camera/image_raw",
-                                                qos_profile_sensor_data)
-        self.jpg_pub = self.io.create_publisher(CompressedImage, "camera/image_raw/compressed",
-                                                qos_profile_sensor_data)
-        self.utt_pub = self.io.create_publisher(Utterance, "dialogue/utterance", 10)
-        self.replies, self.states = [], []
-        self.io.create_subscription(ReplyMsg, "dialogue/reply", self.replies.append, 50)
-        self.io.create_subscription(PromptState, "dialogue/prompt_state", self.states.append, 50)
-        self.ex = MultiThreadedExecutor(num_threads=2, context=ctx)
-        self.ex.add_node(self.node)
-        self.ex.add_node(self.io)
-        assert self.wait(lambda: self.img_pub.get_subscription_count() >= 1
-                         and self.jpg_pub.get_subscription_count() >= 1
-                         and self.utt_pub.get_subscription_count() >= 1
-                         and self.node.reply_pub.get_subscription_count() >= 1
-                         and self.node.state_pub.get_subscription_count() >= 1)
-
-    def wait(self, pred, timeout=10.0):
-        return spin_until(self.ex, pred, timeout=timeout)
-
-    def say(self, text):
-        m = Utterance()
-        m.text, m.source, m.confidence = text, "test", 1.0
-        self.utt_pub.publish(m)
-
-    def finals(self):
-        return [r for r in self.replies if r.final]
-
-    def close(self):
-        self.node.close()
-        self.ex.shutdown()
-        self.node.destroy_node()
-        self.io.destroy_node()
 
 
 @pytest.fixture

@@ -55,8 +55,8 @@ def test_compressed_round_trip_is_close():
 
 
 PARAMS = [
-    Param("n", 4, "frames that trigger a summary", range=(2, 100)),
-    Param("m", 3, "frames summarised", range=(1, 99)),
+    Param("n", 4, "frames that trigger a summary", range=(2, 100), live=True),
+    Param("m", 3, "frames summarised", range=(1, 99), live=True),
     Param("mode", "a", "mode", choices=("a", "b")),
     Param("names", [], "names", ptype=Parameter.Type.STRING_ARRAY),
 ]
@@ -98,5 +98,21 @@ def test_later_sets_are_validated_too(ros_context):
     bad = node.set_parameters([Parameter("m", value=4)])[0]
     assert not bad.successful and "smaller than n" in bad.reason
     assert node.set_parameters([Parameter("m", value=2)])[0].successful
-    assert not node.set_parameters([Parameter("mode", value="z")])[0].successful
+    assert not node.set_parameters([Parameter("n", value=1)])[0].successful
+    node.destroy_node()
+
+
+def test_live_params_take_effect_and_the_others_are_refused_with_the_reason(ros_context):
+    node, values = _declare(ros_context)
+    seen = []
+    values.on_change("n", lambda v: seen.append(("n", v, values["m"])))
+    res = node.set_parameters_atomically([Parameter("n", value=3), Parameter("m", value=2)])
+    assert res.successful
+    assert values["n"] == 3 and values["m"] == 2
+    assert seen == [("n", 3, 2)]            # hooks run once every value is current
+    res = node.set_parameters([Parameter("mode", value="b")])[0]
+    assert not res.successful and "read-only" in res.reason
+    assert values["mode"] == "a" and node.get_parameter("mode").value == "a"
+    assert node.describe_parameter("mode").read_only
+    assert not node.describe_parameter("n").read_only
     node.destroy_node()

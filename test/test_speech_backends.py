@@ -201,6 +201,7 @@ def test_remote_silence_interrupted_failed_then_text(furhat):
         b.close()
 
 
+@pytest.mark.fault("robot", "Furhat Remote API down, then back")
 def test_remote_robot_down_logs_once_backs_off_and_recovers(furhat, caplog):
     port = furhat.port
     furhat.stop()
@@ -226,6 +227,7 @@ def test_remote_robot_down_logs_once_backs_off_and_recovers(furhat, caplog):
             srv2.stop()
 
 
+@pytest.mark.fault("robot", "Furhat Remote API answers with errors")
 def test_remote_api_exception_is_a_robot_problem_too(furhat, caplog):
     furhat.fail_paths = {"/furhat/listen"}
     log = logging.getLogger("test.furhat500")
@@ -291,6 +293,7 @@ def test_realtime_backend_listen_speak_and_gaze():
         srv.stop()
 
 
+@pytest.mark.fault("robot", "Furhat Realtime API down, then back")
 def test_realtime_backend_robot_down_then_up(caplog):
     srv = FakeFurhatRealtime().start()
     port = srv.port

@@ -311,6 +311,7 @@ def test_furhat_barge_in_calls_say_stop(fake_remote, rig, spin):
     assert node.state == THINKING
 
 
+@pytest.mark.fault("robot", "Furhat down: speech_node keeps running")
 def test_furhat_robot_down_node_keeps_running_and_recovers(rig, spin):
     srv = FakeFurhat(listen_wait=0.3).start()
     port = srv.port

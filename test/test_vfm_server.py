@@ -18,6 +18,7 @@ import tiny_models
 from vision_dialogue.action import ImageToImage, ImageToText, TextToImage
 from vision_dialogue.ros.image_msgs import from_image_msg, to_image_msg
 from vision_dialogue.ros.params import ParameterError
+from vision_dialogue.ros.vfm_actions import VFM_ACTION_QOS
 from vision_dialogue.srv import ListTools
 from vision_dialogue.vfm.image_store import ImageStore
 from vision_dialogue.vfm_server import VfmServer
@@ -50,11 +51,11 @@ class Harness:
         self.ex.add_node(self.client)
         self.thread = threading.Thread(target=self.ex.spin, daemon=True)
         self.thread.start()
-        self.clients = {k: ActionClient(self.client, a, f"vfm/{k}") for k, a in
+        self.clients = {k: ActionClient(self.client, a, f"vfm/{k}", **VFM_ACTION_QOS) for k, a in
                         (("image_to_text", ImageToText), ("image_to_image", ImageToImage),
                          ("text_to_image", TextToImage))}
         for c in self.clients.values():
-            assert c.wait_for_server(timeout_sec=10)
+            assert c.wait_for_server(timeout_sec=20)
 
     def send(self, kind, goal, feedback=None, tries=3, timeout=20.0):
         # wait_for_server only sees the server's side: a goal sent before the server has

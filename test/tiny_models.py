@@ -214,7 +214,35 @@ def stable_diffusion(path: Path, kind: str = "text2image") -> Path:
     pipe = cls(unet=unet, vae=vae, text_encoder=text, tokenizer=tok, scheduler=sched,
                safety_checker=None, feature_extractor=None, requires_safety_checker=False)
     pipe.save_pretrained(path)
+    safety_checker(path)
     return path
+
+
+def safety_checker(sd_path: Path, flag_everything: bool = False) -> Path:
+    """Add a tiny random Stable Diffusion safety checker to an SD checkpoint.
+
+    Into `sd_path`/safety_checker (and its feature_extractor). Its concept thresholds make it
+    pass every image, or, with `flag_everything`, flag every image, so both outcomes are
+    deterministic.
+    """
+    from diffusers.pipelines.stable_diffusion.safety_checker import (
+        StableDiffusionSafetyChecker)
+    from transformers import CLIPConfig, CLIPImageProcessor
+    _seed()
+    cfg = CLIPConfig(text_config=dict(hidden_size=32, intermediate_size=37, num_hidden_layers=1,
+                                      num_attention_heads=4),
+                     vision_config=dict(hidden_size=32, intermediate_size=37,
+                                        num_hidden_layers=1, num_attention_heads=4,
+                                        image_size=32, patch_size=8),
+                     projection_dim=32)
+    checker = StableDiffusionSafetyChecker(cfg).eval()
+    with torch.no_grad():     # score = cosine - threshold: > 0 flags
+        checker.concept_embeds_weights.fill_(-2.0 if flag_everything else 2.0)
+        checker.special_care_embeds_weights.fill_(-2.0 if flag_everything else 2.0)
+    checker.save_pretrained(Path(sd_path) / "safety_checker")
+    CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).\
+        save_pretrained(Path(sd_path) / "feature_extractor")
+    return Path(sd_path)
 
 
 def controlnet(path: Path) -> Path:

@@ -30,51 +30,49 @@ from sensor_msgs.msg import CompressedImage, Image
 from vision_dialogue.camera.acquisition import Acquisition
 from vision_dialogue.camera.sources import (SOURCE_KINDS, CameraSource, CapturedFrame,
                                             make_source)
-from vision_dialogue.core.images import resize_to
+from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, resize_to
+from vision_dialogue.ros.dds import MAX_FRAME_BYTES
 from vision_dialogue.msg import DetectedUsers
 from vision_dialogue.ros.image_msgs import stamp_from_ns, to_compressed_msg, to_image_msg
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 
 PARAMS = [
-    Param("source", "webcam", "Where frames come from.", choices=SOURCE_KINDS,
-          read_only=True),
+    Param("source", "webcam", "Where frames come from.", choices=SOURCE_KINDS),
     Param("video_path", "", "Video file for source=video (a missing file is retried, not "
-          "a startup error).", read_only=True),
+          "a startup error)."),
     Param("video_mode", "realtime", "realtime: play the file at its fps and publish the "
           "current frame each tick; step: one file frame per tick.",
-          choices=("realtime", "step"), read_only=True),
-    Param("loop", True, "Restart the video/folder at its end (else stop publishing).",
-          read_only=True),
+          choices=("realtime", "step")),
+    Param("loop", True, "Restart the video/folder at its end (else stop publishing)."),
     Param("folder_path", "", "Folder of .png/.jpg images for source=folder (natural name "
-          "order).", read_only=True),
-    Param("furhat_host", "127.0.0.1", "Furhat robot host for source=furhat/furhat_realtime.",
-          read_only=True),
+          "order)."),
+    Param("furhat_host", "127.0.0.1", "Furhat robot host for source=furhat/furhat_realtime."),
     Param("furhat_camera_port", 3000, "Port of the Furhat camera feed (ZeroMQ).",
-          range=(1, 65535), read_only=True),
+          range=(1, 65535)),
     Param("furhat_realtime_port", 9000, "Port of the Furhat Realtime API (websocket).",
-          range=(1, 65535), read_only=True),
-    Param("furhat_realtime_key", "", "Furhat Realtime API key (empty: none).", read_only=True),
+          range=(1, 65535)),
+    Param("furhat_realtime_key", "", "Furhat Realtime API key (empty: none)."),
     Param("frame_period", 5.0, "Seconds between frames on camera/image_raw (the paper's "
-          "5 s).", range=(1e-3, 86400.0), read_only=True),
+          "5 s).", range=(1e-3, 86400.0)),
     Param("publish_rate", 0.0, "Hz of the extra camera/stream/* topics; 0 = no stream "
-          "topics.", range=(0.0, 240.0), read_only=True),
-    Param("frame_id", "camera", "frame_id of published headers.", check=nonempty,
-          read_only=True),
+          "topics.", range=(0.0, 240.0)),
+    Param("frame_id", "camera", "frame_id of published headers.", check=nonempty),
     Param("width", 0, "Resize to this width (0 = native; with height 0 keeps aspect).",
-          range=(0, 16384), read_only=True),
+          range=(0, 16384)),
     Param("height", 0, "Resize to this height (0 = native; with width 0 keeps aspect).",
-          range=(0, 16384), read_only=True),
-    Param("jpeg_quality", 85, "JPEG quality of compressed images.", range=(1, 100),
-          read_only=True),
-    Param("publish_compressed", True, "Also publish <topic>/compressed (JPEG).",
-          read_only=True),
+          range=(0, 16384)),
+    Param("jpeg_quality", 85, "JPEG quality of compressed images.", range=(1, 100)),
+    Param("max_image_pixels", DEFAULT_MAX_PIXELS, "Largest image (width x height) decoded "
+          "from the Furhat feeds and image folders, checked before decoding; larger ones are "
+          "skipped.", range=(1, 2**31 - 1)),
+    Param("publish_compressed", True, "Also publish <topic>/compressed (JPEG)."),
     Param("source_timeout", 5.0, "Seconds without data from a Furhat source before it "
-          "counts as failed.", range=(0.1, 3600.0), read_only=True),
+          "counts as failed.", range=(0.1, 3600.0)),
     Param("retry_initial", 1.0, "First retry delay (s) after a source failure.",
-          range=(0.01, 3600.0), read_only=True),
+          range=(0.01, 3600.0)),
     Param("retry_max", 30.0, "Maximum retry delay (s); the delay doubles up to it.",
-          range=(0.01, 3600.0), read_only=True),
+          range=(0.01, 3600.0)),
 ]
 
 
@@ -116,7 +114,7 @@ class CameraNode(Node):
             dev = self.declare_parameter(
                 "device", "0", ParameterDescriptor(
                     description="Webcam: OpenCV index (0) or device path (/dev/video0).",
-                    dynamic_typing=True, read_only=True)).value
+                    dynamic_typing=True)).value
         except ParameterException as e:
             raise ParameterError(f"device: invalid value ({e})") from None
         self.device = _device(dev)
@@ -129,6 +127,7 @@ class CameraNode(Node):
                 "camera/stream/image_raw")
         self.pub_users = self.create_publisher(
             DetectedUsers, "camera/users", QoSProfile(depth=10))
+        self._warned_fit = False
         self.frames_published = 0     # frames sent on camera/image_raw
         self.stream_published = 0     # frames sent on camera/stream/image_raw
         # Acquisition runs on its own thread paced by the wall clock (a camera is a real-time
@@ -179,14 +178,16 @@ class CameraNode(Node):
         options = {
             "webcam": lambda: dict(device=self.device),
             "video": lambda: dict(path=p["video_path"], mode=p["video_mode"], loop=p["loop"]),
-            "folder": lambda: dict(path=p["folder_path"], loop=p["loop"]),
+            "folder": lambda: dict(path=p["folder_path"], loop=p["loop"],
+                                   max_pixels=p["max_image_pixels"]),
             "furhat": lambda: dict(host=p["furhat_host"], port=p["furhat_camera_port"],
                                    timeout=p["source_timeout"], on_users=self._on_users,
-                                   logger=self._log),
+                                   logger=self._log, max_pixels=p["max_image_pixels"]),
             "furhat_realtime": lambda: dict(host=p["furhat_host"],
                                             port=p["furhat_realtime_port"],
                                             key=p["furhat_realtime_key"],
-                                            timeout=p["source_timeout"], logger=self._log),
+                                            timeout=p["source_timeout"], logger=self._log,
+                                            max_pixels=p["max_image_pixels"]),
         }[kind]()
         return make_source(kind, **options)
 
@@ -195,7 +196,7 @@ class CameraNode(Node):
         """One acquired frame: on camera/image_raw when `due`, on the stream when it is on."""
         if self._closed:
             return
-        img = resize_to(frame.image, self.p["width"], self.p["height"])
+        img = self._fit(resize_to(frame.image, self.p["width"], self.p["height"]))
         jpeg = frame.jpeg if img is frame.image else None   # re-encode only when resized
         out = _Outgoing(img, self._clock_stamp(frame.stamp_ns), self.p["frame_id"],
                         self.p["jpeg_quality"], jpeg, self._log)
@@ -206,6 +207,25 @@ class CameraNode(Node):
             # the stream only when someone listens
             if out.send(self.pub_stream, self.pub_stream_compressed, always=False):
                 self.stream_published += 1
+
+    def _fit(self, img):
+        """A raw frame larger than what crosses processes (config/fastdds.xml) would never arrive.
+
+        Publish it downscaled to fit, and say so once.
+        """
+        if img.nbytes <= MAX_FRAME_BYTES:
+            return img
+        h, w = img.shape[:2]
+        scale = (MAX_FRAME_BYTES / img.nbytes) ** 0.5
+        out = resize_to(img, max(1, int(w * scale)), max(1, int(h * scale)))
+        if not self._warned_fit:
+            self._warned_fit = True
+            self._log.warning(
+                f"frames of {w}x{h} ({img.nbytes / 1e6:.1f} MB) are larger than a raw frame "
+                f"that crosses processes ({MAX_FRAME_BYTES / 1e6:.1f} MB, 1920x1080 bgr8); "
+                f"publishing them at {out.shape[1]}x{out.shape[0]} (set width/height to "
+                "choose the size)")
+        return out
 
     def _on_users(self, data, stamp_ns: int) -> None:
         """Furhat user data (receive thread) -> camera/users."""

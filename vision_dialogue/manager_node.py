@@ -21,8 +21,8 @@ image store and announced to the LLM with Visual ChatGPT's "Received." exchange.
 """
 from __future__ import annotations
 
-import queue
 import threading
+import time
 from pathlib import Path
 
 import rclpy
@@ -35,10 +35,11 @@ from sensor_msgs.msg import CompressedImage, Image
 from vision_dialogue.llm.base import BackendError
 from vision_dialogue.llm.factory import KINDS, make_backend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
-from vision_dialogue.core.images import DETAILS, ImagePolicy
+from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy
 from vision_dialogue.core.persona import PersonaError, default_persona_file, load_persona
 from vision_dialogue.core.summariser import check_nm
 from vision_dialogue.core.transcript import TranscriptWriter
+from vision_dialogue.core.turn_queue import PendingTurn, TurnQueue
 from vision_dialogue.camera.intake import FrameIntake
 from vision_dialogue.ros.image_msgs import (ImageConversionError, from_compressed_msg,
                                             from_image_msg, stamp_to_ns)
@@ -48,6 +49,10 @@ from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES, FollowingSubscription, im
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 
 SHARED_IMAGE_DEFAULT = "a picture the person shared with me"
+#: utterances the subscription holds while the callback is busy (a burst must not be lost)
+UTTERANCE_DEPTH = 100
+#: seconds between two warnings about bad frames of one cause
+BAD_FRAME_WARN_PERIOD = 5.0
 
 
 def _file_or_empty(v):
@@ -56,8 +61,9 @@ def _file_or_empty(v):
 
 PARAMS = [
     Param("n", 4, "Raw frames in the prompt that trigger a summary (the paper's n).",
-          range=(2, 1000)),
-    Param("m", 3, "Frames summarised at once, m < n (the paper's m).", range=(1, 999)),
+          range=(2, 1000), live=True),
+    Param("m", 3, "Frames summarised at once, m < n (the paper's m).", range=(1, 999),
+          live=True),
     Param("llm_backend", "openai", "LLM backend.", choices=KINDS),
     Param("base_url", "", "OpenAI-compatible server root incl. /v1; empty = openai default."),
     Param("model", "gpt-4o-mini", "Model name (openai) or checkpoint path (transformers; "
@@ -76,10 +82,18 @@ PARAMS = [
     Param("jpeg_quality", 80, "JPEG quality of frames in the prompt.", range=(1, 100)),
     Param("image_detail", "low", "OpenAI image detail.", choices=DETAILS),
     Param("history_budget_chars", 3000, "Characters of dialogue lines + frame summaries kept "
-          "verbatim before the oldest fold into a running summary.", range=(100, 10_000_000)),
+          "verbatim before the oldest fold into a running summary.", range=(100, 10_000_000),
+          live=True),
     Param("keep_recent_lines", 6, "Newest dialogue lines that always stay verbatim.",
-          range=(0, 10_000)),
-    Param("max_reply_tokens", 150, "Token cap of a reply.", range=(1, 32768)),
+          range=(0, 10_000), live=True),
+    Param("max_reply_tokens", 150, "Token cap of a reply.", range=(1, 32768), live=True),
+    Param("reply_deadline", 15.0, "Seconds from an utterance's arrival to the first sentence "
+          "of its reply; past it the fallback line is spoken and the late answer is only "
+          "logged. An utterance still waiting for its turn at its deadline is dropped "
+          "(logged, and written to the transcript).", range=(0.5, 3600.0), live=True),
+    Param("max_queued_turns", 4, "Utterances that may wait while a reply is produced; when "
+          "more arrive the oldest waiting one is dropped (logged, and written to the "
+          "transcript).", range=(1, 1000), live=True),
     Param("request_timeout", 30.0, "Seconds per LLM request.", range=(0.1, 3600.0)),
     Param("max_retries", 2, "Retries of a failed LLM request (with backoff).", range=(0, 20)),
     Param("max_summary_failures", 3, "Failed attempts after which frames are replaced by a "
@@ -87,20 +101,23 @@ PARAMS = [
     Param("image_qos", "auto", "QoS of the camera subscriptions: auto = follow the "
           "publisher (reliable for stock drivers, best effort for sensor-data publishers); "
           "sensor_data or reliable = fixed (qos_overrides.* parameters refine it).",
-          choices=IMAGE_QOS_CHOICES, read_only=True),
+          choices=IMAGE_QOS_CHOICES),
     Param("min_frame_interval", 0.0, "Seconds; frames arriving sooner than this after the "
           "last accepted one are skipped (0 = keep all; camera_node already paces frames).",
-          range=(0.0, 3600.0)),
-    Param("stream", True, "Stream reply sentences as Reply chunks (final=false)."),
+          range=(0.0, 3600.0), live=True),
+    Param("max_image_pixels", DEFAULT_MAX_PIXELS, "Largest image (width x height) decoded, "
+          "checked against the size a frame declares before decoding it; larger frames are "
+          "rejected (counted in prompt_state).", range=(1, 2**31 - 1), live=True),
+    Param("stream", True, "Stream reply sentences as Reply chunks (final=false).", live=True),
     Param("transcript_dir", "runs/transcripts", "Folder for JSONL transcripts + frame JPEGs "
           "(relative to the working directory); empty = off."),
     Param("frame_id", "base_link", "frame_id of published headers.", check=nonempty),
     Param("prompt_state_period", 1.0, "Seconds between periodic PromptState messages; "
           "0 = only on change.", range=(0.0, 3600.0)),
     Param("use_tools", False, "Offer the VFM server's tools (vfm/list_tools) to the LLM as "
-          "function tools (Visual ChatGPT); false = the paper's setup.", read_only=True),
+          "function tools (Visual ChatGPT); false = the paper's setup."),
     Param("max_tool_rounds", 3, "Tool-call rounds per turn before the LLM must answer.",
-          range=(1, 20)),
+          range=(1, 20), live=True),
     Param("tool_timeout", 120.0, "Seconds one tool call may take (then it is cancelled and "
           "the LLM hears the error).", range=(0.1, 3600.0)),
     Param("tool_discovery_timeout", 3.0, "Seconds the manager waits at startup for "
@@ -110,7 +127,7 @@ PARAMS = [
           "backends only), besides their file names."),
     Param("image_dir", "~/.ros/vision_dialogue/vfm_images", "The VFM server's image store "
           "(its image_dir), where pictures from dialogue/shared_image are saved.",
-          check=nonempty, read_only=True),
+          check=nonempty),
 ]
 
 
@@ -151,7 +168,9 @@ class ManagerNode(Node):
             self._setup_tools()
         self._create_publishers()
         self._create_subscriptions()
-        self._turns: queue.Queue = queue.Queue()
+        self._turns = TurnQueue(p["max_queued_turns"], on_drop=self._dropped)
+        self._warned_at: dict[str, float] = {}
+        self._apply_live_params()
         self._worker = threading.Thread(target=self._serve_turns, name="vd-turns", daemon=True)
         self._worker.start()
         self._closed = False
@@ -159,6 +178,22 @@ class ManagerNode(Node):
                  f"n={p['n']} m={p['m']} persona={persona_path}")
 
     # --- construction ------------------------------------------------------------------------
+    def _apply_live_params(self) -> None:
+        """Live parameters (ros/params.py).
+
+        Those read at each use need nothing here; these are copied into the conversation and the
+        frame intake, so a change is pushed.
+        """
+        p, conv = self.p, self.conversation
+        p.on_change("n", lambda v: conv.set_summary_rule(v, p["m"]))
+        p.on_change("m", lambda v: conv.set_summary_rule(p["n"], v))
+        p.on_change("min_frame_interval", lambda v: setattr(self.intake, "min_interval", v))
+        p.on_change("history_budget_chars", lambda v: setattr(conv.folder, "budget_chars", v))
+        p.on_change("keep_recent_lines", lambda v: setattr(conv.folder, "keep_recent_lines", v))
+        p.on_change("max_reply_tokens", lambda v: setattr(conv.config, "max_reply_tokens", v))
+        p.on_change("stream", lambda v: setattr(conv.config, "stream", v))
+        p.on_change("max_tool_rounds", lambda v: setattr(conv, "max_tool_rounds", v))
+
     def _make_backend(self):
         p = self.p
         try:
@@ -232,8 +267,10 @@ class ManagerNode(Node):
             for msg_type, topic, callback in (
                 (Image, self.image_topic, self._on_image),
                 (CompressedImage, self.image_topic + "/compressed", self._on_compressed))]
-        self.create_subscription(Utterance, "dialogue/utterance", self._on_utterance, 50,
-                                 callback_group=ReentrantCallbackGroup(),
+        # one callback at a time, so utterances reach the turn queue in the order they came
+        self.create_subscription(Utterance, "dialogue/utterance", self._on_utterance,
+                                 UTTERANCE_DEPTH,
+                                 callback_group=MutuallyExclusiveCallbackGroup(),
                                  qos_overriding_options=QoSOverridingOptions
                                  .with_default_policies())
         if p["prompt_state_period"] > 0:
@@ -249,7 +286,7 @@ class ManagerNode(Node):
         if msg.header.frame_id:
             self._camera_frame_id = msg.header.frame_id
         key = (msg.header.frame_id, ns) if ns else None
-        self.intake.offer(key, ns, lambda: decode(msg))
+        self.intake.offer(key, ns, lambda: decode(msg, self.p["max_image_pixels"]))
 
     def _take_frame(self, bgr, stamp_ns: int) -> None:
         """Add a frame the intake worker accepted to the prompt timeline.
@@ -260,8 +297,18 @@ class ManagerNode(Node):
         self.conversation.add_frame(bgr, stamp=stamp / 1e9)
 
     def _bad_frame(self, err: BaseException) -> None:
-        self.get_logger().warning(f"dropping a bad camera frame: {err}",
-                                  throttle_duration_sec=5.0)
+        """Warn about a rejected frame: once per cause every 5 s, with the count so far.
+
+        So one kind of bad frame cannot hide another; every rejection is counted in
+        prompt_state.
+        """
+        cause = getattr(err, "cause", None) or type(err).__name__
+        now = time.monotonic()
+        if now - self._warned_at.get(cause, -1e9) >= BAD_FRAME_WARN_PERIOD:
+            self._warned_at[cause] = now
+            total = self.intake.rejected_by_cause[cause]
+            self.get_logger().warning(f"dropping a bad camera frame ({cause}; {total} so far): "
+                                      f"{err}")
 
     @property
     def frames_received(self) -> int:
@@ -283,9 +330,19 @@ class ManagerNode(Node):
         if not text:
             self.get_logger().warning("ignoring an empty utterance")
             return
-        if self._turns.qsize():
-            self.get_logger().info(f"utterance queued behind {self._turns.qsize()} turn(s)")
-        self._turns.put(("turn", text, msg.speaker))
+        waiting = len(self._turns)
+        if waiting:
+            self.get_logger().info(f"utterance queued behind {waiting} waiting turn(s)")
+        self._turns.max_waiting = self.p["max_queued_turns"]
+        self._turns.put(PendingTurn("turn", text, msg.speaker,
+                                    deadline=time.monotonic() + self.p["reply_deadline"]))
+
+    def _dropped(self, item: PendingTurn, reason: str) -> None:
+        if item.kind == "turn":
+            self.conversation.note_dropped(item.payload, reason, item.speaker)
+        else:
+            self.get_logger().warning(f"shared image dropped ({reason})")
+        self.publish_state()
 
     def _serve_turns(self) -> None:
         if self.tools is not None:
@@ -295,10 +352,10 @@ class ManagerNode(Node):
             if item is None:
                 return
             try:
-                if item[0] == "shared":
-                    self._shared_image(item[1])
+                if item.kind == "shared":
+                    self._shared_image(item.payload)
                 else:
-                    self._turn(item[1], item[2])
+                    self._turn(item.payload, item.speaker, item.deadline)
             except Exception as e:  # noqa: BLE001 - the worker must survive anything
                 self.get_logger().error(f"turn failed unexpectedly: {type(e).__name__}: {e}")
 
@@ -310,14 +367,15 @@ class ManagerNode(Node):
         r.in_reply_to, r.final, r.fallback = in_reply_to, bool(final), bool(fallback)
         return r
 
-    def _turn(self, text: str, speaker: str) -> None:
+    def _turn(self, text: str, speaker: str, deadline: float) -> None:
         turn_id = self.conversation.turn_count + 1   # only this thread starts turns
 
         def chunk(sentence, index, fallback=False):
             self.reply_pub.publish(self._reply_msg(turn_id, index, sentence, text, False,
                                                    fallback))
 
-        res = self.conversation.turn(text, on_sentence=chunk, speaker=speaker)
+        res = self.conversation.turn(text, on_sentence=chunk, speaker=speaker,
+                                     deadline=deadline)
         n_chunks = len(res.sentences) if self.p["stream"] else 0
         self.reply_pub.publish(self._reply_msg(res.turn_id, n_chunks, res.text, text, True,
                                                res.fallback))
@@ -363,11 +421,11 @@ class ManagerNode(Node):
 
     def _on_shared_image(self, msg: Image) -> None:
         try:
-            bgr = from_image_msg(msg)
+            bgr = from_image_msg(msg, self.p["max_image_pixels"])
         except ImageConversionError as e:
             self.get_logger().warning(f"ignoring a bad shared image: {e}")
             return
-        self._turns.put(("shared", bgr))
+        self._turns.put(PendingTurn("shared", bgr))
 
     def _shared_image(self, bgr) -> None:
         """Store a shared picture and add Visual ChatGPT's "Received." exchange."""
@@ -398,6 +456,11 @@ class ManagerNode(Node):
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.header.frame_id = self.p["frame_id"]
         msg.frames_received = int(min(self.frames_received, 2 ** 32 - 1))
+        msg.frames_rejected = int(min(self.intake.rejected, 2 ** 32 - 1))
+        causes = sorted(self.intake.rejected_by_cause.items())
+        msg.rejected_causes = [c for c, _ in causes]
+        msg.rejected_counts = [int(min(n, 2 ** 32 - 1)) for _, n in causes]
+        msg.turns_dropped = int(min(self._turns.dropped, 2 ** 32 - 1))
         for k in ("raw_frames", "frame_summaries", "dialogue_lines", "folded_lines",
                   "pending_summaries", "prompt_chars", "prompt_image_bytes"):
             setattr(msg, k, int(min(st[k], 2 ** 32 - 1)))
@@ -416,7 +479,7 @@ class ManagerNode(Node):
         self.intake.close()
         if self.tools is not None:
             self.tools.client.close()      # a tool call in progress ends now
-        self._turns.put(None)
+        self._turns.close()
         self._worker.join(timeout=5.0)
         self.conversation.close(timeout=2.0)
         if self.transcript is not None:

@@ -15,7 +15,6 @@ speech/turns.py, the backends are speech/ and furhat/.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import threading
 import time
@@ -81,9 +80,8 @@ PARAMS = [
     Param("backoff_max", 10.0, "Robot unreachable: longest retry delay, s.",
           range=(0.01, 600.0)),
 ]
-# The backend is built from these at startup; changing them later would not take effect, so
+# The backend is built from these at startup: none is live (ros/params.py), so
 # `ros2 param set` refuses instead of pretending.
-PARAMS = [dataclasses.replace(p, read_only=True) for p in PARAMS]
 
 
 def _cross_check(v: dict) -> str | None:

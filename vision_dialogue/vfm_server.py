@@ -15,22 +15,26 @@ from __future__ import annotations
 
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import cv2
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
+from rclpy.task import Future
 
 from vision_dialogue.msg import ToolInfo
 from vision_dialogue.ros.image_msgs import ImageConversionError, from_image_msg, to_image_msg
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
-from vision_dialogue.ros.vfm_actions import ACTIONS, LIST_TOOLS_SERVICE, action_name
+from vision_dialogue.core.images import DEFAULT_MAX_PIXELS
+from vision_dialogue.ros.vfm_actions import (ACTIONS, LIST_TOOLS_SERVICE, VFM_ACTION_QOS,
+                                             action_name)
 from vision_dialogue.srv import ListTools
 from vision_dialogue.vfm import registry
 from vision_dialogue.vfm.devices import LoadSpecError, parse_load
 from vision_dialogue.vfm.errors import Cancelled, ToolError
-from vision_dialogue.vfm.image_store import ImageStore, StoreError
+from vision_dialogue.vfm.image_store import DEFAULT_MAX_BYTES, ImageStore, StoreError
 from vision_dialogue.vfm.models.common import RunContext
 from vision_dialogue.vfm.toolbox import Toolbox
 
@@ -46,26 +50,39 @@ def _load_error(value: str) -> str | None:
 PARAMS = [
     Param("image_dir", "~/.ros/vision_dialogue/vfm_images",
           "Image store directory: inputs must resolve inside it, outputs are written there.",
-          check=nonempty, read_only=True),
+          check=nonempty),
     Param("load", "all_cpu",
           "Tools to offer and their devices: comma separated <op id|VCG class|all>_<cpu|cuda|"
           "cuda:N|mps>, later entries override earlier, e.g. 'all_cpu,Text2Image_cuda:0'.",
-          check=_load_error, read_only=True),
+          check=_load_error),
     Param("allow_download", False,
           "Let from_pretrained fetch missing checkpoints from the Hugging Face Hub "
-          "(default: local paths and the local HF cache only).", read_only=True),
-    Param("num_inference_steps", 20, "Denoising steps of every diffusion tool.", range=(1, 500)),
+          "(default: local paths and the local HF cache only)."),
+    Param("num_inference_steps", 20, "Denoising steps of every diffusion tool.", range=(1, 500),
+          live=True),
     Param("guidance_scale", 9.0, "Classifier-free guidance scale (text2image, ControlNet).",
-          range=(0.0, 50.0)),
+          range=(0.0, 50.0), live=True),
     Param("image_size", 512, "Longer side of generated images in pixels (multiple of 64).",
-          range=(64, 2048), check=lambda v: None if v % 64 == 0 else "must be a multiple of 64"),
+          range=(64, 2048), check=lambda v: None if v % 64 == 0 else "must be a multiple of 64",
+          live=True),
     Param("seed", -1, "Random seed of the diffusion tools; -1 draws a new one per call.",
-          range=(-1, 2**31 - 1)),
+          range=(-1, 2**31 - 1), live=True),
     Param("frame_id", "vfm", "frame_id of output images whose input carried none."),
+    Param("max_parallel_goals", 2, "Goals that run at once; more wait their turn (accepted "
+          "at once, feedback stage 'queued').", range=(1, 64)),
+    Param("store_max_mb", DEFAULT_MAX_BYTES // (1024 * 1024), "Size cap of the image store "
+          "(MB); past it the least recently used images are deleted.", range=(1, 10**7)),
+    Param("max_image_pixels", DEFAULT_MAX_PIXELS, "Largest input image (width x height) a "
+          "tool takes, checked before decoding.", range=(1, 2**31 - 1)),
+    Param("safety_checker", True, "Run Stable Diffusion's safety checker on every generated "
+          "image and withhold flagged ones (as Visual ChatGPT does). Its weights come from "
+          "the checkpoint's safety_checker/ folder; without them the diffusion tools refuse "
+          "to run. false: generate without it (an explicit choice; the default persona is a "
+          "child)."),
 ] + [Param(f"checkpoints.{key}", default,
            f"Checkpoint for '{key}': a local directory/file or a Hugging Face repo id "
            f"(looked up in the local cache).",
-           check=nonempty, read_only=True)
+           check=nonempty)
      for key, default in registry.DEFAULT_CHECKPOINTS.items()]
 
 
@@ -75,22 +92,34 @@ class VfmServer(Node):
     def __init__(self, name: str = "vfm_server", **kwargs):
         super().__init__(name, **kwargs)
         self.params = declare_params(self, PARAMS)
+        self._in_flight = 0
+        self._count_lock = threading.Lock()
         try:
             devices = parse_load(self.params["load"])
-            self.store = ImageStore(self.params["image_dir"])
+            self.store = ImageStore(self.params["image_dir"],
+                                    max_bytes=self.params["store_max_mb"] * 1024 * 1024,
+                                    max_pixels=self.params["max_image_pixels"])
         except LoadSpecError as e:  # pragma: no cover - caught by the Param check already
             raise ParameterError(f"load: {e}") from None
         except OSError as e:
             raise ParameterError(f"image_dir: cannot create {self.params['image_dir']!r}: "
                                  f"{e}") from None
         ckpts = {k: self.params[f"checkpoints.{k}"] for k in registry.DEFAULT_CHECKPOINTS}
-        self.toolbox = Toolbox(devices, ckpts, allow_download=self.params["allow_download"])
+        self.toolbox = Toolbox(devices, ckpts, allow_download=self.params["allow_download"],
+                               safety_checker=self.params["safety_checker"])
+        if not self.params["safety_checker"]:
+            self.get_logger().warning("safety_checker is off: generated images are not checked")
         self._cb = ReentrantCallbackGroup()
+        # Tools run on this pool, never on the executor's threads, so goal requests, cancels
+        # and list_tools are answered while long generations run; a burst of goals waits here.
+        self._workers = ThreadPoolExecutor(self.params["max_parallel_goals"],
+                                           thread_name_prefix="vfm-goal")
         self._servers = [
             ActionServer(self, action, action_name(kind),
                          execute_callback=self._make_execute(kind),
                          goal_callback=self._make_goal_check(kind),
-                         cancel_callback=lambda _g: CancelResponse.ACCEPT, callback_group=self._cb)
+                         cancel_callback=lambda _g: CancelResponse.ACCEPT, callback_group=self._cb,
+                         **VFM_ACTION_QOS)
             for kind, action in ACTIONS.items()]
         self._list_srv = self.create_service(ListTools, LIST_TOOLS_SERVICE, self._list_tools,
                                              callback_group=self._cb)
@@ -135,7 +164,33 @@ class VfmServer(Node):
         raise ToolError("goal has neither image_file nor image")
 
     def _make_execute(self, kind: str):
-        return lambda goal_handle: self._execute(kind, goal_handle)
+        async def execute(goal_handle):
+            """Hand the goal to the worker pool and wait without holding an executor thread."""
+            done = Future(executor=self.executor)
+            done.add_done_callback(lambda _f: None)   # wakes the executor when the goal ends
+            with self._count_lock:
+                queued = self._in_flight >= self.params["max_parallel_goals"]
+                self._in_flight += 1
+            if queued:
+                self._progress(kind, goal_handle)("queued", 0, 1)
+            self._workers.submit(self._run_on_worker, kind, goal_handle, done)
+            return await done
+        return execute
+
+    def _run_on_worker(self, kind: str, goal_handle, done: Future) -> None:
+        try:
+            done.set_result(self._execute(kind, goal_handle))
+        finally:
+            with self._count_lock:
+                self._in_flight -= 1
+
+    def close(self) -> None:
+        """Stop taking work; goals still waiting are not started."""
+        self._workers.shutdown(wait=False, cancel_futures=True)
+
+    def destroy_node(self):
+        self.close()
+        return super().destroy_node()
 
     def _execute(self, kind: str, goal_handle):
         """Run one goal: feedback as it goes, cancel between steps, errors as results."""

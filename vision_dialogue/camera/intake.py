@@ -25,7 +25,9 @@ class FrameIntake:
     """Decode-and-add worker with de-duplication by key, a minimum interval and counters.
 
     add(bgr, stamp_ns) is called on the worker thread for every accepted frame.
-    on_reject(error) is called for a frame whose decode raised one of `errors`.
+    on_reject(error) is called for a frame whose decode raised one of `errors`, or that
+    `add` refused (ValueError); `rejected_by_cause` counts them by the error's `cause`
+    attribute (else its type name). `min_interval` may change at any time.
     """
 
     def __init__(self, add: Callable[[np.ndarray, int], None], *, min_interval: float = 0.0,
@@ -43,6 +45,7 @@ class FrameIntake:
         self._closed = False
         self.received = self.accepted = self.duplicates = 0
         self.skipped = self.dropped = self.rejected = 0
+        self.rejected_by_cause: collections.Counter = collections.Counter()
         self._thread = threading.Thread(target=self._run, name="vd-frames", daemon=True)
         self._thread.start()
 
@@ -69,9 +72,7 @@ class FrameIntake:
             try:
                 self._take(*item)
             except Exception as e:  # noqa: BLE001 - the worker outlives any one frame
-                self.rejected += 1
-                if self._on_reject is not None:
-                    self._on_reject(e)
+                self._reject(e)
 
     def _take(self, key, stamp_ns: int, decode, arrived: float) -> None:
         if key is not None and key in self._seen:
@@ -83,15 +84,22 @@ class FrameIntake:
         try:
             bgr = decode()
         except self._errors as e:
-            self.rejected += 1
-            if self._on_reject is not None:
-                self._on_reject(e)
+            self._reject(e)
             return
         if key is not None:
             self._seen.append(key)
         self._last_accepted = arrived
         self.accepted += 1
         self._add(bgr, stamp_ns)
+
+    def _reject(self, error: BaseException) -> None:
+        self.rejected += 1
+        self.rejected_by_cause[getattr(error, "cause", None) or type(error).__name__] += 1
+        if self._on_reject is not None:
+            try:
+                self._on_reject(error)
+            except Exception:  # noqa: BLE001 - a logging failure must not stop the worker
+                pass
 
     def close(self, timeout: float = 2.0) -> None:
         with self._cv:

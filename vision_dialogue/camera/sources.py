@@ -25,6 +25,8 @@ from typing import Callable
 import cv2
 import numpy as np
 
+from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_guarded
+
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
 
@@ -54,10 +56,12 @@ class CapturedFrame:
     index: int = -1
 
 
-def decode_jpeg(jpeg: bytes) -> np.ndarray | None:
-    """JPEG bytes -> BGR image, or None if they do not decode."""
-    buf = np.frombuffer(jpeg, np.uint8)
-    return cv2.imdecode(buf, cv2.IMREAD_COLOR) if buf.size else None
+def decode_jpeg(jpeg: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray | None:
+    """JPEG bytes -> BGR image; None if they do not decode or declare too many pixels."""
+    try:
+        return decode_guarded(jpeg, max_pixels)
+    except ImageDecodeError:
+        return None
 
 
 class CameraSource:
@@ -234,8 +238,8 @@ class ImageFolderSource(CameraSource):
 
     kind = "folder"
 
-    def __init__(self, path: str, loop: bool = True):
-        self.path, self.loop = str(path), bool(loop)
+    def __init__(self, path: str, loop: bool = True, max_pixels: int = DEFAULT_MAX_PIXELS):
+        self.path, self.loop, self.max_pixels = str(path), bool(loop), int(max_pixels)
         self.files: list[Path] = []
         self.skipped: list[str] = []
         self._next = 0
@@ -273,7 +277,7 @@ class ImageFolderSource(CameraSource):
             idx = self._next
             path = self.files[idx]
             self._next += 1
-            img = cv2.imread(str(path), cv2.IMREAD_COLOR)
+            img = self._load(path)
             if img is not None:
                 return CapturedFrame(img, time.time_ns(), index=idx)
             if path.name not in self.skipped:
@@ -282,6 +286,13 @@ class ImageFolderSource(CameraSource):
             if bad >= len(self.files):
                 raise SourceError(f"no readable image in folder {self.path} "
                                   f"(corrupt: {', '.join(self.skipped[:5])})")
+
+    def _load(self, path: Path) -> np.ndarray | None:
+        """The image, or None if unreadable or over max_pixels (it is then skipped)."""
+        try:
+            return decode_guarded(path.read_bytes(), self.max_pixels)
+        except (OSError, ImageDecodeError):
+            return None
 
     def close(self) -> None:
         self._opened = False

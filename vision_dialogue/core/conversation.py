@@ -11,6 +11,7 @@ of the timeline under a short lock and calls the LLM with no lock held.
 from __future__ import annotations
 
 import logging
+import queue
 import re
 import threading
 import time
@@ -138,6 +139,62 @@ class _YieldToTurns:
         return getattr(self._backend, name)
 
 
+class DeadlineExceeded(RuntimeError):
+    """No reply sentence was ready by the turn's deadline."""
+
+
+class FirstBy:
+    """The reply's parts, the first of which must come by `deadline` (time.monotonic()).
+
+    The LLM call runs on its own thread, so a hung server or a slow model cannot hold the
+    turn past its deadline: iterating raises DeadlineExceeded then. The abandoned call stops
+    at its next part (closing the stream ends a local generation) and that late part is
+    given to `on_late`. The consumer sets `met` once a part was actually spoken (a part
+    that filtering empties does not count).
+    """
+
+    def __init__(self, make_parts: Callable[[], Iterable[str]], deadline: float,
+                 on_late: Callable[[str], None]):
+        self.deadline, self.on_late, self.met = deadline, on_late, False
+        self._q: queue.Queue = queue.Queue()
+        self._abandoned = threading.Event()
+        threading.Thread(target=self._produce, args=(make_parts,), name="vd-reply",
+                         daemon=True).start()
+
+    def _produce(self, make_parts) -> None:
+        try:
+            it = iter(make_parts())
+            try:
+                for part in it:
+                    if self._abandoned.is_set():
+                        self.on_late(part)
+                        return
+                    self._q.put(("part", part))
+            finally:
+                close = getattr(it, "close", None)
+                if callable(close):
+                    close()
+            self._q.put(("end", None))
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
+            self._q.put(("error", e))
+
+    def __iter__(self):
+        try:
+            while True:
+                wait = None if self.met else max(0.0, self.deadline - time.monotonic())
+                try:
+                    kind, value = self._q.get(timeout=wait)
+                except queue.Empty:
+                    raise DeadlineExceeded("no reply sentence by the reply deadline") from None
+                if kind == "end":
+                    return
+                if kind == "error":
+                    raise value
+                yield value
+        finally:
+            self._abandoned.set()
+
+
 class ToolProvider:
     """What `Conversation.set_tools` needs (the manager's VFM bridge implements it).
 
@@ -261,12 +318,14 @@ class Conversation:
         return frame
 
     def turn(self, text: str, on_sentence: SentenceCallback | None = None,
-             speaker: str = "") -> TurnResult:
+             speaker: str = "", deadline: float | None = None) -> TurnResult:
         """Answer one user utterance.
 
-        Streams sentences to on_sentence(sentence, index, fallback=False) when the config asks for
-        streaming; on an LLM failure the fallback line is streamed too (fallback=True). Never
-        raises for LLM failures: returns the persona's fallback line with fallback=True. Raises
+        Streams sentences to on_sentence(sentence, index, fallback=False) when the config
+        asks for streaming; on an LLM failure the fallback line is streamed too
+        (fallback=True). `deadline` (time.monotonic()): when no sentence is ready by then,
+        the fallback line is the reply and the late answer is only logged. Never raises for
+        LLM failures: returns the persona's fallback line with fallback=True. Raises
         ValueError for an empty utterance.
         """
         text = " ".join(str(text).split())
@@ -275,14 +334,14 @@ class Conversation:
         self._no_turn.clear()
         try:
             with self._turn_lock:
-                result = self._turn(text, on_sentence, speaker)
+                result = self._turn(text, on_sentence, speaker, deadline)
         finally:
             self._no_turn.set()
         self._emit("reply", {"result": result})
         return result
 
-    def _turn(self, text: str, on_sentence: SentenceCallback | None,
-              speaker: str) -> TurnResult:
+    def _turn(self, text: str, on_sentence: SentenceCallback | None, speaker: str,
+              deadline: float | None) -> TurnResult:
         """One turn under the turn lock: the user line in, the prompt, the reply, its line."""
         t0 = time.perf_counter()
         self._turn_id += 1
@@ -297,11 +356,10 @@ class Conversation:
         sentences: list[str] = []
         error = None
         try:
-            self._reply(msgs, turn_id, on_sentence, sentences, records)
+            self._reply(msgs, turn_id, on_sentence, sentences, records, deadline)
         except Exception as e:  # noqa: BLE001 - any backend failure gives the fallback
             error = f"{type(e).__name__}: {e}"
-            self.log.error(f"turn {turn_id}: LLM call failed ({error}); "
-                           "answering with the fallback line")
+            self.log.error(f"turn {turn_id}: {error}; answering with the fallback line")
             sentences.append(self._fallback(turn_id, len(sentences), on_sentence))
         t1 = time.perf_counter()
         reply = " ".join(sentences)
@@ -314,30 +372,47 @@ class Conversation:
                           [i.frame_ids for i in items if i.kind == "summary"], records)
 
     def _reply(self, msgs: list, turn_id: int, on_sentence: SentenceCallback | None,
-               sentences: list[str], records: list[ToolRecord]) -> None:
+               sentences: list[str], records: list[ToolRecord],
+               deadline: float | None) -> None:
         """Ask the LLM (tools, streamed, or whole) and append the spoken sentences.
 
-        Raises on a failed or empty reply (the sentences already spoken stay).
+        Raises on a failed, empty or late reply (the sentences already spoken stay).
         """
         cfg = self.config
         schemas = self._tool_schemas()
-        if schemas:
-            parts = split_sentences(self._tool_reply(msgs, schemas, turn_id, records))
-        elif cfg.stream:
-            parts = self.backend.stream(msgs, model=cfg.model, max_tokens=cfg.max_reply_tokens)
-        else:
-            parts = [self.backend.complete(msgs, model=cfg.model,
-                                           max_tokens=cfg.max_reply_tokens)]
+        made: list[ToolRecord] = []
+
+        def ask() -> Iterable[str]:
+            if schemas:
+                return split_sentences(self._tool_reply(msgs, schemas, turn_id, made))
+            if cfg.stream:
+                return self.backend.stream(msgs, model=cfg.model,
+                                           max_tokens=cfg.max_reply_tokens)
+            return [self.backend.complete(msgs, model=cfg.model,
+                                          max_tokens=cfg.max_reply_tokens)]
+
         notes = self._note_filter()
-        for s in parts:
-            s = notes.feed(s)
-            if not s:
-                continue
-            if cfg.stream and on_sentence is not None:
-                on_sentence(s, len(sentences))
-            sentences.append(s)
+        try:
+            parts = ask() if deadline is None else FirstBy(ask, deadline, self._late(turn_id))
+            for s in parts:
+                s = notes.feed(s)
+                if not s:
+                    continue
+                if isinstance(parts, FirstBy):
+                    parts.met = True
+                if cfg.stream and on_sentence is not None:
+                    on_sentence(s, len(sentences))
+                sentences.append(s)
+        finally:
+            records.extend(made)
         if not sentences:
             raise ValueError("empty reply")
+
+    def _late(self, turn_id: int) -> Callable[[str], None]:
+        def log_late(text: str) -> None:
+            self.log.warning(f"turn {turn_id}: the LLM answered after the reply deadline; "
+                             f"not spoken: {text[:200]!r}")
+        return log_late
 
     def _fallback(self, turn_id: int, index: int, on_sentence: SentenceCallback | None) -> str:
         """The persona's fallback line, streamed like a sentence when streaming is on."""
@@ -404,6 +479,17 @@ class Conversation:
             self.timeline.add_line(ROBOT, robot_text)
         self._emit("exchange", {"user": user_text, "robot": robot_text, **info})
         self.folder.check()
+
+    def note_dropped(self, text: str, reason: str, speaker: str = "") -> None:
+        """Report an utterance that was never answered (emits "dropped" for the transcript)."""
+        self.log.warning(f"utterance dropped unanswered ({reason}): {text[:120]!r}")
+        self._emit("dropped", {"text": text, "reason": reason, "speaker": speaker})
+
+    def set_summary_rule(self, n: int, m: int) -> None:
+        """Change the paper's n and m while running (ValueError if m >= n)."""
+        validate_nm(n, m)
+        self.config.n, self.config.m = n, m
+        self.summariser.n, self.summariser.m = n, m
 
     # --- inspection ------------------------------------------------------------------------
     def newest_frame(self) -> Frame | None:

@@ -7,6 +7,7 @@ re-encoding every frame. `ImagePolicy.prepare(frame)` warms both sizes at arriva
 from __future__ import annotations
 
 import base64
+import io
 import threading
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,60 @@ import numpy as np
 DETAILS = ("low", "high", "auto")
 #: the first bytes of every JPEG file
 JPEG_MAGIC = b"\xff\xd8\xff"
+#: default cap on an image's pixels before it is decoded (`max_image_pixels` parameters):
+#: a 600-byte JPEG can declare 20000x20000 and take gigabytes to decode
+DEFAULT_MAX_PIXELS = 4096 * 4096
+
+
+class ImageDecodeError(ValueError):
+    """An image that cannot or must not be decoded.
+
+    `cause` is a short key for counting rejections ("empty", "corrupt", "too_large", "encoding",
+    "inconsistent").
+    """
+
+    def __init__(self, message: str, cause: str):
+        super().__init__(message)
+        self.cause = cause
+
+
+def encoded_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) that a JPEG/PNG/...
+
+    declares in its header, read without decoding.
+
+    None if it is no image; ImageDecodeError("too_large") if it declares more pixels than
+    the image library will even look at.
+    """
+    from PIL import Image, UnidentifiedImageError
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            return im.size
+    except Image.DecompressionBombError as e:
+        raise ImageDecodeError(f"image rejected before decoding: {e}", "too_large") from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
+        return None
+
+
+def check_pixels(width: int, height: int, max_pixels: int) -> None:
+    """ImageDecodeError("too_large") when width x height is over `max_pixels`."""
+    if int(width) * int(height) > max_pixels:
+        raise ImageDecodeError(f"image of {width}x{height} is over the {max_pixels}-pixel limit "
+                               "(max_image_pixels)", "too_large")
+
+
+def decode_guarded(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """Compressed image bytes -> BGR array, after checking the size its header declares."""
+    if not data:
+        raise ImageDecodeError("empty compressed image", "empty")
+    size = encoded_size(data)
+    if size is None:
+        raise ImageDecodeError("not a readable JPEG/PNG image", "corrupt")
+    check_pixels(size[0], size[1], max_pixels)
+    img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    if img is None:
+        raise ImageDecodeError(f"corrupt {size[0]}x{size[1]} compressed image", "corrupt")
+    return img
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ class TranscriptWriter:
             self.write({"type": "summary_failed", "frame_ids": data["frame_ids"],
                         "error": data["error"], "attempts": data["attempts"],
                         "marker": data["marker"] is not None})
-        elif kind in ("fold", "fold_failed"):
+        elif kind in ("fold", "fold_failed", "dropped"):
             self.write({"type": kind, **data})
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from vision_dialogue.camera.sources import CameraSource, CapturedFrame, SourceError, decode_jpeg
+from vision_dialogue.core.images import DEFAULT_MAX_PIXELS
 
 
 class FurhatFeedSource(CameraSource):
@@ -20,8 +21,9 @@ class FurhatFeedSource(CameraSource):
     kind = "furhat"
 
     def __init__(self, host: str, port: int = 3000, timeout: float = 5.0,
-                 on_users=None, logger=None):
+                 on_users=None, logger=None, max_pixels: int = DEFAULT_MAX_PIXELS):
         self.host, self.port, self.timeout = host, int(port), float(timeout)
+        self.max_pixels = int(max_pixels)
         self.on_users, self.logger = on_users, logger
         self.feed = None
         self._last_seq = 0
@@ -53,9 +55,10 @@ class FurhatFeedSource(CameraSource):
             return None
         jpeg, stamp_ns, seq = latest
         self._last_seq = seq
-        img = decode_jpeg(jpeg)
+        img = decode_jpeg(jpeg, self.max_pixels)
         if img is None:
-            raise SourceError(f"corrupt JPEG frame from {self.feed.endpoint}", reopen=False)
+            raise SourceError(f"corrupt or oversized JPEG frame from {self.feed.endpoint}",
+                              reopen=False)
         return CapturedFrame(img, stamp_ns, jpeg=jpeg, index=seq)
 
     def close(self) -> None:
@@ -73,8 +76,9 @@ class FurhatRealtimeSource(CameraSource):
     kind = "furhat_realtime"
 
     def __init__(self, host: str, port: int = 9000, key: str = "", timeout: float = 5.0,
-                 logger=None):
+                 logger=None, max_pixels: int = DEFAULT_MAX_PIXELS):
         self.host, self.port, self.key = host, int(port), key or None
+        self.max_pixels = int(max_pixels)
         self.timeout, self.logger = float(timeout), logger
         self.client = None
         self._index = 0
@@ -106,9 +110,10 @@ class FurhatRealtimeSource(CameraSource):
             raise SourceError(f"Furhat Realtime API camera: {e}",
                               reopen=not self.client.connected) from None
         stamp = time.time_ns()
-        img = decode_jpeg(jpeg)
+        img = decode_jpeg(jpeg, self.max_pixels)
         if img is None:
-            raise SourceError(f"corrupt JPEG frame from {self.describe()}", reopen=False)
+            raise SourceError(f"corrupt or oversized JPEG frame from {self.describe()}",
+                              reopen=False)
         self._index += 1
         return CapturedFrame(img, stamp, jpeg=jpeg, index=self._index - 1)
 

@@ -45,6 +45,10 @@ _MAX_DETAIL = 300
 T = TypeVar("T")
 
 
+class _Truncated(Exception):
+    """A streamed reply that ended without a finish_reason (cut off in good order)."""
+
+
 class LLMRequestError(BackendError):
     """An LLM request failed (after retries where the error was retryable).
 
@@ -172,8 +176,10 @@ class OpenAIChatBackend:
 
         Retryable errors are retried only until the first sentence has been yielded; a
         failure after that raises ``LLMRequestError`` (kind ``stream_interrupted``) so the
-        caller never hears a sentence twice. Closing the generator early closes the
-        connection.
+        caller never hears a sentence twice. A stream that ends without a ``finish_reason``
+        (every OpenAI-compatible server sends one) is cut off, not complete: its unfinished
+        last sentence is never yielded and it counts as interrupted too. Closing the
+        generator early closes the connection.
         """
         params = self._params(messages, model, max_tokens, temperature)
         params["stream"] = True
@@ -184,12 +190,18 @@ class OpenAIChatBackend:
             stream = None
             try:
                 stream = self._client.chat.completions.create(**params)
+                finished = False
                 for chunk in stream:
                     for choice in chunk.choices or ():
-                        if choice.index == 0 and choice.delta and choice.delta.content:
+                        if choice.index != 0:
+                            continue
+                        finished = finished or bool(choice.finish_reason)
+                        if choice.delta and choice.delta.content:
                             for sentence in splitter.feed(choice.delta.content):
                                 yielded = True
                                 yield sentence
+                if not finished:   # closed in good order, but the reply is not complete
+                    raise _Truncated()
                 for sentence in splitter.flush():
                     yielded = True
                     yield sentence
@@ -259,22 +271,17 @@ class OpenAIChatBackend:
     def _collect_stream(self, params: dict[str, Any]) -> tuple[str, list[tuple[str, str, str]]]:
         text: list[str] = []
         calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
+        finished = False
         with self._client.chat.completions.create(**params) as stream:
             for chunk in stream:
                 for choice in chunk.choices or ():
-                    if choice.index != 0 or choice.delta is None:
+                    if choice.index != 0:
                         continue
-                    if choice.delta.content:
-                        text.append(choice.delta.content)
-                    for tc in choice.delta.tool_calls or ():
-                        entry = calls.setdefault(tc.index, ["", "", ""])
-                        if tc.id:
-                            entry[0] = tc.id
-                        if tc.function is not None:
-                            if tc.function.name:
-                                entry[1] += tc.function.name
-                            if tc.function.arguments:
-                                entry[2] += tc.function.arguments
+                    finished = finished or bool(choice.finish_reason)
+                    if choice.delta is not None:
+                        _add_delta(choice.delta, text, calls)
+        if not finished:
+            raise _Truncated()
         return "".join(text), [tuple(calls[k]) for k in sorted(calls)]
 
     def _first_message(self, response: Any) -> Any:
@@ -327,6 +334,9 @@ class OpenAIChatBackend:
 
     def _classify(self, exc: BaseException) -> _Failure:
         detail = self._scrub(str(exc))[:_MAX_DETAIL]
+        if isinstance(exc, _Truncated):
+            return _Failure("stream_interrupted", None,
+                            "the streamed reply ended without a finish_reason (cut off)", True)
         if isinstance(exc, openai.APITimeoutError):
             return _Failure("timeout", None, f"no answer within {self.timeout:g} s", True)
         if isinstance(exc, openai.APIConnectionError):
@@ -361,6 +371,19 @@ class OpenAIChatBackend:
         if isinstance(exc, (ValueError, KeyError, TypeError, AttributeError)):
             return _Failure("invalid_response", None, f"{name}: {detail}", False)
         return _Failure("error", None, f"{name}: {detail}", False)
+
+
+def _add_delta(delta: Any, text: list[str], calls: dict[int, list[str]]) -> None:
+    """Add one streamed delta's text and tool-call pieces."""
+    if delta.content:
+        text.append(delta.content)
+    for tc in delta.tool_calls or ():
+        entry = calls.setdefault(tc.index, ["", "", ""])
+        if tc.id:
+            entry[0] = tc.id
+        if tc.function is not None:
+            entry[1] += tc.function.name or ""
+            entry[2] += tc.function.arguments or ""
 
 
 def _parse_tool_calls(raw: Sequence[tuple[str, str, str]]) -> list[ToolCall]:

@@ -11,11 +11,17 @@ import numpy as np
 from builtin_interfaces.msg import Time
 from sensor_msgs.msg import CompressedImage, Image
 
+from vision_dialogue.core.images import (DEFAULT_MAX_PIXELS, ImageDecodeError, check_pixels,
+                                         decode_guarded)
+
 _CHANNELS = {"bgr8": 3, "rgb8": 3, "mono8": 1, "bgra8": 4, "rgba8": 4}
 
 
-class ImageConversionError(ValueError):
+class ImageConversionError(ImageDecodeError):
     """A message that cannot be turned into an image (bad encoding, size or data)."""
+
+    def __init__(self, message: str, cause: str = "inconsistent"):
+        super().__init__(message, cause)
 
 
 def stamp_from_ns(ns: int) -> Time:
@@ -56,12 +62,16 @@ def to_image_msg(img: np.ndarray, *, stamp: Time | None = None, frame_id: str = 
     return msg
 
 
-def from_image_msg(msg: Image) -> np.ndarray:
+def from_image_msg(msg: Image, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """sensor_msgs/Image -> BGR (or mono) numpy array; raises ImageConversionError."""
     ch = _CHANNELS.get(msg.encoding)
     if ch is None:
-        raise ImageConversionError(f"unsupported encoding {msg.encoding!r}")
+        raise ImageConversionError(f"unsupported encoding {msg.encoding!r}", "encoding")
     h, w, step = int(msg.height), int(msg.width), int(msg.step)
+    try:
+        check_pixels(w, h, max_pixels)
+    except ImageDecodeError as e:
+        raise ImageConversionError(str(e), e.cause) from None
     if h <= 0 or w <= 0 or step < w * ch or len(msg.data) < step * h:
         raise ImageConversionError(
             f"inconsistent image: {w}x{h} step={step} data={len(msg.data)} bytes")
@@ -94,10 +104,13 @@ def to_compressed_msg(img: np.ndarray, *, stamp: Time | None = None, frame_id: s
     return msg
 
 
-def from_compressed_msg(msg: CompressedImage) -> np.ndarray:
-    """sensor_msgs/CompressedImage (jpeg/png, any "bgr8; jpeg compressed bgr8" form) -> BGR."""
-    data = np.frombuffer(bytes(msg.data), np.uint8)
-    img = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
-    if img is None:
-        raise ImageConversionError(f"cannot decode compressed image (format {msg.format!r})")
-    return img
+def from_compressed_msg(msg: CompressedImage,
+                        max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """sensor_msgs/CompressedImage (jpeg/png, any "bgr8; jpeg compressed bgr8" form) -> BGR.
+
+    The size the image declares is checked against `max_pixels` before it is decoded.
+    """
+    try:
+        return decode_guarded(bytes(msg.data), max_pixels)
+    except ImageDecodeError as e:
+        raise ImageConversionError(f"{e} (format {msg.format!r})", e.cause) from None

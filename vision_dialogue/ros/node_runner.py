@@ -1,6 +1,7 @@
 """The one `main()` every node executable uses: DDS profile, `--help`, init, spin, clean exit."""
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -20,7 +21,8 @@ def help_text(name: str, doc: str | None, params: Sequence = ()) -> str:
         lines.append("parameters (default):")
         for p in params:
             desc = " ".join(p.descriptor().description.split())
-            lines.append(f"  {p.name} ({p.default!r}){' [read-only]' if p.read_only else ''}")
+            live = " [settable at run time]" if p.live else ""
+            lines.append(f"  {p.name} ({p.default!r}){live}")
             lines.append(f"      {desc}")
     return "\n".join(lines)
 
@@ -43,6 +45,36 @@ def ros_args_error(err: Exception) -> str:
     return text.strip().rstrip(".")
 
 
+class _held_stderr:
+    """Hold what is written to file descriptor 2 (by rcl, in C) until the block ends.
+
+    It is then written out, unless discard() was called: a bad argument gives one line, not
+    rcl's two.
+    """
+
+    def __enter__(self):
+        import tempfile
+        sys.stderr.flush()
+        self._saved = os.dup(2)
+        self._tmp = tempfile.TemporaryFile()
+        os.dup2(self._tmp.fileno(), 2)
+        self._keep = True
+        return self
+
+    def discard(self) -> None:
+        self._keep = False
+
+    def __exit__(self, *exc):
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        if self._keep:
+            self._tmp.seek(0)
+            os.write(2, self._tmp.read())
+        self._tmp.close()
+        return False
+
+
 def run_node(factory: Callable[[], "Node"], name: str, args=None,
              threads: int | None = None, params: Sequence = (), doc: str | None = None) -> int:
     """Run one node: the body of every node executable's main().
@@ -61,10 +93,15 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
     from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 
     from vision_dialogue.ros.params import ParameterError
-    try:
-        init = rclpy.init(args=args)
-    except RCLError as e:     # e.g. `-p n:=` (no value): rcl cannot parse the arguments
-        print(f"[{name}] invalid arguments: {ros_args_error(e)}", file=sys.stderr)
+    bad_args = None
+    with _held_stderr() as held:
+        try:
+            init = rclpy.init(args=args)
+        except RCLError as e:     # e.g. `-p n:=` (no value): rcl cannot parse the arguments
+            held.discard()        # rcl's own "[ERROR] [rcl]: Failed to parse ..." line
+            bad_args = ros_args_error(e)
+    if bad_args is not None:
+        print(f"[{name}] invalid arguments: {bad_args}", file=sys.stderr)
         return 2
     with init:
         try:

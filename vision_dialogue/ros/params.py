@@ -3,7 +3,11 @@
 Each node lists its parameters as `Param`s; `declare_params` declares them with descriptions
 and ranges, checks overrides (from --ros-args, YAML --params-file or launch) and raises
 ParameterError naming the parameter, so a node fails at startup instead of misbehaving.
-The same checks guard later `ros2 param set` calls.
+
+At run time (`ros2 param set`) a parameter either takes effect or is refused with the reason:
+only `live` parameters can change, after the same checks as at startup; the node reads them
+from the returned `ParamValues` at every use, or applies a change in an `on_change` hook.
+Every other parameter is declared read-only.
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ class Param:
 
     range: (low, high) inclusive, for int/float. choices: allowed string values.
     check: callable(value) -> error message or None, for anything else.
+    live: the node applies a change while it runs; otherwise the parameter is read-only.
     ptype: needed only when the default is an empty list (e.g. Parameter.Type.STRING_ARRAY).
     """
 
@@ -42,8 +47,12 @@ class Param:
     range: tuple[float, float] | None = None
     choices: Sequence[str] | None = None
     check: Callable[[Any], str | None] | None = None
-    read_only: bool = False
+    live: bool = False
     ptype: Parameter.Type | None = None
+
+    @property
+    def read_only(self) -> bool:
+        return not self.live
 
     def descriptor(self) -> ParameterDescriptor:
         text = self.description
@@ -79,13 +88,35 @@ class Param:
         return None
 
 
+class ParamValues(dict):
+    """The validated values of a node's parameters, kept current when live ones change."""
+
+    def __init__(self, values: dict):
+        super().__init__(values)
+        self._hooks: dict[str, list[Callable[[Any], None]]] = {}
+
+    def on_change(self, name: str, fn: Callable[[Any], None]) -> None:
+        """Call fn(new value) after `name` changed at run time (it must be a live Param)."""
+        self._hooks.setdefault(name, []).append(fn)
+
+    def _changed(self, params: list[Parameter]) -> None:
+        changed = [c.name for c in params if c.name in self]
+        for c in params:     # every value first: a hook may read another changed one
+            if c.name in self:
+                self[c.name] = list(c.value) if isinstance(c.value, (list, tuple)) else c.value
+        for name in changed:
+            for fn in self._hooks.get(name, ()):
+                fn(self[name])
+
+
 def declare_params(node, params: Sequence[Param],
-                   cross_check: Callable[[dict], str | None] | None = None) -> dict[str, Any]:
-    """Declare `params` on `node`, validate them, and return {name: value}.
+                   cross_check: Callable[[dict], str | None] | None = None) -> ParamValues:
+    """Declare `params` on `node`, validate them, and return their values.
 
     cross_check(values) validates combinations (e.g. m < n) and returns an error or None.
     Raises ParameterError (message starts with the parameter name) on any invalid value.
-    Installs an on-set callback that applies the same checks to later changes.
+    Installs an on-set callback that applies the same checks to later changes of live
+    parameters, and keeps the returned values current after a change.
     """
     values: dict[str, Any] = {}
     for p in params:
@@ -98,9 +129,11 @@ def declare_params(node, params: Sequence[Param],
         err = cross_check(dict(values))
         if err:
             raise ParameterError(err)
-    node.add_on_set_parameters_callback(_set_check({p.name: p for p in params}, values,
+    current = ParamValues(values)
+    node.add_on_set_parameters_callback(_set_check({p.name: p for p in params}, current,
                                                    cross_check))
-    return values
+    node.add_post_set_parameters_callback(current._changed)
+    return current
 
 
 def _declare(node, p: Param) -> Any:
@@ -134,7 +167,9 @@ def _set_check(by_name: dict[str, Param], values: dict, cross_check):
             if p is None:
                 continue
             if p.read_only:
-                return SetParametersResult(successful=False, reason=f"{c.name} is read-only")
+                return SetParametersResult(
+                    successful=False, reason=f"{c.name} is read-only: it takes effect only "
+                    "when the node starts (restart the node with the new value)")
             err = p.error(c.value)
             if err:
                 return SetParametersResult(successful=False, reason=err)

@@ -3,6 +3,8 @@
 Three general actions, one per kind of tool (vfm/registry.py ACTION_TYPES), plus the
 `vfm/list_tools` service; names are relative so a namespace or remapping applies.
 """
+from rclpy.qos import QoSProfile, qos_profile_services_default
+
 from vision_dialogue.action import ImageToImage, ImageToText, TextToImage
 from vision_dialogue.vfm.registry import IMAGE_TO_IMAGE, IMAGE_TO_TEXT, TEXT_TO_IMAGE
 
@@ -10,6 +12,12 @@ from vision_dialogue.vfm.registry import IMAGE_TO_IMAGE, IMAGE_TO_TEXT, TEXT_TO_
 ACTIONS = {IMAGE_TO_TEXT: ImageToText, IMAGE_TO_IMAGE: ImageToImage,
            TEXT_TO_IMAGE: TextToImage}
 LIST_TOOLS_SERVICE = "vfm/list_tools"
+#: goal, result and cancel services keep 100 requests (ROS' default is 10): a burst of goals
+#: is queued, not lost; the same profiles on the server and the client
+_DEEP = QoSProfile(depth=100, reliability=qos_profile_services_default.reliability,
+                   durability=qos_profile_services_default.durability)
+VFM_ACTION_QOS = dict(goal_service_qos_profile=_DEEP, result_service_qos_profile=_DEEP,
+                      cancel_service_qos_profile=_DEEP)
 
 
 def action_name(kind: str) -> str:

@@ -30,7 +30,8 @@ from vision_dialogue.core.images import downscale
 from vision_dialogue.llm.tool_loop import ToolOutcome
 from vision_dialogue.ros.image_msgs import (ImageConversionError, from_image_msg, stamp_from_ns,
                                             to_image_msg)
-from vision_dialogue.ros.vfm_actions import ACTIONS, LIST_TOOLS_SERVICE, action_name
+from vision_dialogue.ros.vfm_actions import (ACTIONS, LIST_TOOLS_SERVICE, VFM_ACTION_QOS,
+                                             action_name)
 from vision_dialogue.srv import ListTools
 from vision_dialogue.vfm.registry import IMAGE_TO_TEXT, TEXT_TO_IMAGE
 from vision_dialogue.vfm.tool_schemas import tool_schemas, usable
@@ -66,7 +67,8 @@ class VfmClient:
     def __init__(self, node, callback_group=None):
         self.node = node
         cb = callback_group or ReentrantCallbackGroup()
-        self.actions = {kind: ActionClient(node, action, action_name(kind), callback_group=cb)
+        self.actions = {kind: ActionClient(node, action, action_name(kind), callback_group=cb,
+                                           **VFM_ACTION_QOS)
                         for kind, action in ACTIONS.items()}
         self.list_client = node.create_client(ListTools, LIST_TOOLS_SERVICE, callback_group=cb)
         self._closing = threading.Event()

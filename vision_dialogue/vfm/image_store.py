@@ -4,7 +4,13 @@ Names follow Visual ChatGPT's chain: a shared image is `{id}.png`; a tool output
 `{id}_{op}_{prev}_{org}.png` where `id` is a new short uuid, `prev` the id of the input image
 and `org` the name of the original image the chain started from (get_new_image_name).
 Every name a goal gives must resolve inside the store: `..`, absolute paths elsewhere and
-symlinks pointing out are rejected.
+symlinks pointing out are rejected. A file is opened first and then verified (no symlink
+followed at the last step, the opened file's real path inside the store), so swapping a file
+for a link between the check and the read cannot escape; its declared size is checked
+against `max_pixels` before it is decoded.
+
+Retention: the store keeps at most `max_bytes`; past that the least recently used images
+(by modification time, which every read refreshes) are deleted, never the one just written.
 """
 from __future__ import annotations
 
@@ -16,16 +22,26 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_guarded
+
+#: default size cap of an image store
+DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+
 
 class StoreError(ValueError):
     """A bad image name (outside the store, missing, not an image); the message says which."""
 
 
 class ImageStore:
-    def __init__(self, root: str | os.PathLike, id_len: int = 8):
+    """The store in `root`; see the module docstring for names, safety and retention."""
+
+    def __init__(self, root: str | os.PathLike, id_len: int = 8,
+                 max_bytes: int = DEFAULT_MAX_BYTES, max_pixels: int = DEFAULT_MAX_PIXELS):
         self.root = Path(os.path.expanduser(str(root))).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self.id_len = id_len
+        self.max_bytes, self.max_pixels = int(max_bytes), int(max_pixels)
+        self.evicted = 0
         self._lock = threading.Lock()
 
     # ---- names ---------------------------------------------------------------------------
@@ -83,11 +99,30 @@ class ImageStore:
     # ---- reading / writing ---------------------------------------------------------------
     def load(self, name: str) -> np.ndarray:
         """RGB uint8 HxWx3 image of store file `name`."""
-        path = self.resolve(name)
-        bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-        if bgr is None:
-            raise StoreError(f"image file {name!r} is not a readable image")
+        data = self._read_inside(self.resolve(name), name)
+        try:
+            bgr = decode_guarded(data, self.max_pixels)
+        except ImageDecodeError as e:
+            raise StoreError(f"image file {name!r}: {e}") from None
         return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+    def _read_inside(self, path: Path, name: str) -> bytes:
+        """Open without following a symlink, verify the opened file is in the store, read."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError as e:
+            raise StoreError(f"image file {name!r} cannot be opened safely ({e.strerror})") \
+                from None
+        try:
+            real = Path(os.readlink(f"/proc/self/fd/{fd}"))
+            if not real.is_relative_to(self.root):
+                raise StoreError(f"image file {name!r} is outside the image store {self.root}")
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                data = f.read()
+            os.utime(fd)     # recently used: evicted last
+            return data
+        finally:
+            os.close(fd)
 
     def _write(self, name: str, rgb: np.ndarray) -> None:
         rgb = np.asarray(rgb)
@@ -99,6 +134,28 @@ class ImageStore:
         if not cv2.imwrite(str(tmp), img):
             raise OSError(f"could not write {tmp}")
         os.replace(tmp, self.root / name)
+        self._evict(keep=name)
+
+    def _evict(self, keep: str) -> None:
+        """Delete the least recently used images until the store is under max_bytes."""
+        with self._lock:
+            files = []
+            for e in os.scandir(self.root):
+                if e.is_file(follow_symlinks=False) and not e.name.startswith("."):
+                    st = e.stat(follow_symlinks=False)
+                    files.append((st.st_mtime, e.name, st.st_size))
+            total = sum(size for _, _, size in files)
+            for _, fname, size in sorted(files):
+                if total <= self.max_bytes:
+                    break
+                if fname == keep:
+                    continue
+                try:
+                    os.unlink(self.root / fname)
+                except OSError:
+                    continue
+                total -= size
+                self.evicted += 1
 
     def add(self, rgb: np.ndarray) -> str:
         """Store a new (shared/uploaded) image as `{id}.png`; returns its name."""

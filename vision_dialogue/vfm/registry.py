@@ -58,6 +58,7 @@ class ModelSpec:
     masker: str = ""             # inpainting: the MODELS key that finds what to edit
     reports_steps: bool = False  # reports progress per denoising step itself
     eager: bool = False          # nothing to load: built with the tool runtime
+    generates: bool = False      # makes new images: they pass the safety checker
 
 
 #: every model the tools use; tools that name the same model share one instance per device
@@ -66,17 +67,18 @@ MODELS: dict[str, ModelSpec] = {
     "caption": ModelSpec("blip.Captioner", "caption"),
     "vqa": ModelSpec("blip.QuestionAnswerer", "vqa"),
     "detect": ModelSpec("owlvit.Detector", "detect"),
-    "sd": ModelSpec("diffusion.TextToImage", "sd", reports_steps=True),
-    "pix2pix": ModelSpec("diffusion.InstructPix2Pix", "pix2pix", reports_steps=True),
+    "sd": ModelSpec("diffusion.TextToImage", "sd", reports_steps=True, generates=True),
+    "pix2pix": ModelSpec("diffusion.InstructPix2Pix", "pix2pix", reports_steps=True,
+                         generates=True),
     "clipseg": ModelSpec("clipseg.TextMasker", "clipseg"),
     "inpaint": ModelSpec("diffusion.Inpainter", "inpaint", masker="clipseg",
-                         reports_steps=True),
+                         reports_steps=True, generates=True),
     "hed": ModelSpec("hed.HedDetector", "hed_annotator", checkpoint_file="ControlNetHED.pth"),
     "pose": ModelSpec("pose.PoseDetector"),
     "seg": ModelSpec("upernet.Segmenter", "seg"),
     "depth": ModelSpec("dpt.DepthEstimator", "depth"),
     **{f"controlnet_{c}": ModelSpec("diffusion.ControlNetGenerator", f"controlnet_{c}",
-                                    base_checkpoint="sd", reports_steps=True)
+                                    base_checkpoint="sd", reports_steps=True, generates=True)
        for c in ("canny", "line", "hed", "scribble", "pose", "seg", "depth", "normal")},
 }
 

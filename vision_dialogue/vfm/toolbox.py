@@ -42,13 +42,14 @@ class Toolbox:
     """
 
     def __init__(self, devices: dict[str, str], checkpoints: dict[str, str] | None = None,
-                 allow_download: bool = False):
+                 allow_download: bool = False, safety_checker: bool = True):
         unknown = [op for op in devices if op not in registry.BY_OP]
         if unknown:
             raise UnknownToolError(f"unknown tools {unknown}")
         self.devices = dict(devices)
         self.checkpoints = {**registry.DEFAULT_CHECKPOINTS, **(checkpoints or {})}
         self.allow_download = allow_download
+        self.safety_checker = bool(safety_checker)
         self._entries: dict[tuple, _Entry] = {}
         self._entries_lock = threading.Lock()
         for op in self.devices:
@@ -123,6 +124,8 @@ class Toolbox:
                 extra["base_checkpoint"] = base
             if m.masker:
                 extra["masker"] = self._model(self._key(m.masker, dev))
+            if m.generates:
+                extra["safety_checker"] = self.safety_checker
             return cls(ckpt, dev, self.allow_download, **extra)
         return make
 

@@ -5,6 +5,11 @@ ControlNet generation from condition maps.
 
 Every pipeline call reports each denoising step through `callback_on_step_end` and stops
 between steps when the goal is cancelled (`pipe._interrupt = True`, then Cancelled).
+
+Safety: with `safety_checker` on (the default, as in Visual ChatGPT), every generated image
+goes through Stable Diffusion's safety checker, loaded from the SD checkpoint's
+`safety_checker/` and `feature_extractor/` folders; a flagged image is withheld (ToolError),
+and a checkpoint without the checker makes the tool refuse to load rather than run unchecked.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from vision_dialogue.vfm.errors import Cancelled, ToolError
+from vision_dialogue.vfm.errors import Cancelled, ModelMissingError, ToolError
 from vision_dialogue.vfm.models.common import LoadedModel, RunContext, resolve_dir
 
 A_PROMPT = "best quality, extremely detailed"
@@ -61,10 +66,66 @@ def _to_uint8(arr) -> np.ndarray:
     return (np.asarray(arr) * 255.0).round().clip(0, 255).astype(np.uint8)
 
 
+class SafetyChecker:
+    """Stable Diffusion's CLIP-based safety checker, one per (SD checkpoint, device)."""
+
+    _loaded: dict[tuple, "SafetyChecker"] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, model, processor, device, dtype):
+        self.model, self.processor, self.device, self.dtype = model, processor, device, dtype
+
+    @classmethod
+    def load(cls, sd_dir: str, device: str, dtype) -> "SafetyChecker":
+        from pathlib import Path
+        key = (sd_dir, device)
+        with cls._lock:
+            if key not in cls._loaded:
+                if not ((Path(sd_dir) / "safety_checker").is_dir()
+                        and (Path(sd_dir) / "feature_extractor").is_dir()):
+                    raise ModelMissingError(
+                        f"Stable Diffusion checkpoint {sd_dir} has no safety_checker/ and "
+                        "feature_extractor/; the diffusion tools do not run without the "
+                        "checker unless the vfm_server parameter safety_checker is false")
+                from diffusers.pipelines.stable_diffusion.safety_checker import (
+                    StableDiffusionSafetyChecker)
+                from transformers import CLIPImageProcessor
+                model = StableDiffusionSafetyChecker.from_pretrained(
+                    sd_dir, subfolder="safety_checker", torch_dtype=dtype,
+                    local_files_only=True).to(device).eval()
+                proc = CLIPImageProcessor.from_pretrained(sd_dir, subfolder="feature_extractor",
+                                                          local_files_only=True)
+                cls._loaded[key] = cls(model, proc, device, dtype)
+            return cls._loaded[key]
+
+    def check(self, rgb: np.ndarray) -> None:
+        """ToolError when the image is flagged (it is then never stored or shown)."""
+        clip_input = self.processor(images=[Image.fromarray(rgb)], return_tensors="pt")
+        with torch.no_grad():
+            _, flagged = self.model(images=[rgb.astype(np.float32) / 255.0],
+                                    clip_input=clip_input.pixel_values.to(self.device,
+                                                                          self.dtype))
+        if flagged[0]:
+            raise ToolError("the safety checker withheld this picture; try another request")
+
+
 class _Diffusion(LoadedModel):
-    """Runs a diffusers pipeline with step feedback, cancel and an optional seed."""
+    """Runs a diffusers pipeline.
+
+    With step feedback, cancel, an optional seed and the safety checker.
+    """
 
     pipe = None
+    safety: SafetyChecker | None = None
+
+    def __init__(self, checkpoint: str, device: str = "cpu", allow_download: bool = False,
+                 safety_checker: bool = True):
+        super().__init__(checkpoint, device, allow_download)
+        self.use_safety_checker = bool(safety_checker)
+
+    def load_safety_checker(self, sd_dir: str) -> None:
+        if self.use_safety_checker:
+            self.safety = SafetyChecker.load(sd_dir, self.device, self.dtype)
 
     def _call(self, ctx: RunContext, **kwargs) -> np.ndarray:
         total = int(kwargs.get("num_inference_steps", ctx.steps))
@@ -83,7 +144,10 @@ class _Diffusion(LoadedModel):
                         generator=gen, output_type="np", **kwargs)
         if getattr(self.pipe, "_interrupt", False) or ctx.cancelled():
             raise Cancelled()
-        return _to_uint8(out.images[0])
+        img = _to_uint8(out.images[0])
+        if self.safety is not None:
+            self.safety.check(img)
+        return img
 
 
 class TextToImage(_Diffusion):
@@ -91,6 +155,7 @@ class TextToImage(_Diffusion):
 
     def load(self):
         from diffusers import StableDiffusionPipeline
+        self.load_safety_checker(self.dir())
         base = base_pipeline(self.checkpoint, self.device, self.dtype, self.allow_download)
         comps = dict(base.components)
         comps["scheduler"] = type(base.scheduler).from_config(base.scheduler.config)
@@ -111,6 +176,7 @@ class InstructPix2Pix(_Diffusion):
     def load(self):
         from diffusers import (EulerAncestralDiscreteScheduler,
                                StableDiffusionInstructPix2PixPipeline)
+        self.load_safety_checker(self.dir())
         self.pipe = StableDiffusionInstructPix2PixPipeline.from_pretrained(
             self.dir(), torch_dtype=self.dtype, safety_checker=None,
             requires_safety_checker=False, local_files_only=True).to(self.device)
@@ -129,12 +195,13 @@ class Inpainter(_Diffusion):
     """Remove or replace a text-described object: CLIPSeg mask + SD inpainting."""
 
     def __init__(self, checkpoint: str, device: str = "cpu", allow_download: bool = False,
-                 masker=None):
-        super().__init__(checkpoint, device, allow_download)
+                 masker=None, safety_checker: bool = True):
+        super().__init__(checkpoint, device, allow_download, safety_checker)
         self.masker = masker
 
     def load(self):
         from diffusers import StableDiffusionInpaintPipeline
+        self.load_safety_checker(self.dir())
         self.pipe = StableDiffusionInpaintPipeline.from_pretrained(
             self.dir(), torch_dtype=self.dtype, safety_checker=None,
             requires_safety_checker=False, local_files_only=True).to(self.device)
@@ -168,13 +235,15 @@ class ControlNetGenerator(_Diffusion):
     """Condition map + description -> new image (SD 1.5 + one ControlNet 1.0 model)."""
 
     def __init__(self, checkpoint: str, device: str = "cpu", allow_download: bool = False,
-                 base_checkpoint: str = "runwayml/stable-diffusion-v1-5"):
-        super().__init__(checkpoint, device, allow_download)
+                 base_checkpoint: str = "runwayml/stable-diffusion-v1-5",
+                 safety_checker: bool = True):
+        super().__init__(checkpoint, device, allow_download, safety_checker)
         self.base_checkpoint = base_checkpoint
 
     def load(self):
         from diffusers import (ControlNetModel, StableDiffusionControlNetPipeline,
                                UniPCMultistepScheduler)
+        self.load_safety_checker(resolve_dir(self.base_checkpoint, self.allow_download))
         cn = ControlNetModel.from_pretrained(self.dir(), torch_dtype=self.dtype,
                                              local_files_only=True).to(self.device)
         base = base_pipeline(self.base_checkpoint, self.device, self.dtype, self.allow_download)

@@ -1,0 +1,125 @@
+"""The manager's ROS-free plumbing: the frame intake, the turn queue, the reply deadline."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from vision_dialogue.camera.intake import FrameIntake
+from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.images import ImageDecodeError
+from vision_dialogue.core.persona import load_persona
+from vision_dialogue.core.turn_queue import PendingTurn, TurnQueue
+
+
+def until(pred, timeout=3.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not pred():
+        time.sleep(0.005)
+    return pred()
+
+
+IMG = np.zeros((4, 4, 3), np.uint8)
+
+
+def bad(cause):
+    def decode():
+        raise ImageDecodeError(f"bad ({cause})", cause)
+    return decode
+
+
+def test_intake_dedups_after_decode_and_a_bad_frame_takes_no_slot():
+    added = []
+    intake = FrameIntake(lambda bgr, ns: added.append(ns), min_interval=5.0,
+                         errors=(ImageDecodeError,))
+    try:
+        intake.offer(("cam", 1), 1, bad("encoding"))       # raw copy: unreadable
+        intake.offer(("cam", 1), 1, lambda: IMG)            # its JPEG copy, same key
+        intake.offer(("cam", 1), 1, lambda: IMG)            # a true duplicate
+        intake.offer(("cam", 2), 2, lambda: IMG)            # inside min_interval
+        assert until(lambda: intake.received == 4 and intake.accepted + intake.rejected
+                     + intake.duplicates + intake.skipped == 4)
+        assert added == [1] and intake.duplicates == 1 and intake.skipped == 1
+        assert dict(intake.rejected_by_cause) == {"encoding": 1}
+        intake.min_interval = 0.0                           # a live change applies at once
+        intake.offer(("cam", 3), 3, lambda: IMG)
+        assert until(lambda: added == [1, 3])
+    finally:
+        intake.close()
+
+
+def test_intake_drops_the_oldest_of_a_burst_it_cannot_keep_up_with():
+    gate, added = threading.Event(), []
+
+    def slow_add(bgr, ns):
+        gate.wait(2.0)
+        added.append(ns)
+    intake = FrameIntake(slow_add, backlog=3)
+    try:
+        for i in range(10):
+            intake.offer(None, i, lambda: IMG)
+        gate.set()
+        assert until(lambda: intake.accepted + intake.dropped == 10)
+        assert added == sorted(added) and added[-1] == 9 and intake.dropped >= 6
+    finally:
+        intake.close()
+
+
+def test_turn_queue_bound_expiry_order_and_close():
+    now = [100.0]
+    dropped = []
+    q = TurnQueue(2, on_drop=lambda item, why: dropped.append((item.payload, why.split(":")[0])),
+                  clock=lambda: now[0])
+    for i in range(4):
+        q.put(PendingTurn("turn", f"u{i}", deadline=now[0] + 10))
+    assert dropped == [("u0", "queue full"), ("u1", "queue full")] and len(q) == 2
+    now[0] += 11                                           # u2 and u3 are now stale
+    q.put(PendingTurn("turn", "u4", deadline=now[0] + 10))  # pushes u2 out
+    assert q.get(timeout=0.1).payload == "u4"               # u3 expired on the way
+    assert dropped[2:] == [("u2", "queue full"), ("u3", "expired")]
+    q.put(PendingTurn("turn", "u5", deadline=now[0] + 10))
+    q.close()
+    assert q.get(timeout=0.1) is None and dropped[-1][0] == "u5" and q.dropped == 5
+
+
+class SlowBackend:
+    """Streams its reply after `delay` seconds; records whether its stream was closed."""
+
+    supports_images = False
+
+    def __init__(self, delay):
+        self.delay, self.closed = delay, threading.Event()
+
+    def complete(self, messages, **kw):
+        return "A summary."
+
+    def stream(self, messages, **kw):
+        try:
+            time.sleep(self.delay)
+            yield "Late hello."
+            yield "More."
+        finally:
+            self.closed.set()
+
+
+@pytest.mark.fault("LLM", "slow model past the reply deadline (core)")
+def test_reply_deadline_gives_the_fallback_and_stops_the_late_stream():
+    backend = SlowBackend(delay=0.6)
+    conv = Conversation(backend, load_persona(), ConversationConfig())
+    try:
+        spoken = []
+        t0 = time.monotonic()
+        res = conv.turn("hello", on_sentence=lambda s, i, fallback=False: spoken.append(
+            (s, fallback)), deadline=time.monotonic() + 0.2)
+        assert time.monotonic() - t0 < 0.5
+        assert res.fallback and "DeadlineExceeded" in res.error
+        assert spoken == [(res.text, True)] and res.text in load_persona().fallback_lines
+        assert backend.closed.wait(2.0)             # the late generation was stopped
+        lines = conv.state()["timeline"]
+        assert lines[-1] == f"robot: {res.text}"    # the timeline holds what was said
+        ok = conv.turn("again", deadline=time.monotonic() + 5.0)
+        assert not ok.fallback and ok.text == "Late hello. More."
+    finally:
+        conv.close()

@@ -1,0 +1,95 @@
+"""The utterances waiting for their turn: first in, first out, bounded, and with an expiry.
+
+The manager answers one utterance at a time. While it does, new ones wait here. A person who
+talks over a slow robot should not get answers to stale lines minutes later, so:
+- at most `max_waiting` wait; one more pushes the oldest waiting one out;
+- each has a deadline (its arrival + the reply deadline); one still waiting at its deadline
+  is dropped when its turn would come.
+Every drop is reported to `on_drop(item, reason)` (the node logs it and writes it to the
+transcript). ROS-free.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+@dataclass
+class PendingTurn:
+    """One utterance (or shared picture) waiting: `deadline` is on the monotonic clock."""
+
+    kind: str                   # "turn" or "shared"
+    payload: Any                # the utterance text, or the shared image
+    speaker: str = ""
+    deadline: float = float("inf")
+    arrived: float = field(default_factory=time.monotonic)
+
+
+class TurnQueue:
+    """Bounded FIFO with expiry (see the module docstring)."""
+
+    def __init__(self, max_waiting: int,
+                 on_drop: Callable[[PendingTurn, str], None] = lambda item, reason: None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.max_waiting, self.on_drop, self.clock = int(max_waiting), on_drop, clock
+        self._items: collections.deque[PendingTurn] = collections.deque()
+        self._cv = threading.Condition()
+        self._closed = False
+        self.dropped = 0
+
+    def __len__(self) -> int:
+        with self._cv:
+            return len(self._items)
+
+    def put(self, item: PendingTurn) -> None:
+        """Queue `item`; the oldest waiting one goes if the queue is full."""
+        pushed_out = []
+        with self._cv:
+            if self._closed:
+                return
+            self._items.append(item)
+            while len(self._items) > max(1, self.max_waiting):
+                pushed_out.append(self._items.popleft())
+            self._cv.notify()
+        for old in pushed_out:
+            self._drop(old, "queue full: newer utterances arrived while the robot was busy")
+
+    def get(self, timeout: float | None = None) -> PendingTurn | None:
+        """The next item whose deadline has not passed (expired ones are dropped on the way).
+
+        None after close() or on timeout.
+        """
+        end = None if timeout is None else self.clock() + timeout
+        while True:
+            with self._cv:
+                while not self._items and not self._closed:
+                    left = None if end is None else end - self.clock()
+                    if left is not None and left <= 0:
+                        return None
+                    self._cv.wait(left)
+                if self._closed:
+                    return None
+                item = self._items.popleft()
+            if item.deadline > self.clock():
+                return item
+            self._drop(item, "expired: its reply deadline passed while it waited")
+
+    def close(self) -> None:
+        """Wake the consumer; items still waiting are dropped (reported)."""
+        with self._cv:
+            self._closed = True
+            left = list(self._items)
+            self._items.clear()
+            self._cv.notify_all()
+        for item in left:
+            self._drop(item, "the manager is shutting down")
+
+    def _drop(self, item: PendingTurn, reason: str) -> None:
+        self.dropped += 1
+        try:
+            self.on_drop(item, reason)
+        except Exception:  # noqa: BLE001 - reporting must not break the queue
+            pass
