@@ -84,12 +84,19 @@ def test_llm_failure_gives_the_fallback_and_the_node_keeps_working(ros_context, 
             rig.close()
 
 
-@pytest.mark.fault("LLM", "stream closed in good order mid-sentence, no finish_reason")
-def test_cut_stream_never_speaks_a_half_sentence(ros_context, tmp_path):
+CUTS = {  # events: 0 role, 1 "First ", 2 "sentence. ", 3 "Second", 4 " sentence.", 5 finish
+    "closed in good order mid-sentence, no finish_reason": dict(end_after=4),
+    "connection dropped after the first sentence": dict(disconnect_after=4),
+    "error event after the first sentence": dict(error_after=4),
+}
+
+
+@pytest.mark.fault("LLM", "stream cut after the first sentence (each framing)")
+@pytest.mark.parametrize("cut", list(CUTS))
+def test_cut_stream_never_speaks_a_half_sentence(ros_context, tmp_path, cut):
     with FakeOpenAI() as fake:
-        cut = Reply(text="First sentence. Second sentence.",
-                    chunks=["First ", "sentence. ", "Second", " sentence."], end_after=4)
-        fake.push(cut)
+        fake.push(Reply(text="First sentence. Second sentence.",
+                        chunks=["First ", "sentence. ", "Second", " sentence."], **CUTS[cut]))
         rig = Rig(ros_context, fake, tmp_path, max_retries=0)
         try:
             rig.say("tell me two things")

@@ -155,7 +155,7 @@ class VfmServer(Node):
                 self.store.resolve(goal.image_file)), ""
         if goal.image.width and goal.image.height:
             try:
-                bgr = from_image_msg(goal.image)
+                bgr = from_image_msg(goal.image, self.params["max_image_pixels"])
             except ImageConversionError as e:
                 raise ToolError(f"bad input image: {e}") from None
             rgb = cv2.cvtColor(bgr, cv2.COLOR_GRAY2RGB) if bgr.ndim == 2 else bgr[:, :, ::-1]
