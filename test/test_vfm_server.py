@@ -51,17 +51,24 @@ class Harness:
         self.ex.add_node(self.client)
         self.thread = threading.Thread(target=self.ex.spin, daemon=True)
         self.thread.start()
-        self.clients = {k: ActionClient(self.client, a, f"vfm/{k}", **VFM_ACTION_QOS) for k, a in
-                        (("image_to_text", ImageToText), ("image_to_image", ImageToImage),
-                         ("text_to_image", TextToImage))}
-        for c in self.clients.values():
-            assert c.wait_for_server(timeout_sec=20)
+        self.types = {"image_to_text": ImageToText, "image_to_image": ImageToImage,
+                      "text_to_image": TextToImage}
+        self.clients = {k: self._client(k) for k in self.types}
 
-    def send(self, kind, goal, feedback=None, tries=3, timeout=20.0):
-        # wait_for_server only sees the server's side: a goal sent before the server has
-        # matched this client's response reader can lose its response (a DDS discovery race
-        # of ROS 2 services), so an unanswered goal is sent again.
-        for _ in range(tries):
+    def _client(self, kind):
+        c = ActionClient(self.client, self.types[kind], f"vfm/{kind}", **VFM_ACTION_QOS)
+        assert c.wait_for_server(timeout_sec=20)
+        return c
+
+    def send(self, kind, goal, feedback=None, tries=4, timeout=8.0):
+        # wait_for_server only sees the server's side: under load a client whose response
+        # reader the server has not matched can wait for goal responses that never come (a
+        # DDS discovery race of ROS 2 services), so an unanswered goal is sent again from a
+        # new client.
+        for attempt in range(tries):
+            if attempt:
+                self.clients[kind].destroy()
+                self.clients[kind] = self._client(kind)
             fut = self.clients[kind].send_goal_async(goal, feedback_callback=feedback)
             ev = threading.Event()
             fut.add_done_callback(lambda _f: ev.set())
