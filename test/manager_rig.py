@@ -2,6 +2,7 @@
 
 Shared by the manager tests and the fault-injection suite.
 """
+import contextlib
 import json
 
 import cv2
@@ -14,6 +15,7 @@ from sensor_msgs.msg import CompressedImage, Image
 from skimage import data
 
 from conftest import spin_until
+from fake_openai import FakeOpenAI
 from vision_dialogue.manager_node import ManagerNode
 from vision_dialogue.msg import PromptState, Reply as ReplyMsg, Utterance
 
@@ -73,3 +75,14 @@ class Rig:
         self.ex.shutdown()
         self.node.destroy_node()
         self.io.destroy_node()
+
+
+@contextlib.contextmanager
+def running_manager(ctx, tmp_path, responder=None, **params):
+    """A Rig on a fresh FakeOpenAI (`responder` as FakeOpenAI takes it): yields (rig, fake)."""
+    with FakeOpenAI(responder=responder) as fake:
+        rig = Rig(ctx, fake, tmp_path, **params)
+        try:
+            yield rig, fake
+        finally:
+            rig.close()

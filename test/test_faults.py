@@ -19,7 +19,7 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import CompressedImage
 
 from fake_openai import FakeOpenAI, Reply
-from manager_rig import Rig, photo
+from manager_rig import Rig, photo, running_manager
 from vision_dialogue.core.persona import load_persona
 from vision_dialogue.ros.image_msgs import stamp_from_ns, to_compressed_msg, to_image_msg
 
@@ -94,178 +94,149 @@ CUTS = {  # events: 0 role, 1 "First ", 2 "sentence. ", 3 "Second", 4 " sentence
 @pytest.mark.fault("LLM", "stream cut after the first sentence (each framing)")
 @pytest.mark.parametrize("cut", list(CUTS))
 def test_cut_stream_never_speaks_a_half_sentence(ros_context, tmp_path, cut):
-    with FakeOpenAI() as fake:
+    with running_manager(ros_context, tmp_path, max_retries=0) as (rig, fake):
         fake.push(Reply(text="First sentence. Second sentence.",
                         chunks=["First ", "sentence. ", "Second", " sentence."], **CUTS[cut]))
-        rig = Rig(ros_context, fake, tmp_path, max_retries=0)
-        try:
-            rig.say("tell me two things")
-            assert rig.wait(lambda: rig.finals(), timeout=10)
-            spoken = [r.text for r in rig.replies if not r.final]
-            assert spoken[0] == "First sentence." and "Second" not in " ".join(spoken)
-            final = rig.finals()[0]
-            assert final.fallback and final.text.startswith("First sentence. ")
-            assert "Second" not in final.text
-        finally:
-            rig.close()
+        rig.say("tell me two things")
+        assert rig.wait(lambda: rig.finals(), timeout=10)
+        spoken = [r.text for r in rig.replies if not r.final]
+        assert spoken[0] == "First sentence." and "Second" not in " ".join(spoken)
+        final = rig.finals()[0]
+        assert final.fallback and final.text.startswith("First sentence. ")
+        assert "Second" not in final.text
 
 
 @pytest.mark.fault("LLM", "hung server (reply deadline)")
 def test_hung_llm_is_answered_with_the_fallback_at_the_deadline(ros_context, tmp_path):
-    with FakeOpenAI() as fake:
+    with running_manager(ros_context, tmp_path,
+                         reply_deadline=1.0, request_timeout=30.0) as (rig, fake):
         fake.push(Reply(text="Far too late.", delay=3.0))
-        rig = Rig(ros_context, fake, tmp_path, reply_deadline=1.0, request_timeout=30.0)
-        try:
-            t0 = time.monotonic()
-            rig.say("are you there?")
-            assert rig.wait(lambda: rig.finals(), timeout=10)
-            took = time.monotonic() - t0
-            final = rig.finals()[0]
-            assert final.fallback and took < 2.5, (took, final.text)
-            time.sleep(3.0)                            # the late answer arrives ...
-            rig.wait(lambda: False, timeout=0.5)
-            assert len(rig.finals()) == 1              # ... and is not spoken
-            assert "Far too late" not in " ".join(r.text for r in rig.replies)
-            reply = [r for r in transcript(rig) if r["type"] == "reply"][0]
-            assert reply["fallback"] and "DeadlineExceeded" in reply["error"]
-        finally:
-            rig.close()
+        t0 = time.monotonic()
+        rig.say("are you there?")
+        assert rig.wait(lambda: rig.finals(), timeout=10)
+        took = time.monotonic() - t0
+        final = rig.finals()[0]
+        assert final.fallback and took < 2.5, (took, final.text)
+        time.sleep(3.0)                            # the late answer arrives ...
+        rig.wait(lambda: False, timeout=0.5)
+        assert len(rig.finals()) == 1              # ... and is not spoken
+        assert "Far too late" not in " ".join(r.text for r in rig.replies)
+        reply = [r for r in transcript(rig) if r["type"] == "reply"][0]
+        assert reply["fallback"] and "DeadlineExceeded" in reply["error"]
 
 
 # ------------------------------------------------------------------------ camera frames
 @pytest.mark.fault("images", "JPEG declaring 20000x20000 (decompression bomb)")
 def test_decompression_bomb_is_rejected_before_decoding(ros_context, tmp_path):
-    with FakeOpenAI() as fake:
-        rig = Rig(ros_context, fake, tmp_path)
-        try:
-            msg = CompressedImage(format="jpeg", data=bomb_jpeg())
-            assert len(msg.data) < 1000
-            rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            t0 = time.monotonic()
-            rig.jpg_pub.publish(msg)
-            assert rig.wait(lambda: rig.node.intake.rejected == 1, timeout=5)
-            assert time.monotonic() - t0 < 2.0
-            grew_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
-            assert grew_mb < 200, f"memory grew {grew_mb:.0f} MB"
-            assert dict(rig.node.intake.rejected_by_cause) == {"too_large": 1}
-            rig.jpg_pub.publish(to_compressed_msg(photo()))          # still takes frames
-            assert rig.wait(lambda: rig.node.intake.accepted == 1)
-            rig.node.publish_state()
-            assert rig.wait(lambda: rig.states and rig.states[-1].frames_rejected == 1)
-            st = rig.states[-1]
-            assert list(st.rejected_causes) == ["too_large"] and list(st.rejected_counts) == [1]
-        finally:
-            rig.close()
+    with running_manager(ros_context, tmp_path) as (rig, fake):
+        msg = CompressedImage(format="jpeg", data=bomb_jpeg())
+        assert len(msg.data) < 1000
+        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        t0 = time.monotonic()
+        rig.jpg_pub.publish(msg)
+        assert rig.wait(lambda: rig.node.intake.rejected == 1, timeout=5)
+        assert time.monotonic() - t0 < 2.0
+        grew_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
+        assert grew_mb < 200, f"memory grew {grew_mb:.0f} MB"
+        assert dict(rig.node.intake.rejected_by_cause) == {"too_large": 1}
+        rig.jpg_pub.publish(to_compressed_msg(photo()))          # still takes frames
+        assert rig.wait(lambda: rig.node.intake.accepted == 1)
+        rig.node.publish_state()
+        assert rig.wait(lambda: rig.states and rig.states[-1].frames_rejected == 1)
+        st = rig.states[-1]
+        assert list(st.rejected_causes) == ["too_large"] and list(st.rejected_counts) == [1]
 
 
 @pytest.mark.fault("images", "raw frame in an unsupported encoding + its JPEG copy")
 def test_unreadable_raw_frame_does_not_hide_its_jpeg_copy(ros_context, tmp_path):
-    with FakeOpenAI() as fake:
-        rig = Rig(ros_context, fake, tmp_path, min_frame_interval=2.0)
-        try:
-            stamp = stamp_from_ns(1_700_000_000_000_000_000)
-            raw = to_image_msg(photo(), stamp=stamp, frame_id="cam")
-            raw.encoding = "yuv422"
-            rig.img_pub.publish(raw)
-            assert rig.wait(lambda: rig.node.intake.rejected == 1)
-            rig.jpg_pub.publish(to_compressed_msg(photo(), stamp=stamp, frame_id="cam"))
-            assert rig.wait(lambda: rig.node.intake.accepted == 1)  # interval slot still free
-            assert dict(rig.node.intake.rejected_by_cause) == {"encoding": 1}
-        finally:
-            rig.close()
+    with running_manager(ros_context, tmp_path, min_frame_interval=2.0) as (rig, fake):
+        stamp = stamp_from_ns(1_700_000_000_000_000_000)
+        raw = to_image_msg(photo(), stamp=stamp, frame_id="cam")
+        raw.encoding = "yuv422"
+        rig.img_pub.publish(raw)
+        assert rig.wait(lambda: rig.node.intake.rejected == 1)
+        rig.jpg_pub.publish(to_compressed_msg(photo(), stamp=stamp, frame_id="cam"))
+        assert rig.wait(lambda: rig.node.intake.accepted == 1)  # interval slot still free
+        assert dict(rig.node.intake.rejected_by_cause) == {"encoding": 1}
 
 
 @pytest.mark.fault("images", "bad frames of different causes (warnings per cause)")
 def test_each_cause_of_bad_frames_gets_its_own_warning(ros_context, tmp_path, capfd):
-    with FakeOpenAI() as fake:
-        rig = Rig(ros_context, fake, tmp_path)
-        try:
-            for _ in range(3):
-                rig.jpg_pub.publish(CompressedImage(format="jpeg", data=b"garbage"))
-            rig.jpg_pub.publish(CompressedImage(format="jpeg", data=bomb_jpeg()))
-            odd = to_image_msg(photo())
-            odd.data = odd.data[:100]
-            rig.img_pub.publish(odd)
-            assert rig.wait(lambda: rig.node.intake.rejected == 5)
-            time.sleep(0.2)
-            err = capfd.readouterr().err
-            assert err.count("dropping a bad camera frame (corrupt") == 1     # throttled
-            assert "dropping a bad camera frame (too_large" in err
-            assert "dropping a bad camera frame (inconsistent" in err
-            assert dict(rig.node.intake.rejected_by_cause) == {
-                "corrupt": 3, "too_large": 1, "inconsistent": 1}
-        finally:
-            rig.close()
+    with running_manager(ros_context, tmp_path) as (rig, fake):
+        for _ in range(3):
+            rig.jpg_pub.publish(CompressedImage(format="jpeg", data=b"garbage"))
+        rig.jpg_pub.publish(CompressedImage(format="jpeg", data=bomb_jpeg()))
+        odd = to_image_msg(photo())
+        odd.data = odd.data[:100]
+        rig.img_pub.publish(odd)
+        assert rig.wait(lambda: rig.node.intake.rejected == 5)
+        time.sleep(0.2)
+        err = capfd.readouterr().err
+        assert err.count("dropping a bad camera frame (corrupt") == 1     # throttled
+        assert "dropping a bad camera frame (too_large" in err
+        assert "dropping a bad camera frame (inconsistent" in err
+        assert dict(rig.node.intake.rejected_by_cause) == {
+            "corrupt": 3, "too_large": 1, "inconsistent": 1}
 
 
 # ------------------------------------------------------------------------ utterances
 @pytest.mark.fault("utterances", "burst of 100 with no gap")
 def test_utterance_burst_is_answered_in_order_or_dropped_on_record(ros_context, tmp_path):
-    with FakeOpenAI(responder=lambda req: time.sleep(0.05) or "Yes.") as fake:
-        rig = Rig(ros_context, fake, tmp_path, max_queued_turns=4, stream=False)
-        try:
-            for i in range(100):
-                rig.say(f"line {i}")
-            records = []
+    slow_yes = lambda req: time.sleep(0.05) or "Yes."   # noqa: E731 - a turn takes 50 ms
+    with running_manager(ros_context, tmp_path, max_queued_turns=4, stream=False,
+                         responder=slow_yes) as (rig, _):
+        for i in range(100):
+            rig.say(f"line {i}")
+        records = []
 
-            def settled():
-                records[:] = transcript(rig)
-                answered = [r for r in records if r["type"] == "reply"]
-                dropped = [r for r in records if r["type"] == "dropped"]
-                return len(answered) + len(dropped) == 100
-            assert rig.wait(settled, timeout=40)
-            answered = [int(r["in_reply_to"].split()[1]) for r in records
-                        if r["type"] == "reply"]
+        def settled():
+            records[:] = transcript(rig)
+            answered = [r for r in records if r["type"] == "reply"]
             dropped = [r for r in records if r["type"] == "dropped"]
-            assert answered == sorted(answered) and answered[-1] == 99   # in order, newest kept
-            assert dropped and all("queue full" in r["reason"] for r in dropped)
-            assert rig.node._turns.dropped == len(dropped)
-        finally:
-            rig.close()
+            return len(answered) + len(dropped) == 100
+        assert rig.wait(settled, timeout=40)
+        answered = [int(r["in_reply_to"].split()[1]) for r in records
+                    if r["type"] == "reply"]
+        dropped = [r for r in records if r["type"] == "dropped"]
+        assert answered == sorted(answered) and answered[-1] == 99   # in order, newest kept
+        assert dropped and all("queue full" in r["reason"] for r in dropped)
+        assert rig.node._turns.dropped == len(dropped)
 
 
 @pytest.mark.fault("utterances", "queued past the reply deadline")
 def test_stale_utterances_expire_on_record(ros_context, tmp_path):
-    with FakeOpenAI() as fake:
+    with running_manager(ros_context, tmp_path,
+                         reply_deadline=2.0, max_queued_turns=10, stream=False) as (rig, fake):
         fake.responder = lambda req: time.sleep(1.2) or "Okay."
-        rig = Rig(ros_context, fake, tmp_path, reply_deadline=2.0, max_queued_turns=10,
-                  stream=False)
-        try:
-            for i in range(5):
-                rig.say(f"question {i}")
-            assert rig.wait(lambda: len([r for r in transcript(rig)
-                                         if r["type"] in ("reply", "dropped")]) == 5, timeout=20)
-            recs = transcript(rig)
-            expired = [r for r in recs if r["type"] == "dropped"]
-            assert expired and all(r["reason"].startswith("expired") for r in expired)
-            assert "question 4" in [r["text"] for r in expired]     # the last waited longest
-            answered = [r["in_reply_to"] for r in recs if r["type"] == "reply"]
-            assert answered[0] == "question 0" and answered == sorted(answered)
-        finally:
-            rig.close()
+        for i in range(5):
+            rig.say(f"question {i}")
+        assert rig.wait(lambda: len([r for r in transcript(rig)
+                                     if r["type"] in ("reply", "dropped")]) == 5, timeout=20)
+        recs = transcript(rig)
+        expired = [r for r in recs if r["type"] == "dropped"]
+        assert expired and all(r["reason"].startswith("expired") for r in expired)
+        assert "question 4" in [r["text"] for r in expired]     # the last waited longest
+        answered = [r["in_reply_to"] for r in recs if r["type"] == "reply"]
+        assert answered[0] == "question 0" and answered == sorted(answered)
 
 
 # ------------------------------------------------------------------------ parameters
 @pytest.mark.fault("parameters", "min_frame_interval changed at run time")
 def test_a_live_parameter_takes_effect_while_running(ros_context, tmp_path):
-    with FakeOpenAI() as fake:
-        rig = Rig(ros_context, fake, tmp_path)
-        try:
-            res = rig.node.set_parameters([Parameter("min_frame_interval", value=60.0)])[0]
-            assert res.successful
-            for _ in range(3):
-                rig.jpg_pub.publish(to_compressed_msg(photo()))
-                time.sleep(0.05)
-            assert rig.wait(lambda: rig.node.intake.received == 3)
-            assert rig.wait(lambda: rig.node.intake.accepted + rig.node.intake.skipped == 3)
-            assert rig.node.intake.accepted == 1 and rig.node.intake.skipped == 2
-            res = rig.node.set_parameters_atomically([Parameter("n", value=3),
-                                                      Parameter("m", value=2)])
-            assert res.successful
-            assert (rig.node.conversation.summariser.n, rig.node.conversation.summariser.m) \
-                == (3, 2)
-        finally:
-            rig.close()
+    with running_manager(ros_context, tmp_path) as (rig, fake):
+        res = rig.node.set_parameters([Parameter("min_frame_interval", value=60.0)])[0]
+        assert res.successful
+        for _ in range(3):
+            rig.jpg_pub.publish(to_compressed_msg(photo()))
+            time.sleep(0.05)
+        assert rig.wait(lambda: rig.node.intake.received == 3)
+        assert rig.wait(lambda: rig.node.intake.accepted + rig.node.intake.skipped == 3)
+        assert rig.node.intake.accepted == 1 and rig.node.intake.skipped == 2
+        res = rig.node.set_parameters_atomically([Parameter("n", value=3),
+                                                  Parameter("m", value=2)])
+        assert res.successful
+        assert (rig.node.conversation.summariser.n, rig.node.conversation.summariser.m) \
+            == (3, 2)
 
 
 def _nodes_with_their_params(ctx, tmp_path):
@@ -539,19 +510,15 @@ def test_transcript_survives_kill_9_mid_turn(ros_context, tmp_path):
 def test_the_api_key_never_leaves_the_process(ros_context, tmp_path, monkeypatch, capfd):
     key = "sk-test-0123456789abcdefSECRET"
     monkeypatch.setenv("VD_FAULT_KEY", key)
-    with FakeOpenAI() as fake:
+    with running_manager(ros_context, tmp_path, api_key_env="VD_FAULT_KEY") as (rig, fake):
         fake.push(Reply(status=401, error_message=f"Incorrect API key provided: {key}"))
-        rig = Rig(ros_context, fake, tmp_path, api_key_env="VD_FAULT_KEY")
-        try:
-            rig.jpg_pub.publish(to_compressed_msg(photo()))
-            rig.say("hi")
-            assert rig.wait(lambda: rig.finals())
-            rig.node.publish_state()
-            assert rig.wait(lambda: rig.states)
-            assert fake.headers[0]["authorization"] == f"Bearer {key}"   # it was sent ...
-            seen = [r.text for r in rig.replies] + [str(s) for s in rig.states]
-            seen.append(rig.node.transcript.path.read_text())
-            seen.append(capfd.readouterr().err)
-            assert not any(key in s for s in seen)                    # ... and nowhere else
-        finally:
-            rig.close()
+        rig.jpg_pub.publish(to_compressed_msg(photo()))
+        rig.say("hi")
+        assert rig.wait(lambda: rig.finals())
+        rig.node.publish_state()
+        assert rig.wait(lambda: rig.states)
+        assert fake.headers[0]["authorization"] == f"Bearer {key}"   # it was sent ...
+        seen = [r.text for r in rig.replies] + [str(s) for s in rig.states]
+        seen.append(rig.node.transcript.path.read_text())
+        seen.append(capfd.readouterr().err)
+        assert not any(key in s for s in seen)                    # ... and nowhere else

@@ -281,7 +281,7 @@ class _Outgoing:
                     return sent
             pub_comp.publish(self._comp)
             sent = True
-        return sent or always
+        return sent
 
 
 def main(args=None):

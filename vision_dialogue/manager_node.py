@@ -193,6 +193,7 @@ class ManagerNode(Node):
         p.on_change("max_reply_tokens", lambda v: setattr(conv.config, "max_reply_tokens", v))
         p.on_change("stream", lambda v: setattr(conv.config, "stream", v))
         p.on_change("max_tool_rounds", lambda v: setattr(conv, "max_tool_rounds", v))
+        p.on_change("max_queued_turns", lambda v: setattr(self._turns, "max_waiting", v))
 
     def _make_backend(self):
         p = self.p
@@ -333,7 +334,6 @@ class ManagerNode(Node):
         waiting = len(self._turns)
         if waiting:
             self.get_logger().info(f"utterance queued behind {waiting} waiting turn(s)")
-        self._turns.max_waiting = self.p["max_queued_turns"]
         self._turns.put(PendingTurn("turn", text, msg.speaker,
                                     deadline=time.monotonic() + self.p["reply_deadline"]))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 
@@ -25,7 +25,6 @@ class PendingTurn:
     payload: Any                # the utterance text, or the shared image
     speaker: str = ""
     deadline: float = float("inf")
-    arrived: float = field(default_factory=time.monotonic)
 
 
 class TurnQueue:

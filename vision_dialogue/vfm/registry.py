@@ -82,6 +82,9 @@ MODELS: dict[str, ModelSpec] = {
        for c in ("canny", "line", "hed", "scribble", "pose", "seg", "depth", "normal")},
 }
 
+#: checkpoint key -> the one file inside its directory that the model loads, where it is a file
+CHECKPOINT_FILES = {m.checkpoint: m.checkpoint_file for m in MODELS.values() if m.checkpoint_file}
+
 
 @dataclass(frozen=True)
 class ToolSpec:
@@ -95,11 +98,18 @@ class ToolSpec:
     vcg_class: str               # Visual ChatGPT class, accepted in the `load` parameter
     action_type: str             # image_to_text | image_to_image | text_to_image
     description: str             # usage text with input/output format
-    checkpoints: tuple[str, ...] = ()   # checkpoint keys it loads; () = weight-free
     needs_text: bool = False
     model: str = ""              # key of MODELS
     call: str = "run"            # method of the model
     args: tuple[str, ...] = ("rgb",)
+
+    @property
+    def checkpoints(self) -> tuple[str, ...]:
+        """Checkpoint keys it loads, from its model: the masker's, the base's, its own."""
+        m = MODELS[self.model]
+        keys = (MODELS[m.masker].checkpoint if m.masker else "", m.base_checkpoint,
+                m.checkpoint)
+        return tuple(k for k in keys if k)
 
     @property
     def weight_free(self) -> bool:
@@ -110,9 +120,9 @@ class ToolSpec:
         return f"{self.name}: {self.description}"
 
 
-def _map_tool(op, name, cls, like, ckpt=(), model="opencv", call="run"):
+def _map_tool(op, name, cls, like, model="opencv", call="run"):
     return ToolSpec(op, name, cls, IMAGE_TO_IMAGE,
-                    f"useful when you want to {like}. {_IMG}.{_OUT_IMG}", ckpt, model=model,
+                    f"useful when you want to {like}. {_IMG}.{_OUT_IMG}", model=model,
                     call=call)
 
 
@@ -121,48 +131,48 @@ def _cond_tool(op, name, cls, what, like, ckpt):
                     f"useful when you want to generate a new real image from both the user "
                     f"description and {what}. like: {like}. "
                     + _IMG_TEXT.format(what="the user description") + "." + _OUT_IMG,
-                    ("sd", ckpt), needs_text=True, model=ckpt, args=("rgb", "text", "ctx"))
+                    needs_text=True, model=ckpt, args=("rgb", "text", "ctx"))
 
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("caption", "Get Photo Description", "ImageCaptioning", IMAGE_TO_TEXT,
              "useful when you want to know what is inside the photo. receives image_file as "
-             f"input. {_IMG}. It returns a one-sentence description.", ("caption",),
+             f"input. {_IMG}. It returns a one-sentence description.",
              model="caption"),
     ToolSpec("vqa", "Answer Question About The Image", "VisualQuestionAnswering", IMAGE_TO_TEXT,
              "useful when you need an answer for a question based on an image. like: what is "
              "the background color of the last image, how many cats in this figure, what is in "
              "this figure. " + _IMG_TEXT.format(what="the question") + ". It returns a short "
-             "answer.", ("vqa",), needs_text=True, model="vqa", args=("rgb", "text")),
+             "answer.", needs_text=True, model="vqa", args=("rgb", "text")),
     ToolSpec("detect", "Detect the Given Object", "Text2Box", IMAGE_TO_TEXT,
              "useful when you only want to detect or find out given objects in the picture. "
              + _IMG_TEXT.format(what="the text description of the object(s) to be found, "
                                 "several separated by commas")
              + ". It returns each found object with its box [x1, y1, x2, y2] in pixels and a "
-             "score.", ("detect",), needs_text=True, model="detect", args=("rgb", "text")),
+             "score.", needs_text=True, model="detect", args=("rgb", "text")),
     ToolSpec("text2image", "Generate Image From User Input Text", "Text2Image", TEXT_TO_IMAGE,
              "useful when you want to generate an image from a user input text and save it to a "
              "file. like: generate an image of an object or something, or generate an image "
              "that includes some objects. The input to this tool should be a string, "
              "representing the text (in English) used to generate image." + _OUT_IMG,
-             ("sd",), needs_text=True, model="sd", args=("text", "ctx")),
+             needs_text=True, model="sd", args=("text", "ctx")),
     ToolSpec("pix2pix", "Instruct Image Using Text", "InstructPix2Pix", IMAGE_TO_IMAGE,
              "useful when you want to the style of the image to be like the text. like: make it "
              "look like a painting. or make it like a robot. "
-             + _IMG_TEXT.format(what="the text") + "." + _OUT_IMG, ("pix2pix",), needs_text=True,
+             + _IMG_TEXT.format(what="the text") + "." + _OUT_IMG, needs_text=True,
              model="pix2pix", args=("rgb", "text", "ctx")),
     ToolSpec("remove", "Remove Something From The Photo", "ImageEditing", IMAGE_TO_IMAGE,
              "useful when you want to remove and object or something from the photo from its "
              "description or location. "
              + _IMG_TEXT.format(what="the object need to be removed") + "." + _OUT_IMG,
-             ("clipseg", "inpaint"), needs_text=True, model="inpaint", call="remove",
+             needs_text=True, model="inpaint", call="remove",
              args=("rgb", "text", "ctx")),
     ToolSpec("replace", "Replace Something From The Photo", "ImageEditing", IMAGE_TO_IMAGE,
              "useful when you want to replace an object from the object description or location "
              "with another object from its description. The input to this tool should be a "
              "comma separated string of three, representing the image_file, the object to be "
              "replaced (in English), the object to be replaced with (in English)." + _OUT_IMG,
-             ("clipseg", "inpaint"), needs_text=True, model="inpaint", call="replace_described",
+             needs_text=True, model="inpaint", call="replace_described",
              args=("rgb", "text", "ctx")),
     _map_tool("canny", "Edge Detection On Image", "Image2Canny",
               "detect the edge of the image. like: detect the edges of this image, or canny "
@@ -184,7 +194,7 @@ TOOLS: tuple[ToolSpec, ...] = (
               "detect the soft hed boundary of the image. like: detect the soft hed boundary of "
               "this image, or hed boundary detection on image, or perform hed boundary detection "
               "on this image, or detect soft hed boundary image of this image",
-              ("hed_annotator",), model="hed"),
+              model="hed"),
     _cond_tool("hed2image", "Generate Image Condition On Soft Hed Boundary Image",
                "HedText2Image", "a soft hed boundary image", "generate a real image of a object "
                "or something from this soft hed boundary image, or generate a new real image of "
@@ -204,7 +214,7 @@ TOOLS: tuple[ToolSpec, ...] = (
                "image, or generate a new real image of a human from this pose", "controlnet_pose"),
     _map_tool("seg", "Segmentation On Image", "Image2Seg",
               "detect segmentations of the image. like: segment this image, or generate "
-              "segmentations on this image, or perform segmentation on this image", ("seg",),
+              "segmentations on this image, or perform segmentation on this image",
               model="seg"),
     _cond_tool("seg2image", "Generate Image Condition On Segmentations", "SegText2Image",
                "segmentations", "generate a real image of a object or something from this "
@@ -212,7 +222,7 @@ TOOLS: tuple[ToolSpec, ...] = (
                "these segmentations", "controlnet_seg"),
     _map_tool("depth", "Predict Depth On Image", "Image2Depth",
               "detect depth of the image. like: generate the depth from this image, or detect "
-              "the depth map on this image, or predict the depth for this image", ("depth",),
+              "the depth map on this image, or predict the depth for this image",
               model="depth", call="depth"),
     _cond_tool("depth2image", "Generate Image Condition On Depth", "DepthText2Image",
                "depth image", "generate a real image of a object or something from this depth "
@@ -220,7 +230,7 @@ TOOLS: tuple[ToolSpec, ...] = (
                "controlnet_depth"),
     _map_tool("normal", "Predict Normal Map On Image", "Image2Normal",
               "detect norm map of the image. like: generate normal map from this image, or "
-              "predict normal map of this image", ("depth",), model="depth",
+              "predict normal map of this image", model="depth",
               call="normal"),
     _cond_tool("normal2image", "Generate Image Condition On Normal Map", "NormalText2Image",
                "normal map", "generate a real image of a object or something from this normal "

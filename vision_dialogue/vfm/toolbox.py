@@ -93,10 +93,8 @@ class Toolbox:
 
     def _check_checkpoint(self, key: str) -> str:
         ckpt = self.checkpoints[key]
-        files = {m.checkpoint: m.checkpoint_file for m in registry.MODELS.values()
-                 if m.checkpoint_file}
-        if key in files:
-            return resolve_file(ckpt, files[key], False)
+        if key in registry.CHECKPOINT_FILES:
+            return resolve_file(ckpt, registry.CHECKPOINT_FILES[key], False)
         return resolve_dir(ckpt, False)
 
     # ---- models --------------------------------------------------------------------------
