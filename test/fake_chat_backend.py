@@ -67,3 +67,56 @@ class FakeChatBackend:
     def of_kind(self, kind: str) -> list:
         with self._lock:
             return [c for c in self.calls if c[0] == kind]
+
+
+class OneAtATimeBackend(FakeChatBackend):
+    """A slow local model: one generation at a time, `token_s` per token, preemptible.
+
+    Like TransformersChatBackend: a background call (background=True) stops at its next token
+    when a reply is waiting and raises Preempted. Records how long each reply waited for the
+    model (`reply_waits`) and the largest number of frames any reply prompt showed.
+    """
+
+    preemptible = True
+
+    def __init__(self, token_s: float = 0.01, reply_tokens: int = 5, summary_tokens: int = 30,
+                 **kw):
+        super().__init__(**kw)
+        self.token_s, self.reply_tokens, self.summary_tokens = token_s, reply_tokens, \
+            summary_tokens
+        self._model = threading.Lock()
+        self._waiting = 0
+        self._stopped = threading.Event()
+        self.reply_waits: list[float] = []
+        self.preempted = 0
+
+    def stop_background(self) -> None:
+        self._stopped.set()
+
+    def complete(self, messages, *, model=None, max_tokens=None, temperature=None,
+                 background=False) -> str:
+        from vision_dialogue.llm.base import Preempted
+        if not background:
+            return self._reply(messages, {"model": model, "max_tokens": max_tokens})
+        with self._model:
+            for _ in range(self.summary_tokens):
+                if self._waiting or self._stopped.is_set():
+                    with self._lock:
+                        self.preempted += 1
+                    raise Preempted("a reply is waiting")
+                time.sleep(self.token_s)
+            return self._answer(messages, {"model": model, "background": True})
+
+    def stream(self, messages, *, model=None, max_tokens=None, temperature=None):
+        yield self._reply(messages, {"model": model, "max_tokens": max_tokens, "stream": True})
+
+    def _reply(self, messages, kw) -> str:
+        t0 = time.monotonic()
+        with self._lock:
+            self._waiting += 1
+        with self._model:
+            with self._lock:
+                self._waiting -= 1
+                self.reply_waits.append(time.monotonic() - t0)
+            time.sleep(self.token_s * self.reply_tokens)
+            return self._answer(messages, kw)

@@ -98,7 +98,11 @@ def test_bracketed_notes_are_never_spoken():
     labelled = NoteFilter(["You saw:", "What you see now (your eyes):"])
     assert labelled.feed("You saw: a person in orange.") == "a person in orange."
     assert labelled.feed("what you see now (your eyes): a cat.") == "a cat."
-    assert labelled.feed("I think you saw: a cat.") == "I think you saw: a cat."
+    # any short label a small model makes up goes too; a colon later in a sentence stays
+    assert labelled.feed("You see: It is too dark.") == "It is too dark."
+    assert labelled.feed("Robot: Hello!") == "Hello!"
+    assert labelled.feed("I think that you really saw this: a cat.") == \
+        "I think that you really saw this: a cat."
     be = FakeChatBackend(responder=lambda msgs, kind: "[Your eyes have not opened yet: you "
                          "cannot see. Stay calm.] Hello! What is your name?")
     c = conv(be)
@@ -156,7 +160,9 @@ def test_text_only_backend_gets_observations():
         seen.append(bgr.shape)
         return f"a scene of mean {int(bgr.mean())}"
 
-    c = Conversation(be, load_persona(), ConversationConfig(n=3, m=2), observer=observer)
+    # the paper's LLM summaries asked for explicitly (text-only models merge by default)
+    c = Conversation(be, load_persona(), ConversationConfig(n=3, m=2, summary_mode="llm"),
+                     observer=observer)
     try:
         c.add_frame(np.full((60, 80, 3), 100, np.uint8))
         c.add_frame(np.full((60, 80, 3), 200, np.uint8))

@@ -259,3 +259,63 @@ def test_vlm_rejects_undecodable_and_remote_images(vlm_dir):
         {"type": "image_url", "image_url": {"url": "http://example.com/x.jpg"}}]}]
     with pytest.raises(BackendError, match="remote image URL refused"):
         backend.complete(remote)
+
+
+def _conversation(turns: int) -> list[dict]:
+    """A growing chat: each call with more turns starts with the previous prompt."""
+    msgs = [{"role": "system", "content": "you are a robot . " * 6}]
+    for i in range(turns):
+        msgs += [{"role": "user", "content": f"i see a {WORDS[i % 20]} on the table ."},
+                 {"role": "assistant", "content": "yes . the cup is red ."}]
+    return msgs + [{"role": "user", "content": "what do you see ?"}]
+
+
+def test_prefix_cache_reuses_the_last_prompt_and_answers_the_same(text_model_dir):
+    cached = TransformersChatBackend(text_model_dir, max_new_tokens=10)
+    plain = TransformersChatBackend(text_model_dir, max_new_tokens=10, prefix_cache=False)
+    for turns in (1, 2, 3):
+        msgs = _conversation(turns)
+        assert cached.complete(msgs) == plain.complete(msgs)
+        if turns > 1:   # the previous turn's prompt is the start of this one
+            assert cached.reused_tokens >= 30
+        assert plain.reused_tokens == 0
+    streamed = " ".join(cached.stream(_conversation(4)))
+    assert cached.reused_tokens >= 30
+    assert _norm(streamed) == _norm(plain.complete(_conversation(4)))
+    # an unrelated prompt finds no common prefix and is computed from scratch
+    assert cached.complete(MESSAGES) == plain.complete(MESSAGES)
+    assert cached.reused_tokens == 0
+
+
+def test_background_call_gives_way_to_a_reply(text_model_dir):
+    from vision_dialogue.llm.base import Preempted
+    backend = TransformersChatBackend(text_model_dir, max_new_tokens=400, temperature=1.5)
+    assert backend.preemptible
+    outcome: list = []
+    started = threading.Event()
+    real_generate = backend._model.generate
+
+    def slow_generate(*a, **kw):      # the background generation is running when the reply comes
+        started.set()
+        return real_generate(*a, **kw)
+
+    backend._model.generate = slow_generate
+
+    def background():
+        try:
+            outcome.append(backend.complete(MESSAGES, max_tokens=400, background=True))
+        except Preempted as e:
+            outcome.append(e)
+
+    t = threading.Thread(target=background)
+    torch.manual_seed(3)
+    t.start()
+    assert started.wait(30)
+    reply = backend.complete(MESSAGES, max_tokens=3)
+    t.join(60)
+    assert reply and len(outcome) == 1
+    assert isinstance(outcome[0], Preempted), outcome
+    backend.stop_background()   # shutting down: no background call starts any more
+    with pytest.raises(Preempted):
+        backend.complete(MESSAGES, background=True)
+    assert backend.complete(MESSAGES, max_tokens=3)

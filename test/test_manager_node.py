@@ -177,3 +177,23 @@ def test_same_frame_on_both_transports_is_added_once(ros_context, fake, tmp_path
         assert len(rig.node.conversation.timeline.snapshot()) == 3
     finally:
         rig.close()
+
+
+def test_greet_first_speaks_once_when_a_person_appears(ros_context, tmp_path):
+    with FakeOpenAI(responder=responder) as fake:
+        rig = Rig(ros_context, fake, tmp_path, greet_first=True)
+        try:
+            rig.img_pub.publish(to_image_msg(photo()))
+            assert rig.wait(lambda: len(rig.finals()) == 1)
+            greeting = rig.finals()[0]
+            assert greeting.in_reply_to == "" and greeting.text == REPLY
+            prompt = fake.requests[-1]["messages"]
+            assert "Open the conversation" in json.dumps(prompt[-1])
+            rig.img_pub.publish(to_image_msg(photo()))    # a second frame: no second greeting
+            rig.say("Hi robot")
+            assert rig.wait(lambda: len(rig.finals()) == 2)
+            assert rig.finals()[1].in_reply_to == "Hi robot"
+            time.sleep(0.3)
+            assert len(rig.finals()) == 2
+        finally:
+            rig.close()

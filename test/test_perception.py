@@ -42,36 +42,41 @@ def _exit_sign() -> np.ndarray:
     return img
 
 
+def _notes(text: str) -> str:
+    """The observation without its note on what changed (which depends on the frame before)."""
+    return text.split(" (")[0]
+
+
 def test_person_found_in_person_photo(observer, astronaut):
     obs = observer.analyse(astronaut)
     assert not obs.dark
     assert len(obs.people) == 1
     person = obs.people[0]
-    assert person.position == "in the centre"
+    assert person.position == "in the middle"
     assert person.distance in ("close", "very close")
     assert obs.person_area is not None and 0.1 < obs.person_area < 0.95
     assert obs.clothes_colour and "orange" in obs.clothes_colour  # her orange flight suit
     assert obs.background_colour
-    assert obs.text.startswith("I see one person, ")
-    assert f"clothes {obs.clothes_colour}" in obs.text
-    assert obs.text.endswith(".")
+    assert obs.text.startswith("one person, ")
+    assert "wearing " + obs.clothes_colour.replace("mostly ", "") in obs.text
+    assert "background" not in obs.text and "arms down" not in obs.text
 
 
 def test_no_person_in_coffee_photo(observer, coffee):
     obs = observer.analyse(coffee)
     assert obs.people == [] and obs.person_area is None
     assert obs.scene_colours, "the scene's colours are named when no one is there"
-    assert obs.text.startswith("I see no one; the scene is mostly ")
-    assert "person" not in obs.text
+    assert obs.text.startswith("no one there; ") and _notes(obs.text).endswith(" things")
+    assert "person" not in _notes(obs.text)
     # the text API (observe / describe, what the backend factory calls) gives the same line
-    assert observer.observe(coffee) == obs.text
+    assert _notes(observer.observe(coffee)) == _notes(obs.text)
 
 
 def test_two_people_left_and_right(observer, astronaut):
     pair = np.hstack([astronaut, cv2.flip(astronaut, 1)])
     obs = observer.analyse(pair)
     assert [p.position for p in obs.people] == ["on the left", "on the right"]
-    assert obs.text.startswith("I see two people: ")
+    assert obs.text.startswith("two people: ")
 
 
 @pytest.mark.parametrize("level", [0, 6])
@@ -86,13 +91,13 @@ def test_black_and_very_dark_frames_are_reported_as_dark(observer, level):
 def test_dim_but_visible_frame_is_not_dark(observer, coffee):
     dim = (coffee.astype(np.float32) * 0.3).astype(np.uint8)
     obs = observer.analyse(dim)
-    assert not obs.dark and obs.text.startswith("The scene is dim. ")
+    assert not obs.dark and obs.text.startswith("dim light; ")
 
 
 def test_rendered_text_is_read(observer):
     obs = observer.analyse(_exit_sign())
     assert "EXIT" in obs.texts
-    assert "text visible: 'EXIT'" in obs.text
+    assert "written words: 'EXIT'" in obs.text
     assert obs.people == []
 
 
@@ -112,9 +117,9 @@ def test_ocr_reused_for_unchanged_scene_and_rerun_after_change(coffee):
 
 def test_grey_and_bgra_frames_are_accepted(observer, coffee):
     grey = cv2.cvtColor(coffee, cv2.COLOR_BGR2GRAY)
-    assert observer.observe(grey).startswith("I see no one")
+    assert observer.observe(grey).startswith("no one there")
     bgra = cv2.cvtColor(coffee, cv2.COLOR_BGR2BGRA)
-    assert observer.observe(bgra) == observer.observe(coffee)
+    assert _notes(observer.observe(bgra)) == _notes(observer.observe(coffee))
 
 
 @pytest.mark.parametrize("bad,match", [
@@ -148,15 +153,16 @@ def test_detector_that_cannot_load_is_skipped_with_one_warning(monkeypatch, capl
 def test_brightness_only_baseline(astronaut):
     obs = FrameObserver(detectors=())
     result = obs.analyse(astronaut)
-    assert result.people == [] and result.text == "I see no one."
+    assert result.people == [] and result.text == "no one there"
     assert set(result.timings_ms) == {"brightness", "total"}
 
 
 def test_shared_between_threads(observer, astronaut, coffee):
     frames = [astronaut, coffee, astronaut, coffee]
-    expected = [observer.observe(f) for f in frames]
+    expected = [_notes(observer.observe(f)) for f in frames]
     out: dict[int, str] = {}
-    threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, observer.observe(frames[i])))
+    threads = [threading.Thread(
+        target=lambda i=i: out.__setitem__(i, _notes(observer.observe(frames[i]))))
                for i in range(len(frames))]
     for t in threads:
         t.start()
@@ -185,7 +191,7 @@ def test_posture_from_pose_landmarks(wrists, expected):
     pose = _landmarks({11: (0.6, 0.4), 12: (0.4, 0.4), **wrists})
     assert _posture(pose) == expected
     person = _pose_person(pose)
-    assert person is not None and person.position == "in the centre"
+    assert person is not None and person.position == "in the middle"
     assert _pose_person(_landmarks({11: (0.6, 0.4)})) is None  # one shoulder is not a person
 
 
@@ -202,7 +208,41 @@ def test_colours_are_named(bgr, name):
     result = obs.analyse(frame)
     assert result.scene_colours[0] == name
     other = "blue" if name == "green" else "green"
-    expected = f"I see no one; the scene is mostly {name} and {other}."
+    expected = f"no one there; {name} and {other} things"
     if result.brightness < 60:
-        expected = "The scene is dim. " + expected
-    assert result.text == expected
+        expected = "dim light; " + expected
+    assert _notes(result.text) == expected
+
+
+def _hand(fingers: str, thumb_up: bool = False):
+    """21 hand landmarks (wrist at the bottom): fingers "1111" = index..pinky stretched up."""
+    from types import SimpleNamespace as P
+    lm = [P(x=0.5, y=0.5) for _ in range(21)]
+    lm[0] = P(x=0.5, y=0.9)
+    for k, (mcp, pip, tip) in enumerate(((5, 6, 8), (9, 10, 12), (13, 14, 16), (17, 18, 20))):
+        x = 0.44 + 0.04 * k
+        lm[mcp], lm[pip] = P(x=x, y=0.7), P(x=x, y=0.6)
+        lm[tip - 1] = P(x=x, y=0.52 if fingers[k] == "1" else 0.66)
+        lm[tip] = P(x=x, y=0.45 if fingers[k] == "1" else 0.72)   # folded: back near the palm
+    lm[2], lm[3] = P(x=0.38, y=0.75), P(x=0.36, y=0.68)
+    lm[4] = P(x=0.36, y=0.5) if thumb_up else P(x=0.45, y=0.72)
+    return lm
+
+
+@pytest.mark.parametrize("fingers,thumb,expected", [
+    ("0000", True, "giving a thumbs up"), ("1000", False, "pointing"),
+    ("1111", False, "raising an open hand"), ("0000", False, None), ("1100", False, None)])
+def test_hand_gestures_from_landmarks(fingers, thumb, expected):
+    from vision_dialogue.perception.observer import hand_gesture
+    assert hand_gesture(_hand(fingers, thumb)) == expected
+
+
+def test_what_changed_since_the_previous_frame(astronaut, coffee):
+    obs = FrameObserver(detectors=("faces", "pose", "colours"))
+    assert obs.analyse(coffee).change is None                # nothing before it
+    arrived = obs.analyse(astronaut)
+    assert arrived.change == "a person just arrived" and arrived.text.endswith(
+        "(a person just arrived)")
+    assert obs.analyse(astronaut).change is None             # the same view
+    assert obs.analyse(coffee).change == "the person just left"
+    assert obs.analyse(cv2.flip(coffee, -1)).change == "the view just changed"

@@ -109,6 +109,15 @@ PARAMS = [
           "checked against the size a frame declares before decoding it; larger frames are "
           "rejected (counted in prompt_state).", range=(1, 2**31 - 1), live=True),
     Param("stream", True, "Stream reply sentences as Reply chunks (final=false).", live=True),
+    Param("summary_mode", "auto", "How frames are summarised: llm (the paper: the LLM writes "
+          "each summary, in idle time, giving way to replies), merge (the frames' observations "
+          "joined, no LLM), auto (merge for text-only models, llm otherwise).",
+          choices=("auto", "llm", "merge")),
+    Param("camera_timeout", 30.0, "Seconds without a frame after which the robot says it "
+          "cannot see right now instead of describing the last frame; 0 = never.",
+          range=(0.0, 86400.0), live=True),
+    Param("greet_first", False, "Speak first: an opening remark when a person first "
+          "appears, before the user has said anything (the paper's persona).", live=True),
     Param("transcript_dir", "runs/transcripts", "Folder for JSONL transcripts + frame JPEGs "
           "(relative to the working directory); empty = off."),
     Param("frame_id", "base_link", "frame_id of published headers.", check=nonempty),
@@ -169,6 +178,7 @@ class ManagerNode(Node):
         self._create_publishers()
         self._create_subscriptions()
         self._turns = TurnQueue(p["max_queued_turns"], on_drop=self._dropped)
+        self._spoken_to = False         # an utterance came, or the opening remark is queued
         self._warned_at: dict[str, float] = {}
         self._apply_live_params()
         self._worker = threading.Thread(target=self._serve_turns, name="vd-turns", daemon=True)
@@ -225,7 +235,8 @@ class ManagerNode(Node):
             keep_recent_lines=p["keep_recent_lines"], max_reply_tokens=p["max_reply_tokens"],
             model=p["model"] if p["llm_backend"] == "openai" else None,
             summary_model=p["summary_model"] or None, stream=p["stream"],
-            max_summary_failures=p["max_summary_failures"])
+            max_summary_failures=p["max_summary_failures"], summary_mode=p["summary_mode"],
+            camera_timeout_s=p["camera_timeout"])
 
     def _open_transcript(self) -> TranscriptWriter | None:
         if not self.p["transcript_dir"]:
@@ -295,7 +306,11 @@ class ManagerNode(Node):
         Stamped with the node clock if the camera gave no stamp.
         """
         stamp = stamp_ns or self.get_clock().now().nanoseconds
-        self.conversation.add_frame(bgr, stamp=stamp / 1e9)
+        frame = self.conversation.add_frame(bgr, stamp=stamp / 1e9)
+        if self.p["greet_first"] and not self._spoken_to and frame.people != 0:
+            self._spoken_to = True        # one opening remark per session
+            self._turns.put(PendingTurn("greet", "", "",
+                                        deadline=time.monotonic() + self.p["reply_deadline"]))
 
     def _bad_frame(self, err: BaseException) -> None:
         """Warn about a rejected frame: once per cause every 5 s, with the count so far.
@@ -331,6 +346,7 @@ class ManagerNode(Node):
         if not text:
             self.get_logger().warning("ignoring an empty utterance")
             return
+        self._spoken_to = True
         waiting = len(self._turns)
         if waiting:
             self.get_logger().info(f"utterance queued behind {waiting} waiting turn(s)")
@@ -340,6 +356,8 @@ class ManagerNode(Node):
     def _dropped(self, item: PendingTurn, reason: str) -> None:
         if item.kind == "turn":
             self.conversation.note_dropped(item.payload, reason, item.speaker)
+        elif item.kind == "greet":
+            self.get_logger().info(f"opening remark skipped ({reason})")
         else:
             self.get_logger().warning(f"shared image dropped ({reason})")
         self.publish_state()
@@ -354,6 +372,8 @@ class ManagerNode(Node):
             try:
                 if item.kind == "shared":
                     self._shared_image(item.payload)
+                elif item.kind == "greet":
+                    self._greet(item.deadline)
                 else:
                     self._turn(item.payload, item.speaker, item.deadline)
             except Exception as e:  # noqa: BLE001 - the worker must survive anything
@@ -368,17 +388,28 @@ class ManagerNode(Node):
         return r
 
     def _turn(self, text: str, speaker: str, deadline: float) -> None:
+        self._answer(lambda chunk: self.conversation.turn(
+            text, on_sentence=chunk, speaker=speaker, deadline=deadline), text)
+
+    def _greet(self, deadline: float) -> None:
+        """The opening remark, unless the user spoke while it waited (they go first then)."""
+        if self.conversation.turn_count or len(self._turns):
+            return
+        self._answer(lambda chunk: self.conversation.greet(on_sentence=chunk,
+                                                           deadline=deadline), "")
+
+    def _answer(self, ask, in_reply_to: str) -> None:
+        """Run one turn (`ask(on_sentence)`), publishing its sentences and its final Reply."""
         turn_id = self.conversation.turn_count + 1   # only this thread starts turns
 
         def chunk(sentence, index, fallback=False):
-            self.reply_pub.publish(self._reply_msg(turn_id, index, sentence, text, False,
-                                                   fallback))
+            self.reply_pub.publish(self._reply_msg(turn_id, index, sentence, in_reply_to,
+                                                   False, fallback))
 
-        res = self.conversation.turn(text, on_sentence=chunk, speaker=speaker,
-                                     deadline=deadline)
+        res = ask(chunk)
         n_chunks = len(res.sentences) if self.p["stream"] else 0
-        self.reply_pub.publish(self._reply_msg(res.turn_id, n_chunks, res.text, text, True,
-                                               res.fallback))
+        self.reply_pub.publish(self._reply_msg(res.turn_id, n_chunks, res.text, in_reply_to,
+                                               True, res.fallback))
 
     # --- tools (Visual ChatGPT) -------------------------------------------------------------
     def _setup_tools(self) -> None:

@@ -26,7 +26,8 @@ from vision_dialogue.core.images import Frame, ImagePolicy, as_bgr, downscale, i
 from vision_dialogue.core.persona import Persona
 from vision_dialogue.core.prompt import PromptBuilder, prompt_size
 from vision_dialogue.llm.sentences import split_sentences
-from vision_dialogue.core.summariser import FrameSummariser, validate_nm
+from vision_dialogue.core.summariser import SUMMARY_MODES, FrameSummariser, bounded, \
+    validate_nm
 from vision_dialogue.core.timeline import ROBOT, USER, FrameItem, LineItem, SummaryItem, \
     Timeline, describe
 from vision_dialogue.llm.tool_loop import TOOLS_NOTE, AgentResult, ToolRecord, run_tool_loop
@@ -35,6 +36,9 @@ _log = logging.getLogger("vision_dialogue.conversation")
 
 # Emoji and pictographs (the persona forbids them; speech engines read them out).
 _EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]")
+# A label a small model copies from its notes at the start of a sentence ("You see: ...",
+# "Robot: ..."): up to five words and a colon. Nobody speaks that way.
+_LABEL = re.compile(r"^\s*(?:[\w'()]+\s+){0,4}[\w'()]+\s*:\s+")
 
 Listener = Callable[[str, dict], None]
 
@@ -64,9 +68,16 @@ class ConversationConfig:
     stream: bool = True
     max_summary_failures: int = 3
     workers: int = 2                     # background summary / fold threads
+    summary_mode: str = "auto"           # "llm", "merge", or "auto": merge for text-only
+    camera_timeout_s: float = 0.0        # no frame for this long: the robot cannot see (0: off)
 
     def __post_init__(self):
         validate_nm(self.n, self.m)
+        if self.camera_timeout_s < 0:
+            raise ValueError(f"camera_timeout={self.camera_timeout_s!r} must be >= 0")
+        if self.summary_mode not in ("auto",) + SUMMARY_MODES:
+            raise ValueError(f"summary_mode={self.summary_mode!r} must be one of "
+                             f"{['auto', *SUMMARY_MODES]}")
 
 
 @dataclass
@@ -109,6 +120,7 @@ class NoteFilter:
             if text.lower().startswith(lb.lower()):
                 text = text[len(lb):]
                 break
+        text = _LABEL.sub("", text, count=1)
         out = []
         for ch in _EMOJI.sub("", text or ""):
             if ch == "[":
@@ -124,15 +136,19 @@ class _YieldToTurns:
     """The summary/fold backend.
 
     Waits (bounded) while a user turn is running, so background LLM calls never queue in front of a
-    reply on a one-at-a-time backend (a local model).
+    reply on a one-at-a-time backend (a local model); such a backend (`preemptible`) is asked to
+    stop a background call when a reply comes (it raises Preempted).
     """
 
     def __init__(self, backend, idle: threading.Event, max_wait: float = 120.0):
         self._backend, self._idle, self._max_wait = backend, idle, max_wait
         self.supports_images = getattr(backend, "supports_images", True)
+        self._preemptible = bool(getattr(backend, "preemptible", False))
 
     def complete(self, *args, **kwargs):
         self._idle.wait(self._max_wait)
+        if self._preemptible:
+            kwargs["background"] = True
         return self._backend.complete(*args, **kwargs)
 
     def __getattr__(self, name):
@@ -212,8 +228,9 @@ class ToolProvider:
 class Conversation:
     """A vision-enabled dialogue with one person.
 
-    backend: a ChatBackend (complete/stream/supports_images). observer: callable(bgr)->str,
-    used when the backend cannot take images. summary_backend: for summaries and folds
+    backend: a ChatBackend (complete/stream/supports_images). observer: callable(bgr) -> str,
+    or an object with .text and .people (perception's Observation), used when the backend
+    cannot take images. summary_backend: for summaries and folds
     (default: backend). listeners: callables(event, data) for "frame", "user", "reply",
     "summary", "summary_failed", "fold", "fold_failed", "tool", "exchange" (called outside
     locks, except "tool", which is called during the turn).
@@ -238,10 +255,15 @@ class Conversation:
                                         thread_name_prefix="vd-summary")
         self._no_turn = threading.Event()   # set while no user turn is being answered
         self._no_turn.set()
-        sb = _YieldToTurns(summary_backend or backend, self._no_turn)
+        self._summary_backend = summary_backend or backend
+        sb = _YieldToTurns(self._summary_backend, self._no_turn)
         smodel = cfg.summary_model or cfg.model
+        self.summary_mode = cfg.summary_mode
+        if self.summary_mode == "auto":
+            self.summary_mode = "llm" if self.supports_images or observer is None else "merge"
         self.summariser = FrameSummariser(
-            self.timeline, self.builder, sb, self._pool, cfg.n, cfg.m, model=smodel,
+            self.timeline, self.builder, sb, self._pool, cfg.n, cfg.m, mode=self.summary_mode,
+            model=smodel,
             max_tokens=cfg.summary_max_tokens, max_failures=cfg.max_summary_failures,
             on_event=self._after_summary, logger=self.log)
         self.folder = HistoryFolder(
@@ -252,6 +274,7 @@ class Conversation:
         self._turn_id = 0
         self._closed = False
         self._newest: Frame | None = None
+        self._newest_at = 0.0                 # time.monotonic() of the newest frame
         self.tools: ToolProvider | None = None
         self.max_tool_rounds = 3
         self.tool_images = False
@@ -306,15 +329,19 @@ class Conversation:
             pol.prepare(frame)
         elif self.observer is not None:
             try:
-                frame.observation = str(self.observer(bgr)).strip()
+                seen = self.observer(bgr)
+                if not isinstance(seen, str):          # perception's Observation
+                    frame.people = len(seen.people)
+                    seen = seen.text
+                frame.observation = str(seen).strip()
             except Exception as e:  # noqa: BLE001
                 self.log.warning(f"frame observer failed ({e}); frame goes in unobserved")
         if frame.dark and not frame.observation and not self.supports_images:
             frame.observation = "darkness"
         self.timeline.add_frame(frame)
-        self._newest = frame
+        self._newest, self._newest_at = frame, time.monotonic()
         self._emit("frame", {"frame": frame})
-        self.summariser.on_frame()
+        self.summariser.check()
         return frame
 
     def turn(self, text: str, on_sentence: SentenceCallback | None = None,
@@ -338,19 +365,44 @@ class Conversation:
         finally:
             self._no_turn.set()
         self._emit("reply", {"result": result})
+        self.summariser.check()     # summaries that gave way to this reply go again
         return result
 
-    def _turn(self, text: str, on_sentence: SentenceCallback | None, speaker: str,
+    def greet(self, on_sentence: SentenceCallback | None = None,
+              deadline: float | None = None) -> TurnResult:
+        """Speak first: an opening remark about the person in view (the paper's persona).
+
+        Like `turn`, without a user line: the persona's greet instruction goes to the LLM for
+        this reply only, and the remark enters the timeline as the robot's line.
+        """
+        self._no_turn.clear()
+        try:
+            with self._turn_lock:
+                result = self._turn(None, on_sentence, "", deadline)
+        finally:
+            self._no_turn.set()
+        self._emit("reply", {"result": result})
+        self.summariser.check()
+        return result
+
+    def _turn(self, text: str | None, on_sentence: SentenceCallback | None, speaker: str,
               deadline: float | None) -> TurnResult:
-        """One turn under the turn lock: the user line in, the prompt, the reply, its line."""
+        """One turn under the turn lock: the user line in, the prompt, the reply, its line.
+
+        text None: the robot speaks first (no user line; the greet instruction is asked).
+        """
         t0 = time.perf_counter()
         self._turn_id += 1
         turn_id = self._turn_id
-        self.timeline.add_line(USER, text)
-        self._emit("user", {"turn_id": turn_id, "text": text, "speaker": speaker})
+        if text is not None:
+            self.timeline.add_line(USER, text)
+            self._emit("user", {"turn_id": turn_id, "text": text, "speaker": speaker})
         self.folder.check()
-        items = self.timeline.snapshot()
-        msgs = self.builder.reply_messages(items, self.timeline.history_summary)
+        items = self._prompt_items()
+        msgs = self.builder.reply_messages(items, self.timeline.history_summary,
+                                           self.camera_lost())
+        if text is None:
+            msgs.append({"role": "user", "content": self.persona.greet_instruction})
         overhead = time.perf_counter() - t0
         records: list[ToolRecord] = []
         sentences: list[str] = []
@@ -367,8 +419,8 @@ class Conversation:
         self.timeline.add_line(ROBOT, f"{reply} {note}" if note else reply)
         self.folder.check()
         overhead += time.perf_counter() - t1
-        return TurnResult(turn_id, text, reply, sentences, error is not None, error, overhead,
-                          [i.id for i in items if i.kind == "frame"],
+        return TurnResult(turn_id, text or "", reply, sentences, error is not None, error,
+                          overhead, [i.id for i in items if i.kind == "frame"],
                           [i.frame_ids for i in items if i.kind == "summary"], records)
 
     def _reply(self, msgs: list, turn_id: int, on_sentence: SentenceCallback | None,
@@ -501,16 +553,25 @@ class Conversation:
         """Turns answered or in progress (the last turn_id)."""
         return self._turn_id
 
+    def _prompt_items(self) -> list:
+        """The timeline as a reply prompt shows it: at most `n` raw frames."""
+        return bounded(self.timeline.snapshot(), self.config.n,
+                       self.persona.pending_frames_marker)
+
+    def camera_lost(self) -> bool:
+        """No frame came for camera_timeout_s (after at least one did)."""
+        t = self.config.camera_timeout_s
+        return bool(t and self._newest is not None and time.monotonic() - self._newest_at > t)
+
     def reply_messages(self) -> list:
         """The prompt a reply would get now (without a new user line)."""
-        return self.builder.reply_messages(self.timeline.snapshot(),
-                                           self.timeline.history_summary)
+        return self.builder.reply_messages(self._prompt_items(), self.timeline.history_summary,
+                                           self.camera_lost())
 
     def state(self) -> dict:
         """Counts and texts for monitoring (the node's PromptState)."""
         items = self.timeline.snapshot()
-        chars, image_bytes = prompt_size(
-            self.builder.reply_messages(items, self.timeline.history_summary))
+        chars, image_bytes = prompt_size(self.reply_messages())
         return {
             "raw_frames": sum(isinstance(i, FrameItem) for i in items),
             "frame_summaries": sum(isinstance(i, SummaryItem) for i in items),
@@ -535,9 +596,18 @@ class Conversation:
         return not (self.summariser.futures() or self.folder.futures())
 
     def close(self, timeout: float = 5.0) -> None:
-        """Let in-flight summaries finish (bounded by `timeout`) and stop the pool."""
+        """Let in-flight summaries finish (bounded by `timeout`) and stop the pool.
+
+        Frames whose summary is still not in get one without the LLM ("summary" events), so the
+        transcript holds every frame's summary; a background generation still running is asked
+        to stop, so exit is not held up by a slow local model.
+        """
         if self._closed:
             return
         self._closed = True
         self.wait_idle(timeout)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        stop = getattr(self._summary_backend, "stop_background", None)
+        if callable(stop):
+            stop()
+        self.summariser.flush()

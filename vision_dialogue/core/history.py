@@ -16,6 +16,7 @@ from typing import Callable
 from vision_dialogue.core.background import BackgroundJobs
 from vision_dialogue.core.prompt import PromptBuilder
 from vision_dialogue.core.timeline import Timeline
+from vision_dialogue.llm.base import Preempted
 
 _log = logging.getLogger("vision_dialogue.history")
 
@@ -60,6 +61,9 @@ class HistoryFolder:
                                           max_tokens=self.max_tokens) or "").strip()
             if not text:
                 raise ValueError("empty history summary")
+        except Preempted:
+            self.timeline.release_fold(items)   # gave way to a reply; retried at the next line
+            return
         except Exception as e:  # noqa: BLE001
             self.timeline.release_fold(items)
             self.log.warning(f"folding {len(items)} old dialogue items failed ({e}); "

@@ -156,6 +156,7 @@ class Frame:
     id: int = 0                     # set by the timeline on arrival
     stamp: float = field(default_factory=time.time)   # seconds since the epoch
     observation: str | None = None   # text observation, for text-only backends
+    people: int | None = None        # people the observer counted (None: not counted)
     dark: bool = False
     _cache: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

@@ -27,6 +27,11 @@ class Persona:
     dark_frames_note: str
     fallback_lines: tuple[str, ...]
     lost_frames_marker: str = "Something happened here that I did not catch."
+    pending_frames_marker: str = "a few moments I am still thinking over"
+    greet_instruction: str = ("(Someone has just come in front of you. Open the conversation "
+                              "with one short, friendly remark about them.)")
+    camera_lost_note: str = ("[Your eyes stopped working a while ago: you cannot see anything "
+                             "right now. If it matters, say you cannot see at the moment.]")
     frame_label: str = "What you see now (your eyes):"
     summary_label: str = "Earlier you saw:"
     history_label: str = "What happened earlier in this conversation:"

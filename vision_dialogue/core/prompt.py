@@ -70,14 +70,17 @@ class PromptBuilder:
         return msgs
 
     # --- prompts ---------------------------------------------------------------------------
-    def reply_messages(self, items: Sequence[Item], history_summary: str = "") -> list:
+    def reply_messages(self, items: Sequence[Item], history_summary: str = "",
+                       camera_lost: bool = False) -> list:
         """The prompt for the robot's next reply (the last user line is in `items`).
 
         Hot path (every turn): one pass, adjacent user-side items merged into one message,
-        text-only messages as plain strings; frames use their cached data URLs.
+        text-only messages as plain strings; frames use their cached data URLs. `camera_lost`:
+        no frame came for a while, so the newest one is not what the robot sees now.
         """
         msgs = self._head(history_summary)
-        newest = next((it for it in reversed(items) if it.kind == "frame"), None)
+        newest = None if camera_lost else next(
+            (it for it in reversed(items) if it.kind == "frame"), None)
         packer = _Packer(msgs)
         for it in items:
             if it.kind == "line" and it.role == ROBOT:
@@ -90,7 +93,7 @@ class PromptBuilder:
             else:
                 packer.add("user", self._user_parts(it, newest))
         packer.flush()
-        self._add_eyes_note(msgs, newest, any(it.kind == "summary" for it in items))
+        self._add_eyes_note(msgs, newest, camera_lost)
         return msgs
 
     def _seen_text(self, item: Item, newest: FrameItem | None) -> str:
@@ -105,18 +108,28 @@ class PromptBuilder:
             return [self._summary_part(item)]
         return [{"type": "text", "text": item.text}]
 
-    def _add_eyes_note(self, msgs: list, newest: FrameItem | None, has_summary: bool) -> None:
-        """The state of the robot's eyes goes into the first system message.
+    def _add_eyes_note(self, msgs: list, newest: FrameItem | None, camera_lost: bool) -> None:
+        """When the robot cannot see now (no frame yet, camera lost, darkness), say so.
 
-        A trailing system note right before the answer is what small models tend to read out.
+        Vision models get the note in the first system message. A small text model ignores a note
+        that far from the question and invents a view, so it gets it in place of what it would
+        see now, right before the person's last line.
         """
         note = ""
-        if newest is None and not has_summary:
+        if camera_lost:
+            note = self.persona.camera_lost_note
+        elif newest is None:
             note = self.persona.no_frames_note
-        elif newest is not None and newest.frame.dark:
+        elif newest.frame.dark:
             note = self.persona.dark_frames_note
-        if note:
+        if not note:
+            return
+        if self.supports_images:
             msgs[0] = {"role": "system", "content": f"{msgs[0]['content']}\n\n{note.strip()}"}
+            return
+        last_user = max((i for i, m in enumerate(msgs) if m["role"] == "user"), default=None)
+        at = len(msgs) if last_user is None else last_user
+        msgs.insert(at, {"role": "system", "content": note.strip().strip("[]")})
 
     def summary_messages(self, items: Sequence[Item], frames: Sequence[FrameItem],
                          history_summary: str = "") -> list:

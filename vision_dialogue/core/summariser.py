@@ -1,25 +1,35 @@
-"""Frame summarisation as in Abbo & Belpaeme (2023), run in the background.
+"""Frame summarisation as in Abbo & Belpaeme (2023).
 
 Rule: when a frame arrives and at least `n` raw frames are in the timeline, the first `m`
 consecutive raw frames (m < n) are replaced by one short sentence; the run stops early at a
 dialogue line (or summary) so the order of events is kept. Frames already being summarised do
-not count and are not selected again. The LLM call runs on a worker pool; the result is spliced
-in place of its frames even if more items arrived meanwhile.
+not count and are not selected again.
 
-On failure the frames stay in the timeline as images and are retried at the next trigger;
-after `max_failures` failed attempts they are replaced by the persona's neutral marker (the
-frames themselves stay in the transcript on disk), so a dead summary model cannot make the
-prompt grow without bound.
+Two ways to write the sentence (`mode`):
+
+* "llm", the paper's: the LLM writes it from the conversation and the frames, on a worker
+  pool; the result is spliced in place of its frames even if more items arrived meanwhile. On
+  a one-at-a-time backend the call gives way to a reply (`Preempted`) and is tried again later.
+  On failure the frames stay and are retried at the next trigger; after `max_failures` failed
+  attempts they are replaced by the persona's neutral marker (the frames stay on disk).
+* "merge", for text-only backends: the frames' observations are joined, repeats collapsed,
+  at once and without the LLM, so a slow local model spends its time on replies only.
+
+Either way a reply prompt never shows more than `n` raw frames (`bounded`): frames beyond
+that, still waiting for their summary, go in as a provisional summary.
 """
 from __future__ import annotations
 
 import logging
 from concurrent.futures import Executor, Future
-from typing import Callable
+from typing import Callable, Sequence
 
 from vision_dialogue.core.background import BackgroundJobs
 from vision_dialogue.core.prompt import PromptBuilder
-from vision_dialogue.core.timeline import FrameItem, Timeline
+from vision_dialogue.core.timeline import FrameItem, Item, SummaryItem, Timeline
+from vision_dialogue.llm.base import Preempted
+
+SUMMARY_MODES = ("llm", "merge")
 
 _log = logging.getLogger("vision_dialogue.summariser")
 
@@ -42,6 +52,45 @@ def validate_nm(n: int, m: int) -> None:
         raise ValueError(err)
 
 
+def merge_observations(observations: Sequence[str]) -> str:
+    """One line from consecutive frames' observations, without an LLM.
+
+    Empty ones are skipped and repeats collapse, so what changed stays in order:
+    "a person, close, wearing orange; then no one, brown and orange colours".
+    """
+    kept: list[str] = []
+    for obs in observations:
+        obs = " ".join((obs or "").split()).rstrip(".")
+        if obs and (not kept or kept[-1] != obs):
+            kept.append(obs)
+    return "; then ".join(kept)
+
+
+def bounded(items: Sequence[Item], n: int, placeholder: str) -> list[Item]:
+    """`items` with at most `n` raw frames, for a reply prompt.
+
+    Raw frames before the newest `n` (summaries not in yet) become provisional summaries, one
+    per run of consecutive frames: their merged observations, else `placeholder`.
+    """
+    frames = [it for it in items if isinstance(it, FrameItem)]
+    excess = {id(f) for f in frames[:max(0, len(frames) - n)]}
+    if not excess:
+        return list(items)
+    out: list[Item] = []
+    run: list[FrameItem] = []
+    for it in list(items) + [None]:
+        if it is not None and id(it) in excess:
+            run.append(it)
+            continue
+        if run:
+            text = merge_observations([f.frame.observation for f in run]) or placeholder
+            out.append(SummaryItem(text, tuple(f.id for f in run), method="provisional"))
+            run = []
+        if it is not None:
+            out.append(it)
+    return out
+
+
 def clean_sentence(text: str) -> str:
     """First non-empty line of an LLM answer, stripped of quotes and whitespace."""
     for line in (text or "").splitlines():
@@ -55,12 +104,15 @@ class FrameSummariser:
     """Applies the summarisation rule after each frame and runs the requests on `pool`."""
 
     def __init__(self, timeline: Timeline, builder: PromptBuilder, backend, pool: Executor,
-                 n: int = 4, m: int = 3, *, model: str | None = None, max_tokens: int = 60,
-                 max_failures: int = 3, on_event: Callable[[str, dict], None] | None = None,
-                 logger=None):
+                 n: int = 4, m: int = 3, *, mode: str = "llm", model: str | None = None,
+                 max_tokens: int = 60, max_failures: int = 3,
+                 on_event: Callable[[str, dict], None] | None = None, logger=None):
         validate_nm(n, m)
+        if mode not in SUMMARY_MODES:
+            raise ValueError(f"summary_mode={mode!r} must be one of {list(SUMMARY_MODES)}")
         if max_failures < 1:
             raise ValueError(f"max_summary_failures={max_failures!r} must be >= 1")
+        self.mode = mode
         self.timeline, self.builder, self.backend, self.pool = timeline, builder, backend, pool
         self.n, self.m, self.model, self.max_tokens = n, m, model, max_tokens
         self.max_failures = max_failures
@@ -77,17 +129,59 @@ class FrameSummariser:
     def futures(self) -> list[Future]:
         return self._jobs.futures()
 
-    def on_frame(self) -> Future | None:
-        """Call after a frame was added; starts a background summary if the rule fires."""
-        frames = self.timeline.select_for_summary(self.n, self.m)
-        if not frames:
-            return None
+    def check(self) -> None:
+        """Apply the rule (after a frame, after a turn).
 
-        def leave_raw():  # pool shut down (closing): the frames stay raw
-            for f in frames:
-                f.pending = False
+        Merge mode summarises every run the rule selects, at once; LLM mode starts one
+        background summary per trigger (a failed one is retried at the next trigger).
+        """
+        self._limit_backlog()
+        while True:
+            frames = self.timeline.select_for_summary(self.n, self.m)
+            if not frames:
+                return
+            if self.mode == "llm":
+                self._jobs.submit(self._run, frames,
+                                  on_refused=lambda: self.timeline.release(frames, False))
+                return
+            self._splice(frames, merge_observations([f.frame.observation for f in frames])
+                         or self.builder.persona.lost_frames_marker, "merge")
 
-        return self._jobs.submit(self._run, frames, on_refused=leave_raw)
+    def _limit_backlog(self) -> None:
+        """LLM summaries far behind (a model too busy with replies): merge the oldest at once.
+
+        Keeps the frames held in memory bounded (3n) when summaries only get idle time.
+        """
+        limit = 3 * self.n
+        while self.mode == "llm":
+            frames = [it for it in self.timeline.snapshot() if isinstance(it, FrameItem)]
+            if len(frames) <= limit:
+                return
+            run = self.timeline.select_oldest_run(self.m)
+            if not run:
+                return
+            self.log.warning(f"frame summaries fall behind ({len(frames)} frames waiting); "
+                             f"frames {run[0].id}-{run[-1].id} summarised without the LLM")
+            self._splice(run, merge_observations([f.frame.observation for f in run])
+                         or self.builder.persona.pending_frames_marker, "merge")
+
+    def flush(self) -> int:
+        """Summarise, without the LLM, the frames whose summary is still in flight (at exit).
+
+        Returns how many summaries were written; nothing waits in the timeline unrecorded.
+        """
+        runs = self.timeline.pending_frames()
+        for frames in runs:
+            self._splice(frames, merge_observations([f.frame.observation for f in frames])
+                         or self.builder.persona.lost_frames_marker, "merge")
+        return len(runs)
+
+    def _splice(self, frames: list[FrameItem], text: str, method: str) -> None:
+        item = self.timeline.splice_summary(frames, text, method=method)
+        if item is not None:
+            self.completed += 1
+            self.on_event("summary", {"frame_ids": [f.id for f in frames], "text": text,
+                                      "item": item, "method": method})
 
     def _run(self, frames: list[FrameItem]) -> None:
         ids = [f.id for f in frames]
@@ -98,6 +192,10 @@ class FrameSummariser:
                                                         max_tokens=self.max_tokens))
             if not text:
                 raise ValueError("empty summary")
+        except Preempted:
+            self.timeline.release(frames, failed=False)
+            self.log.debug(f"summary of frames {ids} gave way to a reply; tried again later")
+            return
         except Exception as e:  # noqa: BLE001 - any backend failure is handled the same way
             self.failed += 1
             self.timeline.release(frames)
@@ -114,6 +212,4 @@ class FrameSummariser:
             self.on_event("summary_failed", {"frame_ids": ids, "error": str(e),
                                              "attempts": attempts, "marker": marker})
             return
-        item = self.timeline.splice_summary(frames, text)
-        self.completed += 1
-        self.on_event("summary", {"frame_ids": ids, "text": text, "item": item})
+        self._splice(frames, text, "llm")

@@ -38,6 +38,7 @@ class SummaryItem:
     frame_ids: tuple[int, ...]
     failed: bool = False          # neutral marker after repeated summary failures
     pending_fold: bool = False
+    method: str = "llm"           # "llm", "merge" (observations joined), or "provisional"
     kind: str = "summary"
 
     def label(self) -> str:
@@ -134,27 +135,58 @@ class Timeline:
                 it.pending = True
             return chosen
 
-    def splice_summary(self, frames: Sequence[FrameItem], text: str,
-                       failed: bool = False) -> SummaryItem | None:
-        """Replace `frames` (still in the timeline) by one summary, in place."""
+    def select_oldest_run(self, m: int) -> list[FrameItem]:
+        """The oldest run of up to `m` consecutive frames, pending or not (marked pending)."""
+        with self._lock:
+            chosen: list[FrameItem] = []
+            for it in self._items:
+                if isinstance(it, FrameItem) and len(chosen) < m:
+                    chosen.append(it)
+                elif chosen:
+                    break
+            for it in chosen:
+                it.pending = True
+            return chosen
+
+    def splice_summary(self, frames: Sequence[FrameItem], text: str, failed: bool = False,
+                       method: str = "llm") -> SummaryItem | None:
+        """Replace `frames` (still in the timeline) by one summary, in place.
+
+        None when the frames are gone (another path summarised them first).
+        """
         ids = {id(f) for f in frames}
         with self._lock:
             idx = [i for i, it in enumerate(self._items) if id(it) in ids]
             if not idx:
                 return None
-            summ = SummaryItem(text, tuple(f.id for f in frames), failed=failed)
+            summ = SummaryItem(text, tuple(f.id for f in frames), failed=failed, method=method)
             first = idx[0]
             self._items = [it for it in self._items if id(it) not in ids]
             self._items.insert(first, summ)
             self._text_chars += len(text)
             return summ
 
-    def release(self, frames: Iterable[FrameItem]) -> None:
-        """A summary failed: the frames become raw (selectable) again."""
+    def release(self, frames: Iterable[FrameItem], failed: bool = True) -> None:
+        """A summary failed (or gave way to a reply): the frames become selectable again."""
         with self._lock:
             for f in frames:
                 f.pending = False
-                f.failures += 1
+                f.failures += int(failed)
+
+    def pending_frames(self) -> list[list[FrameItem]]:
+        """Runs of consecutive frames held by summaries still in flight, oldest first."""
+        runs: list[list[FrameItem]] = []
+        with self._lock:
+            prev = None
+            for it in self._items:
+                if isinstance(it, FrameItem) and it.pending:
+                    if prev is None:
+                        runs.append([])
+                    runs[-1].append(it)
+                    prev = it
+                else:
+                    prev = None
+        return runs
 
     # --- history folding -------------------------------------------------------------------
     def select_for_fold(self, budget_chars: int, keep_recent_lines: int) -> list[Item]:

@@ -21,7 +21,7 @@ from typing import Any, Callable
 class PendingTurn:
     """One utterance (or shared picture) waiting: `deadline` is on the monotonic clock."""
 
-    kind: str                   # "turn" or "shared"
+    kind: str                   # "turn", "greet" (the robot speaks first) or "shared"
     payload: Any                # the utterance text, or the shared image
     speaker: str = ""
     deadline: float = float("inf")

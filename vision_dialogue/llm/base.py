@@ -15,6 +15,14 @@ class BackendError(RuntimeError):
     """An LLM call failed after retries (network, HTTP status, timeout, model error)."""
 
 
+class Preempted(BackendError):
+    """A background call (a summary, a fold) stopped to let a reply use the model first.
+
+    Not a failure: the caller gives its items back and tries again later. Raised by backends
+    that run one generation at a time (`preemptible = True`) when called with background=True.
+    """
+
+
 @runtime_checkable
 class ChatBackend(Protocol):
     """A chat completion backend.

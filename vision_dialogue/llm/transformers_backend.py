@@ -13,11 +13,20 @@ the id of a model already in the Hugging Face cache. The model is loaded at cons
 bad path or broken checkpoint fails at node startup, not at the first turn). One generation
 runs at a time (a lock); `stream()` yields sentences as they complete, generating in a thread
 with `TextIteratorStreamer`, and stops generating when the consumer closes the iterator.
+
+Two things keep a reply quick on a slow CPU:
+
+* prefix reuse: the key/value cache of the last reply (prompt and answer) is kept, and the next
+  prompt, which starts with the same persona, timeline and dialogue, only computes its new
+  tokens (text models; background calls keep a cache of their own);
+* preemption: a background call (`complete(..., background=True)`, a summary or a fold) stops
+  at its next token when a reply wants the model, raising `Preempted`.
 """
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import io
 import logging
 import os
@@ -25,12 +34,45 @@ import threading
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from vision_dialogue.llm.base import BackendError, Message
+from vision_dialogue.llm.base import BackendError, Message, Preempted
 from vision_dialogue.llm.sentences import SentenceSplitter
 
 _LOG = logging.getLogger(__name__)
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+MIN_PREFIX_REUSE = 16
+"""A kept cache is used only when at least this many leading tokens match."""
+
+
+class _PrefixCache:
+    """The key/value cache of one earlier generation and the tokens it covers."""
+
+    def __init__(self):
+        self.ids = None            # 1-D tensor: the tokens whose keys/values are in `cache`
+        self.cache = None
+        self.reused_tokens = 0     # of the last prompt (for benchmarks and logs)
+
+    def take(self, ids):
+        """The cache cropped to the longest usable prefix of `ids` (1-D), or None."""
+        self.reused_tokens = 0
+        if self.cache is None:
+            return None
+        cached = self.ids[: self.cache.get_seq_length()]
+        n = min(len(cached), len(ids) - 1)       # at least one token left to compute
+        same = (cached[:n] == ids[:n]).int()
+        common = int(same.cumprod(0).sum()) if n > 0 else 0
+        if common < MIN_PREFIX_REUSE:
+            self.clear()
+            return None
+        self.cache.crop(common - self.cache.get_seq_length())   # a negative count removes
+        self.reused_tokens = common
+        return self.cache
+
+    def keep(self, sequence, cache) -> None:
+        self.ids, self.cache = sequence.detach(), cache
+
+    def clear(self) -> None:
+        self.ids = self.cache = None
 
 
 class TransformersChatBackend:
@@ -44,9 +86,11 @@ class TransformersChatBackend:
     own Python code (off by default).
     """
 
+    preemptible = True
+
     def __init__(self, model_path: str, *, device: str = "cpu", max_new_tokens: int = 96,
                  temperature: float = 0.0, dtype: str = "auto",
-                 trust_remote_code: bool = False):
+                 trust_remote_code: bool = False, prefix_cache: bool = True):
         if not isinstance(model_path, (str, os.PathLike)) or not str(model_path).strip():
             raise BackendError(f"model_path must be a non-empty path, got {model_path!r}")
         if int(max_new_tokens) < 1:
@@ -63,9 +107,14 @@ class TransformersChatBackend:
         self.dtype = dtype
         self.trust_remote_code = bool(trust_remote_code)
         self._lock = threading.Lock()
+        self._waiting = 0                       # replies waiting for the model
+        self._waiting_lock = threading.Lock()
+        self._stop_background = threading.Event()
         self.supports_images = False
         self._processor = None
         self._load()
+        self.prefix_cache = bool(prefix_cache) and not self.supports_images
+        self._caches = {"reply": _PrefixCache(), "background": _PrefixCache()}
 
     # -- loading -----------------------------------------------------------------------------
     def _load(self) -> None:
@@ -125,21 +174,93 @@ class TransformersChatBackend:
         return cfg_dtype or torch.float32
 
     # -- ChatBackend -------------------------------------------------------------------------
+    @property
+    def reused_tokens(self) -> int:
+        """Prompt tokens the last reply took from the kept cache instead of computing them."""
+        return self._caches["reply"].reused_tokens
+
+    def stop_background(self) -> None:
+        """Stop a background generation now and refuse new ones (shutting down)."""
+        self._stop_background.set()
+
     def complete(self, messages: Sequence[Message], *, model: str | None = None,
-                 max_tokens: int | None = None, temperature: float | None = None) -> str:
-        """The whole reply text (stripped)."""
+                 max_tokens: int | None = None, temperature: float | None = None,
+                 background: bool = False) -> str:
+        """The whole reply text (stripped).
+
+        background=True: a summary or fold, which gives way to replies (raises Preempted).
+        """
         inputs = self._prepare(messages)
         kwargs = self._gen_kwargs(max_tokens, temperature)
-        with self._lock:
-            try:
-                import torch
-                with torch.inference_mode():
-                    out = self._model.generate(**inputs, **kwargs)
-            except Exception as exc:  # noqa: BLE001
-                raise BackendError(f"local generation failed: {exc.__class__.__name__}: "
-                                   f"{exc}") from exc
-        new_tokens = out[0, inputs["input_ids"].shape[1]:]
+        if background:
+            with self._lock:
+                out = self._generate_background(inputs, kwargs)
+        else:
+            with self._reply_turn():
+                out = self._generate(inputs, kwargs, "reply")
+        new_tokens = out[inputs["input_ids"].shape[1]:]
         return self._tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
+
+    @contextlib.contextmanager
+    def _reply_turn(self):
+        """The model lock for a reply, announced first so a background call stops for it."""
+        with self._waiting_lock:
+            self._waiting += 1
+        try:
+            self._lock.acquire()
+        finally:
+            with self._waiting_lock:
+                self._waiting -= 1
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def _generate_background(self, inputs, kwargs):
+        """Generate under the lock until done or until a reply wants the model (Preempted)."""
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        backend, stopped = self, []
+
+        class _GiveWay(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kw):
+                stop = backend._waiting > 0 or backend._stop_background.is_set()
+                if stop:
+                    stopped.append(True)
+                return torch.full((input_ids.shape[0],), stop, dtype=torch.bool,
+                                  device=input_ids.device)
+
+        if self._waiting > 0 or self._stop_background.is_set():
+            raise Preempted("a reply is waiting for the model")
+        out = self._generate(inputs, kwargs, "background",
+                             stopping_criteria=StoppingCriteriaList([_GiveWay()]))
+        if stopped:
+            raise Preempted("stopped for a reply")
+        return out
+
+    def _generate(self, inputs, kwargs, lane: str, **extra):
+        """model.generate with the lane's kept prefix cache; the output token ids (1-D).
+
+        Call with the lock held.
+        """
+        import torch
+        slot = self._caches[lane]
+        if self.prefix_cache:
+            cache = slot.take(inputs["input_ids"][0])
+            if cache is not None:
+                extra["past_key_values"] = cache
+        try:
+            with torch.inference_mode():
+                out = self._model.generate(**inputs, **kwargs, **extra,
+                                           return_dict_in_generate=True)
+        except Exception as exc:  # noqa: BLE001
+            slot.clear()
+            raise BackendError(f"local generation failed: {exc.__class__.__name__}: "
+                               f"{exc}") from exc
+        if self.prefix_cache and getattr(out, "past_key_values", None) is not None:
+            slot.keep(out.sequences[0], out.past_key_values)
+        return out.sequences[0]
 
     def stream(self, messages: Sequence[Message], *, model: str | None = None,
                max_tokens: int | None = None, temperature: float | None = None) -> Iterator[str]:
@@ -170,14 +291,13 @@ class TransformersChatBackend:
 
         def run() -> None:
             try:
-                with torch.inference_mode():
-                    self._model.generate(**inputs, **kwargs, streamer=streamer,
-                                         stopping_criteria=StoppingCriteriaList([_Stop()]))
+                self._generate(inputs, kwargs, "reply", streamer=streamer,
+                               stopping_criteria=StoppingCriteriaList([_Stop()]))
             except BaseException as exc:  # noqa: BLE001 - reported to the consumer
-                failure.append(exc)
+                failure.append(exc.__cause__ or exc)
                 streamer.end()  # unblock the consumer
 
-        with self._lock:
+        with self._reply_turn():
             thread = threading.Thread(target=run, name="local-llm-generate", daemon=True)
             thread.start()
             splitter = SentenceSplitter()

@@ -3,15 +3,23 @@
 Real perception models that ship their weights in their wheels, no downloads:
 
 * mediapipe 0.10.14 legacy solutions: face detection (full range) → how many people, where,
-  how close; pose (model_complexity=1, the only pose model shipped) → arms raised / down;
-  selfie segmentation → the person's area, used to name clothes and background colours;
+  how close; pose (model_complexity=1, the only pose model shipped) → arms raised; hands
+  (landmarks) → gestures: thumbs up, pointing, an open hand raised (a wave or a hello);
+  selfie segmentation → the person's area, used to name the colour of their clothes;
 * rapidocr-onnxruntime → visible text;
-* OpenCV → brightness (dark frames), dominant colours named in words.
+* OpenCV → brightness (dark frames), dominant colours named in words, and how much the view
+  changed since the previous frame.
 
     observer = FrameObserver()
     observer.observe(frame_bgr)
-    # "I see one person, close, in the centre, arms down; clothes mostly orange;
-    #  background mostly dark grey; text visible: 'EXIT'."
+    # "one person, close, in the middle, wearing orange, giving a thumbs up; written words:
+    #  'EXIT' (a person just arrived)"
+
+The text is written to be read as notes by a small language model: no tense (the prompt's
+label says now or earlier), no inventory words it would read out, what changed at the end.
+No object detector or image classifier ships its weights in an installable package (checked:
+PyPI, mediapipe's legacy solutions, Debian), so things other than people, hands and text are
+described by their colours only; a vision LLM (`supports_images`) sees the frames themselves.
 
 Models load lazily on first use; one that fails to load is skipped with one warning. One frame
 is processed at a time (a lock); the observer is safe to share between threads. Positions are
@@ -32,8 +40,10 @@ from vision_dialogue.core.images import as_bgr, downscale
 
 _LOG = logging.getLogger(__name__)
 
-DETECTORS = ("faces", "pose", "segmentation", "ocr", "colours")
-DARK_TEXT = "It is too dark to see anything."
+DETECTORS = ("faces", "pose", "hands", "segmentation", "ocr", "colours")
+DARK_TEXT = "darkness, too dark to see anything"
+VIEW_CHANGE_LEVEL = 30.0
+"""Mean grey-level difference of 32x24 thumbnails above which the view "changed"."""
 _COLOUR_SIDE = 160  # colours are counted on a thumbnail of this longest side
 _NUMBERS = ("no one", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 
@@ -60,6 +70,8 @@ class Observation:
     brightness: float                       # mean grey level 0..255
     people: list[Person] = field(default_factory=list)
     posture: str | None = None              # e.g. "arms down", "both arms raised"
+    gestures: list[str] = field(default_factory=list)   # e.g. ["giving a thumbs up"]
+    change: str | None = None               # since the previous frame, e.g. "the person left"
     person_area: float | None = None        # fraction of the frame covered by people
     clothes_colour: str | None = None
     background_colour: str | None = None
@@ -100,6 +112,7 @@ class FrameObserver:
         self.max_texts = int(max_texts)
         self.ocr_reuse_threshold = float(ocr_reuse_threshold)
         self._ocr_cache: tuple[np.ndarray, list[str]] | None = None
+        self._previous: tuple[np.ndarray, int] | None = None   # thumbnail, people count
         self._lock = threading.Lock()
         self._models: dict[str, object] = {}
         self._failed: set[str] = set()
@@ -159,12 +172,18 @@ class FrameObserver:
         grey = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)
         brightness = float(grey.mean())
         timings["brightness"] = _ms(t0)
+        thumb = cv2.resize(grey, (32, 24), interpolation=cv2.INTER_AREA).astype(np.int16)
         if brightness < self.dark_threshold:
-            return Observation(text=DARK_TEXT, dark=True, brightness=brightness,
-                               timings_ms=timings)
+            obs = Observation(text=DARK_TEXT, dark=True, brightness=brightness,
+                              timings_ms=timings)
+            obs.change = self._change(thumb, 0, dark=True)
+            return obs
         obs = Observation(text="", dark=False, brightness=brightness, timings_ms=timings)
         rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
         pose = self._people(obs, rgb, timings)
+        if obs.people:
+            hands = self._run("hands", timings, lambda m: m.process(rgb).multi_hand_landmarks)
+            obs.gestures = [g for g in (hand_gesture(h.landmark) for h in hands or []) if g]
         mask = None
         if obs.people:
             seg = self._run("segmentation", timings,
@@ -178,9 +197,24 @@ class FrameObserver:
             timings["colours"] = _ms(t)
         texts = self._texts(bgr, grey, timings)
         obs.texts = (texts or [])[: self.max_texts]
+        obs.change = self._change(thumb, len(obs.people))
         obs.text = _compose(obs)
         timings["total"] = _ms(t0)
         return obs
+
+    def _change(self, thumb: np.ndarray, people: int, dark: bool = False) -> str | None:
+        """What changed since the previous frame, in a few words (None: nothing notable)."""
+        prev, self._previous = self._previous, (thumb, people)
+        if prev is None or dark:
+            return None
+        before = prev[1]
+        if people and not before:
+            return "a person just arrived" if people == 1 else "people just arrived"
+        if before and not people:
+            return "the person just left" if before == 1 else "the people just left"
+        if float(np.abs(thumb - prev[0]).mean()) > VIEW_CHANGE_LEVEL:
+            return "the view just changed"
+        return None
 
     def _people(self, obs: Observation, rgb: np.ndarray, timings: dict):
         """Faces (else the pose's person) into obs.people, the posture; the pose landmarks."""
@@ -255,6 +289,12 @@ def _load_pose(obs: FrameObserver):
                                   enable_segmentation=False, min_detection_confidence=0.5)
 
 
+def _load_hands(obs: FrameObserver):
+    import mediapipe as mp
+    return mp.solutions.hands.Hands(static_image_mode=True, max_num_hands=2,
+                                    model_complexity=1, min_detection_confidence=0.5)
+
+
 def _load_segmentation(obs: FrameObserver):
     import mediapipe as mp
     return mp.solutions.selfie_segmentation.SelfieSegmentation(model_selection=0)
@@ -269,7 +309,8 @@ def _load_ocr(obs: FrameObserver):
 
 
 _LOADERS: dict[str, Callable[[FrameObserver], object]] = {
-    "faces": _load_faces, "pose": _load_pose, "segmentation": _load_segmentation,
+    "faces": _load_faces, "pose": _load_pose, "hands": _load_hands,
+    "segmentation": _load_segmentation,
     "ocr": _load_ocr,
 }
 
@@ -295,7 +336,35 @@ def _position(cx: float) -> str:
         return "on the left"
     if cx > 0.62:
         return "on the right"
-    return "in the centre"
+    return "in the middle"
+
+
+# mediapipe hand landmarks: wrist, thumb (cmc, mcp, ip, tip), then each finger's mcp..tip
+_WRIST, _THUMB_MCP, _THUMB_TIP = 0, 2, 4
+_FINGERS = ((5, 6, 8), (9, 10, 12), (13, 14, 16), (17, 18, 20))   # (mcp, pip, tip)
+
+
+def hand_gesture(lm) -> str | None:
+    """A gesture from 21 hand landmarks (x, y in 0..1, y down), in words; None if none.
+
+    thumbs up: thumb stretched upwards, the four fingers folded; pointing: only the index
+    finger stretched; an open hand raised: all four fingers stretched upwards (a wave or a
+    hello, which one frame cannot tell apart).
+    """
+    def dist(a, b):
+        return float(np.hypot(lm[a].x - lm[b].x, lm[a].y - lm[b].y))
+
+    size = dist(_WRIST, 9) or 1e-6
+    stretched = [dist(_WRIST, tip) > 1.15 * dist(_WRIST, pip) for _, pip, tip in _FINGERS]
+    thumb_up = (lm[_THUMB_TIP].y < lm[_THUMB_MCP].y - 0.6 * size
+                and dist(_THUMB_TIP, 17) > 1.2 * dist(_THUMB_MCP, 17))
+    if not any(stretched) and thumb_up:
+        return "giving a thumbs up"
+    if stretched == [True, False, False, False]:
+        return "pointing"
+    if all(stretched) and all(lm[tip].y < lm[_WRIST].y - 0.5 * size for _, _, tip in _FINGERS):
+        return "raising an open hand"
+    return None
 
 
 def _distance(face_width: float) -> str:
@@ -425,34 +494,37 @@ def _ocr(model, bgr: np.ndarray, max_side: int, min_score: float) -> list[str]:
 
 
 def _compose(obs: Observation) -> str:
+    """The observation as notes: who is there, wearing and doing what; words; what changed."""
     parts = []
     n = len(obs.people)
     if n == 0:
-        parts.append("I see no one")
+        things = " and ".join(obs.scene_colours)
+        parts.append(f"no one there; {things} things" if things else "no one there")
     elif n == 1:
         p = obs.people[0]
-        first = f"I see one person, {p.distance}, {p.position}"
-        if obs.posture:
+        first = f"one person, {p.distance}, {p.position}"
+        if obs.clothes_colour:
+            first += ", wearing " + obs.clothes_colour.replace("mostly ", "")
+        if obs.posture and obs.posture != "arms down":
             first += f", {obs.posture}"
-        parts.append(first)
+        parts.append(", ".join([first] + obs.gestures))
     else:
         count = _NUMBERS[n] if n < len(_NUMBERS) else str(n)
         where = ", ".join(f"one {p.distance} {p.position}" for p in obs.people[:4])
-        parts.append(f"I see {count} people: {where}")
-    if obs.clothes_colour:
-        parts.append(f"clothes {obs.clothes_colour}")
-    if obs.background_colour:
-        parts.append(f"background {obs.background_colour}")
-    if obs.scene_colours:
-        parts.append("the scene is mostly " + " and ".join(obs.scene_colours))
+        parts.append(", ".join([f"{count} people: {where}"] + obs.gestures))
     if obs.texts:
-        parts.append("text visible: " + ", ".join(f"'{t}'" for t in obs.texts))
-    text = "; ".join(parts) + "."
+        parts.append("written words: " + ", ".join(f"'{t}'" for t in obs.texts))
+    text = "; ".join(parts)
     if obs.brightness < 60:
-        text = "The scene is dim. " + text
+        text = "dim light; " + text
+    if obs.change:
+        text += f" ({obs.change})"
     return text
 
 
-def make_observer() -> Callable[[np.ndarray], str]:
-    """The frame observer (bgr -> one line of text) used when the backend takes no images."""
-    return FrameObserver().observe
+def make_observer() -> Callable[[np.ndarray], Observation]:
+    """The frame observer used when the backend takes no images.
+
+    bgr -> Observation: its text and the people counted.
+    """
+    return FrameObserver().analyse

@@ -1,0 +1,305 @@
+#!/usr/bin/env python3
+"""Benchmark: how well the robot talks about what it sees (the dialogue evaluation battery).
+
+Walks through the demo video's scenes (a person in an orange suit, a cup of coffee, darkness,
+a cat, a rocket) with the conversation core and the battery in dialogue_battery.yaml: 22
+questions, each asked right after a new frame of the current scene, as the camera would give
+them. Every reply is scored automatically:
+
+- grounding: a question about now is answered with what is there (the question's `expect`);
+- hallucination: a reply about now names what is not there (`forbid`, the scene's `absent`);
+- memory: a question about earlier scenes is answered with what was there;
+- persona: short (<= 3 sentences, <= 40 words), no emoji, no prompt label or note read out,
+  no scene inventory ("background mostly ...");
+- latency: time to the first sentence and to the whole reply, per turn.
+
+Backends: `--llm local` (the embedded default: the local model with frame perception) or
+`--llm openai --base-url URL --model NAME` (any OpenAI-compatible server; frames go as images
+unless --no-images). `--setup NAME:key=value,...` (repeatable) runs several conversation
+settings (ConversationConfig fields) interleaved, battery by battery, against the same backend;
+the first is the baseline of the ratios. Prints each exchange with -v, a table and one JSON line.
+
+    source env.sh && python benchmarks/bench_dialogue.py --llm local
+    python benchmarks/bench_dialogue.py --llm openai --base-url http://127.0.0.1:8000/v1 \
+        --model qwen2-vl
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+if os.environ.get("VD_BENCH_FROM_PATH") != "1":   # 1: import vision_dialogue from PYTHONPATH
+    sys.path.insert(0, str(REPO))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+BATTERY = Path(__file__).with_name("dialogue_battery.yaml")
+PERSONA_MAX_WORDS = 40
+PERSONA_MAX_SENTENCES = 3
+PERSONA_LEAKS = ("[", "]", "you see:", "you saw:", "what you see now", "earlier you saw",
+                 "your eyes", "observation", "frame", "image", "picture", "photo", "camera")
+PERSONA_INVENTORY = ("background", "the scene", "clothes mostly", "arms down", "no one there",
+                     "things")
+EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF]")
+DEMO_MANAGER = dict(n=4, m=3, max_reply_tokens=60, stream=True)   # config/demo_setup.yaml
+
+
+def has_phrase(text: str, phrases) -> list[str]:
+    """The phrases (whole words, case-insensitive) that occur in text."""
+    low = " " + re.sub(r"[^a-z0-9' ]+", " ", text.lower().replace("’", "'")) + " "
+    return [p for p in phrases if f" {p.lower()} " in low]
+
+
+@dataclass
+class Exchange:
+    """One scored question and answer."""
+
+    scene: str
+    kind: str
+    question: str
+    reply: str = ""
+    first_s: float | None = None
+    total_s: float = 0.0
+    fallback: bool = False
+    grounded: bool | None = None       # grounding or memory question: expected content named
+    hallucinated: list[str] = field(default_factory=list)
+    persona_faults: list[str] = field(default_factory=list)
+
+
+def persona_faults(reply: str) -> list[str]:
+    """What in a reply breaks the persona (empty: in character)."""
+    faults = []
+    words = reply.split()
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+", reply.strip()) if s]
+    if len(words) > PERSONA_MAX_WORDS:
+        faults.append(f"{len(words)} words")
+    if len(sentences) > PERSONA_MAX_SENTENCES:
+        faults.append(f"{len(sentences)} sentences")
+    if EMOJI.search(reply):
+        faults.append("emoji")
+    low = reply.lower()
+    faults += [f"leak {w!r}" for w in PERSONA_LEAKS if w in low]
+    faults += [f"inventory {w!r}" for w in PERSONA_INVENTORY if w in low]
+    return faults
+
+
+def score(ex: Exchange, step: dict, scene: dict) -> None:
+    """Fill in the exchange's grounding, hallucination and persona results."""
+    reply = ex.reply
+    if step.get("expect"):
+        ex.grounded = bool(has_phrase(reply, step["expect"])) and not ex.fallback
+    if ex.kind == "grounding":
+        asked = {p for p in scene.get("absent", []) if has_phrase(ex.question, [p])}
+        forbid = list(step.get("forbid", [])) + [p for p in scene.get("absent", [])
+                                                 if p not in asked]
+        ex.hallucinated = has_phrase(reply, forbid)
+    ex.persona_faults = persona_faults(reply)
+
+
+class DemoFrames:
+    """Frames of each scene of the demo video, handed out spread over the scene."""
+
+    def __init__(self):
+        import cv2
+        from vision_dialogue.cli.demo_assets import ensure_demo_video
+        video = ensure_demo_video()
+        manifest = json.loads(video.with_suffix(".json").read_text())
+        cap = cv2.VideoCapture(str(video))
+        frames = []
+        while True:
+            ok, img = cap.read()
+            if not ok:
+                break
+            frames.append(img)
+        cap.release()
+        self.scenes = {s["name"]: frames[s["first_frame"]:s["first_frame"] + s["frames"]]
+                       for s in manifest["scenes"]}
+        self._next = {name: 0 for name in self.scenes}
+
+    def take(self, scene: str):
+        """The scene's next frame (a few video frames on, as a camera every few seconds)."""
+        frames = self.scenes[scene]
+        i = self._next[scene]
+        self._next[scene] = i + 3
+        return frames[i % len(frames)]
+
+
+def make_backend(args):
+    from vision_dialogue.llm.factory import make_backend as build
+    if args.llm == "local":
+        return build("transformers", model=args.model or "default",
+                     max_new_tokens=DEMO_MANAGER["max_reply_tokens"])
+    return build("openai", base_url=args.base_url, model=args.model or "gpt-4o-mini",
+                 supports_images=not args.no_images, timeout=args.timeout, max_retries=1)
+
+
+def run_battery(backend, observer, setup: dict, battery: dict, deadline_s: float,
+                verbose: bool) -> list[Exchange]:
+    """One conversation through the whole battery; the scored exchanges."""
+    from vision_dialogue.core.conversation import Conversation, ConversationConfig
+    from vision_dialogue.core.persona import load_persona
+    conv = Conversation(backend, load_persona(), ConversationConfig(**{**DEMO_MANAGER, **setup}),
+                        observer=observer)
+    frames = DemoFrames()
+    scene, out = None, []
+    try:
+        for step in battery["steps"]:
+            if "scene" in step:
+                scene = step["scene"]
+                for _ in range(int(step.get("frames", 1))):
+                    conv.add_frame(frames.take(scene))
+                continue
+            conv.add_frame(frames.take(scene))
+            out.append(ask(conv, step, scene, battery["scenes"][scene], deadline_s))
+            if verbose:
+                ex = out[-1]
+                print(f"  [{scene:9}] you: {ex.question}\n              robot: {ex.reply}"
+                      f"   ({ex.first_s or 0:.1f}/{ex.total_s:.1f} s"
+                      + (f", grounded={ex.grounded}" if ex.grounded is not None else "")
+                      + (f", HALLUCINATED {ex.hallucinated}" if ex.hallucinated else "")
+                      + (f", persona {ex.persona_faults}" if ex.persona_faults else "") + ")",
+                      flush=True)
+    finally:
+        conv.close(timeout=1.0)
+    return out
+
+
+def ask(conv, step: dict, scene: str, scene_truth: dict, deadline_s: float) -> Exchange:
+    ex = Exchange(scene, step.get("kind", "grounding"), step["say"])
+    t0 = time.monotonic()
+
+    def first(sentence, index, fallback=False):
+        if ex.first_s is None:
+            ex.first_s = time.monotonic() - t0
+
+    res = conv.turn(step["say"], on_sentence=first, deadline=t0 + deadline_s)
+    ex.total_s = time.monotonic() - t0
+    ex.reply, ex.fallback = res.text, res.fallback
+    score(ex, step, scene_truth)
+    return ex
+
+
+def summarise(exchanges: list[Exchange]) -> dict:
+    """Scores of one or more batteries (rates in 0..1, seconds)."""
+    ground = [e for e in exchanges if e.kind == "grounding" and e.grounded is not None]
+    memory = [e for e in exchanges if e.kind == "memory"]
+    now = [e for e in exchanges if e.kind == "grounding"]
+    firsts = sorted(e.first_s for e in exchanges if e.first_s is not None)
+    totals = sorted(e.total_s for e in exchanges)
+
+    def rate(xs, ok):
+        return round(sum(1 for x in xs if ok(x)) / len(xs), 3) if xs else None
+
+    def pct(xs, q):
+        return round(xs[min(len(xs) - 1, int(q * len(xs)))], 2) if xs else None
+
+    return {
+        "questions": len(exchanges),
+        "grounding": rate(ground, lambda e: e.grounded),
+        "hallucination": rate(now, lambda e: e.hallucinated),
+        "memory": rate(memory, lambda e: e.grounded),
+        "persona": rate(exchanges, lambda e: not e.persona_faults),
+        "fallbacks": sum(e.fallback for e in exchanges),
+        "first_sentence_p50_s": pct(firsts, 0.5), "first_sentence_p95_s": pct(firsts, 0.95),
+        "reply_p50_s": pct(totals, 0.5), "reply_p95_s": pct(totals, 0.95),
+        "turn2_s": round(exchanges[1].total_s, 2) if len(exchanges) > 1 else None,
+        "turn10_s": round(exchanges[9].total_s, 2) if len(exchanges) > 9 else None,
+    }
+
+
+def parse_setup(text: str) -> tuple[str, dict]:
+    """Parse a setup: "name:key=value,key=value" -> (name, {key: yaml value})."""
+    name, _, rest = text.partition(":")
+    kv = {}
+    for pair in filter(None, rest.split(",")):
+        k, _, v = pair.partition("=")
+        kv[k.strip()] = yaml.safe_load(v)
+    return name, kv
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--llm", choices=("local", "openai"), default="local")
+    ap.add_argument("--model", default="", help="local checkpoint / server model name")
+    ap.add_argument("--base-url", default="", help="OpenAI-compatible server (--llm openai)")
+    ap.add_argument("--no-images", action="store_true",
+                    help="send text observations to the server instead of images")
+    ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--deadline", type=float, default=60.0,
+                    help="reply deadline per turn in seconds (the demo's reply_deadline)")
+    ap.add_argument("--setup", action="append", default=[],
+                    help="NAME:key=value,... conversation settings; repeatable (interleaved)")
+    ap.add_argument("--reps", type=int, default=1, help="batteries per setup")
+    ap.add_argument("--battery", type=Path, default=BATTERY)
+    ap.add_argument("--label", default="", help="a name for this run in the JSON line")
+    ap.add_argument("--save", type=Path, help="write every exchange to this JSON file")
+    ap.add_argument("--rescore", type=Path,
+                    help="score the exchanges of a --save file again (no LLM)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every exchange")
+    args = ap.parse_args(argv)
+
+    battery = yaml.safe_load(args.battery.read_text())
+    if args.rescore:
+        return rescore(args.rescore, battery)
+    setups = [parse_setup(s) for s in args.setup] or [("default", {})]
+    backend = make_backend(args)
+    observer = None
+    if not getattr(backend, "supports_images", True):
+        from vision_dialogue.perception.observer import make_observer
+        observer = make_observer()
+    results: dict[str, list[Exchange]] = {name: [] for name, _ in setups}
+    for rep in range(args.reps):
+        for name, setup in setups:           # interleaved: one battery per setup in turn
+            print(f"battery {rep + 1}/{args.reps}, setup {name} {setup}", flush=True)
+            results[name] += run_battery(backend, observer, setup, battery, args.deadline,
+                                         args.verbose)
+    scores = {name: summarise(ex) for name, ex in results.items()}
+    if args.save:
+        args.save.write_text(json.dumps({n: [asdict(e) for e in ex] for n, ex in results.items()},
+                                        indent=1))
+    print_table(scores)
+    print(json.dumps({"benchmark": "dialogue", "label": args.label, "llm": args.llm,
+                      "model": args.model or "default", "reps": args.reps, "scores": scores}))
+    return 0
+
+
+def rescore(path: Path, battery: dict) -> int:
+    """Score saved exchanges again with the current battery (its checks may have changed)."""
+    steps = {s["say"]: s for s in battery["steps"] if "say" in s}
+    scores = {}
+    for name, saved in json.loads(path.read_text()).items():
+        exchanges = []
+        for d in saved:
+            ex = Exchange(d["scene"], d["kind"], d["question"], d["reply"], d["first_s"],
+                          d["total_s"], d["fallback"])
+            score(ex, steps[ex.question], battery["scenes"][ex.scene])
+            exchanges.append(ex)
+        scores[name] = summarise(exchanges)
+    print_table(scores)
+    print(json.dumps({"benchmark": "dialogue", "rescored": str(path), "scores": scores}))
+    return 0
+
+
+def print_table(scores: dict) -> None:
+    cols = ["grounding", "hallucination", "memory", "persona", "fallbacks",
+            "first_sentence_p50_s", "first_sentence_p95_s", "reply_p50_s", "reply_p95_s",
+            "turn2_s", "turn10_s"]
+    print("\n| setup | questions | " + " | ".join(cols) + " |")
+    print("|---" * (len(cols) + 2) + "|")
+    for name, s in scores.items():
+        print(f"| {name} | {s['questions']} | "
+              + " | ".join("-" if s[c] is None else str(s[c]) for c in cols) + " |")
+    print("(rates in 0..1: grounding, memory and persona higher is better, hallucination lower)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""The paper's prompt bound holds at any backend speed (issue 11).
+
+A reply prompt never shows more than `n` raw frames, a reply never waits behind a background
+summary on a one-at-a-time model, and no frame is lost at exit: every frame ends up either
+summarised or still raw in the timeline, and each summary is reported (the transcript's
+"summary" events).
+"""
+import time
+
+import numpy as np
+import pytest
+
+from fake_chat_backend import OneAtATimeBackend
+from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.persona import load_persona
+from vision_dialogue.core.summariser import bounded, merge_observations
+from vision_dialogue.core.timeline import FrameItem, LineItem, SummaryItem
+
+pytestmark = pytest.mark.timeout(120)
+
+FRAMES, TURNS = 100, 20
+
+
+def img(v):
+    return np.full((48, 64, 3), v % 200 + 30, np.uint8)
+
+
+def frames_in(msgs, supports_images: bool) -> int:
+    """Raw frames a reply prompt shows: image parts, or the observation notes of a text model."""
+    if supports_images:
+        return sum(1 for m in msgs if isinstance(m["content"], list)
+                   for p in m["content"] if p.get("type") == "image_url")
+    labels = (load_persona().frame_label + " seen:", "You saw: seen:")
+    return sum(m["content"].count(lb) for m in msgs if isinstance(m["content"], str)
+               for lb in labels)
+
+
+def run_session(backend, n, m, pace=0.005, **cfg):
+    """100 frames, a turn after every 5th; returns the conversation's events and replies."""
+    events = []
+    observer = (lambda bgr: f"seen: grey level {int(bgr.mean())}") \
+        if not backend.supports_images else None
+    c = Conversation(backend, load_persona(), ConversationConfig(n=n, m=m, **cfg),
+                     observer=observer, listeners=[lambda k, d: events.append((k, d))])
+    results = []
+    try:
+        for i in range(FRAMES):
+            c.add_frame(img(i))
+            if i % 5 == 4:
+                results.append(c.turn(f"question {i // 5}"))
+            time.sleep(pace)
+    finally:
+        c.close(timeout=0.2)
+    return c, events, results
+
+
+def check_nothing_lost(c, events):
+    summarised = [fid for k, d in events if k == "summary" for fid in d["frame_ids"]]
+    raw = [it.id for it in c.timeline.snapshot() if isinstance(it, FrameItem)]
+    assert sorted(summarised + raw) == list(range(1, FRAMES + 1)), "a frame went missing"
+    assert not any(it.pending for it in c.timeline.snapshot() if isinstance(it, FrameItem))
+
+
+@pytest.mark.parametrize("n,m,summary_tokens", [(4, 3, 8), (3, 1, 8), (4, 3, 40)])
+def test_llm_summaries_on_a_slow_model_never_hold_up_a_reply_or_break_the_bound(
+        n, m, summary_tokens):
+    # a reply takes 5 tokens, a summary 8 (some finish between turns) or 40 (too slow to ever
+    # finish between turns: the backlog is merged without the LLM)
+    be = OneAtATimeBackend(token_s=0.01, summary_tokens=summary_tokens)
+    c, events, results = run_session(be, n, m, pace=0.02, summary_mode="llm")
+    assert len(results) == TURNS and not any(r.fallback for r in results)
+    replies = be.of_kind("reply")
+    assert len(replies) == TURNS
+    shown = [frames_in(msgs, True) for _, msgs, _ in replies]
+    assert max(shown) <= n, shown
+    assert all(len(r.frame_ids) <= n for r in results)
+    # a reply waits at most for the token the background call is computing
+    assert max(be.reply_waits) < 0.1, sorted(be.reply_waits)[-3:]
+    assert be.preempted > 0            # summaries did give way
+    check_nothing_lost(c, events)
+    methods = {d["method"] for k, d in events if k == "summary"}
+    assert ("llm" in methods) == (summary_tokens < 10), methods
+    assert "merge" in methods or summary_tokens < 10
+
+
+def test_text_only_model_summarises_without_the_llm():
+    be = OneAtATimeBackend(token_s=0.01, supports_images=False)
+    c, events, results = run_session(be, 4, 3)           # summary_mode auto -> merge
+    assert c.summary_mode == "merge"
+    assert not be.of_kind("summary"), "the slow model was asked for a summary"
+    assert all(frames_in(msgs, False) <= 4 for _, msgs, _ in be.of_kind("reply"))
+    assert max(be.reply_waits) < 0.05
+    check_nothing_lost(c, events)
+    summaries = [d for k, d in events if k == "summary"]
+    assert summaries and all(d["method"] == "merge" for d in summaries)
+    assert "seen: grey level" in summaries[0]["text"]
+
+
+def test_pending_summaries_are_written_at_exit():
+    be = OneAtATimeBackend(token_s=0.05, summary_tokens=1000)   # never finishes by itself
+    events = []
+    c = Conversation(be, load_persona(), ConversationConfig(n=3, m=2, summary_mode="llm"),
+                     listeners=[lambda k, d: events.append((k, d))])
+    for i in range(6):
+        c.add_frame(img(i))
+    t0 = time.monotonic()
+    c.close(timeout=0.1)
+    assert time.monotonic() - t0 < 1.0            # the background call stopped at once
+    summaries = [d for k, d in events if k == "summary"]
+    assert summaries and {d["method"] for d in summaries} == {"merge"}
+    check_frames = [fid for d in summaries for fid in d["frame_ids"]]
+    raw = [it.id for it in c.timeline.snapshot() if isinstance(it, FrameItem)]
+    assert sorted(check_frames + raw) == list(range(1, 7))
+
+
+def test_bounded_turns_excess_frames_into_provisional_summaries():
+    from vision_dialogue.core.images import Frame
+
+    def frame(i, obs=""):
+        f = Frame(bgr=img(i), stamp=float(i))
+        f.id, f.observation = i, obs
+        return FrameItem(f, pending=True)
+
+    items = [frame(1, "a cat"), frame(2, "a cat"), LineItem("user", "hi"), frame(3, "a cup"),
+             frame(4), frame(5), frame(6)]
+    out = bounded(items, 3, "thinking")
+    kinds = [it.kind for it in out]
+    assert kinds == ["summary", "line", "summary", "frame", "frame", "frame"]
+    assert out[0].text == "a cat" and out[0].frame_ids == (1, 2)
+    assert out[2].text == "a cup" and out[2].method == "provisional"
+    assert bounded(items[:3], 3, "x") == items[:3]
+    only_images = [frame(i) for i in range(1, 6)]
+    assert bounded(only_images, 2, "thinking")[0].text == "thinking"
+    assert isinstance(bounded(only_images, 2, "thinking")[0], SummaryItem)
+
+
+def test_merge_observations_keeps_changes_in_order():
+    assert merge_observations(["a cat.", "a cat", "", "no one", "a cat"]) == \
+        "a cat; then no one; then a cat"
+    assert merge_observations(["", None]) == ""
