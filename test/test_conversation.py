@@ -98,6 +98,9 @@ def test_bracketed_notes_are_never_spoken():
     labelled = NoteFilter(["You saw:", "What you see now (your eyes):"])
     assert labelled.feed("You saw: a person in orange.") == "a person in orange."
     assert labelled.feed("what you see now (your eyes): a cat.") == "a cat."
+    echo = NoteFilter(notes=["(Someone has just come in front of you. Open the conversation.)"])
+    assert echo.feed("Someone has just come in front of you.") == ""
+    assert echo.feed("Someone is in front of me!") == "Someone is in front of me!"
     # any short label a small model makes up goes too; a colon later in a sentence stays
     assert labelled.feed("You see: It is too dark.") == "It is too dark."
     assert labelled.feed("Robot: Hello!") == "Hello!"

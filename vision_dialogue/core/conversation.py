@@ -101,6 +101,11 @@ def clean_reply(text: str) -> str:
     return NoteFilter().feed(text)
 
 
+def _shingles(text: str, k: int = 6) -> set:
+    words = re.findall(r"[a-z0-9']+", (text or "").lower())
+    return {tuple(words[i:i + k]) for i in range(len(words) - k + 1)}
+
+
 class NoteFilter:
     """Cleans reply text for speaking.
 
@@ -108,8 +113,10 @@ class NoteFilter:
     sometimes read out), also when a note spans several streamed sentences; collapses whitespace.
     """
 
-    def __init__(self, labels: Iterable[str] = ()):
+    def __init__(self, labels: Iterable[str] = (), notes: Iterable[str] = ()):
         self.depth = 0
+        # a sentence repeating six words in a row of a note or instruction is an echo, not speech
+        self.echoes = {g for n in notes for g in _shingles(n)}
         # prompt labels a small model may echo at the start of a sentence ("You saw: ...")
         self.labels = tuple(sorted({lb.strip() for lb in labels if lb.strip()}, key=len,
                                    reverse=True))
@@ -129,7 +136,10 @@ class NoteFilter:
                 self.depth -= 1
             elif not self.depth and ch != "]":
                 out.append(ch)
-        return " ".join("".join(out).split())
+        spoken = " ".join("".join(out).split())
+        if self.echoes and not self.echoes.isdisjoint(_shingles(spoken)):
+            return ""
+        return spoken
 
 
 class _YieldToTurns:
@@ -478,7 +488,10 @@ class Conversation:
 
     def _note_filter(self) -> NoteFilter:
         p = self.persona
-        return NoteFilter((p.frame_label, p.summary_label, p.history_label, "You saw:"))
+        notes = [p.greet_instruction, p.no_frames_note, p.dark_frames_note, p.camera_lost_note]
+        notes += [it.frame.observation or "" for it in self.timeline.snapshot()
+                  if it.kind == "frame"]
+        return NoteFilter((p.frame_label, p.summary_label, p.history_label, "You saw:"), notes)
 
     def _tool_schemas(self) -> list[dict]:
         if self.tools is None or not self.tools_supported:
