@@ -368,15 +368,7 @@ class Conversation:
         text = " ".join(str(text).split())
         if not text:
             raise ValueError("utterance text is empty")
-        self._no_turn.clear()
-        try:
-            with self._turn_lock:
-                result = self._turn(text, on_sentence, speaker, deadline)
-        finally:
-            self._no_turn.set()
-        self._emit("reply", {"result": result})
-        self.summariser.check()     # summaries that gave way to this reply go again
-        return result
+        return self._serve(text, on_sentence, speaker, deadline)
 
     def greet(self, on_sentence: SentenceCallback | None = None,
               deadline: float | None = None) -> TurnResult:
@@ -385,14 +377,19 @@ class Conversation:
         Like `turn`, without a user line: the persona's greet instruction goes to the LLM for
         this reply only, and the remark enters the timeline as the robot's line.
         """
+        return self._serve(None, on_sentence, "", deadline)
+
+    def _serve(self, text: str | None, on_sentence: SentenceCallback | None, speaker: str,
+               deadline: float | None) -> TurnResult:
+        """A turn with background LLM calls held back, then its "reply" event."""
         self._no_turn.clear()
         try:
             with self._turn_lock:
-                result = self._turn(None, on_sentence, "", deadline)
+                result = self._turn(text, on_sentence, speaker, deadline)
         finally:
             self._no_turn.set()
         self._emit("reply", {"result": result})
-        self.summariser.check()
+        self.summariser.check()     # summaries that gave way to this reply go again
         return result
 
     def _turn(self, text: str | None, on_sentence: SentenceCallback | None, speaker: str,

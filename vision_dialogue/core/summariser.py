@@ -66,6 +66,11 @@ def merge_observations(observations: Sequence[str]) -> str:
     return "; then ".join(kept)
 
 
+def merged_text(frames: Sequence[FrameItem], fallback: str) -> str:
+    """The LLM-free summary of `frames`: their merged observations, else `fallback`."""
+    return merge_observations([f.frame.observation for f in frames]) or fallback
+
+
 def bounded(items: Sequence[Item], n: int, placeholder: str) -> list[Item]:
     """`items` with at most `n` raw frames, for a reply prompt.
 
@@ -83,8 +88,8 @@ def bounded(items: Sequence[Item], n: int, placeholder: str) -> list[Item]:
             run.append(it)
             continue
         if run:
-            text = merge_observations([f.frame.observation for f in run]) or placeholder
-            out.append(SummaryItem(text, tuple(f.id for f in run), method="provisional"))
+            out.append(SummaryItem(merged_text(run, placeholder), tuple(f.id for f in run),
+                                   method="provisional"))
             run = []
         if it is not None:
             out.append(it)
@@ -144,16 +149,18 @@ class FrameSummariser:
                 self._jobs.submit(self._run, frames,
                                   on_refused=lambda: self.timeline.release(frames, False))
                 return
-            self._splice(frames, merge_observations([f.frame.observation for f in frames])
-                         or self.builder.persona.lost_frames_marker, "merge")
+            self._splice(frames, merged_text(frames, self.builder.persona.lost_frames_marker),
+                         "merge")
 
     def _limit_backlog(self) -> None:
         """LLM summaries far behind (a model too busy with replies): merge the oldest at once.
 
         Keeps the frames held in memory bounded (3n) when summaries only get idle time.
         """
+        if self.mode != "llm":
+            return
         limit = 3 * self.n
-        while self.mode == "llm":
+        while True:
             frames = [it for it in self.timeline.snapshot() if isinstance(it, FrameItem)]
             if len(frames) <= limit:
                 return
@@ -162,8 +169,8 @@ class FrameSummariser:
                 return
             self.log.warning(f"frame summaries fall behind ({len(frames)} frames waiting); "
                              f"frames {run[0].id}-{run[-1].id} summarised without the LLM")
-            self._splice(run, merge_observations([f.frame.observation for f in run])
-                         or self.builder.persona.pending_frames_marker, "merge")
+            self._splice(run, merged_text(run, self.builder.persona.pending_frames_marker),
+                         "merge")
 
     def flush(self) -> int:
         """Summarise, without the LLM, the frames whose summary is still in flight (at exit).
@@ -172,8 +179,8 @@ class FrameSummariser:
         """
         runs = self.timeline.pending_frames()
         for frames in runs:
-            self._splice(frames, merge_observations([f.frame.observation for f in frames])
-                         or self.builder.persona.lost_frames_marker, "merge")
+            self._splice(frames, merged_text(frames, self.builder.persona.lost_frames_marker),
+                         "merge")
         return len(runs)
 
     def _splice(self, frames: list[FrameItem], text: str, method: str) -> None:

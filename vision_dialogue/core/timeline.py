@@ -177,15 +177,14 @@ class Timeline:
         """Runs of consecutive frames held by summaries still in flight, oldest first."""
         runs: list[list[FrameItem]] = []
         with self._lock:
-            prev = None
+            in_run = False
             for it in self._items:
-                if isinstance(it, FrameItem) and it.pending:
-                    if prev is None:
-                        runs.append([])
+                held = isinstance(it, FrameItem) and it.pending
+                if held and not in_run:
+                    runs.append([])
+                if held:
                     runs[-1].append(it)
-                    prev = it
-                else:
-                    prev = None
+                in_run = held
         return runs
 
     # --- history folding -------------------------------------------------------------------
