@@ -90,7 +90,9 @@ def test_bracketed_notes_are_never_spoken():
     """
     from vision_dialogue.core.conversation import NoteFilter, clean_reply
 
-    assert clean_reply("[Your eyes are closed.] Hi! I like your hat 😀.") == "Hi! I like your hat ."
+    assert clean_reply("[Your eyes are closed.] Hi! I like your hat 😀.") == "Hi! I like your hat."
+    # stage directions and parenthesised notes are never spoken
+    assert clean_reply("I see brown things (the person just left).") == "I see brown things."
     f = NoteFilter()
     spoken = [f.feed(s) for s in ["[Your eyes have not opened yet.", "Stay in character.]",
                                   "Hello there!", "[Earlier you saw: a cat] Nice cat."]]
@@ -101,6 +103,19 @@ def test_bracketed_notes_are_never_spoken():
     echo = NoteFilter(notes=["(Someone has just come in front of you. Open the conversation.)"])
     assert echo.feed("Someone has just come in front of you.") == ""
     assert echo.feed("Someone is in front of me!") == "Someone is in front of me!"
+    # an observation may be said in one's own words, but not read out whole
+    seen = NoteFilter(observations=["one person, close, in the middle, wearing orange and black",
+                                    "no one there; orange and brown things"],
+                      said=["What do you like about it?", "Yes."])
+    assert seen.feed("I see you in the middle, wearing orange and black.") == \
+        "I see you in the middle, wearing orange and black."
+    assert seen.feed("One person, close, in the middle, wearing orange and black.") == ""
+    assert seen.feed("No one there; orange and brown things.") == ""
+    # a sentence the robot already said is not said again; short ones may be
+    assert seen.feed("What do you like about it?") == ""
+    assert seen.feed("Yes.") == "Yes."
+    assert seen.feed("Do you like cats?") == "Do you like cats?"
+    assert seen.feed("Do you like cats?") == ""
     # any short label a small model makes up goes too; a colon later in a sentence stays
     assert labelled.feed("You see: It is too dark.") == "It is too dark."
     assert labelled.feed("Robot: Hello!") == "Hello!"
@@ -184,6 +199,33 @@ def test_text_only_backend_gets_observations():
         c.close()
 
 
+def test_a_reply_reading_its_notes_out_is_said_in_the_robots_words():
+    """A small model that reads an observation or a memory out verbatim: the observer's
+    `speak` says it instead (or it is dropped when the observer has none)."""
+    notes = {100: "no one there; orange and brown things", 200: "one person, close, on the left"}
+
+    class Observer:
+        def __call__(self, bgr):
+            return notes[int(bgr.mean())]
+
+        @staticmethod
+        def speak(text, past):
+            return ("Earlier: " if past else "Now: ") + text.split(";")[0] + "."
+
+    replies = iter(["No one there; orange and brown things.", "Yes, I like it.",
+                    "One person, close, on the left, I think."])
+    be = FakeChatBackend(supports_images=False, responder=lambda m, k: next(replies))
+    c = Conversation(be, load_persona(), ConversationConfig(stream=False), observer=Observer())
+    try:
+        c.add_frame(np.full((60, 80, 3), 100, np.uint8))
+        assert c.turn("What can you see?").text == "Now: no one there."
+        assert c.turn("Do you like it?").text == "Yes, I like it."
+        c.add_frame(np.full((60, 80, 3), 200, np.uint8))
+        assert c.turn("And now?").text == "Now: one person, close, on the left."
+    finally:
+        c.close()
+
+
 def test_streaming_sentences_and_final_line():
     be = FakeChatBackend(responder=lambda m, k: "Nice hat! Is it new? \U0001F600" if k == "reply"
                          else "S.")
@@ -210,6 +252,30 @@ def test_llm_failure_gives_fallback_and_next_turn_works():
         assert not r2.fallback and r2.text == "Hello there. Nice hat!" and r2.turn_id == 2
         # the fallback is part of the conversation, as the robot said it
         assert c.state()["timeline"][1] == "robot: " + r.text
+    finally:
+        c.close()
+
+
+def test_greet_asks_last_and_falls_back_to_a_greeting():
+    """The opening remark: the greet instruction is the prompt's last (system) message; when the
+    LLM fails or only echoes it, the robot still says hello (not "say that again")."""
+    be = FakeChatBackend()
+    c = conv(be, stream=False)
+    try:
+        c.add_frame(photo())
+        r = c.greet()
+        msgs = be.of_kind("reply")[-1][1]
+        assert msgs[-1] == {"role": "system", "content": c.persona.greet_instruction}
+        assert r.text == "Hello there. Nice hat!" and r.in_reply_to == "" and not r.fallback
+        be.fail["reply"] = 1
+        failed = c.greet()
+        assert failed.fallback and failed.text in c.persona.greet_fallback_lines
+        echoing = conv(FakeChatBackend(responder=lambda m, k: c.persona.greet_instruction))
+        try:
+            echoed = echoing.greet()
+            assert echoed.fallback and echoed.text in c.persona.greet_fallback_lines
+        finally:
+            echoing.close()
     finally:
         c.close()
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import skimage.data
 
-from vision_dialogue.perception.observer import DARK_TEXT, FrameObserver
+from vision_dialogue.perception.observer import DARK_TEXT, FrameObserver, make_observer, \
+    speak_notes
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -246,3 +247,22 @@ def test_what_changed_since_the_previous_frame(astronaut, coffee):
     assert obs.analyse(astronaut).change is None             # the same view
     assert obs.analyse(coffee).change == "the person just left"
     assert obs.analyse(cv2.flip(coffee, -1)).change == "the view just changed"
+
+
+@pytest.mark.parametrize("notes, past, spoken", [
+    ("no one there; orange and brown things (the person just left)", False,
+     "I do not see anyone, just orange and brown things."),
+    ("one person, close, on the left, wearing orange, giving a thumbs up", False,
+     "I see someone close, on the left, wearing orange, giving a thumbs up."),
+    (DARK_TEXT, True, "It was too dark to see anything."),
+    ("dim light; no one there; written words: 'EXIT'", False,
+     "The light is dim, I do not see anyone, I can read 'EXIT'."),
+    # a merged summary: its start and its end, in the past
+    ("one person, close, in the middle; then one person, close, in the middle (the view just "
+     "changed); then no one there; blue things; then " + DARK_TEXT, True,
+     "I saw someone close, in the middle, and then it was too dark to see anything."),
+])
+def test_notes_said_in_the_robots_words(notes, past, spoken):
+    """When a small model reads its notes out, the robot says them in its own words."""
+    assert speak_notes(notes, past) == spoken
+    assert make_observer().speak(notes, past) == spoken

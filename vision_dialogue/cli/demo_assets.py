@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 
 DARKNET_DIR = Path("/usr/share/darknet/data")
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class DemoSpec:
     height: int = 480
     fps: float = 2.0
     scene_seconds: float = 8.0
+    person_seconds: float = 14.0   # the person stays for the demo script's first three turns
     dark_seconds: float = 4.0
     zoom: float = 1.25  # the pan moves a window 1/zoom of the photo across it
 
@@ -69,8 +70,12 @@ def _cover(img: np.ndarray, w: int, h: int, zoom: float) -> np.ndarray:
     return cv2.resize(img, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_CUBIC)
 
 
-def pan_frames(img: np.ndarray, n: int, spec: DemoSpec, direction: int = 0) -> list[np.ndarray]:
-    """n frames of a slow pan across `img` (direction selects one of four diagonals)."""
+def pan_frames(img: np.ndarray, n: int, spec: DemoSpec, direction: int = 0,
+               level: bool = False) -> list[np.ndarray]:
+    """n frames of a slow pan across `img` (direction selects one of four diagonals).
+
+    level: a horizontal pan at mid-height (a person's face stays in view).
+    """
     big = _cover(img, spec.width, spec.height, spec.zoom)
     dx, dy = big.shape[1] - spec.width, big.shape[0] - spec.height
     frames = []
@@ -79,7 +84,7 @@ def pan_frames(img: np.ndarray, n: int, spec: DemoSpec, direction: int = 0) -> l
         t = 0.5 - 0.5 * np.cos(np.pi * t)  # ease in/out
         fx = t if direction in (0, 2) else 1 - t
         fy = t if direction in (0, 3) else 1 - t
-        x, y = round(dx * fx), round(dy * fy)
+        x, y = round(dx * fx), round(dy * (0.5 if level else fy))
         frames.append(np.ascontiguousarray(big[y:y + spec.height, x:x + spec.width]))
     return frames
 
@@ -105,14 +110,16 @@ PACKAGE = "vision_dialogue"
 def build_demo_video(path: Path, spec: DemoSpec = DemoSpec()) -> dict:
     """Write the demo video to `path` (atomically) and return its manifest."""
     photos = scene_photos()
-    per_scene = max(2, round(spec.scene_seconds * spec.fps))
     scenes, frames = [], []
     plan = photos[:2] + [("dark", "darkness: the lights are off", None)] + photos[2:]
     for i, (name, text, img) in enumerate(plan):
         if img is None:
             new = dark_frames(max(1, round(spec.dark_seconds * spec.fps)), spec, seed=i)
         else:
-            new = pan_frames(img, per_scene, spec, direction=i % 4)
+            person = name == "astronaut"
+            seconds = spec.person_seconds if person else spec.scene_seconds
+            new = pan_frames(img, max(2, round(seconds * spec.fps)), spec, direction=i % 4,
+                             level=person)
         scenes.append({"name": name, "description": text, "start_s": len(frames) / spec.fps,
                        "seconds": len(new) / spec.fps, "first_frame": len(frames),
                        "frames": len(new)})

@@ -101,22 +101,45 @@ def clean_reply(text: str) -> str:
     return NoteFilter().feed(text)
 
 
-def _shingles(text: str, k: int = 6) -> set:
-    words = re.findall(r"[a-z0-9']+", (text or "").lower())
-    return {tuple(words[i:i + k]) for i in range(len(words) - k + 1)}
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9']+", (text or "").lower())
+
+
+def _shingles(words: list[str], k: int = 6) -> list[tuple]:
+    return [tuple(words[i:i + k]) for i in range(len(words) - k + 1)]
+
+
+ECHO_WORDS = 6
+"""A sentence repeating this many words in a row of an instruction or note is an echo, not speech;
+so is one that starts with them from an observation (said later in a sentence, "you are in the
+middle, wearing orange and black" is speech)."""
+
+REPEAT_MIN_WORDS = 4
+"""A sentence of at least this many words that the robot already said is not said again (small
+models loop on a closing question)."""
 
 
 class NoteFilter:
     """Cleans reply text for speaking.
 
-    Drops emoji and anything inside square brackets (the prompt's memory notes, which small models
-    sometimes read out), also when a note spans several streamed sentences; collapses whitespace.
+    Drops emoji and anything inside square brackets or parentheses (the prompt's memory notes and
+    stage directions, which small models sometimes read out), also when a note spans several
+    streamed sentences; drops a sentence that echoes an instruction, note or observation, or
+    repeats one the robot said (`said`); collapses whitespace.
     """
 
-    def __init__(self, labels: Iterable[str] = (), notes: Iterable[str] = ()):
+    def __init__(self, labels: Iterable[str] = (), notes: Iterable[str] = (),
+                 observations: Iterable[str] = (), said: Iterable[str] = (),
+                 memories: Iterable[str] = (), speak: Callable[[str, bool], str] | None = None):
         self.depth = 0
-        # a sentence repeating six words in a row of a note or instruction is an echo, not speech
-        self.echoes = {g for n in notes for g in _shingles(n)}
+        self.note_grams = {g for n in notes for g in _shingles(_words(n), ECHO_WORDS)}
+        # observation (now) or memory (past) -> its word runs; an echo of one is said in the
+        # robot's words by `speak(text, past)` when given, else dropped
+        self.seen = [(text, past, set(_shingles(_words(text), ECHO_WORDS)))
+                     for past, texts in ((False, observations), (True, memories))
+                     for text in texts if text]
+        self.speak = speak
+        self.said = {" ".join(w) for w in map(_words, said) if len(w) >= REPEAT_MIN_WORDS}
         # prompt labels a small model may echo at the start of a sentence ("You saw: ...")
         self.labels = tuple(sorted({lb.strip() for lb in labels if lb.strip()}, key=len,
                                    reverse=True))
@@ -130,15 +153,27 @@ class NoteFilter:
         text = _LABEL.sub("", text, count=1)
         out = []
         for ch in _EMOJI.sub("", text or ""):
-            if ch == "[":
+            if ch in "[(":
                 self.depth += 1
-            elif ch == "]" and self.depth:
+            elif ch in "])" and self.depth:
                 self.depth -= 1
-            elif not self.depth and ch != "]":
+            elif not self.depth and ch not in "])":
                 out.append(ch)
         spoken = " ".join("".join(out).split())
-        if self.echoes and not self.echoes.isdisjoint(_shingles(spoken)):
+        spoken = re.sub(r"\s+([.,!?;:])", r"\1", spoken)   # "things ." after a dropped note
+        grams = _shingles(_words(spoken), ECHO_WORDS)
+        if not self.note_grams.isdisjoint(grams):
             return ""
+        echoed = next(((t, past) for t, past, g in reversed(self.seen)
+                       if not g.isdisjoint(grams[:2])), None)
+        if echoed:
+            spoken = self.speak(*echoed) if self.speak else ""
+        words = _words(spoken)
+        if len(words) >= REPEAT_MIN_WORDS:
+            key = " ".join(words)
+            if key in self.said:
+                return ""
+            self.said.add(key)
         return spoken
 
 
@@ -240,7 +275,8 @@ class Conversation:
 
     backend: a ChatBackend (complete/stream/supports_images). observer: callable(bgr) -> str,
     or an object with .text and .people (perception's Observation), used when the backend
-    cannot take images. summary_backend: for summaries and folds
+    cannot take images; when it has `speak(notes, past)`, a reply that reads its notes out is
+    said in the robot's words instead. summary_backend: for summaries and folds
     (default: backend). listeners: callables(event, data) for "frame", "user", "reply",
     "summary", "summary_failed", "fold", "fold_failed", "tool", "exchange" (called outside
     locks, except "tool", which is called during the turn).
@@ -408,8 +444,8 @@ class Conversation:
         items = self._prompt_items()
         msgs = self.builder.reply_messages(items, self.timeline.history_summary,
                                            self.camera_lost())
-        if text is None:
-            msgs.append({"role": "user", "content": self.persona.greet_instruction})
+        if text is None:   # last, as the model's instruction (as a user line it is echoed)
+            msgs.append({"role": "system", "content": self.persona.greet_instruction})
         overhead = time.perf_counter() - t0
         records: list[ToolRecord] = []
         sentences: list[str] = []
@@ -419,7 +455,8 @@ class Conversation:
         except Exception as e:  # noqa: BLE001 - any backend failure gives the fallback
             error = f"{type(e).__name__}: {e}"
             self.log.error(f"turn {turn_id}: {error}; answering with the fallback line")
-            sentences.append(self._fallback(turn_id, len(sentences), on_sentence))
+            sentences.append(self._fallback(turn_id, len(sentences), on_sentence,
+                                            greeting=text is None))
         t1 = time.perf_counter()
         reply = " ".join(sentences)
         note = AgentResult("", 0, records).memory_note()   # kept even after a fallback
@@ -473,9 +510,10 @@ class Conversation:
                              f"not spoken: {text[:200]!r}")
         return log_late
 
-    def _fallback(self, turn_id: int, index: int, on_sentence: SentenceCallback | None) -> str:
+    def _fallback(self, turn_id: int, index: int, on_sentence: SentenceCallback | None,
+                  greeting: bool = False) -> str:
         """The persona's fallback line, streamed like a sentence when streaming is on."""
-        line = self.persona.fallback()
+        line = self.persona.fallback(greeting=greeting)
         if self.config.stream and on_sentence is not None:
             try:
                 on_sentence(line, index, fallback=True)
@@ -486,9 +524,13 @@ class Conversation:
     def _note_filter(self) -> NoteFilter:
         p = self.persona
         notes = [p.greet_instruction, p.no_frames_note, p.dark_frames_note, p.camera_lost_note]
-        notes += [it.frame.observation or "" for it in self.timeline.snapshot()
-                  if it.kind == "frame"]
-        return NoteFilter((p.frame_label, p.summary_label, p.history_label, "You saw:"), notes)
+        items = self.timeline.snapshot()
+        seen = [it.frame.observation or "" for it in items if it.kind == "frame"]
+        memories = [it.text for it in items if it.kind == "summary"]
+        said = [s for it in items if it.kind == "line" and it.role == ROBOT
+                for s in split_sentences(it.text)]
+        return NoteFilter((p.frame_label, p.summary_label, p.history_label, "You saw:"), notes,
+                          seen, said, memories, getattr(self.observer, "speak", None))
 
     def _tool_schemas(self) -> list[dict]:
         if self.tools is None or not self.tools_supported:

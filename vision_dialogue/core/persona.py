@@ -28,8 +28,9 @@ class Persona:
     fallback_lines: tuple[str, ...]
     lost_frames_marker: str = "Something happened here that I did not catch."
     pending_frames_marker: str = "a few moments I am still thinking over"
-    greet_instruction: str = ("(Someone has just come in front of you. Open the conversation "
-                              "with one short, friendly remark about them.)")
+    greet_instruction: str = ("Now say hello to the person in front of you, in one sentence, "
+                              "and tell them what you like about what they wear.")
+    greet_fallback_lines: tuple[str, ...] = ("Oh, hello there!", "Hi! It is nice to see you.")
     camera_lost_note: str = ("[Your eyes stopped working a while ago: you cannot see anything "
                              "right now. If it matters, say you cannot see at the moment.]")
     frame_label: str = "What you see now (your eyes):"
@@ -37,11 +38,13 @@ class Persona:
     history_label: str = "What happened earlier in this conversation:"
     extra: dict = field(default_factory=dict)
 
-    def fallback(self, rng: random.Random | None = None) -> str:
-        """One in-character line for when the LLM fails."""
-        return (rng or random).choice(self.fallback_lines)
+    def fallback(self, rng: random.Random | None = None, greeting: bool = False) -> str:
+        """One in-character line for when the LLM fails (`greeting`: for the opening remark)."""
+        return (rng or random).choice(self.greet_fallback_lines if greeting
+                                      else self.fallback_lines)
 
 
+LINE_LISTS = ("fallback_lines", "greet_fallback_lines")   # keys holding a list of lines
 REQUIRED = ("system", "summary_instruction", "history_instruction", "no_frames_note",
             "dark_frames_note", "fallback_lines")
 
@@ -65,12 +68,18 @@ def load_persona(path: str | Path | None = None) -> Persona:
     missing = [k for k in REQUIRED if not data.get(k)]
     if missing:
         raise PersonaError(f"persona_file {str(p)!r}: missing keys {missing}")
-    lines = data["fallback_lines"]
+    lists = {k: _lines(p, k, data[k]) for k in LINE_LISTS if k in data}
+    known = {f.name for f in fields(Persona)} - {"extra", *LINE_LISTS}
+    kw = {k: str(v).strip() for k, v in data.items() if k in known}
+    extra = {k: v for k, v in data.items() if k not in known and k not in LINE_LISTS}
+    return Persona(extra=extra, **lists, **kw)
+
+
+def _lines(path: Path, key: str, lines) -> tuple[str, ...]:
+    """A persona key holding one or more lines, as a tuple (PersonaError if malformed)."""
     if isinstance(lines, str):
         lines = [lines]
-    if not isinstance(lines, list) or not all(isinstance(x, str) and x.strip() for x in lines):
-        raise PersonaError(f"persona_file {str(p)!r}: fallback_lines must be a list of texts")
-    known = {f.name for f in fields(Persona)} - {"extra", "fallback_lines"}
-    kw = {k: str(v).strip() for k, v in data.items() if k in known}
-    extra = {k: v for k, v in data.items() if k not in known and k != "fallback_lines"}
-    return Persona(fallback_lines=tuple(s.strip() for s in lines), extra=extra, **kw)
+    if not lines or not isinstance(lines, list) or not all(isinstance(x, str) and x.strip()
+                                                            for x in lines):
+        raise PersonaError(f"persona_file {str(path)!r}: {key} must be a list of texts")
+    return tuple(x.strip() for x in lines)

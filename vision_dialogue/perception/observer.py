@@ -28,6 +28,7 @@ as seen in the image ("on the left" = the left of the frame). No ROS imports.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -522,9 +523,66 @@ def _compose(obs: Observation) -> str:
     return text
 
 
-def make_observer() -> Callable[[np.ndarray], Observation]:
-    """The frame observer used when the backend takes no images.
+_CHANGE = re.compile(r"\s*\((?:a person|people|the person|the people|the view) just [a-z ]+\)")
 
-    bgr -> Observation: its text and the people counted.
+
+def speak_notes(notes: str, past: bool = False) -> str:
+    """Our observation notes (or a merged summary of them) as the robot would say them.
+
+    For when a small model reads its notes out instead of talking: "no one there; orange and
+    brown things" -> "I don't see anyone, just orange and brown things." `past`: a memory.
     """
-    return FrameObserver().analyse
+    said = []
+    for note in _CHANGE.sub("", notes or "").split("; then "):
+        line = _speak_one(note.strip(), past)
+        if line and line not in said:
+            said.append(line)
+    if not said:
+        return ""
+    said = said[:1] + said[-1:] if len(said) > 2 else said    # the start and the end
+    text = ", and then ".join(said)
+    return text[0].upper() + text[1:] + "."
+
+
+def _speak_one(note: str, past: bool) -> str:
+    see, can = ("saw", "could") if past else ("see", "can")
+    out = []
+    for clause in (c.strip() for c in note.split("; ") if c.strip()):
+        if clause == "dim light":
+            out.append(f"the light {'was' if past else 'is'} dim")
+        elif clause == DARK_TEXT:
+            out.append(f"it {'was' if past else 'is'} too dark to see anything")
+        elif clause == "no one there":
+            out.append(f"I {'did not' if past else 'do not'} see anyone")
+        elif clause.endswith(" things"):
+            out.append(f"just {clause}" if out else f"I {see} {clause}")
+        elif clause.startswith("one person, "):
+            out.append(f"I {see} someone {clause[len('one person, '):]}")
+        elif " people: " in clause:
+            out.append(f"I {see} {clause}")
+        elif clause.startswith("written words: "):
+            out.append(f"I {can} read {clause[len('written words: '):]}")
+        else:
+            out.append(clause)
+    return ", ".join(out)
+
+
+class NotesObserver:
+    """The `observer` a Conversation takes for a text-only backend.
+
+    Called with a BGR frame it gives the Observation (its notes and the people counted);
+    `speak(notes, past)` says notes in the robot's words (speak_notes).
+    """
+
+    def __init__(self, frames: FrameObserver | None = None):
+        self.frames = frames or FrameObserver()
+
+    def __call__(self, bgr: np.ndarray) -> Observation:
+        return self.frames.analyse(bgr)
+
+    speak = staticmethod(speak_notes)
+
+
+def make_observer() -> NotesObserver:
+    """The frame observer used when the backend takes no images."""
+    return NotesObserver()
