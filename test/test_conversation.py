@@ -200,8 +200,10 @@ def test_text_only_backend_gets_observations():
 
 
 def test_a_reply_reading_its_notes_out_is_said_in_the_robots_words():
-    """A small model that reads an observation or a memory out verbatim: the observer's
-    `speak` says it instead (or it is dropped when the observer has none)."""
+    """A reply that reads an observation out verbatim is said in the robot's words.
+
+    The observer's `speak` says it instead (without one, the sentence is dropped).
+    """
     notes = {100: "no one there; orange and brown things", 200: "one person, close, on the left"}
 
     class Observer:
@@ -257,8 +259,10 @@ def test_llm_failure_gives_fallback_and_next_turn_works():
 
 
 def test_greet_asks_last_and_falls_back_to_a_greeting():
-    """The opening remark: the greet instruction is the prompt's last (system) message; when the
-    LLM fails or only echoes it, the robot still says hello (not "say that again")."""
+    """The opening remark: the greet instruction is the prompt's last (system) message.
+
+    When the LLM fails or only echoes it, the robot still says hello (not "say that again").
+    """
     be = FakeChatBackend()
     c = conv(be, stream=False)
     try:

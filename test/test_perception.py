@@ -251,7 +251,7 @@ def test_what_changed_since_the_previous_frame(astronaut, coffee):
 
 @pytest.mark.parametrize("notes, past, spoken", [
     ("no one there; orange and brown things (the person just left)", False,
-     "I do not see anyone, just orange and brown things."),
+     "I do not see anyone, just something orange and brown."),
     ("one person, close, on the left, wearing orange, giving a thumbs up", False,
      "I see someone close, on the left, wearing orange, giving a thumbs up."),
     (DARK_TEXT, True, "It was too dark to see anything."),

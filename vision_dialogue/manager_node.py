@@ -67,7 +67,8 @@ PARAMS = [
     Param("llm_backend", "openai", "LLM backend.", choices=KINDS),
     Param("base_url", "", "OpenAI-compatible server root incl. /v1; empty = openai default."),
     Param("model", "gpt-4o-mini", "Model name (openai) or checkpoint path (transformers; "
-          "empty or 'default' = the embedded default model)."),
+          "empty or 'default' = the embedded default model, 'default:1.5b' = its larger "
+          "variant)."),
     Param("summary_model", "", "Model for frame summaries and history folding; empty = model."),
     Param("api_key_env", "OPENAI_API_KEY", "Environment variable holding the API key "
           "(the key itself is never logged).", check=nonempty),

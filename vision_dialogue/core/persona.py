@@ -79,7 +79,7 @@ def _lines(path: Path, key: str, lines) -> tuple[str, ...]:
     """A persona key holding one or more lines, as a tuple (PersonaError if malformed)."""
     if isinstance(lines, str):
         lines = [lines]
-    if not lines or not isinstance(lines, list) or not all(isinstance(x, str) and x.strip()
-                                                            for x in lines):
+    if not lines or not isinstance(lines, list) or \
+            not all(isinstance(x, str) and x.strip() for x in lines):
         raise PersonaError(f"persona_file {str(path)!r}: {key} must be a list of texts")
     return tuple(x.strip() for x in lines)

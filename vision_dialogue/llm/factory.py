@@ -10,13 +10,14 @@ KINDS = ("openai", "transformers")
 def make_backend(kind: str, *, base_url: str = "", model: str = "gpt-4o-mini",
                  api_key_env: str = "OPENAI_API_KEY", timeout: float = 30.0,
                  max_retries: int = 2, backoff: float = 0.5, supports_images: bool = True,
-                 device: str = "cpu", max_new_tokens: int = 96):
+                 device: str = "cpu", max_new_tokens: int = 96, prefix_cache: bool = True):
     """Build a ChatBackend.
 
     "openai": OpenAIChatBackend for any OpenAI-compatible server (base_url empty = the openai
     default), `model` is the model name. "transformers": TransformersChatBackend on a local
     checkpoint; `model` is its path, or empty / "default" for the embedded default model
-    (ensure_default_model()). Raises ValueError for an unknown kind, BackendError when the
+    (ensure_default_model()), "default:1.5b" for its larger variant; `prefix_cache` keeps the
+    previous prompt's key/value cache. Raises ValueError for an unknown kind, BackendError when the
     backend cannot start (no API key for a remote server, missing checkpoint).
     """
     if kind == "openai":
@@ -28,8 +29,9 @@ def make_backend(kind: str, *, base_url: str = "", model: str = "gpt-4o-mini",
     if kind == "transformers":
         from vision_dialogue.llm.transformers_backend import TransformersChatBackend
         path = model
-        if not path or path in ("default", "gpt-4o-mini"):
-            from vision_dialogue.llm.default_model import ensure_default_model
-            path = ensure_default_model()
-        return TransformersChatBackend(path, device=device, max_new_tokens=max_new_tokens)
+        if not path or path in ("default", "gpt-4o-mini") or path.startswith("default:"):
+            from vision_dialogue.llm.default_model import DEFAULT_VARIANT, ensure_default_model
+            path = ensure_default_model(variant=path.partition(":")[2] or DEFAULT_VARIANT)
+        return TransformersChatBackend(path, device=device, max_new_tokens=max_new_tokens,
+                                       prefix_cache=prefix_cache)
     raise ValueError(f"llm_backend={kind!r} must be one of {list(KINDS)}")

@@ -530,7 +530,7 @@ def speak_notes(notes: str, past: bool = False) -> str:
     """Our observation notes (or a merged summary of them) as the robot would say them.
 
     For when a small model reads its notes out instead of talking: "no one there; orange and
-    brown things" -> "I don't see anyone, just orange and brown things." `past`: a memory.
+    brown things" -> "I do not see anyone, just something orange and brown." `past`: a memory.
     """
     said = []
     for note in _CHANGE.sub("", notes or "").split("; then "):
@@ -555,7 +555,8 @@ def _speak_one(note: str, past: bool) -> str:
         elif clause == "no one there":
             out.append(f"I {'did not' if past else 'do not'} see anyone")
         elif clause.endswith(" things"):
-            out.append(f"just {clause}" if out else f"I {see} {clause}")
+            colours = clause[:-len(" things")]
+            out.append(f"just something {colours}" if out else f"I {see} something {colours}")
         elif clause.startswith("one person, "):
             out.append(f"I {see} someone {clause[len('one person, '):]}")
         elif " people: " in clause:
