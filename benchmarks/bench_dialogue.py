@@ -105,22 +105,28 @@ def score(ex: Exchange, step: dict, scene: dict) -> None:
     ex.persona_faults = persona_faults(reply)
 
 
+def demo_video() -> tuple[list, dict]:
+    """Every frame of the demo video (built if missing) and its manifest (scenes, fps)."""
+    import cv2
+    from vision_dialogue.cli.demo_assets import ensure_demo_video
+    video = ensure_demo_video()
+    manifest = json.loads(video.with_suffix(".json").read_text())
+    cap = cv2.VideoCapture(str(video))
+    frames = []
+    while True:
+        ok, img = cap.read()
+        if not ok:
+            break
+        frames.append(img)
+    cap.release()
+    return frames, manifest
+
+
 class DemoFrames:
     """Frames of each scene of the demo video, handed out spread over the scene."""
 
     def __init__(self):
-        import cv2
-        from vision_dialogue.cli.demo_assets import ensure_demo_video
-        video = ensure_demo_video()
-        manifest = json.loads(video.with_suffix(".json").read_text())
-        cap = cv2.VideoCapture(str(video))
-        frames = []
-        while True:
-            ok, img = cap.read()
-            if not ok:
-                break
-            frames.append(img)
-        cap.release()
+        frames, manifest = demo_video()
         self.scenes = {s["name"]: frames[s["first_frame"]:s["first_frame"] + s["frames"]]
                        for s in manifest["scenes"]}
         self._next = {name: 0 for name in self.scenes}
@@ -133,11 +139,11 @@ class DemoFrames:
         return frames[i % len(frames)]
 
 
-def make_backend(args):
+def make_backend(args, dtype: str = "auto"):
     from vision_dialogue.llm.factory import make_backend as build
     if args.llm == "local":
         return build("transformers", model=args.model or "default",
-                     max_new_tokens=DEMO_MANAGER["max_reply_tokens"])
+                     max_new_tokens=DEMO_MANAGER["max_reply_tokens"], dtype=dtype)
     return build("openai", base_url=args.base_url, model=args.model or "gpt-4o-mini",
                  supports_images=not args.no_images, timeout=args.timeout, max_retries=1)
 
@@ -234,6 +240,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-images", action="store_true",
                     help="send text observations to the server instead of images")
     ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--dtype", default="auto",
+                    help="local model precision(s), comma-separated to compare them interleaved "
+                    "(auto, float32, bfloat16, int8)")
     ap.add_argument("--deadline", type=float, default=60.0,
                     help="reply deadline per turn in seconds (the demo's reply_deadline)")
     ap.add_argument("--setup", action="append", default=[],
@@ -251,24 +260,28 @@ def main(argv=None) -> int:
     if args.rescore:
         return rescore(args.rescore, battery)
     setups = [parse_setup(s) for s in args.setup] or [("default", {})]
-    backend = make_backend(args)
+    dtypes = [d.strip() for d in args.dtype.split(",") if d.strip()]
+    backends = {d: make_backend(args, d) for d in dtypes}
     observer = None
-    if not getattr(backend, "supports_images", True):
+    if not getattr(backends[dtypes[0]], "supports_images", True):
         from vision_dialogue.perception.observer import make_observer
         observer = make_observer()
-    results: dict[str, list[Exchange]] = {name: [] for name, _ in setups}
+    runs = [(name if len(dtypes) == 1 else f"{name}/{d}", setup, d)
+            for d in dtypes for name, setup in setups]
+    results: dict[str, list[Exchange]] = {name: [] for name, _, _ in runs}
     for rep in range(args.reps):
-        for name, setup in setups:           # interleaved: one battery per setup in turn
-            print(f"battery {rep + 1}/{args.reps}, setup {name} {setup}", flush=True)
-            results[name] += run_battery(backend, observer, setup, battery, args.deadline,
-                                         args.verbose)
+        for name, setup, dtype in runs:      # interleaved: one battery per run in turn
+            print(f"battery {rep + 1}/{args.reps}, {name} {setup}", flush=True)
+            results[name] += run_battery(backends[dtype], observer, setup, battery,
+                                         args.deadline, args.verbose)
     scores = {name: summarise(ex) for name, ex in results.items()}
     if args.save:
         args.save.write_text(json.dumps({n: [asdict(e) for e in ex] for n, ex in results.items()},
                                         indent=1))
     print_table(scores)
     print(json.dumps({"benchmark": "dialogue", "label": args.label, "llm": args.llm,
-                      "model": args.model or "default", "reps": args.reps, "scores": scores}))
+                      "model": args.model or "default", "dtype": args.dtype, "reps": args.reps,
+                      "scores": scores}))
     return 0
 
 

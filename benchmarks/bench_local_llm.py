@@ -7,14 +7,15 @@ with a message otherwise):
   temporary cache; --no-convert skips it) vs. cached (marker check), and the time to load the
   cached checkpoint into TransformersChatBackend;
 - a reply to a ~500-token prompt (system prompt, text observations, dialogue), greedy,
-  --max-new-tokens (default 40): time to the first streamed sentence vs. the total reply
-  latency (stream and complete).
+  --max-new-tokens (default 40), with the prefix cache off so every call computes the whole
+  prompt: time to the first streamed sentence vs. the total reply latency, streamed and not,
+  after one warm-up call, interleaved --reps times (medians).
 
 Perception part: FrameObserver per-frame latency on 640x480 frames made from real photos
 (scikit-image astronaut / coffee / chelsea, and a rendered EXIT sign), for: brightness only
 (the baseline), all detectors with OCR on every frame, all detectors with OCR reuse on a
-static scene (the default), all detectors but OCR. Ratios are against the baseline measured
-in the same run.
+static scene (the default), all detectors but OCR, all but hands. Ratios are against the
+baseline measured in the same run.
 
 Prints a table and one JSON line. Usage:
   source env.sh && python benchmarks/bench_local_llm.py [--no-convert] [--reps 5]
@@ -81,7 +82,7 @@ def prompt_tokens(tokenizer, messages) -> int:
 
 def bench_model(args) -> dict | None:
     from vision_dialogue.llm.transformers_backend import TransformersChatBackend
-    from vision_dialogue.llm.default_model import (VARIANTS, ModelSetupError,
+    from vision_dialogue.llm.default_model import (DEFAULT_VARIANT, VARIANTS, ModelSetupError,
                                                    default_cache_root, ensure_default_model)
 
     try:
@@ -104,30 +105,53 @@ def bench_model(args) -> dict | None:
     t = time.perf_counter()
     path = ensure_default_model()
     res["cached_ensure_s"] = round(time.perf_counter() - t, 4)
+    # load: the checkpoint as stored (float32) vs the default's CPU precision (int8, quantised at
+    # load); the second one is kept for the reply timings, as a user's manager would
+    dtype = VARIANTS[DEFAULT_VARIANT].cpu_dtype
     t = time.perf_counter()
-    backend = TransformersChatBackend(path, max_new_tokens=args.max_new_tokens)
+    TransformersChatBackend(path, max_new_tokens=args.max_new_tokens, prefix_cache=False,
+                            dtype="float32")
+    res["cached_load_float32_s"] = round(time.perf_counter() - t, 2)
+    t = time.perf_counter()
+    backend = TransformersChatBackend(path, max_new_tokens=args.max_new_tokens,
+                                      prefix_cache=False, dtype=dtype)
     res["cached_load_s"] = round(time.perf_counter() - t, 2)
+    res["dtype"] = dtype
     res["cache_dir"] = str(default_cache_root())
     tok = backend._tokenizer
     messages = build_prompt(tok, 500)
     res["prompt_tokens"] = prompt_tokens(tok, messages)
+    full = backend.complete(messages)          # warm-up (first call allocates), not counted
+    firsts, streams, completes = [], [], []
+    sentences: list[str] = []
 
-    t = time.perf_counter()
-    first = None
-    sentences = []
-    for s in backend.stream(messages):
-        if first is None:
-            first = time.perf_counter() - t
-        sentences.append(s)
-    total_stream = time.perf_counter() - t
+    def streamed() -> None:
+        t = time.perf_counter()
+        first = None
+        sentences.clear()
+        for s in backend.stream(messages):
+            first = time.perf_counter() - t if first is None else first
+            sentences.append(s)
+        streams.append(time.perf_counter() - t)
+        firsts.append(first or streams[-1])
+
+    def completed() -> None:
+        nonlocal full
+        t = time.perf_counter()
+        full = backend.complete(messages)
+        completes.append(time.perf_counter() - t)
+
+    # interleaved in ABBA order: whichever runs first in a pair was measured slower here
+    for i in range(args.reps):
+        for run in ((streamed, completed) if i % 2 == 0 else (completed, streamed)):
+            run()
     reply = " ".join(sentences)
-    t = time.perf_counter()
-    full = backend.complete(messages)
-    total_complete = time.perf_counter() - t
-    res.update(first_sentence_s=round(first or total_stream, 2),
-               stream_total_s=round(total_stream, 2), complete_total_s=round(total_complete, 2),
+    med = statistics.median
+    res.update(first_sentence_s=round(med(firsts), 2), stream_total_s=round(med(streams), 2),
+               complete_total_s=round(med(completes), 2),
                reply_tokens=len(tok(full, add_special_tokens=False)["input_ids"]),
-               first_sentence_ratio=round((first or total_stream) / total_complete, 3),
+               first_sentence_ratio=round(med(firsts) / med(completes), 3),
+               stream_over_complete=round(med(streams) / med(completes), 3),
                reply=reply[:200], stream_matches_complete=" ".join(reply.split()) == " ".join(
                    full.split()))
     return res
@@ -157,6 +181,7 @@ def bench_perception(reps: int) -> dict:
         "all, OCR every frame": dict(detectors=DETECTORS, ocr_reuse_threshold=0.0),
         "all, OCR reused (static scene)": dict(detectors=DETECTORS),
         "all but OCR": dict(detectors=tuple(d for d in DETECTORS if d != "ocr")),
+        "all but hands": dict(detectors=tuple(d for d in DETECTORS if d != "hands")),
     }
     out = {}
     for label, kw in variants.items():
@@ -213,14 +238,16 @@ def main(argv=None) -> int:
                   f"{m['reply_tokens']} tokens, greedy)")
             rows = [("first setup (join+hash+convert)", m.get("first_setup_s")),
                     ("ensure_default_model, cached", m["cached_ensure_s"]),
-                    ("load cached checkpoint", m["cached_load_s"]),
+                    ("load cached checkpoint, float32", m["cached_load_float32_s"]),
+                    (f"load cached checkpoint, {m['dtype']} (default)", m["cached_load_s"]),
                     ("time to first streamed sentence", m["first_sentence_s"]),
                     ("total reply, stream", m["stream_total_s"]),
                     ("total reply, complete (baseline)", m["complete_total_s"])]
             for label, v in rows:
-                print(f"{label:36s} {('%.3f s' % v) if v is not None else 'not measured':>14s}")
-            print(f"first sentence / complete: {m['first_sentence_ratio']}  "
-                  f"stream == complete: {m['stream_matches_complete']}")
+                print(f"{label:44s} {('%.3f s' % v) if v is not None else 'not measured':>14s}")
+            print(f"first sentence / complete: {m['first_sentence_ratio']}  stream / complete: "
+                  f"{m['stream_over_complete']}  stream == complete: "
+                  f"{m['stream_matches_complete']}  (medians of {args.reps}, interleaved ABBA)")
             print("reply:", m["reply"])
     print(json.dumps(result))
     return 0

@@ -9,8 +9,8 @@ talks, and the prompt would grow without the paper's bound.
 
 Per turn it records the time to the first spoken sentence and to the whole reply, the raw
 frames in the reply prompt and the prompt's size. Setups (`--setup NAME:key=value,...`,
-ConversationConfig fields plus `prefix_cache`, a backend option) run one after the other,
-`--reps` times, interleaved. The default pair:
+ConversationConfig fields plus the backend options `prefix_cache` and `dtype`) run one after
+the other, `--reps` times, interleaved. The default pair:
 
 - `now`: this project's defaults for a text-only local model (merged summaries, prefix cache);
 - `paper`: what a user following the paper would run on the same model: LLM-written summaries
@@ -40,26 +40,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-from bench_dialogue import BATTERY, DEMO_MANAGER, parse_setup  # noqa: E402
+from bench_dialogue import BATTERY, DEMO_MANAGER, demo_video, parse_setup  # noqa: E402
 
 DEFAULT_SETUPS = ["now:", "paper:summary_mode=llm,prefix_cache=false"]
 
 
 def video_frames():
     """All frames of the demo video and its frame rate."""
-    import cv2
-    from vision_dialogue.cli.demo_assets import ensure_demo_video
-    video = ensure_demo_video()
-    fps = json.loads(video.with_suffix(".json").read_text())["fps"]
-    cap = cv2.VideoCapture(str(video))
-    frames = []
-    while True:
-        ok, img = cap.read()
-        if not ok:
-            break
-        frames.append(img)
-    cap.release()
-    return frames, fps
+    frames, manifest = demo_video()
+    return frames, manifest["fps"]
 
 
 def pct(xs, q):
@@ -146,6 +135,8 @@ def main(argv=None) -> int:
                     help="seconds between a reply's end and the next question")
     ap.add_argument("--deadline", type=float, default=30.0, help="reply deadline (the demo's)")
     ap.add_argument("--model", default="default", help="local checkpoint, or default[:1.5b]")
+    ap.add_argument("--dtype", default="auto", help="local model precision (auto, float32, "
+                    "bfloat16, int8); a setup may set its own dtype=")
     ap.add_argument("--setup", action="append", default=[],
                     help="NAME:key=value,... (repeatable); default: " + " ".join(DEFAULT_SETUPS))
     ap.add_argument("--reps", type=int, default=1)
@@ -159,12 +150,12 @@ def main(argv=None) -> int:
     setups = [parse_setup(s) for s in (args.setup or DEFAULT_SETUPS)]
     backends = {}
 
-    def backend_for(cache: bool):
-        if cache not in backends:
-            backends[cache] = make_backend("transformers", model=args.model,
-                                           max_new_tokens=DEMO_MANAGER["max_reply_tokens"],
-                                           prefix_cache=cache)
-        return backends[cache]
+    def backend_for(cache: bool, dtype: str):
+        if (cache, dtype) not in backends:
+            backends[cache, dtype] = make_backend(
+                "transformers", model=args.model, max_new_tokens=DEMO_MANAGER["max_reply_tokens"],
+                prefix_cache=cache, dtype=dtype)
+        return backends[cache, dtype]
 
     observer, video = make_observer(), video_frames()
     results: dict[str, list[dict]] = {name: [] for name, _ in setups}
@@ -172,16 +163,18 @@ def main(argv=None) -> int:
         for name, setup in setups:
             setup = dict(setup)
             cache = bool(setup.pop("prefix_cache", True))
-            print(f"session {rep + 1}/{args.reps}, setup {name} {setup} prefix_cache={cache}, "
-                  f"{args.minutes:g} min", flush=True)
-            results[name] += run_session(backend_for(cache), observer, setup, questions, video,
-                                         args)
+            dtype = str(setup.pop("dtype", args.dtype))
+            print(f"session {rep + 1}/{args.reps}, setup {name} {setup} prefix_cache={cache} "
+                  f"dtype={dtype}, {args.minutes:g} min", flush=True)
+            results[name] += run_session(backend_for(cache, dtype), observer, setup, questions,
+                                         video, args)
     n = DEMO_MANAGER["n"]
     scores = {name: summarise(turns, n) for name, turns in results.items()}
     cols = ["turns", "first_sentence_p50_s", "first_sentence_p95_s", "turn2_first_s",
             "turn10_first_s", "turn10_over_turn2", "second_half_first_p50_s",
             "most_frames_in_a_prompt", "fallbacks"]
-    print("\n| setup | " + " | ".join(cols) + " |\n|---" * (len(cols) + 1) + "|")
+    print("\n| setup | " + " | ".join(cols) + " |")
+    print("|" + "---|" * (len(cols) + 1))
     for name, sc in scores.items():
         print(f"| {name} | " + " | ".join(str(sc[c]) for c in cols) + " |")
     print(json.dumps({"benchmark": "session", "label": args.label, "model": args.model,

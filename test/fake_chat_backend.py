@@ -53,7 +53,7 @@ class FakeChatBackend:
         if self.responder is not None:
             return self.responder(messages, kind)
         return {"summary": f"I saw thing {n}.", "fold": f"Memory {n}.",
-                "reply": "Hello there. Nice hat!"}[kind]
+                "reply": "Hello there. Lovely day!"}[kind]
 
     def complete(self, messages, *, model=None, max_tokens=None, temperature=None) -> str:
         return self._answer(messages, {"model": model, "max_tokens": max_tokens})

@@ -55,7 +55,7 @@ def test_prompt_order_and_newest_frame_full_size():
         assert "your eyes" in last[0]["text"]
         assert dims(last[1]) == (240, 320) and last[1]["image_url"]["detail"] == "auto"
         assert last[2]["text"] == "What now?"
-        assert msgs[2]["content"] == "Hello there. Nice hat!"
+        assert msgs[2]["content"] == "Hello there. Lovely day!"
     finally:
         c.close()
 
@@ -103,6 +103,8 @@ def test_bracketed_notes_are_never_spoken():
     echo = NoteFilter(notes=["(Someone has just come in front of you. Open the conversation.)"])
     assert echo.feed("Someone has just come in front of you.") == ""
     assert echo.feed("Someone is in front of me!") == "Someone is in front of me!"
+    assert NoteFilter(notes=["[It is dark. Do not talk about images.]"]).feed(
+        "Do not talk about images.") == ""
     # an observation may be said in one's own words, but not read out whole
     seen = NoteFilter(observations=["one person, close, in the middle, wearing orange and black",
                                     "no one there; orange and brown things"],
@@ -111,6 +113,8 @@ def test_bracketed_notes_are_never_spoken():
         "I see you in the middle, wearing orange and black."
     assert seen.feed("One person, close, in the middle, wearing orange and black.") == ""
     assert seen.feed("No one there; orange and brown things.") == ""
+    assert seen.feed("Orange and brown things.") == "" and seen.feed("Orange things.") == \
+        "Orange things."
     # a sentence the robot already said is not said again; short ones may be
     assert seen.feed("What do you like about it?") == ""
     assert seen.feed("Yes.") == "Yes."
@@ -228,10 +232,63 @@ def test_a_reply_reading_its_notes_out_is_said_in_the_robots_words():
         c.close()
 
 
+def test_a_repeated_answer_is_said_rather_than_nothing():
+    """Repeats are dropped from a reply, unless the reply is nothing but a repeat."""
+    replies = iter(["No, I did not see a drink. Do you like tea?",
+                    "No, I did not see a drink. Do you like tea?",
+                    "No, I did not see a drink. What else?"])
+    c = conv(FakeChatBackend(responder=lambda m, k: next(replies)), stream=False)
+    try:
+        assert c.turn("Did you see a drink?").text == "No, I did not see a drink. Do you like tea?"
+        second = c.turn("Did you see a drink?")
+        assert second.text == "No, I did not see a drink. Do you like tea?"
+        assert not second.fallback
+        assert c.turn("Really?").text == "What else?"
+    finally:
+        c.close()
+
+
+def test_a_reply_that_is_only_an_echo_of_a_memory_is_said_rather_than_a_fallback():
+    """With no way to rephrase (no perception), a reply that only reads a summary is still said."""
+    from vision_dialogue.core.conversation import NoteFilter
+    f = NoteFilter(memories=["The person wore a dark suit and waved."])
+    assert f.feed("The person wore a dark suit and waved.") == ""
+    assert f.repeats == ["The person wore a dark suit and waved."]
+    # with a rephraser that cannot say it, the same
+    g = NoteFilter(memories=["The person wore a dark suit and waved."], speak=lambda t, past: "")
+    assert g.feed("The person wore a dark suit and waved.") == "" and g.repeats
+    # with one that can, its words
+    h = NoteFilter(memories=["The person wore a dark suit and waved."],
+                   speak=lambda t, past: "You had a dark suit on.")
+    assert h.feed("The person wore a dark suit and waved.") == "You had a dark suit on."
+    assert not h.repeats
+
+
+def test_no_claim_to_see_while_the_robot_cannot_see():
+    """No frame yet (or the camera lost): "I can see you" becomes the persona's blind line."""
+    persona = load_persona()
+    replies = iter(["Yes, I can see you. You look happy! What is your name?",
+                    "I cannot see you yet. Where are you from?",
+                    "My shirt is a white shirt.",
+                    "Yes, I can see you. Do you like robots?"])
+    c = conv(FakeChatBackend(responder=lambda m, k: next(replies)), stream=False)
+    try:
+        assert c.turn("Can you see me?").text == f"{persona.blind_lines[0]} What is your name?"
+        # a sentence that says it cannot see is kept as it is
+        assert c.turn("Hello?").text == "I cannot see you yet. Where are you from?"
+        # the small model's first-person answer about the person's clothes: not said either
+        assert c.turn("What colour is my shirt?").text == persona.blind_lines[1]   # the next
+        c.add_frame(photo())                    # now it can: the claim stands
+        assert c.turn("And now?").text == "Yes, I can see you. Do you like robots?"
+    finally:
+        c.close()
+
+
 def test_streaming_sentences_and_final_line():
     be = FakeChatBackend(responder=lambda m, k: "Nice hat! Is it new? \U0001F600" if k == "reply"
                          else "S.")
     c = conv(be)
+    c.add_frame(photo())       # it sees: a remark about a hat may be said
     got = []
     try:
         r = c.turn("  hello   robot ", on_sentence=lambda s, i, fallback=False: got.append((i, s)))
@@ -247,13 +304,14 @@ def test_llm_failure_gives_fallback_and_next_turn_works():
     be = FakeChatBackend()
     be.fail["reply"] = 1
     c = conv(be, stream=False)
+    c.add_frame(photo())
     try:
         r = c.turn("Hello")
         assert r.fallback and r.text in c.persona.fallback_lines and "fake reply" in r.error
         r2 = c.turn("Hello again")
-        assert not r2.fallback and r2.text == "Hello there. Nice hat!" and r2.turn_id == 2
+        assert not r2.fallback and r2.text == "Hello there. Lovely day!" and r2.turn_id == 2
         # the fallback is part of the conversation, as the robot said it
-        assert c.state()["timeline"][1] == "robot: " + r.text
+        assert c.state()["timeline"][2] == "robot: " + r.text
     finally:
         c.close()
 
@@ -270,7 +328,7 @@ def test_greet_asks_last_and_falls_back_to_a_greeting():
         r = c.greet()
         msgs = be.of_kind("reply")[-1][1]
         assert msgs[-1] == {"role": "system", "content": c.persona.greet_instruction}
-        assert r.text == "Hello there. Nice hat!" and r.in_reply_to == "" and not r.fallback
+        assert r.text == "Hello there. Lovely day!" and r.in_reply_to == "" and not r.fallback
         be.fail["reply"] = 1
         failed = c.greet()
         assert failed.fallback and failed.text in c.persona.greet_fallback_lines
@@ -350,7 +408,7 @@ def test_transcript_records_every_event_and_frame_files(tmp_path):
         "user", "reply", "user", "reply"]
     replies = [r for r in recs if r["type"] == "reply"]
     assert replies[0]["fallback"] and replies[0]["in_reply_to"] == "Hello"
-    assert replies[1]["text"] == "Hello there. Nice hat!"
+    assert replies[1]["text"] == "Hello there. Lovely day!"
     summ = next(r for r in recs if r["type"] == "summary")
     assert summ["frame_ids"] == [1, 2]
     assert replies[1]["frames_in_prompt"] == [3]

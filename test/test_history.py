@@ -68,7 +68,7 @@ def test_fold_runs_in_background_and_failure_keeps_lines():
         st = c.state()
         assert st["folded_lines"] >= 1 and st["history_summary"].startswith("Memory")
         assert "A fairly long first sentence from the user." not in lines(c)
-        assert lines(c)[-2:] == ["Third one.", "Hello there. Nice hat!"]
+        assert lines(c)[-2:] == ["Third one.", "Hello there. Lovely day!"]
     finally:
         be.gate["fold"].set()
         c.close()

@@ -287,6 +287,26 @@ def test_prefix_cache_reuses_the_last_prompt_and_answers_the_same(text_model_dir
     assert cached.reused_tokens == 0
 
 
+def test_int8_quantises_every_linear_layer_and_keeps_the_prefix_cache(text_model_dir):
+    """dtype=int8: the Linear layers are quantised, and the kept cache still answers the same.
+
+    Replies stay deterministic; the cache gives what computing the whole prompt gives.
+    """
+    import torch
+    cached = TransformersChatBackend(text_model_dir, max_new_tokens=10, dtype="int8")
+    plain = TransformersChatBackend(text_model_dir, max_new_tokens=10, dtype="int8",
+                                    prefix_cache=False)
+    linear = [type(m) for m in cached._model.model.modules()
+              if isinstance(m, torch.nn.Module) and "Linear" in type(m).__name__]
+    assert linear and torch.nn.Linear not in linear      # all quantised (ao's dynamic Linear)
+    for turns in (1, 2, 3):
+        msgs = _conversation(turns)
+        assert cached.complete(msgs) == plain.complete(msgs)
+    assert cached.reused_tokens >= 30
+    with pytest.raises(BackendError, match="int8 runs on the CPU only"):
+        TransformersChatBackend(text_model_dir, dtype="int8", device="cuda")
+
+
 def test_background_call_gives_way_to_a_reply(text_model_dir):
     from vision_dialogue.llm.base import Preempted
     backend = TransformersChatBackend(text_model_dir, max_new_tokens=400, temperature=1.5)

@@ -92,14 +92,14 @@ def test_turn_never_waits_for_a_summary_and_splice_is_in_place():
             c.add_frame(img())        # summary of 1-3 starts and blocks on the gate
         assert be_wait(lambda: len(be.of_kind("summary")) == 1)
         r = c.turn("Can you see me?")            # must not wait for the blocked summary
-        assert not r.fallback and r.text == "Hello there. Nice hat!"
+        assert not r.fallback and r.text == "Hello there. Lovely day!"
         c.add_frame(img())
         assert c.state()["pending_summaries"] == 1
         be.gate["summary"].set()
         assert c.wait_idle(5)
         tl = c.state()["timeline"]
         assert tl[0].startswith("summary 1-3") and tl[1:] == [
-            "frame 4", "user: Can you see me?", "robot: Hello there. Nice hat!", "frame 5"]
+            "frame 4", "user: Can you see me?", "robot: Hello there. Lovely day!", "frame 5"]
     finally:
         be.gate["summary"].set()
         c.close()

