@@ -35,6 +35,8 @@ ARGUMENTS = [  # (name, default, description)
     ('use_speech', 'true', 'Start the speech_node (if the setup has one)'),
     ('use_manager', 'true', 'Start the conversation manager_node (if the setup has one)'),
     ('use_vfm', 'true', 'Start the vfm_server (if the setup has one)'),
+    ('use_monitor', '', 'Start the monitor page (http://127.0.0.1:8765/): true or false; '
+     'empty: the setup\'s default (on in demo and standalone, off in furhat)'),
     ('speech_prefix', '',
      'Prefix for the speech_node command; ros2 launch gives nodes no stdin, so with the '
      'terminal backend use e.g. "xterm -e" (or use_speech:=false and `ros2 run '
@@ -69,8 +71,11 @@ def launch_setup(context):
     actions = []
     for key in start_order(setup.nodes):
         exe = NODES[key].executable
+        use = LaunchConfiguration(f'use_{key}')
+        if not arg.get(f'use_{key}', 'true'):     # empty: the setup's default
+            use = 'false' if key in setup.optional else 'true'
         node = Node(
-            condition=IfCondition(LaunchConfiguration(f'use_{key}')),
+            condition=IfCondition(use),
             package='vision_dialogue',
             executable=exe,
             name=exe,

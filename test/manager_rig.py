@@ -19,7 +19,7 @@ from fake_openai import FakeOpenAI
 from vision_dialogue.manager_node import ManagerNode
 from vision_dialogue.msg import PromptState, Reply as ReplyMsg, Utterance
 
-REPLY = "Hello there. I like your jacket! What is your name?"
+REPLY = "Hello there. It is nice to meet you! What is your name?"
 
 
 def responder(req):

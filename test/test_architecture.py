@@ -23,12 +23,13 @@ ALLOWED = {
     "speech": {"llm"},
     "vfm": {"core"},
     "furhat": {"core", "camera", "speech", "llm"},
+    "monitor": {"core"},
 }
 ROS_MODULES = ("rclpy", "rcl_interfaces", "builtin_interfaces", "std_msgs", "sensor_msgs",
                "geometry_msgs", "action_msgs", "rosgraph_msgs", "launch", "launch_ros",
                "ament_index_python")
 GENERATED = ("msg", "srv", "action")
-NODE_MODULES = {"manager_node", "camera_node", "speech_node", "vfm_server"}
+NODE_MODULES = {"manager_node", "camera_node", "speech_node", "vfm_server", "monitor_node"}
 
 
 def imports(path: Path) -> set[str]:

@@ -203,6 +203,46 @@ def test_demo_overrides_and_dry_run(tmp_path, monkeypatch, capsys):
         assert piece in out[0]
 
 
+def test_node_parameters_video_script_and_camera_from_the_command_line(
+        tmp_path, capsys, monkeypatch):
+    """-p node.param:=value, --video, --script, --camera reach the nodes' command lines."""
+    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    clip, script = tmp_path / "clip.avi", tmp_path / "talk.yaml"
+    clip.write_bytes(b"x")
+    script.write_text("items: [{say: hi}]\n")
+    assert bringup.main(["bringup", "standalone", "--dry-run", "--video", str(clip),
+                         "--script", str(script), "-p", "manager.n:=6",
+                         "-p", "manager_node.persona_file:=/p.yaml",
+                         "-p", "camera.frame_period:=2.5", "--no-monitor"]) == 0
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.strip().splitlines())
+    assert set(lines) == {"manager", "camera", "speech"}
+    assert "-p n:=6" in lines["manager"] and "-p persona_file:=/p.yaml" in lines["manager"]
+    assert "-p source:=video" in lines["camera"] and f"-p video_path:={clip}" in lines["camera"]
+    assert "-p frame_period:=2.5" in lines["camera"]
+    assert "-p backend:=script" in lines["speech"] and f"script_file:={script}" in lines["speech"]
+    assert bringup.main(["bringup", "standalone", "--dry-run", "--camera", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "-p source:=webcam" in out and "-p device:=2" in out and "monitor: " in out
+    for argv, message in (
+            (["-p", "manager.nn:=6"], "manager_node has no parameter 'nn'"),
+            (["-p", "vfm.load:=x"], "no node 'vfm' in this bringup"),
+            (["-p", "manager.n=6"], "expected node.parameter:=value"),
+            (["--video", str(tmp_path / "none.avi")], "--video: no such file"),
+            (["--video", str(clip), "--camera", "0"], "give one"),
+            (["--nodes", "manager", "--script", str(script)], "need the speech node")):
+        assert bringup.main(["bringup", "standalone", "--dry-run", *argv]) == 2, argv
+        assert message in capsys.readouterr().err, argv
+
+
+def test_monitor_on_by_setup_and_by_flag(capsys):
+    assert bringup.resolve("demo", None, None)[2] == ("camera", "speech", "manager", "monitor")
+    assert "monitor" not in bringup.resolve("furhat", None, None)[2]
+    assert "monitor" in bringup.resolve("furhat", None, None, monitor=True)[2]
+    assert "monitor" not in bringup.resolve("demo", None, None, monitor=False)[2]
+    with pytest.raises(BringupError, match="setup vfm has no monitor"):
+        bringup.resolve("vfm", None, None, monitor=True)
+
+
 # ---------------------------------------------------------------------------- running
 def _frame_sink(ctx, topic):
     from sensor_msgs.msg import Image
@@ -361,7 +401,12 @@ def test_demo_runs_to_the_end_of_its_script(tmp_path, mode):
     env = child_env()
     env["VD_DEMO_DIR"] = str(tmp_path / "demo")
     env["OPENAI_API_KEY"] = "test-key"
-    with FakeOpenAI(responder=lambda req: "I see you. You wear a suit.") as fake:
+    count = iter(range(1, 1000))
+
+    def responder(req):    # a different reply each time (the robot never repeats itself)
+        return f"Reply number {next(count)}, nice to talk."
+
+    with FakeOpenAI(responder=responder) as fake:
         cmd = [sys.executable, "-m", "vision_dialogue.cli.bringup", "demo", "--llm", "openai",
                "--base-url", fake.base_url, "--model", "fake-vlm",
                "--namespace", f"demo_{mode[:2]}", "--log-level", "warn"]
@@ -375,7 +420,7 @@ def test_demo_runs_to_the_end_of_its_script(tmp_path, mode):
     assert "speech finished" in out or "speech exited with code 0" in out, out[-3000:]
     for line in lines:
         assert f"you: {line}" in out, f"{line!r} was not said:\n{out[-3000:]}"
-    assert out.count("I see you. You wear a suit.") >= len(lines), out[-3000:]
+    assert out.count("robot: Reply number") >= len(lines), out[-3000:]
     replies = [r for r in requests if r.get("stream")]
     assert len(replies) >= len(lines)
     transcripts = list((tmp_path / "runs" / "transcripts").glob("*/transcript.jsonl"))

@@ -139,6 +139,10 @@ def test_folder_without_loop_ends_and_missing_folder_fails(tmp_path):
 def test_webcam_missing_device_is_a_source_error():
     with pytest.raises(SourceError, match="does not exist"):
         WebcamSource("/dev/video_does_not_exist").open()
+    # an index with no camera: what is there and how to go on, in one message
+    with pytest.raises(SourceError, match=r"cannot open webcam 97 \((devices here|no /dev/vid)"
+                       r".*source:=video \(bringup --video FILE\)"):
+        WebcamSource(97).open()
 
 
 def test_parse_user_data_liberal_shapes():

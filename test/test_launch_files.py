@@ -280,7 +280,7 @@ def test_launch_defaults_match_bringup(launch_api, setup):
     ev = Evaluated(setup)
     started = ev.started()
     assert [n.executable for n in started] == [NODES[k].executable for k in
-                                               start_order(SETUPS[setup].nodes)]
+                                               start_order(SETUPS[setup].default_nodes)]
     for node in started:
         assert node.package == "vision_dialogue" and node.name == node.executable
         params_file = ev.value(node.parameters[0])
@@ -306,11 +306,19 @@ def test_launch_arguments_reach_every_node(launch_api, setup):
         assert ev.value(node.parameters[0]) == "/tmp/my.yaml"
         assert ev.value(node.parameters[1]["use_sim_time"]) == "true"
         assert [ev.value(a) for a in node.arguments] == ["--ros-args", "--log-level", "debug"]
-    for key in SETUPS[setup].nodes:
+    for key in SETUPS[setup].default_nodes:
         ev = Evaluated(setup, **{f"use_{key}": "false"})
         exes = [n.executable for n in ev.started()]
         assert NODES[key].executable not in exes
-        assert len(exes) == len(SETUPS[setup].nodes) - 1
+        assert len(exes) == len(SETUPS[setup].default_nodes) - 1
+    for key in SETUPS[setup].optional:          # off unless asked for (furhat's monitor)
+        exes = [n.executable for n in Evaluated(setup, **{f"use_{key}": "true"}).started()]
+        assert NODES[key].executable in exes and len(exes) == len(SETUPS[setup].nodes)
+
+
+def test_monitor_is_on_in_the_demo_and_off_on_the_robot(launch_api):
+    assert "monitor" in [n.executable for n in Evaluated("demo").started()]
+    assert "monitor" not in [n.executable for n in Evaluated("furhat").started()]
 
 
 @pytest.mark.parametrize("setup", ["standalone", "furhat"])

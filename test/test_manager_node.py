@@ -37,7 +37,7 @@ def test_frames_reply_chunks_final_prompt_state_and_transcript(ros_context, fake
         assert rig.wait(lambda: rig.finals())
         chunks = [r for r in rig.replies if not r.final]
         final = rig.finals()[0]
-        assert [c.text for c in chunks] == ["Hello there.", "I like your jacket!",
+        assert [c.text for c in chunks] == ["Hello there.", "It is nice to meet you!",
                                             "What is your name?"]
         assert [c.chunk_index for c in chunks] == [0, 1, 2]
         assert final.text == REPLY and final.chunk_index == 3 and final.turn_id == 1
@@ -188,7 +188,8 @@ def test_greet_first_speaks_once_when_a_person_appears(ros_context, tmp_path):
             greeting = rig.finals()[0]
             assert greeting.in_reply_to == "" and greeting.text == REPLY
             prompt = fake.requests[-1]["messages"]
-            assert "Open the conversation" in json.dumps(prompt[-1])
+            from vision_dialogue.core.persona import load_persona
+            assert prompt[-1] == {"role": "system", "content": load_persona().greet_instruction}
             rig.img_pub.publish(to_image_msg(photo()))    # a second frame: no second greeting
             rig.say("Hi robot")
             assert rig.wait(lambda: len(rig.finals()) == 2)
@@ -197,3 +198,68 @@ def test_greet_first_speaks_once_when_a_person_appears(ros_context, tmp_path):
             assert len(rig.finals()) == 2
         finally:
             rig.close()
+
+
+def _event_sink(rig):
+    from std_msgs.msg import String
+
+    from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC
+    got = []
+    rig.io.create_subscription(String, EVENTS_TOPIC, lambda m: got.append(json.loads(m.data)),
+                               EVENTS_QOS)
+    return got
+
+
+def test_every_transcript_record_goes_out_on_dialogue_events(ros_context, fake, tmp_path):
+    """The monitor's source: frames (with a thumbnail), lines, replies with their latency."""
+    import base64
+    rig = Rig(ros_context, fake, tmp_path)
+    events = _event_sink(rig)
+    try:
+        rig.img_pub.publish(to_image_msg(photo()))
+        assert rig.wait(lambda: any(e["type"] == "frame" for e in events))
+        rig.say("What do you see?")
+        assert rig.wait(lambda: any(e["type"] == "reply" for e in events))
+        frame = next(e for e in events if e["type"] == "frame")
+        assert base64.b64decode(frame["thumbnail"])[:3] == b"\xff\xd8\xff"
+        reply = next(e for e in events if e["type"] == "reply")
+        assert reply["text"] == REPLY and reply["frames_in_prompt"] == [frame["frame_id"]]
+        assert 0 <= reply["first_sentence_s"] <= reply["reply_s"] and reply["prompt_chars"] > 0
+        user = next(e for e in events if e["type"] == "user")
+        assert user["text"] == "What do you see?" and user["t"] <= reply["t"]
+        # the manager checked its endpoint at startup: the model is served
+        assert rig.wait(lambda: any(e["type"] == "health" for e in events))
+        assert next(e for e in events if e["type"] == "health")["ok"] is True
+    finally:
+        rig.close()
+
+
+def test_startup_check_warns_once_about_a_model_the_server_does_not_serve(ros_context, fake,
+                                                                          tmp_path):
+    rig = Rig(ros_context, fake, tmp_path, model="gpt-7")
+    events = _event_sink(rig)
+    try:
+        assert rig.wait(lambda: any(e["type"] == "health" for e in events))
+        health = next(e for e in events if e["type"] == "health")
+        assert health["ok"] is False and "does not serve model 'gpt-7'" in health["detail"]
+    finally:
+        rig.close()
+
+
+def test_verbose_logs_observations_summaries_and_latency(ros_context, fake, tmp_path,
+                                                         monkeypatch):
+    monkeypatch.setenv("VD_VERBOSE", "1")
+    rig = Rig(ros_context, fake, tmp_path, n=2, m=1)
+    logged = []
+    monkeypatch.setattr(rig.node, "get_logger", lambda: type(
+        "L", (), {"info": staticmethod(logged.append), "warning": staticmethod(logged.append)})())
+    try:
+        for _ in range(2):
+            rig.img_pub.publish(to_image_msg(photo()))
+            time.sleep(0.3)
+        rig.say("Hi")
+        assert rig.wait(lambda: any(line.startswith("turn 1: first sentence") for line in logged))
+        assert any(line.startswith("frame 1: ") for line in logged)
+        assert rig.wait(lambda: any(line.startswith("summary of frames [1]") for line in logged))
+    finally:
+        rig.close()

@@ -6,6 +6,7 @@ listening to replies and tool images.
 """
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
@@ -18,6 +19,7 @@ from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image
+from std_msgs.msg import String
 from skimage import data
 
 from conftest import spin_until
@@ -26,6 +28,7 @@ from vision_dialogue.ros.image_msgs import from_image_msg, to_image_msg
 from vision_dialogue.manager_node import ManagerNode
 from vision_dialogue.msg import Reply as ReplyMsg, Utterance
 from vision_dialogue.ros.params import ParameterError
+from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC
 from vision_dialogue.vfm_server import VfmServer
 
 FINAL = "I traced all the edges for you. They look like a drawing!"
@@ -76,6 +79,9 @@ class Rig:
         self.replies, self.tool_images = [], []
         self.io.create_subscription(ReplyMsg, "dialogue/reply", self.replies.append, 50)
         self.io.create_subscription(Image, "dialogue/tool_image", self.tool_images.append, 10)
+        self.events = []
+        self.io.create_subscription(String, EVENTS_TOPIC,
+                                    lambda m: self.events.append(json.loads(m.data)), EVENTS_QOS)
         for n in self.nodes:
             self.ex.add_node(n)
         assert self.wait(lambda: self.img_pub.get_subscription_count() >= 1
@@ -157,6 +163,11 @@ def test_llm_calls_canny_on_the_newest_frame_through_the_real_vfm_server(
         ti = rig.tool_images[0]
         assert (ti.width, ti.height, ti.header.frame_id) == (320, 240, "robot_head")
         assert np.array_equal(from_image_msg(ti)[:, :, 0], edges)
+        # ... and on dialogue/events with a thumbnail, for the monitor page
+        assert rig.wait(lambda: any(e["type"] == "tool_image" for e in rig.events))
+        shown = next(e for e in rig.events if e["type"] == "tool_image")
+        assert shown["image_file"] == outs[0]
+        assert base64.b64decode(shown["thumbnail"])[:3] == b"\xff\xd8\xff"
         # the dialogue memory keeps the file name for later turns; the spoken text does not
         tl = rig.node.conversation.state()["timeline"]
         assert tl[-1] == f"robot: {FINAL} [Images I made: {outs[0]} (canny)]"

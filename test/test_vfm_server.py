@@ -57,7 +57,7 @@ class Harness:
 
     def _client(self, kind):
         c = ActionClient(self.client, self.types[kind], f"vfm/{kind}", **VFM_ACTION_QOS)
-        assert c.wait_for_server(timeout_sec=20)
+        assert c.wait_for_server(timeout_sec=60), f"vfm/{kind}: no server after 60 s"
         return c
 
     def send(self, kind, goal, feedback=None, tries=4, timeout=8.0):

@@ -221,3 +221,16 @@ def test_device_and_dtype_rules(ckpts, photo):
         box = Toolbox({"depth": "cuda:0"}, ckpts)
         with pytest.raises(ToolError, match="not available"):
             box.run("depth", photo, "")
+
+
+def test_readiness_says_which_tools_can_run_before_loading_any(ckpts, tmp_path):
+    """What the VFM server and `doctor` report at start: checkpoints on disk, nothing loaded."""
+    everything = Toolbox({t.op: "cpu" for t in registry.TOOLS}, ckpts)
+    ready, missing = everything.readiness()
+    assert set(ready) == {t.op for t in registry.TOOLS} and not missing
+    assert not any(everything.is_loaded(op) for op in ready if not registry.BY_OP[op].weight_free)
+    bare = Toolbox({"canny": "cpu", "caption": "cpu"},
+                   {k: str(tmp_path / "none" / k) for k in registry.DEFAULT_CHECKPOINTS})
+    ready, missing = bare.readiness()
+    assert ready == ["canny"] and list(missing) == ["caption"]
+    assert str(tmp_path / "none") in missing["caption"]

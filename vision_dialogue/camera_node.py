@@ -37,6 +37,7 @@ from vision_dialogue.ros.image_msgs import stamp_from_ns, to_compressed_msg, to_
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 
+EXTRA_PARAMS = ("device",)   # declared apart: an index or a path (dynamic typing)
 PARAMS = [
     Param("source", "webcam", "Where frames come from.", choices=SOURCE_KINDS),
     Param("video_path", "", "Video file for source=video (a missing file is retried, not "

@@ -10,7 +10,9 @@ A thin ROS adapter around `vision_dialogue.core.conversation.Conversation`:
 * `dialogue/reply` (vision_dialogue/Reply): one message per streamed sentence (final=false),
   then the whole text (final=true);
 * `dialogue/prompt_state` (vision_dialogue/PromptState, transient local, depth 1): after
-  every change and on a timer; a monitor that starts late gets the newest one.
+  every change and on a timer; a monitor that starts late gets the newest one;
+* `dialogue/events` (std_msgs/String, transient local, depth 200): every transcript record as
+  JSON (frames with a small JPEG thumbnail), for the `monitor` page and any other tool.
 
 Every header stamp comes from the node's clock (bag time under `use_sim_time`).
 
@@ -21,6 +23,9 @@ image store and announced to the LLM with Visual ChatGPT's "Received." exchange.
 """
 from __future__ import annotations
 
+import base64
+import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -31,26 +36,31 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from sensor_msgs.msg import CompressedImage, Image
+from std_msgs.msg import String
 
+from vision_dialogue.cli.console import VERBOSE_ENV
 from vision_dialogue.llm.base import BackendError
-from vision_dialogue.llm.factory import KINDS, make_backend
+from vision_dialogue.llm.factory import DTYPES, KINDS, make_backend
+from vision_dialogue.llm.probe import probe_openai
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
-from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy
+from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy, jpeg_bytes
 from vision_dialogue.core.persona import PersonaError, default_persona_file, load_persona
 from vision_dialogue.core.summariser import check_nm
-from vision_dialogue.core.transcript import TranscriptWriter
+from vision_dialogue.core.transcript import TranscriptWriter, event_record
 from vision_dialogue.core.turn_queue import PendingTurn, TurnQueue
 from vision_dialogue.camera.intake import FrameIntake
 from vision_dialogue.ros.image_msgs import (ImageConversionError, from_compressed_msg,
                                             from_image_msg, stamp_to_ns)
 from vision_dialogue.msg import PromptState, Reply, Utterance
 from vision_dialogue.ros.node_runner import run_node
-from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES, FollowingSubscription, image_qos
+from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC, IMAGE_QOS_CHOICES, \
+    FollowingSubscription, image_qos
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 
 SHARED_IMAGE_DEFAULT = "a picture the person shared with me"
 #: utterances the subscription holds while the callback is busy (a burst must not be lost)
 UTTERANCE_DEPTH = 100
+THUMBNAIL_SIDE = 192      # longest side of the frame thumbnails in dialogue/events
 #: seconds between two warnings about bad frames of one cause
 BAD_FRAME_WARN_PERIOD = 5.0
 
@@ -69,6 +79,10 @@ PARAMS = [
     Param("model", "gpt-4o-mini", "Model name (openai) or checkpoint path (transformers; "
           "empty or 'default' = the embedded default model, 'default:1.5b' = its larger "
           "variant)."),
+    Param("local_dtype", "auto", "Precision of a local (transformers) model's weights: int8 = "
+          "quantised Linear layers (CPU, several times faster); auto = the embedded default "
+          "model's measured best on a CPU (0.5b: int8, 1.5b: bfloat16), else the "
+          "checkpoint's.", choices=DTYPES),
     Param("summary_model", "", "Model for frame summaries and history folding; empty = model."),
     Param("api_key_env", "OPENAI_API_KEY", "Environment variable holding the API key "
           "(the key itself is never logged).", check=nonempty),
@@ -162,6 +176,8 @@ class ManagerNode(Node):
             persona = load_persona(persona_path)
         except PersonaError as e:
             raise ParameterError(f"persona_file: {e}") from None
+        made_here = backend is None
+        self._verbose = os.environ.get(VERBOSE_ENV) == "1"      # bringup/node --verbose
         self.backend = backend if backend is not None else self._make_backend()
         if observer is None and not getattr(self.backend, "supports_images", True):
             observer = self._make_observer()
@@ -187,6 +203,8 @@ class ManagerNode(Node):
         self._closed = False
         log.info(f"manager ready: backend={p['llm_backend']} model={p['model']!r} "
                  f"n={p['n']} m={p['m']} persona={persona_path}")
+        if made_here and p["llm_backend"] == "openai":
+            threading.Thread(target=self._probe_llm, name="vd-probe", daemon=True).start()
 
     # --- construction ------------------------------------------------------------------------
     def _apply_live_params(self) -> None:
@@ -213,10 +231,25 @@ class ManagerNode(Node):
                 p["llm_backend"], base_url=p["base_url"], model=p["model"],
                 api_key_env=p["api_key_env"], timeout=p["request_timeout"],
                 max_retries=p["max_retries"], supports_images=p["supports_images"],
-                max_new_tokens=p["max_reply_tokens"])
+                max_new_tokens=p["max_reply_tokens"], dtype=p["local_dtype"])
         except (BackendError, ValueError, OSError) as e:
             raise ParameterError(f"llm_backend: cannot start {p['llm_backend']!r} ({e})") \
                 from None
+
+    def _probe_llm(self) -> None:
+        """At startup: is the endpoint there and does it serve the model? One warning if not.
+
+        So a server that is not running is noticed now, not at the first turn; the result also
+        goes to dialogue/events (the monitor's LLM badge).
+        """
+        p = self.p
+        found = probe_openai(p["base_url"], p["model"], p["api_key_env"],
+                             timeout=min(5.0, p["request_timeout"]))
+        if found.ok is False:
+            self.get_logger().warning(f"LLM check at startup: {found.detail}; {found.fix}. "
+                                      "Turns get the fallback line until it answers.")
+        self.publish_event({"type": "health", "component": "llm", "ok": found.ok,
+                            "detail": found.detail})
 
     def _make_observer(self):
         """Perception for a text-only backend; None (frames go in unobserved) if it fails."""
@@ -259,6 +292,7 @@ class ManagerNode(Node):
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.state_pub = self.create_publisher(PromptState, "dialogue/prompt_state", latched)
+        self.events_pub = self.create_publisher(String, EVENTS_TOPIC, EVENTS_QOS)
         if self.p["use_tools"]:
             self.tool_image_pub = self.create_publisher(Image, "dialogue/tool_image", 10)
 
@@ -450,6 +484,11 @@ class ManagerNode(Node):
         img.header.frame_id = self.p["frame_id"]
         self.tool_image_pub.publish(img)
         self.get_logger().info(f"tool image {image_file} published on dialogue/tool_image")
+        try:
+            thumb = jpeg_bytes(from_image_msg(img), THUMBNAIL_SIDE, self.p["jpeg_quality"])
+        except (ImageConversionError, ValueError):
+            thumb = None
+        self.publish_event({"type": "tool_image", "image_file": image_file}, thumb)
 
     def _on_shared_image(self, msg: Image) -> None:
         try:
@@ -478,6 +517,38 @@ class ManagerNode(Node):
     # --- state -----------------------------------------------------------------------------
     def _on_event(self, kind: str, data: dict) -> None:
         self.publish_state()
+        record = event_record(kind, data)
+        frame = data.get("frame")
+        thumb = None
+        if frame is not None:
+            try:
+                thumb = frame.jpeg(THUMBNAIL_SIDE, self.p["jpeg_quality"])
+            except ValueError:
+                pass            # no thumbnail; the record still goes out
+        self.publish_event(record, thumb)
+        if self._verbose and record is not None:
+            self._log_details(record)
+
+    def _log_details(self, r: dict) -> None:
+        """--verbose: per-turn details on the console (observations, summaries, latency)."""
+        log = self.get_logger()
+        if r["type"] == "frame":
+            log.info(f"frame {r['frame_id']}: {r.get('observation') or '(image)'}")
+        elif r["type"] == "summary":
+            log.info(f"summary of frames {r['frame_ids']} ({r['method']}): {r['text']}")
+        elif r["type"] == "reply":
+            log.info(f"turn {r['turn_id']}: first sentence {r['first_sentence_s']:.2f} s, "
+                     f"reply {r['reply_s']:.2f} s, {len(r['frames_in_prompt'])} frames and "
+                     f"{r['prompt_chars']} characters in the prompt")
+
+    def publish_event(self, record: dict | None, thumbnail: bytes | None = None) -> None:
+        """Publish a record on dialogue/events (`thumbnail`: its JPEG, as base64)."""
+        if record is None or self._closed or not rclpy.ok(context=self.context):
+            return
+        record = {"t": round(time.time(), 3), **record}
+        if thumbnail:
+            record["thumbnail"] = base64.b64encode(thumbnail).decode("ascii")
+        self.events_pub.publish(String(data=json.dumps(record, ensure_ascii=False)))
 
     def publish_state(self) -> None:
         """Publish a PromptState snapshot now."""

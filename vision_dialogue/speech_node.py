@@ -26,6 +26,8 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
 
 from vision_dialogue.msg import Reply, SpeechState, Utterance
+from vision_dialogue.cli.console import hold_logs, show_prompt
+from vision_dialogue.speech.terminal import TerminalBackend
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, declare_params, nonempty
 from vision_dialogue.speech import BACKEND_NAMES, SpeechBackend, backend_class
@@ -126,6 +128,8 @@ class SpeechNode(Node):
                                  callback_group=ReentrantCallbackGroup(),
                                  qos_overriding_options=overridable)
         self.backend = self._make_backend(input_stream, output_stream)
+        if isinstance(self.backend, TerminalBackend):   # logs stay off the dialogue's lines
+            self.backend.hold_logs, self.backend.show_prompt = hold_logs, show_prompt
         self.turns = SpeechTurns(self.backend, publish=self._publish_utterance,
                                  on_state=self._publish_state,
                                  on_input_finished=self._on_input_finished,

@@ -123,10 +123,16 @@ class VfmServer(Node):
             for kind, action in ACTIONS.items()]
         self._list_srv = self.create_service(ListTools, LIST_TOOLS_SERVICE, self._list_tools,
                                              callback_group=self._cb)
+        ready, missing = self.toolbox.readiness()
         self.get_logger().info(
-            f"offering {len(devices)} tools "
-            f"({', '.join(f'{o}@{d}' for o, d in devices.items())}); "
+            f"{len(ready)} of {len(devices)} tools ready "
+            f"({', '.join(f'{o}@{devices[o]}' for o in ready) or 'none'}); "
             f"image store {self.store.root}")
+        if missing:
+            self.get_logger().warning(
+                f"{len(missing)} tools lack checkpoints and will fail until they are provided "
+                f"(checkpoints.<key> parameters, or allow_download): {', '.join(missing)}; "
+                f"first: {next(iter(missing.values()))}")
 
     # ---- goals ---------------------------------------------------------------------------
     def _goal_error(self, kind: str, tool: str) -> str | None:

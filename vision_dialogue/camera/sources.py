@@ -14,6 +14,7 @@ with backoff; the sources themselves never sleep or retry.
 """
 from __future__ import annotations
 
+import glob
 import importlib
 import os
 import re
@@ -113,7 +114,12 @@ class WebcamSource(CameraSource):
         cap = cv2.VideoCapture(self.device)
         if not cap.isOpened():
             cap.release()
-            raise SourceError(f"cannot open webcam {self.device}")
+            devices = sorted(glob.glob("/dev/video*"))
+            raise SourceError(
+                f"cannot open webcam {self.device} ("
+                + (f"devices here: {', '.join(devices)}" if devices else "no /dev/video* device")
+                + "); the robot cannot see. Fix: connect one, pick another with device:=N "
+                  "(bringup --camera N), or play a file with source:=video (bringup --video FILE)")
         cap.set(cv2.CAP_PROP_BUFFERSIZE, 1)
         self._cap = cap
 

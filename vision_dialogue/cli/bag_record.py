@@ -70,6 +70,7 @@ class BagRecorder(Node):
         self.counts: dict[str, int] = {name: 0 for name in self._names}
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._closed = False
+        self._received = 0
         # One thread owns the rosbags Writer (sqlite3 objects must stay in their thread);
         # callbacks only enqueue, so a slow disk never blocks the executor and nothing is lost.
         self._ready = threading.Event()
@@ -105,7 +106,17 @@ class BagRecorder(Node):
             t = clock.now().nanoseconds if clock.ros_time_is_active \
                 else int(info["received_timestamp"])
             self._queue.put(("message", index, (t, data)))
+            self._received += 1
         return cb
+
+    def drain(self, executor, quiet: float = 0.3, limit: float = 3.0) -> None:
+        """After Ctrl-C: take what DDS already holds for us, until `quiet` s pass with nothing."""
+        end = time.monotonic() + limit
+        seen, since = self._received, time.monotonic()
+        while time.monotonic() < end and time.monotonic() - since < quiet:
+            executor.spin_once(timeout_sec=0.05)
+            if self._received != seen:
+                seen, since = self._received, time.monotonic()
 
     def _write_loop(self) -> None:
         from rosbags.rosbag2 import Writer
@@ -179,7 +190,8 @@ def main(args=None) -> int:
     args = list(sys.argv if args is None else args)
     from rclpy.utilities import remove_ros_args
     overrides = parse_cli(remove_ros_args(args)[1:])
-    return run_node(lambda: BagRecorder(parameter_overrides=overrides), "bag_record", args)
+    return run_node(lambda: BagRecorder(parameter_overrides=overrides), "bag_record", args,
+                    drain=True)
 
 
 if __name__ == "__main__":

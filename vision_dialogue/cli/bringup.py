@@ -23,6 +23,9 @@ import sys
 import threading
 from pathlib import Path
 
+import yaml
+
+from vision_dialogue.cli.console import VERBOSE_ENV, quiet_console, restore_console
 from vision_dialogue.core.resources import PACKAGE, SOURCE_ROOT, ResourceNotFound
 from vision_dialogue.cli.setups import (NODES, SETUPS, Setup, default_params_file,
                                         node_overrides, start_order)
@@ -56,22 +59,79 @@ def llm_overrides(llm: str | None, base_url: str | None = None,
     return out
 
 
+def input_overrides(video: str | None = None, script: str | None = None,
+                    camera: str | None = None) -> dict[str, dict]:
+    """Node parameters for `--video FILE`, `--script FILE` and `--camera N` (checked now)."""
+    out: dict[str, dict] = {}
+    if video and camera is not None:
+        raise BringupError("--video and --camera both choose the camera: give one")
+    for flag, path in (("--video", video), ("--script", script)):
+        if path and not Path(path).is_file():
+            raise BringupError(f"{flag}: no such file: {path}")
+    if video:
+        out["camera"] = {"source": "video", "video_path": str(Path(video).resolve())}
+    if camera is not None:
+        out["camera"] = {"source": "webcam", "device": str(camera)}
+    if script:
+        out["speech"] = {"backend": "script", "script_file": str(Path(script).resolve())}
+    return out
+
+
+def param_overrides(items, keys) -> dict[str, dict]:
+    """`-p node.param:=value` items -> {node key: {param: value}} (values read as YAML).
+
+    `node` is a node key (manager) or its executable (manager_node); the node must be started
+    and declare the parameter, else BringupError naming it.
+    """
+    out: dict[str, dict] = {}
+    by_name = {NODES[k].executable: k for k in NODES} | {k: k for k in NODES}
+    for item in items or ():
+        target, sep, raw = item.partition(":=")
+        node, dot, name = target.partition(".")
+        if not sep or not dot or not name:
+            raise BringupError(f"-p {item!r}: expected node.parameter:=value, e.g. "
+                               "manager.n:=6")
+        key = by_name.get(node)
+        if key is None or key not in keys:
+            raise BringupError(f"-p {item!r}: no node {node!r} in this bringup "
+                               f"(nodes: {', '.join(keys)})")
+        module = importlib.import_module(NODES[key].module)
+        known = {p.name for p in module.PARAMS} | set(getattr(module, "EXTRA_PARAMS", ())) \
+            | {"use_sim_time"}
+        if name not in known:
+            raise BringupError(f"-p {item!r}: {NODES[key].executable} has no parameter "
+                               f"{name!r} (`{NODES[key].executable} --help` lists them)")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        out.setdefault(key, {})[name] = value
+    return out
+
+
 def setup_overrides(setup: Setup, params_file: str | Path, keys=None,
-                    llm: dict | None = None) -> dict[str, dict]:
+                    llm: dict | None = None, *extra: dict[str, dict]) -> dict[str, dict]:
     """What bringup adds to the YAML.
 
-    The setup's fill-ins (cli/setups.py) and, for the manager, the `--llm/--base-url/--model`
-    choice.
+    The setup's fill-ins (cli/setups.py); for the manager, the `--llm/--base-url/--model`
+    choice; then `extra` in order (`--video/--script/--camera`, `-p node.param:=value`),
+    the last word winning.
     """
     out = node_overrides(setup, params_file, keys)
     if llm and "manager" in (setup.nodes if keys is None else keys):
         out.setdefault("manager", {}).update(llm)
+    for more in extra:
+        for key, values in more.items():
+            out.setdefault(key, {}).update(values)
     return out
 
 
 def resolve(setup_name: str, params_file: str | None, nodes: str | None,
-            namespace: str = ""):
-    """(Setup, params file path, node keys) with clear errors for bad input."""
+            namespace: str = "", monitor: bool | None = None):
+    """(Setup, params file path, node keys) with clear errors for bad input.
+
+    monitor: True/False starts/leaves out the monitor page; None: the setup's default.
+    """
     setup = SETUPS.get(setup_name)
     if setup is None:
         raise BringupError(f"unknown setup {setup_name!r}; one of {', '.join(SETUPS)}")
@@ -81,7 +141,11 @@ def resolve(setup_name: str, params_file: str | None, nodes: str | None,
         raise BringupError(str(e)) from None
     if not path.is_file():
         raise BringupError(f"params file not found: {path}")
-    keys = setup.nodes
+    keys = setup.default_nodes
+    if monitor is not None:
+        if "monitor" not in setup.nodes:
+            raise BringupError(f"setup {setup.name} has no monitor")
+        keys = tuple(k for k in setup.nodes if k != "monitor" or monitor)
     if namespace and namespace.strip("/"):
         from rclpy.exceptions import InvalidNamespaceException
         from rclpy.validate_namespace import validate_namespace
@@ -333,20 +397,41 @@ def parse_cli(argv):
     ap.add_argument("--model", help="manager model name (openai) or checkpoint (transformers)")
     ap.add_argument("--dry-run", action="store_true",
                     help="print the per-node commands and exit")
+    ap.add_argument("-p", "--param", action="append", default=[], metavar="NODE.PARAM:=VALUE",
+                    help="set one node's parameter, e.g. -p manager.n:=6 -p camera.frame_period"
+                    ":=2 (repeatable; after the YAML)")
+    ap.add_argument("--video", metavar="FILE", help="the camera plays this video file")
+    ap.add_argument("--camera", metavar="N", help="the camera reads this webcam "
+                    "(OpenCV index or /dev/videoN)")
+    ap.add_argument("--script", metavar="FILE", help="the speech node plays this script "
+                    "(config/demo_script.yaml shows the format)")
+    ap.add_argument("--monitor", action=argparse.BooleanOptionalAction, default=None,
+                    help="start (or leave out) the monitor page, http://127.0.0.1:8765/ "
+                    "(default: on in demo and standalone, off in furhat)")
+    ap.add_argument("--verbose", action="store_true",
+                    help="show third-party libraries' start-up output (muted by default)")
     return ap.parse_args(argv)
 
 
 def main(args=None) -> int:
     argv = list(sys.argv[1:] if args is None else args[1:])
     ns = parse_cli(argv)
+    if args is None:     # as a program (tests call main() with args and keep their stderr)
+        quiet_console(ns.verbose or os.environ.get(VERBOSE_ENV) == "1")
     from vision_dialogue.ros.dds import apply_default_profile
     apply_default_profile()     # this process and every child: raw frames cross processes
     try:
-        setup, params_file, keys = resolve(ns.setup, ns.params_file, ns.nodes, ns.namespace)
+        setup, params_file, keys = resolve(ns.setup, ns.params_file, ns.nodes, ns.namespace,
+                                           ns.monitor)
         llm = llm_overrides(ns.llm, ns.base_url, ns.model)
         if llm and "manager" not in keys:
             raise BringupError("--llm/--base-url/--model need the manager node")
-        overrides = setup_overrides(setup, params_file, keys, llm)
+        inputs = input_overrides(ns.video, ns.script, ns.camera)
+        for key in inputs:
+            if key not in keys:
+                raise BringupError(f"--video/--camera/--script need the {key} node")
+        overrides = setup_overrides(setup, params_file, keys, llm, inputs,
+                                    param_overrides(ns.param, keys))
         run_args = (setup, params_file, keys, ns.namespace, ns.log_level, overrides)
         if ns.dry_run:
             for key, cmd in process_commands(*run_args).items():
@@ -380,6 +465,7 @@ def exit_without_stragglers(code: int, grace: float = 10.0) -> int:
           f"{', '.join(t.name for t in busy[:5])}", file=sys.stderr)
     sys.stderr.flush()
     sys.stdout.flush()
+    restore_console()
     os._exit(code)
 
 

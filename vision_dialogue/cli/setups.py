@@ -31,10 +31,11 @@ NODES: dict[str, NodeSpec] = {
     "manager": NodeSpec("manager", "manager_node", "vision_dialogue.manager_node",
                         "ManagerNode"),
     "vfm": NodeSpec("vfm", "vfm_server", "vision_dialogue.vfm_server", "VfmServer"),
+    "monitor": NodeSpec("monitor", "monitor", "vision_dialogue.monitor_node", "MonitorNode"),
 }
 
 #: construction/start order: consumers first, the speech node (which drives a script) last
-START_ORDER = ("manager", "vfm", "camera", "speech")
+START_ORDER = ("monitor", "manager", "vfm", "camera", "speech")
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,8 @@ class Setup:
     config_paths: {node key: {parameter: file in config/}} filled in with the file's path
     when the YAML leaves the parameter empty. demo_video: the camera plays the demo video
     when its video_path is empty. ends_with: the node whose exit ends the whole setup (the
-    demo's script), or "".
+    demo's script), or "". optional: nodes of the setup started only when asked
+    (`use_monitor:=true`, `bringup --monitor`).
     """
 
     name: str
@@ -54,21 +56,29 @@ class Setup:
     config_paths: dict = field(default_factory=dict)
     demo_video: bool = False
     ends_with: str = ""
+    optional: tuple[str, ...] = ()
 
     @property
     def launch_file(self) -> str:
         return f"{self.name}.launch.py"
 
+    @property
+    def default_nodes(self) -> tuple[str, ...]:
+        """The nodes started when nothing else is asked for."""
+        return tuple(k for k in self.nodes if k not in self.optional)
+
 
 SETUPS: dict[str, Setup] = {
-    "furhat": Setup("furhat", ("camera", "speech", "manager"), "furhat_setup.yaml",
-                    "Furhat robot: Furhat camera + Furhat speech + manager"),
-    "standalone": Setup("standalone", ("camera", "speech", "manager"), "standalone_setup.yaml",
-                        "Laptop: webcam + terminal chat + manager"),
+    "furhat": Setup("furhat", ("camera", "speech", "manager", "monitor"), "furhat_setup.yaml",
+                    "Furhat robot: Furhat camera + Furhat speech + manager (+ monitor page "
+                    "when asked)", optional=("monitor",)),
+    "standalone": Setup("standalone", ("camera", "speech", "manager", "monitor"),
+                        "standalone_setup.yaml",
+                        "Laptop: webcam + terminal chat + manager + monitor page"),
     "vfm": Setup("vfm", ("vfm",), "vfm_setup.yaml",
                  "Visual foundation model action servers (GPU host)"),
-    "demo": Setup("demo", ("camera", "speech", "manager"), "demo_setup.yaml",
-                  "Offline demo: demo video + scripted dialogue + manager",
+    "demo": Setup("demo", ("camera", "speech", "manager", "monitor"), "demo_setup.yaml",
+                  "Offline demo: demo video + scripted dialogue + manager + monitor page",
                   config_paths={"speech": {"script_file": "demo_script.yaml"}},
                   demo_video=True, ends_with="speech"),
 }

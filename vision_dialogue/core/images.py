@@ -118,6 +118,15 @@ def downscale(bgr: np.ndarray, max_side: int) -> np.ndarray:
                       interpolation=cv2.INTER_AREA)
 
 
+def jpeg_bytes(bgr: np.ndarray, max_side: int, quality: int) -> bytes:
+    """JPEG bytes of `bgr` downscaled to `max_side` (ValueError if OpenCV cannot encode it)."""
+    ok, enc = cv2.imencode(".jpg", downscale(bgr, max_side), [cv2.IMWRITE_JPEG_QUALITY,
+                                                              int(quality)])
+    if not ok:
+        raise ValueError(f"JPEG encoding failed for an image of shape {bgr.shape}")
+    return enc.tobytes()
+
+
 def resize_to(img: np.ndarray, width: int, height: int) -> np.ndarray:
     """Resize to width x height; a 0 keeps the aspect ratio; both 0 = unchanged."""
     h, w = img.shape[:2]
@@ -169,11 +178,7 @@ class Frame:
             with self._lock:
                 got = self._cache.get(key)
                 if got is None:
-                    ok, enc = cv2.imencode(".jpg", downscale(self.bgr, max_side),
-                                           [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
-                    if not ok:
-                        raise ValueError(f"JPEG encoding failed for frame {self.id}")
-                    got = enc.tobytes()
+                    got = jpeg_bytes(self.bgr, max_side, quality)
                     self._cache[key] = got
         return got
 

@@ -192,6 +192,7 @@ class FrameSummariser:
 
     def _run(self, frames: list[FrameItem]) -> None:
         ids = [f.id for f in frames]
+        self.on_event("summarising", {"frame_ids": ids})
         try:
             items = self.timeline.snapshot()
             msgs = self.builder.summary_messages(items, frames, self.timeline.history_summary)
@@ -201,6 +202,7 @@ class FrameSummariser:
                 raise ValueError("empty summary")
         except Preempted:
             self.timeline.release(frames, failed=False)
+            self.on_event("summary_deferred", {"frame_ids": ids})
             self.log.debug(f"summary of frames {ids} gave way to a reply; tried again later")
             return
         except Exception as e:  # noqa: BLE001 - any backend failure is handled the same way

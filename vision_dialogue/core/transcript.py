@@ -53,7 +53,10 @@ class TranscriptWriter:
                 self.log.error(f"transcript write failed ({e})")
 
     def __call__(self, kind: str, data: dict) -> None:
-        """Conversation listener: turns events into records."""
+        """Conversation listener: turns events into records (frames also into JPEG files)."""
+        record = event_record(kind, data)
+        if record is None:
+            return
         if kind == "frame":
             f = data["frame"]
             rel = f"frames/frame_{f.id:06d}.jpg"
@@ -64,38 +67,54 @@ class TranscriptWriter:
                 self.errors += 1
                 self.log.error(f"cannot store frame {f.id} ({e})")
                 rel = None
-            self.write({"type": "frame", "frame_id": f.id, "stamp": f.stamp, "file": rel,
-                        "dark": f.dark, "observation": f.observation})
-        elif kind == "user":
-            self.write({"type": "user", **data})
-        elif kind == "reply":
-            r = data["result"]
-            self.write({"type": "reply", "turn_id": r.turn_id, "in_reply_to": r.in_reply_to,
-                        "text": r.text, "sentences": r.sentences, "fallback": r.fallback,
-                        "error": r.error, "frames_in_prompt": r.frame_ids,
-                        "summaries_in_prompt": [list(x) for x in r.summary_ids],
-                        **({"tools": [{"name": t.name, "arguments": t.arguments,
-                                       "text": t.outcome.text, "image_file": t.outcome.image_file,
-                                       "error": t.outcome.error}
-                                      for t in r.tools]} if getattr(r, "tools", None) else {})})
-        elif kind == "exchange":
-            self.write({"type": "exchange", **{k: v for k, v in data.items()
-                                               if isinstance(v, (str, int, float, bool))}})
-        elif kind == "summary":
-            self.write({"type": "summary", "frame_ids": data["frame_ids"],
-                        "text": data["text"]})
-        elif kind == "summary_failed":
-            self.write({"type": "summary_failed", "frame_ids": data["frame_ids"],
-                        "error": data["error"], "attempts": data["attempts"],
-                        "marker": data["marker"] is not None})
-        elif kind in ("fold", "fold_failed", "dropped"):
-            self.write({"type": kind, **data})
+            record["file"] = rel
+        self.write(record)
 
     def close(self) -> None:
         with self._lock:
             if self._f is not None:
                 self._f.close()
                 self._f = None
+
+
+def event_record(kind: str, data: dict) -> dict | None:
+    """The JSON record of a Conversation event (None: not recorded).
+
+    One format for the transcript's lines and the manager's `dialogue/events` messages, which
+    the monitor reads live or from a finished run.
+    """
+    if kind == "frame":
+        f = data["frame"]
+        return {"type": "frame", "frame_id": f.id, "stamp": f.stamp, "file": None,
+                "dark": f.dark, "observation": f.observation}
+    if kind == "user":
+        return {"type": "user", **data}
+    if kind == "reply":
+        r = data["result"]
+        rec = {"type": "reply", "turn_id": r.turn_id, "in_reply_to": r.in_reply_to,
+               "text": r.text, "sentences": r.sentences, "fallback": r.fallback,
+               "error": r.error, "frames_in_prompt": r.frame_ids,
+               "summaries_in_prompt": [list(x) for x in r.summary_ids],
+               "first_sentence_s": r.first_sentence_s, "reply_s": r.reply_s,
+               "prompt_chars": r.prompt_chars}
+        if getattr(r, "tools", None):
+            rec["tools"] = [{"name": t.name, "arguments": t.arguments, "text": t.outcome.text,
+                             "image_file": t.outcome.image_file, "error": t.outcome.error}
+                            for t in r.tools]
+        return rec
+    if kind == "exchange":
+        return {"type": "exchange", **{k: v for k, v in data.items()
+                                       if isinstance(v, (str, int, float, bool))}}
+    if kind == "summary":
+        return {"type": "summary", "frame_ids": data["frame_ids"], "text": data["text"],
+                "method": data.get("method", "llm")}
+    if kind == "summary_failed":
+        return {"type": "summary_failed", "frame_ids": data["frame_ids"],
+                "error": data["error"], "attempts": data["attempts"],
+                "marker": data["marker"] is not None}
+    if kind in ("summarising", "summary_deferred", "fold", "fold_failed", "dropped"):
+        return {"type": kind, **data}
+    return None
 
 
 def read_transcript(path: str | os.PathLike) -> list[dict]:

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from vision_dialogue.cli.console import quiet_console, wants_verbose
 from vision_dialogue.ros.dds import apply_default_profile
 
 if TYPE_CHECKING:   # rclpy is imported after the DDS profile is set
@@ -76,17 +79,26 @@ class _held_stderr:
 
 
 def run_node(factory: Callable[[], "Node"], name: str, args=None,
-             threads: int | None = None, params: Sequence = (), doc: str | None = None) -> int:
+             threads: int | None = None, params: Sequence = (), doc: str | None = None,
+             drain: bool = False) -> int:
     """Run one node: the body of every node executable's main().
 
     Creates the node with `factory` inside `with rclpy.init()` and spins it on a
     MultiThreadedExecutor until Ctrl-C or shutdown. Invalid parameters exit with code 2 and
     one line naming the parameter; `--help` prints the parameters and exits 0.
+
+    drain=True (bag_record): Ctrl-C and SIGTERM stop the spinning but leave the context up, so
+    `node.drain(executor)` can still take what DDS delivered just before (rclpy's own handler
+    shuts the context down first, and those messages would be lost).
     """
+    program = args is None     # run as a program, not called from Python (tests)
     args = list(sys.argv if args is None else args)
     if wants_help(args):
         print(help_text(name, doc, params))
         return 0
+    verbose = wants_verbose(args)
+    if program:
+        quiet_console(verbose)   # third-party start-up noise off unless --verbose
     apply_default_profile()   # before the first participant of this process
     import rclpy
     from rclpy._rclpy_pybind11 import RCLError
@@ -96,7 +108,7 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
     bad_args = None
     with _held_stderr() as held:
         try:
-            init = rclpy.init(args=args)
+            init = rclpy.init(args=args, **_init_options(drain))
         except RCLError as e:     # e.g. `-p n:=` (no value): rcl cannot parse the arguments
             held.discard()        # rcl's own "[ERROR] [rcl]: Failed to parse ..." line
             bad_args = ros_args_error(e)
@@ -112,7 +124,10 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
         executor = MultiThreadedExecutor(num_threads=threads)
         executor.add_node(node)
         try:
-            executor.spin()
+            if drain and _spin_until_signal(executor):
+                node.drain(executor)
+            elif not drain:
+                executor.spin()
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
         finally:
@@ -122,3 +137,26 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
             executor.remove_node(node)
             node.destroy_node()
     return 0
+
+
+def _init_options(drain: bool) -> dict:
+    if not drain or threading.current_thread() is not threading.main_thread():
+        return {}
+    from rclpy.signals import SignalHandlerOptions
+    return {"signal_handler_options": SignalHandlerOptions.NO}
+
+
+def _spin_until_signal(executor) -> bool:
+    """Spin until SIGINT/SIGTERM (True) or the context ends (False); our handlers, not rclpy's."""
+    if threading.current_thread() is not threading.main_thread():
+        executor.spin()        # called from a test thread: rclpy's handling, nothing to drain
+        return False
+    stop = threading.Event()
+    saved = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while not stop.is_set() and executor.context.ok():
+            executor.spin_once(timeout_sec=0.1)
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+    return stop.is_set()

@@ -19,6 +19,12 @@ IMAGE_QOS_CHOICES = ("auto", "sensor_data", "reliable")
 #: frames an image subscription holds while the executor is busy (a driver keeps 5-10)
 IMAGE_DEPTH = 10
 
+#: the manager's event records (std_msgs/String, JSON), read by the monitor
+EVENTS_TOPIC = "dialogue/events"
+#: the manager keeps its last 200 records for a monitor that joins mid-session
+EVENTS_QOS = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE,
+                        durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
 
 def image_qos(choice: str) -> QoSProfile:
     """The fixed profile for an `image_qos` choice ('auto' starts from sensor data)."""

@@ -127,6 +127,9 @@ class ScriptBackend(TerminalBackend):
         self._stop = threading.Event()
         self.said: list[str] = []
 
+    def interactive(self) -> bool:
+        return False         # nobody types: no `you:` prompt
+
     def start(self, events) -> None:
         self.events = events
         self._thread = threading.Thread(target=self._run, name="script", daemon=True)

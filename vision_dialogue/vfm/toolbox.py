@@ -91,6 +91,27 @@ class Toolbox:
                     return str(err)
         return "not loaded"
 
+    def readiness(self) -> tuple[list[str], dict[str, str]]:
+        """(tools that can run now, {tool: why not}) from the checkpoints on disk, loading none.
+
+        A tool can run when its checkpoints are found (or it needs none, or downloads are on).
+        """
+        ready, missing = [], {}
+        for op in self.devices:
+            why = None
+            if not self.allow_download:
+                for ck in self.spec(op).checkpoints:
+                    try:
+                        self._check_checkpoint(ck)
+                    except ModelMissingError as err:
+                        why = str(err)
+                        break
+            if why is None:
+                ready.append(op)
+            else:
+                missing[op] = why
+        return ready, missing
+
     def _check_checkpoint(self, key: str) -> str:
         ckpt = self.checkpoints[key]
         if key in registry.CHECKPOINT_FILES:

@@ -1,0 +1,303 @@
+"""doctor: check this machine for vision_dialogue, with a fix for every failure.
+
+    doctor                                   # the environment + the embedded default model
+    doctor --setup standalone                # + that setup's LLM endpoint, camera, robot
+    doctor --base-url http://127.0.0.1:8000/v1 --model my-vlm --images
+    doctor --furhat-host 192.168.1.10
+
+Checks: ROS import and the package build; the DDS transport settings for large frames; the
+default model's cache; camera devices; the LLM endpoint (reachable, the model listed, images
+taken with --images); VFM checkpoints per tool; the Furhat robot when configured; free disk
+for transcripts. Prints a table (check, result, detail, fix). Exit code 0 when no check
+failed (warnings and skipped checks pass), 1 otherwise, 2 for bad arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shutil
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
+FREE_DISK_WARN = 1 << 30          # less free space than this for transcripts: a warning
+FREE_DISK_FAIL = 200 << 20        # less than this: a failure (frames are ~30 KB each)
+LARGE_SEGMENT = 4 << 20           # a Fast DDS shared-memory segment that holds a raw frame
+FURHAT_PORTS = {"Remote API": 54321, "camera feed": 3000, "Realtime API": 9000}
+
+
+@dataclass
+class Check:
+    """One row of the report."""
+
+    name: str
+    result: str
+    detail: str
+    fix: str = ""
+
+
+@dataclass
+class Config:
+    """What the checks look at (from the setup YAML and the command line)."""
+
+    llm_backend: str = "transformers"
+    base_url: str = ""
+    model: str = "default"
+    api_key_env: str = "OPENAI_API_KEY"
+    images: bool = False
+    camera_source: str = ""
+    furhat_host: str = ""
+    transcript_dir: str = "runs/transcripts"
+    vfm: bool = False
+
+
+# ---------------------------------------------------------------------------- checks
+def check_ros(cfg: Config) -> Check:
+    try:
+        import rclpy
+        from vision_dialogue.msg import Utterance  # noqa: F401 - the generated interfaces
+    except ImportError as e:
+        return Check("ROS 2 and the package build", FAIL, f"import failed: {e}",
+                     "run scripts/setup.sh, then `source env.sh` (or `colcon build && source "
+                     "install/setup.bash` on a ROS install)")
+    ctx = rclpy.Context()
+    try:
+        rclpy.init(context=ctx, args=["doctor"])
+        node = rclpy.create_node("vd_doctor", context=ctx)
+        node.destroy_node()
+    except Exception as e:  # noqa: BLE001 - any middleware failure is reported
+        return Check("ROS 2 and the package build", FAIL, f"rclpy cannot start a node: {e}",
+                     "install the RMW (ros-kilted-rmw-fastrtps-cpp) or check "
+                     "RMW_IMPLEMENTATION")
+    finally:
+        ctx.try_shutdown()
+    rmw = os.environ.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp (default)")
+    return Check("ROS 2 and the package build", OK,
+                 f"rclpy and vision_dialogue.msg import; a node starts ({rmw})")
+
+
+def check_dds(cfg: Config) -> Check:
+    name = "DDS transport for large frames"
+    rmw = os.environ.get("RMW_IMPLEMENTATION", "")
+    if rmw and "fastrtps" not in rmw:
+        return Check(name, WARN, f"{rmw}: the Fast DDS profile does not apply",
+                     "large best-effort frames need big socket buffers (README, Cyclone DDS)")
+    if os.environ.get("VD_NO_DDS_PROFILE") == "1":
+        return Check(name, WARN, "VD_NO_DDS_PROFILE=1: Fast DDS' 0.5 MB shared-memory "
+                     "segments; best-effort raw frames from other processes are lost",
+                     "unset VD_NO_DDS_PROFILE")
+    profile = os.environ.get("FASTDDS_DEFAULT_PROFILES_FILE", "")
+    if not profile:
+        return Check(name, WARN, "no Fast DDS profile in this shell: our nodes set "
+                     "config/fastdds.xml themselves, a camera driver started from here does "
+                     "not, and its best-effort raw frames are mostly lost",
+                     "source install/setup.bash (or env.sh) before starting a driver")
+    if not Path(profile).is_file():
+        return Check(name, FAIL, f"FASTDDS_DEFAULT_PROFILES_FILE={profile} does not exist",
+                     "point it at config/fastdds.xml or unset it")
+    segment = _segment_size(Path(profile))
+    if segment is not None and segment < LARGE_SEGMENT:
+        return Check(name, WARN, f"{profile}: shared-memory segment {segment >> 10} KB, "
+                     "smaller than a raw 640x480 frame (900 KB)",
+                     "use config/fastdds.xml (32 MB segments)")
+    return Check(name, OK, f"profile {profile}"
+                 + (f" (segment {segment >> 20} MB)" if segment else ""))
+
+
+def _segment_size(path: Path) -> int | None:
+    import xml.etree.ElementTree as ET
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError):
+        return None
+    sizes = [int(e.text) for e in root.iter() if e.tag.split("}")[-1] == "segment_size"
+             and (e.text or "").strip().isdigit()]
+    return max(sizes) if sizes else None
+
+
+def check_default_model(cfg: Config) -> Check:
+    name = "embedded default model"
+    from vision_dialogue.llm.probe import probe_default_model
+    variant = cfg.model.partition(":")[2] if cfg.model.startswith("default:") else ""
+    p = probe_default_model(variant)
+    needed = cfg.llm_backend == "transformers" and cfg.model.startswith("default")
+    if p.ok:
+        return Check(name, OK, p.detail)
+    return Check(name, FAIL if needed else SKIP,
+                 p.detail + ("" if needed else " (not used by this configuration)"),
+                 f"pip install {p.fix}" if needed and not p.fix.startswith("pip") else p.fix)
+
+
+def check_camera(cfg: Config) -> Check:
+    name = "camera devices"
+    devices = sorted(glob.glob("/dev/video*"))
+    usable = [d for d in devices if os.access(d, os.R_OK | os.W_OK)]
+    if cfg.camera_source and cfg.camera_source != "webcam":
+        return Check(name, SKIP, f"the camera reads {cfg.camera_source!r}, not a webcam"
+                     + (f"; devices here: {', '.join(devices)}" if devices else ""))
+    if usable:
+        return Check(name, OK, ", ".join(usable))
+    if devices:
+        return Check(name, FAIL if cfg.camera_source == "webcam" else WARN,
+                     f"{', '.join(devices)} not readable by this user",
+                     "add yourself to the video group: sudo usermod -aG video $USER")
+    return Check(name, FAIL if cfg.camera_source == "webcam" else WARN, "no /dev/video* device",
+                 "connect a webcam, or use --video FILE / source:=video (the demo needs none)")
+
+
+def check_llm(cfg: Config) -> Check:
+    name = "LLM endpoint"
+    if cfg.llm_backend != "openai":
+        return Check(name, SKIP, f"llm_backend {cfg.llm_backend}: no endpoint "
+                     "(give --base-url or --setup to check one)")
+    from vision_dialogue.llm.probe import probe_openai
+    p = probe_openai(cfg.base_url, cfg.model, cfg.api_key_env, images=cfg.images)
+    return Check(name, {True: OK, False: FAIL, None: WARN}[p.ok], p.detail, p.fix)
+
+
+def check_vfm(cfg: Config) -> Check:
+    name = "VFM checkpoints"
+    try:
+        from vision_dialogue.vfm import registry
+        from vision_dialogue.vfm.toolbox import Toolbox
+        ready, missing = Toolbox({t.op: "cpu" for t in registry.TOOLS}).readiness()
+    except Exception as e:  # noqa: BLE001 - e.g. torch missing
+        return Check(name, FAIL if cfg.vfm else WARN, f"cannot check: {e}",
+                     "VD_EXTRAS=vfm scripts/setup.sh")
+    if not missing:
+        return Check(name, OK, f"all {len(ready)} tools ready")
+    detail = (f"{len(ready)} of {len(ready) + len(missing)} tools ready ({', '.join(ready)}); "
+              f"no checkpoint for {', '.join(missing)}")
+    return Check(name, FAIL if cfg.vfm and not ready else WARN, detail,
+                 "place the checkpoints and set vfm_server's checkpoints.<key> parameters "
+                 "(docs/vfm.md), or allow_download:=true where the Hub is reachable")
+
+
+def check_furhat(cfg: Config) -> Check:
+    name = "Furhat robot"
+    if not cfg.furhat_host:
+        return Check(name, SKIP, "not configured (--furhat-host or --setup furhat)")
+    reached, failed = [], []
+    for what, port in FURHAT_PORTS.items():
+        try:
+            with socket.create_connection((cfg.furhat_host, port), timeout=2.0):
+                reached.append(f"{what} :{port}")
+        except OSError as e:
+            failed.append(f"{what} :{port} ({e.strerror or e})")
+    if not reached:
+        return Check(name, FAIL, f"{cfg.furhat_host}: nothing answers ({'; '.join(failed)})",
+                     "check the robot's address and network; turn on the Remote API skill")
+    detail = f"{cfg.furhat_host}: {', '.join(reached)}"
+    if f"Remote API :{FURHAT_PORTS['Remote API']}" not in reached:
+        return Check(name, FAIL, detail + f"; not the Remote API ({'; '.join(failed)})",
+                     "start the Remote API skill on the robot")
+    return Check(name, OK if not failed else WARN, detail
+                 + (f"; not answering: {'; '.join(failed)}" if failed else ""),
+                 "" if not failed else "enable the camera feed / Realtime API in the robot's "
+                 "web settings if you use them")
+
+
+def check_disk(cfg: Config) -> Check:
+    name = "free disk for transcripts"
+    path = Path(cfg.transcript_dir).expanduser().resolve()
+    probe = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
+    free = shutil.disk_usage(probe).free
+    detail = f"{free / (1 << 30):.1f} GB free at {probe}"
+    if free < FREE_DISK_FAIL:
+        return Check(name, FAIL, detail, "free some space or set transcript_dir elsewhere")
+    if free < FREE_DISK_WARN:
+        return Check(name, WARN, detail, "a long session stores a frame every few seconds")
+    return Check(name, OK, detail)
+
+
+CHECKS: tuple[Callable[[Config], Check], ...] = (
+    check_ros, check_dds, check_default_model, check_camera, check_llm, check_vfm,
+    check_furhat, check_disk)
+
+
+# ---------------------------------------------------------------------------- CLI
+def config_from(ns) -> Config:
+    """The configuration to check: a setup's YAML, then the command line's choices."""
+    cfg = Config()
+    if ns.setup or ns.params_file:
+        from vision_dialogue.cli.setups import SETUPS, default_params_file, load_node_params
+        setup = SETUPS[ns.setup or "standalone"]
+        path = Path(ns.params_file) if ns.params_file else default_params_file(setup)
+        if not path.is_file():
+            raise ValueError(f"--params-file: no such file: {path}")
+        man = load_node_params(path, "manager_node")
+        cam = load_node_params(path, "camera_node")
+        speech = load_node_params(path, "speech_node")
+        cfg.llm_backend = man.get("llm_backend", "openai")
+        cfg.base_url = man.get("base_url", "")
+        cfg.model = man.get("model", "gpt-4o-mini" if cfg.llm_backend == "openai" else "default")
+        cfg.api_key_env = man.get("api_key_env", cfg.api_key_env)
+        cfg.transcript_dir = man.get("transcript_dir", cfg.transcript_dir)
+        cfg.camera_source = cam.get("source", "webcam") if "camera" in setup.nodes else ""
+        if "furhat" in str(speech.get("backend", "")) or "furhat" in cfg.camera_source:
+            cfg.furhat_host = speech.get("furhat_host") or cam.get("furhat_host") or ""
+        cfg.vfm = "vfm" in setup.nodes or bool(man.get("use_tools"))
+    if ns.base_url:
+        cfg.llm_backend, cfg.base_url = "openai", ns.base_url
+        if cfg.model.startswith("default"):
+            cfg.model = "gpt-4o-mini"
+    if ns.model:
+        cfg.model = ns.model
+    if ns.furhat_host:
+        cfg.furhat_host = ns.furhat_host
+    cfg.images = ns.images
+    return cfg
+
+
+def table(rows: list[Check]) -> str:
+    """The report: one line per check, fixes indented under the failures and warnings."""
+    width = max(len(r.name) for r in rows)
+    out = [f"{'check':{width}}  result  detail", f"{'-' * width}  ------  {'-' * 40}"]
+    for r in rows:
+        out.append(f"{r.name:{width}}  {r.result:6}  {r.detail}")
+        if r.fix and r.result in (FAIL, WARN):
+            out.append(f"{'':{width}}  {'':6}  fix: {r.fix}")
+    return "\n".join(out)
+
+
+def main(args=None) -> int:
+    from vision_dialogue.cli.console import quiet_console
+    argv = list(sys.argv[1:] if args is None else args[1:])
+    ap = argparse.ArgumentParser(prog="doctor", description=__doc__.split("\n")[0],
+                                 epilog="exit code 0 when no check failed, 1 otherwise")
+    ap.add_argument("--setup", choices=("demo", "standalone", "furhat", "vfm"),
+                    help="check what this setup needs (its YAML: LLM, camera, robot)")
+    ap.add_argument("--params-file", help="a setup YAML of your own")
+    ap.add_argument("--base-url", help="an OpenAI-compatible endpoint to check")
+    ap.add_argument("--model", help="the model the endpoint should serve")
+    ap.add_argument("--images", action="store_true",
+                    help="also send one tiny image to see whether the model takes images")
+    ap.add_argument("--furhat-host", help="a Furhat robot to reach")
+    ns = ap.parse_args(argv)
+    if args is None:
+        quiet_console()
+    try:
+        cfg = config_from(ns)
+    except ValueError as e:
+        print(f"[doctor] {e}", file=sys.stderr)
+        return 2
+    rows = []
+    for check in CHECKS:
+        try:
+            rows.append(check(cfg))
+        except Exception as e:  # noqa: BLE001 - one broken check must not hide the others
+            rows.append(Check(check.__name__.replace("check_", ""), FAIL,
+                              f"the check itself failed: {type(e).__name__}: {e}"))
+    print(table(rows))
+    failed = [r.name for r in rows if r.result == FAIL]
+    print(f"\n{len(rows) - len(failed)} of {len(rows)} checks passed"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
