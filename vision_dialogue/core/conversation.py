@@ -582,7 +582,8 @@ class Conversation:
 
     def _note_filter(self) -> NoteFilter:
         p = self.persona
-        notes = [p.greet_instruction, p.no_frames_note, p.dark_frames_note, p.camera_lost_note]
+        notes = [p.system, p.greet_instruction, p.no_frames_note, p.dark_frames_note,
+                 p.camera_lost_note]
         items = self.timeline.snapshot()
         seen = [it.frame.observation or "" for it in items if it.kind == "frame"]
         memories = [it.text for it in items if it.kind == "summary"]
