@@ -62,9 +62,9 @@ class Rig:
     def wait(self, pred, timeout=10.0):
         return spin_until(self.ex, pred, timeout=timeout)
 
-    def say(self, text):
+    def say(self, text, language=""):
         m = Utterance()
-        m.text, m.source, m.confidence = text, "test", 1.0
+        m.text, m.source, m.confidence, m.language = text, "test", 1.0, language
         self.utt_pub.publish(m)
 
     def finals(self):

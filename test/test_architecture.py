@@ -24,6 +24,7 @@ ALLOWED = {
     "vfm": {"core"},
     "furhat": {"core", "camera", "speech", "llm"},
     "monitor": {"core"},
+    "voice": {"speech", "llm"},
 }
 ROS_MODULES = ("rclpy", "rcl_interfaces", "builtin_interfaces", "std_msgs", "sensor_msgs",
                "geometry_msgs", "action_msgs", "rosgraph_msgs", "launch", "launch_ros",

@@ -470,3 +470,17 @@ def test_conversation_over_the_openai_client_and_fake_server():
                        if isinstance(m["content"], list) for p in m["content"])
         finally:
             c.close()
+
+
+def test_a_user_speaking_another_language_gets_the_reply_asked_in_it():
+    be = FakeChatBackend()
+    c = conv(be)
+    try:
+        c.turn("Hallo Roboter, was siehst du?", language="de")
+        c.turn("Hello again.", language="en-US")
+        c.turn("And now?")
+        asked = [msgs[-1]["content"] for _, msgs, _ in be.of_kind("reply")]
+        assert asked[0] == "The person speaks German: answer in German, briefly."
+        assert all("answer in" not in str(a) for a in asked[1:]), asked
+    finally:
+        c.close()

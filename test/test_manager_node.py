@@ -263,3 +263,18 @@ def test_verbose_logs_observations_summaries_and_latency(ros_context, fake, tmp_
         assert rig.wait(lambda: any(line.startswith("summary of frames [1]") for line in logged))
     finally:
         rig.close()
+
+
+def test_the_utterances_language_asks_for_a_reply_in_it(ros_context, fake, tmp_path):
+    rig = Rig(ros_context, fake, tmp_path)
+    try:
+        rig.say("Bonjour robot, que vois-tu ?", language="fr")
+        assert rig.wait(lambda: len(rig.finals()) == 1)
+        rig.say("Hello robot.", language="en-GB")
+        assert rig.wait(lambda: len(rig.finals()) == 2)
+        streamed = [r["messages"] for r in fake.requests if r.get("stream")]
+        assert streamed[0][-1] == {"role": "system", "content":
+                                   "The person speaks French: answer in French, briefly."}
+        assert "answer in" not in json.dumps(streamed[1][-1])
+    finally:
+        rig.close()

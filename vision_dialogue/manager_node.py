@@ -386,7 +386,8 @@ class ManagerNode(Node):
         if waiting:
             self.get_logger().info(f"utterance queued behind {waiting} waiting turn(s)")
         self._turns.put(PendingTurn("turn", text, msg.speaker,
-                                    deadline=time.monotonic() + self.p["reply_deadline"]))
+                                    deadline=time.monotonic() + self.p["reply_deadline"],
+                                    language=msg.language))
 
     def _dropped(self, item: PendingTurn, reason: str) -> None:
         if item.kind == "turn":
@@ -410,7 +411,7 @@ class ManagerNode(Node):
                 elif item.kind == "greet":
                     self._greet(item.deadline)
                 else:
-                    self._turn(item.payload, item.speaker, item.deadline)
+                    self._turn(item.payload, item.speaker, item.deadline, item.language)
             except Exception as e:  # noqa: BLE001 - the worker must survive anything
                 self.get_logger().error(f"turn failed unexpectedly: {type(e).__name__}: {e}")
 
@@ -422,9 +423,10 @@ class ManagerNode(Node):
         r.in_reply_to, r.final, r.fallback = in_reply_to, bool(final), bool(fallback)
         return r
 
-    def _turn(self, text: str, speaker: str, deadline: float) -> None:
+    def _turn(self, text: str, speaker: str, deadline: float, language: str = "") -> None:
         self._answer(lambda chunk: self.conversation.turn(
-            text, on_sentence=chunk, speaker=speaker, deadline=deadline), text)
+            text, on_sentence=chunk, speaker=speaker, deadline=deadline,
+            language=language), text)
 
     def _greet(self, deadline: float) -> None:
         """The opening remark, unless the user spoke while it waited (they go first then)."""

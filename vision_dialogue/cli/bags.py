@@ -30,6 +30,8 @@ SESSION_TOPICS: dict[str, str] = {
     "dialogue/reply": "vision_dialogue/msg/Reply",
     "dialogue/prompt_state": "vision_dialogue/msg/PromptState",
     "dialogue/speech_state": "vision_dialogue/msg/SpeechState",
+    "audio/input": "vision_dialogue/msg/AudioChunk",
+    "audio/output": "vision_dialogue/msg/AudioChunk",
 }
 
 CLOCK_TOPIC = "/clock"

@@ -44,9 +44,10 @@ class Setup:
 
     config_paths: {node key: {parameter: file in config/}} filled in with the file's path
     when the YAML leaves the parameter empty. demo_video: the camera plays the demo video
-    when its video_path is empty. ends_with: the node whose exit ends the whole setup (the
-    demo's script), or "". optional: nodes of the setup started only when asked
-    (`use_monitor:=true`, `bringup --monitor`).
+    when its video_path is empty. spoken_script: a script in config/ the speech node hears as
+    synthesised WAV files when its audio_in is empty (the voice demo). ends_with: the node
+    whose exit ends the whole setup (the demo's script), or "". optional: nodes of the setup
+    started only when asked (`use_monitor:=true`, `bringup --monitor`).
     """
 
     name: str
@@ -55,6 +56,7 @@ class Setup:
     description: str
     config_paths: dict = field(default_factory=dict)
     demo_video: bool = False
+    spoken_script: str = ""
     ends_with: str = ""
     optional: tuple[str, ...] = ()
 
@@ -81,6 +83,12 @@ SETUPS: dict[str, Setup] = {
                   "Offline demo: demo video + scripted dialogue + manager + monitor page",
                   config_paths={"speech": {"script_file": "demo_script.yaml"}},
                   demo_video=True, ends_with="speech"),
+    "voice_demo": Setup("voice_demo", ("camera", "speech", "manager", "monitor"),
+                        "voice_demo_setup.yaml",
+                        "Offline voice demo: demo video + the demo script spoken into the "
+                        "local voice (VAD, Whisper, Piper to WAV files) + manager + monitor",
+                        spoken_script="demo_script.yaml", demo_video=True,
+                        ends_with="speech"),
 }
 
 
@@ -107,7 +115,9 @@ def node_overrides(setup: Setup, params_file: str | Path, keys=None) -> dict[str
     """{node key: {param: value}} filled in at start for parameters the YAML leaves empty.
 
     - config_paths entries -> the absolute path of the file in config/;
-    - demo_video: the camera's video_path -> the demo video (built now if missing).
+    - demo_video: the camera's video_path -> the demo video (built now if missing);
+    - spoken_script: the speech node's audio_in -> the script spoken (synthesised now if
+      missing).
     """
     out: dict[str, dict] = {}
     for key in setup.nodes if keys is None else keys:
@@ -118,6 +128,11 @@ def node_overrides(setup: Setup, params_file: str | Path, keys=None) -> dict[str
         if setup.demo_video and key == "camera" and not given.get("video_path"):
             from vision_dialogue.cli.demo_assets import ensure_demo_video
             extra["video_path"] = str(ensure_demo_video())
+        if setup.spoken_script and key == "speech" and not given.get("audio_in"):
+            from vision_dialogue.cli.demo_assets import default_dir
+            from vision_dialogue.voice.spoken_script import ensure_spoken_script
+            extra["audio_in"] = str(ensure_spoken_script(config_file(setup.spoken_script),
+                                                         default_dir()))
         if extra:
             out[key] = extra
     return out

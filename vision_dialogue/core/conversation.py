@@ -23,7 +23,7 @@ import numpy as np
 
 from vision_dialogue.core.history import HistoryFolder
 from vision_dialogue.core.images import Frame, ImagePolicy, as_bgr, downscale, is_dark
-from vision_dialogue.core.persona import Persona
+from vision_dialogue.core.persona import Persona, language_instruction
 from vision_dialogue.core.prompt import PromptBuilder, prompt_size
 from vision_dialogue.llm.sentences import split_sentences
 from vision_dialogue.core.summariser import SUMMARY_MODES, FrameSummariser, bounded, \
@@ -443,7 +443,8 @@ class Conversation:
         return frame
 
     def turn(self, text: str, on_sentence: SentenceCallback | None = None,
-             speaker: str = "", deadline: float | None = None) -> TurnResult:
+             speaker: str = "", deadline: float | None = None,
+             language: str = "") -> TurnResult:
         """Answer one user utterance.
 
         Streams sentences to on_sentence(sentence, index, fallback=False) when the config
@@ -451,12 +452,13 @@ class Conversation:
         (fallback=True). `deadline` (time.monotonic()): when no sentence is ready by then,
         the fallback line is the reply and the late answer is only logged. Never raises for
         LLM failures: returns the persona's fallback line with fallback=True. Raises
-        ValueError for an empty utterance.
+        ValueError for an empty utterance. `language` (BCP-47, from the recogniser): a reply
+        in that language is asked for when it is not the persona's (English).
         """
         text = " ".join(str(text).split())
         if not text:
             raise ValueError("utterance text is empty")
-        return self._serve(text, on_sentence, speaker, deadline)
+        return self._serve(text, on_sentence, speaker, deadline, language)
 
     def greet(self, on_sentence: SentenceCallback | None = None,
               deadline: float | None = None) -> TurnResult:
@@ -468,12 +470,12 @@ class Conversation:
         return self._serve(None, on_sentence, "", deadline)
 
     def _serve(self, text: str | None, on_sentence: SentenceCallback | None, speaker: str,
-               deadline: float | None) -> TurnResult:
+               deadline: float | None, language: str = "") -> TurnResult:
         """A turn with background LLM calls held back, then its "reply" event."""
         self._no_turn.clear()
         try:
             with self._turn_lock:
-                result = self._turn(text, on_sentence, speaker, deadline)
+                result = self._turn(text, on_sentence, speaker, deadline, language)
         finally:
             self._no_turn.set()
         self._emit("reply", {"result": result})
@@ -481,7 +483,7 @@ class Conversation:
         return result
 
     def _turn(self, text: str | None, on_sentence: SentenceCallback | None, speaker: str,
-              deadline: float | None) -> TurnResult:
+              deadline: float | None, language: str = "") -> TurnResult:
         """One turn under the turn lock: the user line in, the prompt, the reply, its line.
 
         text None: the robot speaks first (no user line; the greet instruction is asked).
@@ -498,6 +500,9 @@ class Conversation:
                                            self.camera_lost())
         if text is None:   # last, as the model's instruction (as a user line it is echoed)
             msgs.append({"role": "system", "content": self.persona.greet_instruction})
+        answer_in = language_instruction(language)
+        if answer_in:
+            msgs.append({"role": "system", "content": answer_in})
         overhead = time.perf_counter() - t0
         records: list[ToolRecord] = []
         sentences = _Timed()

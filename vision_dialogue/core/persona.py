@@ -85,3 +85,25 @@ def _lines(path: Path, key: str, lines) -> tuple[str, ...]:
             not all(isinstance(x, str) and x.strip() for x in lines):
         raise PersonaError(f"persona_file {str(path)!r}: {key} must be a list of texts")
     return tuple(x.strip() for x in lines)
+
+
+#: the language of the persona's own lines and instructions
+PERSONA_LANGUAGE = "en"
+#: ISO 639-1 code -> English name, to ask for a reply in the language the user spoke
+LANGUAGE_NAMES = {
+    "ar": "Arabic", "ca": "Catalan", "cs": "Czech", "da": "Danish", "de": "German",
+    "el": "Greek", "es": "Spanish", "fi": "Finnish", "fr": "French", "he": "Hebrew",
+    "hi": "Hindi", "hu": "Hungarian", "id": "Indonesian", "it": "Italian", "ja": "Japanese",
+    "ko": "Korean", "nl": "Dutch", "no": "Norwegian", "pl": "Polish", "pt": "Portuguese",
+    "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "th": "Thai", "tr": "Turkish",
+    "uk": "Ukrainian", "vi": "Vietnamese", "zh": "Chinese",
+}
+
+
+def language_instruction(language: str) -> str:
+    """A system note asking for the reply in the user's language; "" for the persona's own."""
+    code = language.split("-")[0].strip().lower()
+    if not code or code == PERSONA_LANGUAGE:
+        return ""
+    name = LANGUAGE_NAMES.get(code, f"the language with code {code!r}")
+    return f"The person speaks {name}: answer in {name}, briefly."

@@ -25,6 +25,7 @@ class PendingTurn:
     payload: Any                # the utterance text, or the shared image
     speaker: str = ""
     deadline: float = float("inf")
+    language: str = ""          # the utterance's language tag (BCP-47), "" if unknown
 
 
 class TurnQueue:

@@ -4,7 +4,8 @@ The backend interface, the terminal and script backends, the robot turn-taking b
 turn logic (reply queue, barge-in, states).
 
 May import: llm (sentence splitting). `backend_class` maps the speech node's `backend`
-parameter to a class; the Furhat backends (in furhat/) are imported only when chosen.
+parameter to a class; the Furhat backends (in furhat/) and the local voice backend (in voice/)
+are imported only when chosen.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ BACKEND_CLASSES = {
     "script": "vision_dialogue.speech.script:ScriptBackend",
     "furhat": "vision_dialogue.furhat.remote_speech:FurhatRemoteBackend",
     "furhat_realtime": "vision_dialogue.furhat.realtime_speech:FurhatRealtimeBackend",
+    "local": "vision_dialogue.voice.backend:LocalVoiceBackend",
 }
 BACKEND_NAMES = tuple(BACKEND_CLASSES)
 

