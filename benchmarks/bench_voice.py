@@ -78,7 +78,7 @@ class DefaultLLM:
 
     def __init__(self):
         from vision_dialogue.llm.factory import make_backend
-        self.backend = make_backend("transformers", "default")
+        self.backend = make_backend("transformers", model="default")
         self.system = ("You are a friendly robot talking with a visitor. Answer in one or two "
                        "short sentences.")
         list(self.sentences("Hello."))        # warm-up
