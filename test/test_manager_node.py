@@ -278,3 +278,36 @@ def test_the_utterances_language_asks_for_a_reply_in_it(ros_context, fake, tmp_p
         assert "answer in" not in json.dumps(streamed[1][-1])
     finally:
         rig.close()
+
+
+def test_blur_faces_hides_them_in_the_transcript_and_the_thumbnails(ros_context, fake,
+                                                                    tmp_path):
+    import base64
+
+    import cv2
+    import numpy as np
+
+    from vision_dialogue.perception.privacy import FaceBlurrer
+    rig = Rig(ros_context, fake, tmp_path, blur_faces=True, frame_retention="keep")
+    events = _event_sink(rig)
+    try:
+        rig.img_pub.publish(to_image_msg(photo()))
+        assert rig.wait(lambda: any(e["type"] == "frame" for e in events))
+        rig.say("What do you see?")
+        assert rig.wait(lambda: len(rig.finals()) == 1)
+        # the LLM still got the frame as it is: only what is stored or displayed is blurred
+        sent = [p for m in fake.requests[-1]["messages"] if isinstance(m["content"], list)
+                for p in m["content"] if p.get("type") == "image_url"]
+        assert sent
+    finally:
+        rig.close()
+    finder = FaceBlurrer()
+    assert finder.boxes(photo())                                   # there is a face to hide
+    thumb = next(e for e in events if e["type"] == "frame")["thumbnail"]
+    small = cv2.imdecode(np.frombuffer(base64.b64decode(thumb), np.uint8), cv2.IMREAD_COLOR)
+    stored = cv2.imread(str(next((tmp_path / "tr").glob("*/frames/*.jpg"))))
+    for img in (small, stored):
+        assert finder.boxes(cv2.resize(img, (640, 480))) == []
+    raw = base64.b64decode(sent[0]["image_url"]["url"].split(",", 1)[1])
+    seen = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_COLOR)
+    assert finder.boxes(cv2.resize(seen, (640, 480)))              # the LLM saw the face

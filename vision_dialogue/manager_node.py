@@ -46,7 +46,7 @@ from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy, jpeg_bytes
 from vision_dialogue.core.persona import PersonaError, default_persona_file, load_persona
 from vision_dialogue.core.summariser import check_nm
-from vision_dialogue.core.transcript import TranscriptWriter, event_record
+from vision_dialogue.core.transcript import TranscriptWriter, event_record, parse_retention
 from vision_dialogue.core.turn_queue import PendingTurn, TurnQueue
 from vision_dialogue.camera.intake import FrameIntake
 from vision_dialogue.ros.image_msgs import (ImageConversionError, from_compressed_msg,
@@ -67,6 +67,14 @@ BAD_FRAME_WARN_PERIOD = 5.0
 
 def _file_or_empty(v):
     return None if not v or Path(v).is_file() else "no such file"
+
+
+def _retention(v):
+    try:
+        parse_retention(v)
+    except ValueError as e:
+        return str(e)
+    return None
 
 
 PARAMS = [
@@ -135,6 +143,13 @@ PARAMS = [
           "appears, before the user has said anything (the paper's persona).", live=True),
     Param("transcript_dir", "runs/transcripts", "Folder for JSONL transcripts + frame JPEGs "
           "(relative to the working directory); empty = off."),
+    Param("frame_retention", "keep", "How long stored frame JPEGs live: keep, none (never "
+          "stored), session (deleted when the manager stops), or <N>d (deleted N days after "
+          "their run, when a later run starts). The transcript's text stays.",
+          check=_retention),
+    Param("blur_faces", False, "Pixelate faces in every frame that is stored or sent out for "
+          "display: transcript JPEGs and the dialogue/events thumbnails (the LLM still sees "
+          "the frame as it is)."),
     Param("frame_id", "base_link", "frame_id of published headers.", check=nonempty),
     Param("prompt_state_period", 1.0, "Seconds between periodic PromptState messages; "
           "0 = only on change.", range=(0.0, 3600.0)),
@@ -185,6 +200,10 @@ class ManagerNode(Node):
                                   p["image_detail"])
         self.conversation = Conversation(self.backend, persona, self._conversation_config(),
                                          observer=observer, logger=log)
+        self.redact = None
+        if self.p["blur_faces"]:
+            from vision_dialogue.perception.privacy import FaceBlurrer
+            self.redact = FaceBlurrer()
         self.transcript = self._open_transcript()
         self.conversation.add_listener(self._on_event)
         self.tools = None
@@ -277,7 +296,9 @@ class ManagerNode(Node):
             return None
         try:
             transcript = TranscriptWriter(self.p["transcript_dir"], self.policy,
-                                          logger=self.get_logger())
+                                          logger=self.get_logger(),
+                                          retention=self.p["frame_retention"],
+                                          redact=self.redact)
         except OSError as e:
             self.conversation.close(0)
             raise ParameterError(f"transcript_dir: cannot write there ({e})") from None
@@ -524,9 +545,9 @@ class ManagerNode(Node):
         thumb = None
         if frame is not None:
             try:
-                thumb = frame.jpeg(THUMBNAIL_SIDE, self.p["jpeg_quality"])
-            except ValueError:
-                pass            # no thumbnail; the record still goes out
+                thumb = frame.stored_jpeg(THUMBNAIL_SIDE, self.p["jpeg_quality"], self.redact)
+            except Exception:  # noqa: BLE001 - no thumbnail (never an unblurred one)
+                pass            # the record still goes out
         self.publish_event(record, thumb)
         if self._verbose and record is not None:
             self._log_details(record)

@@ -45,7 +45,28 @@ PARAMS = [
     Param("topics", list(SESSION_TOPICS), "Topics to record: a session topic name, or "
           "'topic:pkg/msg/Type' for any other topic. Relative names resolve in the node's "
           "namespace.", check=_check_topics),
+    Param("blur_faces", False, "Pixelate faces in every sensor_msgs/Image and CompressedImage "
+          "before it is written (a frame that cannot be blurred is not written)."),
 ]
+
+IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
+
+
+def blur_image_cdr(data: bytes, msgtype: str, blur) -> bytes:
+    """The CDR bytes of an image message with `blur` applied (raw frames come out as bgr8)."""
+    from rclpy.serialization import deserialize_message, serialize_message
+    from sensor_msgs.msg import CompressedImage, Image
+    from vision_dialogue.ros.image_msgs import (from_compressed_msg, from_image_msg,
+                                                to_compressed_msg, to_image_msg)
+    if msgtype.endswith("CompressedImage"):
+        msg = deserialize_message(data, CompressedImage)
+        out = to_compressed_msg(blur(from_compressed_msg(msg)), stamp=msg.header.stamp,
+                                frame_id=msg.header.frame_id)
+    else:
+        msg = deserialize_message(data, Image)
+        out = to_image_msg(blur(from_image_msg(msg)), stamp=msg.header.stamp,
+                           frame_id=msg.header.frame_id)
+    return serialize_message(out)
 
 
 class BagRecorder(Node):
@@ -131,6 +152,10 @@ class BagRecorder(Node):
             return
         self._ready.set()
         conns: dict[int, object] = {}
+        blur = None
+        if self.params["blur_faces"]:
+            from vision_dialogue.perception.privacy import FaceBlurrer
+            blur = FaceBlurrer()
         try:
             while True:
                 item = self._queue.get()
@@ -146,6 +171,8 @@ class BagRecorder(Node):
                                 offered_qos_profiles=payload)
                         continue
                     t, data = payload
+                    if blur is not None and self.specs[index][1] in IMAGE_TYPES:
+                        data = blur_image_cdr(data, self.specs[index][1], blur)
                     writer.write(conns[index], t, data)
                     self.counts[name] += 1
                 except Exception as e:  # noqa: BLE001 - log and keep recording

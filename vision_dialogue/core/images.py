@@ -182,6 +182,23 @@ class Frame:
                     self._cache[key] = got
         return got
 
+    def stored_jpeg(self, max_side: int, quality: int, redact=None) -> bytes:
+        """JPEG bytes for storage: `redact(bgr) -> bgr` (face blurring) applied once, cached.
+
+        A failing `redact` raises: an unredacted frame is never returned in its place.
+        """
+        if redact is None:
+            return self.jpeg(max_side, quality)
+        key = ("stored", max_side, quality)
+        got = self._cache.get(key)
+        if got is None:
+            with self._lock:
+                redacted = self._cache.get("redacted")
+                if redacted is None:
+                    redacted = self._cache["redacted"] = redact(self.bgr)
+                got = self._cache[key] = jpeg_bytes(redacted, max_side, quality)
+        return got
+
     def data_url(self, max_side: int, quality: int) -> str:
         """`data:image/jpeg;base64,...` at `max_side` (cached)."""
         key = ("url", max_side, quality)

@@ -4,12 +4,19 @@ One run = one folder `<root>/<YYYYmmdd-HHMMSS>-<pid>/` holding `transcript.jsonl
 `frames/frame_000001.jpg`, ... Every event is one JSON line, written and flushed at once
 (frames: the JPEG file is written first, then the line that references it), so a crash
 loses nothing that was already reported. Plug it into a Conversation as a listener.
+
+Privacy: `retention` says how long frame files live (RETENTIONS: kept, never stored, deleted
+when the run closes, or deleted N days after their run by the next run that starts); the
+transcript's text stays. `redact` (e.g. perception.privacy.FaceBlurrer) is applied to every
+frame before it is stored; a frame it fails on is not stored.
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
+import re
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -17,24 +24,67 @@ from pathlib import Path
 from vision_dialogue.core.images import ImagePolicy
 
 _log = logging.getLogger("vision_dialogue.transcript")
+#: frame_retention values besides "<N>d" (frames deleted N days after their run)
+RETENTIONS = ("keep", "none", "session")
+_DAYS = re.compile(r"^(\d{1,5})d$")
+DAY_S = 86400.0
+
+
+def parse_retention(value: str) -> str | int:
+    """'keep' | 'none' | 'session' as they are, '<N>d' as N (days); ValueError otherwise."""
+    value = str(value).strip()
+    if value in RETENTIONS:
+        return value
+    m = _DAYS.match(value)
+    if m:
+        return int(m.group(1))
+    raise ValueError(f"{value!r}: one of {', '.join(RETENTIONS)}, or a number of days "
+                     "such as 7d")
+
+
+def expire_frames(root: str | os.PathLike, days: int, keep: Path | None = None,
+                  now: float | None = None) -> int:
+    """Delete the frames/ folders of runs under `root` last written more than `days` ago.
+
+    A run's age is its transcript's last write. Returns the number of frame files deleted.
+    """
+    now = time.time() if now is None else now
+    deleted = 0
+    for run in Path(root).glob("*/transcript.jsonl"):
+        frames = run.parent / "frames"
+        if run.parent == keep or not frames.is_dir():
+            continue
+        if now - run.stat().st_mtime > days * DAY_S:
+            deleted += sum(1 for _ in frames.iterdir())
+            shutil.rmtree(frames, ignore_errors=True)
+    return deleted
 
 
 class TranscriptWriter:
     """Appends conversation events to `transcript.jsonl` in a fresh run folder."""
 
     def __init__(self, root: str | os.PathLike, policy: ImagePolicy | None = None,
-                 run_name: str | None = None, logger=None, fsync: bool = False):
+                 run_name: str | None = None, logger=None, fsync: bool = False,
+                 retention: str = "keep", redact=None):
         self.policy = policy or ImagePolicy()
         self.log = logger or _log
+        self.retention = parse_retention(retention)
+        self.redact = redact
         name = run_name or f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         self.dir = Path(root) / name
         self.frames_dir = self.dir / "frames"
-        self.frames_dir.mkdir(parents=True, exist_ok=True)
+        made = self.dir if self.retention == "none" else self.frames_dir
+        made.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / "transcript.jsonl"
         self._f = open(self.path, "a", encoding="utf-8")
         self._lock = threading.Lock()
         self._fsync = fsync
         self.errors = 0
+        if isinstance(self.retention, int):
+            gone = expire_frames(root, self.retention, keep=self.dir)
+            if gone:
+                self.log.info(f"frame_retention={retention}: deleted {gone} frame files of "
+                              f"runs older than {self.retention} days")
 
     def write(self, record: dict) -> None:
         """Append one record (adds "t", wall-clock seconds) and flush it."""
@@ -58,19 +108,28 @@ class TranscriptWriter:
         if record is None:
             return
         if kind == "frame":
-            f = data["frame"]
-            rel = f"frames/frame_{f.id:06d}.jpg"
-            try:
-                (self.dir / rel).write_bytes(
-                    f.jpeg(self.policy.newest_max_side, self.policy.jpeg_quality))
-            except (OSError, ValueError) as e:
-                self.errors += 1
-                self.log.error(f"cannot store frame {f.id} ({e})")
-                rel = None
-            record["file"] = rel
+            record["file"] = None if self.retention == "none" else self._store(data["frame"])
         self.write(record)
 
+    def _store(self, f) -> str | None:
+        """Write a frame's JPEG (redacted first, if asked); its path, None if not stored."""
+        rel = f"frames/frame_{f.id:06d}.jpg"
+        try:
+            jpeg = f.stored_jpeg(self.policy.newest_max_side, self.policy.jpeg_quality,
+                                 self.redact)
+            (self.dir / rel).write_bytes(jpeg)
+        except Exception as e:  # noqa: BLE001 - a failed redaction stores nothing
+            self.errors += 1
+            self.log.error(f"cannot store frame {f.id} ({type(e).__name__}: {e})")
+            return None
+        return rel
+
     def close(self) -> None:
+        if self.retention == "session" and self._f is not None:
+            n = sum(1 for _ in self.frames_dir.glob("*.jpg"))
+            shutil.rmtree(self.frames_dir, ignore_errors=True)
+            self.write({"type": "frames_deleted", "count": n,
+                        "reason": "frame_retention=session"})
         with self._lock:
             if self._f is not None:
                 self._f.close()
