@@ -311,3 +311,38 @@ def test_blur_faces_hides_them_in_the_transcript_and_the_thumbnails(ros_context,
     raw = base64.b64decode(sent[0]["image_url"]["url"].split(",", 1)[1])
     seen = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_COLOR)
     assert finder.boxes(cv2.resize(seen, (640, 480)))              # the LLM saw the face
+
+
+def test_a_question_about_the_past_looks_back_at_a_summarised_frame(ros_context, tmp_path):
+    """The OpenAI-compatible path: look_back offered, called, the old frame shown, answered."""
+    def looks_back(req):
+        if "tools" not in req:
+            last = json.dumps(req["messages"][-1])
+            return "I saw a person." if "one short sentence" in last else "Just you, now."
+        if not any(m["role"] == "tool" for m in req["messages"]):
+            return Reply(tool_calls=[{"id": "lb", "name": "look_back",
+                                      "arguments": {"seconds_ago": "600"}}])
+        return "At the start I saw you in orange."
+
+    with FakeOpenAI(responder=looks_back) as fake:
+        rig = Rig(ros_context, fake, tmp_path, n=2, m=1)
+        try:
+            for i in range(3):
+                rig.img_pub.publish(to_image_msg(photo()))
+                assert rig.wait(lambda: len(rig.node.conversation.archive.frames()) > i)
+            assert rig.wait(lambda: any(s.frame_summaries >= 1 for s in rig.states))
+            rig.say("What do you see?")
+            assert rig.wait(lambda: len(rig.finals()) == 1)
+            rig.say("What did you see when we started talking?")
+            assert rig.wait(lambda: len(rig.finals()) == 2)
+        finally:
+            rig.close()
+        with_tools = [r for r in fake.requests if "tools" in r]
+    assert [f.text for f in rig.finals()] == ["Just you, now.",
+                                              "At the start I saw you in orange."]
+    assert [t["function"]["name"] for t in with_tools[0]["tools"]] == ["look_back"]
+    followup = with_tools[-1]["messages"]
+    tool_msg = next(m for m in followup if m["role"] == "tool")
+    assert tool_msg["content"].startswith("Frame 1,")
+    assert any(p.get("type") == "image_url" for m in followup[followup.index(tool_msg):]
+               if isinstance(m.get("content"), list) for p in m["content"])

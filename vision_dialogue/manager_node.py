@@ -153,6 +153,9 @@ PARAMS = [
     Param("frame_id", "base_link", "frame_id of published headers.", check=nonempty),
     Param("prompt_state_period", 1.0, "Seconds between periodic PromptState messages; "
           "0 = only on change.", range=(0.0, 3600.0)),
+    Param("look_back", True, "Offer the look_back tool to an LLM that calls tools, on turns "
+          "about the past (and whenever the VFM tools are offered): it sees a frame that left "
+          "the prompt again, by time or by what it shows (the paper's future work)."),
     Param("use_tools", False, "Offer the VFM server's tools (vfm/list_tools) to the LLM as "
           "function tools (Visual ChatGPT); false = the paper's setup."),
     Param("max_tool_rounds", 3, "Tool-call rounds per turn before the LLM must answer.",
@@ -289,7 +292,7 @@ class ManagerNode(Node):
             model=p["model"] if p["llm_backend"] == "openai" else None,
             summary_model=p["summary_model"] or None, stream=p["stream"],
             max_summary_failures=p["max_summary_failures"], summary_mode=p["summary_mode"],
-            camera_timeout_s=p["camera_timeout"])
+            camera_timeout_s=p["camera_timeout"], look_back=p["look_back"])
 
     def _open_transcript(self) -> TranscriptWriter | None:
         if not self.p["transcript_dir"]:

@@ -22,6 +22,8 @@ from typing import Callable, Iterable, Protocol
 import numpy as np
 
 from vision_dialogue.core.history import HistoryFolder
+from vision_dialogue.core.lookback import LOOK_BACK, LOOK_BACK_NOTE, FrameArchive, LookBack, \
+    ToolSet, about_the_past
 from vision_dialogue.core.images import Frame, ImagePolicy, as_bgr, downscale, is_dark
 from vision_dialogue.core.persona import Persona, language_instruction
 from vision_dialogue.core.prompt import PromptBuilder, prompt_size
@@ -70,6 +72,8 @@ class ConversationConfig:
     workers: int = 2                     # background summary / fold threads
     summary_mode: str = "auto"           # "llm", "merge", or "auto": merge for text-only
     camera_timeout_s: float = 0.0        # no frame for this long: the robot cannot see (0: off)
+    look_back: bool = True               # offer look_back to backends that call tools
+    archive_frames: int = 720            # frames kept for look_back (an hour at one per 5 s)
 
     def __post_init__(self):
         validate_nm(self.n, self.m)
@@ -375,7 +379,11 @@ class Conversation:
         self._newest_at = 0.0                 # time.monotonic() of the newest frame
         self.tools: ToolProvider | None = None
         self.max_tool_rounds = 3
-        self.tool_images = False
+        self.tool_images = self.supports_images     # frames looked back at are shown
+        self.archive = FrameArchive(cfg.archive_frames)
+        self._turn_tools = ToolSet()
+        self.look_back = LookBack(self.archive, self._prompt_frame_ids,
+                                  self._look_back_image if self.supports_images else None)
 
     def set_tools(self, provider: ToolProvider | None, *, max_rounds: int = 3,
                   show_images: bool = True) -> None:
@@ -407,6 +415,8 @@ class Conversation:
                 self.log.error(f"listener failed on {kind!r}: {e}")
 
     def _after_summary(self, kind: str, data: dict) -> None:
+        if kind == "summary":
+            self.archive.summarised(data.get("frame_ids", ()), data.get("text", ""))
         self._emit(kind, data)
         if kind == "summary":
             self.folder.check()
@@ -437,6 +447,7 @@ class Conversation:
         if frame.dark and not frame.observation and not self.supports_images:
             frame.observation = "darkness"
         self.timeline.add_frame(frame)
+        self.archive.add(frame)
         self._newest, self._newest_at = frame, time.monotonic()
         self._emit("frame", {"frame": frame})
         self.summariser.check()
@@ -508,7 +519,8 @@ class Conversation:
         sentences = _Timed()
         error = None
         try:
-            self._reply(msgs, turn_id, on_sentence, sentences, records, deadline)
+            self._reply(msgs, turn_id, on_sentence, sentences, records, deadline,
+                        about_the_past(text or ""))
         except Exception as e:  # noqa: BLE001 - any backend failure gives the fallback
             error = f"{type(e).__name__}: {e}"
             self.log.error(f"turn {turn_id}: {error}; answering with the fallback line")
@@ -528,13 +540,13 @@ class Conversation:
 
     def _reply(self, msgs: list, turn_id: int, on_sentence: SentenceCallback | None,
                sentences: list[str], records: list[ToolRecord],
-               deadline: float | None) -> None:
+               deadline: float | None, past: bool = False) -> None:
         """Ask the LLM (tools, streamed, or whole) and append the spoken sentences.
 
         Raises on a failed, empty or late reply (the sentences already spoken stay).
         """
         cfg = self.config
-        schemas = self._tool_schemas()
+        schemas = self._tool_schemas(past)
         made: list[ToolRecord] = []
 
         def ask() -> Iterable[str]:
@@ -601,14 +613,28 @@ class Conversation:
                           seen, said, memories, getattr(self.observer, "speak", None),
                           blind_line=blind_line)
 
-    def _tool_schemas(self) -> list[dict]:
-        if self.tools is None or not self.tools_supported:
+    def _tool_schemas(self, past: bool = False) -> list[dict]:
+        """The tools of this turn: the provider's (VFM) tools, and look_back.
+
+        look_back comes when the person asks about the past or other tools are offered anyway:
+        a turn with tools is not streamed, so look-back alone does not cost every turn that.
+        """
+        if not self.tools_supported:
             return []
-        try:
-            return list(self.tools.schemas() or [])
-        except Exception as e:  # noqa: BLE001 - no tools this turn, but still an answer
-            self.log.warning(f"tools unavailable this turn ({type(e).__name__}: {e})")
-            return []
+        offer = self.config.look_back and (past or self.tools is not None)
+        self._turn_tools = ToolSet(self.look_back if offer else None, self.tools,
+                                   on_error=lambda e: self.log.warning(
+                                       f"tools unavailable this turn ({type(e).__name__}: {e})"))
+        schemas = self._turn_tools.schemas()
+        if [s["function"]["name"] for s in schemas] == [LOOK_BACK] and not past:
+            return []          # the VFM tools are gone this turn: stream as usual
+        return schemas
+
+    def _prompt_frame_ids(self) -> set[int]:
+        return {i.frame.id for i in self._prompt_items() if i.kind == "frame"}
+
+    def _look_back_image(self, frame: Frame) -> str:
+        return frame.data_url(self.config.policy.newest_max_side, self.config.policy.jpeg_quality)
 
     def _tool_reply(self, msgs: list, schemas: list, turn_id: int,
                     records: list[ToolRecord]) -> str:
@@ -618,7 +644,10 @@ class Conversation:
         an LLM failure or an empty reply (the caller answers with the fallback; the records stay).
         """
         cfg = self.config
-        msgs = msgs[:1] + [{"role": "system", "content": TOOLS_NOTE}] + msgs[1:]
+        names = {s["function"]["name"] for s in schemas}
+        notes = ([TOOLS_NOTE] if names - {LOOK_BACK} else []) + \
+            ([LOOK_BACK_NOTE] if LOOK_BACK in names else [])
+        msgs = msgs[:1] + [{"role": "system", "content": n} for n in notes] + msgs[1:]
 
         def on_tool(rec: ToolRecord) -> None:
             records.append(rec)
@@ -628,7 +657,7 @@ class Conversation:
                              (o.text or "")[:80]))
             self._emit("tool", {"turn_id": turn_id, "record": rec})
 
-        res = run_tool_loop(self.backend, msgs, schemas, self.tools.run,
+        res = run_tool_loop(self.backend, msgs, schemas, self._turn_tools.run,
                             max_rounds=self.max_tool_rounds, model=cfg.model,
                             max_tokens=cfg.max_reply_tokens, image_parts=self.tool_images,
                             image_detail=cfg.policy.detail, on_tool=on_tool, logger=self.log)

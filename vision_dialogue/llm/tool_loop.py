@@ -197,8 +197,10 @@ class _Rounds:
             records.append(rec)
             msgs.append({"role": "tool", "tool_call_id": call_id, "content": outcome.message()})
             self._notify(rec)
-            if self.image_parts and outcome.ok and outcome.image_file and outcome.image_url:
-                shown.append({"type": "text", "text": f"[The image {outcome.image_file}:]"})
+            if self.image_parts and outcome.ok and outcome.image_url:
+                label = f"The image {outcome.image_file}" if outcome.image_file else \
+                    f"What {c.name} shows"
+                shown.append({"type": "text", "text": f"[{label}:]"})
                 shown.append({"type": "image_url", "image_url": {"url": outcome.image_url,
                                                                  "detail": self.image_detail}})
         if shown:
