@@ -7,6 +7,7 @@ import json
 import threading
 import time
 
+import numpy as np
 import pytest
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import CompressedImage
@@ -346,3 +347,31 @@ def test_a_question_about_the_past_looks_back_at_a_summarised_frame(ros_context,
     assert tool_msg["content"].startswith("Frame 1,")
     assert any(p.get("type") == "image_url" for m in followup[followup.index(tool_msg):]
                if isinstance(m.get("content"), list) for p in m["content"])
+
+
+def test_the_robot_remarks_on_a_changed_scene_but_not_while_it_speaks(ros_context, fake,
+                                                                      tmp_path):
+    import cv2
+    from skimage import data
+    from vision_dialogue.msg import SpeechState
+    rig = Rig(ros_context, fake, tmp_path, proactive="arrivals_and_scenes",
+              proactive_interval=1.0, proactive_quiet=0.0)
+    state_pub = rig.io.create_publisher(SpeechState, "dialogue/speech_state", 10)
+    coffee = cv2.resize(np.ascontiguousarray(data.coffee()[:, :, ::-1]), (640, 480))
+    try:
+        time.sleep(1.1)
+        rig.img_pub.publish(to_image_msg(photo()))
+        rig.img_pub.publish(to_image_msg(coffee))                  # the view changed
+        assert rig.wait(lambda: len(rig.finals()) == 1)
+        assert rig.finals()[0].in_reply_to == ""
+        asked = fake.requests[-1]["messages"][-1]
+        assert asked["role"] == "system" and "just changed" in asked["content"]
+        assert rig.wait(lambda: state_pub.get_subscription_count() >= 1)
+        state_pub.publish(SpeechState(state=SpeechState.SPEAKING))
+        assert rig.wait(lambda: rig.node.proactive._busy)
+        time.sleep(1.1)
+        rig.img_pub.publish(to_image_msg(photo()))
+        rig.img_pub.publish(to_image_msg(coffee))
+        assert not rig.wait(lambda: len(rig.finals()) > 1, timeout=1.5)
+    finally:
+        rig.close()

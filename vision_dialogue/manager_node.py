@@ -45,13 +45,14 @@ from vision_dialogue.llm.probe import probe_openai
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy, jpeg_bytes
 from vision_dialogue.core.persona import PersonaError, default_persona_file, load_persona
+from vision_dialogue.core.proactive import PROACTIVE_MODES, ProactiveConfig, ProactivePolicy
 from vision_dialogue.core.summariser import check_nm
 from vision_dialogue.core.transcript import TranscriptWriter, event_record, parse_retention
 from vision_dialogue.core.turn_queue import PendingTurn, TurnQueue
 from vision_dialogue.camera.intake import FrameIntake
 from vision_dialogue.ros.image_msgs import (ImageConversionError, from_compressed_msg,
                                             from_image_msg, stamp_to_ns)
-from vision_dialogue.msg import PromptState, Reply, Utterance
+from vision_dialogue.msg import PromptState, Reply, SpeechState, Utterance
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC, IMAGE_QOS_CHOICES, \
     FollowingSubscription, image_qos
@@ -153,6 +154,15 @@ PARAMS = [
     Param("frame_id", "base_link", "frame_id of published headers.", check=nonempty),
     Param("prompt_state_period", 1.0, "Seconds between periodic PromptState messages; "
           "0 = only on change.", range=(0.0, 3600.0)),
+    Param("proactive", "paper", "When the robot speaks first besides greet_first: paper "
+          "(never: the paper's user-initiated turns), arrivals (a person comes into view "
+          "after nobody for 20 s; needs the observer's people count, i.e. a text-only model), "
+          "arrivals_and_scenes (also when the view changes notably).",
+          choices=PROACTIVE_MODES),
+    Param("proactive_interval", 60.0, "Seconds between two remarks the robot makes unasked.",
+          range=(1.0, 3600.0)),
+    Param("proactive_quiet", 8.0, "The user must have been quiet this many seconds before the "
+          "robot speaks unasked.", range=(0.0, 600.0)),
     Param("look_back", True, "Offer the look_back tool to an LLM that calls tools, on turns "
           "about the past (and whenever the VFM tools are offered): it sees a frame that left "
           "the prompt again, by time or by what it shows (the paper's future work)."),
@@ -218,6 +228,12 @@ class ManagerNode(Node):
         self._create_subscriptions()
         self._turns = TurnQueue(p["max_queued_turns"], on_drop=self._dropped)
         self._spoken_to = False         # an utterance came, or the opening remark is queued
+        self._answering = 0             # 1 while the turn worker serves an item
+        self.proactive = ProactivePolicy(ProactiveConfig(
+            p["proactive"], min_interval_s=p["proactive_interval"], quiet_s=p["proactive_quiet"]))
+        # volatile: matches a latched (transient local) speech node and a plain publisher alike
+        self.create_subscription(SpeechState, "dialogue/speech_state", self._on_speech_state,
+                                 QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
         self._warned_at: dict[str, float] = {}
         self._apply_live_params()
         self._worker = threading.Thread(target=self._serve_turns, name="vd-turns", daemon=True)
@@ -370,6 +386,16 @@ class ManagerNode(Node):
             self._spoken_to = True        # one opening remark per session
             self._turns.put(PendingTurn("greet", "", "",
                                         deadline=time.monotonic() + self.p["reply_deadline"]))
+            self.proactive.remark_made()
+            return
+        trigger = self.proactive.on_frame(bgr, frame.people,
+                                          len(self._turns) + self._answering)
+        if trigger is not None:
+            self.proactive.remark_made()
+            self.get_logger().info(f"speaking first: {trigger} (proactive:="
+                                   f"{self.p['proactive']})")
+            self._turns.put(PendingTurn("greet", trigger, "",
+                                        deadline=time.monotonic() + self.p["reply_deadline"]))
 
     def _bad_frame(self, err: BaseException) -> None:
         """Warn about a rejected frame: once per cause every 5 s, with the count so far.
@@ -406,6 +432,7 @@ class ManagerNode(Node):
             self.get_logger().warning("ignoring an empty utterance")
             return
         self._spoken_to = True
+        self.proactive.user_spoke()
         waiting = len(self._turns)
         if waiting:
             self.get_logger().info(f"utterance queued behind {waiting} waiting turn(s)")
@@ -413,11 +440,15 @@ class ManagerNode(Node):
                                     deadline=time.monotonic() + self.p["reply_deadline"],
                                     language=msg.language))
 
+    def _on_speech_state(self, msg: SpeechState) -> None:
+        """The robot talks or thinks: no remark unasked now."""
+        self.proactive.robot_busy(msg.state in (SpeechState.THINKING, SpeechState.SPEAKING))
+
     def _dropped(self, item: PendingTurn, reason: str) -> None:
         if item.kind == "turn":
             self.conversation.note_dropped(item.payload, reason, item.speaker)
         elif item.kind == "greet":
-            self.get_logger().info(f"opening remark skipped ({reason})")
+            self.get_logger().info(f"{item.payload or 'opening'} remark skipped ({reason})")
         else:
             self.get_logger().warning(f"shared image dropped ({reason})")
         self.publish_state()
@@ -429,15 +460,18 @@ class ManagerNode(Node):
             item = self._turns.get()
             if item is None:
                 return
+            self._answering = 1
             try:
                 if item.kind == "shared":
                     self._shared_image(item.payload)
                 elif item.kind == "greet":
-                    self._greet(item.deadline)
+                    self._greet(item.deadline, item.payload)
                 else:
                     self._turn(item.payload, item.speaker, item.deadline, item.language)
             except Exception as e:  # noqa: BLE001 - the worker must survive anything
                 self.get_logger().error(f"turn failed unexpectedly: {type(e).__name__}: {e}")
+            finally:
+                self._answering = 0
 
     def _reply_msg(self, turn_id, index, text, in_reply_to, final, fallback) -> Reply:
         r = Reply()
@@ -452,12 +486,18 @@ class ManagerNode(Node):
             text, on_sentence=chunk, speaker=speaker, deadline=deadline,
             language=language), text)
 
-    def _greet(self, deadline: float) -> None:
-        """The opening remark, unless the user spoke while it waited (they go first then)."""
-        if self.conversation.turn_count or len(self._turns):
+    def _greet(self, deadline: float, trigger: str = "") -> None:
+        """A remark unasked: the opening one (trigger ""), or on an "arrival" or a "scene".
+
+        Skipped if the user spoke while it waited (they go first then).
+        """
+        if len(self._turns) or (not trigger and self.conversation.turn_count):
             return
-        self._answer(lambda chunk: self.conversation.greet(on_sentence=chunk,
-                                                           deadline=deadline), "")
+        persona = self.conversation.persona
+        instruction = {"arrival": persona.arrival_instruction,
+                       "scene": persona.scene_instruction}.get(trigger, "")
+        self._answer(lambda chunk: self.conversation.greet(
+            on_sentence=chunk, deadline=deadline, instruction=instruction), "")
 
     def _answer(self, ask, in_reply_to: str) -> None:
         """Run one turn (`ask(on_sentence)`), publishing its sentences and its final Reply."""

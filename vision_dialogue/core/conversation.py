@@ -472,21 +472,24 @@ class Conversation:
         return self._serve(text, on_sentence, speaker, deadline, language)
 
     def greet(self, on_sentence: SentenceCallback | None = None,
-              deadline: float | None = None) -> TurnResult:
+              deadline: float | None = None, instruction: str = "") -> TurnResult:
         """Speak first: an opening remark about the person in view (the paper's persona).
 
-        Like `turn`, without a user line: the persona's greet instruction goes to the LLM for
-        this reply only, and the remark enters the timeline as the robot's line.
+        Like `turn`, without a user line: the persona's greet instruction (or `instruction`,
+        e.g. a remark on a changed scene) goes to the LLM for this reply only, and the remark
+        enters the timeline as the robot's line.
         """
-        return self._serve(None, on_sentence, "", deadline)
+        return self._serve(None, on_sentence, "", deadline,
+                           instruction=instruction or self.persona.greet_instruction)
 
     def _serve(self, text: str | None, on_sentence: SentenceCallback | None, speaker: str,
-               deadline: float | None, language: str = "") -> TurnResult:
+               deadline: float | None, language: str = "", instruction: str = "") -> TurnResult:
         """A turn with background LLM calls held back, then its "reply" event."""
         self._no_turn.clear()
         try:
             with self._turn_lock:
-                result = self._turn(text, on_sentence, speaker, deadline, language)
+                result = self._turn(text, on_sentence, speaker, deadline, language,
+                                    instruction)
         finally:
             self._no_turn.set()
         self._emit("reply", {"result": result})
@@ -494,7 +497,7 @@ class Conversation:
         return result
 
     def _turn(self, text: str | None, on_sentence: SentenceCallback | None, speaker: str,
-              deadline: float | None, language: str = "") -> TurnResult:
+              deadline: float | None, language: str = "", instruction: str = "") -> TurnResult:
         """One turn under the turn lock: the user line in, the prompt, the reply, its line.
 
         text None: the robot speaks first (no user line; the greet instruction is asked).
@@ -510,7 +513,8 @@ class Conversation:
         msgs = self.builder.reply_messages(items, self.timeline.history_summary,
                                            self.camera_lost())
         if text is None:   # last, as the model's instruction (as a user line it is echoed)
-            msgs.append({"role": "system", "content": self.persona.greet_instruction})
+            msgs.append({"role": "system",
+                         "content": instruction or self.persona.greet_instruction})
         answer_in = language_instruction(language)
         if answer_in:
             msgs.append({"role": "system", "content": answer_in})

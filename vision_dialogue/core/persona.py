@@ -31,6 +31,10 @@ class Persona:
     greet_instruction: str = ("Now say hello to the person in front of you, in one sentence, "
                               "and tell them what you like about what they wear.")
     greet_fallback_lines: tuple[str, ...] = ("Oh, hello there!", "Hi! It is nice to see you.")
+    arrival_instruction: str = ("Someone just came into view. Greet them in one short, "
+                                "friendly sentence.")
+    scene_instruction: str = ("What you see just changed. Say one short sentence about what "
+                              "is new, as a curious friend would.")
     camera_lost_note: str = ("[Your eyes stopped working a while ago: you cannot see anything "
                              "right now. If it matters, say you cannot see at the moment.]")
     blind_lines: tuple[str, ...] = (

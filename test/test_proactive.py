@@ -1,0 +1,79 @@
+"""Speaking first beyond the paper: on an arrival or a changed scene, never over anyone."""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+from skimage import data
+
+from vision_dialogue.core.proactive import ProactiveConfig, ProactivePolicy, scene_difference
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+def photo(which) -> np.ndarray:
+    return cv2.resize(np.ascontiguousarray(which()[:, :, ::-1]), (320, 240))
+
+
+def policy(mode="arrivals_and_scenes", **kw):
+    clock = Clock()
+    return ProactivePolicy(ProactiveConfig(mode, min_interval_s=60, quiet_s=8, absent_s=20,
+                                           **kw), clock=clock), clock
+
+
+def test_scene_difference_tells_a_new_view_from_the_same_one():
+    a, b = photo(data.astronaut), photo(data.coffee)
+    noisy = np.clip(a.astype(int) + np.random.default_rng(0).integers(-8, 8, a.shape), 0,
+                    255).astype(np.uint8)
+    assert scene_difference(a, noisy) < 5 < 40 < scene_difference(a, b)
+
+
+def test_an_arrival_after_nobody_for_a_while():
+    p, clock = policy("arrivals")
+    img = photo(data.astronaut)
+    clock.t += 100
+    assert p.on_frame(img, 0) is None
+    clock.t += 10
+    assert p.on_frame(img, 1) is None            # gone for 10 s only: the same visit
+    assert p.on_frame(img, 0) is None
+    clock.t += 25
+    assert p.on_frame(img, 1) == "arrival"
+
+
+def test_never_while_the_robot_talks_the_user_just_spoke_or_too_soon():
+    p, clock = policy()
+    a, b = photo(data.astronaut), photo(data.coffee)
+    assert p.on_frame(a, None) is None
+    assert p.on_frame(b, None) is None           # within min_interval of the start
+    clock.t += 61
+    p.robot_busy(True)
+    assert p.on_frame(a, None) is None
+    p.robot_busy(False)
+    p.user_spoke()
+    assert p.on_frame(b, None) is None
+    clock.t += 9
+    assert p.on_frame(a, None, waiting=1) is None     # a turn is waiting
+    assert p.on_frame(b, None) == "scene"
+    p.remark_made()
+    clock.t += 30
+    assert p.on_frame(a, None) is None           # rate limit
+    clock.t += 31
+    assert p.on_frame(b, None) == "scene"
+
+
+def test_paper_mode_never_speaks_first():
+    p, clock = policy("paper")
+    clock.t += 1000
+    frames = [photo(data.astronaut), photo(data.coffee), photo(data.chelsea)]
+    assert [p.on_frame(f, n) for f, n in zip(frames, (0, 1, 0))] == [None] * 3
+
+
+def test_unknown_mode_is_refused():
+    with pytest.raises(ValueError, match="paper"):
+        ProactiveConfig("chatty")

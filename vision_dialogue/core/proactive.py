@@ -1,0 +1,96 @@
+"""When the robot speaks first, beyond the paper's user-initiated turns.
+
+Two triggers: a person arrives (someone in view after nobody for `absent_s`; needs a people
+count, which the perception observer gives for text-only models), and the scene changes
+notably (the mean grey-level difference of small thumbnails of consecutive frames above
+`scene_change`). A remark is made only when the robot is not talking or thinking, the user has
+been quiet for `quiet_s`, nothing is waiting to be answered, and the last remark was at least
+`min_interval_s` ago. Mode "paper" never speaks first (the paper's behaviour).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+PROACTIVE_MODES = ("paper", "arrivals", "arrivals_and_scenes")
+#: thumbnail for the scene-change measure (as the observer's "the view just changed")
+_THUMB = (32, 24)
+
+
+def scene_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean absolute grey-level difference (0..255) of 32x24 thumbnails of two BGR frames."""
+    def thumb(img):
+        grey = img if img.ndim == 2 else cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
+        return cv2.resize(grey, _THUMB, interpolation=cv2.INTER_AREA).astype(np.int16)
+    return float(np.mean(np.abs(thumb(a) - thumb(b))))
+
+
+@dataclass
+class ProactiveConfig:
+    mode: str = "paper"
+    min_interval_s: float = 60.0
+    quiet_s: float = 8.0
+    absent_s: float = 20.0
+    scene_change: float = 40.0
+
+    def __post_init__(self):
+        if self.mode not in PROACTIVE_MODES:
+            raise ValueError(f"proactive mode {self.mode!r}: one of {list(PROACTIVE_MODES)}")
+
+
+class ProactivePolicy:
+    """Decides, frame by frame, whether to make a remark now (see the module docstring)."""
+
+    def __init__(self, config: ProactiveConfig, clock=time.monotonic):
+        self.cfg, self.clock = config, clock
+        self._lock = threading.Lock()
+        self._busy = False                   # the robot speaks or thinks
+        self._last_user = -1e9
+        self._last_remark = clock()          # none in the first min_interval_s either
+        self._nobody_since: float | None = None
+        self._prev: np.ndarray | None = None
+        self.remarks = 0
+
+    def user_spoke(self) -> None:
+        with self._lock:
+            self._last_user = self.clock()
+
+    def robot_busy(self, busy: bool) -> None:
+        with self._lock:
+            self._busy = busy
+
+    def remark_made(self) -> None:
+        with self._lock:
+            self._last_remark = self.clock()
+            self.remarks += 1
+
+    def on_frame(self, bgr: np.ndarray, people: int | None, waiting: int = 0) -> str | None:
+        """'arrival', 'scene' or None for this frame; `waiting`: turns queued now."""
+        now = self.clock()
+        with self._lock:
+            prev, self._prev = self._prev, bgr
+            arrived = False
+            if people is not None:
+                if people == 0:
+                    if self._nobody_since is None:
+                        self._nobody_since = now
+                else:
+                    arrived = (self._nobody_since is not None
+                               and now - self._nobody_since >= self.cfg.absent_s)
+                    self._nobody_since = None
+            if self.cfg.mode == "paper" or self._busy or waiting:
+                return None
+            if now - self._last_user < self.cfg.quiet_s:
+                return None
+            if now - self._last_remark < self.cfg.min_interval_s:
+                return None
+            if arrived:
+                return "arrival"
+            if (self.cfg.mode == "arrivals_and_scenes" and prev is not None
+                    and scene_difference(prev, bgr) >= self.cfg.scene_change):
+                return "scene"
+            return None
