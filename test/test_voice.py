@@ -160,8 +160,8 @@ def test_silence_noise_and_clipping_do_not_break_it(tmp_path, rig, piper, caplog
     with caplog.at_level(logging.INFO):
         r = rig(path, realtime=False, reply=lambda t: "").run()
     said = [u.text for u in r.utterances]
-    assert said and "cat" in " ".join(said).lower(), said
-    assert len(said) <= 2
+    assert 1 <= len(said) <= 2, said                   # the noise may count, with no words
+    assert word_error_rate([SENTENCES[4]], [said[-1]]) <= 0.25, said
 
 
 def test_a_two_minute_monologue_is_cut_into_sensible_utterances(tmp_path, rig, piper, caplog):

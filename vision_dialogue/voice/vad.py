@@ -43,7 +43,7 @@ class SpeechSegmenter:
     """Feeds CHUNK-sample chunks to Silero VAD and reports segment events (module docstring)."""
 
     def __init__(self, model=None, *, threshold: float = 0.5, min_silence_s: float = MIN_SILENCE_S,
-                 min_speech_s: float = 0.25, max_segment_s: float = 20.0, pad_s: float = 0.2):
+                 min_speech_s: float = 0.25, max_segment_s: float = 20.0, pad_s: float = 0.4):
         self.model = model if model is not None else load_vad_model()
         self.threshold = threshold
         self.min_silence = max(1, round(min_silence_s * SAMPLE_RATE / CHUNK))
