@@ -375,3 +375,23 @@ def test_the_robot_remarks_on_a_changed_scene_but_not_while_it_speaks(ros_contex
         assert not rig.wait(lambda: len(rig.finals()) > 1, timeout=1.5)
     finally:
         rig.close()
+
+
+def test_camera_users_reach_the_prompt_and_the_transcript(ros_context, fake, tmp_path):
+    from vision_dialogue.msg import DetectedUser, DetectedUsers
+    rig = Rig(ros_context, fake, tmp_path)
+    users_pub = rig.io.create_publisher(DetectedUsers, "camera/users", 10)
+    events = _event_sink(rig)
+    try:
+        assert rig.wait(lambda: users_pub.get_subscription_count() >= 1)
+        u = DetectedUser(id="4", emotion="surprised")
+        u.position.x, u.position.z = -0.6, 1.4
+        users_pub.publish(DetectedUsers(users=[u]))
+        assert rig.wait(lambda: any(e["type"] == "person" for e in events))
+        rig.say("Who is here?")
+        assert rig.wait(lambda: len(rig.finals()) == 1)
+        prompt = json.dumps(fake.requests[-1]["messages"])
+        assert "user 4 to your right, 1.4 m away, looking surprised" in prompt
+        assert next(e for e in events if e["type"] == "person")["event"] == "arrived"
+    finally:
+        rig.close()

@@ -42,9 +42,10 @@ from vision_dialogue.cli.console import VERBOSE_ENV
 from vision_dialogue.llm.base import BackendError
 from vision_dialogue.llm.factory import DTYPES, KINDS, make_backend
 from vision_dialogue.llm.probe import probe_openai
-from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.conversation import PEOPLE_FRESH_S, Conversation, ConversationConfig
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy, jpeg_bytes
 from vision_dialogue.core.persona import PersonaError, default_persona_file, load_persona
+from vision_dialogue.core.people import Presence, TrackedPerson, describe_people
 from vision_dialogue.core.proactive import PROACTIVE_MODES, ProactiveConfig, ProactivePolicy
 from vision_dialogue.core.summariser import check_nm
 from vision_dialogue.core.transcript import TranscriptWriter, event_record, parse_retention
@@ -52,7 +53,7 @@ from vision_dialogue.core.turn_queue import PendingTurn, TurnQueue
 from vision_dialogue.camera.intake import FrameIntake
 from vision_dialogue.ros.image_msgs import (ImageConversionError, from_compressed_msg,
                                             from_image_msg, stamp_to_ns)
-from vision_dialogue.msg import PromptState, Reply, SpeechState, Utterance
+from vision_dialogue.msg import DetectedUsers, PromptState, Reply, SpeechState, Utterance
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC, IMAGE_QOS_CHOICES, \
     FollowingSubscription, image_qos
@@ -231,6 +232,9 @@ class ManagerNode(Node):
         self._answering = 0             # 1 while the turn worker serves an item
         self.proactive = ProactivePolicy(ProactiveConfig(
             p["proactive"], min_interval_s=p["proactive_interval"], quiet_s=p["proactive_quiet"]))
+        self.presence = Presence()
+        self._users_at = -1e9                       # monotonic time of the last camera/users
+        self.create_subscription(DetectedUsers, "camera/users", self._on_users, 10)
         # volatile: matches a latched (transient local) speech node and a plain publisher alike
         self.create_subscription(SpeechState, "dialogue/speech_state", self._on_speech_state,
                                  QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
@@ -388,8 +392,10 @@ class ManagerNode(Node):
                                         deadline=time.monotonic() + self.p["reply_deadline"]))
             self.proactive.remark_made()
             return
-        trigger = self.proactive.on_frame(bgr, frame.people,
-                                          len(self._turns) + self._answering)
+        people = frame.people
+        if people is None and time.monotonic() - self._users_at <= PEOPLE_FRESH_S:
+            people = self.presence.count            # a camera that tracks users (Furhat)
+        trigger = self.proactive.on_frame(bgr, people, len(self._turns) + self._answering)
         if trigger is not None:
             self.proactive.remark_made()
             self.get_logger().info(f"speaking first: {trigger} (proactive:="
@@ -439,6 +445,13 @@ class ManagerNode(Node):
         self._turns.put(PendingTurn("turn", text, msg.speaker,
                                     deadline=time.monotonic() + self.p["reply_deadline"],
                                     language=msg.language))
+
+    def _on_users(self, msg: DetectedUsers) -> None:
+        """The people the camera tracks (Furhat): a note in the prompt, arrivals, departures."""
+        people = [TrackedPerson(u.id, u.position.x, u.position.z, u.emotion) for u in msg.users]
+        arrived, left = self.presence.update(p.id for p in people)
+        self._users_at = time.monotonic()
+        self.conversation.set_people(describe_people(people), arrived, left)
 
     def _on_speech_state(self, msg: SpeechState) -> None:
         """The robot talks or thinks: no remark unasked now."""

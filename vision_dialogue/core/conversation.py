@@ -37,6 +37,8 @@ from vision_dialogue.llm.tool_loop import TOOLS_NOTE, AgentResult, ToolRecord, r
 _log = logging.getLogger("vision_dialogue.conversation")
 
 # Emoji and pictographs (the persona forbids them; speech engines read them out).
+#: people a camera tracked longer ago than this are no longer "now", s
+PEOPLE_FRESH_S = 5.0
 _EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]")
 # A label a small model copies from its notes at the start of a sentence ("You see: ...",
 # "Robot: ..."): up to five words and a colon. Nobody speaks that way.
@@ -380,6 +382,8 @@ class Conversation:
         self.tools: ToolProvider | None = None
         self.max_tool_rounds = 3
         self.tool_images = self.supports_images     # frames looked back at are shown
+        self._speakers: set[str] = set()
+        self._people: tuple[float, str] = (0.0, "")   # (monotonic time, description)
         self.archive = FrameArchive(cfg.archive_frames)
         self._turn_tools = ToolSet()
         self.look_back = LookBack(self.archive, self._prompt_frame_ids,
@@ -506,7 +510,10 @@ class Conversation:
         self._turn_id += 1
         turn_id = self._turn_id
         if text is not None:
-            self.timeline.add_line(USER, text)
+            self.timeline.add_line(USER, text, speaker)
+            if speaker:
+                self._speakers.add(speaker)
+                self.builder.label_speakers = len(self._speakers) > 1
             self._emit("user", {"turn_id": turn_id, "text": text, "speaker": speaker})
         self.folder.check()
         items = self._prompt_items()
@@ -515,6 +522,13 @@ class Conversation:
         if text is None:   # last, as the model's instruction (as a user line it is echoed)
             msgs.append({"role": "system",
                          "content": instruction or self.persona.greet_instruction})
+        if text is not None and speaker and self.builder.label_speakers:
+            msgs.append({"role": "system",
+                         "content": self.persona.addressee_note.format(speaker=speaker)})
+        people = self.people_now()
+        if people:
+            msgs.insert(1, {"role": "system",
+                            "content": self.persona.people_note.format(people=people)})
         answer_in = language_instruction(language)
         if answer_in:
             msgs.append({"role": "system", "content": answer_in})
@@ -711,6 +725,21 @@ class Conversation:
         """The timeline as a reply prompt shows it: at most `n` raw frames."""
         return bounded(self.timeline.snapshot(), self.config.n,
                        self.persona.pending_frames_marker)
+
+    def set_people(self, description: str, arrived=(), left=()) -> None:
+        """Who the camera tracks now, in words (Furhat's users; "" for nobody).
+
+        `arrived`, `left`: ids that came into view or went; each is a "person" event (the
+        transcript, the monitor).
+        """
+        self._people = (time.monotonic(), description)
+        for event, ids in (("arrived", arrived), ("left", left)):
+            for i in ids:
+                self._emit("person", {"event": event, "id": str(i)})
+
+    def people_now(self) -> str:
+        t, description = self._people
+        return description if time.monotonic() - t <= PEOPLE_FRESH_S else ""
 
     def camera_lost(self) -> bool:
         """No frame came for camera_timeout_s (after at least one did)."""

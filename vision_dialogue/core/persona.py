@@ -31,6 +31,9 @@ class Persona:
     greet_instruction: str = ("Now say hello to the person in front of you, in one sentence, "
                               "and tell them what you like about what they wear.")
     greet_fallback_lines: tuple[str, ...] = ("Oh, hello there!", "Hi! It is nice to see you.")
+    addressee_note: str = ("[Several people talk with you; {speaker} said the last line. "
+                           "Answer {speaker}.]")
+    people_note: str = "[People your camera tracks now: {people}.]"
     arrival_instruction: str = ("Someone just came into view. Greet them in one short, "
                                 "friendly sentence.")
     scene_instruction: str = ("What you see just changed. Say one short sentence about what "

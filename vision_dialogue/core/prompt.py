@@ -24,6 +24,7 @@ class PromptBuilder:
         self.persona = persona
         self.policy = policy
         self.supports_images = supports_images
+        self.label_speakers = False     # on once two people have spoken: "[speaker] line"
 
     # --- parts -----------------------------------------------------------------------------
     def _frame_parts(self, item: FrameItem, newest: bool, summary_size: bool = False) -> list:
@@ -106,6 +107,8 @@ class PromptBuilder:
             return self._frame_parts(item, item is newest)
         if item.kind == "summary":
             return [self._summary_part(item)]
+        if self.label_speakers and item.speaker:
+            return [{"type": "text", "text": f"[{item.speaker}] {item.text}"}]
         return [{"type": "text", "text": item.text}]
 
     def _add_eyes_note(self, msgs: list, newest: FrameItem | None, camera_lost: bool) -> None:
@@ -160,7 +163,9 @@ class PromptBuilder:
         lines = []
         for it in items:
             if isinstance(it, LineItem):
-                lines.append(("Robot: " if it.role == ROBOT else "Person: ") + it.text)
+                who = f"Person ({it.speaker})" if it.speaker and self.label_speakers \
+                    else "Person"
+                lines.append(("Robot: " if it.role == ROBOT else f"{who}: ") + it.text)
             elif isinstance(it, SummaryItem):
                 lines.append(f"(The robot saw: {it.text})")
         body = (f"Earlier memory: {history_summary or '(none)'}\n\nNew part:\n"

@@ -55,6 +55,7 @@ class LineItem:
     seq: int = 0
     pending_fold: bool = False
     kind: str = "line"
+    speaker: str = ""             # who said a user line, when the speech backend knows
 
 
 Item = FrameItem | SummaryItem | LineItem
@@ -94,11 +95,11 @@ class Timeline:
             self._items.append(item)
         return item
 
-    def add_line(self, role: str, text: str) -> LineItem:
+    def add_line(self, role: str, text: str, speaker: str = "") -> LineItem:
         if role not in (USER, ROBOT):
             raise ValueError(f"role must be {USER!r} or {ROBOT!r}, got {role!r}")
         with self._lock:
-            item = LineItem(role, text, next(self._line_seq))
+            item = LineItem(role, text, next(self._line_seq), speaker=speaker)
             self._items.append(item)
             self._text_chars += len(text)
         return item

@@ -1,0 +1,73 @@
+"""Who is there and who speaks: speakers in the prompt, tracked people, arrivals and departures."""
+from __future__ import annotations
+
+import json
+
+from fake_chat_backend import FakeChatBackend
+from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.people import Presence, TrackedPerson, describe_people
+from vision_dialogue.core.persona import load_persona
+
+
+def test_people_in_words_left_to_right_with_distance_and_emotion():
+    people = [TrackedPerson("5", x=-0.8, z=2.0),
+              TrackedPerson("3", x=0.1, z=1.2, emotion="Happy"),
+              TrackedPerson("7", x=0.9, z=1.5, emotion="neutral")]
+    assert describe_people(people) == ("user 7 to your left, 1.5 m away; "
+                                       "user 3 in front of you, 1.2 m away, looking happy; "
+                                       "user 5 to your right, 2.0 m away")
+    assert describe_people([]) == ""
+
+
+def test_arrivals_at_once_departures_after_the_grace_time():
+    t = [0.0]
+    p = Presence(grace_s=3.0, clock=lambda: t[0])
+    assert p.update(["1"]) == (["1"], [])
+    t[0] = 1.0
+    assert p.update(["1", "2"]) == (["2"], [])
+    t[0] = 2.0
+    assert p.update(["2"]) == ([], [])           # 1 lost for a moment: not gone yet
+    t[0] = 5.0
+    assert p.update(["2"]) == ([], ["1"]) and p.count == 1
+
+
+def conv(be):
+    return Conversation(be, load_persona(), ConversationConfig(n=4, m=3))
+
+
+def test_with_two_speakers_lines_are_labelled_and_the_reply_addressed():
+    be = FakeChatBackend()
+    c = conv(be)
+    try:
+        c.turn("Hello robot.", speaker="Anna")
+        first = be.of_kind("reply")[-1][1]
+        assert "[Anna]" not in json.dumps(first)            # one speaker: as before
+        c.turn("And me? I am here too.", speaker="Ben")
+        msgs = be.of_kind("reply")[-1][1]
+        text = json.dumps(msgs)
+        assert "[Anna] Hello robot." in text and "[Ben] And me? I am here too." in text
+        assert msgs[-1] == {"role": "system", "content": "[Several people talk with you; Ben "
+                                                         "said the last line. Answer Ben.]"}
+    finally:
+        c.close()
+
+
+def test_tracked_people_reach_the_prompt_and_their_comings_and_goings_the_events():
+    be = FakeChatBackend()
+    c = conv(be)
+    events = []
+    c.add_listener(lambda kind, data: events.append((kind, data)))
+    try:
+        c.set_people("user 3 in front of you, 1.2 m away, looking happy", arrived=["3"])
+        c.turn("Hi!")
+        msgs = be.of_kind("reply")[-1][1]
+        assert msgs[1] == {"role": "system", "content": "[People your camera tracks now: user 3 "
+                                                        "in front of you, 1.2 m away, looking "
+                                                        "happy.]"}
+        c.set_people("", left=["3"])
+        c.turn("Still there?")
+        assert "camera tracks" not in json.dumps(be.of_kind("reply")[-1][1])
+        people = [d for k, d in events if k == "person"]
+        assert people == [{"event": "arrived", "id": "3"}, {"event": "left", "id": "3"}]
+    finally:
+        c.close()

@@ -1,0 +1,61 @@
+"""Who is there: people a camera tracks (Furhat's users), in words, and who came and went.
+
+A tracked person has an id, a position in the robot's frame (x to its left, z ahead, in
+metres) and, where the camera gives one, an emotion. `describe_people` is the prompt's note;
+`Presence` turns successive lists of ids into arrivals and departures (a departure only after
+`grace_s` out of view, since trackers lose people for a frame or two).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+#: |x| below this (metres) is "in front of you"
+_CENTRE_M = 0.25
+
+
+@dataclass(frozen=True)
+class TrackedPerson:
+    id: str
+    x: float = 0.0          # metres, robot frame: positive to the robot's left
+    z: float = 0.0          # metres ahead
+    emotion: str = ""
+
+
+def describe_people(people: list[TrackedPerson]) -> str:
+    """'user 3 in front of you, 1.2 m away, looking happy; user 5 to your left, 2.0 m away'."""
+    out = []
+    for p in sorted(people, key=lambda p: -p.x):
+        where = ("in front of you" if abs(p.x) < _CENTRE_M
+                 else "to your left" if p.x > 0 else "to your right")
+        text = f"user {p.id} {where}"
+        if p.z > 0:
+            text += f", {p.z:.1f} m away"
+        if p.emotion and p.emotion.lower() not in ("neutral", "none", "unknown"):
+            text += f", looking {p.emotion.lower()}"
+        out.append(text)
+    return "; ".join(out)
+
+
+class Presence:
+    """Arrivals and departures from successive sets of tracked ids."""
+
+    def __init__(self, grace_s: float = 3.0, clock=time.monotonic):
+        self.grace_s, self.clock = grace_s, clock
+        self._last_seen: dict[str, float] = {}
+
+    def update(self, ids) -> tuple[list[str], list[str]]:
+        """(arrived, left) since the previous update."""
+        now = self.clock()
+        ids = [str(i) for i in ids]
+        arrived = [i for i in ids if i not in self._last_seen]
+        for i in ids:
+            self._last_seen[i] = now
+        left = [i for i, t in self._last_seen.items() if now - t > self.grace_s]
+        for i in left:
+            del self._last_seen[i]
+        return arrived, left
+
+    @property
+    def count(self) -> int:
+        return len(self._last_seen)
