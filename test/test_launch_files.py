@@ -18,6 +18,7 @@ import types
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import REPO
 from test_bringup import console_scripts
@@ -374,3 +375,18 @@ def test_unknown_setup_shuts_the_launch_down(launch_api):
     (fn,) = [e for e in ld.entities if isinstance(e, OpaqueFunction)]
     (emit,) = fn.function(types.SimpleNamespace(launch_configurations=config))
     assert isinstance(emit.event, Shutdown) and "unknown setup 'nope'" in emit.event.reason
+
+
+def test_voice_demo_launch_hears_the_demo_script_spoken(launch_api, tmp_path):
+    pytest.importorskip("piper")
+    from vision_dialogue.voice.sources import load_wav_items
+    ev = Evaluated("voice_demo")
+    nodes = {n.executable: n for n in ev.started()}
+    seq = Path(ev.value(nodes["speech_node"].parameters[1]["audio_in"]))
+    assert seq.name == "sequence.yaml" and seq.parent.parent == tmp_path / "demo"
+    items = load_wav_items(seq)
+    script = yaml.safe_load((REPO / "config" / "demo_script.yaml").read_text())["items"]
+    assert len(items) == len(script)
+    assert [i.wait_for_reply for i in items] == [bool(s.get("wait_for_reply")) for s in script]
+    assert load_node_params(REPO / "config" / "voice_demo_setup.yaml",
+                            "speech_node")["backend"] == "local"
