@@ -215,9 +215,12 @@ def test_stale_utterances_expire_on_record(ros_context, tmp_path):
         recs = transcript(rig)
         expired = [r for r in recs if r["type"] == "dropped"]
         assert expired and all(r["reason"].startswith("expired") for r in expired)
-        assert "question 4" in [r["text"] for r in expired]     # the last waited longest
         answered = [r["in_reply_to"] for r in recs if r["type"] == "reply"]
         assert answered[0] == "question 0" and answered == sorted(answered)
+        # each question is answered or on record as expired (which ones depends on how fast
+        # the five arrived: the later ones, never the first)
+        assert sorted(answered + [r["text"] for r in expired]) == \
+            [f"question {i}" for i in range(5)]
 
 
 # ------------------------------------------------------------------------ parameters

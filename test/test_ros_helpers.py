@@ -116,3 +116,14 @@ def test_live_params_take_effect_and_the_others_are_refused_with_the_reason(ros_
     assert node.describe_parameter("mode").read_only
     assert not node.describe_parameter("n").read_only
     node.destroy_node()
+
+
+def test_ctrl_c_while_a_node_starts_exits_quietly(capsys):
+    """A node interrupted in its constructor (slow start, Ctrl-C) exits 0 with one line."""
+    from vision_dialogue.ros.node_runner import run_node
+
+    def slow_start():
+        raise KeyboardInterrupt
+    assert run_node(slow_start, "slow_node", args=["slow_node"]) == 0
+    err = capsys.readouterr().err
+    assert "[slow_node] stopped while starting" in err and "Traceback" not in err

@@ -121,6 +121,9 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
         except ParameterError as e:
             print(f"[{name}] invalid parameter: {e}", file=sys.stderr)
             return 2
+        except (KeyboardInterrupt, ExternalShutdownException):
+            print(f"[{name}] stopped while starting", file=sys.stderr)   # Ctrl-C: no traceback
+            return 0
         executor = MultiThreadedExecutor(num_threads=threads)
         executor.add_node(node)
         try:
