@@ -60,7 +60,7 @@ class Harness:
         assert c.wait_for_server(timeout_sec=60), f"vfm/{kind}: no server after 60 s"
         return c
 
-    def send(self, kind, goal, feedback=None, tries=4, timeout=8.0):
+    def send(self, kind, goal, feedback=None, tries=6, timeout=10.0):
         # wait_for_server only sees the server's side: under load a client whose response
         # reader the server has not matched can wait for goal responses that never come (a
         # DDS discovery race of ROS 2 services), so an unanswered goal is sent again from a
