@@ -214,13 +214,18 @@ def test_stale_utterances_expire_on_record(ros_context, tmp_path):
                                      if r["type"] in ("reply", "dropped")]) == 5, timeout=20)
         recs = transcript(rig)
         expired = [r for r in recs if r["type"] == "dropped"]
-        assert expired and all(r["reason"].startswith("expired") for r in expired)
-        answered = [r["in_reply_to"] for r in recs if r["type"] == "reply"]
+        assert all(r["reason"].startswith("expired") for r in expired)
+        replies = [r for r in recs if r["type"] == "reply"]
+        answered = [r["in_reply_to"] for r in replies]
         assert answered[0] == "question 0" and answered == sorted(answered)
-        # each question is answered or on record as expired (which ones depends on how fast
-        # the five arrived: the later ones, never the first)
+        # each question is answered or on record as expired: a queued one whose deadline
+        # passed is dropped when its turn comes, and one whose deadline passes while it is
+        # answered gets the fallback line (which of the two, for questions that arrived
+        # together, is a matter of milliseconds)
         assert sorted(answered + [r["text"] for r in expired]) == \
             [f"question {i}" for i in range(5)]
+        late = [r for r in replies if r["fallback"]] + expired
+        assert len(late) >= 3, recs
 
 
 # ------------------------------------------------------------------------ parameters

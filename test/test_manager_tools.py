@@ -52,6 +52,18 @@ def canny_then_answer(req):
     return FINAL
 
 
+def wait_for_tools(rig, ops):
+    """Wait until the manager offers `ops`.
+
+    A startup discovery that lost a DDS service-matching race leaves the list stale until a
+    turn refreshes it; here a refresh does (on a thread, while this one spins the executor).
+    """
+    if rig.wait(lambda: rig.node.tools.ops == ops):
+        return
+    threading.Thread(target=rig.node.tools.refresh, kwargs={"timeout": 8.0}, daemon=True).start()
+    assert rig.wait(lambda: rig.node.tools.ops == ops), rig.node.tools.ops
+
+
 class Rig:
     def __init__(self, ctx, fake, tmp_path, server=True, **params):
         self.store = tmp_path / "store"
@@ -203,7 +215,7 @@ def test_tool_error_and_chained_file_reach_the_llm_and_the_node_keeps_going(
 
     fake.responder = script
     try:
-        assert rig.wait(lambda: rig.node.tools.ops == ["canny"])
+        wait_for_tools(rig, ["canny"])
         rig.frame(photo())
         rig.say("Edges please")
         assert rig.wait(lambda: rig.finals(), timeout=30)
@@ -366,7 +378,7 @@ def test_tool_timeout_cancels_the_goal_and_frames_keep_flowing(ros_context, fake
 
     fake.responder = script
     try:
-        assert rig.wait(lambda: rig.node.tools.ops == ["canny"])
+        wait_for_tools(rig, ["canny"])
         rig.frame(photo())
         rig.say("Edges please")
         assert rig.wait(lambda: slow.goals)
@@ -392,7 +404,7 @@ def test_close_during_a_tool_call_ends_the_wait(ros_context, fake, tmp_path):
     rig.nodes.insert(0, slow.node)
     rig.ex.add_node(slow.node)
     try:
-        assert rig.wait(lambda: rig.node.tools.ops == ["canny"])
+        wait_for_tools(rig, ["canny"])
         rig.frame(photo())
         rig.say("Edges please")
         assert rig.wait(lambda: slow.goals)
