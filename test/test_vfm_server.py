@@ -58,6 +58,13 @@ class Harness:
     def _client(self, kind):
         c = ActionClient(self.client, self.types[kind], f"vfm/{kind}", **VFM_ACTION_QOS)
         assert c.wait_for_server(timeout_sec=60), f"vfm/{kind}: no server after 60 s"
+        # wait_for_server sees only the client's side; wait until the server knows the client
+        # too, or its first responses can go to a reader it has not matched yet
+        service = f"/vfm/{kind}/_action/send_goal"
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline and service not in dict(
+                self.server.get_client_names_and_types_by_node("vfm_test_client", "/")):
+            time.sleep(0.05)
         return c
 
     def send(self, kind, goal, feedback=None, tries=6, timeout=10.0):
