@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from skimage import data
 
-from vision_dialogue.core.proactive import ProactiveConfig, ProactivePolicy, scene_difference
+from vision_dialogue.core.images import change_thumbnail, thumbnail_difference
+from vision_dialogue.core.proactive import ProactiveConfig, ProactivePolicy
 
 
 class Clock:
@@ -15,6 +16,10 @@ class Clock:
 
     def __call__(self):
         return self.t
+
+
+def scene_difference(a: np.ndarray, b: np.ndarray) -> float:
+    return thumbnail_difference(change_thumbnail(a), change_thumbnail(b))
 
 
 def photo(which) -> np.ndarray:

@@ -168,19 +168,22 @@ class Frame:
     people: int | None = None        # people the observer counted (None: not counted)
     dark: bool = False
     _cache: dict = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
-    def jpeg(self, max_side: int, quality: int) -> bytes:
-        """JPEG bytes at `max_side` (encoded once, then cached)."""
-        key = ("jpg", max_side, quality)
+    def _cached(self, key, make):
+        """`make()` once per key (thread-safe; a maker may use other cached values)."""
         got = self._cache.get(key)
         if got is None:
             with self._lock:
                 got = self._cache.get(key)
                 if got is None:
-                    got = jpeg_bytes(self.bgr, max_side, quality)
-                    self._cache[key] = got
+                    got = self._cache[key] = make()
         return got
+
+    def jpeg(self, max_side: int, quality: int) -> bytes:
+        """JPEG bytes at `max_side` (encoded once, then cached)."""
+        return self._cached(("jpg", max_side, quality),
+                            lambda: jpeg_bytes(self.bgr, max_side, quality))
 
     def stored_jpeg(self, max_side: int, quality: int, redact=None) -> bytes:
         """JPEG bytes for storage: `redact(bgr) -> bgr` (face blurring) applied once, cached.
@@ -189,25 +192,28 @@ class Frame:
         """
         if redact is None:
             return self.jpeg(max_side, quality)
-        key = ("stored", max_side, quality)
-        got = self._cache.get(key)
-        if got is None:
-            with self._lock:
-                redacted = self._cache.get("redacted")
-                if redacted is None:
-                    redacted = self._cache["redacted"] = redact(self.bgr)
-                got = self._cache[key] = jpeg_bytes(redacted, max_side, quality)
-        return got
+        return self._cached(("stored", max_side, quality), lambda: jpeg_bytes(
+            self._cached("redacted", lambda: redact(self.bgr)), max_side, quality))
 
     def data_url(self, max_side: int, quality: int) -> str:
         """`data:image/jpeg;base64,...` at `max_side` (cached)."""
-        key = ("url", max_side, quality)
-        got = self._cache.get(key)
-        if got is None:
-            got = "data:image/jpeg;base64," + base64.b64encode(
-                self.jpeg(max_side, quality)).decode("ascii")
-            self._cache[key] = got
-        return got
+        return self._cached(("url", max_side, quality), lambda: "data:image/jpeg;base64," +
+                            base64.b64encode(self.jpeg(max_side, quality)).decode("ascii"))
+
+
+#: size of the grey thumbnails two frames are compared on (a changed view, OCR reuse)
+CHANGE_THUMB = (32, 24)
+
+
+def change_thumbnail(img: np.ndarray) -> np.ndarray:
+    """A 32x24 grey thumbnail (int16) of a BGR or grey frame, for `thumbnail_difference`."""
+    grey = img if img.ndim == 2 else cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
+    return cv2.resize(grey, CHANGE_THUMB, interpolation=cv2.INTER_AREA).astype(np.int16)
+
+
+def thumbnail_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean absolute grey-level difference (0..255) of two change thumbnails."""
+    return float(np.abs(a - b).mean())
 
 
 def is_dark(bgr: np.ndarray, threshold: float) -> bool:

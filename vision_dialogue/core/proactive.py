@@ -2,10 +2,11 @@
 
 Two triggers: a person arrives (someone in view after nobody for `absent_s`; needs a people
 count, which the perception observer gives for text-only models), and the scene changes
-notably (the mean grey-level difference of small thumbnails of consecutive frames above
-`scene_change`). A remark is made only when the robot is not talking or thinking, the user has
-been quiet for `quiet_s`, nothing is waiting to be answered, and the last remark was at least
-`min_interval_s` ago. Mode "paper" never speaks first (the paper's behaviour).
+notably (`core.images.thumbnail_difference` of consecutive frames, the perception observer's
+measure of "the view just changed", above `scene_change`). A remark is made only when the
+robot is not talking or thinking, the user has been quiet for `quiet_s`, nothing is waiting
+to be answered, and the last remark was at least `min_interval_s` ago. Mode "paper" never
+speaks first (the paper's behaviour).
 """
 from __future__ import annotations
 
@@ -13,20 +14,11 @@ import threading
 import time
 from dataclasses import dataclass
 
-import cv2
 import numpy as np
 
+from vision_dialogue.core.images import change_thumbnail, thumbnail_difference
+
 PROACTIVE_MODES = ("paper", "arrivals", "arrivals_and_scenes")
-#: thumbnail for the scene-change measure (as the observer's "the view just changed")
-_THUMB = (32, 24)
-
-
-def scene_difference(a: np.ndarray, b: np.ndarray) -> float:
-    """Mean absolute grey-level difference (0..255) of 32x24 thumbnails of two BGR frames."""
-    def thumb(img):
-        grey = img if img.ndim == 2 else cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
-        return cv2.resize(grey, _THUMB, interpolation=cv2.INTER_AREA).astype(np.int16)
-    return float(np.mean(np.abs(thumb(a) - thumb(b))))
 
 
 @dataclass
@@ -52,8 +44,7 @@ class ProactivePolicy:
         self._last_user = -1e9
         self._last_remark = clock()          # none in the first min_interval_s either
         self._nobody_since: float | None = None
-        self._prev: np.ndarray | None = None
-        self.remarks = 0
+        self._prev: np.ndarray | None = None   # the previous frame's change thumbnail
 
     def user_spoke(self) -> None:
         with self._lock:
@@ -66,13 +57,13 @@ class ProactivePolicy:
     def remark_made(self) -> None:
         with self._lock:
             self._last_remark = self.clock()
-            self.remarks += 1
 
     def on_frame(self, bgr: np.ndarray, people: int | None, waiting: int = 0) -> str | None:
         """'arrival', 'scene' or None for this frame; `waiting`: turns queued now."""
         now = self.clock()
+        thumb = change_thumbnail(bgr)
         with self._lock:
-            prev, self._prev = self._prev, bgr
+            prev, self._prev = self._prev, thumb
             arrived = False
             if people is not None:
                 if people == 0:
@@ -91,6 +82,6 @@ class ProactivePolicy:
             if arrived:
                 return "arrival"
             if (self.cfg.mode == "arrivals_and_scenes" and prev is not None
-                    and scene_difference(prev, bgr) >= self.cfg.scene_change):
+                    and thumbnail_difference(prev, thumb) >= self.cfg.scene_change):
                 return "scene"
             return None

@@ -37,7 +37,8 @@ from typing import Callable, Sequence
 import cv2
 import numpy as np
 
-from vision_dialogue.core.images import as_bgr, downscale
+from vision_dialogue.core.images import as_bgr, change_thumbnail, downscale, \
+    thumbnail_difference
 
 _LOG = logging.getLogger(__name__)
 
@@ -173,7 +174,7 @@ class FrameObserver:
         grey = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)
         brightness = float(grey.mean())
         timings["brightness"] = _ms(t0)
-        thumb = cv2.resize(grey, (32, 24), interpolation=cv2.INTER_AREA).astype(np.int16)
+        thumb = change_thumbnail(grey)
         if brightness < self.dark_threshold:
             obs = Observation(text=DARK_TEXT, dark=True, brightness=brightness,
                               timings_ms=timings)
@@ -196,7 +197,7 @@ class FrameObserver:
             t = time.perf_counter()
             self._colours(obs, bgr, mask, pose)
             timings["colours"] = _ms(t)
-        texts = self._texts(bgr, grey, timings)
+        texts = self._texts(bgr, thumb, timings)
         obs.texts = (texts or [])[: self.max_texts]
         obs.change = self._change(thumb, len(obs.people))
         obs.text = _compose(obs)
@@ -213,7 +214,7 @@ class FrameObserver:
             return "a person just arrived" if people == 1 else "people just arrived"
         if before and not people:
             return "the person just left" if before == 1 else "the people just left"
-        if float(np.abs(thumb - prev[0]).mean()) > VIEW_CHANGE_LEVEL:
+        if thumbnail_difference(thumb, prev[0]) > VIEW_CHANGE_LEVEL:
             return "the view just changed"
         return None
 
@@ -247,12 +248,11 @@ class FrameObserver:
         background = ~small_mask
         obs.background_colour = _dominant(hsv[background]) if background.sum() > 20 else None
 
-    def _texts(self, bgr: np.ndarray, grey: np.ndarray, timings: dict) -> list[str] | None:
+    def _texts(self, bgr: np.ndarray, thumb: np.ndarray, timings: dict) -> list[str] | None:
         """OCR, reused while the scene is unchanged (OCR is the slowest detector by far)."""
-        thumb = cv2.resize(grey, (32, 24), interpolation=cv2.INTER_AREA).astype(np.int16)
         last = self._ocr_cache
         if (last is not None and self.ocr_reuse_threshold > 0
-                and float(np.abs(thumb - last[0]).mean()) < self.ocr_reuse_threshold):
+                and thumbnail_difference(thumb, last[0]) < self.ocr_reuse_threshold):
             timings["ocr"] = 0.0
             return list(last[1])
         texts = self._run("ocr", timings,
