@@ -36,9 +36,9 @@ from vision_dialogue.llm.tool_loop import TOOLS_NOTE, AgentResult, ToolRecord, r
 
 _log = logging.getLogger("vision_dialogue.conversation")
 
-# Emoji and pictographs (the persona forbids them; speech engines read them out).
 #: people a camera tracked longer ago than this are no longer "now", s
 PEOPLE_FRESH_S = 5.0
+# Emoji and pictographs (the persona forbids them; speech engines read them out).
 _EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]")
 # A label a small model copies from its notes at the start of a sentence ("You see: ...",
 # "Robot: ..."): up to five words and a colon. Nobody speaks that way.
@@ -504,7 +504,7 @@ class Conversation:
               deadline: float | None, language: str = "", instruction: str = "") -> TurnResult:
         """One turn under the turn lock: the user line in, the prompt, the reply, its line.
 
-        text None: the robot speaks first (no user line; the greet instruction is asked).
+        text None: the robot speaks first (no user line; `instruction` is asked).
         """
         t0 = time.perf_counter()
         self._turn_id += 1
@@ -520,8 +520,7 @@ class Conversation:
         msgs = self.builder.reply_messages(items, self.timeline.history_summary,
                                            self.camera_lost())
         if text is None:   # last, as the model's instruction (as a user line it is echoed)
-            msgs.append({"role": "system",
-                         "content": instruction or self.persona.greet_instruction})
+            msgs.append({"role": "system", "content": instruction})
         if text is not None and speaker and self.builder.label_speakers:
             msgs.append({"role": "system",
                          "content": self.persona.addressee_note.format(speaker=speaker)})

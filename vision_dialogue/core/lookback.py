@@ -123,7 +123,6 @@ class LookBack:
     def __init__(self, archive: FrameArchive, in_prompt: Callable[[], set[int]],
                  image_url: Callable[[Frame], str] | None = None):
         self.archive, self.in_prompt, self.image_url = archive, in_prompt, image_url
-        self.looks = 0
 
     def schemas(self) -> list[dict]:
         return [SCHEMA] if self.archive.frames(self.in_prompt()) else []
@@ -143,7 +142,6 @@ class LookBack:
         if frame is None:
             what = f" with {about!r}" if about.strip() else ""
             return ToolOutcome(text=f"You saw nothing earlier{what}.")
-        self.looks += 1
         parts = [f"Frame {frame.id}, {_ago(time.time() - frame.stamp)}."]
         summary = self.archive.summary_of(frame.id)
         if summary:

@@ -219,7 +219,7 @@ class LocalVoiceBackend(SpeechBackend):
             mic_level = float(np.sqrt(np.mean([m * m for m, _ in voiced])))
             echo_level = float(np.sqrt(np.mean([e * e for _, e in voiced])))
             loud = mic_level > ECHO_MARGIN * echo_level
-            self._segment = seg = {"start": now, "over_robot": over_robot}
+            self._segment = seg = {}
             if over_robot and self.barge_in and loud:
                 self.log.info("barge-in: the user speaks over the robot; stopping speech")
                 self._barged.set()

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from vision_dialogue.voice.audio import rms, write_wav
-from vision_dialogue.voice.sources import AudioSourceError, _sounddevice, parse_device
+from vision_dialogue.voice.sources import AudioSourceError, load_sounddevice, parse_device
 
 #: the window the echo level is measured over, s (one VAD chunk)
 ECHO_WINDOW_S = 0.032
@@ -108,7 +108,7 @@ class SpeakerSink(AudioSink):
         return f"speaker {self.device if self.device is not None else '(default)'}"
 
     def _play(self, samples: np.ndarray, rate: int, text: str) -> bool:
-        sd = _sounddevice()      # AudioSourceError (PortAudio missing): logged by the backend
+        sd = load_sounddevice()      # AudioSourceError (PortAudio missing): logged by the backend
         try:
             sd.play(samples, rate, device=self.device)
         except (sd.PortAudioError, ValueError) as e:

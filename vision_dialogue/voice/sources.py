@@ -180,7 +180,7 @@ class _Pacer:
         self.rest = buf[n * CHUNK:]
 
 
-def _sounddevice():
+def load_sounddevice():
     """sounddevice, or AudioSourceError saying what to install."""
     try:
         import sounddevice
@@ -203,7 +203,7 @@ def parse_device(device: str) -> int | str | None:
 
 def list_devices() -> str:
     """The audio devices PortAudio sees (for `speech_node --list-devices`)."""
-    sd = _sounddevice()
+    sd = load_sounddevice()
     devices = sd.query_devices()
     if len(devices) == 0:
         return "no audio devices found (is a microphone connected? is PulseAudio running?)"
@@ -229,7 +229,7 @@ class MicSource(AudioSource):
         return f"microphone {self.device if self.device is not None else '(default)'}"
 
     def chunks(self, stop: threading.Event) -> Iterator[np.ndarray]:
-        sd = _sounddevice()
+        sd = load_sounddevice()
         q: "queue.Queue[np.ndarray]" = queue.Queue(maxsize=200)
 
         def callback(indata, frames, time_info, status):

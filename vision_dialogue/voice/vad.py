@@ -66,11 +66,6 @@ class SpeechSegmenter:
         """Sound that may become a segment is being collected."""
         return bool(self._buf)
 
-    @property
-    def in_speech(self) -> bool:
-        """A segment has started (enough speech) and has not ended."""
-        return self._started
-
     def probability(self, chunk: np.ndarray) -> float:
         import torch
         return float(self.model(torch.from_numpy(np.ascontiguousarray(chunk, np.float32)),
