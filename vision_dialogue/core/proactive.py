@@ -61,7 +61,8 @@ class ProactivePolicy:
     def on_frame(self, bgr: np.ndarray, people: int | None, waiting: int = 0) -> str | None:
         """'arrival', 'scene' or None for this frame; `waiting`: turns queued now."""
         now = self.clock()
-        thumb = change_thumbnail(bgr)
+        scenes = self.cfg.mode == "arrivals_and_scenes"
+        thumb = change_thumbnail(bgr) if scenes else None     # no work for other modes
         with self._lock:
             prev, self._prev = self._prev, thumb
             arrived = False
@@ -81,7 +82,7 @@ class ProactivePolicy:
                 return None
             if arrived:
                 return "arrival"
-            if (self.cfg.mode == "arrivals_and_scenes" and prev is not None
+            if (scenes and prev is not None
                     and thumbnail_difference(prev, thumb) >= self.cfg.scene_change):
                 return "scene"
             return None
