@@ -220,7 +220,7 @@ def test_terminal_eof_with_exit_when_done_calls_on_done(rig, spin):
     assert not done.wait(0.2)                 # waits for the reply to the last utterance
     peer.reply(1, "Goodbye!", final=True)
     assert spin(ex, done.is_set, timeout=5)
-    assert spin(ex, lambda: peer.states[-1:] == [IDLE], timeout=5)
+    assert spin(ex, lambda: peer.states[-1:] == [IDLE], timeout=5), peer.states
 
 
 # ------------------------------------------------------------------ script backend

@@ -331,9 +331,8 @@ class SpeechNode(Node):
             threading.Thread(target=self._finish, name="speech-finish", daemon=True).start()
 
     def _finish(self) -> None:
-        if not self.turns.wait_idle(self.p["reply_timeout"]):
+        if not self.turns.finish(self.p["reply_timeout"]):
             self.log.warning("input finished; stopping without the last reply")
-        self.turns.set_state(SpeechState.IDLE)
         self.log.info("exit_when_done: shutting down")
         self._on_done()
 

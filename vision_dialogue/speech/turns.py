@@ -72,6 +72,7 @@ class SpeechTurns:
         self._chunks: dict[int, int] = defaultdict(int)
         self._interrupted: deque[int] = deque(maxlen=16)
         self._awaiting_since: float | None = None
+        self._finished = False                  # finish(): IDLE for good
         self.input_done = threading.Event()
         self.set_state(IDLE)
         self._speaker = threading.Thread(target=self._speak_loop, name="speech-speaker",
@@ -102,6 +103,18 @@ class SpeechTurns:
         with self._cv:
             return self._cv.wait_for(self._idle, timeout=timeout)
 
+    def finish(self, timeout: float) -> bool:
+        """The input is over: wait for the last reply (False on timeout), then stay IDLE.
+
+        The speaker thread announces LISTENING after a reply ends, outside the lock it shares
+        with this wait; without `_finished`, that could come after this IDLE.
+        """
+        done = self.wait_idle(timeout)
+        with self._cv:
+            self._finished = True
+            self.set_state(IDLE)
+        return done
+
     # ---------------------------------------------------------------- SpeechEvents
     def utterance(self, text: str, speaker: str = "", language: str = "",
                   confidence: float = -1.0) -> None:
@@ -127,7 +140,7 @@ class SpeechTurns:
 
     def listening(self) -> None:
         with self._cv:
-            if self._idle():
+            if self._idle() and not self._finished:
                 self.set_state(LISTENING)
 
     def unavailable(self) -> None:
@@ -221,7 +234,7 @@ class SpeechTurns:
 
     def _listen_if_idle(self) -> None:
         with self._cv:
-            if self._idle():
+            if self._idle() and not self._finished:
                 self.set_state(LISTENING)
             self._cv.notify_all()
 
