@@ -46,18 +46,24 @@ class Harness:
         self.server = VfmServer(context=ctx, parameter_overrides=over)
         from rclpy.node import Node
         self.client = Node("vfm_test_client", context=ctx)
+        self.types = {"image_to_text": ImageToText, "image_to_image": ImageToImage,
+                      "text_to_image": TextToImage}
+        # every ActionClient exists before the executor spins: rclpy adds a new client to the
+        # node's waitables before it sets the client's lock, so one made while another thread
+        # spins can kill that thread (AttributeError: 'ActionClient' object has no attribute
+        # '_lock'), after which no goal gets an answer
+        self.clients = {k: ActionClient(self.client, t, f"vfm/{k}", **VFM_ACTION_QOS)
+                        for k, t in self.types.items()}
+        for kind, c in self.clients.items():
+            self._wait_for_match(kind, c)
         self.ex = MultiThreadedExecutor(num_threads=4, context=ctx)
         self.ex.add_node(self.server)
         self.ex.add_node(self.client)
         self.thread = threading.Thread(target=self.ex.spin, daemon=True)
         self.thread.start()
-        self.types = {"image_to_text": ImageToText, "image_to_image": ImageToImage,
-                      "text_to_image": TextToImage}
-        self.clients = {k: self._client(k) for k in self.types}
 
-    def _client(self, kind):
-        c = ActionClient(self.client, self.types[kind], f"vfm/{kind}", **VFM_ACTION_QOS)
-        assert c.wait_for_server(timeout_sec=60), f"vfm/{kind}: no server after 60 s"
+    def _wait_for_match(self, kind, client):
+        assert client.wait_for_server(timeout_sec=60), f"vfm/{kind}: no server after 60 s"
         # wait_for_server sees only the client's side; wait until the server knows the client
         # too, or its first responses can go to a reader it has not matched yet
         service = f"/vfm/{kind}/_action/send_goal"
@@ -65,23 +71,14 @@ class Harness:
         while time.monotonic() < deadline and service not in dict(
                 self.server.get_client_names_and_types_by_node("vfm_test_client", "/")):
             time.sleep(0.05)
-        return c
 
-    def send(self, kind, goal, feedback=None, tries=6, timeout=10.0):
-        # wait_for_server only sees the server's side: under load a client whose response
-        # reader the server has not matched can wait for goal responses that never come (a
-        # DDS discovery race of ROS 2 services), so an unanswered goal is sent again from a
-        # new client.
-        for attempt in range(tries):
-            if attempt:
-                self.clients[kind].destroy()
-                self.clients[kind] = self._client(kind)
-            fut = self.clients[kind].send_goal_async(goal, feedback_callback=feedback)
-            ev = threading.Event()
-            fut.add_done_callback(lambda _f: ev.set())
-            if ev.wait(timeout):
-                return fut.result()
-        raise AssertionError(f"no goal response from vfm/{kind} after {tries} tries")
+    def send(self, kind, goal, feedback=None, timeout=60.0):
+        assert self.thread.is_alive(), "the test executor's spin thread died"
+        fut = self.clients[kind].send_goal_async(goal, feedback_callback=feedback)
+        ev = threading.Event()
+        fut.add_done_callback(lambda _f: ev.set())
+        assert ev.wait(timeout), f"no goal response from vfm/{kind} in {timeout:.0f} s"
+        return fut.result()
 
     def call(self, kind, goal, feedback=None):
         gh = self.send(kind, goal, feedback)
