@@ -22,7 +22,8 @@ from launch.substitutions import EnvironmentVariable, LaunchConfiguration
 from launch_ros.actions import Node
 
 ARGUMENTS = [  # (name, default, description)
-    ('setup', 'demo', 'Which setup to start: demo, standalone, furhat or vfm'),
+    ('setup', 'demo', 'Which setup to start: demo, standalone, furhat, vfm, voice_demo or '
+     'people_demo'),
     ('namespace', '', 'Top-level namespace for all nodes'),
     ('params_file', '', 'Full path to the ROS 2 parameters file for all launched nodes '
      '(empty: config/<setup>_setup.yaml)'),
@@ -31,12 +32,16 @@ ARGUMENTS = [  # (name, default, description)
     ('use_respawn', 'false', 'Restart a node that crashes'),
     ('image_topic', 'camera/image_raw',
      'Camera image topic (its /compressed companion is remapped with it)'),
+    ('stream_topic', 'camera/stream/image_raw',
+     'Fast camera stream the events_node watches (its /compressed companion with it)'),
     ('use_camera', 'true', 'Start the camera_node (if the setup has one)'),
     ('use_speech', 'true', 'Start the speech_node (if the setup has one)'),
     ('use_manager', 'true', 'Start the conversation manager_node (if the setup has one)'),
     ('use_vfm', 'true', 'Start the vfm_server (if the setup has one)'),
     ('use_monitor', '', 'Start the monitor page (http://127.0.0.1:8765/): true or false; '
      'empty: the setup\'s default (on in demo and standalone, off in furhat)'),
+    ('use_events', '', 'Start the events_node (waves, pointing, arrivals between frames): '
+     'true or false; empty: the setup\'s default (on in people_demo)'),
     ('speech_prefix', '',
      'Prefix for the speech_node command; ros2 launch gives nodes no stdin, so with the '
      'terminal backend use e.g. "xterm -e" (or use_speech:=false and `ros2 run '
@@ -68,6 +73,7 @@ def launch_setup(context):
         if arg[name] and key in setup.nodes:
             filled.setdefault(key, {})[name] = arg[name]
     image_topic = LaunchConfiguration('image_topic')
+    stream_topic = LaunchConfiguration('stream_topic')
     actions = []
     for key in start_order(setup.nodes):
         exe = NODES[key].executable
@@ -90,7 +96,9 @@ def launch_setup(context):
             arguments=['--ros-args', '--log-level', LaunchConfiguration('log_level')],
             # raw + compressed camera topics move as a pair (image_transport naming)
             remappings=[('camera/image_raw', image_topic),
-                        ('camera/image_raw/compressed', [image_topic, '/compressed'])])
+                        ('camera/image_raw/compressed', [image_topic, '/compressed']),
+                        ('camera/stream/image_raw', stream_topic),
+                        ('camera/stream/image_raw/compressed', [stream_topic, '/compressed'])])
         actions.append(node)
         if key == setup.ends_with:   # the demo ends with its script
             actions.append(RegisterEventHandler(OnProcessExit(

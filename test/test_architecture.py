@@ -30,7 +30,8 @@ ROS_MODULES = ("rclpy", "rcl_interfaces", "builtin_interfaces", "std_msgs", "sen
                "geometry_msgs", "action_msgs", "rosgraph_msgs", "launch", "launch_ros",
                "ament_index_python")
 GENERATED = ("msg", "srv", "action")
-NODE_MODULES = {"manager_node", "camera_node", "speech_node", "vfm_server", "monitor_node"}
+NODE_MODULES = {"manager_node", "camera_node", "speech_node", "vfm_server", "monitor_node",
+                "events_node"}
 
 
 def imports(path: Path) -> set[str]:

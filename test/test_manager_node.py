@@ -395,3 +395,22 @@ def test_camera_users_reach_the_prompt_and_the_transcript(ros_context, fake, tmp
         assert next(e for e in events if e["type"] == "person")["event"] == "arrived"
     finally:
         rig.close()
+
+
+def test_a_wave_between_frames_reaches_the_prompt_and_is_answered(ros_context, fake,
+                                                                  tmp_path):
+    from vision_dialogue.msg import VisualEvent
+    rig = Rig(ros_context, fake, tmp_path, proactive="arrivals", proactive_interval=1.0,
+              proactive_quiet=0.0)
+    events_pub = rig.io.create_publisher(VisualEvent, "camera/events", 10)
+    try:
+        assert rig.wait(lambda: events_pub.get_subscription_count() >= 1)
+        time.sleep(1.1)                     # no remark in the first proactive_interval
+        events_pub.publish(VisualEvent(kind="wave", text="someone on the left waved",
+                                       where="on the left", confidence=1.0))
+        assert rig.wait(lambda: len(rig.finals()) == 1)        # a remark unasked
+        prompt = json.dumps(fake.requests[-1]["messages"])
+        assert "You noticed: someone on the left waved" in prompt
+        assert "Someone just waved at you" in prompt
+    finally:
+        rig.close()

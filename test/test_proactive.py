@@ -82,3 +82,22 @@ def test_paper_mode_never_speaks_first():
 def test_unknown_mode_is_refused():
     with pytest.raises(ValueError, match="paper"):
         ProactiveConfig("chatty")
+
+
+def test_a_wave_is_answered_and_an_arrival_event_after_absence_greeted():
+    p, clock = policy("arrivals")
+    clock.t += 61
+    assert p.on_event("wave") == "wave"
+    p.remark_made()
+    assert p.on_event("wave") is None                 # min_interval_s
+    clock.t += 61
+    p.user_spoke()
+    assert p.on_event("wave") is None                 # the user is talking
+    clock.t += 9
+    assert p.on_event("wave", waiting=1) is None      # someone waits for an answer
+    assert p.on_event("scene_change") is None and p.on_event("point") is None
+    assert p.on_event("arrived") is None              # nobody-before unknown: no greeting
+    p.on_frame(photo(data.coffee), people=0)
+    clock.t += 21
+    assert p.on_event("arrived") == "arrival"
+    assert policy("paper")[0].on_event("wave") is None

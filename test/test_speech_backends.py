@@ -80,6 +80,7 @@ def test_load_script_json_list(tmp_path):
     ("- {say: a}\n- {say: b, delay: -1}\n", "item 2: 'delay' must be a number"),
     ("- {say: a, dealy: 2}\n", "item 1: unknown keys ['dealy']"),
     ("- {say: a, wait_for_reply: maybe}\n", "item 1: 'wait_for_reply' must be true or false"),
+    ("- {say: a, at: soon}\n", "item 1: 'at' must be a number of seconds >= 0"),
 ])
 def test_invalid_scripts_name_file_and_problem(tmp_path, content, problem):
     f = tmp_path / "bad.yaml"
@@ -121,6 +122,22 @@ def test_script_delays_and_wait_for_reply():
     assert rec.utterances[0][3] == "en-US"
     assert "you: first" in out.getvalue() and "robot: A reply." in out.getvalue()
     b.close()
+
+
+def test_script_at_times_items_from_the_start_and_names_several_speakers():
+    out = io.StringIO()
+    items = [ScriptItem("hi", speaker="Anna"), ScriptItem("late", speaker="Ben", at=0.5),
+             ScriptItem("already past", speaker="Ben", at=0.1)]
+    b = ScriptBackend(items, reply_timeout=5.0, output_stream=out)
+    rec = Recorder()
+    b.start(rec)
+    try:
+        assert rec.wait(3)
+        times = [u[0] for u in rec.utterances]
+        assert times[0] < 0.2 and 0.5 <= times[1] < 0.8 and times[2] - times[1] < 0.1
+        assert "Anna: hi" in out.getvalue() and "Ben: late" in out.getvalue()
+    finally:
+        b.close()
 
 
 def test_script_wait_for_reply_times_out_and_goes_on(caplog):

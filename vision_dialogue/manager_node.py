@@ -53,10 +53,11 @@ from vision_dialogue.core.turn_queue import PendingTurn, TurnQueue
 from vision_dialogue.camera.intake import FrameIntake
 from vision_dialogue.ros.image_msgs import (ImageConversionError, from_compressed_msg,
                                             from_image_msg, stamp_to_ns)
-from vision_dialogue.msg import DetectedUsers, PromptState, Reply, SpeechState, Utterance
+from vision_dialogue.msg import DetectedUsers, PromptState, Reply, SpeechState, Utterance, \
+    VisualEvent
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC, IMAGE_QOS_CHOICES, \
-    FollowingSubscription, image_qos
+    VISUAL_EVENTS_TOPIC, FollowingSubscription, image_qos
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 
 SHARED_IMAGE_DEFAULT = "a picture the person shared with me"
@@ -155,10 +156,13 @@ PARAMS = [
     Param("frame_id", "base_link", "frame_id of published headers.", check=nonempty),
     Param("prompt_state_period", 1.0, "Seconds between periodic PromptState messages; "
           "0 = only on change.", range=(0.0, 3600.0)),
+    Param("visual_events", True, "Put camera/events (events_node: waves, arrivals, ...) into "
+          "the prompt between frames."),
     Param("proactive", "paper", "When the robot speaks first besides greet_first: paper "
           "(never: the paper's user-initiated turns), arrivals (a person comes into view "
           "after nobody for 20 s; needs the observer's people count, i.e. a text-only model), "
-          "arrivals_and_scenes (also when the view changes notably).",
+          "arrivals_and_scenes (also when the view changes notably). In every mode but "
+          "paper the robot answers a wave (camera/events).",
           choices=PROACTIVE_MODES),
     Param("proactive_interval", 60.0, "Seconds between two remarks the robot makes unasked.",
           range=(1.0, 3600.0)),
@@ -235,6 +239,9 @@ class ManagerNode(Node):
         self.presence = Presence()
         self._users_at = -1e9                       # monotonic time of the last camera/users
         self.create_subscription(DetectedUsers, "camera/users", self._on_users, 10)
+        if p["visual_events"]:
+            self.create_subscription(VisualEvent, VISUAL_EVENTS_TOPIC, self._on_visual_event,
+                                     50)
         # volatile: matches a latched (transient local) speech node and a plain publisher alike
         self.create_subscription(SpeechState, "dialogue/speech_state", self._on_speech_state,
                                  QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
@@ -397,11 +404,14 @@ class ManagerNode(Node):
             people = self.presence.count            # a camera that tracks users (Furhat)
         trigger = self.proactive.on_frame(bgr, people, len(self._turns) + self._answering)
         if trigger is not None:
-            self.proactive.remark_made()
-            self.get_logger().info(f"speaking first: {trigger} (proactive:="
-                                   f"{self.p['proactive']})")
-            self._turns.put(PendingTurn("greet", trigger, "",
-                                        deadline=time.monotonic() + self.p["reply_deadline"]))
+            self._speak_first(trigger)
+
+    def _speak_first(self, trigger: str) -> None:
+        """Queue a remark unasked (see _greet)."""
+        self.proactive.remark_made()
+        self.get_logger().info(f"speaking first: {trigger} (proactive:={self.p['proactive']})")
+        self._turns.put(PendingTurn("greet", trigger, "",
+                                    deadline=time.monotonic() + self.p["reply_deadline"]))
 
     def _bad_frame(self, err: BaseException) -> None:
         """Warn about a rejected frame: once per cause every 5 s, with the count so far.
@@ -453,6 +463,14 @@ class ManagerNode(Node):
         self._users_at = time.monotonic()
         self.conversation.set_people(describe_people(people), arrived, left)
 
+    def _on_visual_event(self, msg: VisualEvent) -> None:
+        """Something seen between frames (events_node) into the prompt; a wave may be answered."""
+        stamp_ns = stamp_to_ns(msg.header.stamp) or self.get_clock().now().nanoseconds
+        self.conversation.add_event(msg.text or msg.kind, stamp=stamp_ns / 1e9, event=msg.kind)
+        trigger = self.proactive.on_event(msg.kind, len(self._turns) + self._answering)
+        if trigger is not None:
+            self._speak_first(trigger)
+
     def _on_speech_state(self, msg: SpeechState) -> None:
         """The robot talks or thinks: no remark unasked now."""
         self.proactive.robot_busy(msg.state in (SpeechState.THINKING, SpeechState.SPEAKING))
@@ -500,7 +518,7 @@ class ManagerNode(Node):
             language=language), text)
 
     def _greet(self, deadline: float, trigger: str = "") -> None:
-        """A remark unasked: the opening one (trigger ""), or on an "arrival" or a "scene".
+        """A remark unasked: the opening one (trigger ""), or on an "arrival", "scene", "wave".
 
         Skipped if the user spoke while it waited (they go first then).
         """
@@ -508,7 +526,8 @@ class ManagerNode(Node):
             return
         persona = self.conversation.persona
         instruction = {"arrival": persona.arrival_instruction,
-                       "scene": persona.scene_instruction}.get(trigger, "")
+                       "scene": persona.scene_instruction,
+                       "wave": persona.wave_instruction}.get(trigger, "")
         self._answer(lambda chunk: self.conversation.greet(
             on_sentence=chunk, deadline=deadline, instruction=instruction), "")
 
@@ -615,6 +634,8 @@ class ManagerNode(Node):
             log.info(f"frame {r['frame_id']}: {r.get('observation') or '(image)'}")
         elif r["type"] == "summary":
             log.info(f"summary of frames {r['frame_ids']} ({r['method']}): {r['text']}")
+        elif r["type"] == "event":
+            log.info(f"seen between frames: {r['text']}")
         elif r["type"] == "reply":
             log.info(f"turn {r['turn_id']}: first sentence {r['first_sentence_s']:.2f} s, "
                      f"reply {r['reply_s']:.2f} s, {len(r['frames_in_prompt'])} frames and "

@@ -127,10 +127,11 @@ def setup_overrides(setup: Setup, params_file: str | Path, keys=None,
 
 
 def resolve(setup_name: str, params_file: str | None, nodes: str | None,
-            namespace: str = "", monitor: bool | None = None):
+            namespace: str = "", monitor: bool | None = None, events: bool | None = None):
     """(Setup, params file path, node keys) with clear errors for bad input.
 
-    monitor: True/False starts/leaves out the monitor page; None: the setup's default.
+    monitor, events: True/False starts/leaves out the monitor page, the events node; None:
+    the setup's default.
     """
     setup = SETUPS.get(setup_name)
     if setup is None:
@@ -142,10 +143,13 @@ def resolve(setup_name: str, params_file: str | None, nodes: str | None,
     if not path.is_file():
         raise BringupError(f"params file not found: {path}")
     keys = setup.default_nodes
-    if monitor is not None:
-        if "monitor" not in setup.nodes:
-            raise BringupError(f"setup {setup.name} has no monitor")
-        keys = tuple(k for k in setup.nodes if k != "monitor" or monitor)
+    for key, wanted in (("monitor", monitor), ("events", events)):
+        if wanted is None:
+            continue
+        if key not in setup.nodes:
+            raise BringupError(f"setup {setup.name} has no {key} node")
+        keys = tuple(k for k in setup.nodes
+                     if (k in keys and k != key) or (k == key and wanted))
     if namespace and namespace.strip("/"):
         from rclpy.exceptions import InvalidNamespaceException
         from rclpy.validate_namespace import validate_namespace
@@ -408,6 +412,9 @@ def parse_cli(argv):
     ap.add_argument("--monitor", action=argparse.BooleanOptionalAction, default=None,
                     help="start (or leave out) the monitor page, http://127.0.0.1:8765/ "
                     "(default: on in demo and standalone, off in furhat)")
+    ap.add_argument("--events", action=argparse.BooleanOptionalAction, default=None,
+                    help="start (or leave out) the events node: waves, pointing, arrivals "
+                    "from the camera stream between frames (default: on in people_demo)")
     ap.add_argument("--verbose", action="store_true",
                     help="show third-party libraries' start-up output (muted by default)")
     return ap.parse_args(argv)
@@ -422,7 +429,7 @@ def main(args=None) -> int:
     apply_default_profile()     # this process and every child: raw frames cross processes
     try:
         setup, params_file, keys = resolve(ns.setup, ns.params_file, ns.nodes, ns.namespace,
-                                           ns.monitor)
+                                           ns.monitor, ns.events)
         llm = llm_overrides(ns.llm, ns.base_url, ns.model)
         if llm and "manager" not in keys:
             raise BringupError("--llm/--base-url/--model need the manager node")

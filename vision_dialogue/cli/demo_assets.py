@@ -124,18 +124,22 @@ def build_demo_video(path: Path, spec: DemoSpec = DemoSpec()) -> dict:
                        "seconds": len(new) / spec.fps, "first_frame": len(frames),
                        "frames": len(new)})
         frames += new
+    return write_video(path, frames, spec.fps, scenes)
+
+
+def write_video(path: Path, frames: list[np.ndarray], fps: float, scenes: list[dict]) -> dict:
+    """Write MJPG `frames` to `path` atomically, with a JSON manifest beside it; the manifest."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
-    writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter_fourcc(*"MJPG"), spec.fps,
-                             (spec.width, spec.height))
+    height, width = frames[0].shape[:2]
+    writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter_fourcc(*"MJPG"), fps, (width, height))
     if not writer.isOpened():
         raise RuntimeError(f"OpenCV cannot write MJPG video to {tmp}")
     for f in frames:
         writer.write(f)
     writer.release()
-    manifest = {"video": str(path), "fps": spec.fps, "width": spec.width,
-                "height": spec.height, "frames": len(frames),
-                "seconds": len(frames) / spec.fps, "scenes": scenes}
+    manifest = {"video": str(path), "fps": fps, "width": width, "height": height,
+                "frames": len(frames), "seconds": len(frames) / fps, "scenes": scenes}
     path.with_suffix(".json").write_text(json.dumps(manifest, indent=1))
     os.replace(tmp, path)
     return manifest

@@ -32,10 +32,11 @@ NODES: dict[str, NodeSpec] = {
                         "ManagerNode"),
     "vfm": NodeSpec("vfm", "vfm_server", "vision_dialogue.vfm_server", "VfmServer"),
     "monitor": NodeSpec("monitor", "monitor", "vision_dialogue.monitor_node", "MonitorNode"),
+    "events": NodeSpec("events", "events_node", "vision_dialogue.events_node", "EventsNode"),
 }
 
 #: construction/start order: consumers first, the speech node (which drives a script) last
-START_ORDER = ("monitor", "manager", "vfm", "camera", "speech")
+START_ORDER = ("monitor", "manager", "events", "vfm", "camera", "speech")
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class Setup:
     when its video_path is empty. spoken_script: a script in config/ the speech node hears as
     synthesised WAV files when its audio_in is empty (the voice demo). ends_with: the node
     whose exit ends the whole setup (the demo's script), or "". optional: nodes of the setup
-    started only when asked (`use_monitor:=true`, `bringup --monitor`).
+    started only when asked (`use_monitor:=true`, `bringup --monitor`; the same for events).
     """
 
     name: str
@@ -55,7 +56,7 @@ class Setup:
     params_file: str
     description: str
     config_paths: dict = field(default_factory=dict)
-    demo_video: bool = False
+    demo_video: bool | str = False     # True: the demo video; "people": the two-person one
     spoken_script: str = ""
     ends_with: str = ""
     optional: tuple[str, ...] = ()
@@ -71,12 +72,14 @@ class Setup:
 
 
 SETUPS: dict[str, Setup] = {
-    "furhat": Setup("furhat", ("camera", "speech", "manager", "monitor"), "furhat_setup.yaml",
+    "furhat": Setup("furhat", ("camera", "speech", "manager", "monitor", "events"),
+                    "furhat_setup.yaml",
                     "Furhat robot: Furhat camera + Furhat speech + manager (+ monitor page "
-                    "when asked)", optional=("monitor",)),
-    "standalone": Setup("standalone", ("camera", "speech", "manager", "monitor"),
+                    "and gesture events when asked)", optional=("monitor", "events")),
+    "standalone": Setup("standalone", ("camera", "speech", "manager", "monitor", "events"),
                         "standalone_setup.yaml",
-                        "Laptop: webcam + terminal chat + manager + monitor page"),
+                        "Laptop: webcam + terminal chat + manager + monitor page (+ gesture "
+                        "events when asked)", optional=("events",)),
     "vfm": Setup("vfm", ("vfm",), "vfm_setup.yaml",
                  "Visual foundation model action servers (GPU host)"),
     "demo": Setup("demo", ("camera", "speech", "manager", "monitor"), "demo_setup.yaml",
@@ -89,6 +92,12 @@ SETUPS: dict[str, Setup] = {
                         "local voice (VAD, Whisper, Piper to WAV files) + manager + monitor",
                         spoken_script="demo_script.yaml", demo_video=True,
                         ends_with="speech"),
+    "people_demo": Setup("people_demo", ("camera", "speech", "manager", "monitor", "events"),
+                         "people_demo_setup.yaml",
+                         "Offline two-person demo: two people come and go, one waves; two "
+                         "speakers in the script; events node + manager + monitor",
+                         config_paths={"speech": {"script_file": "people_demo_script.yaml"}},
+                         demo_video="people", ends_with="speech"),
 }
 
 
@@ -127,7 +136,9 @@ def node_overrides(setup: Setup, params_file: str | Path, keys=None) -> dict[str
                  if not given.get(name)}
         if setup.demo_video and key == "camera" and not given.get("video_path"):
             from vision_dialogue.cli.demo_assets import ensure_demo_video
-            extra["video_path"] = str(ensure_demo_video())
+            from vision_dialogue.cli.people_video import ensure_people_video
+            extra["video_path"] = str(ensure_people_video() if setup.demo_video == "people"
+                                      else ensure_demo_video())
         if setup.spoken_script and key == "speech" and not given.get("audio_in"):
             from vision_dialogue.cli.demo_assets import default_dir
             from vision_dialogue.voice.spoken_script import ensure_spoken_script

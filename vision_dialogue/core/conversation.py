@@ -30,8 +30,8 @@ from vision_dialogue.core.prompt import PromptBuilder, prompt_size
 from vision_dialogue.llm.sentences import split_sentences
 from vision_dialogue.core.summariser import SUMMARY_MODES, FrameSummariser, bounded, \
     validate_nm
-from vision_dialogue.core.timeline import ROBOT, USER, FrameItem, LineItem, SummaryItem, \
-    Timeline, describe
+from vision_dialogue.core.timeline import ROBOT, USER, EventItem, FrameItem, LineItem, \
+    SummaryItem, Timeline, describe
 from vision_dialogue.llm.tool_loop import TOOLS_NOTE, AgentResult, ToolRecord, run_tool_loop
 
 _log = logging.getLogger("vision_dialogue.conversation")
@@ -735,6 +735,20 @@ class Conversation:
         for event, ids in (("arrived", arrived), ("left", left)):
             for i in ids:
                 self._emit("person", {"event": event, "id": str(i)})
+                self.add_event(f"user {i} {'came into view' if event == 'arrived' else 'left'}",
+                               event=event)
+
+    def add_event(self, text: str, stamp: float | None = None, event: str = "") -> None:
+        """Something seen between frames ("someone on the left waved") into the timeline.
+
+        `event`: the detector's kind (wave, arrived, ...); emits "event" (transcript, monitor).
+        """
+        text = " ".join(str(text).split())
+        if not text:
+            return
+        stamp = time.time() if stamp is None else stamp
+        self.timeline.add_event(text, stamp, event)
+        self._emit("event", {"text": text, "event": event, "stamp": stamp})
 
     def people_now(self) -> str:
         t, description = self._people
@@ -758,6 +772,7 @@ class Conversation:
             "raw_frames": sum(isinstance(i, FrameItem) for i in items),
             "frame_summaries": sum(isinstance(i, SummaryItem) for i in items),
             "dialogue_lines": sum(isinstance(i, LineItem) for i in items),
+            "events": sum(isinstance(i, EventItem) for i in items),
             "folded_lines": self.timeline.folded_lines,
             "pending_summaries": self.summariser.pending,
             "prompt_chars": chars,

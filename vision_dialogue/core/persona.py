@@ -44,6 +44,9 @@ class Persona:
         "I cannot see anything right now, my eyes are not working.",)
     frame_label: str = "What you see now (your eyes):"
     summary_label: str = "Earlier you saw:"
+    event_label: str = "You noticed:"
+    wave_instruction: str = ("Someone just waved at you. Say hello back to them in one "
+                             "short, friendly sentence.")
     history_label: str = "What happened earlier in this conversation:"
     extra: dict = field(default_factory=dict)
 

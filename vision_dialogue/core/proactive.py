@@ -1,7 +1,8 @@
 """When the robot speaks first, beyond the paper's user-initiated turns.
 
-Two triggers: a person arrives (someone in view after nobody for `absent_s`; needs a people
-count, which the perception observer gives for text-only models), and the scene changes
+Triggers: someone waves at the robot (an event of the events node); a person arrives
+(someone in view after nobody for `absent_s`; needs a people count, which the perception
+observer gives for text-only models, or an "arrived" event); and the scene changes
 notably (`core.images.thumbnail_difference` of consecutive frames, the perception observer's
 measure of "the view just changed", above `scene_change`). A remark is made only when the
 robot is not talking or thinking, the user has been quiet for `quiet_s`, nothing is waiting
@@ -58,6 +59,28 @@ class ProactivePolicy:
         with self._lock:
             self._last_remark = self.clock()
 
+    def on_event(self, kind: str, waiting: int = 0) -> str | None:
+        """'wave' or 'arrival' for a detector's event (camera/events), else None.
+
+        A wave is answered in every mode but paper (it asks for the robot's attention); an
+        arrival counts only when nobody was seen for `absent_s` before it, as on_frame does.
+        """
+        with self._lock:
+            if kind == "wave":
+                trigger = "wave"
+            elif kind == "arrived" and self._nobody_since is not None and \
+                    self.clock() - self._nobody_since >= self.cfg.absent_s:
+                trigger = "arrival"
+            else:
+                return None
+            return trigger if self._may_speak(waiting) else None
+
+    def _may_speak(self, waiting: int) -> bool:
+        now = self.clock()
+        return not (self.cfg.mode == "paper" or self._busy or waiting
+                    or now - self._last_user < self.cfg.quiet_s
+                    or now - self._last_remark < self.cfg.min_interval_s)
+
     def on_frame(self, bgr: np.ndarray, people: int | None, waiting: int = 0) -> str | None:
         """'arrival', 'scene' or None for this frame; `waiting`: turns queued now."""
         now = self.clock()
@@ -74,11 +97,7 @@ class ProactivePolicy:
                     arrived = (self._nobody_since is not None
                                and now - self._nobody_since >= self.cfg.absent_s)
                     self._nobody_since = None
-            if self.cfg.mode == "paper" or self._busy or waiting:
-                return None
-            if now - self._last_user < self.cfg.quiet_s:
-                return None
-            if now - self._last_remark < self.cfg.min_interval_s:
+            if not self._may_speak(waiting):
                 return None
             if arrived:
                 return "arrival"

@@ -14,7 +14,8 @@ from typing import Sequence
 
 from vision_dialogue.core.images import ImagePolicy
 from vision_dialogue.core.persona import Persona
-from vision_dialogue.core.timeline import ROBOT, FrameItem, Item, LineItem, SummaryItem
+from vision_dialogue.core.timeline import ROBOT, EventItem, FrameItem, Item, LineItem, \
+    SummaryItem, run_span
 
 
 class PromptBuilder:
@@ -45,6 +46,9 @@ class PromptBuilder:
 
     def _summary_part(self, item: SummaryItem) -> dict:
         return {"type": "text", "text": f"[{self.persona.summary_label} {item.text}]"}
+
+    def _event_text(self, item: EventItem) -> str:
+        return f"{self.persona.event_label} {item.text}"
 
     @staticmethod
     def _pack(messages: list, role: str, parts: list) -> None:
@@ -86,7 +90,7 @@ class PromptBuilder:
         for it in items:
             if it.kind == "line" and it.role == ROBOT:
                 packer.add("assistant", [{"type": "text", "text": it.text}], merge=False)
-            elif not self.supports_images and it.kind in ("frame", "summary"):
+            elif not self.supports_images and it.kind in ("frame", "summary", "event"):
                 # Text-only backend: what the robot saw goes in as system messages at its place
                 # in the timeline, so the user turns hold only what the person said (small
                 # models otherwise echo or continue the user turn).
@@ -98,6 +102,8 @@ class PromptBuilder:
         return msgs
 
     def _seen_text(self, item: Item, newest: FrameItem | None) -> str:
+        if item.kind == "event":
+            return self._event_text(item)
         if item.kind == "summary":
             return f"{self.persona.summary_label} {item.text}"
         return self._observation_text(item, item is newest)
@@ -107,6 +113,8 @@ class PromptBuilder:
             return self._frame_parts(item, item is newest)
         if item.kind == "summary":
             return [self._summary_part(item)]
+        if item.kind == "event":
+            return [{"type": "text", "text": f"[{self._event_text(item)}]"}]
         if self.label_speakers and item.speaker:
             return [{"type": "text", "text": f"[{item.speaker}] {item.text}"}]
         return [{"type": "text", "text": item.text}]
@@ -138,22 +146,27 @@ class PromptBuilder:
                          history_summary: str = "") -> list:
         """The paper's summary request.
 
-        Instructions, the conversation and earlier summaries up to the frames, then the frames
-        (older size), then the request for one sentence.
+        Instructions, the conversation, earlier summaries and events up to the frames, then the
+        frames (older size) with the events between them, then the request for one sentence.
         """
         msgs = self._head(history_summary)
-        first = frames[0]
+        span = run_span(items, frames) or list(frames)
         for it in items:
-            if it is first:
+            if it is span[0]:
                 break
             if isinstance(it, SummaryItem):
                 self._pack(msgs, "user", [self._summary_part(it)])
+            elif isinstance(it, EventItem):
+                self._pack(msgs, "user", [{"type": "text", "text": f"[{self._event_text(it)}]"}])
             elif isinstance(it, LineItem):
                 role = "assistant" if it.role == ROBOT else "user"
                 self._pack(msgs, role, [{"type": "text", "text": it.text}])
         parts: list = []
-        for f in frames:
-            parts.extend(self._frame_parts(f, newest=False, summary_size=True))
+        for f in span:
+            if isinstance(f, EventItem):
+                parts.append({"type": "text", "text": f"[{self._event_text(f)}]"})
+            else:
+                parts.extend(self._frame_parts(f, newest=False, summary_size=True))
         parts.append({"type": "text", "text": self.persona.summary_instruction.strip()})
         self._pack(msgs, "user", parts)
         return self._flatten(msgs)
@@ -168,6 +181,8 @@ class PromptBuilder:
                 lines.append(("Robot: " if it.role == ROBOT else f"{who}: ") + it.text)
             elif isinstance(it, SummaryItem):
                 lines.append(f"(The robot saw: {it.text})")
+            elif isinstance(it, EventItem):
+                lines.append(f"(The robot noticed: {it.text})")
         body = (f"Earlier memory: {history_summary or '(none)'}\n\nNew part:\n"
                 + "\n".join(lines))
         return [{"role": "system", "content": self.persona.history_instruction.strip()},

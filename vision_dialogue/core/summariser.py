@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 
 from vision_dialogue.core.background import BackgroundJobs
 from vision_dialogue.core.prompt import PromptBuilder
-from vision_dialogue.core.timeline import FrameItem, Item, SummaryItem, Timeline
+from vision_dialogue.core.timeline import EventItem, FrameItem, Item, SummaryItem, Timeline
 from vision_dialogue.llm.base import Preempted
 
 SUMMARY_MODES = ("llm", "merge")
@@ -66,30 +66,43 @@ def merge_observations(observations: Sequence[str]) -> str:
     return "; then ".join(kept)
 
 
-def merged_text(frames: Sequence[FrameItem], fallback: str) -> str:
-    """The LLM-free summary of `frames`: their merged observations, else `fallback`."""
-    return merge_observations([f.frame.observation for f in frames]) or fallback
+def merged_text(span: Sequence[Item], fallback: str) -> str:
+    """The LLM-free summary of a run: its frames' observations and events merged in order.
+
+    `fallback` when no frame has an observation (events then follow it in brackets).
+    """
+    if not any(isinstance(it, FrameItem) and it.frame.observation for it in span):
+        events = merge_observations([it.text for it in span if isinstance(it, EventItem)])
+        return f"{fallback} ({events})" if events else fallback
+    return merge_observations([it.text if isinstance(it, EventItem) else it.frame.observation
+                               for it in span])
 
 
 def bounded(items: Sequence[Item], n: int, placeholder: str) -> list[Item]:
     """`items` with at most `n` raw frames, for a reply prompt.
 
     Raw frames before the newest `n` (summaries not in yet) become provisional summaries, one
-    per run of consecutive frames: their merged observations, else `placeholder`.
+    per run of consecutive frames (with the events between them): their merged observations,
+    else `placeholder`.
     """
     frames = [it for it in items if isinstance(it, FrameItem)]
     excess = {id(f) for f in frames[:max(0, len(frames) - n)]}
     if not excess:
         return list(items)
     out: list[Item] = []
-    run: list[FrameItem] = []
+    run: list[Item] = []
     for it in list(items) + [None]:
-        if it is not None and id(it) in excess:
+        if it is not None and (id(it) in excess or (run and isinstance(it, EventItem))):
             run.append(it)
             continue
         if run:
-            out.append(SummaryItem(merged_text(run, placeholder), tuple(f.id for f in run),
+            trailing: list[Item] = []
+            while isinstance(run[-1], EventItem):
+                trailing.insert(0, run.pop())
+            out.append(SummaryItem(merged_text(run, placeholder),
+                                   tuple(f.id for f in run if isinstance(f, FrameItem)),
                                    method="provisional"))
+            out.extend(trailing)
             run = []
         if it is not None:
             out.append(it)
@@ -149,7 +162,7 @@ class FrameSummariser:
                 self._jobs.submit(self._run, frames,
                                   on_refused=lambda: self.timeline.release(frames, False))
                 return
-            self._splice(frames, merged_text(frames, self.builder.persona.lost_frames_marker),
+            self._splice(frames, self._merged(frames, self.builder.persona.lost_frames_marker),
                          "merge")
 
     def _limit_backlog(self) -> None:
@@ -169,7 +182,7 @@ class FrameSummariser:
                 return
             self.log.warning(f"frame summaries fall behind ({len(frames)} frames waiting); "
                              f"frames {run[0].id}-{run[-1].id} summarised without the LLM")
-            self._splice(run, merged_text(run, self.builder.persona.pending_frames_marker),
+            self._splice(run, self._merged(run, self.builder.persona.pending_frames_marker),
                          "merge")
 
     def flush(self) -> int:
@@ -179,9 +192,13 @@ class FrameSummariser:
         """
         runs = self.timeline.pending_frames()
         for frames in runs:
-            self._splice(frames, merged_text(frames, self.builder.persona.lost_frames_marker),
+            self._splice(frames, self._merged(frames, self.builder.persona.lost_frames_marker),
                          "merge")
         return len(runs)
+
+    def _merged(self, frames: list[FrameItem], fallback: str) -> str:
+        """The LLM-free text of `frames` with the events that go with them."""
+        return merged_text(self.timeline.span(frames) or frames, fallback)
 
     def _splice(self, frames: list[FrameItem], text: str, method: str) -> None:
         item = self.timeline.splice_summary(frames, text, method=method)

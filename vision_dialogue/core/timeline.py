@@ -1,4 +1,8 @@
-"""The prompt timeline: frames, frame summaries and dialogue lines in arrival order.
+"""The prompt timeline: frames, frame summaries, dialogue lines and events in arrival order.
+
+Events are what a detector saw between frames (a wave, an arrival). They never end a run of
+frames for a summary: a summary takes the events inside its run (and those right before it)
+with its frames, so events cannot pile up between summaries.
 
 Thread-safe: frames and utterances may be added from different threads while background
 summaries complete. Items are only ever appended at the end; summaries replace their frames
@@ -58,7 +62,35 @@ class LineItem:
     speaker: str = ""             # who said a user line, when the speech backend knows
 
 
-Item = FrameItem | SummaryItem | LineItem
+@dataclass(eq=False)
+class EventItem:
+    """Something seen between frames, in words ("someone on the left waved")."""
+
+    text: str
+    stamp: float = 0.0
+    event: str = ""               # the detector's kind: wave, arrived, scene_change, ...
+    pending_fold: bool = False
+    kind: str = "event"
+
+
+Item = FrameItem | SummaryItem | LineItem | EventItem
+
+
+def run_span(items: Sequence[Item], frames: Sequence[FrameItem]) -> list[Item]:
+    """The items a summary of `frames` replaces, in timeline order.
+
+    The frames, the events between them and the events right before the first one ([] if the
+    frames are gone).
+    """
+    ids = {id(f) for f in frames}
+    idx = [i for i, it in enumerate(items) if id(it) in ids]
+    if not idx:
+        return []
+    first = idx[0]
+    while first > 0 and isinstance(items[first - 1], EventItem):
+        first -= 1
+    return [it for it in items[first:idx[-1] + 1]
+            if id(it) in ids or isinstance(it, EventItem)]
 
 
 def describe(item: Item) -> str:
@@ -67,6 +99,8 @@ def describe(item: Item) -> str:
         return f"frame {item.id}" + (" (summarising)" if item.pending else "")
     if isinstance(item, SummaryItem):
         return item.label() + ": " + item.text
+    if isinstance(item, EventItem):
+        return f"event: {item.text}"
     return f"{item.role}: {item.text}"
 
 
@@ -104,6 +138,14 @@ class Timeline:
             self._text_chars += len(text)
         return item
 
+    def add_event(self, text: str, stamp: float = 0.0, event: str = "") -> EventItem:
+        """Append something seen between frames (see EventItem)."""
+        item = EventItem(text, stamp, event)
+        with self._lock:
+            self._items.append(item)
+            self._text_chars += len(text)
+        return item
+
     def snapshot(self) -> list[Item]:
         """A copy of the item list (items themselves are shared; treat them as read-only)."""
         with self._lock:
@@ -119,7 +161,7 @@ class Timeline:
 
         When at least `n` raw frames (not already being summarised) are in the timeline, take
         the first of them and the raw frames directly after it, up to `m`, stopping early at
-        anything that is not such a frame (a dialogue line, a summary) so order is kept.
+        a dialogue line or a summary so order is kept (events between frames go with them).
         Returns [] when the rule does not fire.
         """
         with self._lock:
@@ -129,6 +171,8 @@ class Timeline:
                 return []
             chosen: list[FrameItem] = []
             for it in self._items[raw[0]:]:
+                if isinstance(it, EventItem) and len(chosen) < m:
+                    continue
                 if not isinstance(it, FrameItem) or it.pending or len(chosen) >= m:
                     break
                 chosen.append(it)
@@ -143,7 +187,7 @@ class Timeline:
             for it in self._items:
                 if isinstance(it, FrameItem) and len(chosen) < m:
                     chosen.append(it)
-                elif chosen:
+                elif chosen and not (isinstance(it, EventItem) and len(chosen) < m):
                     break
             for it in chosen:
                 it.pending = True
@@ -151,21 +195,27 @@ class Timeline:
 
     def splice_summary(self, frames: Sequence[FrameItem], text: str, failed: bool = False,
                        method: str = "llm") -> SummaryItem | None:
-        """Replace `frames` (still in the timeline) by one summary, in place.
+        """Replace `frames` (still in the timeline) and their events by one summary, in place.
 
         None when the frames are gone (another path summarised them first).
         """
-        ids = {id(f) for f in frames}
         with self._lock:
-            idx = [i for i, it in enumerate(self._items) if id(it) in ids]
-            if not idx:
+            span = run_span(self._items, frames)
+            if not span:
                 return None
             summ = SummaryItem(text, tuple(f.id for f in frames), failed=failed, method=method)
-            first = idx[0]
+            ids = {id(it) for it in span}
+            first = next(i for i, it in enumerate(self._items) if id(it) in ids)
             self._items = [it for it in self._items if id(it) not in ids]
             self._items.insert(first, summ)
-            self._text_chars += len(text)
+            self._text_chars += len(text) - sum(len(it.text) for it in span
+                                                if isinstance(it, EventItem))
             return summ
+
+    def span(self, frames: Sequence[FrameItem]) -> list[Item]:
+        """run_span of `frames` in the timeline now."""
+        with self._lock:
+            return run_span(self._items, frames)
 
     def release(self, frames: Iterable[FrameItem], failed: bool = True) -> None:
         """A summary failed (or gave way to a reply): the frames become selectable again."""
@@ -180,6 +230,8 @@ class Timeline:
         with self._lock:
             in_run = False
             for it in self._items:
+                if in_run and isinstance(it, EventItem):
+                    continue
                 held = isinstance(it, FrameItem) and it.pending
                 if held and not in_run:
                     runs.append([])

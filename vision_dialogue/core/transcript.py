@@ -171,7 +171,8 @@ def event_record(kind: str, data: dict) -> dict | None:
         return {"type": "summary_failed", "frame_ids": data["frame_ids"],
                 "error": data["error"], "attempts": data["attempts"],
                 "marker": data["marker"] is not None}
-    if kind in ("summarising", "summary_deferred", "fold", "fold_failed", "dropped", "person"):
+    if kind in ("summarising", "summary_deferred", "fold", "fold_failed", "dropped", "person",
+                "event"):
         return {"type": kind, **data}
     return None
 

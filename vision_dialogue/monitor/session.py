@@ -102,6 +102,9 @@ class SessionView:
                 self._append({"kind": "note", "t": t, "level": "warning",
                               "text": f"not answered ({record.get('reason', '')}): "
                                       f"{record.get('text', '')}"})
+            elif kind == "event":
+                self._append({"kind": "note", "t": t, "level": "info",
+                              "text": f"seen: {record.get('text', '')}"})
             elif kind == "fold":
                 self._append({"kind": "note", "t": t, "level": "info",
                               "text": "older dialogue folded into the memory: "

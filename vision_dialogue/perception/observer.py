@@ -63,6 +63,15 @@ class Person:
     score: float = 0.0
 
 
+@dataclass(frozen=True)
+class HandSeen:
+    """One hand: its gesture in words (None: no known gesture) and its wrist (0..1, y down)."""
+
+    gesture: str | None
+    x: float
+    y: float
+
+
 @dataclass
 class Observation:
     """Everything FrameObserver found in one frame, plus the text it makes of it."""
@@ -73,6 +82,7 @@ class Observation:
     people: list[Person] = field(default_factory=list)
     posture: str | None = None              # e.g. "arms down", "both arms raised"
     gestures: list[str] = field(default_factory=list)   # e.g. ["giving a thumbs up"]
+    hands: list[HandSeen] = field(default_factory=list)
     change: str | None = None               # since the previous frame, e.g. "the person left"
     person_area: float | None = None        # fraction of the frame covered by people
     clothes_colour: str | None = None
@@ -185,7 +195,9 @@ class FrameObserver:
         pose = self._people(obs, rgb, timings)
         if obs.people:
             hands = self._run("hands", timings, lambda m: m.process(rgb).multi_hand_landmarks)
-            obs.gestures = [g for g in (hand_gesture(h.landmark) for h in hands or []) if g]
+            obs.hands = [HandSeen(hand_gesture(h.landmark), float(h.landmark[_WRIST].x),
+                                  float(h.landmark[_WRIST].y)) for h in hands or []]
+            obs.gestures = [h.gesture for h in obs.hands if h.gesture]
         mask = None
         if obs.people:
             seg = self._run("segmentation", timings,
@@ -332,13 +344,15 @@ def _as_bgr(frame) -> np.ndarray:
     return frame
 
 
-def _position(cx: float) -> str:
+def horizontal_position(cx: float) -> str:
     if cx < 0.38:
         return "on the left"
     if cx > 0.62:
         return "on the right"
     return "in the middle"
 
+
+THUMBS_UP, POINTING, OPEN_HAND = "giving a thumbs up", "pointing", "raising an open hand"
 
 # mediapipe hand landmarks: wrist, thumb (cmc, mcp, ip, tip), then each finger's mcp..tip
 _WRIST, _THUMB_MCP, _THUMB_TIP = 0, 2, 4
@@ -360,11 +374,11 @@ def hand_gesture(lm) -> str | None:
     thumb_up = (lm[_THUMB_TIP].y < lm[_THUMB_MCP].y - 0.6 * size
                 and dist(_THUMB_TIP, 17) > 1.2 * dist(_THUMB_MCP, 17))
     if not any(stretched) and thumb_up:
-        return "giving a thumbs up"
+        return THUMBS_UP
     if stretched == [True, False, False, False]:
-        return "pointing"
+        return POINTING
     if all(stretched) and all(lm[tip].y < lm[_WRIST].y - 0.5 * size for _, _, tip in _FINGERS):
-        return "raising an open hand"
+        return OPEN_HAND
     return None
 
 
@@ -388,7 +402,7 @@ def _faces(model, rgb: np.ndarray, min_score: float) -> list[Person]:
             continue
         b = det.location_data.relative_bounding_box
         x, y, w, h = (float(b.xmin), float(b.ymin), float(b.width), float(b.height))
-        people.append(Person(position=_position(x + w / 2), distance=_distance(w),
+        people.append(Person(position=horizontal_position(x + w / 2), distance=_distance(w),
                              box=(x, y, w, h), score=score))
     people.sort(key=lambda p: p.box[0] if p.box else 0.0)  # left to right
     return people
@@ -404,7 +418,7 @@ def _pose_person(pose) -> Person | None:
         return None
     ls, rs = pose.landmark[_L_SHOULDER], pose.landmark[_R_SHOULDER]
     width = abs(ls.x - rs.x)
-    return Person(position=_position((ls.x + rs.x) / 2), distance=_distance(width * 0.6))
+    return Person(position=horizontal_position((ls.x + rs.x) / 2), distance=_distance(width * 0.6))
 
 
 def _posture(pose) -> str | None:

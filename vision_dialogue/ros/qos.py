@@ -19,6 +19,8 @@ IMAGE_QOS_CHOICES = ("auto", "sensor_data", "reliable")
 #: frames an image subscription holds while the executor is busy (a driver keeps 5-10)
 IMAGE_DEPTH = 10
 
+#: what a detector saw between frames (vision_dialogue/VisualEvent), read by the manager
+VISUAL_EVENTS_TOPIC = "camera/events"
 #: the manager's event records (std_msgs/String, JSON), read by the monitor
 EVENTS_TOPIC = "dialogue/events"
 #: the manager keeps its last 200 records for a monitor that joins mid-session

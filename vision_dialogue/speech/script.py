@@ -11,6 +11,8 @@ File format (YAML or JSON)::
       - say: "Thank you."
         delay: 2.0           # then wait 2 s before saying it
         language: en-GB      # per-item language / speaker override the defaults
+      - say: "Who just came in?"
+        at: 40.0             # not before 40 s after the script started (timed to a video)
 
 Replies are printed as they stream. After the last item the backend waits for its reply and
 reports `input_finished` (the node then shuts down if `exit_when_done`).
@@ -21,6 +23,7 @@ import json
 import math
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -30,7 +33,7 @@ import yaml
 from vision_dialogue.speech.base import SpeechBackendError
 from vision_dialogue.speech.terminal import TerminalBackend
 
-_ITEM_KEYS = {"say", "delay", "wait_for_reply", "language", "speaker"}
+_ITEM_KEYS = {"say", "delay", "at", "wait_for_reply", "language", "speaker"}
 
 
 class ScriptError(SpeechBackendError):
@@ -44,6 +47,7 @@ class ScriptItem:
     wait_for_reply: bool = False
     language: str = ""
     speaker: str = ""
+    at: float | None = None      # seconds after the script's start, at the earliest
 
 
 def load_script(path: str | Path) -> list[ScriptItem]:
@@ -98,6 +102,10 @@ def _item(p: Path, i: int, raw, defaults: dict) -> ScriptItem:
     if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not (
             math.isfinite(delay) and delay >= 0):
         raise ScriptError(f"{where}: 'delay' must be a number of seconds >= 0, got {delay!r}")
+    at = raw.get("at")
+    if at is not None and (isinstance(at, bool) or not isinstance(at, (int, float))
+                           or not (math.isfinite(at) and at >= 0)):
+        raise ScriptError(f"{where}: 'at' must be a number of seconds >= 0, got {at!r}")
     wait = raw.get("wait_for_reply", False)
     if not isinstance(wait, bool):
         raise ScriptError(f"{where}: 'wait_for_reply' must be true or false, got {wait!r}")
@@ -107,7 +115,8 @@ def _item(p: Path, i: int, raw, defaults: dict) -> ScriptItem:
         if not isinstance(v, str):
             raise ScriptError(f"{where}: '{k}' must be a string")
         fields[k] = v
-    return ScriptItem(say=say.strip(), delay=float(delay), wait_for_reply=wait, **fields)
+    return ScriptItem(say=say.strip(), delay=float(delay), wait_for_reply=wait,
+                      at=None if at is None else float(at), **fields)
 
 
 class ScriptBackend(TerminalBackend):
@@ -126,6 +135,8 @@ class ScriptBackend(TerminalBackend):
         self._replies = 0        # replies completed so far
         self._stop = threading.Event()
         self.said: list[str] = []
+        # with several speakers each line is printed with its speaker's name, else "you:"
+        self._named = len({i.speaker or speaker for i in self.items}) > 1
 
     def interactive(self) -> bool:
         return False         # nobody types: no `you:` prompt
@@ -147,10 +158,14 @@ class ScriptBackend(TerminalBackend):
 
     def _run(self) -> None:
         last = None          # reply count when the previous item was said
+        start = time.monotonic()
         for item in self.items:
             if item.wait_for_reply and last is not None:
                 self._wait_reply(last)
             if item.delay and self._stop.wait(item.delay):
+                return
+            if item.at is not None and self._stop.wait(
+                    max(0.0, start + item.at - time.monotonic())):
                 return
             if self._stop.is_set():
                 return
@@ -158,7 +173,8 @@ class ScriptBackend(TerminalBackend):
                 last = self._replies
             self.said.append(item.say)
             self._newline()
-            self._write(f"you: {item.say}\n")
+            who = (item.speaker or self.speaker) if self._named else "you"
+            self._write(f"{who}: {item.say}\n")
             self.events.utterance(item.say, speaker=item.speaker or self.speaker,
                                   language=item.language or self.language)
         if last is not None:

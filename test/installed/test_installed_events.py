@@ -1,0 +1,110 @@
+"""Events between frames as a user runs them.
+
+Camera stream, events_node and manager as separate installed processes, default transport.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import cv2
+import skimage.data
+import yaml
+
+from fake_openai import FakeOpenAI
+from installed.user_env import stop
+
+
+def write_arrival_video(path: Path, fps: float = 10.0) -> Path:
+    """An empty table for 2 s, a person for 3 s, the table again for 2 s."""
+    coffee = cv2.resize(skimage.data.coffee()[:, :, ::-1], (320, 240))
+    person = cv2.resize(skimage.data.astronaut()[:, :, ::-1], (320, 240))
+    out = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, (320, 240))
+    for frame, seconds in ((coffee, 2), (person, 3), (coffee, 2)):
+        for _ in range(int(seconds * fps)):
+            out.write(frame)
+    out.release()
+    return path
+
+
+def test_stream_events_reach_the_prompt_between_frames(installed, tmp_path):
+    video = write_arrival_video(tmp_path / "arrival.avi")
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"items": [
+        {"say": "Who came and went just now?", "delay": 9.0}]}))
+    transcripts = tmp_path / "transcripts"
+    ros = ["--ros-args", "--log-level", "info"]
+    with FakeOpenAI() as fake:
+        fake.responder = lambda req: "Someone came and left again."
+        env = dict(installed.env, OPENAI_API_KEY="sk-test")
+        procs = {
+            "manager": installed.popen(installed.exe("manager_node") + ros + [
+                "-p", "llm_backend:=openai", "-p", f"base_url:={fake.base_url}",
+                "-p", "model:=fake-vlm", "-p", "max_retries:=0",
+                "-p", f"transcript_dir:={transcripts}"], env=env,
+                log=tmp_path / "manager.log"),
+            "events": installed.popen(installed.exe("events_node") + ros + [
+                "-p", "cooldown:=1.0"], log=tmp_path / "events.log"),
+            "camera": installed.popen(installed.exe("camera_node") + ros + [
+                "-p", "source:=video", "-p", f"video_path:={video}", "-p", "loop:=false",
+                "-p", "frame_period:=5.0", "-p", "publish_rate:=8.0"],
+                log=tmp_path / "camera.log"),
+            "speech": installed.popen(installed.exe("speech_node") + ros + [
+                "-p", "backend:=script", "-p", f"script_file:={script}",
+                "-p", "exit_when_done:=true", "-p", "reply_timeout:=30.0"],
+                log=tmp_path / "speech.log"),
+        }
+        try:
+            assert procs["speech"].wait(timeout=120) == 0, \
+                (tmp_path / "speech.log").read_text()[-3000:]
+        finally:
+            codes = {name: stop(p) for name, p in reversed(list(procs.items()))}
+        requests = [json.dumps(r["messages"]) for r in fake.requests]
+    logs = {n: (tmp_path / f"{n}.log").read_text() for n in procs}
+    assert codes["events"] == 0 and codes["manager"] == 0, (codes, logs["events"][-2000:])
+    for name, text in logs.items():
+        assert "Traceback" not in text, f"{name}:\n{text[-3000:]}"
+    seen = re.findall(r"seen: (.*)", logs["events"])
+    assert seen[:2] == ["a person came into view (one person in view now)",
+                        "a person left (no one in view now)"], logs["events"][-3000:]
+    records = [json.loads(line) for line in
+               next(transcripts.glob("*/transcript.jsonl")).read_text().splitlines()]
+    events = [r["text"] for r in records if r["type"] == "event"]
+    assert events[:2] == seen[:2]
+    reply_prompt = next(r for r in requests if "Who came and went" in r)
+    assert reply_prompt.index("You noticed: a person came into view") \
+        < reply_prompt.index("You noticed: a person left") \
+        < reply_prompt.index("Who came and went")
+
+
+def test_bringup_people_demo_as_processes(installed, tmp_path):
+    """The two-person demo from the install tree, nodes as processes, a fake LLM."""
+    script = yaml.safe_load(
+        (installed.prefix / "share" / "vision_dialogue" / "config" / "people_demo_script.yaml")
+        .read_text())
+    count = iter(range(1, 1000))
+    with FakeOpenAI() as fake:
+        fake.responder = lambda req: f"Reply number {next(count)}, nice to see you."
+        env = dict(installed.env, OPENAI_API_KEY="sk-test", VD_DEMO_DIR=str(tmp_path / "demo"))
+        proc = installed.run(installed.exe("bringup") + [
+            "people_demo", "--processes", "--llm", "openai", "--base-url", fake.base_url,
+            "--model", "fake-vlm", "--no-monitor", "--log-level", "info"],
+            env=env, timeout=240)
+        requests = [json.dumps(r["messages"]) for r in fake.requests]
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    for item in script["items"]:
+        assert f"{item['speaker']}: {item['say']}" in out, out[-3000:]
+    seen = re.findall(r"seen: (.*)", out)
+    assert seen[:5] == ["a person came into view (one person in view now)",
+                        "a person came into view (two people in view now)",
+                        "someone on the right waved",
+                        "a person left (one person in view now)",
+                        "a person left (no one in view now)"][:len(seen[:5])], seen
+    assert len(seen) >= 4, out[-3000:]       # the script may end before Ben leaves
+    assert any("Someone just waved at you" in r for r in requests), "the wave was not answered"
+    who = next(r for r in requests if "Who is here now?" in r)
+    assert "[Ben] Who is here now?" in who and "[Anna]" in who
+    assert who.index("You noticed: a person left") < who.index("Who is here now?")

@@ -1,0 +1,216 @@
+"""Events between frames: the detector's timing logic, real photos, and the timeline."""
+import cv2
+import numpy as np
+import pytest
+import skimage.data
+
+from vision_dialogue.core.summariser import bounded, merged_text
+from vision_dialogue.core.timeline import EventItem, FrameItem, SummaryItem, Timeline
+from vision_dialogue.perception.events import EventConfig, EventDetector, Glimpse
+from vision_dialogue.perception.observer import OPEN_HAND, POINTING, THUMBS_UP, HandSeen
+
+FPS = 8.0
+
+
+def run(detector, glimpses):
+    out = []
+    for g in glimpses:
+        out += detector.update(g)
+    return out
+
+
+def glimpses(n, people=1, hands=lambda i: [], start=0.0, **kw):
+    return [Glimpse(start + i / FPS, people, hands(i), **kw) for i in range(n)]
+
+
+def kinds(events):
+    return [e.kind for e in events]
+
+
+def test_a_hand_swinging_sideways_is_a_wave_on_its_side_of_the_image():
+    d = EventDetector()
+    swing = [0.20, 0.26, 0.32, 0.26, 0.20, 0.26, 0.32, 0.26]
+    waving = glimpses(8, hands=lambda i: [HandSeen(OPEN_HAND, swing[i], 0.3)], start=1.0)
+    events = run(d, glimpses(3) + waving)
+    assert kinds(events) == ["arrived", "wave"]
+    assert events[1].text == "someone on the left waved" and events[1].where == "on the left"
+
+
+def test_an_open_hand_held_still_is_a_raised_hand_not_a_wave():
+    events = run(EventDetector(), glimpses(3) + glimpses(
+        12, hands=lambda i: [HandSeen(OPEN_HAND, 0.8 + 0.005 * (i % 2), 0.3)], start=1.0))
+    assert kinds(events) == ["arrived", "raised_hand"]
+    assert events[1].text == "someone on the right raised a hand"
+
+
+def test_small_jitter_is_not_a_wave():
+    jitter = [0.5, 0.51, 0.5, 0.51, 0.5, 0.51, 0.5, 0.51]
+    events = run(EventDetector(EventConfig(hold_s=10)), glimpses(
+        8, hands=lambda i: [HandSeen(OPEN_HAND, jitter[i], 0.3)]))
+    assert "wave" not in kinds(events)
+
+
+@pytest.mark.parametrize("gesture,kind,text", [
+    (POINTING, "point", "someone in the middle pointed"),
+    (THUMBS_UP, "thumbs_up", "someone in the middle gave a thumbs up")])
+def test_held_gestures_need_confirming_frames_and_are_not_repeated(gesture, kind, text):
+    d = EventDetector(EventConfig(confirm_frames=3, cooldown_s=5.0))
+    hand = [HandSeen(gesture, 0.5, 0.4)]
+    # one frame alone (a misdetection) is not an event
+    flicker = glimpses(6, hands=lambda i: hand if i == 2 else [])
+    assert kind not in kinds(run(d, flicker))
+    held = run(d, glimpses(16, hands=lambda i: hand if i % 8 < 4 else [], start=2.0))
+    assert [e.text for e in held if e.kind == kind] == [text]     # second hold: cooldown
+    later = run(d, glimpses(4, hands=lambda i: hand, start=10.0))
+    assert kinds(later) == [kind]
+
+
+def test_arrivals_and_departures_need_the_count_to_settle():
+    d = EventDetector(EventConfig(presence_frames=3))
+    seq = [0, 0, 1, 0, 1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0]
+    events = run(d, [Glimpse(i * 2.0, n) for i, n in enumerate(seq)])
+    assert [e.text for e in events] == [
+        "a person came into view (one person in view now)",
+        "a person came into view (two people in view now)",
+        "a person left (one person in view now)",
+        "a person left (no one in view now)"]
+
+
+def test_disabled_kinds_are_not_reported():
+    d = EventDetector(EventConfig(kinds=("left",)))
+    assert kinds(run(d, glimpses(4) + glimpses(4, people=0, start=1))) == ["left"]
+
+
+@pytest.mark.parametrize("bad", [dict(confirm_frames=0), dict(cooldown_s=0),
+                                 dict(kinds=("wave", "dance"))])
+def test_bad_settings_name_themselves(bad):
+    with pytest.raises(ValueError, match=list(bad)[0]):
+        EventConfig(**bad)
+
+
+@pytest.fixture(scope="module")
+def detector_on_photos():
+    d = EventDetector(EventConfig(confirm_frames=2, presence_frames=2, cooldown_s=0.5))
+    yield d
+    d.close()
+
+
+def _bgr(rgb, size=(320, 240)):
+    return cv2.resize(rgb[:, :, ::-1], size, interpolation=cv2.INTER_AREA)
+
+
+def test_real_photos_arrival_departure_and_scene_change(detector_on_photos):
+    coffee, astronaut = _bgr(skimage.data.coffee()), _bgr(skimage.data.astronaut())
+    chelsea = _bgr(skimage.data.chelsea())
+    stream = [coffee] * 3 + [astronaut] * 3 + [coffee] * 3 + [chelsea] * 3
+    events = []
+    for i, frame in enumerate(stream):
+        events += detector_on_photos.observe(frame, i * 0.5)
+    assert kinds(events) == ["arrived", "left", "scene_change"], events
+    assert events[0].stamp == 2.0 and events[2].stamp == 5.0
+
+
+# -- the timeline ------------------------------------------------------------------------------
+def _frame(tl, obs=""):
+    from vision_dialogue.core.images import Frame
+    f = Frame(np.zeros((8, 8, 3), np.uint8))
+    f.observation = obs
+    return tl.add_frame(f)
+
+
+def test_events_go_with_the_frames_a_summary_replaces():
+    tl = Timeline()
+    tl.add_line("user", "hi")
+    tl.add_event("someone waved")           # right before the run: goes with it
+    f1 = _frame(tl, "one person")
+    tl.add_event("someone pointed")
+    f2 = _frame(tl, "one person")
+    f3 = _frame(tl, "no one")
+    tl.add_event("a person left")          # after the run's last frame: stays
+    f4 = _frame(tl, "no one")
+    chosen = tl.select_for_summary(n=4, m=3)
+    assert chosen == [f1, f2, f3]
+    span = tl.span(chosen)
+    assert [getattr(i, "text", None) for i in span if isinstance(i, EventItem)] == [
+        "someone waved", "someone pointed"]
+    assert merged_text(span, "?") == "someone waved; then one person; then someone pointed; " \
+                                     "then one person; then no one"
+    tl.splice_summary(chosen, "they waved and pointed, then left")
+    assert [type(i).__name__ for i in tl.snapshot()] == [
+        "LineItem", "SummaryItem", "EventItem", "FrameItem"]
+    assert tl.snapshot()[-1] is f4
+
+
+def test_events_never_stop_the_bound_on_raw_frames():
+    tl = Timeline()
+    for i in range(9):
+        _frame(tl, f"view {i}")
+        tl.add_event(f"event {i}")
+    items = bounded(tl.snapshot(), 3, "...")
+    assert sum(isinstance(i, FrameItem) for i in items) == 3
+    summaries = [i for i in items if isinstance(i, SummaryItem)]
+    assert len(summaries) == 1 and "event 0" in summaries[0].text \
+        and "view 5" in summaries[0].text
+    assert isinstance(items[1], EventItem) and items[1].text == "event 5"
+
+
+@pytest.mark.parametrize("vision", [True, False])
+def test_events_reach_the_reply_prompt_in_arrival_order(vision):
+    import json
+
+    from fake_chat_backend import FakeChatBackend
+    from vision_dialogue.core.conversation import Conversation, ConversationConfig
+    from vision_dialogue.core.persona import load_persona
+    be = FakeChatBackend(supports_images=vision)
+    c = Conversation(be, load_persona(), ConversationConfig(n=4, m=3))
+    seen = []
+    c.add_listener(lambda kind, data: seen.append((kind, data.get("text"))))
+    try:
+        c.add_frame(skimage.data.astronaut()[:, :, ::-1].copy())
+        c.add_event("someone on the left waved", event="wave")
+        c.set_people("user 3 in front of you", arrived=["3"])
+        c.turn("What did I just do?")
+        text = json.dumps(be.of_kind("reply")[-1][1])
+        waved, arrived = text.index("You noticed: someone on the left waved"), \
+            text.index("You noticed: user 3 came into view")
+        assert waved < arrived < text.index("What did I just do?")
+        assert ("event", "someone on the left waved") in seen
+        assert c.state()["events"] == 2
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("name,value", [("kinds", ["wave", "dance"]), ("max_rate", 0.0),
+                                        ("wave_swings", 0)])
+def test_events_node_refuses_bad_parameters_naming_them(ros_context, name, value):
+    from rclpy.parameter import Parameter
+
+    from vision_dialogue.events_node import EventsNode
+    from vision_dialogue.ros.params import ParameterError
+    with pytest.raises(ParameterError, match=f"^{name}"):
+        EventsNode(context=ros_context, parameter_overrides=[Parameter(name, value=value)])
+
+
+def test_the_two_person_video_shows_arrivals_a_wave_and_departures(tmp_path):
+    """The people demo's video, short, through the real detector (MediaPipe)."""
+    from vision_dialogue.cli.people_video import PeopleSpec, build_people_video
+    spec = PeopleSpec(seconds=20.0, anna=(1.0, 14.0), ben=(5.0, 18.0), wave=(8.0, 11.0))
+    manifest = build_people_video(tmp_path / "people.avi", spec)
+    assert manifest["frames"] == 160 and manifest["fps"] == 8.0
+    cap = cv2.VideoCapture(str(tmp_path / "people.avi"))
+    detector, events, i = EventDetector(), [], 0
+    try:
+        while True:
+            ok, frame = cap.read()
+            if not ok:
+                break
+            if i % 2 == 0:                       # the events node's 4-5 frames a second
+                events += detector.observe(frame, i / spec.fps)
+            i += 1
+    finally:
+        detector.close()
+    assert [(e.kind, e.where) for e in events] == [
+        ("arrived", ""), ("arrived", ""), ("wave", "on the right"), ("left", ""), ("left", "")]
+    wave = events[2]
+    assert 8.0 < wave.stamp < 11.0
+    assert 14.0 <= events[3].stamp < 15.0 and 18.0 <= events[4].stamp < 19.0

@@ -1,0 +1,144 @@
+"""events_node: gestures, arrivals, departures and scene changes from the fast camera stream.
+
+Subscribes to ``camera/stream/image_raw`` (and its image_transport ``/compressed`` companion;
+the camera node publishes the stream when ``publish_rate`` > 0) and publishes
+``camera/events`` (vision_dialogue/VisualEvent): wave, raised_hand, point, thumbs_up,
+arrived, left, scene_change, each with a short sentence. The manager puts them into the
+prompt timeline between frames. Detection: perception/events.py (MediaPipe faces, pose and
+hands, whose weights ship in the wheel). At most ``max_rate`` frames a second are looked at;
+the newest frames win when the detector falls behind.
+
+    events_node --ros-args -p max_rate:=8.0 -p kinds:="[wave, arrived, left]"
+"""
+from __future__ import annotations
+
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.node import Node
+from sensor_msgs.msg import CompressedImage, Image
+
+from vision_dialogue.camera.intake import FrameIntake
+from vision_dialogue.msg import VisualEvent
+from vision_dialogue.perception.events import EVENT_KINDS, EventConfig, EventDetector
+from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionError, \
+    from_compressed_msg, from_image_msg, stamp_to_ns
+from vision_dialogue.ros.node_runner import run_node
+from vision_dialogue.ros.params import Param, ParameterError, declare_params
+from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES, VISUAL_EVENTS_TOPIC, \
+    FollowingSubscription, image_qos
+
+STREAM_TOPIC = "camera/stream/image_raw"
+
+
+def _kinds(value) -> str | None:
+    unknown = [k for k in value if k not in EVENT_KINDS]
+    return f"unknown {unknown}; known: {list(EVENT_KINDS)}" if unknown else None
+
+
+_D = EventConfig()      # the detector's defaults are the parameters' defaults
+
+PARAMS = [
+    Param("max_rate", 8.0, "Frames looked at per second, at most (the stream may be faster).",
+          range=(0.5, 60.0)),
+    Param("kinds", list(EVENT_KINDS), "Which events to publish.", check=_kinds),
+    Param("confirm_frames", _D.confirm_frames,
+          "Frames in a row a pointing or thumbs-up hand, or a changed "
+          "view, must be seen.", range=(1, 100)),
+    Param("presence_frames", _D.presence_frames,
+          "Frames in a row a new number of people must hold before it "
+          "is an arrival or a departure.", range=(1, 100)),
+    Param("hold", _D.hold_s, "Seconds an open hand or an arm must stay up to be a raised hand.",
+          range=(0.1, 30.0)),
+    Param("wave_window", _D.wave_window_s, "Seconds in which a hand must swing to be a wave.",
+          range=(0.3, 10.0)),
+    Param("wave_swings", _D.wave_swings, "Changes of direction of the hand that make a wave.",
+          range=(1, 20)),
+    Param("wave_amplitude", _D.wave_amplitude,
+          "Smallest swing counted, as a fraction of the image width.",
+          range=(0.005, 0.5)),
+    Param("cooldown", _D.cooldown_s,
+          "Seconds before an event of the same kind is published again.",
+          range=(0.1, 3600.0)),
+    Param("scene_change_level", _D.scene_change_level,
+          "Mean grey-level difference of 32x24 thumbnails that "
+          "is a changed view.", range=(1.0, 255.0)),
+    Param("image_qos", "auto", "QoS of the stream subscriptions: auto = follow the camera's, "
+          "sensor_data or reliable.", choices=IMAGE_QOS_CHOICES),
+    Param("max_image_pixels", DEFAULT_MAX_PIXELS, "Largest image (width x height) decoded.",
+          range=(64, 10 ** 9)),
+]
+
+
+class EventsNode(Node):
+    """The event detector's ROS side: stream frames in, VisualEvent messages out."""
+
+    def __init__(self, detector: EventDetector | None = None, **kwargs):
+        super().__init__(kwargs.pop("node_name", "events_node"), **kwargs)
+        self.p = p = declare_params(self, PARAMS)
+        try:
+            config = EventConfig(
+                confirm_frames=p["confirm_frames"], presence_frames=p["presence_frames"],
+                hold_s=p["hold"], wave_window_s=p["wave_window"], wave_swings=p["wave_swings"],
+                wave_amplitude=p["wave_amplitude"], cooldown_s=p["cooldown"],
+                scene_change_level=p["scene_change_level"], kinds=tuple(p["kinds"]))
+        except ValueError as e:
+            raise ParameterError(str(e)) from None
+        self.detector = detector or EventDetector(config)
+        self.published = 0
+        self.pub = self.create_publisher(VisualEvent, VISUAL_EVENTS_TOPIC, 10)
+        self._frame_id = "camera"
+        self.intake = FrameIntake(self._look, min_interval=1.0 / p["max_rate"], backlog=2,
+                                  errors=(ImageConversionError, ValueError),
+                                  on_reject=self._bad_frame)
+        group, log = MutuallyExclusiveCallbackGroup(), self.get_logger()
+        topic = self.resolve_topic_name(STREAM_TOPIC)
+        follow, base = p["image_qos"] == "auto", image_qos(p["image_qos"])
+        self.subs = [FollowingSubscription(self, msg_type, name, callback, base, follow=follow,
+                                           callback_group=group,
+                                           on_change=lambda sub: log.info(sub.status))
+                     for msg_type, name, callback in (
+                         (Image, topic, self._on_image),
+                         (CompressedImage, topic + "/compressed", self._on_compressed))]
+        log.info(f"events from {topic} at up to {p['max_rate']:g} Hz: "
+                 f"{', '.join(p['kinds'])} -> {self.resolve_topic_name(VISUAL_EVENTS_TOPIC)}")
+
+    def _offer(self, decode, msg) -> None:
+        ns = stamp_to_ns(msg.header.stamp)
+        if msg.header.frame_id:
+            self._frame_id = msg.header.frame_id
+        key = (msg.header.frame_id, ns) if ns else None
+        self.intake.offer(key, ns, lambda: decode(msg, self.p["max_image_pixels"]))
+
+    def _on_image(self, msg: Image) -> None:
+        self._offer(from_image_msg, msg)
+
+    def _on_compressed(self, msg: CompressedImage) -> None:
+        self._offer(from_compressed_msg, msg)
+
+    def _look(self, bgr, stamp_ns: int) -> None:
+        """On the intake worker: one frame through the detector, its events published."""
+        stamp_ns = stamp_ns or self.get_clock().now().nanoseconds
+        for event in self.detector.observe(bgr, stamp_ns / 1e9):
+            msg = VisualEvent(kind=event.kind, text=event.text, where=event.where,
+                              confidence=float(event.confidence))
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 10 ** 9)
+            msg.header.frame_id = self._frame_id
+            self.pub.publish(msg)
+            self.published += 1
+            self.get_logger().info(f"seen: {event.text}")
+
+    def _bad_frame(self, err: BaseException) -> None:
+        self.get_logger().warning(f"dropping a bad stream frame: {err}",
+                                  throttle_duration_sec=5.0)
+
+    def destroy_node(self):
+        self.intake.close()
+        self.detector.close()
+        return super().destroy_node()
+
+
+def main(args=None):
+    return run_node(lambda: EventsNode(), "events_node", args, params=PARAMS, doc=__doc__)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
