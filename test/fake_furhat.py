@@ -25,6 +25,8 @@ class FakeFurhat:
         self.calls: list[tuple[str, str, dict]] = []
         self.listen_results: "queue.Queue[str]" = queue.Queue()
         self.fail_paths: set[str] = set()    # answer these with HTTP 500 (-> ApiException)
+        # GET /furhat/users: [{"id": "1", "location": {"x": .., "y": .., "z": ..}}, ...]
+        self.users: list[dict] = []
         self._lock = threading.Lock()
         self._say_stop = threading.Event()
         self._listen_stop = threading.Event()
@@ -134,7 +136,9 @@ class FakeFurhat:
             self._listen_stop.set()
             self._reply(req, 200, {"success": True, "message": ""})
         elif path == "/furhat/users":
-            self._reply(req, 200, [])
+            with self._lock:
+                users = list(self.users)
+            self._reply(req, 200, users)
         elif path in ("/furhat/attend", "/furhat/gesture", "/furhat/voice", "/furhat/led"):
             self._reply(req, 200, {"success": True, "message": ""})
         else:

@@ -281,7 +281,7 @@ def test_furhat_turn_taking_exact_sequence(fake_remote, rig, spin):
     peer.reply(1, "A red cup.", final=True, index=1)
     assert spin(ex, lambda: srv.sequence().count("listen") >= 2, timeout=5)
     seq = srv.sequence()
-    assert seq[:10] == ["users", "voice", "attend user=CLOSEST", "listen",
+    assert seq[:11] == ["users", "voice", "attend user=CLOSEST", "listen", "users",
                         "gesture GazeAway", "attend location=0.5,0.4,1",
                         "attend user=CLOSEST", "say A red cup.", "attend user=CLOSEST",
                         "listen"]
@@ -290,6 +290,23 @@ def test_furhat_turn_taking_exact_sequence(fake_remote, rig, spin):
     assert spin(ex, lambda: contains_in_order(peer.states,
                                               [LISTENING, THINKING, SPEAKING, LISTENING]),
                 timeout=5), peer.states
+
+
+def test_furhat_answers_looking_at_the_user_who_spoke(fake_remote, rig, spin):
+    srv = fake_remote
+    srv.users = [{"id": "3", "location": {"x": 0.9, "y": 0.0, "z": 2.0}},
+                 {"id": "7", "location": {"x": -0.2, "y": 0.0, "z": 1.0}}]
+    srv.listen_results.put("it is me speaking")
+    node, peer, ex = rig({**FURHAT, "furhat_port": srv.port, "barge_in": False})
+    assert spin(ex, lambda: peer.utterances, timeout=5)
+    assert peer.utterances[0].speaker == "7"              # the closest user when it ended
+    assert spin(ex, lambda: "attend location=0.5,0.4,1" in srv.sequence(), timeout=5)
+    srv.users = [{"id": "3", "location": {"x": 0.1, "y": 0.0, "z": 0.6}},   # 3 steps closer
+                 {"id": "7", "location": {"x": -0.2, "y": 0.0, "z": 1.0}}]
+    peer.reply(1, "Hello you.", final=True, index=0)
+    assert spin(ex, lambda: "say Hello you." in srv.sequence(), timeout=5)
+    seq = srv.sequence()
+    assert seq[seq.index("say Hello you.") - 1] == "attend userid=7", seq
 
 
 def test_furhat_barge_in_calls_say_stop(fake_remote, rig, spin):

@@ -26,6 +26,7 @@ SESSION_TOPICS: dict[str, str] = {
     "camera/image_raw": "sensor_msgs/msg/Image",
     "camera/image_raw/compressed": "sensor_msgs/msg/CompressedImage",
     "camera/users": "vision_dialogue/msg/DetectedUsers",
+    "camera/events": "vision_dialogue/msg/VisualEvent",
     "dialogue/utterance": "vision_dialogue/msg/Utterance",
     "dialogue/reply": "vision_dialogue/msg/Reply",
     "dialogue/prompt_state": "vision_dialogue/msg/PromptState",

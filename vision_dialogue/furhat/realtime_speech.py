@@ -45,8 +45,8 @@ class FurhatRealtimeBackend(RobotTurnTaking):
         if self.voice:
             self._call(self.client.set_voice, name=self.voice)
 
-    def _robot_attend_user(self) -> None:
-        self._call(self.client.attend_user, "closest")
+    def _robot_attend_user(self, user_id: str = "") -> None:
+        self._call(self.client.attend_user, user_id or "closest")
 
     def _robot_listen(self) -> ListenResult:
         if not self.client.connected:

@@ -1,12 +1,15 @@
 """Furhat through the Remote API (REST, port 54321) with the official `furhat-remote-api`.
 
 Turn-taking as in Abbo & Belpaeme (2023): attend the closest user and listen; on text gaze
-away (a gesture and attending a location) while the reply is produced; attend the user again
-and say the reply (blocking); listen again. `ApiException` and urllib3's `MaxRetryError`
+away (a gesture and attending a location) while the reply is produced; attend the user who
+spoke (by id: the closest user when the listen ended, from GET /furhat/users, which is also
+the utterance's speaker) and say the reply (blocking); listen again. `ApiException` and urllib3's `MaxRetryError`
 (and other connection errors) mean the robot is unreachable: logged once per outage, retried
 with capped exponential backoff; the node keeps running.
 """
 from __future__ import annotations
+
+import math
 
 from furhat_remote_api import FurhatRemoteAPI
 from swagger_client.rest import ApiException
@@ -23,6 +26,16 @@ LISTEN_STATUSES = ("SILENCE", "INTERRUPTED", "FAILED")
 def location_string(xyz) -> str:
     """[x, y, z] -> "x,y,z" as /furhat/attend?location= expects."""
     return ",".join(f"{float(v):g}" for v in xyz)
+
+
+def closest_user_id(users) -> str:
+    """Id of the user nearest the robot (x, z of its location), "" for none."""
+    def distance(u):
+        loc = getattr(u, "location", None)
+        return math.hypot(getattr(loc, "x", 0.0) or 0.0, getattr(loc, "z", 0.0) or 0.0) \
+            if loc is not None else math.inf
+    best = min(users, key=distance, default=None)
+    return str(getattr(best, "id", "") or "") if best is not None else ""
 
 
 class FurhatRemoteBackend(RobotTurnTaking):
@@ -77,8 +90,16 @@ class FurhatRemoteBackend(RobotTurnTaking):
             if status is not None and getattr(status, "success", True) is False:
                 self.log.warning(f"furhat: voice {self.voice!r} not set: {status.message}")
 
-    def _robot_attend_user(self) -> None:
-        self._call(self.client.attend, user="CLOSEST")
+    def _robot_attend_user(self, user_id: str = "") -> None:
+        if user_id:
+            self._call(self.client.attend, userid=user_id)
+        else:
+            self._call(self.client.attend, user="CLOSEST")
+
+    def _robot_attended_user(self) -> str:
+        """The closest user (the one attend CLOSEST looks at) from GET /furhat/users."""
+        users = self._call(self.client.get_users) or []
+        return closest_user_id(users)
 
     def _robot_listen(self) -> ListenResult:
         status = self._call(self.client.listen, timeout=self.listen_timeout,

@@ -94,9 +94,11 @@ class SpeechBackend(ABC):
 class RobotTurnTaking(SpeechBackend):
     """Turn-taking for a robot.
 
-    A thread attends the user and listens; on text it publishes the utterance and (without barge-
+    A thread attends the user and listens; on text it publishes the utterance (with the id of
+    the user the robot attends, when the robot tracks users, as its speaker) and (without barge-
     in) waits for the reply to end before listening again. With `barge_in` it listens again as soon
-    as the reply starts, so the user can interrupt.
+    as the reply starts, so the user can interrupt. The reply is said looking at the user who
+    spoke, even if someone else is closer by then.
 
     Subclasses implement the `_robot_*` calls; each raises RobotUnavailable when the robot
     does not answer. Outages are logged once, retried with exponential backoff from
@@ -119,6 +121,7 @@ class RobotTurnTaking(SpeechBackend):
         self._down = False       # in an outage (logged once)
         self._ready = False      # _robot_setup done since the last outage
         self._state_lock = threading.Lock()
+        self._speaker = ""       # the user who spoke last (a robot user id, or "")
         self.outages = 0
 
     # robot calls --------------------------------------------------------------
@@ -127,7 +130,12 @@ class RobotTurnTaking(SpeechBackend):
         """Check the robot answers and configure it (voice...)."""
 
     @abstractmethod
-    def _robot_attend_user(self) -> None: ...
+    def _robot_attend_user(self, user_id: str = "") -> None:
+        """Look at user `user_id`; "" = the closest one."""
+
+    def _robot_attended_user(self) -> str:
+        """Id of the user the robot attends now ("" if it cannot tell)."""
+        return ""
 
     @abstractmethod
     def _robot_listen(self) -> ListenResult: ...
@@ -153,7 +161,7 @@ class RobotTurnTaking(SpeechBackend):
 
     def begin_reply(self) -> None:
         self._reply_started.set()
-        self._guard(self._robot_attend_user)
+        self._guard(self._robot_attend_user, self._speaker)
 
     def speak(self, text: str) -> bool:
         result = self._guard(self._robot_say, text)
@@ -247,7 +255,8 @@ class RobotTurnTaking(SpeechBackend):
             return                          # SILENCE (or empty): just listen again
         self._reply_started.clear()
         self._reply_done.clear()
-        self.events.utterance(result.text.strip(), language=self.language)
+        self._speaker = self._robot_attended_user()
+        self.events.utterance(result.text.strip(), speaker=self._speaker, language=self.language)
         # Wait for the reply: to its start with barge-in, else to its end.
         wait_for = self._reply_started if self.barge_in else self._reply_done
         if not wait_for.wait(self.reply_timeout + 5.0) and not self._stop.is_set():
