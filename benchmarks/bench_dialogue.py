@@ -13,6 +13,12 @@ them. Every reply is scored automatically:
   no scene inventory ("background mostly ...");
 - latency: time to the first sentence and to the whole reply, per turn.
 
+`--battery benchmarks/people_battery.yaml` asks about who is there and what they did, over the
+two-person video (vision_dialogue/cli/people_video.py): the video plays in steps (`until`),
+the conversation gets a frame every 5 s, and the event detector (perception/events.py) reads
+the video at 4 frames a second for waves, arrivals and departures between frames. Two
+speakers ask. The setup `events=false` is the baseline: the paper's frames only.
+
 Backends: `--llm local` (the embedded default: the local model with frame perception) or
 `--llm openai --base-url URL --model NAME` (any OpenAI-compatible server; frames go as images
 unless --no-images). `--setup NAME:key=value,...` (repeatable) runs several conversation
@@ -43,6 +49,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 BATTERY = Path(__file__).with_name("dialogue_battery.yaml")
+FRAME_PERIOD_S = 5.0          # the paper's camera: the conversation's frames
+STREAM_EVERY = 2              # the events node looks at every 2nd frame of the 8 fps video
 PERSONA_MAX_WORDS = 40
 PERSONA_MAX_SENTENCES = 3
 PERSONA_LEAKS = ("[", "]", "you see:", "you saw:", "what you see now", "earlier you saw",
@@ -97,6 +105,8 @@ def score(ex: Exchange, step: dict, scene: dict) -> None:
     reply = ex.reply
     if step.get("expect"):
         ex.grounded = bool(has_phrase(reply, step["expect"])) and not ex.fallback
+        if ex.kind == "memory" and has_phrase(reply, step.get("forbid", [])):
+            ex.grounded = False         # "no, no one waved" names "waved" but is wrong
     if ex.kind == "grounding":
         asked = {p for p in scene.get("absent", []) if has_phrase(ex.question, [p])}
         forbid = list(step.get("forbid", [])) + [p for p in scene.get("absent", [])
@@ -148,23 +158,71 @@ def make_backend(args, dtype: str = "auto"):
                  supports_images=not args.no_images, timeout=args.timeout, max_retries=1)
 
 
+class PeopleVideo:
+    """The two-person video, played forward in steps.
+
+    Frames to the conversation every FRAME_PERIOD_S; stream frames to the event detector,
+    whose events go into the conversation.
+    """
+
+    def __init__(self, events: bool):
+        import cv2
+        from vision_dialogue.cli.people_video import ensure_people_video
+        from vision_dialogue.perception.events import EventDetector
+        video = ensure_people_video()
+        self.fps = json.loads(video.with_suffix(".json").read_text())["fps"]
+        cap = cv2.VideoCapture(str(video))
+        self.frames = []
+        while True:
+            ok, img = cap.read()
+            if not ok:
+                break
+            self.frames.append(img)
+        cap.release()
+        self.detector = EventDetector() if events else None
+        self.i = 0
+
+    def play_until(self, conv, t: float) -> None:
+        period = round(FRAME_PERIOD_S * self.fps)
+        while self.i < min(len(self.frames), round(t * self.fps)):
+            frame, stamp = self.frames[self.i], self.i / self.fps
+            if self.detector is not None and self.i % STREAM_EVERY == 0:
+                for event in self.detector.observe(frame, stamp):
+                    conv.add_event(event.text, stamp=stamp, event=event.kind)
+            if self.i % period == 0:
+                conv.add_frame(frame)
+            self.i += 1
+
+    def close(self) -> None:
+        if self.detector is not None:
+            self.detector.close()
+
+
 def run_battery(backend, observer, setup: dict, battery: dict, deadline_s: float,
                 verbose: bool) -> list[Exchange]:
     """One conversation through the whole battery; the scored exchanges."""
     from vision_dialogue.core.conversation import Conversation, ConversationConfig
     from vision_dialogue.core.persona import load_persona
+    setup = dict(setup)
+    events = bool(setup.pop("events", True))
     conv = Conversation(backend, load_persona(), ConversationConfig(**{**DEMO_MANAGER, **setup}),
                         observer=observer)
-    frames = DemoFrames()
+    people = PeopleVideo(events) if battery.get("video") == "people" else None
+    frames = None if people else DemoFrames()
     scene, out = None, []
     try:
         for step in battery["steps"]:
+            if "until" in step:
+                scene = step.get("scene", scene)
+                people.play_until(conv, float(step["until"]))
+                continue
             if "scene" in step:
                 scene = step["scene"]
                 for _ in range(int(step.get("frames", 1))):
                     conv.add_frame(frames.take(scene))
                 continue
-            conv.add_frame(frames.take(scene))
+            if frames is not None:
+                conv.add_frame(frames.take(scene))
             out.append(ask(conv, step, scene, battery["scenes"][scene], deadline_s))
             if verbose:
                 ex = out[-1]
@@ -176,6 +234,8 @@ def run_battery(backend, observer, setup: dict, battery: dict, deadline_s: float
                       flush=True)
     finally:
         conv.close(timeout=1.0)
+        if people is not None:
+            people.close()
     return out
 
 
@@ -187,7 +247,8 @@ def ask(conv, step: dict, scene: str, scene_truth: dict, deadline_s: float) -> E
         if ex.first_s is None:
             ex.first_s = time.monotonic() - t0
 
-    res = conv.turn(step["say"], on_sentence=first, deadline=t0 + deadline_s)
+    res = conv.turn(step["say"], on_sentence=first, deadline=t0 + deadline_s,
+                    speaker=step.get("speaker", ""))
     ex.total_s = time.monotonic() - t0
     ex.reply, ex.fallback = res.text, res.fallback
     score(ex, step, scene_truth)

@@ -46,8 +46,7 @@ def test_with_two_speakers_lines_are_labelled_and_the_reply_addressed():
         msgs = be.of_kind("reply")[-1][1]
         text = json.dumps(msgs)
         assert "[Anna] Hello robot." in text and "[Ben] And me? I am here too." in text
-        assert msgs[-1] == {"role": "system", "content": "[Several people talk with you; Ben "
-                                                         "said the last line. Answer Ben.]"}
+        assert msgs[-1] == {"role": "system", "content": "[Answer Ben.]"}
     finally:
         c.close()
 

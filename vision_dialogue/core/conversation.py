@@ -521,7 +521,8 @@ class Conversation:
                                            self.camera_lost())
         if text is None:   # last, as the model's instruction (as a user line it is echoed)
             msgs.append({"role": "system", "content": instruction})
-        if text is not None and speaker and self.builder.label_speakers:
+        if text is not None and speaker and self.builder.label_speakers and \
+                self.persona.addressee_note:
             msgs.append({"role": "system",
                          "content": self.persona.addressee_note.format(speaker=speaker)})
         people = self.people_now()

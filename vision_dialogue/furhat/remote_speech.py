@@ -3,9 +3,9 @@
 Turn-taking as in Abbo & Belpaeme (2023): attend the closest user and listen; on text gaze
 away (a gesture and attending a location) while the reply is produced; attend the user who
 spoke (by id: the closest user when the listen ended, from GET /furhat/users, which is also
-the utterance's speaker) and say the reply (blocking); listen again. `ApiException` and urllib3's `MaxRetryError`
-(and other connection errors) mean the robot is unreachable: logged once per outage, retried
-with capped exponential backoff; the node keeps running.
+the utterance's speaker) and say the reply (blocking); listen again. `ApiException` and
+urllib3's `MaxRetryError` (and other connection errors) mean the robot is unreachable: logged
+once per outage, retried with capped exponential backoff; the node keeps running.
 """
 from __future__ import annotations
 
