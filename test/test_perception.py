@@ -266,3 +266,35 @@ def test_notes_said_in_the_robots_words(notes, past, spoken):
     """When a small model reads its notes out, the robot says them in its own words."""
     assert speak_notes(notes, past) == spoken
     assert make_observer().speak(notes, past) == spoken
+
+
+def test_smile_and_gaze_are_read_from_the_face_mesh(observer, astronaut):
+    import cv2
+    import skimage.data
+    obs = observer.analyse(astronaut)
+    assert [(p.smiling, p.facing) for p in obs.people] == [(True, True)]
+    assert "smiling, looking at you" in obs.text
+    cameraman = cv2.cvtColor(skimage.data.camera(), cv2.COLOR_GRAY2BGR)   # neutral, profile
+    seen = observer.analyse(cameraman)
+    assert [(p.smiling, p.facing) for p in seen.people] == [(False, False)]
+    assert "looking away" in seen.text and "smiling" not in seen.text
+
+
+def test_face_cues_from_mesh_geometry():
+    from types import SimpleNamespace as P
+
+    from vision_dialogue.perception.observer import face_cues
+
+    def mesh(mouth_width, lift, nose):
+        lm = [P(x=0.5, y=0.5) for _ in range(468)]
+        lm[234], lm[454] = P(x=0.3, y=0.5), P(x=0.7, y=0.5)          # cheeks: face 0.4 wide
+        lm[33], lm[263] = P(x=0.4, y=0.4), P(x=0.6, y=0.4)           # eyes
+        lm[1] = P(x=0.4 + 0.2 * nose, y=0.5)
+        lm[13], lm[14] = P(x=0.5, y=0.6), P(x=0.5, y=0.62)
+        half = mouth_width * 0.4 / 2
+        lm[61], lm[291] = (P(x=0.5 - half, y=0.61 - lift * 0.4),
+                           P(x=0.5 + half, y=0.61 - lift * 0.4))
+        return lm
+    assert face_cues(mesh(0.48, 0.06, 0.5)) == (True, True)       # wide, lifted: a smile
+    assert face_cues(mesh(0.37, 0.0, 0.5)) == (False, True)       # neutral, frontal
+    assert face_cues(mesh(0.37, 0.0, 0.95)) == (False, False)     # turned away

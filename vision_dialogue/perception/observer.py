@@ -5,6 +5,10 @@ Real perception models that ship their weights in their wheels, no downloads:
 * mediapipe 0.10.14 legacy solutions: face detection (full range) → how many people, where,
   how close; pose (model_complexity=1, the only pose model shipped) → arms raised; hands
   (landmarks) → gestures: thumbs up, pointing, an open hand raised (a wave or a hello);
+  face mesh → expression and engagement cues: smiling (the mouth's width and its corners'
+  lift), looking at the camera or away (the nose between the eyes); no facial-expression
+  classifier ships its weights in an installable package, so this is geometry, not a model
+  of emotions;
   selfie segmentation → the person's area, used to name the colour of their clothes;
 * rapidocr-onnxruntime → visible text;
 * OpenCV → brightness (dark frames), dominant colours named in words, and how much the view
@@ -42,7 +46,7 @@ from vision_dialogue.core.images import as_bgr, change_thumbnail, downscale, \
 
 _LOG = logging.getLogger(__name__)
 
-DETECTORS = ("faces", "pose", "hands", "segmentation", "ocr", "colours")
+DETECTORS = ("faces", "pose", "hands", "expressions", "segmentation", "ocr", "colours")
 DARK_TEXT = "darkness, too dark to see anything"
 VIEW_CHANGE_LEVEL = 30.0
 """Mean grey-level difference of 32x24 thumbnails above which the view "changed"."""
@@ -61,6 +65,15 @@ class Person:
     distance: str            # "very close" | "close" | "a few metres away" | "far away"
     box: tuple[float, float, float, float] | None = None  # x, y, w, h in 0..1 (face)
     score: float = 0.0
+    smiling: bool | None = None      # None: not measured (no face mesh for this person)
+    facing: bool | None = None       # looking at the camera (the robot's eyes)
+
+    def cues(self) -> list[str]:
+        """The expression and engagement cues in words ("smiling", "looking at you")."""
+        out = ["smiling"] if self.smiling else []
+        if self.facing is not None:
+            out.append("looking at you" if self.facing else "looking away")
+        return out
 
 
 @dataclass(frozen=True)
@@ -239,6 +252,11 @@ class FrameObserver:
         if not people and pose_person is not None:
             people = [pose_person]
         obs.people = people
+        if faces:
+            meshes = self._run("expressions", timings,
+                               lambda m: m.process(rgb).multi_face_landmarks)
+            for mesh in meshes or []:
+                _attach_cues(faces, mesh.landmark)
         if pose is not None:
             obs.posture = _posture(pose)
         return pose
@@ -308,6 +326,13 @@ def _load_hands(obs: FrameObserver):
                                     model_complexity=1, min_detection_confidence=0.5)
 
 
+def _load_expressions(obs: FrameObserver):
+    import mediapipe as mp
+    return mp.solutions.face_mesh.FaceMesh(static_image_mode=True, max_num_faces=4,
+                                           refine_landmarks=False,
+                                           min_detection_confidence=obs.min_face_score)
+
+
 def _load_segmentation(obs: FrameObserver):
     import mediapipe as mp
     return mp.solutions.selfie_segmentation.SelfieSegmentation(model_selection=0)
@@ -323,6 +348,7 @@ def _load_ocr(obs: FrameObserver):
 
 _LOADERS: dict[str, Callable[[FrameObserver], object]] = {
     "faces": _load_faces, "pose": _load_pose, "hands": _load_hands,
+    "expressions": _load_expressions,
     "segmentation": _load_segmentation,
     "ocr": _load_ocr,
 }
@@ -380,6 +406,41 @@ def hand_gesture(lm) -> str | None:
     if all(stretched) and all(lm[tip].y < lm[_WRIST].y - 0.5 * size for _, _, tip in _FINGERS):
         return OPEN_HAND
     return None
+
+
+# face mesh landmarks: mouth corners, inner lips, cheek edges, eye outer corners, nose tip
+_MOUTH_L, _MOUTH_R, _LIP_TOP, _LIP_BOTTOM = 61, 291, 13, 14
+_CHEEK_R, _CHEEK_L, _EYE_R, _EYE_L, _NOSE_TIP = 234, 454, 33, 263, 1
+SMILE_LEVEL = 1.5
+"""Smile score (see face_cues) from which a face is "smiling": the astronaut photo scores 2.9,
+scikit-image's cameraman (neutral, in profile) 0.4."""
+
+
+def face_cues(lm) -> tuple[bool, bool]:
+    """(smiling, facing the camera) from 468 face mesh landmarks (x, y in 0..1, y down).
+
+    Smile score: how much wider than a neutral mouth (0.38 of the face width) in steps of
+    0.06, plus how far the corners are lifted above the lips' middle (beyond 0.02 of the face
+    width) in steps of 0.03. Facing: the nose tip within the middle 40 % between the eyes.
+    """
+    face = abs(lm[_CHEEK_L].x - lm[_CHEEK_R].x) or 1e-6
+    width = abs(lm[_MOUTH_R].x - lm[_MOUTH_L].x) / face
+    lift = ((lm[_LIP_TOP].y + lm[_LIP_BOTTOM].y) / 2
+            - (lm[_MOUTH_L].y + lm[_MOUTH_R].y) / 2) / face
+    smile = (width - 0.38) / 0.06 + (lift - 0.02) / 0.03
+    eyes = lm[_EYE_L].x - lm[_EYE_R].x
+    nose = (lm[_NOSE_TIP].x - lm[_EYE_R].x) / eyes if abs(eyes) > 1e-6 else 0.0
+    return smile >= SMILE_LEVEL, abs(nose - 0.5) < 0.2
+
+
+def _attach_cues(faces: list[Person], lm) -> None:
+    """Give the face box that holds this mesh's nose its smile and gaze cues."""
+    x, y = lm[_NOSE_TIP].x, lm[_NOSE_TIP].y
+    for p in faces:
+        bx, by, bw, bh = p.box or (0, 0, 0, 0)
+        if bx <= x <= bx + bw and by <= y <= by + bh:
+            p.smiling, p.facing = face_cues(lm)
+            return
 
 
 def _distance(face_width: float) -> str:
@@ -517,7 +578,7 @@ def _compose(obs: Observation) -> str:
         parts.append(f"no one there; {things} things" if things else "no one there")
     elif n == 1:
         p = obs.people[0]
-        first = f"one person, {p.distance}, {p.position}"
+        first = ", ".join([f"one person, {p.distance}, {p.position}"] + p.cues())
         if obs.clothes_colour:
             first += ", wearing " + obs.clothes_colour.replace("mostly ", "")
         if obs.posture and obs.posture != "arms down":
@@ -525,7 +586,9 @@ def _compose(obs: Observation) -> str:
         parts.append(", ".join([first] + obs.gestures))
     else:
         count = _NUMBERS[n] if n < len(_NUMBERS) else str(n)
-        where = ", ".join(f"one {p.distance} {p.position}" for p in obs.people[:4])
+        where = ", ".join(f"one {p.distance} {p.position}"
+                          + (f" ({', '.join(p.cues())})" if p.cues() else "")
+                          for p in obs.people[:4])
         parts.append(", ".join([f"{count} people: {where}"] + obs.gestures))
     if obs.texts:
         parts.append("written words: " + ", ".join(f"'{t}'" for t in obs.texts))
@@ -579,7 +642,8 @@ def _speak_one(note: str, past: bool) -> str:
             out.append(f"I {can} read {clause[len('written words: '):]}")
         else:
             out.append(clause)
-    return ", ".join(out)
+    # the notes speak to the robot ("looking at you"); the robot speaks to the person
+    return ", ".join(out).replace("looking at you", "looking at me")
 
 
 class NotesObserver:
