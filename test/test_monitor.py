@@ -207,3 +207,25 @@ def test_node_rejects_bad_parameters_naming_them(ros_context, params, match):
     with pytest.raises(ParameterError, match=f"^{match}"):
         MonitorNode(context=ros_context, parameter_overrides=[
             Parameter(k, value=v) for k, v in params.items()])
+
+
+def test_events_between_frames_are_shown_and_kept_in_the_transcript(tmp_path):
+    from vision_dialogue.core.transcript import read_transcript
+    be = FakeChatBackend()
+    conv = Conversation(be, load_persona(), ConversationConfig(n=3, m=2, stream=False))
+    writer = TranscriptWriter(tmp_path / "runs")
+    view = SessionView()
+    conv.add_listener(writer)
+    conv.add_listener(lambda kind, data: view.ingest(
+        dict(event_record(kind, data) or {"type": "ignored"}, t=time.time())))
+    try:
+        conv.add_frame(np.full((48, 64, 3), 90, np.uint8))
+        conv.add_event("someone on the left waved", event="wave")
+    finally:
+        conv.close()
+        writer.close()
+    notes = [i["text"] for i in view.snapshot()["items"] if i["kind"] == "note"]
+    assert "seen: someone on the left waved" in notes
+    records = read_transcript(writer.dir / "transcript.jsonl")
+    assert [(r["event"], r["text"]) for r in records if r["type"] == "event"] == [
+        ("wave", "someone on the left waved")]
