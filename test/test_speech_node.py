@@ -373,6 +373,33 @@ def test_furhat_realtime_node_turn_and_barge_in(fake_rt, rig, spin):
     assert node.state == THINKING
 
 
+def test_furhat_realtime_takes_the_speaker_from_camera_users(fake_rt, rig, spin):
+    """The Realtime API does not say whom the robot hears: the closest user on camera/users."""
+    from vision_dialogue.msg import DetectedUser, DetectedUsers
+    srv = fake_rt
+    node, peer, ex = rig({"backend": "furhat_realtime", "furhat_host": "127.0.0.1",
+                          "furhat_port": srv.port, "furhat_key": "k",
+                          "backoff_initial": 0.05, "barge_in": False})
+    users_pub = peer.node.create_publisher(DetectedUsers, "camera/users", 10)
+    assert spin(ex, lambda: users_pub.get_subscription_count() >= 1, timeout=5)
+
+    def user(uid, x, z):
+        u = DetectedUser(id=uid)
+        u.position.x, u.position.z = x, z
+        return u
+    users_pub.publish(DetectedUsers(users=[user("4", 0.8, 2.0), user("9", 0.1, 0.9)]))
+    assert spin(ex, lambda: node._tracked_user() == "9", timeout=5)
+    srv.hear.put("it is me, nine")
+    assert spin(ex, lambda: peer.utterances, timeout=5)
+    assert peer.utterances[0].speaker == "9"
+    assert spin(ex, lambda: "request.attend.location" in srv.types(), timeout=5)   # thinking
+    peer.reply(1, "Hello nine.", final=True, index=0)
+    assert spin(ex, lambda: "request.speak.text" in srv.types(), timeout=5)
+    kinds = [(e["type"], e.get("user_id")) for e in srv.received]
+    speak = kinds.index(("request.speak.text", None))
+    assert kinds[speak - 1] == ("request.attend.user", "9")
+
+
 def test_furhat_realtime_speaks_chunks_in_order_without_repeat(fake_rt, rig, spin):
     srv = fake_rt
     srv.speak_seconds = 0.05

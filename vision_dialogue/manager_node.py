@@ -42,10 +42,11 @@ from vision_dialogue.cli.console import VERBOSE_ENV
 from vision_dialogue.llm.base import BackendError
 from vision_dialogue.llm.factory import DTYPES, KINDS, make_backend
 from vision_dialogue.llm.probe import probe_openai
-from vision_dialogue.core.conversation import PEOPLE_FRESH_S, Conversation, ConversationConfig
+from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy, jpeg_bytes
 from vision_dialogue.core.persona import PersonaError, default_persona_file, load_persona
-from vision_dialogue.core.people import Presence, TrackedPerson, describe_people
+from vision_dialogue.core.people import PEOPLE_FRESH_S, Presence, TrackedPerson, \
+    describe_people
 from vision_dialogue.core.proactive import PROACTIVE_MODES, ProactiveConfig, ProactivePolicy
 from vision_dialogue.core.summariser import check_nm
 from vision_dialogue.core.transcript import TranscriptWriter, event_record, parse_retention

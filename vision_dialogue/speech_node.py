@@ -32,12 +32,14 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
 
-from vision_dialogue.msg import AudioChunk, Reply, SpeechState, Utterance
+from vision_dialogue.core.people import PEOPLE_FRESH_S, TrackedPerson, closest
+from vision_dialogue.msg import AudioChunk, DetectedUsers, Reply, SpeechState, Utterance
 from vision_dialogue.cli.console import hold_logs, show_prompt
 from vision_dialogue.speech.terminal import TerminalBackend
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 from vision_dialogue.speech import BACKEND_NAMES, SpeechBackend, backend_class
+from vision_dialogue.speech.base import RobotTurnTaking
 from vision_dialogue.speech.script import ScriptError, load_script
 from vision_dialogue.speech.turns import HeardUtterance, SpeechTurns
 from vision_dialogue.voice.audio import AudioFileError
@@ -181,6 +183,10 @@ class SpeechNode(Node):
         self.pub_audio_in = self.pub_audio_out = None
         self._audio_stamp = None
         self.backend = self._make_backend(input_stream, output_stream)
+        if isinstance(self.backend, RobotTurnTaking):
+            self._users: tuple[float, str] = (-1e9, "")
+            self.backend.tracked_user = self._tracked_user
+            self.create_subscription(DetectedUsers, "camera/users", self._on_users, 10)
         if isinstance(self.backend, TerminalBackend):   # logs stay off the dialogue's lines
             self.backend.hold_logs, self.backend.show_prompt = hold_logs, show_prompt
         self.turns = SpeechTurns(self.backend, publish=self._publish_utterance,
@@ -190,6 +196,16 @@ class SpeechNode(Node):
         self._starter = threading.Thread(target=self._start_backend, name="speech-start",
                                          daemon=True)
         self._starter.start()
+
+    def _on_users(self, msg: DetectedUsers) -> None:
+        """The users the camera tracks: the closest is whom the robot listens to."""
+        people = [TrackedPerson(u.id, u.position.x, u.position.z) for u in msg.users]
+        self._users = (time.monotonic(), closest(people))
+
+    def _tracked_user(self) -> str:
+        """The closest user on camera/users, if it is recent ("" otherwise)."""
+        at, user = self._users
+        return user if time.monotonic() - at <= PEOPLE_FRESH_S else ""
 
     @property
     def state(self) -> int:

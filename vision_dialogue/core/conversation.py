@@ -32,12 +32,11 @@ from vision_dialogue.core.summariser import SUMMARY_MODES, FrameSummariser, boun
     validate_nm
 from vision_dialogue.core.timeline import ROBOT, USER, EventItem, FrameItem, LineItem, \
     SummaryItem, Timeline, describe
+from vision_dialogue.core.people import PEOPLE_FRESH_S
 from vision_dialogue.llm.tool_loop import TOOLS_NOTE, AgentResult, ToolRecord, run_tool_loop
 
 _log = logging.getLogger("vision_dialogue.conversation")
 
-#: people a camera tracked longer ago than this are no longer "now", s
-PEOPLE_FRESH_S = 5.0
 # Emoji and pictographs (the persona forbids them; speech engines read them out).
 _EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]")
 # A label a small model copies from its notes at the start of a sentence ("You see: ...",

@@ -7,9 +7,12 @@ metres) and, where the camera gives one, an emotion. `describe_people` is the pr
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
+#: people a camera tracked longer ago than this are no longer "now", s
+PEOPLE_FRESH_S = 5.0
 #: |x| below this (metres) is "in front of you"
 _CENTRE_M = 0.25
 
@@ -35,6 +38,12 @@ def describe_people(people: list[TrackedPerson]) -> str:
             text += f", looking {p.emotion.lower()}"
         out.append(text)
     return "; ".join(out)
+
+
+def closest(people: list[TrackedPerson]) -> str:
+    """Id of the person nearest the robot ("" for nobody): whom a robot attends first."""
+    best = min(people, key=lambda p: math.hypot(p.x, p.z), default=None)
+    return best.id if best is not None else ""
 
 
 class Presence:

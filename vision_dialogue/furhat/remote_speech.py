@@ -9,14 +9,13 @@ once per outage, retried with capped exponential backoff; the node keeps running
 """
 from __future__ import annotations
 
-import math
-
 from furhat_remote_api import FurhatRemoteAPI
 from swagger_client.rest import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
+from vision_dialogue.core.people import TrackedPerson, closest
 from vision_dialogue.speech.base import ListenResult, RobotTurnTaking, RobotUnavailable
 
 #: `message` values of GET /furhat/listen that are not user text.
@@ -26,16 +25,6 @@ LISTEN_STATUSES = ("SILENCE", "INTERRUPTED", "FAILED")
 def location_string(xyz) -> str:
     """[x, y, z] -> "x,y,z" as /furhat/attend?location= expects."""
     return ",".join(f"{float(v):g}" for v in xyz)
-
-
-def closest_user_id(users) -> str:
-    """Id of the user nearest the robot (x, z of its location), "" for none."""
-    def distance(u):
-        loc = getattr(u, "location", None)
-        return math.hypot(getattr(loc, "x", 0.0) or 0.0, getattr(loc, "z", 0.0) or 0.0) \
-            if loc is not None else math.inf
-    best = min(users, key=distance, default=None)
-    return str(getattr(best, "id", "") or "") if best is not None else ""
 
 
 class FurhatRemoteBackend(RobotTurnTaking):
@@ -99,7 +88,10 @@ class FurhatRemoteBackend(RobotTurnTaking):
     def _robot_attended_user(self) -> str:
         """The closest user (the one attend CLOSEST looks at) from GET /furhat/users."""
         users = self._call(self.client.get_users) or []
-        return closest_user_id(users)
+        return closest([TrackedPerson(str(u.id), getattr(u.location, "x", 0.0) or 0.0,
+                                      getattr(u.location, "z", 0.0) or 0.0)
+                        for u in users if getattr(u, "id", None) is not None
+                        and getattr(u, "location", None) is not None])
 
     def _robot_listen(self) -> ListenResult:
         status = self._call(self.client.listen, timeout=self.listen_timeout,

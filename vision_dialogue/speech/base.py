@@ -23,7 +23,7 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 
 class SpeechBackendError(RuntimeError):
@@ -122,6 +122,9 @@ class RobotTurnTaking(SpeechBackend):
         self._ready = False      # _robot_setup done since the last outage
         self._state_lock = threading.Lock()
         self._speaker = ""       # the user who spoke last (a robot user id, or "")
+        # who the robot attends, from elsewhere (the speech node: the closest user on
+        # camera/users), for robots whose speech API does not say
+        self.tracked_user: Callable[[], str] | None = None
         self.outages = 0
 
     # robot calls --------------------------------------------------------------
@@ -135,7 +138,7 @@ class RobotTurnTaking(SpeechBackend):
 
     def _robot_attended_user(self) -> str:
         """Id of the user the robot attends now ("" if it cannot tell)."""
-        return ""
+        return self.tracked_user() if self.tracked_user is not None else ""
 
     @abstractmethod
     def _robot_listen(self) -> ListenResult: ...
