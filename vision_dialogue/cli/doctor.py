@@ -306,7 +306,8 @@ def main(args=None) -> int:
     argv = list(sys.argv[1:] if args is None else args[1:])
     ap = argparse.ArgumentParser(prog="doctor", description=__doc__.split("\n")[0],
                                  epilog="exit code 0 when no check failed, 1 otherwise")
-    ap.add_argument("--setup", choices=("demo", "voice_demo", "standalone", "furhat", "vfm"),
+    from vision_dialogue.cli.setups import SETUPS
+    ap.add_argument("--setup", choices=tuple(SETUPS),
                     help="check what this setup needs (its YAML: LLM, camera, robot)")
     ap.add_argument("--params-file", help="a setup YAML of your own")
     ap.add_argument("--base-url", help="an OpenAI-compatible endpoint to check")

@@ -94,7 +94,10 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
     program = args is None     # run as a program, not called from Python (tests)
     args = list(sys.argv if args is None else args)
     if wants_help(args):
-        print(help_text(name, doc, params))
+        try:
+            print(help_text(name, doc, params), flush=True)
+        except BrokenPipeError:        # `node --help | head`: the reader has had enough
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     verbose = wants_verbose(args)
     if program:
