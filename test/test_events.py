@@ -214,3 +214,18 @@ def test_the_two_person_video_shows_arrivals_a_wave_and_departures(tmp_path):
     wave = events[2]
     assert 8.0 < wave.stamp < 11.0
     assert 14.0 <= events[3].stamp < 15.0 and 18.0 <= events[4].stamp < 19.0
+
+
+def test_events_a_history_fold_holds_stay_with_the_fold():
+    tl = Timeline()
+    tl.add_line("user", "hello " * 20)
+    tl.add_event("someone waved")
+    frames = [_frame(tl, f"view {i}") for i in range(4)]
+    folded = tl.select_for_fold(budget_chars=10, keep_recent_lines=0)
+    assert [type(i).__name__ for i in folded] == ["LineItem", "EventItem"]
+    chosen = tl.select_for_summary(n=4, m=3)
+    assert tl.span(chosen) == chosen                    # the held event is not taken
+    tl.splice_summary(chosen, "three views")
+    tl.apply_fold(folded, "they said hello; someone waved")
+    assert [type(i).__name__ for i in tl.snapshot()] == ["SummaryItem", "FrameItem"]
+    assert tl.snapshot()[-1] is frames[-1]

@@ -79,15 +79,16 @@ Item = FrameItem | SummaryItem | LineItem | EventItem
 def run_span(items: Sequence[Item], frames: Sequence[FrameItem]) -> list[Item]:
     """The items a summary of `frames` replaces, in timeline order.
 
-    The frames, the events between them and the events right before the first one ([] if the
-    frames are gone).
+    The frames, the events between them and the events right before the first one, unless a
+    history fold holds those ([] if the frames are gone).
     """
     ids = {id(f) for f in frames}
     idx = [i for i, it in enumerate(items) if id(it) in ids]
     if not idx:
         return []
     first = idx[0]
-    while first > 0 and isinstance(items[first - 1], EventItem):
+    while first > 0 and isinstance(items[first - 1], EventItem) \
+            and not items[first - 1].pending_fold:
         first -= 1
     return [it for it in items[first:idx[-1] + 1]
             if id(it) in ids or isinstance(it, EventItem)]
