@@ -229,3 +229,12 @@ def test_events_a_history_fold_holds_stay_with_the_fold():
     tl.apply_fold(folded, "they said hello; someone waved")
     assert [type(i).__name__ for i in tl.snapshot()] == ["SummaryItem", "FrameItem"]
     assert tl.snapshot()[-1] is frames[-1]
+
+
+def test_lights_off_is_a_scene_change_not_a_departure():
+    d = EventDetector(EventConfig(presence_frames=2, confirm_frames=2))
+    lit, dark = np.full((24, 32), 150, np.uint8), np.full((24, 32), 3, np.uint8)
+    stream = [Glimpse(i, 1, thumbnail=lit) for i in range(3)]
+    stream += [Glimpse(3 + i, 0, thumbnail=dark, dark=True) for i in range(3)]
+    events = run(d, stream)
+    assert kinds(events) == ["arrived", "scene_change"] and events[1].text == "it went dark"

@@ -130,9 +130,9 @@ class EventDetector:
     def update(self, g: Glimpse) -> list[VisualEvent]:
         """The events this glimpse completes (usually none)."""
         with self._lock:
-            found = self._presence(g) + self._scene_change(g)
-            if not g.dark:
-                found += self._gestures(g)
+            found = self._scene_change(g)
+            if not g.dark:          # in the dark nobody is seen, which is not nobody there
+                found = self._presence(g) + found + self._gestures(g)
             return [e for e in found if self._allowed(e)]
 
     # -- parts ----------------------------------------------------------------------------------
@@ -177,9 +177,11 @@ class EventDetector:
         if self._scene_streak < self.cfg.confirm_frames:
             return []
         self._scene, self._scene_streak = g.thumbnail, 0
-        if g.people != self._people_settled or self._people_settled != self._scene_people:
+        if (not g.dark and g.people != self._people_settled) \
+                or self._people_settled != self._scene_people:
             return []               # people came or went: that is the event, not the view
-        return [VisualEvent("scene_change", "the view changed", g.stamp)]
+        return [VisualEvent("scene_change", "it went dark" if g.dark else "the view changed",
+                            g.stamp)]
 
     def _gestures(self, g: Glimpse) -> list[VisualEvent]:
         out: list[VisualEvent] = []
