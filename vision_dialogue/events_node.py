@@ -27,6 +27,7 @@ from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES, VISUAL_EVENTS_TOPIC, \
     FollowingSubscription, image_qos
 
 STREAM_TOPIC = "camera/stream/image_raw"
+STREAM_CHECK_S = 10.0
 
 
 def _kinds(value) -> str | None:
@@ -100,6 +101,16 @@ class EventsNode(Node):
                          (CompressedImage, topic + "/compressed", self._on_compressed))]
         log.info(f"events from {topic} at up to {p['max_rate']:g} Hz: "
                  f"{', '.join(p['kinds'])} -> {self.resolve_topic_name(VISUAL_EVENTS_TOPIC)}")
+        self._stream_check = self.create_timer(STREAM_CHECK_S, lambda: self._check_stream(topic))
+
+    def _check_stream(self, topic: str) -> None:
+        """Once: say so when nothing publishes the stream (a camera with publish_rate 0)."""
+        self._stream_check.cancel()
+        if not (self.count_publishers(topic) or self.count_publishers(topic + "/compressed")):
+            self.get_logger().warning(
+                f"nothing publishes {topic} after {STREAM_CHECK_S:g} s: set the camera's "
+                "publish_rate (e.g. -p publish_rate:=8.0), or remap camera/stream/image_raw "
+                "to a camera topic")
 
     def _offer(self, decode, msg) -> None:
         ns = stamp_to_ns(msg.header.stamp)
