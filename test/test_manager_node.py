@@ -258,9 +258,15 @@ def test_verbose_logs_observations_summaries_and_latency(ros_context, fake, tmp_
         for _ in range(2):
             rig.img_pub.publish(to_image_msg(photo()))
             time.sleep(0.3)
+        # best effort in one process: under load a frame may be dropped, so wait for two
+        for _ in range(10):
+            if rig.wait(lambda: rig.node.frames_received >= 2, timeout=2.0):
+                break
+            rig.img_pub.publish(to_image_msg(photo()))
+        assert rig.node.frames_received >= 2
+        assert rig.wait(lambda: any(line.startswith("frame 1: ") for line in logged))
         rig.say("Hi")
         assert rig.wait(lambda: any(line.startswith("turn 1: first sentence") for line in logged))
-        assert any(line.startswith("frame 1: ") for line in logged)
         assert rig.wait(lambda: any(line.startswith("summary of frames [1]") for line in logged))
     finally:
         rig.close()

@@ -418,3 +418,51 @@ def test_close_during_a_tool_call_ends_the_wait(ros_context, fake, tmp_path):
     finally:
         slow.cancelled.set()
         rig.close()
+
+
+def test_an_unanswered_goal_is_sent_again_and_a_late_first_copy_cancelled(ros_context,
+                                                                          monkeypatch):
+    """A goal lost to the DDS service-matching race is sent once more."""
+    from types import SimpleNamespace
+
+    from rclpy.task import Future
+
+    from vision_dialogue.action import ImageToImage
+    from vision_dialogue.ros import vfm_client
+    monkeypatch.setattr(vfm_client, "GOAL_RESEND_S", 0.2)
+    node = rclpy.create_node("resend_test", context=ros_context)
+
+    class Handle:
+        def __init__(self, name):
+            self.accepted, self.name, self.cancelled = True, name, False
+
+        def cancel_goal_async(self):
+            self.cancelled = True
+
+        def get_result_async(self):
+            f = Future()
+            f.set_result(SimpleNamespace(result=f"done by {self.name}"))
+            return f
+
+    sends = []
+
+    class LossyActionClient:
+        def server_is_ready(self):
+            return True
+
+        def send_goal_async(self, goal, feedback_callback=None):
+            f = Future()
+            sends.append(f)
+            if len(sends) == 2:           # the first request was lost; this one is answered
+                f.set_result(Handle("second"))
+            return f
+    try:
+        client = vfm_client.VfmClient(node)
+        client.actions["image_to_image"] = LossyActionClient()
+        result = client.call("image_to_image", ImageToImage.Goal(tool="canny"), timeout=5.0)
+        assert result == "done by second" and len(sends) == 2
+        late = Handle("first")
+        sends[0].set_result(late)        # the first copy turns up and is accepted after all
+        assert late.cancelled
+    finally:
+        node.destroy_node()

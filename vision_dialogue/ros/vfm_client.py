@@ -36,6 +36,9 @@ from vision_dialogue.srv import ListTools
 from vision_dialogue.vfm.registry import IMAGE_TO_TEXT, TEXT_TO_IMAGE
 from vision_dialogue.vfm.tool_schemas import tool_schemas, usable
 
+#: seconds (at most half the tool timeout) to wait for a goal's answer before sending it again
+GOAL_RESEND_S = 3.0
+
 
 class VfmError(RuntimeError):
     """A VFM call that did not give a result: server absent, goal rejected, timeout."""
@@ -103,6 +106,12 @@ class VfmClient:
         except Exception as e:  # noqa: BLE001 - shutting down: nothing left to cancel
             self.node.get_logger().debug(f"goal not cancelled: {e}")
 
+    def _cancel_if_accepted(self, send_future) -> None:
+        """A goal sent again was accepted the first time after all: cancel that copy."""
+        handle = send_future.result() if not send_future.cancelled() else None
+        if handle is not None and handle.accepted:
+            self._cancel(handle)
+
     def _wait_ready(self, is_ready: Callable[[], bool], deadline: float) -> bool:
         """Poll is_ready() until it is true (True) or the deadline passes / we close (False).
 
@@ -150,8 +159,16 @@ class VfmClient:
             raise VfmError(f"the VFM server's vfm/{kind} action is not available", stale=True)
         fb = (lambda m: feedback(m.feedback)) if feedback is not None else None
         send = client.send_goal_async(goal, feedback_callback=fb)
-        if not self._wait(send, deadline - time.monotonic()):
-            raise VfmError(f"vfm/{kind} did not accept the goal within {timeout:g} s")
+        # A goal sent just after discovery can be lost (the server's request reader had not
+        # matched ours yet: a DDS race of ROS 2 services); unanswered, it is sent once more,
+        # and the first is cancelled should it be accepted after all.
+        if not self._wait(send, min(GOAL_RESEND_S, timeout / 2)):
+            self.node.get_logger().warning(
+                f"vfm/{kind}: no answer to the goal yet; sending it again")
+            send.add_done_callback(self._cancel_if_accepted)
+            send = client.send_goal_async(goal, feedback_callback=fb)
+            if not self._wait(send, deadline - time.monotonic()):
+                raise VfmError(f"vfm/{kind} did not accept the goal within {timeout:g} s")
         handle = send.result()
         if handle is None or not handle.accepted:
             raise VfmError(f"the VFM server rejected tool {goal.tool!r} (not offered, or "
