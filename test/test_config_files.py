@@ -38,7 +38,7 @@ def test_manager_yaml_applies_in_a_namespace(ros_context_args, tmp_path):
     try:
         assert node.get_namespace() == "/robot1"
         assert node.p["n"] == 7 and node.p["m"] == 2
-        assert node.image_topic == "/robot1/camera/image_raw"
+        assert node.camera.topic == "/robot1/camera/image_raw"
     finally:
         node.close()
         node.destroy_node()

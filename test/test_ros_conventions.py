@@ -58,7 +58,7 @@ def test_compressed_topic_follows_the_remapped_image_topic(ros_context_args, tmp
     cam = CameraNode(context=ctx, parameter_overrides=[
         Parameter("source", value="folder"), Parameter("folder_path", value=str(tmp_path))])
     try:
-        assert [s.topic for s in m.image_subs] == ["/driver/image", "/driver/image/compressed"]
+        assert [s.topic for s in m.camera.subs] == ["/driver/image", "/driver/image/compressed"]
         assert cam.pub_image.topic_name == "/driver/image"
         assert cam.pub_compressed.topic_name == "/driver/image/compressed"
     finally:
@@ -94,7 +94,7 @@ def test_image_subscription_follows_a_reliable_driver(ros_context, spin):
     m = manager(ros_context)
     driver = Node("usb_cam", context=ros_context)
     ex = executor(ros_context, m, driver)
-    sub = m.image_subs[0]
+    sub = m.camera.subs[0]
     try:
         assert sub.qos.reliability == ReliabilityPolicy.BEST_EFFORT
         pub = driver.create_publisher(Image, "camera/image_raw", RELIABLE10)
@@ -117,7 +117,7 @@ def test_qos_overrides_pin_the_image_subscription(ros_context_args, tmp_path, sp
     ctx = ros_context_args(["--ros-args", "--params-file", str(params)])
     m = manager(ctx)
     try:
-        sub = m.image_subs[0]
+        sub = m.camera.subs[0]
         assert sub.qos.reliability == ReliabilityPolicy.RELIABLE and sub.qos.depth == 3
         assert not sub.follow
         for name in ("qos_overrides./dialogue/reply.publisher.reliability",

@@ -12,19 +12,16 @@ the newest frames win when the detector falls behind.
 """
 from __future__ import annotations
 
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
-from sensor_msgs.msg import CompressedImage, Image
 
 from vision_dialogue.camera.intake import FrameIntake
 from vision_dialogue.msg import VisualEvent
 from vision_dialogue.perception.events import EVENT_KINDS, EventConfig, EventDetector
-from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionError, \
-    from_compressed_msg, from_image_msg, stamp_to_ns
+from vision_dialogue.ros.image_input import ImageTopicInput
+from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionError
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params
-from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES, VISUAL_EVENTS_TOPIC, \
-    FollowingSubscription, image_qos
+from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES, VISUAL_EVENTS_TOPIC
 
 STREAM_TOPIC = "camera/stream/image_raw"
 STREAM_CHECK_S = 10.0
@@ -86,19 +83,12 @@ class EventsNode(Node):
         self.detector = detector or EventDetector(config)
         self.published = 0
         self.pub = self.create_publisher(VisualEvent, VISUAL_EVENTS_TOPIC, 10)
-        self._frame_id = "camera"
         self.intake = FrameIntake(self._look, min_interval=1.0 / p["max_rate"], backlog=2,
                                   errors=(ImageConversionError, ValueError),
                                   on_reject=self._bad_frame)
-        group, log = MutuallyExclusiveCallbackGroup(), self.get_logger()
-        topic = self.resolve_topic_name(STREAM_TOPIC)
-        follow, base = p["image_qos"] == "auto", image_qos(p["image_qos"])
-        self.subs = [FollowingSubscription(self, msg_type, name, callback, base, follow=follow,
-                                           callback_group=group,
-                                           on_change=lambda sub: log.info(sub.status))
-                     for msg_type, name, callback in (
-                         (Image, topic, self._on_image),
-                         (CompressedImage, topic + "/compressed", self._on_compressed))]
+        self.stream = ImageTopicInput(self, STREAM_TOPIC, self.intake, p["image_qos"],
+                                      p["max_image_pixels"])
+        topic, log = self.stream.topic, self.get_logger()
         log.info(f"events from {topic} at up to {p['max_rate']:g} Hz: "
                  f"{', '.join(p['kinds'])} -> {self.resolve_topic_name(VISUAL_EVENTS_TOPIC)}")
         self._stream_check = self.create_timer(STREAM_CHECK_S, lambda: self._check_stream(topic))
@@ -112,19 +102,6 @@ class EventsNode(Node):
                 "publish_rate (e.g. -p publish_rate:=8.0), or remap camera/stream/image_raw "
                 "to a camera topic")
 
-    def _offer(self, decode, msg) -> None:
-        ns = stamp_to_ns(msg.header.stamp)
-        if msg.header.frame_id:
-            self._frame_id = msg.header.frame_id
-        key = (msg.header.frame_id, ns) if ns else None
-        self.intake.offer(key, ns, lambda: decode(msg, self.p["max_image_pixels"]))
-
-    def _on_image(self, msg: Image) -> None:
-        self._offer(from_image_msg, msg)
-
-    def _on_compressed(self, msg: CompressedImage) -> None:
-        self._offer(from_compressed_msg, msg)
-
     def _look(self, bgr, stamp_ns: int) -> None:
         """On the intake worker: one frame through the detector, its events published."""
         stamp_ns = stamp_ns or self.get_clock().now().nanoseconds
@@ -132,7 +109,7 @@ class EventsNode(Node):
             msg = VisualEvent(kind=event.kind, text=event.text, where=event.where,
                               confidence=float(event.confidence))
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 10 ** 9)
-            msg.header.frame_id = self._frame_id
+            msg.header.frame_id = self.stream.frame_id
             self.pub.publish(msg)
             self.published += 1
             self.get_logger().info(f"seen: {event.text}")

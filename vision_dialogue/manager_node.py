@@ -35,7 +35,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
-from sensor_msgs.msg import CompressedImage, Image
+from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
 from vision_dialogue.cli.console import VERBOSE_ENV
@@ -52,13 +52,13 @@ from vision_dialogue.core.summariser import check_nm
 from vision_dialogue.core.transcript import TranscriptWriter, event_record, parse_retention
 from vision_dialogue.core.turn_queue import PendingTurn, TurnQueue
 from vision_dialogue.camera.intake import FrameIntake
-from vision_dialogue.ros.image_msgs import (ImageConversionError, from_compressed_msg,
-                                            from_image_msg, stamp_to_ns)
+from vision_dialogue.ros.image_input import ImageTopicInput
+from vision_dialogue.ros.image_msgs import ImageConversionError, from_image_msg, stamp_to_ns
 from vision_dialogue.msg import DetectedUsers, PromptState, Reply, SpeechState, Utterance, \
     VisualEvent
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC, IMAGE_QOS_CHOICES, \
-    VISUAL_EVENTS_TOPIC, FollowingSubscription, image_qos
+    VISUAL_EVENTS_TOPIC
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 
 SHARED_IMAGE_DEFAULT = "a picture the person shared with me"
@@ -227,7 +227,6 @@ class ManagerNode(Node):
         self.conversation.add_listener(self._on_event)
         self.tools = None
         self.store = None
-        self._camera_frame_id = "camera"
         if p["use_tools"]:
             self._setup_tools()
         self._create_publishers()
@@ -349,23 +348,14 @@ class ManagerNode(Node):
             self.tool_image_pub = self.create_publisher(Image, "dialogue/tool_image", 10)
 
     def _create_subscriptions(self) -> None:
-        p, log = self.p, self.get_logger()
+        p = self.p
         # camera_node publishes each frame on both image topics with one stamp: keep one copy.
         # Callbacks only queue; one worker decodes (see camera/intake.py).
         self.intake = FrameIntake(self._take_frame, min_interval=p["min_frame_interval"],
                                   errors=(ImageConversionError, ValueError),
                                   on_reject=self._bad_frame)
-        frames = MutuallyExclusiveCallbackGroup()
-        # image_transport naming: the compressed topic follows the resolved (remapped) image
-        self.image_topic = self.resolve_topic_name("camera/image_raw")
-        follow, base = p["image_qos"] == "auto", image_qos(p["image_qos"])
-        self.image_subs = [
-            FollowingSubscription(self, msg_type, topic, callback, base, follow=follow,
-                                  callback_group=frames,
-                                  on_change=lambda sub: log.info(sub.status))
-            for msg_type, topic, callback in (
-                (Image, self.image_topic, self._on_image),
-                (CompressedImage, self.image_topic + "/compressed", self._on_compressed))]
+        self.camera = ImageTopicInput(self, "camera/image_raw", self.intake, p["image_qos"],
+                                      p["max_image_pixels"])
         # one callback at a time, so utterances reach the turn queue in the order they came
         self.create_subscription(Utterance, "dialogue/utterance", self._on_utterance,
                                  UTTERANCE_DEPTH,
@@ -380,13 +370,6 @@ class ManagerNode(Node):
                                      10, callback_group=ReentrantCallbackGroup())
 
     # --- frames ----------------------------------------------------------------------------
-    def _offer(self, decode, msg) -> None:
-        ns = stamp_to_ns(msg.header.stamp)
-        if msg.header.frame_id:
-            self._camera_frame_id = msg.header.frame_id
-        key = (msg.header.frame_id, ns) if ns else None
-        self.intake.offer(key, ns, lambda: decode(msg, self.p["max_image_pixels"]))
-
     def _take_frame(self, bgr, stamp_ns: int) -> None:
         """Add a frame the intake worker accepted to the prompt timeline.
 
@@ -435,12 +418,6 @@ class ManagerNode(Node):
     @property
     def frames_skipped(self) -> int:
         return self.intake.skipped
-
-    def _on_image(self, msg: Image) -> None:
-        self._offer(from_image_msg, msg)
-
-    def _on_compressed(self, msg: CompressedImage) -> None:
-        self._offer(from_compressed_msg, msg)
 
     # --- turns -----------------------------------------------------------------------------
     def _on_utterance(self, msg: Utterance) -> None:
@@ -566,7 +543,7 @@ class ManagerNode(Node):
             list_timeout=min(2.0, p["tool_timeout"]),
             show_images=p["tool_images_to_llm"] and self.conversation.supports_images,
             image_max_side=p["newest_max_side"],
-            camera_frame_id=lambda: self._camera_frame_id, on_image=self._publish_tool_image,
+            camera_frame_id=lambda: self.camera.frame_id, on_image=self._publish_tool_image,
             logger=log)
         self.conversation.set_tools(self.tools, max_rounds=p["max_tool_rounds"],
                                     show_images=p["tool_images_to_llm"])
