@@ -32,8 +32,11 @@ def get(url, timeout=5.0):
         return r.status, r.headers.get("Content-Type", ""), r.read()
 
 
-def session(tmp_path, be=None, turns=("Hello!", "What now?"), n=3, m=2):
-    """A real conversation over a fake LLM, recorded as a transcript: (view fed live, run dir)."""
+def session(tmp_path, be=None, turns=("Hello!", "What now?"), n=3, m=2, feed=None):
+    """A real conversation over a fake LLM, recorded as a transcript: (view fed live, run dir).
+
+    `feed(conv)` drives the conversation instead of the default: two frames, then each turn.
+    """
     be = be or FakeChatBackend()
     conv = Conversation(be, load_persona(), ConversationConfig(n=n, m=m, stream=False))
     writer = TranscriptWriter(tmp_path / "runs")
@@ -42,15 +45,19 @@ def session(tmp_path, be=None, turns=("Hello!", "What now?"), n=3, m=2):
     conv.add_listener(lambda kind, data: view.ingest(
         dict(event_record(kind, data) or {"type": "ignored"}, t=time.time())))
     try:
-        for i, text in enumerate(turns):
-            for k in range(2):
-                conv.add_frame(np.full((48, 64, 3), 40 * (2 * i + k + 1), np.uint8))
-            conv.wait_idle(5)
-            conv.turn(text)
+        (feed or (lambda c: frames_and_turns(c, turns)))(conv)
     finally:
         conv.close()
         writer.close()
     return view, writer.dir
+
+
+def frames_and_turns(conv, turns):
+    for i, text in enumerate(turns):
+        for k in range(2):
+            conv.add_frame(np.full((48, 64, 3), 40 * (2 * i + k + 1), np.uint8))
+        conv.wait_idle(5)
+        conv.turn(text)
 
 
 def test_view_follows_frames_through_summaries_and_turns(tmp_path):
@@ -211,21 +218,13 @@ def test_node_rejects_bad_parameters_naming_them(ros_context, params, match):
 
 def test_events_between_frames_are_shown_and_kept_in_the_transcript(tmp_path):
     from vision_dialogue.core.transcript import read_transcript
-    be = FakeChatBackend()
-    conv = Conversation(be, load_persona(), ConversationConfig(n=3, m=2, stream=False))
-    writer = TranscriptWriter(tmp_path / "runs")
-    view = SessionView()
-    conv.add_listener(writer)
-    conv.add_listener(lambda kind, data: view.ingest(
-        dict(event_record(kind, data) or {"type": "ignored"}, t=time.time())))
-    try:
+
+    def frame_and_wave(conv):
         conv.add_frame(np.full((48, 64, 3), 90, np.uint8))
         conv.add_event("someone on the left waved", event="wave")
-    finally:
-        conv.close()
-        writer.close()
+    view, run_dir = session(tmp_path, feed=frame_and_wave)
     notes = [i["text"] for i in view.snapshot()["items"] if i["kind"] == "note"]
     assert "seen: someone on the left waved" in notes
-    records = read_transcript(writer.dir / "transcript.jsonl")
+    records = read_transcript(run_dir / "transcript.jsonl")
     assert [(r["event"], r["text"]) for r in records if r["type"] == "event"] == [
         ("wave", "someone on the left waved")]
