@@ -6,6 +6,7 @@ rocket (a launch pad), Debian darknet's photos (person, dog, horses...) when
 several seconds with a slow pan/zoom, so consecutive frames differ like a real camera's.
 
     python -m vision_dialogue.cli.demo_assets [--out DIR] [--force]   # prints the video path
+    python -m vision_dialogue.cli.demo_assets --people                # the two-person video
 
 The video (MJPG .avi) and a JSON manifest of the scenes are cached in
 $VD_DEMO_DIR or ~/.cache/vision_dialogue/demo/, named by a hash of the recipe, so a
@@ -160,8 +161,14 @@ def main(args=None) -> int:
     ap = argparse.ArgumentParser(prog="demo_assets", description="Build the demo video.")
     ap.add_argument("--out", type=Path, help=f"directory (default {default_dir()})")
     ap.add_argument("--force", action="store_true", help="rebuild even if cached")
+    ap.add_argument("--people", action="store_true",
+                    help="the two-person video of people_demo (cli/people_video.py) instead")
     ns = ap.parse_args(sys.argv[1:] if args is None else args)
-    print(ensure_demo_video(ns.out, force=ns.force))
+    if ns.people:
+        from vision_dialogue.cli.people_video import ensure_people_video
+        print(ensure_people_video(ns.out, force=ns.force))
+    else:
+        print(ensure_demo_video(ns.out, force=ns.force))
     return 0
 
 

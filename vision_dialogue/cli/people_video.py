@@ -8,16 +8,14 @@ frames a second, so the events node sees the wave between the manager's frames:
     28 s    Ben arrives on the right (blue)   33-37 s  Ben waves
     50 s    Anna leaves       70 s  Ben leaves, nobody until the end (80 s)
 
-    python -m vision_dialogue.cli.people_video [--out DIR] [--force]   # prints the path
+    python -m vision_dialogue.cli.demo_assets --people [--out DIR] [--force]   # prints the path
 
 Cached like the main demo video (vision_dialogue/cli/demo_assets.py), by a hash of the recipe.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -135,17 +133,3 @@ def ensure_people_video(directory: Path | None = None, spec: PeopleSpec = People
     if force or not path.is_file() or not path.with_suffix(".json").is_file():
         build_people_video(path, spec)
     return path
-
-
-def main(args=None) -> int:
-    ap = argparse.ArgumentParser(prog="people_video", description="Build the two-person demo "
-                                 "video.")
-    ap.add_argument("--out", type=Path, help=f"directory (default {default_dir()})")
-    ap.add_argument("--force", action="store_true", help="rebuild even if cached")
-    ns = ap.parse_args(sys.argv[1:] if args is None else args)
-    print(ensure_people_video(ns.out, force=ns.force))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
