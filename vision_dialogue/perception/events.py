@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vision_dialogue.core.images import change_thumbnail, thumbnail_difference
-from vision_dialogue.perception.observer import OPEN_HAND, POINTING, THUMBS_UP, \
+from vision_dialogue.core.images import thumbnail_difference
+from vision_dialogue.perception.observer import ARMS_RAISED, OPEN_HAND, POINTING, THUMBS_UP, \
     VIEW_CHANGE_LEVEL, FrameObserver, HandSeen, Observation, horizontal_position
 
 EVENT_KINDS = ("wave", "raised_hand", "point", "thumbs_up", "arrived", "left", "scene_change")
@@ -63,9 +63,9 @@ class Glimpse:
     dark: bool = False
 
     @classmethod
-    def from_observation(cls, obs: Observation, stamp: float, thumbnail=None) -> "Glimpse":
-        return cls(stamp, len(obs.people), list(obs.hands),
-                   obs.posture in ("one arm raised", "both arms raised"), thumbnail, obs.dark)
+    def from_observation(cls, obs: Observation, stamp: float) -> "Glimpse":
+        return cls(stamp, len(obs.people), list(obs.hands), obs.posture in ARMS_RAISED,
+                   obs.thumbnail, obs.dark)
 
 
 def _people(n: int) -> str:
@@ -120,8 +120,7 @@ class EventDetector:
         """Run the observer on a BGR frame, then update()."""
         if self._observer is None:
             self._observer = FrameObserver(EVENT_DETECTORS, max_side=320)
-        obs = self._observer.analyse(frame_bgr)
-        return self.update(Glimpse.from_observation(obs, stamp, change_thumbnail(frame_bgr)))
+        return self.update(Glimpse.from_observation(self._observer.analyse(frame_bgr), stamp))
 
     def close(self) -> None:
         if self._observer is not None:

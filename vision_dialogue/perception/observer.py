@@ -96,6 +96,7 @@ class Observation:
     posture: str | None = None              # e.g. "arms down", "both arms raised"
     gestures: list[str] = field(default_factory=list)   # e.g. ["giving a thumbs up"]
     hands: list[HandSeen] = field(default_factory=list)
+    thumbnail: np.ndarray | None = None     # core.images.change_thumbnail of the frame
     change: str | None = None               # since the previous frame, e.g. "the person left"
     person_area: float | None = None        # fraction of the frame covered by people
     clothes_colour: str | None = None
@@ -200,10 +201,11 @@ class FrameObserver:
         thumb = change_thumbnail(grey)
         if brightness < self.dark_threshold:
             obs = Observation(text=DARK_TEXT, dark=True, brightness=brightness,
-                              timings_ms=timings)
+                              timings_ms=timings, thumbnail=thumb)
             obs.change = self._change(thumb, 0, dark=True)
             return obs
-        obs = Observation(text="", dark=False, brightness=brightness, timings_ms=timings)
+        obs = Observation(text="", dark=False, brightness=brightness, timings_ms=timings,
+                          thumbnail=thumb)
         rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
         pose = self._people(obs, rgb, timings)
         if obs.people:
@@ -379,6 +381,7 @@ def horizontal_position(cx: float) -> str:
 
 
 THUMBS_UP, POINTING, OPEN_HAND = "giving a thumbs up", "pointing", "raising an open hand"
+ARMS_RAISED = ("one arm raised", "both arms raised")    # the postures with a hand up
 
 # mediapipe hand landmarks: wrist, thumb (cmc, mcp, ip, tip), then each finger's mcp..tip
 _WRIST, _THUMB_MCP, _THUMB_TIP = 0, 2, 4
@@ -493,9 +496,9 @@ def _posture(pose) -> str | None:
         else:
             down += 1
     if raised == 2:
-        return "both arms raised"
+        return ARMS_RAISED[1]
     if raised == 1:
-        return "one arm raised"
+        return ARMS_RAISED[0]
     if down == 2:
         return "arms down"
     return None
