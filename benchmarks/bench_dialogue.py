@@ -115,11 +115,9 @@ def score(ex: Exchange, step: dict, scene: dict) -> None:
     ex.persona_faults = persona_faults(reply)
 
 
-def demo_video() -> tuple[list, dict]:
-    """Every frame of the demo video (built if missing) and its manifest (scenes, fps)."""
+def video_frames(video: Path) -> tuple[list, dict]:
+    """Every frame of a built video and its manifest (scenes, fps)."""
     import cv2
-    from vision_dialogue.cli.demo_assets import ensure_demo_video
-    video = ensure_demo_video()
     manifest = json.loads(video.with_suffix(".json").read_text())
     cap = cv2.VideoCapture(str(video))
     frames = []
@@ -130,6 +128,12 @@ def demo_video() -> tuple[list, dict]:
         frames.append(img)
     cap.release()
     return frames, manifest
+
+
+def demo_video() -> tuple[list, dict]:
+    """Every frame of the demo video (built if missing) and its manifest."""
+    from vision_dialogue.cli.demo_assets import ensure_demo_video
+    return video_frames(ensure_demo_video())
 
 
 class DemoFrames:
@@ -166,19 +170,10 @@ class PeopleVideo:
     """
 
     def __init__(self, events: bool):
-        import cv2
         from vision_dialogue.cli.people_video import ensure_people_video
         from vision_dialogue.perception.events import EventDetector
-        video = ensure_people_video()
-        self.fps = json.loads(video.with_suffix(".json").read_text())["fps"]
-        cap = cv2.VideoCapture(str(video))
-        self.frames = []
-        while True:
-            ok, img = cap.read()
-            if not ok:
-                break
-            self.frames.append(img)
-        cap.release()
+        self.frames, manifest = video_frames(ensure_people_video())
+        self.fps = manifest["fps"]
         self.detector = EventDetector() if events else None
         self.i = 0
 
