@@ -6,19 +6,12 @@
 ros2 launch gives nodes no stdin: type in an xterm (speech_prefix) or run
 `ros2 run vision_dialogue speech_node` in another terminal with use_speech:=false.
 
-Includes bringup.launch.py with setup:=standalone; every argument of that file applies (see
-`--show-args`). Mirrors `bringup standalone` (both read vision_dialogue/cli/setups.py).
+The arguments: `--show-args`. Mirrors `bringup standalone`
+(both read vision_dialogue/cli/setups.py; the description is
+vision_dialogue/ros/launch_description.py).
 """
-import os
-
-from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
-from launch.actions import IncludeLaunchDescription
-from launch.launch_description_sources import PythonLaunchDescriptionSource
+from vision_dialogue.ros.launch_description import setup_launch_description
 
 
 def generate_launch_description():
-    launch_dir = os.path.join(get_package_share_directory('vision_dialogue'), 'launch')
-    return LaunchDescription([IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(os.path.join(launch_dir, 'bringup.launch.py')),
-        launch_arguments={'setup': 'standalone'}.items())])
+    return setup_launch_description('standalone')

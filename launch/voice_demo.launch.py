@@ -12,19 +12,12 @@ robot's sentences are written to runs/voice/. When the script is over, the speec
 and the whole launch shuts down. A microphone and speaker instead: a params_file with
 audio_in: mic and audio_out_dir: "".
 
-Includes bringup.launch.py with setup:=voice_demo; every argument of that file applies (see
-`--show-args`). Mirrors `bringup voice_demo` (both read vision_dialogue/cli/setups.py).
+The arguments: `--show-args`. Mirrors `bringup voice_demo`
+(both read vision_dialogue/cli/setups.py; the description is
+vision_dialogue/ros/launch_description.py).
 """
-import os
-
-from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
-from launch.actions import IncludeLaunchDescription
-from launch.launch_description_sources import PythonLaunchDescriptionSource
+from vision_dialogue.ros.launch_description import setup_launch_description
 
 
 def generate_launch_description():
-    launch_dir = os.path.join(get_package_share_directory('vision_dialogue'), 'launch')
-    return LaunchDescription([IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(os.path.join(launch_dir, 'bringup.launch.py')),
-        launch_arguments={"setup": "voice_demo"}.items())])
+    return setup_launch_description('voice_demo')

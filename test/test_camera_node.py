@@ -239,6 +239,9 @@ def test_furhat_unreachable_then_robot_appears(harness, capfd):
     ({"furhat_camera_port": 70000}, "furhat_camera_port"),
     ({"device": -1}, "device"),
     ({"retry_initial": 5.0, "retry_max": 1.0}, "retry_max"),
+    ({"source": "webcam", "video_path": "/v.mp4"}, "video_path"),
+    ({"source": "furhat", "folder_path": "/imgs"}, "folder_path"),
+    ({"video_path": "/v.mp4", "folder_path": "/imgs"}, "source"),
 ])
 def test_invalid_parameter_raises_parameter_error_naming_it(ros_context, params, name):
     with pytest.raises(ParameterError) as e:
@@ -275,3 +278,16 @@ def test_webcam_device_parameter_and_missing_device(harness, ros_context):
                                             Parameter("folder_path", value="/nonexistent")])
         assert n.device == expected
         n.destroy_node()
+
+
+def test_a_given_file_is_played_without_naming_the_source(harness, tmp_path):
+    """`camera_node -p video_path:=X` plays X (source auto); folder_path likewise; nothing
+    given: the webcam."""
+    video = write_video(tmp_path / "clip.avi", n=30)
+    h = harness(video_path=str(video), frame_period=0.05)
+    assert h.cam.acquisition.source.describe().startswith(f"video {video}")
+    assert h.spin_until(lambda: len(h.images) >= 2)
+    folder = write_pngs(tmp_path / "imgs", n=3)
+    h = harness(folder_path=str(folder), frame_period=0.05)
+    assert h.cam.acquisition.source.describe().startswith("image folder")
+    assert h.spin_until(lambda: len(h.images) >= 2)

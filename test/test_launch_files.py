@@ -1,12 +1,14 @@
-"""The launch/ files, without `launch` (not installable here).
+"""The launch/ files, evaluated with the real upstream launch API in-process.
 
-1. Static: every setup launch file includes bringup.launch.py with its own `setup`; the
-   base file's Node is built for executables that are console scripts with a node class.
-2. Evaluated: run generate_launch_description() against small stand-ins for the launch API
-   (same names and keyword signatures as launch/launch_ros, so a typo or a wrong keyword
-   fails), follow the include, resolve the LaunchConfigurations, run the OpaqueFunction as
-   `ros2 launch` does at launch time, and check the nodes that would start, their
-   parameters files, use_sim_time, log level, namespace, remappings and conditions.
+1. Static: every launch file returns vision_dialogue.ros.launch_description's description
+   (its setup fixed, or `setup:=` for bringup.launch.py); every node it may start is a
+   console script with a node class.
+2. Evaluated with the real `launch`/`launch_ros` (../shared/tools/ros2-launch): a real
+   LaunchContext visits the description as `ros2 launch` does (arguments, the group's
+   namespace and global parameters, the OpaqueFunction at launch time, the Node's own
+   substitutions), stopping short of starting processes; the nodes that would start, their
+   parameter files, use_sim_time, log level, namespace, remappings and conditions are checked.
+   Running them for real: test/installed/test_real_launch.py.
 """
 from __future__ import annotations
 
@@ -14,12 +16,13 @@ import ast
 import importlib
 import importlib.util
 import sys
-import types
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
+import real_launch
 from conftest import REPO
 from test_bringup import console_scripts
 from vision_dialogue.cli.setups import NODES, SETUPS, load_node_params, start_order
@@ -27,6 +30,7 @@ from vision_dialogue.cli.setups import NODES, SETUPS, load_node_params, start_or
 LAUNCH = REPO / "launch"
 BASE = LAUNCH / "bringup.launch.py"
 REQUIRED_ARGS = {"namespace", "params_file", "use_sim_time", "log_level", "use_respawn"}
+pytestmark = pytest.mark.skipif(not real_launch.available(), reason=real_launch.MISSING)
 EXE_TO_KEY = {spec.executable: key for key, spec in NODES.items()}
 
 
@@ -42,22 +46,22 @@ def _kw(call, name):
     return None
 
 
-@pytest.mark.parametrize("setup", sorted(SETUPS))
-def test_setup_launch_file_includes_the_base_with_its_setup(setup):
-    path = LAUNCH / SETUPS[setup].launch_file
+@pytest.mark.parametrize("setup", sorted(SETUPS) + [None])
+def test_each_launch_file_returns_the_shared_description_of_its_setup(setup):
+    path = LAUNCH / (SETUPS[setup].launch_file if setup else "bringup.launch.py")
     tree = ast.parse(path.read_text(), str(path))
-    (include,) = _calls(tree, "IncludeLaunchDescription")
-    texts = {n.value for n in ast.walk(include) if isinstance(n, ast.Constant)}
-    assert "bringup.launch.py" in texts and setup in texts and "setup" in texts
-    assert not _calls(tree, "Node"), "setup files start nodes only through the base file"
+    (call,) = _calls(tree, "setup_launch_description")
+    assert [a.value for a in call.args] == ([setup] if setup else [])
+    assert not _calls(tree, "Node"), "launch files start nodes only through the description"
 
 
-def test_base_launch_file_node_is_complete():
-    tree = ast.parse(BASE.read_text(), str(BASE))
+def test_the_description_node_is_complete():
+    path = REPO / "vision_dialogue" / "ros" / "launch_description.py"
+    tree = ast.parse(path.read_text(), str(path))
     (call,) = _calls(tree, "Node")
     assert _kw(call, "package").value == "vision_dialogue"
-    for kw in ("parameters", "arguments", "namespace", "remappings", "condition", "name",
-               "respawn", "executable"):
+    for kw in ("parameters", "arguments", "remappings", "condition", "name",
+               "respawn", "executable", "on_exit"):
         assert _kw(call, kw) is not None, f"Node without {kw}="
     scripts = console_scripts()
     for spec in NODES.values():     # every executable the base file may start
@@ -65,331 +69,236 @@ def test_base_launch_file_node_is_complete():
         assert hasattr(importlib.import_module(spec.module), spec.class_name)
 
 
-# ------------------------------------------------------------------------ launch stand-ins
-class LaunchConfiguration:
-    def __init__(self, variable_name, *, default=None):
-        self.variable_name, self.default = variable_name, default
+# ------------------------------------------------------------------ the real launch API
+@pytest.fixture(scope="module")
+def launch_api():
+    """The upstream launch + launch_ros, importable here.
+
+    Appended to sys.path, not prepended: the venv's own packages keep precedence.
+    """
+    site = str(real_launch.install() / "site")
+    if site not in sys.path:
+        sys.path.append(site)
+    import launch  # noqa: F401
+    import launch_ros  # noqa: F401
 
 
-class EnvironmentVariable:
-    def __init__(self, name, *, default_value=""):
-        self.name, self.default_value = name, default_value
+@dataclass
+class Started:
+    """A Node as `ros2 launch` would start it (substitutions performed)."""
+
+    executable: str
+    name: str
+    namespace: str
+    params: dict             # layered: files in order, then the global ones (SetParameter)
+    files: list[str]         # parameter files as given (the setup's, the user's)
+    global_params: dict
+    remaps: dict
+    arguments: list[str]
+    respawn: str
+    on_exit: list
 
 
-class SetLaunchConfiguration:
-    def __init__(self, name, value, **kwargs):
-        self.name, self.value = name, value
+@dataclass
+class Evaluated:
+    started: list[Started]
+    environment: dict
+    config: dict
+
+    def node(self, executable: str) -> Started:
+        return next(n for n in self.started if n.executable == executable)
 
 
-class IfCondition:
-    def __init__(self, predicate_expression):
-        self.predicate_expression = predicate_expression
+def evaluate(launch_file: str, **args) -> Evaluated:
+    """Visit `launch_file`'s description with a real LaunchContext.
 
-
-class LaunchDescription:
-    def __init__(self, initial_entities=None):
-        self.entities = list(initial_entities or [])
-
-    def add_action(self, action):
-        self.entities.append(action)
-
-
-class DeclareLaunchArgument:
-    def __init__(self, name, *, default_value=None, description=None, choices=None, **kwargs):
-        self.name, self.default_value, self.description = name, default_value, description
-
-
-class SetEnvironmentVariable:
-    def __init__(self, name, value, **kwargs):
-        self.name, self.value = name, value
-
-
-class EmitEvent:
-    def __init__(self, *, event, **kwargs):
-        self.event = event
-
-
-class PythonLaunchDescriptionSource:
-    def __init__(self, launch_file_path):
-        self.launch_file_path = launch_file_path
-
-
-class IncludeLaunchDescription:
-    def __init__(self, launch_description_source, *, launch_arguments=None, **kwargs):
-        self.launch_description_source = launch_description_source
-        self.launch_arguments = list(launch_arguments or [])
-
-
-class RegisterEventHandler:
-    def __init__(self, event_handler, **kwargs):
-        self.event_handler = event_handler
-
-
-class OpaqueFunction:
-    def __init__(self, *, function, args=None, kwargs=None, **left_over_kwargs):
-        self.function = function
-
-
-class OnProcessExit:
-    def __init__(self, *, target_action=None, on_exit=None, **kwargs):
-        self.target_action, self.on_exit = target_action, on_exit
-
-
-class Shutdown:
-    def __init__(self, *, reason="reason not given"):
-        self.reason = reason
-
-
-# keyword arguments launch_ros' Node passes on to launch.actions.ExecuteProcess
-EXECUTE_PROCESS_KWARGS = {"condition", "output", "emulate_tty", "respawn", "respawn_delay",
-                          "prefix", "additional_env", "cwd", "env", "shell", "sigterm_timeout",
-                          "sigkill_timeout", "log_cmd", "on_exit", "cached_output"}
-
-
-class Node:
-    def __init__(self, *, executable, package=None, name=None, namespace=None, exec_name=None,
-                 parameters=None, remappings=None, ros_arguments=None, arguments=None,
-                 **kwargs):
-        unknown = set(kwargs) - EXECUTE_PROCESS_KWARGS
-        assert not unknown, f"Node got unknown keyword(s) {unknown}"
-        self.executable, self.package, self.name = executable, package, name
-        self.namespace, self.parameters = namespace, parameters or []
-        self.remappings, self.arguments = remappings or [], arguments or []
-        self.kwargs = kwargs
-
-
-def _module(name, **attrs):
-    m = types.ModuleType(name)
-    m.__dict__.update(attrs)
-    return m
-
-
-@pytest.fixture
-def launch_api(monkeypatch, tmp_path):
-    """Stand-ins for launch, launch_ros and ament_index_python in sys.modules."""
-    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
-
-    def share(pkg):
-        if pkg != "vision_dialogue":
-            raise LookupError(pkg)
-        return str(REPO)  # the source tree has the same config/ and launch/ as share/
-
-    mods = {
-        "launch": _module("launch", LaunchDescription=LaunchDescription),
-        "launch.actions": _module("launch.actions", DeclareLaunchArgument=DeclareLaunchArgument,
-                                  IncludeLaunchDescription=IncludeLaunchDescription,
-                                  SetEnvironmentVariable=SetEnvironmentVariable,
-                                  EmitEvent=EmitEvent, RegisterEventHandler=RegisterEventHandler,
-                                  OpaqueFunction=OpaqueFunction,
-                                  SetLaunchConfiguration=SetLaunchConfiguration),
-        "launch.conditions": _module("launch.conditions", IfCondition=IfCondition),
-        "launch.launch_description_sources": _module(
-            "launch.launch_description_sources",
-            PythonLaunchDescriptionSource=PythonLaunchDescriptionSource),
-        "launch.substitutions": _module("launch.substitutions",
-                                        LaunchConfiguration=LaunchConfiguration,
-                                        EnvironmentVariable=EnvironmentVariable),
-        "launch.event_handlers": _module("launch.event_handlers", OnProcessExit=OnProcessExit),
-        "launch.events": _module("launch.events", Shutdown=Shutdown),
-        "launch_ros": _module("launch_ros"),
-        "launch_ros.actions": _module("launch_ros.actions", Node=Node),
-        "ament_index_python": _module("ament_index_python"),
-        "ament_index_python.packages": _module("ament_index_python.packages",
-                                               get_package_share_directory=share),
-    }
-    for name, mod in mods.items():
-        monkeypatch.setitem(sys.modules, name, mod)
-    return mods
-
-
-def load_file(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
+    As `ros2 launch FILE arg:=value` does, up to (not including) starting the node processes.
+    """
+    from launch import LaunchContext
+    from launch.utilities import normalize_to_list_of_substitutions, perform_substitutions
+    from launch_ros.actions import Node as RosNode
+    spec = importlib.util.spec_from_file_location(f"lf_{launch_file}", LAUNCH / launch_file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.generate_launch_description()
+    ctx = LaunchContext()
+    ctx.launch_configurations.update(args)
+    started: list[Started] = []
+
+    def visit(entities):
+        for e in entities:
+            if isinstance(e, RosNode):
+                if e.condition is None or e.condition.evaluate(ctx):
+                    started.append(_started(e, ctx, lambda c, x: perform_substitutions(
+                        c, normalize_to_list_of_substitutions(x))))
+                continue
+            visit(e.visit(ctx) or [])
+
+    visit(module.generate_launch_description().entities)
+    return Evaluated(started, dict(ctx.environment), dict(ctx.launch_configurations))
 
 
-def load_description(setup):
-    """The setup file's description, with its include followed.
-
-    (base description, the include's launch arguments).
-    """
-    ld = load_file(LAUNCH / SETUPS[setup].launch_file, f"launch_{setup}")
-    (include,) = ld.entities
-    assert isinstance(include, IncludeLaunchDescription)
-    base = Path(include.launch_description_source.launch_file_path)
-    assert base == BASE
-    return load_file(base, "launch_base"), dict(include.launch_arguments)
-
-
-class Evaluated:
-    """A setup's launch, evaluated.
-
-    Arguments resolved (defaults, the include's, `args`), environment set and the OpaqueFunction
-    run, in order, as `ros2 launch` does.
-    """
-
-    def __init__(self, setup, **args):
-        self.ld, included = load_description(setup)
-        self.declared = {e.name: e for e in self.ld.entities
-                         if isinstance(e, DeclareLaunchArgument)}
-        unknown = (set(args) | set(included)) - set(self.declared)
-        assert not unknown, f"undeclared launch arguments {unknown}"
-        self.config = {n: d.default_value for n, d in self.declared.items()}
-        self.config.update(included)
-        self.config.update(args)
-        self.env: dict = {}
-        self.actions: list = []
-        context = types.SimpleNamespace(launch_configurations=self.config)
-        for e in self.ld.entities:
-            if isinstance(e, OpaqueFunction):
-                self.actions += list(e.function(context) or [])
-            elif isinstance(e, SetEnvironmentVariable):
-                self.env[e.name] = self.value(e.value)
-
-    def value(self, sub):
-        if isinstance(sub, EnvironmentVariable):
-            return self.env.get(sub.name, sub.default_value)
-        if isinstance(sub, LaunchConfiguration):
-            assert sub.variable_name in self.config, f"{sub.variable_name} is not declared"
-            return self.config[sub.variable_name]
-        if isinstance(sub, (list, tuple)):
-            return "".join(self.value(s) for s in sub)
-        return sub
-
-    def started(self) -> list[Node]:
-        out = []
-        for e in self.actions:
-            if isinstance(e, Node):
-                cond = e.kwargs.get("condition")
-                if cond is None or self.value(cond.predicate_expression).lower() in ("true", "1"):
-                    out.append(e)
-        return out
+def _started(node, ctx, subst) -> Started:
+    from launch.utilities.type_utils import perform_typed_substitution
+    node._perform_substitutions(ctx)          # what Node.execute does first
+    expanded = node._Node__expanded_parameter_arguments or []
+    files = [path for path, is_file in expanded if is_file]
+    params: dict = {}
+    for path in files:
+        params.update(load_node_params(path, node.node_executable))
+    global_params = dict(ctx.launch_configurations.get("global_params") or [])
+    params.update(global_params)
+    return Started(
+        executable=node.node_executable, name=node.node_name.split("/")[-1],
+        namespace=node.expanded_node_namespace, params=params,
+        files=[p for p in files if not Path(p).name.startswith("launch_params_")],
+        global_params=global_params,
+        remaps=dict(node.expanded_remapping_rules or []),
+        arguments=[subst(ctx, a) for a in node._Node__arguments],
+        respawn=str(perform_typed_substitution(ctx, node._ExecuteLocal__respawn, bool)).lower(),
+        on_exit=list(node._ExecuteLocal__on_exit or []))
 
 
 def test_base_arguments_are_declared_with_descriptions(launch_api):
-    ld = load_file(BASE, "launch_base")
-    declared = {e.name: e for e in ld.entities if isinstance(e, DeclareLaunchArgument)}
-    assert REQUIRED_ARGS <= set(declared)
-    assert {f"use_{k}" for k in NODES} <= set(declared)
-    for name, d in declared.items():
-        assert d.description and d.description.strip(), f"{name}: no description"
+    from vision_dialogue.ros.launch_description import declared_arguments
+    for setup in [None] + list(SETUPS.values()):
+        declared = {d.name: d for d in declared_arguments(setup)}
+        assert REQUIRED_ARGS <= set(declared)
+        keys = NODES if setup is None else setup.nodes
+        assert {f"use_{k}" for k in keys} <= set(declared)
+        for name, d in declared.items():
+            assert d.description and d.description.strip(), f"{name}: no description"
 
 
 @pytest.mark.parametrize("setup", sorted(SETUPS))
-def test_launch_defaults_match_bringup(launch_api, setup):
-    ev = Evaluated(setup)
-    started = ev.started()
-    assert [n.executable for n in started] == [NODES[k].executable for k in
-                                               start_order(SETUPS[setup].default_nodes)]
-    for node in started:
-        assert node.package == "vision_dialogue" and node.name == node.executable
-        params_file = ev.value(node.parameters[0])
-        assert Path(params_file) == REPO / "config" / SETUPS[setup].params_file
-        assert Path(params_file).is_file()
-        extra = {k: ev.value(v) for k, v in node.parameters[1].items()}
-        assert extra["use_sim_time"] == "false"
-        assert [ev.value(a) for a in node.arguments] == ["--ros-args", "--log-level", "info"]
-        assert ev.value(node.namespace) == ""
-        assert ev.value(node.kwargs["respawn"]) == "false"
-        # every parameter a launch file sets is one the node declares
+def test_launch_defaults_match_bringup(launch_api, setup, tmp_path, monkeypatch):
+    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    ev = evaluate(SETUPS[setup].launch_file)
+    assert [n.executable for n in ev.started] == [NODES[k].executable for k in
+                                                  start_order(SETUPS[setup].default_nodes)]
+    for node in ev.started:
+        assert node.name == node.executable and node.namespace == "/"
+        assert [Path(f) for f in node.files] == [REPO / "config" / SETUPS[setup].params_file]
+        assert node.global_params["use_sim_time"] in ("false", False)
+        assert node.arguments == ["--ros-args", "--log-level", "info"]
+        assert node.respawn == "false"
+        # every parameter the launch sets is one the node declares
         module = importlib.import_module(NODES[EXE_TO_KEY[node.executable]].module)
-        names = {p.name for p in module.PARAMS} | {"use_sim_time"}
-        assert set(extra) <= names, set(extra) - names
+        names = {p.name for p in module.PARAMS} | set(getattr(module, "EXTRA_PARAMS", ())) \
+            | {"use_sim_time"}
+        assert set(node.params) <= names, set(node.params) - names
 
 
 @pytest.mark.parametrize("setup", sorted(SETUPS))
-def test_launch_arguments_reach_every_node(launch_api, setup):
-    ev = Evaluated(setup, namespace="robot7", use_sim_time="true",
-                   log_level="debug", params_file="/tmp/my.yaml")
-    for node in ev.started():
-        assert ev.value(node.namespace) == "robot7"
-        assert ev.value(node.parameters[0]) == "/tmp/my.yaml"
-        assert ev.value(node.parameters[1]["use_sim_time"]) == "true"
-        assert [ev.value(a) for a in node.arguments] == ["--ros-args", "--log-level", "debug"]
+def test_launch_arguments_reach_every_node(launch_api, setup, tmp_path, monkeypatch):
+    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    mine = tmp_path / "my.yaml"
+    mine.write_text("/**:\n  ros__parameters:\n    frame_id: mine\n")
+    file = SETUPS[setup].launch_file
+    ev = evaluate(file, namespace="robot7", use_sim_time="true", log_level="debug",
+                  params_file=str(mine))
+    for node in ev.started:
+        assert node.namespace == "/robot7"
+        assert [Path(f).name for f in node.files] == [SETUPS[setup].params_file, "my.yaml"]
+        assert node.params["frame_id"] == "mine"         # the user's file wins ...
+        assert node.global_params["use_sim_time"] in ("true", True)
+        assert node.arguments == ["--ros-args", "--log-level", "debug"]
     for key in SETUPS[setup].default_nodes:
-        ev = Evaluated(setup, **{f"use_{key}": "false"})
-        exes = [n.executable for n in ev.started()]
+        exes = [n.executable for n in evaluate(file, **{f"use_{key}": "false"}).started]
         assert NODES[key].executable not in exes
         assert len(exes) == len(SETUPS[setup].default_nodes) - 1
     for key in SETUPS[setup].optional:          # off unless asked for (furhat's monitor)
-        exes = [n.executable for n in Evaluated(setup, **{f"use_{key}": "true"}).started()]
+        exes = [n.executable for n in evaluate(file, **{f"use_{key}": "true"}).started]
         assert NODES[key].executable in exes
         assert len(exes) == len(SETUPS[setup].default_nodes) + 1
 
 
+def test_a_params_file_is_layered_over_the_setup_yaml(launch_api, tmp_path, monkeypatch):
+    """One override in the user's file; every other setup default stays."""
+    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    mine = tmp_path / "my.yaml"
+    mine.write_text("/**/manager_node:\n  ros__parameters:\n    n: 6\n")
+    manager = evaluate("demo.launch.py", params_file=str(mine)).node("manager_node")
+    setup_yaml = load_node_params(REPO / "config" / "demo_setup.yaml", "manager_node")
+    assert manager.params == dict(setup_yaml, n=6, use_sim_time=manager.params["use_sim_time"])
+
+
+def test_the_base_file_runs_any_setup(launch_api, tmp_path, monkeypatch):
+    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    for setup in SETUPS:
+        exes = [n.executable for n in evaluate("bringup.launch.py", setup=setup).started]
+        assert exes == [NODES[k].executable for k in start_order(SETUPS[setup].default_nodes)]
+    from vision_dialogue.ros.launch_description import LaunchArgumentError
+    with pytest.raises(LaunchArgumentError, match="setup:=nope"):
+        evaluate("bringup.launch.py", setup="nope")
+
+
 def test_monitor_is_on_in_the_demo_and_off_on_the_robot(launch_api):
-    assert "monitor" in [n.executable for n in Evaluated("demo").started()]
-    assert "monitor" not in [n.executable for n in Evaluated("furhat").started()]
+    assert "monitor" in [n.executable for n in evaluate("demo.launch.py").started]
+    assert "monitor" not in [n.executable for n in evaluate("furhat.launch.py").started]
 
 
 @pytest.mark.parametrize("setup", ["standalone", "furhat"])
 def test_camera_topics_remap_as_a_pair(launch_api, setup):
-    ev = Evaluated(setup, image_topic="/usb_cam/image_raw", stream_topic="/usb_cam/fast")
-    for node in ev.started():
-        remaps = {ev.value(a): ev.value(b) for a, b in node.remappings}
-        assert remaps == {"camera/image_raw": "/usb_cam/image_raw",
-                          "camera/image_raw/compressed": "/usb_cam/image_raw/compressed",
-                          "camera/stream/image_raw": "/usb_cam/fast",
-                          "camera/stream/image_raw/compressed": "/usb_cam/fast/compressed"}
+    ev = evaluate(SETUPS[setup].launch_file, image_topic="/usb_cam/image_raw",
+                  stream_topic="/usb_cam/fast")
+    for node in ev.started:
+        assert node.remaps == {"camera/image_raw": "/usb_cam/image_raw",
+                               "camera/image_raw/compressed": "/usb_cam/image_raw/compressed",
+                               "camera/stream/image_raw": "/usb_cam/fast",
+                               "camera/stream/image_raw/compressed": "/usb_cam/fast/compressed"}
 
 
 @pytest.mark.parametrize("setup", sorted(SETUPS))
-def test_launch_sets_the_dds_profile_unless_set(launch_api, setup):
-    ev = Evaluated(setup)
-    assert Path(ev.env["FASTDDS_DEFAULT_PROFILES_FILE"]) == REPO / "config" / "fastdds.xml"
-    entity = next(e for e in ev.ld.entities if isinstance(e, SetEnvironmentVariable)
-                  and e.name == "FASTDDS_DEFAULT_PROFILES_FILE")
-    assert isinstance(entity.value, EnvironmentVariable)        # the user's value is kept
-    assert entity.value.name == "FASTDDS_DEFAULT_PROFILES_FILE"
+def test_launch_sets_the_dds_profile_unless_set(launch_api, setup, monkeypatch, tmp_path):
+    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    monkeypatch.delenv("FASTDDS_DEFAULT_PROFILES_FILE", raising=False)
+    ev = evaluate(SETUPS[setup].launch_file)
+    assert Path(ev.environment["FASTDDS_DEFAULT_PROFILES_FILE"]) == \
+        REPO / "config" / "fastdds.xml"
+    monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", "/etc/mine.xml")   # the user's: kept
+    ev = evaluate(SETUPS[setup].launch_file)
+    assert ev.environment["FASTDDS_DEFAULT_PROFILES_FILE"] == "/etc/mine.xml"
 
 
-def test_demo_launch_paths_and_end_of_script(launch_api, tmp_path):
-    load_description("demo")
+def test_demo_launch_paths_and_the_end_of_any_node(launch_api, tmp_path, monkeypatch):
+    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    from launch.actions import EmitEvent
+    from launch.events import Shutdown
+    spec = importlib.util.spec_from_file_location("lf_demo", LAUNCH / "demo.launch.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.generate_launch_description()
     assert not (tmp_path / "demo").exists(), "video built while describing the launch"
-    ev = Evaluated("demo")
-    nodes = {n.executable: n for n in ev.started()}
-    video = Path(ev.value(nodes["camera_node"].parameters[1]["video_path"]))
+    ev = evaluate("demo.launch.py")
+    video = Path(ev.node("camera_node").params["video_path"])
     assert video.is_file() and video.parent == tmp_path / "demo"
-    script = Path(ev.value(nodes["speech_node"].parameters[1]["script_file"]))
+    script = Path(ev.node("speech_node").params["script_file"])
     assert script == REPO / "config" / "demo_script.yaml" and script.is_file()
-    handlers = [e.event_handler for e in ev.actions if isinstance(e, RegisterEventHandler)]
-    assert len(handlers) == 1 and isinstance(handlers[0], OnProcessExit)
-    assert handlers[0].target_action is nodes["speech_node"]
-    (emit,) = handlers[0].on_exit
-    assert isinstance(emit, EmitEvent) and isinstance(emit.event, Shutdown)
+    for node in ev.started:      # any node's end ends the launch, as with bringup
+        (emit,) = node.on_exit
+        assert isinstance(emit, EmitEvent) and isinstance(emit.event, Shutdown)
     # the setup YAML makes the speech node exit at the end of the script
-    assert load_node_params(REPO / "config" / "demo_setup.yaml",
-                            "speech_node")["exit_when_done"] is True
-    # launch arguments win over the setup's fill-ins; other setups end with nobody
-    mine = Evaluated("demo", video_path="/data/clip.mp4", script_file="/data/s.yaml")
-    nodes = {n.executable: n for n in mine.started()}
-    assert nodes["camera_node"].parameters[1]["video_path"] == "/data/clip.mp4"
-    assert nodes["speech_node"].parameters[1]["script_file"] == "/data/s.yaml"
-    assert not [e for e in Evaluated("standalone").actions
-                if isinstance(e, RegisterEventHandler)]
+    assert ev.node("speech_node").params["exit_when_done"] is True
+    # launch arguments win over the setup's fill-ins, and choose what plays them
+    clip, lines = tmp_path / "clip.mp4", tmp_path / "s.yaml"
+    clip.write_bytes(b"x")
+    lines.write_text("items: []\n")
+    mine = evaluate("standalone.launch.py", video_path=str(clip), script_file=str(lines))
+    assert (mine.node("camera_node").params["video_path"],
+            mine.node("camera_node").params["source"]) == (str(clip), "video")
+    assert (mine.node("speech_node").params["script_file"],
+            mine.node("speech_node").params["backend"]) == (str(lines), "script")
 
 
-def test_unknown_setup_shuts_the_launch_down(launch_api):
-    ld = load_file(BASE, "launch_base")
-    config = {e.name: e.default_value for e in ld.entities
-              if isinstance(e, DeclareLaunchArgument)}
-    config["setup"] = "nope"
-    (fn,) = [e for e in ld.entities if isinstance(e, OpaqueFunction)]
-    (emit,) = fn.function(types.SimpleNamespace(launch_configurations=config))
-    assert isinstance(emit.event, Shutdown) and "unknown setup 'nope'" in emit.event.reason
-
-
-def test_voice_demo_launch_hears_the_demo_script_spoken(launch_api, tmp_path):
+def test_voice_demo_launch_hears_the_demo_script_spoken(launch_api, tmp_path, monkeypatch):
     pytest.importorskip("piper")
+    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
     from vision_dialogue.voice.sources import load_wav_items
-    ev = Evaluated("voice_demo")
-    nodes = {n.executable: n for n in ev.started()}
-    seq = Path(ev.value(nodes["speech_node"].parameters[1]["audio_in"]))
+    speech = evaluate("voice_demo.launch.py").node("speech_node")
+    seq = Path(speech.params["audio_in"])
     assert seq.name == "sequence.yaml" and seq.parent.parent == tmp_path / "demo"
     items = load_wav_items(seq)
     script = yaml.safe_load((REPO / "config" / "demo_script.yaml").read_text())["items"]
     assert len(items) == len(script)
     assert [i.wait_for_reply for i in items] == [bool(s.get("wait_for_reply")) for s in script]
-    assert load_node_params(REPO / "config" / "voice_demo_setup.yaml",
-                            "speech_node")["backend"] == "local"
+    assert speech.params["backend"] == "local"

@@ -228,3 +228,47 @@ def test_events_between_frames_are_shown_and_kept_in_the_transcript(tmp_path):
     records = read_transcript(run_dir / "transcript.jsonl")
     assert [(r["event"], r["text"]) for r in records if r["type"] == "event"] == [
         ("wave", "someone on the left waved")]
+
+
+def _raw_get(port: int, path: str) -> tuple[int, bytes]:
+    """GET `path` exactly as written (no client-side normalisation of '..' or %2e)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def test_static_files_are_served_through_a_symlink_install_and_nothing_else(
+        tmp_path, monkeypatch):
+    """Static files through a symlink install are served; nothing else is.
+
+    colcon --symlink-install links each static file into the source tree: served all the
+    same; traversal, encoded traversal and a planted link to a file outside are 404.
+    """
+    from vision_dialogue.monitor import web as monitor_web
+    linked = tmp_path / "install" / "static"
+    linked.mkdir(parents=True)
+    for name in monitor_web.STATIC_FILES:
+        (linked / name).symlink_to(monitor_web.STATIC_DIR / name)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the web")
+    (linked / "secret.txt").symlink_to(secret)
+    monkeypatch.setattr(monitor_web, "STATIC_DIR", linked)
+    srv = MonitorServer(SessionView(), "127.0.0.1", 0)
+    srv.start()
+    try:
+        for name, ctype in monitor_web.STATIC_FILES.items():
+            status, got, body = get(srv.url + "static/" + name)
+            assert status == 200 and ctype in got
+            assert body == (linked / name).read_bytes() and body
+        for path in ("/static/secret.txt", "/static/../web.py", "/static/%2e%2e/web.py",
+                     "/static/..%2fweb.py", "/static/%2e%2e%2f%2e%2e%2fsecret.txt",
+                     "/static/", "/static/.", "/static//etc/passwd"):
+            status, body = _raw_get(srv.port, path)
+            assert status == 404, (path, status)
+            assert b"not for the web" not in body
+    finally:
+        srv.stop()

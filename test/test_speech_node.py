@@ -103,14 +103,27 @@ def terminal(rig, **params):
     ({"gaze_away_location": [1.0, 2.0]}, "gaze_away_location"),
     ({"backoff_initial": 5.0, "backoff_max": 1.0}, "backoff_initial"),
     ({"furhat_port": 70000}, "furhat_port"),
+    ({"backend": "terminal", "script_file": "/s.yaml"}, "script_file"),
 ])
 def test_invalid_parameters_fail_at_startup(ros_context, params, name):
     overrides = [Parameter(k, value=v) for k, v in params.items()]
     with pytest.raises(ParameterError) as e:
         SpeechNode(context=ros_context, parameter_overrides=overrides)
     assert str(e.value).startswith(name)
-    if name == "script_file":
+    if "backend" in params and params["backend"] == "script":
         assert "/no/such/script.yaml" in str(e.value) and "not found" in str(e.value)
+
+
+def test_a_script_file_given_is_played_without_naming_the_backend(ros_context, tmp_path):
+    f = tmp_path / "lines.yaml"
+    f.write_text("- {say: hello}\n")
+    node = SpeechNode(context=ros_context, parameter_overrides=[
+        Parameter("script_file", value=str(f)), Parameter("wait_for_subscriber", value=0.0)])
+    try:
+        assert node.backend_kind == "script" and type(node.backend).__name__ == "ScriptBackend"
+    finally:
+        node.close()
+        node.destroy_node()
 
 
 def test_invalid_script_content_names_file_and_item(ros_context, tmp_path):

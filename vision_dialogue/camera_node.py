@@ -31,6 +31,7 @@ from vision_dialogue.camera.acquisition import Acquisition
 from vision_dialogue.camera.sources import (SOURCE_KINDS, CameraSource, CapturedFrame,
                                             make_source)
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, resize_to
+from vision_dialogue.core.variants import AUTO, choose_variant
 from vision_dialogue.ros.dds import MAX_FRAME_BYTES
 from vision_dialogue.msg import DetectedUsers
 from vision_dialogue.ros.image_msgs import stamp_from_ns, to_compressed_msg, to_image_msg
@@ -39,15 +40,16 @@ from vision_dialogue.ros.params import Param, ParameterError, declare_params, no
 
 EXTRA_PARAMS = ("device",)   # declared apart: an index or a path (dynamic typing)
 PARAMS = [
-    Param("source", "webcam", "Where frames come from.", choices=SOURCE_KINDS),
-    Param("video_path", "", "Video file for source=video (a missing file is retried, not "
-          "a startup error)."),
+    Param("source", AUTO, "Where frames come from; auto: the video_path or folder_path given, "
+          "else the webcam.", choices=(AUTO,) + SOURCE_KINDS),
+    Param("video_path", "", "Video file to play (source=video or auto; a missing file is "
+          "retried, not a startup error)."),
     Param("video_mode", "realtime", "realtime: play the file at its fps and publish the "
           "current frame each tick; step: one file frame per tick.",
           choices=("realtime", "step")),
     Param("loop", True, "Restart the video/folder at its end (else stop publishing)."),
-    Param("folder_path", "", "Folder of .png/.jpg images for source=folder (natural name "
-          "order)."),
+    Param("folder_path", "", "Folder of .png/.jpg images to play (source=folder or auto; "
+          "natural name order)."),
     Param("furhat_host", "127.0.0.1", "Furhat robot host for source=furhat/furhat_realtime."),
     Param("furhat_camera_port", 3000, "Port of the Furhat camera feed (ZeroMQ).",
           range=(1, 65535)),
@@ -77,13 +79,24 @@ PARAMS = [
 ]
 
 
+def source_kind(v) -> str:
+    """The source to start: a video_path or folder_path given means that file (core/variants)."""
+    return choose_variant("source", v["source"], {"video": ("video_path", v["video_path"]),
+                                                  "folder": ("folder_path", v["folder_path"])},
+                          fallback="webcam")
+
+
 def _cross_check(v: dict) -> str | None:
-    if v["source"] == "video" and not v["video_path"].strip():
+    try:
+        kind = source_kind(v)
+    except ValueError as e:
+        return str(e)
+    if kind == "video" and not v["video_path"].strip():
         return "video_path: required when source=video"
-    if v["source"] == "folder" and not v["folder_path"].strip():
+    if kind == "folder" and not v["folder_path"].strip():
         return "folder_path: required when source=folder"
-    if v["source"].startswith("furhat") and not v["furhat_host"].strip():
-        return "furhat_host: required when source=" + v["source"]
+    if kind.startswith("furhat") and not v["furhat_host"].strip():
+        return "furhat_host: required when source=" + kind
     if v["retry_max"] < v["retry_initial"]:
         return f"retry_max={v['retry_max']} is less than retry_initial={v['retry_initial']}"
     return None
@@ -175,7 +188,7 @@ class CameraNode(Node):
 
     def _make_source(self) -> CameraSource:
         p = self.p
-        kind = p["source"]
+        kind = source_kind(p)
         options = {
             "webcam": lambda: dict(device=self.device),
             "video": lambda: dict(path=p["video_path"], mode=p["video_mode"], loop=p["loop"]),

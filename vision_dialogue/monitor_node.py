@@ -52,6 +52,9 @@ PARAMS = [
           "0.0.0.0: anyone who can reach this machine (they see the camera frames).",
           check=_host),
     Param("port", 8765, "TCP port of the page (0: any free port, logged).", range=(0, 65535)),
+    Param("port_tries", 20, "When the port is taken (another setup's monitor, say), try the "
+          "next ones, up to this many; the log says which URL was served. 1: only `port`.",
+          range=(1, 1000)),
     Param("transcript", "", "A finished run folder (runs/transcripts/...) to browse instead "
           "of the live session; empty: live."),
     Param("camera_timeout", 15.0, "No frame for this many seconds: the camera is shown as "
@@ -79,18 +82,33 @@ class MonitorNode(Node):
         else:
             self.view = SessionView(max_items=p["max_items"])
             self._subscribe()
-        from vision_dialogue.monitor.web import MonitorServer
-        self.server = MonitorServer(self.view, p["host"], p["port"])
-        try:
-            self.server.start()
-        except OSError as e:
-            raise ParameterError(f"port: cannot serve on {p['host']}:{p['port']} ({e})") \
-                from None
+        self.server = self._serve(p["host"], p["port"], p["port_tries"])
+        if self.server.port != p["port"] and p["port"]:
+            log.warning(f"monitor: port {p['port']} is taken (another monitor?); serving on "
+                        f"port {self.server.port} instead")
         if not ipaddress.ip_address(p["host"]).is_loopback:
             log.warning(f"monitor serves on {p['host']}: anyone who can reach this machine "
                         "can watch the conversation and the camera frames")
         log.info(f"monitor: {self.server.url}"
                  + (f" (session {p['transcript']})" if p["transcript"] else ""))
+
+    def _serve(self, host: str, port: int, tries: int):
+        """A started MonitorServer on `port` or, while it is taken, one of the next ports."""
+        import errno
+
+        from vision_dialogue.monitor.web import MonitorServer
+        last = min(port + tries - 1, 65535) if port else 0
+        candidate = port
+        while True:
+            server = MonitorServer(self.view, host, candidate)
+            try:
+                server.start()
+                return server
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE or candidate >= last:
+                    raise ParameterError(f"port: cannot serve on {host}:{candidate} ({e})") \
+                        from None
+                candidate += 1
 
     def _subscribe(self) -> None:
         group = MutuallyExclusiveCallbackGroup()       # records are applied in order

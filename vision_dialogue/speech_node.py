@@ -33,6 +33,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
 
 from vision_dialogue.core.people import PEOPLE_FRESH_S, TrackedPerson, closest
+from vision_dialogue.core.variants import AUTO, choose_variant
 from vision_dialogue.msg import AudioChunk, DetectedUsers, Reply, SpeechState, Utterance
 from vision_dialogue.cli.console import hold_logs, show_prompt
 from vision_dialogue.speech.terminal import TerminalBackend
@@ -54,8 +55,8 @@ def _xyz(v) -> str | None:
 
 
 PARAMS = [
-    Param("backend", "terminal", "Where utterances come from and replies go.",
-          choices=BACKEND_NAMES),
+    Param("backend", AUTO, "Where utterances come from and replies go; auto: the script_file "
+          "given, else the terminal.", choices=(AUTO,) + BACKEND_NAMES),
     Param("frame_id", "microphone", "frame_id of the utterance and state headers.",
           check=nonempty),
     Param("language", "en-US", "BCP-47 language: recognition language on Furhat, and the "
@@ -69,7 +70,7 @@ PARAMS = [
           "0: start at once.", range=(0.0, 3600.0)),
     Param("exit_when_done", False, "Shut the node down when input ends (end of script, or EOF "
           "on the terminal), after the last reply."),
-    Param("script_file", "", "YAML/JSON script for backend=script: a list of "
+    Param("script_file", "", "YAML/JSON script to play (backend=script or auto): a list of "
           "{say: text, delay: s} or {say: text, wait_for_reply: true}."),
     Param("furhat_host", "localhost", "Furhat robot (or SDK) host name or IP.",
           check=nonempty),
@@ -134,16 +135,26 @@ PARAMS += VOICE_PARAMS
 # `ros2 param set` refuses instead of pretending.
 
 
+def backend_name(v) -> str:
+    """The backend to start: a script_file given means the script (core/variants)."""
+    return choose_variant("backend", v["backend"], {"script": ("script_file", v["script_file"])},
+                          fallback="terminal")
+
+
 def _cross_check(v: dict) -> str | None:
+    try:
+        backend = backend_name(v)
+    except ValueError as e:
+        return str(e)
     if v["backoff_initial"] > v["backoff_max"]:
         return (f"backoff_initial: {v['backoff_initial']} is larger than "
                 f"backoff_max={v['backoff_max']}")
-    if v["backend"] == "script":
+    if backend == "script":
         try:
             load_script(v["script_file"])
         except ScriptError as e:
             return f"script_file: {e}"
-    if v["backend"] == "local" and v["audio_in"] not in (MIC, TOPIC):
+    if backend == "local" and v["audio_in"] not in (MIC, TOPIC):
         try:
             load_wav_items(v["audio_in"])
         except AudioFileError as e:
@@ -168,6 +179,7 @@ class SpeechNode(Node):
         self._closed = threading.Event()
         super().__init__(name, **kwargs)
         self.p = declare_params(self, PARAMS, _cross_check)
+        self.backend_kind = backend_name(self.p)   # auto resolved: what runs
         self.log = self.get_logger()
         self._on_done = on_done or (lambda: self.context.try_shutdown())
         self.started = threading.Event()     # the backend is running
@@ -228,14 +240,14 @@ class SpeechNode(Node):
                 return
         if self._closed.is_set():
             return
-        if self.p["backend"] in ("terminal", "script"):
+        if self.backend_kind in ("terminal", "script"):
             self.turns.listening()              # input is read from now on
         self.backend.start(self.turns)
         self.started.set()
         self.log.info(f"speech backend {self.p['backend']!r} started")
 
     def _make_backend(self, input_stream, output_stream) -> SpeechBackend:
-        p, name = self.p, self.p["backend"]
+        p, name = self.p, self.backend_kind
         cls = backend_class(name)
         if name == "terminal":
             return cls(input_stream, output_stream, language=p["language"],
@@ -326,7 +338,7 @@ class SpeechNode(Node):
         msg.header.frame_id = self.p["frame_id"]
         msg.text = heard.text
         msg.speaker = heard.speaker or self.p["speaker"]
-        msg.source = self.p["backend"]
+        msg.source = self.backend_kind
         msg.language = heard.language or self.p["language"]
         msg.confidence = heard.confidence
         self.pub_utterance.publish(msg)
@@ -336,7 +348,7 @@ class SpeechNode(Node):
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.header.frame_id = self.p["frame_id"]
         msg.state = state
-        msg.backend = self.p["backend"]
+        msg.backend = self.backend_kind
         self.pub_state.publish(msg)
 
     def _on_reply(self, msg: Reply) -> None:

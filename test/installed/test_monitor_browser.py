@@ -57,7 +57,14 @@ def wait_for_state(port: int, timeout: float = 60.0) -> dict | None:
 
 @pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed "
                     "(scripts/test.sh installs it with apt-get when it can)")
-def test_monitor_page_shows_the_live_session_in_a_browser(installed, tmp_path):
+def test_monitor_page_shows_the_live_session_in_a_browser(readme_installed, tmp_path):
+    """On the tree README command 1 builds.
+
+    A symlink install: the page's script and style sheet are links into the source tree.
+    """
+    installed = readme_installed
+    static = installed.site / "monitor" / "static"
+    assert (static / "app.js").is_symlink(), f"{static} is not the README's symlink install"
     port = free_port()
     script = tmp_path / "script.yaml"
     script.write_text(yaml.safe_dump({"items": [
@@ -114,6 +121,7 @@ def test_monitor_page_shows_the_live_session_in_a_browser(installed, tmp_path):
                 if os.environ.get("VD_MONITOR_SCREENSHOT"):
                     Path(os.environ["VD_MONITOR_SCREENSHOT"]).write_bytes(shot.read_bytes())
                 assert not page.console, page.console
+                styled = page.eval("getComputedStyle(document.body).backgroundColor")
             finally:
                 codes = {name: stop(p) for name, p in procs.items()}
     logs = {n: (tmp_path / f"{n}.log").read_text() for n in procs}
@@ -126,6 +134,7 @@ def test_monitor_page_shows_the_live_session_in_a_browser(installed, tmp_path):
     assert seen["latency"] == 2 and "first sentence" in seen["meta"], seen
     assert "ok" in seen["llm"] and "ok" in seen["camera"], seen
     assert seen["speech"].startswith("speech: "), seen
+    assert styled == "rgb(246, 246, 244)", styled     # style.css applied (body background)
     assert (tmp_path / "monitor.png").stat().st_size > 20_000
 
     # the finished session, browsed from its folder by a new monitor process

@@ -117,3 +117,20 @@ def build_workspace(ws: Path) -> Installed:
     home = ws / "user"
     home.mkdir()
     return Installed(ws=ws, env=env, home=home)
+
+
+def readme_install(home: Path) -> Installed:
+    """The install tree README command 1 made in the checkout, in a user's environment.
+
+    That is `colcon build --symlink-install` by scripts/setup.sh, then
+    `source install/setup.bash`.
+    """
+    setup = REPO / "install" / "setup.bash"
+    if not setup.is_file():
+        raise FileNotFoundError(f"{setup} is missing: run scripts/setup.sh (README command 1)")
+    base = _without_checkout(os.environ)
+    base["ROS_DOMAIN_ID"] = os.environ["ROS_DOMAIN_ID"]
+    env = _sourced_env(setup, base)
+    env["PYTHONUNBUFFERED"] = "1"
+    home.mkdir(parents=True, exist_ok=True)
+    return Installed(ws=REPO, env=env, home=home)

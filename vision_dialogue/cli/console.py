@@ -48,6 +48,7 @@ LIBRARY_SWITCHES = {
     "TRANSFORMERS_VERBOSITY": "error",
     "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TQDM_DISABLE": "1",                  # tqdm bars (the GGUF conversion uses plain tqdm)
 }
 
 MAX_HOLD_S = 5.0

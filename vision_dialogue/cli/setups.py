@@ -46,8 +46,7 @@ class Setup:
     config_paths: {node key: {parameter: file in config/}} filled in with the file's path
     when the YAML leaves the parameter empty. demo_video: the camera plays the demo video
     when its video_path is empty. spoken_script: a script in config/ the speech node hears as
-    synthesised WAV files when its audio_in is empty (the voice demo). ends_with: the node
-    whose exit ends the whole setup (the demo's script), or "". optional: nodes of the setup
+    synthesised WAV files when its audio_in is empty (the voice demo). optional: nodes of the setup
     started only when asked (`use_monitor:=true`, `bringup --monitor`; the same for events).
     """
 
@@ -58,7 +57,6 @@ class Setup:
     config_paths: dict = field(default_factory=dict)
     demo_video: bool | str = False     # True: the demo video; "people": the two-person one
     spoken_script: str = ""
-    ends_with: str = ""
     optional: tuple[str, ...] = ()
 
     @property
@@ -85,19 +83,18 @@ SETUPS: dict[str, Setup] = {
     "demo": Setup("demo", ("camera", "speech", "manager", "monitor"), "demo_setup.yaml",
                   "Offline demo: demo video + scripted dialogue + manager + monitor page",
                   config_paths={"speech": {"script_file": "demo_script.yaml"}},
-                  demo_video=True, ends_with="speech"),
+                  demo_video=True),
     "voice_demo": Setup("voice_demo", ("camera", "speech", "manager", "monitor"),
                         "voice_demo_setup.yaml",
                         "Offline voice demo: demo video + the demo script spoken into the "
                         "local voice (VAD, Whisper, Piper to WAV files) + manager + monitor",
-                        spoken_script="demo_script.yaml", demo_video=True,
-                        ends_with="speech"),
+                        spoken_script="demo_script.yaml", demo_video=True),
     "people_demo": Setup("people_demo", ("camera", "speech", "manager", "monitor", "events"),
                          "people_demo_setup.yaml",
                          "Offline two-person demo: two people come and go, one waves; two "
                          "speakers in the script; events node + manager + monitor",
                          config_paths={"speech": {"script_file": "people_demo_script.yaml"}},
-                         demo_video="people", ends_with="speech"),
+                         demo_video="people"),
 }
 
 
@@ -111,16 +108,22 @@ def default_params_file(setup: Setup) -> Path:
     return config_file(setup.params_file)
 
 
-def load_node_params(params_file: str | Path, executable: str) -> dict:
-    """Parameters a YAML gives node `executable` (keys '/**', 'name', '/name', '/**/name')."""
-    data = yaml.safe_load(Path(params_file).read_text()) or {}
+def load_node_params(params_files, executable: str) -> dict:
+    """Parameters YAML files give node `executable` (keys '/**', 'name', '/name', '/**/name').
+
+    params_files: one path, or several layered in order (a later file's values win, as with
+    several `--params-file` arguments or launch's `parameters=[...]`).
+    """
+    files = [params_files] if isinstance(params_files, (str, Path)) else list(params_files)
     out: dict = {}
-    for key in ("/**", executable, f"/{executable}", f"/**/{executable}"):
-        out.update((data.get(key) or {}).get("ros__parameters", {}) or {})
+    for path in files:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        for key in ("/**", executable, f"/{executable}", f"/**/{executable}"):
+            out.update((data.get(key) or {}).get("ros__parameters", {}) or {})
     return out
 
 
-def node_overrides(setup: Setup, params_file: str | Path, keys=None) -> dict[str, dict]:
+def node_overrides(setup: Setup, params_files, keys=None) -> dict[str, dict]:
     """{node key: {param: value}} filled in at start for parameters the YAML leaves empty.
 
     - config_paths entries -> the absolute path of the file in config/;
@@ -130,7 +133,7 @@ def node_overrides(setup: Setup, params_file: str | Path, keys=None) -> dict[str
     """
     out: dict[str, dict] = {}
     for key in setup.nodes if keys is None else keys:
-        given = load_node_params(params_file, NODES[key].executable)
+        given = load_node_params(params_files, NODES[key].executable)
         extra = {name: str(config_file(fname))
                  for name, fname in setup.config_paths.get(key, {}).items()
                  if not given.get(name)}

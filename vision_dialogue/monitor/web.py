@@ -23,6 +23,11 @@ from aiohttp import web
 from vision_dialogue.monitor.session import SessionView
 
 STATIC_DIR = Path(__file__).with_name("static")
+#: the page's files, by name -> content type. Served by name only, so a symlink install
+#: (colcon --symlink-install links each file into the source tree) works like a copied one,
+#: and no other name, path or planted link under static/ is reachable.
+STATIC_FILES = {"index.html": "text/html", "app.js": "text/javascript",
+                "style.css": "text/css"}
 
 
 class MonitorServer:
@@ -52,7 +57,7 @@ class MonitorServer:
         app.router.add_get("/events", self._events)
         app.router.add_get("/frames/{frame_id:\\d+}.jpg", self._frame)
         app.router.add_get("/images/{index:\\d+}.jpg", self._image)
-        app.router.add_static("/static/", STATIC_DIR, show_index=False)
+        app.router.add_get("/static/{name}", self._static)
         return app
 
     def start(self) -> None:
@@ -98,6 +103,14 @@ class MonitorServer:
     # --- handlers ------------------------------------------------------------------------
     async def _index(self, request: web.Request) -> web.Response:
         return web.FileResponse(STATIC_DIR / "index.html")
+
+    async def _static(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name not in STATIC_FILES:
+            raise web.HTTPNotFound(text="no such file")
+        return web.Response(body=(STATIC_DIR / name).read_bytes(),
+                            content_type=STATIC_FILES[name], charset="utf-8",
+                            headers={"Cache-Control": "no-cache"})
 
     async def _state(self, request: web.Request) -> web.Response:
         return web.json_response(self.view.snapshot())

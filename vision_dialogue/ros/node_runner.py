@@ -102,6 +102,7 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
     verbose = wants_verbose(args)
     if program:
         quiet_console(verbose)   # third-party start-up noise off unless --verbose
+        end_with_parent()
     apply_default_profile()   # before the first participant of this process
     import rclpy
     from rclpy._rclpy_pybind11 import RCLError
@@ -137,12 +138,47 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
         finally:
+            # Ctrl-C in a `ros2 launch` terminal reaches a node twice (the terminal's SIGINT to
+            # the process group, then launch's own): the repeat must not break the clean-up
+            # (transcript flush, threads joined) with a KeyboardInterrupt traceback.
+            _ignore_stop_signals(program)
             close = getattr(node, "close", None)
             if callable(close):
                 close()
             executor.remove_node(node)
             node.destroy_node()
+    _ignore_stop_signals(program)   # rclpy's shutdown restored the handlers: still quiet
     return 0
+
+
+def end_with_parent() -> None:
+    """Get SIGTERM when the process that started this node dies (Linux; elsewhere nothing).
+
+    `ros2 launch` killed with SIGTERM exits at once and leaves its nodes running ("using
+    SIGTERM can result in orphaned processes", upstream); so does a crashed `bringup`. With
+    this, each node then ends through its usual clean shutdown instead of running on alone.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    PR_SET_PDEATHSIG = 1
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:     # the parent died before the request: end now
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _ignore_stop_signals(program: bool) -> None:
+    """Ignore further SIGINT/SIGTERM: the node is already stopping.
+
+    Only in a program's main thread: a node run from a test thread keeps Python's handling.
+    """
+    if program and threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
 
 
 def _init_options(drain: bool) -> dict:
