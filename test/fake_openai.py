@@ -45,6 +45,17 @@ API (all thread-safe):
   ``threading.Event`` set whenever a streamed reply has been sent completely (clear it
   yourself before a test step if needed).
 * ``close()`` — stops the server (also on context-manager exit); blocked delays/gates end.
+
+``FakeOpenAI(mimic="llama.cpp")`` answers as llama.cpp's server (llama-cpp-python 0.3.36)
+serving a text-only model does, checked against the real one by test/test_llama_server.py:
+
+* a message whose content is a list (image parts, or text parts only): HTTP 500 "can only
+  concatenate str (not "list") to str"; streamed, a 200 stream that ends at once (no chunk,
+  no finish_reason);
+* tools with ``tool_choice="auto"``: a programmed tool call comes back as the JSON text
+  ``{"name": ..., "arguments": {...}}`` with finish_reason "stop" (no ``tool_calls``);
+* a named ``tool_choice``: real tool calls; streamed, every delta repeats the call's ``id``
+  and ``name`` beside its piece of the arguments.
 """
 from __future__ import annotations
 
@@ -144,7 +155,10 @@ class FakeOpenAI:
     """The fake server. See the module docstring for the API."""
 
     def __init__(self, default_reply: Any = "OK.", models: list[str] | None = None,
-                 responder: Callable[[dict], Any] | None = None) -> None:
+                 responder: Callable[[dict], Any] | None = None, mimic: str = "") -> None:
+        if mimic not in ("", "llama.cpp"):
+            raise ValueError(f"mimic={mimic!r}: '' (OpenAI) or 'llama.cpp'")
+        self.mimic = mimic
         self.default_reply = default_reply
         self.models = list(models or ["gpt-4o-mini", "fake-vlm"])
         self.responder = responder
@@ -321,6 +335,8 @@ def _make_handler(fake: FakeOpenAI):
                 return
             headers = {k.lower(): v for k, v in self.headers.items()}
             reply = fake._record(body, headers)
+            if fake.mimic == "llama.cpp" and self._llama_cpp_refuses(body):
+                return
             if not fake._sleep(reply.delay):
                 self.close_connection = True
                 return
@@ -328,10 +344,39 @@ def _make_handler(fake: FakeOpenAI):
                 self._error(reply.status, reply.error_message, reply.headers)
                 return
             model = body.get("model", "fake")
+            reply = self._as_llama_cpp(reply, body)
             if body.get("stream") and reply.body is None:
                 self._stream(reply, model)
             else:
                 self._send_json(200, reply.body or self._completion(reply, model), reply.headers)
+
+        def _llama_cpp_refuses(self, body: dict) -> bool:
+            """llama.cpp's text-only chat template and a list content (see the docstring)."""
+            lists = [m.get("content") for m in body.get("messages", [])
+                     if isinstance(m.get("content"), list)]
+            if not lists:
+                return False
+            if not body.get("stream"):
+                self._error(500, 'can only concatenate str (not "list") to str', {})
+                return True
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self._send_chunk(b"")
+            return True
+
+        def _as_llama_cpp(self, reply: Reply, body: dict) -> Reply:
+            """A programmed tool call as llama.cpp gives it for this request's tool_choice."""
+            if fake.mimic != "llama.cpp" or not reply.tool_calls or not body.get("tools") \
+                    or isinstance(body.get("tool_choice"), dict):
+                return reply
+            call = reply.tool_calls[0]
+            args = call.get("arguments", {})
+            text = json.dumps({"name": call["name"], "arguments":
+                               json.loads(args) if isinstance(args, str) else args})
+            return Reply(text=text, chunks=[text[k:k + 8] for k in range(0, len(text), 8)],
+                         finish_reason="stop", delay=reply.delay, chunk_delay=reply.chunk_delay)
 
         # -- bodies ----------------------------------------------------------------------------
         def _tool_calls(self, reply: Reply) -> list[dict]:
@@ -369,13 +414,19 @@ def _make_handler(fake: FakeOpenAI):
                     events.append(chunk({"content": piece}))
             for k, tc in enumerate(self._tool_calls(reply)):
                 args = tc["function"]["arguments"]
+                step = max(1, len(args) // 3)
+                pieces = [args[a:a + step] for a in range(0, len(args), step)]
+                if fake.mimic == "llama.cpp":      # id and name again in every piece
+                    events += [chunk({"tool_calls": [{
+                        "index": k, "id": tc["id"], "type": "function",
+                        "function": {"name": tc["function"]["name"], "arguments": piece}}]})
+                        for piece in pieces]
+                    continue
                 events.append(chunk({"tool_calls": [{
                     "index": k, "id": tc["id"], "type": "function",
                     "function": {"name": tc["function"]["name"], "arguments": ""}}]}))
-                step = max(1, len(args) // 3)
-                for a in range(0, len(args), step):
-                    events.append(chunk({"tool_calls": [{"index": k, "function": {
-                        "arguments": args[a:a + step]}}]}))
+                events += [chunk({"tool_calls": [{"index": k, "function": {
+                    "arguments": piece}}]}) for piece in pieces]
             finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
             events.append(chunk({}, finish))
 

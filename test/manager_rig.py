@@ -37,7 +37,10 @@ class Rig:
     def __init__(self, ctx, fake, tmp_path, **params):
         base = {"base_url": fake.base_url, "model": "fake-vlm", "max_retries": 0,
                 "request_timeout": 5.0, "transcript_dir": str(tmp_path / "tr"),
-                "prompt_state_period": 0.0, "frame_id": "robot_head"}
+                "prompt_state_period": 0.0, "frame_id": "robot_head",
+                # the start-up image check sends a request of its own: tested on its own
+                # (test_manager_node.py), off here so queued replies meet the turns
+                "probe_images": False}
         base.update(params)
         self.node = ManagerNode(context=ctx, parameter_overrides=[
             Parameter(k, value=v) for k, v in base.items()])

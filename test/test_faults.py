@@ -485,7 +485,7 @@ def test_transcript_survives_kill_9_mid_turn(ros_context, tmp_path):
         proc = subprocess.Popen(
             [sys.executable, "-m", "vision_dialogue.manager_node", "--ros-args",
              "-p", f"base_url:={fake.base_url}", "-p", f"transcript_dir:={tmp_path / 'tr'}",
-             "-p", "reply_deadline:=60.0"], env=env, cwd=tmp_path,
+             "-p", "reply_deadline:=60.0", "-p", "probe_images:=false"], env=env, cwd=tmp_path,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         io_node = rclpy.create_node("killer", context=ros_context)
         img = io_node.create_publisher(CompressedImage, "camera/image_raw/compressed", 10)

@@ -372,3 +372,102 @@ def test_broken_responder_answers_500(fake_openai, make_backend):
     with pytest.raises(BackendError) as info:
         make_backend(max_retries=0).complete(MSGS)
     assert info.value.status == 500 and "responder raised" in str(info.value)
+
+
+# ------------------------------------------------- llama.cpp's server (its fake, checked against
+# the real one in test/installed/test_llama_server.py)
+LOOK = [{"type": "function", "function": {
+    "name": "look_back", "description": "See an earlier moment.",
+    "parameters": {"type": "object", "properties": {"seconds_ago": {"type": "string"}},
+                   "required": []}}}]
+
+
+@pytest.fixture
+def llama_cpp(make_backend):
+    """(fake server as llama.cpp answers, a text-only backend pointed at it)."""
+    from fake_openai import FakeOpenAI
+    with FakeOpenAI(mimic="llama.cpp") as fake:
+        yield fake, make_backend(base_url=fake.base_url, supports_images=False)
+
+
+def test_text_only_parts_go_out_as_one_string(llama_cpp):
+    """A content of text parts is sent as a string: llama.cpp's text template fails on lists."""
+    fake, be = llama_cpp
+    fake.push("Hello.", "Hi again.")
+    msgs = [{"role": "system", "content": [{"type": "text", "text": "Be kind."},
+                                           {"type": "text", "text": "[You see: a cup]"}]},
+            {"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
+    assert be.complete(msgs) == "Hello."
+    assert list(be.stream(msgs)) == ["Hi again."]
+    assert fake.requests[0]["messages"][0]["content"] == "Be kind.\n[You see: a cup]"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_tool_call_written_as_text_is_a_call_not_a_reply(llama_cpp, stream):
+    fake, be = llama_cpp
+    fake.push(Reply(tool_calls=[{"name": "look_back", "arguments": {"seconds_ago": 30}}]))
+    text, calls = be.complete_with_tools(MSGS, LOOK, stream=stream)
+    assert fake.requests[0]["tool_choice"] == "auto"
+    assert text == "" and calls == [ToolCall("call_text_0", "look_back", {"seconds_ago": 30})]
+
+
+def test_streamed_tools_hold_back_a_call_written_as_text_and_speak_plain_text(llama_cpp):
+    fake, be = llama_cpp
+    fake.push(Reply(tool_calls=[{"name": "look_back", "arguments": {"seconds_ago": "9"}}]),
+              "I saw a cup. It was red.")
+    calls: list = []
+    assert list(be.stream_with_tools(MSGS, LOOK, calls=calls)) == []     # nothing spoken
+    assert [c.name for c in calls] == ["look_back"]
+    calls.clear()
+    assert list(be.stream_with_tools(MSGS, LOOK, calls=calls)) == ["I saw a cup.",
+                                                                    "It was red."]
+    assert calls == [] and fake.requests[-1]["stream"] is True
+
+
+def test_streamed_tools_speak_the_first_sentence_before_the_reply_ends(fake_openai,
+                                                                       make_backend):
+    gate = threading.Event()
+    fake_openai.push(Reply(text="Let me look. There it is.",
+                           chunks=["Let me look. ", "There", " it is."], gates={2: gate}))
+    gen = make_backend().stream_with_tools(MSGS, LOOK, calls=[])
+    assert next(gen) == "Let me look."
+    assert not fake_openai.stream_done.is_set()
+    gate.set()
+    assert list(gen) == ["There it is."]
+
+
+def test_a_name_repeated_in_every_streamed_piece_is_taken_once(llama_cpp):
+    """llama.cpp repeats the call's id and name beside each piece of its arguments."""
+    fake, be = llama_cpp
+    fake.push(Reply(tool_calls=[{"id": "c1", "name": "look_back",
+                                 "arguments": {"seconds_ago": "60", "about": "a cup"}}]))
+    named = {"type": "function", "function": {"name": "look_back"}}
+    text, calls = be.complete_with_tools(MSGS, LOOK, stream=True, tool_choice=named)
+    assert calls == [ToolCall("c1", "look_back", {"seconds_ago": "60", "about": "a cup"})]
+
+
+@pytest.mark.parametrize("text, calls, left", [
+    ('{"name": "look_back", "arguments": {"about": "cup"}}', [("look_back", {"about": "cup"})],
+     ""),
+    ('```json\n{"name": "look_back", "parameters": {}}\n```', [("look_back", {})], ""),
+    ('Let me see. <tool_call>\n{"name": "look_back", "arguments": {"seconds_ago": 5}}\n'
+     '</tool_call>', [("look_back", {"seconds_ago": 5})], "Let me see."),
+    ('{"name": "draw", "arguments": {}}', [], '{"name": "draw", "arguments": {}}'),  # not offered
+    ('{"mood": "happy"}', [], '{"mood": "happy"}'),
+    ("I like {curly} things.", [], "I like {curly} things."),
+])
+def test_calls_written_as_text_in_the_common_formats(text, calls, left):
+    import json as _json
+
+    from vision_dialogue.llm.openai_backend import calls_written_as_text
+    rest, raw = calls_written_as_text(text, {"look_back"})
+    assert rest == left
+    assert [(name, _json.loads(args)) for _, name, args in raw] == calls
+
+
+def test_temperature_is_sent_on_every_request(fake_openai, make_backend):
+    be = make_backend(temperature=0.0)
+    be.complete(MSGS)
+    list(be.stream(MSGS))
+    be.complete_with_tools(MSGS, LOOK)
+    assert [r.get("temperature") for r in fake_openai.requests] == [0.0, 0.0, 0.0]

@@ -321,11 +321,14 @@ def test_blur_faces_hides_them_in_the_transcript_and_the_thumbnails(ros_context,
 
 
 def test_a_question_about_the_past_looks_back_at_a_summarised_frame(ros_context, tmp_path):
-    """The OpenAI-compatible path: look_back offered, called, the old frame shown, answered."""
+    """The OpenAI-compatible path: look_back offered on every (streamed) turn, called when the
+    question is about the past, the old frame shown, answered."""
     def looks_back(req):
+        last = json.dumps(req["messages"][-1])
         if "tools" not in req:
-            last = json.dumps(req["messages"][-1])
-            return "I saw a person." if "one short sentence" in last else "Just you, now."
+            return "I saw a person." if "one short sentence" in last else "Unexpected."
+        if "started" not in json.dumps(req["messages"]):
+            return "Just you, now."
         if not any(m["role"] == "tool" for m in req["messages"]):
             return Reply(tool_calls=[{"id": "lb", "name": "look_back",
                                       "arguments": {"seconds_ago": "600"}}])
@@ -348,6 +351,7 @@ def test_a_question_about_the_past_looks_back_at_a_summarised_frame(ros_context,
     assert [f.text for f in rig.finals()] == ["Just you, now.",
                                               "At the start I saw you in orange."]
     assert [t["function"]["name"] for t in with_tools[0]["tools"]] == ["look_back"]
+    assert all(r.get("stream") for r in with_tools)     # tools and streaming together
     followup = with_tools[-1]["messages"]
     tool_msg = next(m for m in followup if m["role"] == "tool")
     assert tool_msg["content"].startswith("Frame 1,")
@@ -420,3 +424,82 @@ def test_a_wave_between_frames_reaches_the_prompt_and_is_answered(ros_context, f
         assert "Someone just waved at you" in prompt
     finally:
         rig.close()
+
+
+# ------------------------------------------------------ llama.cpp's server (as its fake answers)
+def test_a_text_only_server_model_is_noticed_at_start_and_talked_to_in_text(ros_context,
+                                                                          tmp_path, caplog):
+    """llama.cpp with a text model refuses image parts (HTTP 500): one line at start, frames
+    as text observations, and the turns are the model's replies, not fallbacks."""
+    def model(req):
+        body = json.dumps(req["messages"])
+        assert "image_url" not in body or req.get("max_tokens") == 1   # only the probe
+        return "I see a person in orange." if "You see" in body or "[" in body else "Hello."
+
+    with FakeOpenAI(mimic="llama.cpp", responder=model) as fake:
+        rig = Rig(ros_context, fake, tmp_path, probe_images=True, supports_images=True)
+        try:
+            assert rig.node.backend.supports_images is False
+            assert rig.node.conversation.supports_images is False
+            rig.img_pub.publish(to_image_msg(photo()))
+            assert rig.wait(lambda: rig.node.conversation.newest_frame() is not None)
+            rig.say("What do you see?")
+            assert rig.wait(lambda: len(rig.finals()) == 1, timeout=30)
+        finally:
+            rig.close()
+    assert not rig.finals()[0].fallback and rig.finals()[0].text
+    refused = [m for m in fake.requests if "image_url" in json.dumps(m["messages"])]
+    assert len(refused) == 1                               # the start-up check alone
+    assert rig.node.exit_code == 0
+
+
+def test_a_look_back_the_model_writes_as_text_runs_and_is_never_spoken(ros_context, tmp_path):
+    """The 0.5B model on llama.cpp writes {"name": "look_back", ...} as text (tool_choice auto):
+    the call runs and the robot says the answer, never the JSON."""
+    def model(req):
+        if "tools" not in req:
+            return "A person in orange."
+        if not any(m["role"] == "tool" for m in req["messages"]):
+            return Reply(tool_calls=[{"name": "look_back", "arguments": {"seconds_ago": 600}}])
+        return "At the start I saw you in orange."
+
+    with FakeOpenAI(mimic="llama.cpp", responder=model) as fake:
+        rig = Rig(ros_context, fake, tmp_path, supports_images=False, n=2, m=1)
+        try:
+            for i in range(3):
+                rig.img_pub.publish(to_image_msg(photo()))
+                assert rig.wait(lambda: len(rig.node.conversation.archive.frames()) > i)
+            rig.say("What did you see when we started talking?")
+            assert rig.wait(lambda: len(rig.finals()) == 1, timeout=30)
+        finally:
+            rig.close()
+    spoken = [r.text for r in rig.replies]
+    assert rig.finals()[0].text == "At the start I saw you in orange.", spoken
+    assert not [t for t in spoken if "{" in t or "look_back" in t]
+    tool_msgs = [m for r in fake.requests for m in r["messages"] if m["role"] == "tool"]
+    assert tool_msgs and tool_msgs[0]["content"].startswith("Frame 1,")
+
+
+def test_a_session_where_every_reply_is_the_fallback_ends_in_failure(ros_context, tmp_path,
+                                                                     capfd):
+    with FakeOpenAI(default_reply=500) as fake:
+        rig = Rig(ros_context, fake, tmp_path)
+        try:
+            rig.say("Hello?")
+            rig.say("Are you there?")
+            assert rig.wait(lambda: len(rig.finals()) == 2, timeout=30)
+        finally:
+            rig.close()
+    assert all(f.fallback for f in rig.finals())
+    assert rig.node.exit_code == 1
+    assert "every reply of this session (2) was the fallback line" in capfd.readouterr().err
+    with FakeOpenAI(default_reply=500) as fake:          # one real reply: not a failure
+        fake.push("Hello there.")
+        rig = Rig(ros_context, fake, tmp_path)
+        try:
+            rig.say("Hello?")
+            rig.say("Are you there?")
+            assert rig.wait(lambda: len(rig.finals()) == 2, timeout=30)
+        finally:
+            rig.close()
+    assert rig.node.exit_code == 0

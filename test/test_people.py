@@ -40,8 +40,6 @@ def test_with_two_speakers_lines_are_labelled_and_the_reply_addressed():
     c = conv(be)
     try:
         c.turn("Hello robot.", speaker="Anna")
-        first = be.of_kind("reply")[-1][1]
-        assert "[Anna]" not in json.dumps(first)            # one speaker: as before
         c.turn("And me? I am here too.", speaker="Ben")
         msgs = be.of_kind("reply")[-1][1]
         text = json.dumps(msgs)
@@ -49,6 +47,26 @@ def test_with_two_speakers_lines_are_labelled_and_the_reply_addressed():
         assert msgs[-1] == {"role": "system", "content": "[Answer Ben.]"}
     finally:
         c.close()
+
+
+def test_one_named_speaker_is_called_by_name_and_a_role_is_not_a_name():
+    """The only person speaking, named "Zebulon", reaches the LLM by name; "visitor" (the
+    script's default), "anonymous_speaker" (ROS4HRI) and tracker ids do not."""
+    from vision_dialogue.core.people import is_a_name
+    for speaker, labelled in (("visitor", False), ("Zebulon", True)):
+        be = FakeChatBackend()
+        c = conv(be)
+        try:
+            c.turn("Hello robot.", speaker=speaker)
+            c.turn("Do you know my name?", speaker=speaker)
+            msgs = be.of_kind("reply")[-1][1]
+        finally:
+            c.close()
+        assert (f"[{speaker}] Hello robot." in json.dumps(msgs)) is labelled
+        assert (msgs[-1] == {"role": "system", "content": f"[Answer {speaker}.]"}) is labelled
+    assert [is_a_name(s) for s in ("Zebulon", "Anna Lee", "visitor", "User", "",
+                                   "anonymous_speaker", "voice_7f3a", "3")] == \
+        [True, True, False, False, False, False, False, False]
 
 
 def test_tracked_people_reach_the_prompt_and_their_comings_and_goings_the_events():

@@ -114,6 +114,12 @@ PARAMS = [
     Param("keep_recent_lines", 6, "Newest dialogue lines that always stay verbatim.",
           range=(0, 10_000), live=True),
     Param("max_reply_tokens", 150, "Token cap of a reply.", range=(1, 32768), live=True),
+    Param("probe_images", True, "With an OpenAI-compatible server and supports_images: send "
+          "one tiny image at start; a model that refuses it gets frames as text observations "
+          "(one log line) instead of failing every turn."),
+    Param("temperature", 0.0, "Sampling temperature of the LLM, for every backend (0.0: greedy, "
+          "the same reply to the same prompt; a server's own default is not used).",
+          range=(0.0, 2.0)),
     Param("reply_deadline", 15.0, "Seconds from an utterance's arrival to the first sentence "
           "of its reply; past it the fallback line is spoken and the late answer is only "
           "logged. An utterance still waiting for its turn at its deadline is dropped "
@@ -213,6 +219,10 @@ class ManagerNode(Node):
         made_here = backend is None
         self._verbose = os.environ.get(VERBOSE_ENV) == "1"      # bringup/node --verbose
         self.backend = backend if backend is not None else self._make_backend()
+        probed = None
+        if made_here and p["llm_backend"] == "openai" and self.backend.supports_images \
+                and p["probe_images"]:
+            probed = self._check_images()
         if observer is None and not getattr(self.backend, "supports_images", True):
             observer = self._make_observer()
         self.policy = ImagePolicy(p["newest_max_side"], p["older_max_side"], p["jpeg_quality"],
@@ -234,6 +244,8 @@ class ManagerNode(Node):
         self._turns = TurnQueue(p["max_queued_turns"], on_drop=self._dropped)
         self._spoken_to = False         # an utterance came, or the opening remark is queued
         self._answering = 0             # 1 while the turn worker serves an item
+        self.replies = self.fallback_replies = 0
+        self.exit_code = 0              # run_node's exit status: 1 when every reply failed
         self.proactive = ProactivePolicy(ProactiveConfig(
             p["proactive"], min_interval_s=p["proactive_interval"], quiet_s=p["proactive_quiet"]))
         self.presence = Presence()
@@ -253,7 +265,8 @@ class ManagerNode(Node):
         log.info(f"manager ready: backend={p['llm_backend']} model={p['model']!r} "
                  f"n={p['n']} m={p['m']} persona={persona_path}")
         if made_here and p["llm_backend"] == "openai":
-            threading.Thread(target=self._probe_llm, name="vd-probe", daemon=True).start()
+            threading.Thread(target=self._probe_llm, args=(probed,), name="vd-probe",
+                             daemon=True).start()
 
     # --- construction ------------------------------------------------------------------------
     def _apply_live_params(self) -> None:
@@ -280,20 +293,42 @@ class ManagerNode(Node):
                 p["llm_backend"], base_url=p["base_url"], model=p["model"],
                 api_key_env=p["api_key_env"], timeout=p["request_timeout"],
                 max_retries=p["max_retries"], supports_images=p["supports_images"],
-                max_new_tokens=p["max_reply_tokens"], dtype=p["local_dtype"])
+                max_new_tokens=p["max_reply_tokens"], dtype=p["local_dtype"],
+                temperature=p["temperature"])
         except (BackendError, ValueError, OSError) as e:
             raise ParameterError(f"llm_backend: cannot start {p['llm_backend']!r} ({e})") \
                 from None
 
-    def _probe_llm(self) -> None:
-        """At startup: is the endpoint there and does it serve the model? One warning if not.
+    def _check_images(self):
+        """Before the conversation is built: does the server's model take images?
 
-        So a server that is not running is noticed now, not at the first turn; the result also
-        goes to dialogue/events (the monitor's LLM badge).
+        One tiny image (a few tokens). A model that refuses it (a text-only model: llama.cpp's
+        server answers HTTP 500) gets frames as text observations, said in one log line,
+        instead of a session of fallback replies. Unreachable: as configured (the probe thread
+        warns). Returns the Probe.
         """
         p = self.p
         found = probe_openai(p["base_url"], p["model"], p["api_key_env"],
-                             timeout=min(5.0, p["request_timeout"]))
+                             timeout=min(10.0, p["request_timeout"]), images=True)
+        if found.images is False:
+            self.backend.supports_images = False
+            self.get_logger().warning(
+                f"{found.detail}: frames go in as text observations instead "
+                "(supports_images:=false says so and skips this check)")
+            return probe_openai(p["base_url"], p["model"], p["api_key_env"],
+                                timeout=min(5.0, p["request_timeout"]))
+        return found
+
+    def _probe_llm(self, found=None) -> None:
+        """At startup: is the endpoint there and does it serve the model? One warning if not.
+
+        So a server that is not running is noticed now, not at the first turn; the result also
+        goes to dialogue/events (the monitor's LLM badge). `found`: the image check's answer.
+        """
+        p = self.p
+        if found is None:
+            found = probe_openai(p["base_url"], p["model"], p["api_key_env"],
+                                 timeout=min(5.0, p["request_timeout"]))
         if found.ok is False:
             self.get_logger().warning(f"LLM check at startup: {found.detail}; {found.fix}. "
                                       "Turns get the fallback line until it answers.")
@@ -518,6 +553,8 @@ class ManagerNode(Node):
                                                    False, fallback))
 
         res = ask(chunk)
+        self.replies += 1
+        self.fallback_replies += bool(res.fallback)
         n_chunks = len(res.sentences) if self.p["stream"] else 0
         self.reply_pub.publish(self._reply_msg(res.turn_id, n_chunks, res.text, in_reply_to,
                                                True, res.fallback))
@@ -665,6 +702,12 @@ class ManagerNode(Node):
         self.conversation.close(timeout=2.0)
         if self.transcript is not None:
             self.transcript.close()
+        if self.replies and self.fallback_replies == self.replies:
+            self.exit_code = 1
+            self.get_logger().error(
+                f"every reply of this session ({self.replies}) was the fallback line: the LLM "
+                f"never answered ({self.p['llm_backend']}, model {self.p['model']!r}; see the "
+                "errors above)")
 
 
 def main(args=None):

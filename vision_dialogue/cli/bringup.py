@@ -190,6 +190,7 @@ class InProcessBringup:
         self.overrides = overrides if overrides is not None else setup_overrides(
             setup, params_file, self.keys)
         self.nodes: dict = {}
+        self.exit_codes: dict = {}      # {key: node.exit_code} of the nodes closed
         self.executor = None
         self.done = None
         self.reason = ""
@@ -243,11 +244,12 @@ class InProcessBringup:
         return rclpy.ok(context=self.context)
 
     def _destroy(self) -> None:
-        for node in reversed(list(self.nodes.values())):
+        for key, node in reversed(list(self.nodes.items())):
             close = getattr(node, "close", None)
             try:
                 if callable(close):
                     close()
+                self.exit_codes[key] = int(getattr(node, "exit_code", 0) or 0)
             finally:
                 if self.executor is not None:
                     self.executor.remove_node(node)
@@ -283,8 +285,10 @@ def run_in_process(setup, params_file, keys, namespace, log_level, overrides=Non
             reason = b.spin()
         finally:
             b.shutdown()
-        print(f"[bringup] stopped ({reason})", file=sys.stderr)
-    return 0
+        failed = {k: c for k, c in b.exit_codes.items() if c}
+        print(f"[bringup] stopped ({reason})" + (f"; failed: {failed}" if failed else ""),
+              file=sys.stderr)
+    return 1 if failed else 0
 
 
 # ---------------------------------------------------------------------------- processes

@@ -32,8 +32,9 @@ from vision_dialogue.core.summariser import SUMMARY_MODES, FrameSummariser, boun
     validate_nm
 from vision_dialogue.core.timeline import ROBOT, USER, EventItem, FrameItem, LineItem, \
     SummaryItem, Timeline, describe
-from vision_dialogue.core.people import PEOPLE_FRESH_S
-from vision_dialogue.llm.tool_loop import TOOLS_NOTE, AgentResult, ToolRecord, run_tool_loop
+from vision_dialogue.core.people import PEOPLE_FRESH_S, is_a_name
+from vision_dialogue.llm.tool_loop import (TOOLS_NOTE, AgentResult, ToolRecord, run_tool_loop,
+                                           stream_tool_loop)
 
 _log = logging.getLogger("vision_dialogue.conversation")
 
@@ -510,9 +511,10 @@ class Conversation:
         turn_id = self._turn_id
         if text is not None:
             self.timeline.add_line(USER, text, speaker)
-            if speaker:
+            if speaker:       # labelled once two people speak, or one gives a name
                 self._speakers.add(speaker)
-                self.builder.label_speakers = len(self._speakers) > 1
+                self.builder.label_speakers = self.builder.label_speakers or \
+                    len(self._speakers) > 1 or is_a_name(speaker)
             self._emit("user", {"turn_id": turn_id, "text": text, "speaker": speaker})
         self.folder.check()
         items = self._prompt_items()
@@ -567,6 +569,8 @@ class Conversation:
         made: list[ToolRecord] = []
 
         def ask() -> Iterable[str]:
+            if schemas and self._streams_tools:
+                return self._tool_stream(msgs, schemas, turn_id, made)
             if schemas:
                 return split_sentences(self._tool_reply(msgs, schemas, turn_id, made))
             if cfg.stream:
@@ -633,19 +637,27 @@ class Conversation:
     def _tool_schemas(self, past: bool = False) -> list[dict]:
         """The tools of this turn: the provider's (VFM) tools, and look_back.
 
-        look_back comes when the person asks about the past or other tools are offered anyway:
-        a turn with tools is not streamed, so look-back alone does not cost every turn that.
+        look_back comes on every turn of a backend that streams with tools; otherwise (a turn
+        with tools is then not streamed) when the person asks about the past or other tools are
+        offered anyway, so look-back alone does not cost every turn that.
         """
         if not self.tools_supported:
             return []
-        offer = self.config.look_back and (past or self.tools is not None)
+        offer = self.config.look_back and (past or self.tools is not None
+                                           or self._streams_tools)
         self._turn_tools = ToolSet(self.look_back if offer else None, self.tools,
                                    on_error=lambda e: self.log.warning(
                                        f"tools unavailable this turn ({type(e).__name__}: {e})"))
         schemas = self._turn_tools.schemas()
-        if [s["function"]["name"] for s in schemas] == [LOOK_BACK] and not past:
+        if [s["function"]["name"] for s in schemas] == [LOOK_BACK] and not past \
+                and not self._streams_tools:
             return []          # the VFM tools are gone this turn: stream as usual
         return schemas
+
+    @property
+    def _streams_tools(self) -> bool:
+        """Replies stream, and the backend streams them with tools offered."""
+        return self.config.stream and callable(getattr(self.backend, "stream_with_tools", None))
 
     def _prompt_frame_ids(self) -> set[int]:
         return {i.frame.id for i in self._prompt_items() if i.kind == "frame"}
@@ -653,13 +665,9 @@ class Conversation:
     def _look_back_image(self, frame: Frame) -> str:
         return frame.data_url(self.config.policy.newest_max_side, self.config.policy.jpeg_quality)
 
-    def _tool_reply(self, msgs: list, schemas: list, turn_id: int,
-                    records: list[ToolRecord]) -> str:
-        """The tool-call loop for one turn.
-
-        The clean reply text; every tool call is appended to `records` as it completes. Raises on
-        an LLM failure or an empty reply (the caller answers with the fallback; the records stay).
-        """
+    def _tool_turn(self, msgs: list, schemas: list, turn_id: int,
+                   records: list[ToolRecord]) -> tuple[list, dict]:
+        """The prompt with the tools' notes, and the loop's keyword arguments for one turn."""
         cfg = self.config
         names = {s["function"]["name"] for s in schemas}
         notes = ([TOOLS_NOTE] if names - {LOOK_BACK} else []) + \
@@ -674,10 +682,26 @@ class Conversation:
                              (o.text or "")[:80]))
             self._emit("tool", {"turn_id": turn_id, "record": rec})
 
-        res = run_tool_loop(self.backend, msgs, schemas, self._turn_tools.run,
-                            max_rounds=self.max_tool_rounds, model=cfg.model,
-                            max_tokens=cfg.max_reply_tokens, image_parts=self.tool_images,
-                            image_detail=cfg.policy.detail, on_tool=on_tool, logger=self.log)
+        return msgs, dict(max_rounds=self.max_tool_rounds, model=cfg.model,
+                          max_tokens=cfg.max_reply_tokens, image_parts=self.tool_images,
+                          image_detail=cfg.policy.detail, on_tool=on_tool, logger=self.log)
+
+    def _tool_stream(self, msgs: list, schemas: list, turn_id: int,
+                     records: list[ToolRecord]) -> Iterable[str]:
+        """The tool-call loop for one turn, streamed: sentences as they come."""
+        msgs, kwargs = self._tool_turn(msgs, schemas, turn_id, records)
+        return stream_tool_loop(self.backend, msgs, schemas, self._turn_tools.run,
+                                AgentResult("", 0), **kwargs)
+
+    def _tool_reply(self, msgs: list, schemas: list, turn_id: int,
+                    records: list[ToolRecord]) -> str:
+        """The tool-call loop for one turn.
+
+        The clean reply text; every tool call is appended to `records` as it completes. Raises on
+        an LLM failure or an empty reply (the caller answers with the fallback; the records stay).
+        """
+        msgs, kwargs = self._tool_turn(msgs, schemas, turn_id, records)
+        res = run_tool_loop(self.backend, msgs, schemas, self._turn_tools.run, **kwargs)
         text = self._note_filter().feed(res.text)
         if not text:
             raise ValueError("empty reply after tool calls")

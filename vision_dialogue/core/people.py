@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 #: people a camera tracked longer ago than this are no longer "now", s
 PEOPLE_FRESH_S = 5.0
+#: speaker labels that are roles or placeholders, not names (a robot does not call you "user")
+GENERIC_SPEAKERS = frozenset({"", "visitor", "user", "person", "human", "speaker", "guest",
+                              "unknown", "anonymous", "anonymous_speaker", "someone"})
 #: |x| below this (metres) is "in front of you"
 _CENTRE_M = 0.25
 
@@ -23,6 +26,16 @@ class TrackedPerson:
     x: float = 0.0          # metres, robot frame: positive to the robot's left
     z: float = 0.0          # metres ahead
     emotion: str = ""
+
+
+def is_a_name(speaker: str) -> bool:
+    """Whether an utterance's speaker label is a person's name ("Zebulon").
+
+    Not a role ("visitor"), a placeholder or a tracker's id ("anonymous_speaker", "3",
+    "voice_7f3a").
+    """
+    label = speaker.strip().lower()
+    return bool(label) and label not in GENERIC_SPEAKERS and not any(c.isdigit() for c in label)
 
 
 def describe_people(people: list[TrackedPerson]) -> str:

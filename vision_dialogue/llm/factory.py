@@ -13,7 +13,7 @@ def make_backend(kind: str, *, base_url: str = "", model: str = "gpt-4o-mini",
                  api_key_env: str = "OPENAI_API_KEY", timeout: float = 30.0,
                  max_retries: int = 2, backoff: float = 0.5, supports_images: bool = True,
                  device: str = "cpu", max_new_tokens: int = 96, prefix_cache: bool = True,
-                 dtype: str = "auto"):
+                 dtype: str = "auto", temperature: float = 0.0):
     """Build a ChatBackend.
 
     "openai": OpenAIChatBackend for any OpenAI-compatible server (base_url empty = the openai
@@ -22,6 +22,8 @@ def make_backend(kind: str, *, base_url: str = "", model: str = "gpt-4o-mini",
     (ensure_default_model()), "default:1.5b" for its larger variant; `prefix_cache` keeps the
     previous prompt's key/value cache; `dtype` is the weights' precision (DTYPES; "auto" is
     the variant's `cpu_dtype` for the embedded default model on a CPU, else the checkpoint's).
+    `temperature` is the sampling temperature of both kinds (0.0: greedy, the same reply to
+    the same prompt).
     Raises ValueError for an unknown kind, BackendError when the backend cannot start (no API
     key for a remote server, missing checkpoint).
     """
@@ -30,7 +32,7 @@ def make_backend(kind: str, *, base_url: str = "", model: str = "gpt-4o-mini",
         return OpenAIChatBackend(base_url=base_url or None, model=model or "gpt-4o-mini",
                                  api_key_env=api_key_env, timeout=timeout,
                                  max_retries=max_retries, backoff=backoff,
-                                 supports_images=supports_images)
+                                 supports_images=supports_images, temperature=temperature)
     if kind == "transformers":
         from vision_dialogue.llm.transformers_backend import TransformersChatBackend
         path = model
@@ -42,5 +44,6 @@ def make_backend(kind: str, *, base_url: str = "", model: str = "gpt-4o-mini",
             if dtype == "auto" and str(device).startswith("cpu"):
                 dtype = VARIANTS[variant].cpu_dtype     # measured (bench_dialogue --dtype)
         return TransformersChatBackend(path, device=device, max_new_tokens=max_new_tokens,
-                                       prefix_cache=prefix_cache, dtype=dtype)
+                                       prefix_cache=prefix_cache, dtype=dtype,
+                                       temperature=temperature)
     raise ValueError(f"llm_backend={kind!r} must be one of {list(KINDS)}")

@@ -243,11 +243,79 @@ class OpenAIChatBackend:
             message = self._first_message(response)
             raw_calls = [(tc.id, tc.function.name, tc.function.arguments)
                          for tc in (message.tool_calls or []) if getattr(tc, "function", None)]
-            return (message.content or "").strip(), _parse_tool_calls(raw_calls)
+            text = (message.content or "").strip()
+        else:
+            params["stream"] = True
+            text, raw_calls = self._with_retries(lambda: self._collect_stream(params),
+                                                 "streaming tool completion")
+            text = text.strip()
+        if not raw_calls and tools and tool_choice != "none":
+            text, raw_calls = calls_written_as_text(text, _tool_names(tools))
+        return text, _parse_tool_calls(raw_calls)
+
+    def stream_with_tools(self, messages: Sequence[Message], tools: Sequence[dict], *,
+                          model: str | None = None, tool_choice: Any = "auto",
+                          max_tokens: int | None = None, temperature: float | None = None,
+                          calls: list | None = None) -> Iterator[str]:
+        """Yield the reply's sentences as they stream in, with `tools` offered.
+
+        Tool calls the reply makes (streamed deltas, or written as text: a JSON object or
+        `<tool_call>` tags, as small local models do) are appended to `calls` as ToolCalls
+        when the stream ends; text that may be such a call is held back, never yielded.
+        Retries as `stream` does (only before the first sentence).
+        """
+        params = self._params(messages, model, max_tokens, temperature)
+        params["tools"] = list(tools)
+        if tools:
+            params["tool_choice"] = tool_choice
         params["stream"] = True
-        text, raw_calls = self._with_retries(lambda: self._collect_stream(params),
-                                             "streaming tool completion")
-        return text.strip(), _parse_tool_calls(raw_calls)
+        names = _tool_names(tools) if tool_choice != "none" else set()
+        attempts = self.max_retries + 1
+        yielded = False
+        for attempt in range(1, attempts + 1):
+            speaker = _HeldSpeech(names)
+            raw: dict[int, list[str]] = {}
+            stream = None
+            try:
+                stream = self._client.chat.completions.create(**params)
+                finished = False
+                for chunk in stream:
+                    for choice in chunk.choices or ():
+                        if choice.index != 0 or choice.delta is None:
+                            finished = finished or bool(choice.finish_reason)
+                            continue
+                        finished = finished or bool(choice.finish_reason)
+                        text: list[str] = []
+                        _add_delta(choice.delta, text, raw)
+                        for sentence in speaker.feed("".join(text)):
+                            yielded = True
+                            yield sentence
+                if not finished:
+                    raise _Truncated()
+                rest, written = speaker.finish()
+                found = _parse_tool_calls([tuple(raw[k]) for k in sorted(raw)] or written)
+                for sentence in rest:
+                    yielded = True
+                    yield sentence
+                if calls is not None:
+                    calls.extend(found)
+                return
+            except GeneratorExit:
+                raise
+            except LLMRequestError:
+                raise
+            except Exception as exc:  # classified below; never leaks the key
+                failure = self._classify(exc)
+                if yielded:
+                    raise self._error("streamed reply interrupted", failure, attempt,
+                                      kind="stream_interrupted") from None
+                self._retry_or_raise("streaming tool completion", failure, attempt, attempts)
+            finally:
+                if stream is not None:
+                    try:
+                        stream.close()
+                    except Exception:  # closing a broken connection may fail; nothing to do
+                        pass
 
     def list_models(self) -> list[str]:
         """Model ids the server offers (``GET /models``); a cheap health check."""
@@ -259,7 +327,8 @@ class OpenAIChatBackend:
                 temperature: float | None) -> dict[str, Any]:
         if not messages:
             raise LLMRequestError("no messages to send", kind="error", attempts=0)
-        params: dict[str, Any] = {"model": model or self.model, "messages": list(messages)}
+        params: dict[str, Any] = {"model": model or self.model,
+                                  "messages": [_on_the_wire(m) for m in messages]}
         max_tokens = max_tokens if max_tokens is not None else self.max_tokens
         temperature = temperature if temperature is not None else self.temperature
         if max_tokens is not None:
@@ -382,7 +451,8 @@ def _add_delta(delta: Any, text: list[str], calls: dict[int, list[str]]) -> None
         if tc.id:
             entry[0] = tc.id
         if tc.function is not None:
-            entry[1] += tc.function.name or ""
+            if tc.function.name and not entry[1]:   # once: llama.cpp repeats it in every piece
+                entry[1] = tc.function.name
             entry[2] += tc.function.arguments or ""
 
 
@@ -406,3 +476,99 @@ def _parse_tool_calls(raw: Sequence[tuple[str, str, str]]) -> list[ToolCall]:
                 f"{type(parsed).__name__}", kind="invalid_tool_arguments")
         calls.append(ToolCall(id=call_id or "", name=name, arguments=parsed))
     return calls
+
+
+def _on_the_wire(message: Message) -> Message:
+    """`message` as sent: a content of text parts only becomes one string.
+
+    Both forms are valid OpenAI input, but text-only chat templates (llama.cpp's server with a
+    text model, say) fail on a list: HTTP 500, or a stream that ends with nothing.
+    """
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list) and content and all(
+            isinstance(p, dict) and p.get("type") == "text" for p in content):
+        return {**message, "content": "\n".join(str(p.get("text", "")) for p in content)}
+    return message
+
+
+def _tool_names(tools: Sequence[dict]) -> set[str]:
+    return {t.get("function", {}).get("name", "") for t in tools} - {""}
+
+
+_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+_FENCED = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
+
+
+def calls_written_as_text(text: str, names: set[str]) -> tuple[str, list[tuple[str, str, str]]]:
+    """Tool calls a model wrote as text instead of `tool_calls`: (text left, raw calls).
+
+    Recognised: the whole reply being a JSON object `{"name": N, "arguments": {...}}` (or
+    "parameters"), or a list of them, optionally in a ```json fence; and Qwen/Hermes
+    `<tool_call>{...}</tool_call>` tags anywhere (the text around them is kept). Only names of
+    offered tools count; anything else stays text.
+    """
+    def parse(blob: str) -> list[tuple[str, str, str]] | None:
+        try:
+            data = json.loads(blob)
+        except ValueError:
+            return None
+        items = data if isinstance(data, list) else [data]
+        out = []
+        for k, item in enumerate(items):
+            if not isinstance(item, dict) or item.get("name") not in names:
+                return None
+            args = item.get("arguments", item.get("parameters", {}))
+            out.append((f"call_text_{k}", item["name"],
+                        args if isinstance(args, str) else json.dumps(args)))
+        return out or None
+
+    stripped = text.strip()
+    if "<tool_call>" in stripped:
+        found = [parse(m) for m in _TAGGED.findall(stripped)]
+        if found and all(found):
+            rest = _TAGGED.sub(" ", stripped)
+            return " ".join(rest.split()), [c for group in found for c in group]
+        return text, []
+    fenced = _FENCED.match(stripped)
+    whole = parse(fenced.group(1) if fenced else stripped) if stripped[:1] in "{[`" else None
+    return ("", whole) if whole else (text, [])
+
+
+class _HeldSpeech:
+    """Sentences of a streamed reply, holding back text that may be a tool call written as
+    text (it starts with `{`, `[`, a ```json fence or `<tool_call>`) until the end."""
+
+    def __init__(self, names: set[str]):
+        self.names, self.text, self.splitter = names, "", SentenceSplitter()
+        self.held: bool | None = None if names else False     # None: not decided yet
+
+    def feed(self, piece: str) -> list[str]:
+        if not piece:
+            return []
+        self.text += piece
+        if self.held is None:
+            head = self.text.lstrip()
+            if not head:
+                return []
+            if head[0] in "{[`<":
+                if len(head) < 11 and "<tool_call>".startswith(head):
+                    return []          # could still become a tag
+                self.held = head[0] != "<" or head.startswith("<tool_call>")
+            else:
+                self.held = False
+            if not self.held:
+                return list(self.splitter.feed(self.text))
+            return []
+        if self.held:
+            return []
+        return list(self.splitter.feed(piece))
+
+    def finish(self) -> tuple[list[str], list[tuple[str, str, str]]]:
+        """(sentences still to say, calls written as text)."""
+        if self.held is False:
+            return list(self.splitter.flush()), []
+        rest, calls = calls_written_as_text(self.text, self.names)
+        if self.held is None or not calls:
+            rest = self.text
+        splitter = SentenceSplitter()
+        return list(splitter.feed(rest)) + list(splitter.flush()), calls

@@ -18,6 +18,7 @@ class Probe:
     detail: str
     fix: str = ""
     models: tuple[str, ...] = ()
+    images: bool | None = None      # with images=True: whether the model took an image
 
 
 def probe_openai(base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
@@ -64,8 +65,9 @@ def probe_openai(base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
     except openai.APIError as e:
         return Probe(False, f"{model!r} refused an image ({type(e).__name__}: {e})",
                      "use a vision model, or supports_images:=false (text observations)",
-                     served)
-    return Probe(True, f"{where} serves {model!r}, which takes images", models=served)
+                     served, images=False)
+    return Probe(True, f"{where} serves {model!r}, which takes images", models=served,
+                 images=True)
 
 
 def probe_default_model(variant: str = "") -> Probe:

@@ -24,10 +24,10 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
-__all__ = ["ToolOutcome", "ToolRecord", "AgentResult", "run_tool_loop", "TOOLS_NOTE",
-           "FINAL_NOTE"]
+__all__ = ["ToolOutcome", "ToolRecord", "AgentResult", "run_tool_loop", "stream_tool_loop",
+           "TOOLS_NOTE", "FINAL_NOTE"]
 
 _log = logging.getLogger("vision_dialogue.tool_loop")
 
@@ -126,7 +126,7 @@ def _check_args(schema: dict, args: dict) -> str | None:
     for key, v in args.items():
         if key not in props:
             return f"unknown argument {key!r}; this tool takes {', '.join(props) or 'none'}"
-        if v is not None and not isinstance(v, str):
+        if v is not None and not isinstance(v, (str, int, float)):
             return f"argument {key!r} must be a string"
     return None
 
@@ -173,6 +173,51 @@ def run_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dict],
     result.rounds += 1
     result.text = text
     return result
+
+
+def stream_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dict],
+                     run_tool: Callable[[str, dict], ToolOutcome], result: AgentResult, *,
+                     max_rounds: int = 3, model: str | None = None,
+                     max_tokens: int | None = None, image_parts: bool = False,
+                     image_detail: str = "low",
+                     on_tool: Callable[[ToolRecord], None] | None = None,
+                     logger: Any = None) -> Iterator[str]:
+    """`run_tool_loop`, streamed: yield the reply's sentences as they come.
+
+    Every round is one streamed request with the tools offered
+    (backend.stream_with_tools(messages, tools, calls=[...])): its sentences are yielded at
+    once (the first one is spoken while the rest is generated), and the calls that streamed in
+    run before the next round. `result` is filled in as the turn goes (records, rounds, text).
+    """
+    if max_rounds < 0:
+        raise ValueError(f"max_rounds={max_rounds} must be >= 0")
+    log = logger or _log
+    rounds = _Rounds(tools, run_tool, image_parts, image_detail, on_tool, log)
+    msgs = result.messages = list(messages)
+    said: list[str] = []
+    for round_no in range(1, max_rounds + 2):
+        last = round_no > max_rounds
+        if last:
+            result.hit_limit = max_rounds > 0
+            if result.hit_limit:
+                log.warning(f"tool round limit ({max_rounds}) reached; asking for the answer "
+                            "now")
+            msgs.append({"role": "system", "content": FINAL_NOTE})
+        calls: list = []
+        this_round: list[str] = []
+        for sentence in backend.stream_with_tools(
+                msgs, tools, model=model, tool_choice="none" if last else "auto",
+                max_tokens=max_tokens, calls=calls):
+            this_round.append(sentence)
+            said.append(sentence)
+            result.text = " ".join(said)
+            yield sentence
+        result.rounds = round_no
+        if not calls or last:
+            if calls:
+                log.warning(f"ignoring {len(calls)} tool call(s) after the round limit")
+            return
+        msgs.extend(rounds.run(round_no, " ".join(this_round), calls, result.records))
 
 
 class _Rounds:
@@ -227,7 +272,9 @@ def _run_one(by_name: dict, run_tool: Callable[[str, dict], ToolOutcome], name: 
     if err:
         log.warning(f"tool {name}: {err}")
         return ToolOutcome(error=f"{name}: {err}")
-    args = {k: v.strip() for k, v in args.items() if isinstance(v, str) and v.strip()}
+    # numbers as text: local models write {"seconds_ago": 30} for a string parameter
+    args = {k: str(v).strip() for k, v in args.items()
+            if isinstance(v, (str, int, float)) and not isinstance(v, bool) and str(v).strip()}
     try:
         out = run_tool(name, args)
     except Exception as e:  # noqa: BLE001 - a tool failure goes back to the LLM

@@ -148,7 +148,7 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
             executor.remove_node(node)
             node.destroy_node()
     _ignore_stop_signals(program)   # rclpy's shutdown restored the handlers: still quiet
-    return 0
+    return int(getattr(node, "exit_code", 0) or 0)   # a node may end in failure (manager)
 
 
 def end_with_parent() -> None:

@@ -1,0 +1,145 @@
+"""The manager against llama.cpp's real OpenAI-compatible server, serving the embedded model.
+
+One server for the module (llama-cpp-python[server], built from its sdist by
+`VD_EXTRAS=llamacpp scripts/setup.sh`; pip keeps the built wheel). Checked here:
+- the fake server's `mimic="llama.cpp"` answers these requests exactly as the real one does,
+  so the fast tests that use it stay honest;
+- `bringup demo --llm openai` as a user runs it: the text-only model is noticed at start (one
+  log line), frames go in as text, every reply is the model's (no fallback), nothing a model
+  writes as a tool call is spoken, exit 0.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import openai
+import pytest
+
+from fake_openai import FakeOpenAI, Reply
+
+llama_server = pytest.importorskip(
+    "llama_cpp.server", reason="llama-cpp-python[server] is not installed "
+    "(VD_EXTRAS=llamacpp scripts/setup.sh compiles it once, about 9 min on 2 cores)")
+
+LOOK_BACK = {"type": "function", "function": {
+    "name": "look_back", "description": "Look at an earlier camera frame.",
+    "parameters": {"type": "object", "properties": {"seconds_ago": {"type": "number"}},
+                   "required": ["seconds_ago"]}}}
+ASK_PAST = [{"role": "system", "content": "You are a robot with tools."},
+            {"role": "user", "content": "What did you see 30 seconds ago? Use look_back."}]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def llama(installed, tmp_path_factory):
+    """(base_url, model name) of a llama.cpp server on the embedded default GGUF."""
+    from vision_dialogue.llm.default_model import ModelSetupError, ensure_default_gguf
+    try:
+        gguf = ensure_default_gguf()
+    except ModelSetupError as e:
+        pytest.skip(f"the embedded model is not installed: {e}")
+    port = _free_port()
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1",
+         "--port", str(port), "--n_ctx", "4096", "--n_threads", "2"],
+        stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/models", timeout=5) as r:
+                model = json.load(r)["data"][0]["id"]
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+    yield url, model
+    proc.terminate()
+    proc.wait(30)
+
+
+def _tiny_image_url() -> str:
+    from vision_dialogue.llm.probe import _tiny_jpeg
+    return "data:image/jpeg;base64," + base64.b64encode(_tiny_jpeg()).decode()
+
+
+def _shape(base_url: str, model: str, kind: str) -> tuple:
+    """What a client sees for one kind of request: the facts the project relies on."""
+    client = openai.OpenAI(base_url=base_url, api_key="x", max_retries=0, timeout=120)
+    image = [{"type": "text", "text": "Colour?"},
+             {"type": "image_url", "image_url": {"url": _tiny_image_url()}}]
+    try:
+        if kind == "image":
+            client.chat.completions.create(model=model, max_tokens=1,
+                                           messages=[{"role": "user", "content": image}])
+            return ("answered",)
+        if kind == "image stream":
+            chunks = list(client.chat.completions.create(
+                model=model, max_tokens=1, stream=True,
+                messages=[{"role": "user", "content": image}]))
+            return ("stream", len(chunks))
+        if kind == "text parts":
+            client.chat.completions.create(model=model, max_tokens=1, messages=[
+                {"role": "user", "content": [{"type": "text", "text": "Hi."}]}])
+            return ("answered",)
+        if kind == "tools auto":
+            r = client.chat.completions.create(model=model, messages=ASK_PAST, tools=[LOOK_BACK],
+                                               tool_choice="auto", max_tokens=60, temperature=0)
+            call = json.loads(r.choices[0].message.content)
+            return (r.choices[0].finish_reason, bool(r.choices[0].message.tool_calls),
+                    call["name"], sorted(call["arguments"]))
+        if kind == "tools named stream":
+            chunks = list(client.chat.completions.create(
+                model=model, messages=ASK_PAST, tools=[LOOK_BACK], stream=True,
+                tool_choice={"type": "function", "function": {"name": "look_back"}},
+                max_tokens=60, temperature=0))
+            deltas = [tc for c in chunks if c.choices for tc in c.choices[0].delta.tool_calls or ()]
+            return ("calls", all(d.function.name == "look_back" for d in deltas),
+                    len({d.id for d in deltas}), len(deltas) > 1,
+                    json.loads("".join(d.function.arguments for d in deltas)).keys() >= {
+                        "seconds_ago"}, chunks[-1].choices[0].finish_reason)
+    except openai.APIStatusError as e:
+        return ("http", e.status_code, str(e.message)[-40:])
+    except openai.APIConnectionError:
+        return ("connection dropped",)
+    raise AssertionError(kind)
+
+
+KINDS = ["image", "image stream", "text parts", "tools auto", "tools named stream"]
+
+
+def test_the_fake_answers_as_llama_cpp_does(llama):
+    url, model = llama
+    real = {kind: _shape(url, model, kind) for kind in KINDS}
+    with FakeOpenAI(mimic="llama.cpp", models=[model], default_reply=Reply(
+            tool_calls=[{"name": "look_back", "arguments": {"seconds_ago": 30}}])) as fake:
+        faked = {kind: _shape(fake.base_url, model, kind) for kind in KINDS}
+    assert faked == real
+    assert real["image"][:2] == ("http", 500) and real["text parts"][:2] == ("http", 500)
+    assert real["tools auto"][:2] == ("stop", False)       # the call written as text
+
+
+def test_bringup_demo_on_llama_cpp_converses_without_fallbacks(installed, llama, tmp_path):
+    url, model = llama
+    env = dict(installed.env, OPENAI_API_KEY="none")
+    run = installed.run(installed.exe("bringup") + [
+        "demo", "--llm", "openai", "--base-url", url, "--model", model], env=env, timeout=600)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-4000:]
+    robot = [ln[len("robot: "):] for ln in run.stdout.splitlines() if ln.startswith("robot: ")]
+    assert len(robot) >= 5, out[-4000:]                  # the greeting and the script's lines
+    assert out.count("refused an image") == 1 and "text observations instead" in out
+    assert "fallback" not in out and "failed" not in out, out[-4000:]
+    assert not [r for r in robot if "{" in r or "look_back" in r or "<tool_call>" in r]
