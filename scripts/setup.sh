@@ -35,7 +35,22 @@ VPY="$VENV/bin/python"
 # dependencies, never over the system's (constraints below). The wheels setup gets everything.
 if [ $system_ros = 1 ]; then req_files=(requirements/robot.txt)
 else req_files=(requirements/ros-kilted.txt requirements/core.txt); fi
-for extra in ${VD_EXTRAS:-}; do req_files+=("requirements/$extra.txt"); done
+# llama.cpp's server has no wheel on PyPI: compile it once into a kept folder (pip installs from
+# there); if it cannot be built, go on without it (its tests skip, saying why).
+WHEELS="$(dirname "$VENV")/wheels"
+for extra in ${VD_EXTRAS:-}; do
+  if [ "$extra" = llamacpp ]; then
+    spec="$(grep -m1 '^llama-cpp-python' requirements/llamacpp.txt)"
+    if ! ls "$WHEELS"/llama_cpp_python-"${spec##*==}"-*.whl >/dev/null 2>&1; then
+      log "compiling ${spec%%\[*} ${spec##*==} once (about 9 minutes on 2 cores; kept in $WHEELS)"
+      mkdir -p "$WHEELS"
+      CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$PY" -m pip wheel -q --no-deps -w "$WHEELS" \
+        "${spec%%\[*}==${spec##*==}" 2> >(grep -v 'is ignored: it is neither' >&2) \
+        || { log "llama-cpp-python could not be built: going on without it"; continue; }
+    fi
+  fi
+  req_files+=("requirements/$extra.txt")
+done
 stamp="$VENV/.vd-requirements.sha256"
 want="$(cat "${req_files[@]}" requirements/robot.txt requirements/voice.txt | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
@@ -46,7 +61,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     "$VPY" -m pip install -q "$(grep -h '^torch==' "${req_files[@]}" | head -1)" \
       2> >(grep -v 'is ignored: it is neither' >&2)
   fi
-  args=(); for f in "${req_files[@]}"; do args+=(-r "$f"); done
+  args=(--find-links "$WHEELS"); for f in "${req_files[@]}"; do args+=(-r "$f"); done
   if [ $system_ros = 1 ]; then   # keep the system's numpy/OpenCV/PyYAML as they are
     "$VPY" -m pip freeze 2>/dev/null | grep -iE '^(numpy|opencv[a-z-]*|pyyaml)==' \
       > "$VENV/system-constraints.txt" || true

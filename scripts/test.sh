@@ -2,7 +2,8 @@
 # README command 2: set up (idempotent) and run the whole test suite. Extra args go to pytest.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$ROOT/scripts/setup.sh"
+# llamacpp: llama.cpp's real server for test/installed/test_llama_server.py (compiled once)
+VD_EXTRAS="${VD_EXTRAS:-model} llamacpp" "$ROOT/scripts/setup.sh"
 # The monitor's browser test needs Chromium (Debian's package): install it when this user can.
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "[test] installing chromium for the browser test" >&2

@@ -281,8 +281,11 @@ def test_webcam_device_parameter_and_missing_device(harness, ros_context):
 
 
 def test_a_given_file_is_played_without_naming_the_source(harness, tmp_path):
-    """`camera_node -p video_path:=X` plays X (source auto); folder_path likewise; nothing
-    given: the webcam."""
+    """A given file is played without naming the source.
+
+    `camera_node -p video_path:=X` plays X (source auto); folder_path likewise; nothing given:
+    the webcam.
+    """
     video = write_video(tmp_path / "clip.avi", n=30)
     h = harness(video_path=str(video), frame_period=0.05)
     assert h.cam.acquisition.source.describe().startswith(f"video {video}")

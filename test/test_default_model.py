@@ -5,6 +5,7 @@ a temp dir); the real model only with VD_RUN_MODEL_TESTS=1.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import json
@@ -79,6 +80,24 @@ def test_joins_parts_in_order_verifies_and_caches(tmp_path, fake_variant):
     # second call: cached, no conversion
     assert ensure_default_model(cache, variant="fake") == str(path)
     assert len(calls) == 1
+
+
+def test_the_gguf_for_llama_cpp_is_joined_once_and_verified(tmp_path, fake_variant,
+                                                            monkeypatch):
+    variant, calls = fake_variant
+    cache = tmp_path / "cache"
+    path = Path(dm.ensure_default_gguf(cache, variant="fake"))
+    assert path == cache / "fake.gguf" and path.read_bytes() == b"".join(PARTS)
+    mtime = path.stat().st_mtime_ns
+    assert dm.ensure_default_gguf(cache, variant="fake") == str(path)    # kept
+    assert path.stat().st_mtime_ns == mtime and calls == []             # no conversion
+    path.write_bytes(b"GGUF")                                            # truncated: redone
+    assert Path(dm.ensure_default_gguf(cache, variant="fake")).read_bytes() == b"".join(PARTS)
+    monkeypatch.setitem(VARIANTS, "fake", dataclasses.replace(variant, sha256="0" * 64))
+    path.unlink()
+    with pytest.raises(ModelSetupError, match="expected 0000"):
+        dm.ensure_default_gguf(cache, variant="fake")
+    assert not path.exists() and not list(cache.glob("*.part"))
 
 
 def test_cache_root_from_environment(tmp_path, fake_variant, monkeypatch):

@@ -321,8 +321,11 @@ def test_blur_faces_hides_them_in_the_transcript_and_the_thumbnails(ros_context,
 
 
 def test_a_question_about_the_past_looks_back_at_a_summarised_frame(ros_context, tmp_path):
-    """The OpenAI-compatible path: look_back offered on every (streamed) turn, called when the
-    question is about the past, the old frame shown, answered."""
+    """A question about the past looks back at a summarised frame.
+
+    The OpenAI-compatible path: look_back offered on every (streamed) turn, called when the
+    question is about the past, the old frame shown, answered.
+    """
     def looks_back(req):
         last = json.dumps(req["messages"][-1])
         if "tools" not in req:
@@ -428,9 +431,12 @@ def test_a_wave_between_frames_reaches_the_prompt_and_is_answered(ros_context, f
 
 # ------------------------------------------------------ llama.cpp's server (as its fake answers)
 def test_a_text_only_server_model_is_noticed_at_start_and_talked_to_in_text(ros_context,
-                                                                          tmp_path, caplog):
-    """llama.cpp with a text model refuses image parts (HTTP 500): one line at start, frames
-    as text observations, and the turns are the model's replies, not fallbacks."""
+                                                                            tmp_path):
+    """A text only server model is noticed at start and talked to in text.
+
+    llama.cpp with a text model refuses image parts (HTTP 500): one line at start, frames as
+    text observations, and the turns are the model's replies, not fallbacks.
+    """
     def model(req):
         body = json.dumps(req["messages"])
         assert "image_url" not in body or req.get("max_tokens") == 1   # only the probe
@@ -454,8 +460,11 @@ def test_a_text_only_server_model_is_noticed_at_start_and_talked_to_in_text(ros_
 
 
 def test_a_look_back_the_model_writes_as_text_runs_and_is_never_spoken(ros_context, tmp_path):
-    """The 0.5B model on llama.cpp writes {"name": "look_back", ...} as text (tool_choice auto):
-    the call runs and the robot says the answer, never the JSON."""
+    """A look back the model writes as text runs and is never spoken.
+
+    The 0.5B model on llama.cpp writes {"name": "look_back", ...} as text (tool_choice auto):
+    the call runs and the robot says the answer, never the JSON.
+    """
     def model(req):
         if "tools" not in req:
             return "A person in orange."
@@ -503,3 +512,23 @@ def test_a_session_where_every_reply_is_the_fallback_ends_in_failure(ros_context
         finally:
             rig.close()
     assert rig.node.exit_code == 0
+
+
+def test_a_very_large_raw_frame_is_downscaled_on_arrival(ros_context, tmp_path, fake, capfd):
+    """A very large raw frame is downscaled on arrival.
+
+    A 4000x3000 bgr8 frame (36 MB) is used (downscaled to 1920x1440 on arrival, with one log
+    line; the manager's own working size after that).
+    """
+    rig = Rig(ros_context, fake, tmp_path)
+    try:
+        big = np.zeros((3000, 4000, 3), np.uint8)
+        big[:, :2000] = (0, 128, 255)
+        rig.img_pub.publish(to_image_msg(big))
+        assert rig.wait(lambda: rig.node.conversation.newest_frame() is not None, timeout=20)
+        frame = rig.node.conversation.newest_frame()
+    finally:
+        rig.close()
+    h, w = frame.bgr.shape[:2]
+    assert w <= 1920 and h * 4 == w * 3 and frame.bgr[0, 0].tolist() == [0, 128, 255]
+    assert "frames of 4000x3000 are downscaled to 1920x1440 on arrival" in capfd.readouterr().err

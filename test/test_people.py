@@ -50,8 +50,11 @@ def test_with_two_speakers_lines_are_labelled_and_the_reply_addressed():
 
 
 def test_one_named_speaker_is_called_by_name_and_a_role_is_not_a_name():
-    """The only person speaking, named "Zebulon", reaches the LLM by name; "visitor" (the
-    script's default), "anonymous_speaker" (ROS4HRI) and tracker ids do not."""
+    """One named speaker is called by name and a role is not a name.
+
+    The only person speaking, named "Zebulon", reaches the LLM by name; "visitor" (the script's
+    default), "anonymous_speaker" (ROS4HRI) and tracker ids do not.
+    """
     from vision_dialogue.core.people import is_a_name
     for speaker, labelled in (("visitor", False), ("Zebulon", True)):
         be = FakeChatBackend()

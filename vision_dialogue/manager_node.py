@@ -300,7 +300,7 @@ class ManagerNode(Node):
                 from None
 
     def _check_images(self):
-        """Before the conversation is built: does the server's model take images?
+        """Before the conversation is built: ask whether the server's model takes images.
 
         One tiny image (a few tokens). A model that refuses it (a text-only model: llama.cpp's
         server answers HTTP 500) gets frames as text observations, said in one log line,

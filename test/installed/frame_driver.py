@@ -5,6 +5,9 @@ sensor-data publisher (best effort, depth 5) do.
 
     python frame_driver.py --qos reliable --rate 30 --size 1280x720 --encoding rgb8 --count 60
 
+`--compressed` also publishes `<topic>/compressed` (JPEG, as image_transport does); `--name`
+names the node (a driver's, such as usb_cam).
+
 It waits for a subscriber, lets the subscriber settle (`--settle` s: a subscriber that
 follows the publisher's QoS re-subscribes then), publishes `--count` frames at `--rate`, and
 prints one JSON line {"sent": N}.
@@ -19,7 +22,7 @@ import time
 import numpy as np
 import rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CompressedImage, Image
 
 QOS = {"sensor_data": qos_profile_sensor_data,
        "reliable": QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)}
@@ -35,11 +38,15 @@ def main(argv=None) -> int:
     ap.add_argument("--count", type=int, default=60)
     ap.add_argument("--settle", type=float, default=1.5)
     ap.add_argument("--wait", type=float, default=20.0)
+    ap.add_argument("--compressed", action="store_true")
+    ap.add_argument("--name", default="frame_driver")
     a = ap.parse_args(argv)
     w, h = (int(v) for v in a.size.split("x"))
     with rclpy.init():
-        node = rclpy.create_node("frame_driver")
+        node = rclpy.create_node(a.name)
         pub = node.create_publisher(Image, a.topic, QOS[a.qos])
+        comp = node.create_publisher(CompressedImage, a.topic + "/compressed",
+                                     QOS[a.qos]) if a.compressed else None
         deadline = time.monotonic() + a.wait
         while pub.get_subscription_count() == 0:
             if time.monotonic() > deadline:
@@ -47,14 +54,21 @@ def main(argv=None) -> int:
                 return 1
             time.sleep(0.05)
         time.sleep(a.settle)
-        rng = np.random.default_rng(0)
-        pixels = rng.integers(0, 255, (h, w, 3), np.uint8).tobytes()
+        yy, xx = np.indices((h, w))          # a smooth scene: its JPEG is small, as a camera's
+        img = np.dstack([xx * 255 // w, yy * 255 // h, (xx + yy) * 255 // (w + h)]).astype(
+            np.uint8)
+        pixels = img.tobytes()
+        if comp is not None:
+            import cv2
+            jpeg = cv2.imencode(".jpg", img)[1].tobytes()
         period, t = 1.0 / a.rate, time.monotonic()
         for i in range(a.count):
             msg = Image(height=h, width=w, encoding=a.encoding, step=w * 3, data=pixels)
             msg.header.frame_id = "driver_camera"
             msg.header.stamp = node.get_clock().now().to_msg()
             pub.publish(msg)
+            if comp is not None:
+                comp.publish(CompressedImage(header=msg.header, format="jpeg", data=jpeg))
             t += period
             time.sleep(max(0.0, t - time.monotonic()))
         time.sleep(1.0)      # let the last frames drain before the participant goes

@@ -105,7 +105,8 @@ def _shape(base_url: str, model: str, kind: str) -> tuple:
                 model=model, messages=ASK_PAST, tools=[LOOK_BACK], stream=True,
                 tool_choice={"type": "function", "function": {"name": "look_back"}},
                 max_tokens=60, temperature=0))
-            deltas = [tc for c in chunks if c.choices for tc in c.choices[0].delta.tool_calls or ()]
+            deltas = [tc for c in chunks if c.choices
+                      for tc in c.choices[0].delta.tool_calls or ()]
             return ("calls", all(d.function.name == "look_back" for d in deltas),
                     len({d.id for d in deltas}), len(deltas) > 1,
                     json.loads("".join(d.function.arguments for d in deltas)).keys() >= {

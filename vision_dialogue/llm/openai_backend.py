@@ -535,8 +535,10 @@ def calls_written_as_text(text: str, names: set[str]) -> tuple[str, list[tuple[s
 
 
 class _HeldSpeech:
-    """Sentences of a streamed reply, holding back text that may be a tool call written as
-    text (it starts with `{`, `[`, a ```json fence or `<tool_call>`) until the end."""
+    """Sentences of a streamed reply, holding back what may be a tool call written as text.
+
+    Such text starts with `{`, `[`, a ```json fence or `<tool_call>`; it is held until the end.
+    """
 
     def __init__(self, names: set[str]):
         self.names, self.text, self.splitter = names, "", SentenceSplitter()

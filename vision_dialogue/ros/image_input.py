@@ -4,15 +4,33 @@ Used by every node that takes camera frames (the manager, the events node): both
 subscribed with a QoS that follows the camera's (`ros/qos.py`), on one mutually exclusive
 callback group; the callbacks only queue (`camera/intake.py`), and a frame that comes on both
 topics with one stamp is decoded and added once.
+
+Frames lost between processes are noticed (camera/loss.py): from each message's publication
+sequence number, and from a publisher heard from not at all. One warning names the publisher,
+the loss and the fix; when `<topic>/compressed` is published, the raw subscription is dropped
+and the frames come from there. Frames larger than WORK_MAX_SIDE are downscaled on arrival
+(one log line).
 """
 from __future__ import annotations
 
+import time
+
+import cv2
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from sensor_msgs.msg import CompressedImage, Image
 
 from vision_dialogue.camera.intake import FrameIntake
+from vision_dialogue.camera.loss import LossMeter
+from vision_dialogue.ros.dds import profile_path
 from vision_dialogue.ros.image_msgs import from_compressed_msg, from_image_msg, stamp_to_ns
 from vision_dialogue.ros.qos import FollowingSubscription, image_qos
+
+#: frames whose longer side is larger are downscaled to it on arrival (a 4000x3000 driver
+#: frame is 36 MB; nothing downstream needs more than this)
+WORK_MAX_SIDE = 1920
+#: a publisher matched this long with no frame from it: its frames are lost
+SILENT_S = 10.0
+CHECK_PERIOD_S = 2.0
 
 
 class ImageTopicInput:
@@ -27,6 +45,13 @@ class ImageTopicInput:
                  max_pixels: int, default_frame_id: str = "camera"):
         self.intake, self.max_pixels = intake, max_pixels
         self.frame_id = default_frame_id
+        self.node, self.log = node, node.get_logger()
+        self.loss = {"raw": LossMeter(), "compressed": LossMeter()}
+        self.seen_at: dict[bytes, float] = {}     # publisher gid -> first time it was matched
+        self.heard: set[bytes] = set()            # publishers a frame came from
+        self.reported: set[bytes] = set()
+        self.loss_report = ""                     # the last loss warning, for status/doctor
+        self._downscale_logged = False
         # image_transport naming: the compressed topic follows the resolved (remapped) image
         self.topic = node.resolve_topic_name(topic)
         follow, base = qos_choice == "auto", image_qos(qos_choice)
@@ -37,16 +62,72 @@ class ImageTopicInput:
                      for msg_type, name, callback in (
                          (Image, self.topic, self._on_image),
                          (CompressedImage, self.topic + "/compressed", self._on_compressed))]
+        self._timer = node.create_timer(CHECK_PERIOD_S, self.check_loss, callback_group=group)
 
-    def _offer(self, decode, msg) -> None:
+    def _offer(self, decode, msg, info, kind: str) -> None:
+        gid = bytes(info.get("publisher_gid", {}).get("data", b"")) if info else b""
+        self.heard.add(gid)
+        self.loss[kind].arrived(gid, info.get("publication_sequence_number") if info else None)
         ns = stamp_to_ns(msg.header.stamp)
         if msg.header.frame_id:
             self.frame_id = msg.header.frame_id
         key = (msg.header.frame_id, ns) if ns else None
-        self.intake.offer(key, ns, lambda: decode(msg, self.max_pixels))
+        self.intake.offer(key, ns, lambda: self._downscaled(decode(msg, self.max_pixels)))
 
-    def _on_image(self, msg: Image) -> None:
-        self._offer(from_image_msg, msg)
+    def _on_image(self, msg: Image, info) -> None:    # info: rclpy passes MessageInfo
+        self._offer(from_image_msg, msg, info, "raw")
 
-    def _on_compressed(self, msg: CompressedImage) -> None:
-        self._offer(from_compressed_msg, msg)
+    def _on_compressed(self, msg: CompressedImage, info) -> None:
+        self._offer(from_compressed_msg, msg, info, "compressed")
+
+    def _downscaled(self, img):
+        h, w = img.shape[:2]
+        if max(h, w) <= WORK_MAX_SIDE:
+            return img
+        f = WORK_MAX_SIDE / max(h, w)
+        out = cv2.resize(img, (max(1, round(w * f)), max(1, round(h * f))),
+                         interpolation=cv2.INTER_AREA)
+        if not self._downscale_logged:
+            self._downscale_logged = True
+            self.log.info(f"{self.topic}: frames of {w}x{h} are downscaled to "
+                          f"{out.shape[1]}x{out.shape[0]} on arrival")
+        return out
+
+    # --- loss between processes ------------------------------------------------------------
+    def check_loss(self) -> None:
+        """Report each losing publisher once; drop the raw topic when /compressed is there."""
+        now = time.monotonic()
+        raw_sub, comp_sub = self.subs
+        publishers = {bytes(i.endpoint_gid): i for i in
+                      self.node.get_publishers_info_by_topic(raw_sub.topic)} \
+            if raw_sub.sub is not None else {}
+        for gid in publishers:
+            self.seen_at.setdefault(gid, now)
+        for gid, info in publishers.items():
+            if gid in self.reported:
+                continue
+            silent = gid not in self.heard and now - self.seen_at[gid] >= SILENT_S
+            losing = next((p for p in self.loss["raw"].losing() if p.publisher == gid), None)
+            if silent or losing:
+                self.reported.add(gid)
+                got = (f"none of its frames arrived in {now - self.seen_at[gid]:.0f} s"
+                       if silent else f"{losing.arrived} of {losing.announced} frames arrived "
+                       f"in {now - losing.since:.0f} s")
+                self._report(info, got)
+
+    def _report(self, info, got: str) -> None:
+        raw_sub, comp_sub = self.subs
+        who = (f"{info.node_namespace.rstrip('/')}/{info.node_name}" if info.node_name
+               else "a publisher")
+        compressed = self.node.get_publishers_info_by_topic(comp_sub.topic)
+        qos = info.qos_profile.reliability.name.lower().replace("_", " ")
+        profile = profile_path()
+        self.loss_report = (
+            f"{raw_sub.topic}: frames from {who} ({qos}) are lost between processes: {got}. "
+            f"Fix: start that publisher with FASTDDS_DEFAULT_PROFILES_FILE="
+            f"{profile or 'config/fastdds.xml'} (large shared-memory segments), or have it "
+            f"publish {comp_sub.topic} (image_transport compressed), or reliable QoS"
+            + (f"; {comp_sub.topic} is published: using it instead" if compressed else ""))
+        self.log.warning(self.loss_report)
+        if compressed:
+            raw_sub.destroy()

@@ -1,0 +1,31 @@
+"""camera/loss.py: frames a publisher announced against frames that arrived (ROS-free)."""
+from vision_dialogue.camera.loss import LossMeter
+
+
+def test_gaps_in_sequence_numbers_are_lost_frames_per_publisher():
+    t = [0.0]
+    m = LossMeter(min_announced=4, max_loss=0.2, clock=lambda: t[0])
+    for seq in (1, 2, 3, 4, 5, 6):
+        m.arrived(b"cam", seq)                   # all of them
+    for seq in (10, 13, 16, 19):
+        m.arrived(b"driver", seq)                # 4 of 10
+    by = {p.publisher: p for p in m.publishers()}
+    assert (by[b"cam"].announced, by[b"cam"].arrived, by[b"cam"].lost) == (6, 6, 0)
+    assert (by[b"driver"].announced, by[b"driver"].arrived, by[b"driver"].lost) == (10, 4, 6)
+    assert [p.publisher for p in m.losing()] == [b"driver"]
+
+
+def test_too_few_frames_to_judge_a_restart_and_no_sequence_numbers():
+    m = LossMeter(min_announced=4)
+    m.arrived(b"a", 1)
+    m.arrived(b"a", 3)                           # 2 of 3: too few announced to judge
+    assert m.losing() == []
+    for seq in (100, 110):
+        m.arrived(b"a", seq)
+    (lost,) = m.losing()
+    assert (lost.announced, lost.arrived) == (110, 4)
+    m.arrived(b"a", 1)                           # the publisher restarted: counted anew
+    assert m.publishers()[0].announced == 1 and m.losing() == []
+    m.arrived(b"b", None)                        # a middleware without sequence numbers
+    m.arrived(b"b", 0)
+    assert [p.publisher for p in m.publishers()] == [b"a"]
