@@ -155,10 +155,11 @@ class FakeOpenAI:
     """The fake server. See the module docstring for the API."""
 
     def __init__(self, default_reply: Any = "OK.", models: list[str] | None = None,
-                 responder: Callable[[dict], Any] | None = None, mimic: str = "") -> None:
+                 responder: Callable[[dict], Any] | None = None, mimic: str = "",
+                 port: int = 0) -> None:
         if mimic not in ("", "llama.cpp"):
             raise ValueError(f"mimic={mimic!r}: '' (OpenAI) or 'llama.cpp'")
-        self.mimic = mimic
+        self.mimic, self._port = mimic, port
         self.default_reply = default_reply
         self.models = list(models or ["gpt-4o-mini", "fake-vlm"])
         self.responder = responder
@@ -180,7 +181,7 @@ class FakeOpenAI:
         if self._server is not None:
             return self
         handler = _make_handler(self)
-        self._server = _QuietServer(("127.0.0.1", 0), handler)
+        self._server = _QuietServer(("127.0.0.1", self._port), handler)
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         kwargs={"poll_interval": 0.05},
                                         name="fake-openai", daemon=True)
@@ -473,8 +474,21 @@ def _make_handler(fake: FakeOpenAI):
     return Handler
 
 
+def main(argv=None) -> None:
+    """`python fake_openai.py PORT [REPLY]`: serve until killed (a process for another host)."""
+    import sys
+    args = sys.argv[1:] if argv is None else argv
+    with FakeOpenAI(port=int(args[0]), default_reply=args[1] if len(args) > 1 else "OK."):
+        print("ready", flush=True)
+        threading.Event().wait()
+
+
 @pytest.fixture
 def fake_openai():
     """A started FakeOpenAI server, closed after the test."""
     with FakeOpenAI() as fake:
         yield fake
+
+
+if __name__ == "__main__":
+    main()

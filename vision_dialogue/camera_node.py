@@ -8,9 +8,11 @@ Topics (relative, remappable):
   at that rate, for other consumers (face tracking, visualisation).
 - ``camera/users`` (vision_dialogue/DetectedUsers): user data of the Furhat camera feed.
 
-Images use sensor-data QoS (best effort, depth 5; ``qos_overrides.<topic>.publisher.*``
-parameters change it), carry the acquisition time on the node's clock (bag time under
-``use_sim_time``) and ``frame_id``. The compressed topics follow the resolved image topics
+Frames use reliable QoS, depth 5 (ros/qos.py CAMERA_FRAME_QOS: at one frame in seconds, a
+frame lost on the way to another host is sent again), the stream sensor-data QoS (best
+effort, depth 5); ``qos_overrides.<topic>.publisher.*`` parameters change either. Images
+carry the acquisition time on the node's clock (bag time under ``use_sim_time``) and
+``frame_id``. The compressed topics follow the resolved image topics
 (image_transport naming): remapping ``camera/image_raw`` moves ``/compressed`` with it.
 Acquisition (camera/acquisition.py): a failing source logs one error, is retried with
 exponential backoff and publishes nothing meanwhile; the node keeps running. See
@@ -37,6 +39,7 @@ from vision_dialogue.msg import DetectedUsers
 from vision_dialogue.ros.image_msgs import stamp_from_ns, to_compressed_msg, to_image_msg
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
+from vision_dialogue.ros.qos import CAMERA_FRAME_QOS
 
 EXTRA_PARAMS = ("device",)   # declared apart: an index or a path (dynamic typing)
 PARAMS = [
@@ -134,11 +137,12 @@ class CameraNode(Node):
         self.device = _device(dev)
         self._log = self.get_logger()
 
-        self.pub_image, self.pub_compressed = self._image_publishers("camera/image_raw")
+        self.pub_image, self.pub_compressed = self._image_publishers("camera/image_raw",
+                                                                     CAMERA_FRAME_QOS)
         self.pub_stream = self.pub_stream_compressed = None
         if self.p["publish_rate"] > 0:
             self.pub_stream, self.pub_stream_compressed = self._image_publishers(
-                "camera/stream/image_raw")
+                "camera/stream/image_raw", qos_profile_sensor_data)
         self.pub_users = self.create_publisher(
             DetectedUsers, "camera/users", QoSProfile(depth=10))
         self._warned_fit = False
@@ -164,20 +168,18 @@ class CameraNode(Node):
     ended = property(lambda self: self.acquisition.ended)
     tick_period = property(lambda self: self.acquisition.tick_period)
 
-    def _image_publishers(self, topic: str):
+    def _image_publishers(self, topic: str, qos: QoSProfile):
         """Return the (raw, compressed or None) publishers of `topic`.
 
         The compressed one on <resolved topic>/compressed as image_transport names it, both with
-        overridable sensor-data QoS.
+        `qos`, overridable (qos_overrides.<topic>.publisher.*).
         """
         resolved = self.resolve_topic_name(topic)
         overridable = QoSOverridingOptions.with_default_policies()
-        raw = self.create_publisher(Image, resolved, qos_profile_sensor_data,
-                                    qos_overriding_options=overridable)
+        raw = self.create_publisher(Image, resolved, qos, qos_overriding_options=overridable)
         comp = None
         if self.p["publish_compressed"]:
-            comp = self.create_publisher(CompressedImage, resolved + "/compressed",
-                                         qos_profile_sensor_data,
+            comp = self.create_publisher(CompressedImage, resolved + "/compressed", qos,
                                          qos_overriding_options=overridable)
         return raw, comp
 

@@ -244,7 +244,7 @@ class SpeechNode(Node):
             self.turns.listening()              # input is read from now on
         self.backend.start(self.turns)
         self.started.set()
-        self.log.info(f"speech backend {self.p['backend']!r} started")
+        self.log.info(f"speech backend {self.backend_kind!r} started")
 
     def _make_backend(self, input_stream, output_stream) -> SpeechBackend:
         p, name = self.p, self.backend_kind

@@ -1,0 +1,98 @@
+"""The robot's camera on one host, the manager on another: two network namespaces and a veth.
+
+Host A runs the installed camera_node; host B the manager, the speech node (a script) and the
+LLM (the fake server, as a process of B). Default settings and the environment a user's shell
+gets; DDS discovery by multicast over the veth. Frames must arrive (at least 95 % of those
+sent after discovery) and the script's lines get replies. Needs root and `ip` (iproute2);
+every address is inside the two namespaces this test makes and removes.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from installed.user_env import stop
+from vision_dialogue.cli.demo_assets import ensure_demo_video
+from vision_dialogue.core.transcript import read_transcript
+
+HERE = Path(__file__).resolve().parent
+FAKE = HERE.parent / "fake_openai.py"
+PERIOD = 0.5
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("ip") is None,
+    reason="two hosts need root and iproute2 (ip netns, veth pairs)")
+
+
+def ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=20)
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    """Namespaces (A, B) joined by a veth pair, multicast routed, torn down after."""
+    tag = f"{os.getpid() % 10000}"
+    a, b, va, vb = f"vdA{tag}", f"vdB{tag}", f"vdA{tag}v", f"vdB{tag}v"
+    ip("netns", "add", a)
+    ip("netns", "add", b)
+    try:
+        ip("link", "add", va, "type", "veth", "peer", "name", vb)
+        for ns, dev, addr in ((a, va, "10.231.7.1/24"), (b, vb, "10.231.7.2/24")):
+            ip("link", "set", dev, "netns", ns)
+            ip("-n", ns, "addr", "add", addr, "dev", dev)
+            ip("-n", ns, "link", "set", "lo", "up")
+            ip("-n", ns, "link", "set", dev, "up")
+            ip("-n", ns, "route", "add", "224.0.0.0/4", "dev", dev)   # DDS discovery
+        yield a, b
+    finally:
+        for ns in (a, b):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20)
+
+
+def test_camera_on_one_host_manager_on_another(installed, hosts, tmp_path):
+    a, b = hosts
+    # discovery beyond this host (the suite keeps its other tests to LOCALHOST)
+    env = dict(installed.env, OPENAI_API_KEY="sk-test", ROS_AUTOMATIC_DISCOVERY_RANGE="SUBNET")
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"items": [
+        {"say": "Hello, can you see me?", "delay": 12.0, "wait_for_reply": True},
+        {"say": "And now?", "delay": 4.0, "wait_for_reply": True}]}))
+    transcripts = tmp_path / "tr"
+
+    def on(ns, argv, name):
+        return installed.popen(["ip", "netns", "exec", ns, *argv], env=env,
+                               log=tmp_path / f"{name}.log")
+
+    procs = {
+        "llm": on(b, [sys.executable, str(FAKE), "18731", "I can see you there."], "llm"),
+        "manager": on(b, installed.exe("manager_node") + [
+            "--ros-args", "-p", "base_url:=http://127.0.0.1:18731/v1", "-p", "model:=fake-vlm",
+            "-p", f"transcript_dir:={transcripts}"], "manager"),
+        "camera": on(a, installed.exe("camera_node") + [
+            "--ros-args", "-p", f"video_path:={ensure_demo_video()}",
+            "-p", f"frame_period:={PERIOD}"], "camera"),
+    }
+    try:
+        procs["speech"] = on(b, installed.exe("speech_node") + [
+            "--ros-args", "-p", f"script_file:={script}", "-p", "exit_when_done:=true",
+            "-p", "reply_timeout:=30.0"], "speech")
+        assert procs["speech"].wait(120) == 0, (tmp_path / "speech.log").read_text()
+    finally:
+        codes = {k: stop(p) for k, p in reversed(list(procs.items()))}
+    logs = {k: (tmp_path / f"{k}.log").read_text() for k in procs}
+    assert codes["manager"] == 0 and codes["camera"] == 0, logs
+    assert "Traceback" not in logs["manager"] + logs["camera"], logs
+    assert logs["speech"].count("robot: I can see you there.") == 2, logs["speech"]
+    (run,) = transcripts.iterdir()
+    stamps = sorted(r["stamp"] for r in read_transcript(run / "transcript.jsonl")
+                    if r["type"] == "frame")
+    sent = round((stamps[-1] - stamps[0]) / PERIOD) + 1      # one per period, first to last
+    assert sent >= 20 and len(stamps) >= 0.95 * sent, (len(stamps), sent)
+    print(f"two hosts: {len(stamps)} of {sent} frames reached the manager")
