@@ -40,13 +40,15 @@ def test_lost_frames_of_a_driver_without_the_profile_are_reported(installed, tmp
     driver_env = dict(installed.env)
     driver_env.pop("FASTDDS_DEFAULT_PROFILES_FILE")        # a stock driver: Fast DDS defaults
     driver = installed.popen([sys.executable, str(DRIVER), "--name", "usb_cam", "--rate", "2",
-                              "--size", "1280x960", "--count", "120", "--settle", "0"]
+                              "--size", "1280x960", "--count", "240", "--settle", "0"]
                              + (["--compressed"] if compressed else []),
                              env=driver_env, log=tmp_path / "driver.log")
     log = tmp_path / "manager.log"
     try:
         found = wait_for(log, r"frames from /usb_cam \(best effort\) are lost between "
                          r"processes: ([^.]*)\. Fix: (.*)", timeout=40)
+        doctor = None if compressed else installed.run(
+            installed.exe("doctor") + ["--topic", "camera/image_raw"], timeout=120)
         if compressed and found:
             frames_before = len(list(transcripts.glob("*/frames/*")))
             deadline = time.monotonic() + 15
@@ -67,3 +69,6 @@ def test_lost_frames_of_a_driver_without_the_profile_are_reported(installed, tmp
         assert frames_after >= frames_before + 3, (frames_before, frames_after)
     else:
         assert "using it instead" not in text
+        row = next(ln for ln in doctor.stdout.splitlines() if ln.startswith("frames "))
+        assert doctor.returncode == 1 and "FAIL" in row and "/usb_cam" in row, doctor.stdout
+        assert "FASTDDS_DEFAULT_PROFILES_FILE=" in doctor.stdout

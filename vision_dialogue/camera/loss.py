@@ -65,3 +65,10 @@ class LossMeter:
         """Publishers that announced enough frames and lost more than `max_loss` of them."""
         return [p for p in self.publishers()
                 if p.announced >= self.min_announced and p.share > self.max_loss]
+
+
+def loss_fix(topic: str, profile: str) -> str:
+    """What to do about frames lost between processes (the manager's and doctor's words)."""
+    return (f"start that publisher with FASTDDS_DEFAULT_PROFILES_FILE={profile} (large "
+            f"shared-memory segments), or have it publish {topic}/compressed (image_transport "
+            "compressed), or reliable QoS")

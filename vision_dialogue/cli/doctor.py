@@ -20,6 +20,7 @@ import os
 import shutil
 import socket
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -55,6 +56,8 @@ class Config:
     transcript_dir: str = "runs/transcripts"
     vfm: bool = False
     voice_in: str = ""        # the local voice's audio_in when a setup uses it ("" = not used)
+    frames_topic: str = ""    # an image topic to listen to for lost frames ("" = not checked)
+    listen_s: float = 6.0
 
 
 # ---------------------------------------------------------------------------- checks
@@ -149,6 +152,58 @@ def check_camera(cfg: Config) -> Check:
                      "add yourself to the video group: sudo usermod -aG video $USER")
     return Check(name, FAIL if cfg.camera_source == "webcam" else WARN, "no /dev/video* device",
                  "connect a webcam, or use --video FILE / source:=video (the demo needs none)")
+
+
+def check_frames(cfg: Config) -> Check:
+    """Listen to an image topic: whether every frame its publishers send arrives here."""
+    name = "frames"
+    if not cfg.frames_topic:
+        return Check(name, SKIP, "no --topic given")
+    from vision_dialogue.ros.dds import apply_default_profile, profile_path
+    apply_default_profile()
+    import rclpy
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import Image
+
+    from vision_dialogue.camera.loss import LossMeter, loss_fix
+    meter, heard = LossMeter(), set()
+
+    def on_frame(_msg, info):
+        gid = bytes(info["publisher_gid"]["data"])
+        heard.add(gid)
+        meter.arrived(gid, info.get("publication_sequence_number"))
+
+    with rclpy.init(args=["doctor"]):
+        node = rclpy.create_node("vd_doctor_frames")
+        topic = node.resolve_topic_name(cfg.frames_topic)
+        node.create_subscription(Image, topic, on_frame, qos_profile_sensor_data)
+        end = time.monotonic() + cfg.listen_s
+        publishers = {}
+        while time.monotonic() < end:
+            rclpy.spin_once(node, timeout_sec=0.1)
+            publishers.update((bytes(i.endpoint_gid), i)
+                              for i in node.get_publishers_info_by_topic(topic))
+        compressed = bool(node.get_publishers_info_by_topic(topic + "/compressed"))
+        node.destroy_node()
+    if not publishers:
+        return Check(name, WARN, f"nobody publishes {topic}", "start the camera (driver)")
+    fix = loss_fix(topic, str(profile_path() or "config/fastdds.xml"))
+    by = {p.publisher: p for p in meter.publishers()}
+    bad, good = [], []
+    for gid, info in publishers.items():
+        who = f"{info.node_namespace.rstrip('/')}/{info.node_name}"
+        p = by.get(gid)
+        if gid not in heard:
+            bad.append(f"{who}: no frame arrived in {cfg.listen_s:g} s")
+        elif p is not None and p.share > meter.max_loss and p.announced >= meter.min_announced:
+            bad.append(f"{who}: {p.arrived} of {p.announced} frames arrived")
+        else:
+            good.append(f"{who}: {p.arrived if p else 'some'} frames, none lost")
+    if bad:
+        return Check(name, FAIL if not compressed else WARN,
+                     "; ".join(bad) + (f" ({topic}/compressed is published: the manager "
+                                       "uses it instead)" if compressed else ""), fix)
+    return Check(name, OK, "; ".join(good))
 
 
 def check_llm(cfg: Config) -> Check:
@@ -250,7 +305,7 @@ def check_disk(cfg: Config) -> Check:
 
 
 CHECKS: tuple[Callable[[Config], Check], ...] = (
-    check_ros, check_dds, check_default_model, check_camera, check_llm, check_vfm,
+    check_ros, check_dds, check_default_model, check_camera, check_frames, check_llm, check_vfm,
     check_furhat, check_voice, check_disk)
 
 
@@ -287,6 +342,7 @@ def config_from(ns) -> Config:
     if ns.furhat_host:
         cfg.furhat_host = ns.furhat_host
     cfg.images = ns.images
+    cfg.frames_topic = getattr(ns, "topic", None) or ""
     return cfg
 
 
@@ -315,6 +371,8 @@ def main(args=None) -> int:
     ap.add_argument("--images", action="store_true",
                     help="also send one tiny image to see whether the model takes images")
     ap.add_argument("--furhat-host", help="a Furhat robot to reach")
+    ap.add_argument("--topic", help="an image topic to listen to for a few seconds: do the "
+                    "frames its publishers send arrive here (a stock driver's may not)?")
     ns = ap.parse_args(argv)
     if args is None:
         quiet_console()

@@ -20,7 +20,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from sensor_msgs.msg import CompressedImage, Image
 
 from vision_dialogue.camera.intake import FrameIntake
-from vision_dialogue.camera.loss import LossMeter
+from vision_dialogue.camera.loss import LossMeter, loss_fix
 from vision_dialogue.ros.dds import profile_path
 from vision_dialogue.ros.image_msgs import from_compressed_msg, from_image_msg, stamp_to_ns
 from vision_dialogue.ros.qos import FollowingSubscription, image_qos
@@ -124,9 +124,7 @@ class ImageTopicInput:
         profile = profile_path()
         self.loss_report = (
             f"{raw_sub.topic}: frames from {who} ({qos}) are lost between processes: {got}. "
-            f"Fix: start that publisher with FASTDDS_DEFAULT_PROFILES_FILE="
-            f"{profile or 'config/fastdds.xml'} (large shared-memory segments), or have it "
-            f"publish {comp_sub.topic} (image_transport compressed), or reliable QoS"
+            f"Fix: {loss_fix(raw_sub.topic, str(profile or 'config/fastdds.xml'))}"
             + (f"; {comp_sub.topic} is published: using it instead" if compressed else ""))
         self.log.warning(self.loss_report)
         if compressed:
