@@ -46,7 +46,7 @@ def test_lost_frames_of_a_driver_without_the_profile_are_reported(installed, tmp
     log = tmp_path / "manager.log"
     try:
         found = wait_for(log, r"frames from /usb_cam \(best effort\) are lost between "
-                         r"processes: ([^.]*)\. Fix: (.*)", timeout=40)
+                         r"processes: ([^.]*)\. Fix: (.*)", timeout=90)
         doctor = None if compressed else installed.run(
             installed.exe("doctor") + ["--topic", "camera/image_raw"], timeout=120)
         if compressed and found:
