@@ -60,6 +60,29 @@ def test_real_third_party_noise_is_muted_and_our_lines_pass_in_order():
     assert len(loud.stderr.splitlines()) > 4
 
 
+TQDM_BAR = textwrap.dedent("""
+    import sys
+    from vision_dialogue.cli.console import quiet_console, wants_verbose
+    quiet_console(wants_verbose([]))
+    from tqdm.auto import tqdm      # as transformers' GGUF conversion imports it
+    for _ in tqdm(range(50), desc="Converting and de-quantizing GGUF tensors..."):
+        pass
+    print("done", file=sys.stderr)
+""")
+
+
+def test_progress_bars_of_plain_tqdm_are_muted():
+    """The GGUF conversion's bar (plain tqdm, not transformers' switch) prints nothing."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TQDM_DISABLE", "VD_VERBOSE")}
+
+    def bar(**extra):
+        return subprocess.run([sys.executable, "-c", TQDM_BAR], capture_output=True, text=True,
+                              timeout=120, env={**env, **extra})
+    quiet = bar()
+    assert quiet.returncode == 0 and quiet.stderr.strip() == "done", quiet.stderr
+    assert "Converting and de-quantizing" in bar(VD_VERBOSE="1").stderr
+
+
 DIALOGUE = textwrap.dedent("""
     import os, sys, threading, time
     from vision_dialogue.cli import console

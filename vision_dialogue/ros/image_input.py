@@ -29,7 +29,7 @@ from vision_dialogue.ros.qos import FollowingSubscription, image_qos
 #: frame is 36 MB; nothing downstream needs more than this)
 WORK_MAX_SIDE = 1920
 #: a publisher matched this long with no frame from it: its frames are lost
-SILENT_S = 10.0
+SILENT_S = 8.0
 CHECK_PERIOD_S = 2.0
 
 
