@@ -181,45 +181,8 @@ class OpenAIChatBackend:
         last sentence is never yielded and it counts as interrupted too. Closing the
         generator early closes the connection.
         """
-        params = self._params(messages, model, max_tokens, temperature)
-        params["stream"] = True
-        attempts = self.max_retries + 1
-        yielded = False
-        for attempt in range(1, attempts + 1):
-            splitter = SentenceSplitter()
-            stream = None
-            try:
-                stream = self._client.chat.completions.create(**params)
-                finished = False
-                for chunk in stream:
-                    for choice in chunk.choices or ():
-                        if choice.index != 0:
-                            continue
-                        finished = finished or bool(choice.finish_reason)
-                        if choice.delta and choice.delta.content:
-                            for sentence in splitter.feed(choice.delta.content):
-                                yielded = True
-                                yield sentence
-                if not finished:   # closed in good order, but the reply is not complete
-                    raise _Truncated()
-                for sentence in splitter.flush():
-                    yielded = True
-                    yield sentence
-                return
-            except GeneratorExit:
-                raise
-            except Exception as exc:  # classified below; never leaks the key
-                failure = self._classify(exc)
-                if yielded:
-                    raise self._error("streamed reply interrupted", failure, attempt,
-                                      kind="stream_interrupted") from None
-                self._retry_or_raise("streaming chat completion", failure, attempt, attempts)
-            finally:
-                if stream is not None:
-                    try:
-                        stream.close()
-                    except Exception:  # closing a broken connection may fail; nothing to do
-                        pass
+        yield from self._stream(messages, (), "none", model, max_tokens, temperature, None,
+                                "streaming chat completion")
 
     # -- tools ---------------------------------------------------------------------------------
     def complete_with_tools(self, messages: Sequence[Message], tools: Sequence[dict], *,
@@ -264,10 +227,15 @@ class OpenAIChatBackend:
         when the stream ends; text that may be such a call is held back, never yielded.
         Retries as `stream` does (only before the first sentence).
         """
+        yield from self._stream(messages, tools, tool_choice, model, max_tokens, temperature,
+                                calls, "streaming tool completion")
+
+    def _stream(self, messages, tools, tool_choice, model, max_tokens, temperature,
+                calls: list | None, what: str) -> Iterator[str]:
+        """The one streamed request loop of `stream` and `stream_with_tools`."""
         params = self._params(messages, model, max_tokens, temperature)
-        params["tools"] = list(tools)
         if tools:
-            params["tool_choice"] = tool_choice
+            params["tools"], params["tool_choice"] = list(tools), tool_choice
         params["stream"] = True
         names = _tool_names(tools) if tool_choice != "none" else set()
         attempts = self.max_retries + 1
@@ -281,10 +249,9 @@ class OpenAIChatBackend:
                 finished = False
                 for chunk in stream:
                     for choice in chunk.choices or ():
-                        if choice.index != 0 or choice.delta is None:
-                            finished = finished or bool(choice.finish_reason)
-                            continue
                         finished = finished or bool(choice.finish_reason)
+                        if choice.index != 0 or choice.delta is None:
+                            continue
                         text: list[str] = []
                         _add_delta(choice.delta, text, raw)
                         for sentence in speaker.feed("".join(text)):
@@ -309,7 +276,7 @@ class OpenAIChatBackend:
                 if yielded:
                     raise self._error("streamed reply interrupted", failure, attempt,
                                       kind="stream_interrupted") from None
-                self._retry_or_raise("streaming tool completion", failure, attempt, attempts)
+                self._retry_or_raise(what, failure, attempt, attempts)
             finally:
                 if stream is not None:
                     try:
