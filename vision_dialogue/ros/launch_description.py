@@ -17,13 +17,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from launch import LaunchDescription
-from launch.actions import (DeclareLaunchArgument, EmitEvent, GroupAction, OpaqueFunction,
-                            SetEnvironmentVariable)
-from launch.conditions import IfCondition, UnlessCondition
-from launch.events import Shutdown
-from launch.substitutions import EnvironmentVariable, LaunchConfiguration
-from launch_ros.actions import Node, PushROSNamespace, SetParameter
+try:   # ROS 2's launch (a ROS 2 install; elsewhere ../shared/tools/ros2-launch in tests)
+    from launch import LaunchDescription
+    from launch.actions import (DeclareLaunchArgument, EmitEvent, GroupAction, OpaqueFunction,
+                                SetEnvironmentVariable)
+    from launch.conditions import IfCondition, UnlessCondition
+    from launch.events import Shutdown
+    from launch.substitutions import EnvironmentVariable, LaunchConfiguration
+    from launch_ros.actions import Node, PushROSNamespace, SetParameter
+except ModuleNotFoundError as e:     # said plainly; `bringup` needs none of it
+    e.msg = (f"{e.msg}: the launch files need ROS 2's launch and launch_ros (source a ROS 2 "
+             "install); without them, use `bringup <setup>`")
+    raise
 
 from vision_dialogue.cli.setups import (NODES, SETUPS, Setup, default_params_file,
                                         node_overrides, start_order)
