@@ -38,6 +38,8 @@ ANSWERS = iter(["Hello! I like your orange suit.", "You wear an orange space sui
 def responder(request: dict) -> Reply:
     """Replies that differ per turn, with a model's pace (so the latency plot has a shape)."""
     last = json.dumps(request["messages"][-1])
+    if request.get("max_tokens") == 1:        # the manager's start-up image check
+        return "White."
     if "one short sentence" in last:          # the paper's frame summary request
         return Reply(text="A person in an orange suit waved at me.", delay=0.3)
     return Reply(text=next(ANSWERS, "Goodbye!"), delay=0.4, chunk_delay=0.05)
