@@ -5,6 +5,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from vision_dialogue.cli.console import quiet_console, wants_verbose
@@ -151,18 +152,30 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
     return int(getattr(node, "exit_code", 0) or 0)   # a node may end in failure (manager)
 
 
+#: parents a node outlives: shells and terminal multiplexers, service managers
+SHELLS = frozenset({"bash", "sh", "dash", "zsh", "fish", "ksh", "tcsh", "csh", "tmux",
+                    "tmux: server", "screen", "nohup", "systemd", "init", "su", "sudo", "sshd"})
+
+
 def end_with_parent() -> None:
     """Get SIGTERM when the process that started this node dies (Linux; elsewhere nothing).
 
     `ros2 launch` killed with SIGTERM exits at once and leaves its nodes running ("using
     SIGTERM can result in orphaned processes", upstream); so does a crashed `bringup`. With
     this, each node then ends through its usual clean shutdown instead of running on alone.
+    Not when a shell (or a service manager) started it: that parent may go on purpose.
     """
     if not sys.platform.startswith("linux"):
         return
     import ctypes
     PR_SET_PDEATHSIG = 1
     parent = os.getppid()
+    try:    # started from a shell (`nohup node &`, then the shell closes): keep running
+        name = Path(f"/proc/{parent}/comm").read_text().strip()
+    except OSError:
+        return
+    if name in SHELLS:
+        return
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
     except (OSError, AttributeError):
