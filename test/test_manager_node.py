@@ -8,6 +8,7 @@ import threading
 import time
 
 import numpy as np
+import rclpy
 import pytest
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import CompressedImage
@@ -506,3 +507,47 @@ def test_a_session_where_every_reply_is_the_fallback_ends_in_failure(ros_context
         assert rig.node.exit_code == code
         err = capfd.readouterr().err
         assert ("every reply of this session (2) was the fallback line" in err) is (code == 1)
+
+
+def test_a_silent_raw_publisher_is_reported_and_compressed_frames_taken(ros_context, fake,
+                                                                        tmp_path, capfd):
+    """A silent raw publisher is reported and compressed frames are taken.
+
+    A driver matched on camera/image_raw whose frames never arrive, with /compressed: one
+    warning naming it, the raw subscription dropped, frames from /compressed used.
+    """
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import Image
+
+    from vision_dialogue.ros import image_input
+    rig = Rig(ros_context, fake, tmp_path)
+    driver = rclpy.create_node("usb_cam", context=ros_context)
+    driver.create_publisher(Image, "camera/image_raw", qos_profile_sensor_data)   # silent
+    jpg = driver.create_publisher(CompressedImage, "camera/image_raw/compressed",
+                                  qos_profile_sensor_data)
+    camera = rig.node.camera
+    try:
+        assert rig.wait(lambda: len(rig.node.get_publishers_info_by_topic(
+            "/camera/image_raw")) >= 2)             # the rig's and the driver's
+        camera.check_loss()
+        assert not camera.reported                  # matched only now: not judged yet
+        for gid in camera.seen_at:                  # ... as if SILENT_S had passed
+            camera.seen_at[gid] -= image_input.SILENT_S
+        for _ in range(2):                          # a frame from the rig: heard from
+            rig.img_pub.publish(to_image_msg(photo()))
+        assert rig.wait(lambda: rig.node.conversation.newest_frame() is not None)
+        camera.check_loss()
+        raw_sub, _ = camera.subs
+        assert raw_sub.sub is None                  # dropped: frames come from /compressed
+        before = len(rig.node.conversation.archive.frames())
+        for _ in range(3):
+            jpg.publish(to_compressed_msg(photo()))
+            time.sleep(0.05)
+        assert rig.wait(lambda: len(rig.node.conversation.archive.frames()) > before)
+    finally:
+        driver.destroy_node()
+        rig.close()
+    err = capfd.readouterr().err
+    assert err.count("are lost between processes") == 1
+    assert "frames from /usb_cam (best effort) are lost between processes" in err
+    assert "/camera/image_raw/compressed is published: using it instead" in err

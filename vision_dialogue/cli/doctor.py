@@ -189,20 +189,27 @@ def check_frames(cfg: Config) -> Check:
         return Check(name, WARN, f"nobody publishes {topic}", "start the camera (driver)")
     fix = loss_fix(topic, str(profile_path() or "config/fastdds.xml"))
     by = {p.publisher: p for p in meter.publishers()}
-    bad, good = [], []
+    bad, unsure, good = [], [], []
     for gid, info in publishers.items():
         who = f"{info.node_namespace.rstrip('/')}/{info.node_name}"
         p = by.get(gid)
         if gid not in heard:
             bad.append(f"{who}: no frame arrived in {cfg.listen_s:g} s")
-        elif p is not None and p.share > meter.max_loss and p.announced >= meter.min_announced:
+        elif p is None or p.announced < meter.min_announced:
+            unsure.append(f"{who}: only {p.arrived if p else 'a few'} frame(s) in "
+                          f"{cfg.listen_s:g} s, too few to tell")
+        elif p.share > meter.max_loss:
             bad.append(f"{who}: {p.arrived} of {p.announced} frames arrived")
         else:
-            good.append(f"{who}: {p.arrived if p else 'some'} frames, none lost")
+            good.append(f"{who}: {p.arrived} of {p.announced} frames arrived")
+    also = f" ({topic}/compressed is published: the manager uses it instead)" \
+        if compressed else ""
     if bad:
-        return Check(name, FAIL if not compressed else WARN,
-                     "; ".join(bad) + (f" ({topic}/compressed is published: the manager "
-                                       "uses it instead)" if compressed else ""), fix)
+        return Check(name, FAIL if not compressed else WARN, "; ".join(bad + unsure) + also,
+                     fix)
+    if unsure:
+        return Check(name, WARN, "; ".join(unsure + good) + also,
+                     f"listen longer (--listen 20); if it stays so: {fix}")
     return Check(name, OK, "; ".join(good))
 
 
@@ -343,6 +350,7 @@ def config_from(ns) -> Config:
         cfg.furhat_host = ns.furhat_host
     cfg.images = ns.images
     cfg.frames_topic = getattr(ns, "topic", None) or ""
+    cfg.listen_s = float(getattr(ns, "listen", None) or cfg.listen_s)
     return cfg
 
 
@@ -373,6 +381,8 @@ def main(args=None) -> int:
     ap.add_argument("--furhat-host", help="a Furhat robot to reach")
     ap.add_argument("--topic", help="an image topic to listen to for a few seconds: do the "
                     "frames its publishers send arrive here (a stock driver's may not)?")
+    ap.add_argument("--listen", type=float, default=6.0,
+                    help="seconds to listen to --topic (default 6)")
     ns = ap.parse_args(argv)
     if args is None:
         quiet_console()
