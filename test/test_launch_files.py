@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,8 +80,19 @@ def launch_api():
     site = str(real_launch.install() / "site")
     if site not in sys.path:
         sys.path.append(site)
+    logger_class, root_level = logging.getLoggerClass(), logging.root.level
     import launch  # noqa: F401
     import launch_ros  # noqa: F401
+    yield
+    # importing launch makes every logger created afterwards a LaunchLogger that does not
+    # propagate (and sets the root level): the tests after this module need logging back
+    from launch.logging import LaunchLogger
+    for logger in LaunchLogger.all_loggers:
+        logger.propagate = True
+        logger.handlers.clear()
+        logger.setLevel(logging.NOTSET)
+    logging.setLoggerClass(logger_class)
+    logging.root.setLevel(root_level)
 
 
 @dataclass

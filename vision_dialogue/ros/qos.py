@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
                        qos_profile_sensor_data)
 from rclpy.qos_overriding_options import QoSOverridingOptions
@@ -120,9 +121,14 @@ class FollowingSubscription:
             self.node.destroy_subscription(self.sub)
             self.sub = None
         asked = qos.reliability   # rclpy applies qos_overrides to `qos` in place
+        # No QoS event handlers: a following subscription adapts to the offers itself, and
+        # rclpy's default "incompatible QoS" handler is a waitable that a MultiThreadedExecutor
+        # may still add to its wait set while the subscription is destroyed here (re-subscribe,
+        # a switch to /compressed): InvalidHandle, "destruction was requested", kills the spin.
         self.sub = self.node.create_subscription(
             self.msg_type, self.topic, self.callback, qos, callback_group=self.group,
-            raw=self.raw, qos_overriding_options=options)
+            raw=self.raw, qos_overriding_options=options,
+            event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False))
         self.qos = qos
         if first and options is not None:
             rel = self._param("reliability")
