@@ -46,11 +46,10 @@ class ImageTopicInput:
         self.intake, self.max_pixels = intake, max_pixels
         self.frame_id = default_frame_id
         self.node, self.log = node, node.get_logger()
-        self.loss = {"raw": LossMeter(), "compressed": LossMeter()}
+        self.loss = LossMeter()                   # the raw topic's publishers
         self.seen_at: dict[bytes, float] = {}     # publisher gid -> first time it was matched
         self.heard: set[bytes] = set()            # publishers a frame came from
         self.reported: set[bytes] = set()
-        self.loss_report = ""                     # the last loss warning, for status/doctor
         self._downscale_logged = False
         # image_transport naming: the compressed topic follows the resolved (remapped) image
         self.topic = node.resolve_topic_name(topic)
@@ -67,7 +66,8 @@ class ImageTopicInput:
     def _offer(self, decode, msg, info, kind: str) -> None:
         gid = bytes(info.get("publisher_gid", {}).get("data", b"")) if info else b""
         self.heard.add(gid)
-        self.loss[kind].arrived(gid, info.get("publication_sequence_number") if info else None)
+        if kind == "raw":
+            self.loss.arrived(gid, info.get("publication_sequence_number") if info else None)
         ns = stamp_to_ns(msg.header.stamp)
         if msg.header.frame_id:
             self.frame_id = msg.header.frame_id
@@ -107,7 +107,7 @@ class ImageTopicInput:
             if gid in self.reported:
                 continue
             silent = gid not in self.heard and now - self.seen_at[gid] >= SILENT_S
-            losing = next((p for p in self.loss["raw"].losing() if p.publisher == gid), None)
+            losing = next((p for p in self.loss.losing() if p.publisher == gid), None)
             if silent or losing:
                 self.reported.add(gid)
                 got = (f"none of its frames arrived in {now - self.seen_at[gid]:.0f} s"
@@ -122,10 +122,9 @@ class ImageTopicInput:
         compressed = self.node.get_publishers_info_by_topic(comp_sub.topic)
         qos = info.qos_profile.reliability.name.lower().replace("_", " ")
         profile = profile_path()
-        self.loss_report = (
+        self.log.warning(
             f"{raw_sub.topic}: frames from {who} ({qos}) are lost between processes: {got}. "
             f"Fix: {loss_fix(raw_sub.topic, str(profile or 'config/fastdds.xml'))}"
             + (f"; {comp_sub.topic} is published: using it instead" if compressed else ""))
-        self.log.warning(self.loss_report)
         if compressed:
             raw_sub.destroy()
