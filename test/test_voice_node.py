@@ -138,5 +138,8 @@ def test_a_recorded_voice_session_replays_through_the_backend(
         player.close()
         node2.close()
         ex.shutdown()
-    assert peer2.texts() == recorded
+    # the same audio, heard again: Whisper may hear a word differently from run to run
+    # ("What color is" / "What colors"), so the bound the voice tests use, not equality
+    assert len(peer2.texts()) == len(recorded)
+    assert word_error_rate(recorded, peer2.texts()) <= 0.2, (recorded, peer2.texts())
     assert node2.pub_audio_in is None      # what it hears from the topic is not echoed back
