@@ -79,6 +79,8 @@ class Exchange:
     total_s: float = 0.0
     fallback: bool = False
     grounded: bool | None = None       # grounding or memory question: expected content named
+    answered: bool | None = None       # a yes/no question (`answer`): answered so, directly
+    repeated: bool = False             # says again what an earlier reply of the session said
     hallucinated: list[str] = field(default_factory=list)
     persona_faults: list[str] = field(default_factory=list)
 
@@ -100,9 +102,50 @@ def persona_faults(reply: str) -> list[str]:
     return faults
 
 
-def score(ex: Exchange, step: dict, scene: dict) -> None:
-    """Fill in the exchange's grounding, hallucination and persona results."""
+YES_WORDS = ("yes", "yeah", "yep", "sure", "of course", "i do", "i can", "i did", "it is",
+             "there is", "you are", "i think so")
+NO_WORDS = ("no", "nope", "not", "n't", "cannot", "nobody", "no one", "nothing", "never",
+            "none", "gone")
+
+
+def yes_or_no(reply: str) -> str:
+    """"yes", "no" or "" (no direct answer) from a reply's first sentence."""
+    first = re.split(r"(?<=[.!?])\s+", reply.strip())[0] if reply.strip() else ""
+    low = " " + re.sub(r"[^a-z' ]+", " ", first.lower().replace("’", "'")) + " "
+    start = " ".join(low.split()[:3])
+    if has_phrase(start, ["no", "nope"]):
+        return "no"
+    if has_phrase(start, ["yes", "yeah", "yep", "sure", "of course"]):
+        return "yes"
+    if any(f" {w} " in low or (w == "n't" and "n't " in low) for w in NO_WORDS):
+        return "no"
+    return "yes" if has_phrase(start, YES_WORDS) else ""
+
+
+def sentence_words(reply: str) -> list[tuple[str, ...]]:
+    """A reply's sentences of 4 words or more, as word tuples (for the repeat score)."""
+    out = []
+    for sentence in re.split(r"(?<=[.!?])\s+", reply.strip()):
+        words = tuple(re.findall(r"[a-z0-9']+", sentence.lower()))
+        if len(words) >= 4:
+            out.append(words)
+    return out
+
+
+def score(ex: Exchange, step: dict, scene: dict, earlier: list | None = None) -> None:
+    """Fill in the exchange's grounding, hallucination, answer, repeat and persona results.
+
+    earlier: the sentence word tuples of the session's earlier replies (extended here).
+    """
+    from vision_dialogue.core.reply_filter import near_repeat
     reply = ex.reply
+    if step.get("answer") is not None:
+        expected = "yes" if step["answer"] in (True, "yes") else "no"
+        ex.answered = yes_or_no(reply) == expected and not ex.fallback
+    if earlier is not None:
+        mine = sentence_words(reply)
+        ex.repeated = not ex.fallback and any(near_repeat(list(w), earlier) for w in mine)
+        earlier.extend(mine)
     if step.get("expect"):
         ex.grounded = bool(has_phrase(reply, step["expect"])) and not ex.fallback
         if ex.kind == "memory" and has_phrase(reply, step.get("forbid", [])):
@@ -153,10 +196,19 @@ class DemoFrames:
         return frames[i % len(frames)]
 
 
-def make_backend(args, dtype: str = "auto"):
+def parse_engine(text: str) -> tuple[str, str, str]:
+    """"KIND[/DTYPE][@MODEL]" -> (kind, dtype, model): "llamacpp@default:1.5b"."""
+    head, _, model = text.partition("@")
+    kind, _, dtype = head.partition("/")
+    return kind.strip() or "transformers", dtype.strip() or "auto", model.strip() or "default"
+
+
+def make_backend(args, engine: str = "transformers"):
+    """The backend of one engine ("KIND[/DTYPE][@MODEL]", local) or the --llm openai server."""
     from vision_dialogue.llm.factory import make_backend as build
     if args.llm == "local":
-        return build("transformers", model=args.model or "default",
+        kind, dtype, model = parse_engine(engine)
+        return build(kind, model=args.model or model,
                      max_new_tokens=DEMO_MANAGER["max_reply_tokens"], dtype=dtype)
     return build("openai", base_url=args.base_url, model=args.model or "gpt-4o-mini",
                  supports_images=not args.no_images, timeout=args.timeout, max_retries=1)
@@ -204,7 +256,7 @@ def run_battery(backend, observer, setup: dict, battery: dict, deadline_s: float
                         observer=observer)
     people = PeopleVideo(events) if battery.get("video") == "people" else None
     frames = None if people else DemoFrames()
-    scene, out = None, []
+    scene, out, earlier = None, [], []
     try:
         for step in battery["steps"]:
             if "until" in step:
@@ -218,12 +270,14 @@ def run_battery(backend, observer, setup: dict, battery: dict, deadline_s: float
                 continue
             if frames is not None:
                 conv.add_frame(frames.take(scene))
-            out.append(ask(conv, step, scene, battery["scenes"][scene], deadline_s))
+            out.append(ask(conv, step, scene, battery["scenes"][scene], deadline_s, earlier))
             if verbose:
                 ex = out[-1]
                 print(f"  [{scene:9}] you: {ex.question}\n              robot: {ex.reply}"
                       f"   ({ex.first_s or 0:.1f}/{ex.total_s:.1f} s"
                       + (f", grounded={ex.grounded}" if ex.grounded is not None else "")
+                      + (f", answered={ex.answered}" if ex.answered is not None else "")
+                      + (", REPEATED" if ex.repeated else "")
                       + (f", HALLUCINATED {ex.hallucinated}" if ex.hallucinated else "")
                       + (f", persona {ex.persona_faults}" if ex.persona_faults else "") + ")",
                       flush=True)
@@ -234,7 +288,8 @@ def run_battery(backend, observer, setup: dict, battery: dict, deadline_s: float
     return out
 
 
-def ask(conv, step: dict, scene: str, scene_truth: dict, deadline_s: float) -> Exchange:
+def ask(conv, step: dict, scene: str, scene_truth: dict, deadline_s: float,
+        earlier: list) -> Exchange:
     ex = Exchange(scene, step.get("kind", "grounding"), step["say"])
     t0 = time.monotonic()
 
@@ -246,7 +301,7 @@ def ask(conv, step: dict, scene: str, scene_truth: dict, deadline_s: float) -> E
                     speaker=step.get("speaker", ""))
     ex.total_s = time.monotonic() - t0
     ex.reply, ex.fallback = res.text, res.fallback
-    score(ex, step, scene_truth)
+    score(ex, step, scene_truth, earlier)
     return ex
 
 
@@ -269,6 +324,8 @@ def summarise(exchanges: list[Exchange]) -> dict:
         "grounding": rate(ground, lambda e: e.grounded),
         "hallucination": rate(now, lambda e: e.hallucinated),
         "memory": rate(memory, lambda e: e.grounded),
+        "answers": rate([e for e in exchanges if e.answered is not None], lambda e: e.answered),
+        "repeats": rate(exchanges, lambda e: e.repeated),
         "persona": rate(exchanges, lambda e: not e.persona_faults),
         "fallbacks": sum(e.fallback for e in exchanges),
         "first_sentence_p50_s": pct(firsts, 0.5), "first_sentence_p95_s": pct(firsts, 0.95),
@@ -299,6 +356,10 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="auto",
                     help="local model precision(s), comma-separated to compare them interleaved "
                     "(auto, float32, bfloat16, int8)")
+    ap.add_argument("--engines", default="",
+                    help="local engines to compare interleaved, comma-separated "
+                    "KIND[/DTYPE][@MODEL]: transformers/float32@default,llamacpp@default:1.5b "
+                    "(replaces --dtype)")
     ap.add_argument("--deadline", type=float, default=60.0,
                     help="reply deadline per turn in seconds (the demo's reply_deadline)")
     ap.add_argument("--setup", action="append", default=[],
@@ -316,7 +377,8 @@ def main(argv=None) -> int:
     if args.rescore:
         return rescore(args.rescore, battery)
     setups = [parse_setup(s) for s in args.setup] or [("default", {})]
-    dtypes = [d.strip() for d in args.dtype.split(",") if d.strip()]
+    dtypes = [e.strip() for e in args.engines.split(",") if e.strip()] or [
+        f"transformers/{d.strip()}" for d in args.dtype.split(",") if d.strip()]
     backends = {d: make_backend(args, d) for d in dtypes}
     observer = None
     if not getattr(backends[dtypes[0]], "supports_images", True):
@@ -346,11 +408,11 @@ def rescore(path: Path, battery: dict) -> int:
     steps = {s["say"]: s for s in battery["steps"] if "say" in s}
     scores = {}
     for name, saved in json.loads(path.read_text()).items():
-        exchanges = []
+        exchanges, earlier = [], []
         for d in saved:
             ex = Exchange(d["scene"], d["kind"], d["question"], d["reply"], d["first_s"],
                           d["total_s"], d["fallback"])
-            score(ex, steps[ex.question], battery["scenes"][ex.scene])
+            score(ex, steps[ex.question], battery["scenes"][ex.scene], earlier)
             exchanges.append(ex)
         scores[name] = summarise(exchanges)
     print_table(scores)
@@ -359,7 +421,7 @@ def rescore(path: Path, battery: dict) -> int:
 
 
 def print_table(scores: dict) -> None:
-    cols = ["grounding", "hallucination", "memory", "persona", "fallbacks",
+    cols = ["grounding", "hallucination", "memory", "answers", "repeats", "persona", "fallbacks",
             "first_sentence_p50_s", "first_sentence_p95_s", "reply_p50_s", "reply_p95_s",
             "turn2_s", "turn10_s"]
     print("\n| setup | questions | " + " | ".join(cols) + " |")
@@ -367,7 +429,8 @@ def print_table(scores: dict) -> None:
     for name, s in scores.items():
         print(f"| {name} | {s['questions']} | "
               + " | ".join("-" if s[c] is None else str(s[c]) for c in cols) + " |")
-    print("(rates in 0..1: grounding, memory and persona higher is better, hallucination lower)")
+    print("(rates in 0..1: grounding, memory, answers and persona higher is better, "
+          "hallucination and repeats lower)")
 
 
 if __name__ == "__main__":

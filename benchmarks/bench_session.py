@@ -12,12 +12,17 @@ frames in the reply prompt and the prompt's size. Setups (`--setup NAME:key=valu
 ConversationConfig fields plus the backend options `prefix_cache` and `dtype`) run one after
 the other, `--reps` times, interleaved. The default pair:
 
-- `now`: this project's defaults for a text-only local model (merged summaries, prefix cache);
-- `paper`: what a user following the paper would run on the same model: LLM-written summaries
-  of every m frames, no kept cache.
+- `now`: this project's defaults for a text-only local model (merged summaries, prefix cache,
+  threads on the free cores, the changed prompt read between turns);
+- `before`: the same without the last two (a fixed 2 threads, nothing read between turns), as
+  before issue 21. `--setup paper:summary_mode=llm,prefix_cache=false,warm_cache=false` is what
+  a user following the paper would run on the same model.
 
-Goals (issue 11): first sentence <= 2 s p50 and <= 4 s p95; turn 10 no slower than 1.3x
-turn 2. Prints a table and one JSON line.
+`--busy N` keeps N other processes busy during each session; `engine=llamacpp` in a setup runs
+the GGUF with llama.cpp (`--model default` or a GGUF path).
+
+Goals (issues 11, 21): first sentence <= 2 s p50 and <= 4 s p95; turn 8 and turn 10 no slower
+than turn 2 (1.3x), on a quiet machine and with one busy process. Prints a table and one JSON line.
 
     source env.sh && python benchmarks/bench_session.py --minutes 10
 """
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -42,7 +48,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from bench_dialogue import BATTERY, DEMO_MANAGER, demo_video, parse_setup  # noqa: E402
 
-DEFAULT_SETUPS = ["now:", "paper:summary_mode=llm,prefix_cache=false"]
+DEFAULT_SETUPS = ["now:", "before:threads=2,warm_cache=false"]
 
 
 def video_frames():
@@ -112,13 +118,14 @@ def summarise(turns: list[dict], n: int) -> dict:
     def at(i, key="first_s"):
         return round(turns[i - 1][key], 2) if len(turns) >= i and key in turns[i - 1] else None
 
-    t2, t10 = at(2), at(10)
+    t2, t8, t10 = at(2), at(8), at(10)
     late = firsts[len(firsts) // 2:]
     return {
         "turns": len(turns), "fallbacks": sum(t["fallback"] for t in turns),
         "first_sentence_p50_s": pct(firsts, 0.5), "first_sentence_p95_s": pct(firsts, 0.95),
         "reply_p50_s": pct(totals, 0.5), "reply_p95_s": pct(totals, 0.95),
-        "turn2_first_s": t2, "turn10_first_s": t10,
+        "turn2_first_s": t2, "turn8_first_s": t8, "turn10_first_s": t10,
+        "turn8_over_turn2": round(t8 / t2, 2) if t2 and t8 else None,
         "turn10_over_turn2": round(t10 / t2, 2) if t2 and t10 else None,
         "second_half_first_p50_s": pct(late, 0.5),
         "most_frames_in_a_prompt": max((t["frames_in_prompt"] for t in turns), default=0),
@@ -140,6 +147,9 @@ def main(argv=None) -> int:
     ap.add_argument("--setup", action="append", default=[],
                     help="NAME:key=value,... (repeatable); default: " + " ".join(DEFAULT_SETUPS))
     ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--busy", type=int, default=0,
+                    help="other processes keeping a core busy each during the sessions (a "
+                    "robot's computer is never quiet)")
     ap.add_argument("--label", default="")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
@@ -150,12 +160,14 @@ def main(argv=None) -> int:
     setups = [parse_setup(s) for s in (args.setup or DEFAULT_SETUPS)]
     backends = {}
 
-    def backend_for(cache: bool, dtype: str):
-        if (cache, dtype) not in backends:
-            backends[cache, dtype] = make_backend(
-                "transformers", model=args.model, max_new_tokens=DEMO_MANAGER["max_reply_tokens"],
-                prefix_cache=cache, dtype=dtype)
-        return backends[cache, dtype]
+    def backend_for(cache: bool, dtype: str, engine: str, threads: int):
+        key = (cache, dtype, engine, threads)
+        if key not in backends:
+            extra = dict(prefix_cache=cache, dtype=dtype) if engine == "transformers" else {}
+            backends[key] = make_backend(
+                engine, model=args.model, max_new_tokens=DEMO_MANAGER["max_reply_tokens"],
+                threads=threads, **extra)
+        return backends[key]
 
     observer, video = make_observer(), video_frames()
     results: dict[str, list[dict]] = {name: [] for name, _ in setups}
@@ -164,21 +176,32 @@ def main(argv=None) -> int:
             setup = dict(setup)
             cache = bool(setup.pop("prefix_cache", True))
             dtype = str(setup.pop("dtype", args.dtype))
+            engine = str(setup.pop("engine", "transformers"))
+            threads = int(setup.pop("threads", 0))
             print(f"session {rep + 1}/{args.reps}, setup {name} {setup} prefix_cache={cache} "
-                  f"dtype={dtype}, {args.minutes:g} min", flush=True)
-            results[name] += run_session(backend_for(cache, dtype), observer, setup, questions,
-                                         video, args)
+                  f"dtype={dtype} engine={engine} threads={threads or 'free cores'}, "
+                  f"{args.minutes:g} min, {args.busy} busy process(es)", flush=True)
+            busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                    for _ in range(args.busy)]
+            try:
+                results[name] += run_session(backend_for(cache, dtype, engine, threads),
+                                             observer, setup, questions, video, args)
+            finally:
+                for p in busy:
+                    p.kill()
+                    p.wait()
     n = DEMO_MANAGER["n"]
     scores = {name: summarise(turns, n) for name, turns in results.items()}
     cols = ["turns", "first_sentence_p50_s", "first_sentence_p95_s", "turn2_first_s",
-            "turn10_first_s", "turn10_over_turn2", "second_half_first_p50_s",
+            "turn8_first_s", "turn10_first_s", "turn10_over_turn2", "second_half_first_p50_s",
             "most_frames_in_a_prompt", "fallbacks"]
     print("\n| setup | " + " | ".join(cols) + " |")
     print("|" + "---|" * (len(cols) + 1))
     for name, sc in scores.items():
         print(f"| {name} | " + " | ".join(str(sc[c]) for c in cols) + " |")
     print(json.dumps({"benchmark": "session", "label": args.label, "model": args.model,
-                      "minutes": args.minutes, "reps": args.reps, "scores": scores}))
+                      "minutes": args.minutes, "reps": args.reps, "busy": args.busy,
+                      "scores": scores}))
     return 0
 
 

@@ -56,10 +56,12 @@ class FakeChatBackend:
                 "reply": "Hello there. Lovely day!"}[kind]
 
     def complete(self, messages, *, model=None, max_tokens=None, temperature=None) -> str:
-        return self._answer(messages, {"model": model, "max_tokens": max_tokens})
+        return self._answer(messages, {"model": model, "max_tokens": max_tokens,
+                                       "temperature": temperature})
 
     def stream(self, messages, *, model=None, max_tokens=None, temperature=None):
-        text = self._answer(messages, {"model": model, "max_tokens": max_tokens, "stream": True})
+        text = self._answer(messages, {"model": model, "max_tokens": max_tokens, "stream": True,
+                                       "temperature": temperature})
         for s in text.replace(". ", ".|").replace("! ", "!|").replace("? ", "?|").split("|"):
             if s.strip():
                 yield s.strip()

@@ -232,18 +232,53 @@ def test_a_reply_reading_its_notes_out_is_said_in_the_robots_words():
         c.close()
 
 
-def test_a_repeated_answer_is_said_rather_than_nothing():
-    """Repeats are dropped from a reply, unless the reply is nothing but a repeat."""
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_reply_that_repeats_an_earlier_one_is_asked_for_again(stream):
+    """A reply that only repeats earlier lines is asked for once more, sampled, with a note."""
     replies = iter(["No, I did not see a drink. Do you like tea?",
-                    "No, I did not see a drink. Do you like tea?",
-                    "No, I did not see a drink. What else?"])
-    c = conv(FakeChatBackend(responder=lambda m, k: next(replies)), stream=False)
+                    "No, I did not see any drink. Do you like tea?",  # a near repeat
+                    "Maybe you had one before I woke up!"])
+    be = FakeChatBackend(responder=lambda m, k: next(replies))
+    heard = []
+    c = conv(be, stream=stream)
     try:
         assert c.turn("Did you see a drink?").text == "No, I did not see a drink. Do you like tea?"
-        second = c.turn("Did you see a drink?")
-        assert second.text == "No, I did not see a drink. Do you like tea?"
-        assert not second.fallback
-        assert c.turn("Really?").text == "What else?"
+        second = c.turn("Did you see a drink?", on_sentence=lambda s, i, fallback=False:
+                        heard.append(s))
+        assert second.text == "Maybe you had one before I woke up!"
+        assert not second.fallback and c.repeats_avoided == 1
+        assert heard == (["Maybe you had one before I woke up!"] if stream else [])
+        retry_msgs, retry_kw = be.calls[-1][1], be.calls[-1][2]
+        assert retry_kw["temperature"] > 0 and be.calls[-2][2]["temperature"] is None
+        assert "No, I did not see any drink. Do you like tea?" in retry_msgs[-1]["content"]
+        assert retry_msgs[-1]["role"] == "system"
+    finally:
+        c.close()
+
+
+def test_a_repeat_is_said_when_asked_for_or_when_nothing_else_comes():
+    """The person asks to hear it again: no second try; a second try that repeats: said."""
+    line = "No, I did not see a drink. Do you like tea?"
+    be = FakeChatBackend(responder=lambda m, k: line)
+    c = conv(be, stream=False)
+    try:
+        assert c.turn("Did you see a drink?").text == line
+        assert c.turn("Sorry, can you say that again?").text == line
+        assert len(be.calls) == 2 and c.repeats_avoided == 0
+        again = c.turn("Did you see a drink?")
+        assert again.text == line and not again.fallback          # better than a fallback
+        assert len(be.calls) == 4 and c.repeats_avoided == 1
+    finally:
+        c.close()
+
+
+def test_no_second_try_when_avoid_repeats_is_off():
+    line = "No, I did not see a drink. Do you like tea?"
+    be = FakeChatBackend(responder=lambda m, k: line)
+    c = conv(be, stream=False, avoid_repeats=False)
+    try:
+        c.turn("Did you see a drink?")
+        assert c.turn("Did you see a drink?").text == line and len(be.calls) == 2
     finally:
         c.close()
 

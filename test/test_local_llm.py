@@ -287,6 +287,18 @@ def test_prefix_cache_reuses_the_last_prompt_and_answers_the_same(text_model_dir
     assert cached.reused_tokens == 0
 
 
+def test_a_warmed_prompt_is_not_computed_again_and_answers_the_same(text_model_dir):
+    """warm() computes the prompt into the reply cache; the reply then reads only its line."""
+    warmed = TransformersChatBackend(text_model_dir, max_new_tokens=10)
+    plain = TransformersChatBackend(text_model_dir, max_new_tokens=10, prefix_cache=False)
+    history = _conversation(3)[:-1]
+    read = warmed.warm(history)
+    assert read >= 60 and warmed.warm(history) <= 1       # nothing (or one token) new
+    assert warmed.complete(_conversation(3)) == plain.complete(_conversation(3))
+    assert warmed.reused_tokens >= read - 2
+    assert TransformersChatBackend(text_model_dir, prefix_cache=False).warm(history) == 0
+
+
 def test_int8_quantises_every_linear_layer_and_keeps_the_prefix_cache(text_model_dir):
     """dtype=int8: the Linear layers are quantised, and the kept cache still answers the same.
 

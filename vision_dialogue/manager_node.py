@@ -86,15 +86,18 @@ PARAMS = [
           range=(2, 1000), live=True),
     Param("m", 3, "Frames summarised at once, m < n (the paper's m).", range=(1, 999),
           live=True),
-    Param("llm_backend", "openai", "LLM backend.", choices=KINDS),
+    Param("llm_backend", "openai", "LLM backend: openai (any OpenAI-compatible server), "
+          "transformers or llamacpp (a local model in this process).", choices=KINDS),
     Param("base_url", "", "OpenAI-compatible server root incl. /v1; empty = openai default."),
-    Param("model", "gpt-4o-mini", "Model name (openai) or checkpoint path (transformers; "
-          "empty or 'default' = the embedded default model, 'default:1.5b' = its larger "
-          "variant)."),
+    Param("model", "gpt-4o-mini", "Model name (openai), checkpoint directory (transformers) "
+          "or GGUF file (llamacpp); for a local backend empty or 'default' = the embedded "
+          "default model, 'default:1.5b' = its larger variant."),
     Param("local_dtype", "auto", "Precision of a local (transformers) model's weights: int8 = "
           "quantised Linear layers (CPU, several times faster); auto = the embedded default "
           "model's measured best on a CPU (0.5b: int8, 1.5b: bfloat16), else the "
           "checkpoint's.", choices=DTYPES),
+    Param("local_threads", 0, "CPU threads of a local model (0: before each reply, the cores "
+          "other work left free; a busy core makes every thread wait).", range=(0, 256)),
     Param("summary_model", "", "Model for frame summaries and history folding; empty = model."),
     Param("api_key_env", "OPENAI_API_KEY", "Environment variable holding the API key "
           "(the key itself is never logged).", check=nonempty),
@@ -294,7 +297,7 @@ class ManagerNode(Node):
                 api_key_env=p["api_key_env"], timeout=p["request_timeout"],
                 max_retries=p["max_retries"], supports_images=p["supports_images"],
                 max_new_tokens=p["max_reply_tokens"], dtype=p["local_dtype"],
-                temperature=p["temperature"])
+                temperature=p["temperature"], threads=p["local_threads"])
         except (BackendError, ValueError, OSError) as e:
             raise ParameterError(f"llm_backend: cannot start {p['llm_backend']!r} ({e})") \
                 from None

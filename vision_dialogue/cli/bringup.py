@@ -27,6 +27,7 @@ import yaml
 
 from vision_dialogue.cli.console import VERBOSE_ENV, quiet_console, restore_console
 from vision_dialogue.core.resources import PACKAGE, SOURCE_ROOT, ResourceNotFound
+from vision_dialogue.llm.factory import KINDS, LOCAL_KINDS
 from vision_dialogue.cli.setups import (NODES, SETUPS, Setup, default_params_file,
                                         node_overrides, start_order)
 
@@ -39,7 +40,7 @@ class BringupError(ValueError):
 
 def llm_overrides(llm: str | None, base_url: str | None = None,
                   model: str | None = None) -> dict:
-    """Manager parameters for `--llm openai|transformers [--base-url U] [--model M]`."""
+    """Manager parameters for `--llm KIND [--base-url U] [--model M]` (KIND: llm.factory)."""
     if not llm and not base_url and not model:
         return {}
     llm = llm or ("openai" if base_url else "")
@@ -49,10 +50,10 @@ def llm_overrides(llm: str | None, base_url: str | None = None,
                "supports_images": True}
         if base_url:
             out["base_url"] = base_url
-    elif llm == "transformers":
+    elif llm in LOCAL_KINDS:
         if base_url:
             raise BringupError("--base-url needs --llm openai")
-        out = {"llm_backend": "transformers", "model": model or "default",
+        out = {"llm_backend": llm, "model": model or "default",
                "supports_images": False}
     elif model:
         out = {"model": model}
@@ -398,11 +399,12 @@ def parse_cli(argv):
     ap.add_argument("--nodes", help="comma-separated subset, e.g. camera,manager")
     ap.add_argument("--processes", action="store_true", help="one process per node")
     ap.add_argument("--log-level", default="info", choices=LOG_LEVELS)
-    ap.add_argument("--llm", choices=("openai", "transformers"),
+    ap.add_argument("--llm", choices=KINDS,
                     help="manager LLM backend instead of the YAML's (openai: key in "
                     "$OPENAI_API_KEY, model gpt-4o-mini unless --model)")
     ap.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://host:8000/v1")
-    ap.add_argument("--model", help="manager model name (openai) or checkpoint (transformers)")
+    ap.add_argument("--model", help="manager model name (openai), checkpoint (transformers) or "
+                    "GGUF file (llamacpp)")
     ap.add_argument("--dry-run", action="store_true",
                     help="print the per-node commands and exit")
     ap.add_argument("-p", "--param", action="append", default=[], metavar="NODE.PARAM:=VALUE",

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from vision_dialogue.llm.factory import LOCAL_KINDS, default_variant
+
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 FREE_DISK_WARN = 1 << 30          # less free space than this for transcripts: a warning
 FREE_DISK_FAIL = 200 << 20        # less than this: a failure (frames are ~30 KB each)
@@ -129,7 +131,7 @@ def check_default_model(cfg: Config) -> Check:
     from vision_dialogue.llm.probe import probe_default_model
     variant = cfg.model.partition(":")[2] if cfg.model.startswith("default:") else ""
     p = probe_default_model(variant)
-    needed = cfg.llm_backend == "transformers" and cfg.model.startswith("default")
+    needed = cfg.llm_backend in LOCAL_KINDS and default_variant(cfg.model) is not None
     if p.ok:
         return Check(name, OK, p.detail)
     return Check(name, FAIL if needed else SKIP,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -21,12 +20,15 @@ from typing import Callable, Iterable, Protocol
 
 import numpy as np
 
+from vision_dialogue.core.focus import FOCUS_INSTRUCTIONS, asks_to_repeat, focus_note
 from vision_dialogue.core.history import HistoryFolder
 from vision_dialogue.core.lookback import LOOK_BACK, LOOK_BACK_NOTE, FrameArchive, LookBack, \
     ToolSet, about_the_past
 from vision_dialogue.core.images import Frame, ImagePolicy, as_bgr, downscale, is_dark
 from vision_dialogue.core.persona import Persona, language_instruction
 from vision_dialogue.core.prompt import PromptBuilder, prompt_size
+from vision_dialogue.core.reply_filter import NoteFilter, clean_reply  # noqa: F401 - API
+from vision_dialogue.llm.base import Preempted
 from vision_dialogue.llm.sentences import split_sentences
 from vision_dialogue.core.summariser import SUMMARY_MODES, FrameSummariser, bounded, \
     validate_nm
@@ -38,13 +40,10 @@ from vision_dialogue.llm.tool_loop import (TOOLS_NOTE, AgentResult, ToolRecord, 
 
 _log = logging.getLogger("vision_dialogue.conversation")
 
-# Emoji and pictographs (the persona forbids them; speech engines read them out).
-_EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]")
-# A label a small model copies from its notes at the start of a sentence ("You see: ...",
-# "Robot: ..."): up to five words and a colon. Nobody speaks that way.
-_LABEL = re.compile(r"^\s*(?:[\w'()]+\s+){0,4}[\w'()]+\s*:\s+")
-
 Listener = Callable[[str, dict], None]
+
+REPEAT_RETRY_TEMPERATURE = 0.7
+"""Sampling for the second try after a repeated reply (greedy decoding would say it again)."""
 
 
 class SentenceCallback(Protocol):
@@ -76,6 +75,9 @@ class ConversationConfig:
     camera_timeout_s: float = 0.0        # no frame for this long: the robot cannot see (0: off)
     look_back: bool = True               # offer look_back to backends that call tools
     archive_frames: int = 720            # frames kept for look_back (an hour at one per 5 s)
+    focus_note: bool = True              # text-only backends: the question restated last (focus)
+    avoid_repeats: bool = True           # a reply the robot said before is asked for again
+    warm_cache: bool = True              # a local model reads a changed prompt between turns
 
     def __post_init__(self):
         validate_nm(self.n, self.m)
@@ -103,124 +105,6 @@ class TurnResult:
     first_sentence_s: float | None = None   # from the turn's start to its first spoken sentence
     reply_s: float = 0.0                    # from the turn's start to the whole reply
     prompt_chars: int = 0                   # text characters of the reply prompt
-
-
-def clean_reply(text: str) -> str:
-    """Remove emoji, bracketed memory notes and collapse whitespace."""
-    return NoteFilter().feed(text)
-
-
-def _words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9']+", (text or "").lower())
-
-
-def _shingles(words: list[str], k: int = 6) -> list[tuple]:
-    return [tuple(words[i:i + k]) for i in range(len(words) - k + 1)]
-
-
-ECHO_WORDS = 6
-"""A sentence repeating this many words in a row of an instruction or note is an echo, not speech;
-so is one that starts with them from an observation (said later in a sentence, "you are in the
-middle, wearing orange and black" is speech), or one that is nothing but a part of an observation
-("orange and brown things", "do not talk about images")."""
-
-REPEAT_MIN_WORDS = 4
-"""A sentence of at least this many words that the robot already said is not said again (small
-models loop on a closing question)."""
-
-
-VISUAL_CLAIM = re.compile(
-    r"\b(i|we)\s+(can\s+|could\s+|do\s+)?(see|saw|notice|noticed|spot|spotted)\b"
-    r"|\byou\s+(look|looks)\b|\bwearing\b|\bwear\b|\bholding\b|\bfingers?\b"
-    r"|\b(shirt|t-shirt|hat|cap|glasses|scarf|jacket|coat|dress|suit|sweater|hoodie|tie)s?\b"
-    r"|\b(red|orange|yellow|green|blue|purple|pink|brown|black|white|grey|gray)\b",
-    re.IGNORECASE)
-"""A sentence about what is visible: a claim to see ("I can see you", "you look happy"), or
-clothes, things held, fingers or colours ("My shirt is white", "I am holding a hat": the small
-model answers a question about the person in the first person). "I cannot see" does not match."""
-
-
-class NoteFilter:
-    """Cleans reply text for speaking.
-
-    Drops emoji and anything inside square brackets or parentheses (the prompt's memory notes and
-    stage directions, which small models sometimes read out), also when a note spans several
-    streamed sentences; drops a sentence that echoes an instruction, note or observation, or
-    repeats one the robot said (`said`); collapses whitespace.
-    """
-
-    def __init__(self, labels: Iterable[str] = (), notes: Iterable[str] = (),
-                 observations: Iterable[str] = (), said: Iterable[str] = (),
-                 memories: Iterable[str] = (), speak: Callable[[str, bool], str] | None = None,
-                 blind_line: str = ""):
-        self.depth = 0
-        # the robot cannot see now: the first sentence about what is visible becomes this line,
-        # later ones are dropped (small models say "I can see you" whatever the notes say)
-        self.blind_line = blind_line
-        self._blind_said = False
-        notes = [n for n in notes if n]
-        self.note_grams = {g for n in notes for g in _shingles(_words(n), ECHO_WORDS)}
-        self.note_runs = [" " + " ".join(_words(n)) + " " for n in notes]
-        # observation (now) or memory (past) -> its word runs; an echo of one is said in the
-        # robot's words by `speak(text, past)` when given, else dropped
-        self.seen = [(text, past, set(_shingles(_words(text), ECHO_WORDS)),
-                      " " + " ".join(_words(text)) + " ")
-                     for past, texts in ((False, observations), (True, memories))
-                     for text in texts if text]
-        self.speak = speak
-        self.said = {" ".join(w) for w in map(_words, said) if len(w) >= REPEAT_MIN_WORDS}
-        # sentences dropped as repeats, or as echoes of an observation or memory that could not be
-        # put in the robot's words: said anyway when nothing else is left (better than a fallback)
-        self.repeats: list[str] = []
-        # prompt labels a small model may echo at the start of a sentence ("You saw: ...")
-        self.labels = tuple(sorted({lb.strip() for lb in labels if lb.strip()}, key=len,
-                                   reverse=True))
-
-    def feed(self, text: str) -> str:
-        text = (text or "").lstrip()
-        for lb in self.labels:
-            if text.lower().startswith(lb.lower()):
-                text = text[len(lb):]
-                break
-        text = _LABEL.sub("", text, count=1)
-        out = []
-        for ch in _EMOJI.sub("", text or ""):
-            if ch in "[(":
-                self.depth += 1
-            elif ch in "])" and self.depth:
-                self.depth -= 1
-            elif not self.depth and ch not in "])":
-                out.append(ch)
-        spoken = " ".join("".join(out).split())
-        spoken = re.sub(r"\s+([.,!?;:])", r"\1", spoken)   # "things ." after a dropped note
-        words = _words(spoken)
-        grams = _shingles(words, ECHO_WORDS)
-        whole = " " + " ".join(words) + " "       # a short sentence that is part of a note
-        if not self.note_grams.isdisjoint(grams) or \
-                (len(words) >= 3 and any(whole in run for run in self.note_runs)):
-            return ""
-        echoed = next(((t, past) for t, past, g, run in reversed(self.seen)
-                       if not g.isdisjoint(grams[:2]) or (len(words) >= 3 and whole in run)),
-                      None)
-        if echoed:
-            said = self.speak(*echoed) if self.speak else ""
-            if not said:
-                self.repeats.append(spoken)
-                return ""
-            spoken, words = said, _words(said)
-        if self.blind_line and VISUAL_CLAIM.search(spoken):
-            if self._blind_said:
-                return ""
-            self._blind_said = True
-            spoken = self.blind_line
-            words = _words(spoken)
-        if len(words) >= REPEAT_MIN_WORDS:
-            key = " ".join(words)
-            if key in self.said:
-                self.repeats.append(spoken)
-                return ""
-            self.said.add(key)
-        return spoken
 
 
 class _YieldToTurns:
@@ -372,7 +256,7 @@ class Conversation:
             on_event=self._after_summary, logger=self.log)
         self.folder = HistoryFolder(
             self.timeline, self.builder, sb, self._pool, cfg.history_budget_chars,
-            cfg.keep_recent_lines, model=smodel, on_event=self._emit, logger=self.log)
+            cfg.keep_recent_lines, model=smodel, on_event=self._after_fold, logger=self.log)
         self._listeners: list[Listener] = list(listeners)
         self._turn_lock = threading.Lock()
         self._turn_id = 0
@@ -383,6 +267,9 @@ class Conversation:
         self.max_tool_rounds = 3
         self.tool_images = self.supports_images     # frames looked back at are shown
         self._speakers: set[str] = set()
+        self.repeats_avoided = 0          # replies asked for again because they repeated one
+        self._warm_lock = threading.Lock()
+        self._warm_pending = False
         self._people: tuple[float, str] = (0.0, "")   # (monotonic time, description)
         self.archive = FrameArchive(cfg.archive_frames)
         self._turn_tools = ToolSet()
@@ -424,6 +311,42 @@ class Conversation:
         self._emit(kind, data)
         if kind == "summary":
             self.folder.check()
+            self._warm_soon()
+
+    def _after_fold(self, kind: str, data: dict) -> None:
+        self._emit(kind, data)
+        if kind == "fold":
+            self._warm_soon()
+
+    def _warm_soon(self) -> None:
+        """The reply prompt changed: a local model reads it now, not when the person speaks.
+
+        Without this a summary or a fold that changes the prompt's middle makes the next reply
+        re-read everything after it (seconds on a busy CPU). One warm-up at a time, on the
+        background pool, only while no turn runs; a reply stops it (Preempted).
+        """
+        if not (self.config.warm_cache and callable(getattr(self.backend, "warm", None))):
+            return
+        with self._warm_lock:
+            if self._warm_pending or self._closed:
+                return
+            self._warm_pending = True
+        try:
+            self._pool.submit(self._warm)
+        except RuntimeError:        # the pool is shut down (closing)
+            self._warm_pending = False
+
+    def _warm(self) -> None:
+        self._warm_pending = False       # a change from now on asks for another warm-up
+        if not self._no_turn.is_set():
+            return
+        try:
+            read = self.backend.warm(self.reply_messages())
+            self.log.debug(f"warmed the reply prompt: {read} new tokens read")
+        except Preempted:
+            pass
+        except Exception as e:  # noqa: BLE001 - only a speed-up: the reply reads it anyway
+            self.log.warning(f"warming the reply prompt failed ({type(e).__name__}: {e})")
 
     # --- input -----------------------------------------------------------------------------
     def add_frame(self, image: np.ndarray, stamp: float | None = None) -> Frame:
@@ -455,6 +378,7 @@ class Conversation:
         self._newest, self._newest_at = frame, time.monotonic()
         self._emit("frame", {"frame": frame})
         self.summariser.check()
+        self._warm_soon()
         return frame
 
     def turn(self, text: str, on_sentence: SentenceCallback | None = None,
@@ -533,13 +457,18 @@ class Conversation:
         answer_in = language_instruction(language)
         if answer_in:
             msgs.append({"role": "system", "content": answer_in})
+        past = about_the_past(text or "")
+        if text is not None and self.config.focus_note and not self.supports_images:
+            note = focus_note(text, past, self._memories())
+            if note:
+                msgs.append({"role": "system", "content": note})
         overhead = time.perf_counter() - t0
         records: list[ToolRecord] = []
         sentences = _Timed()
         error = None
         try:
-            self._reply(msgs, turn_id, on_sentence, sentences, records, deadline,
-                        about_the_past(text or ""))
+            self._reply(msgs, turn_id, on_sentence, sentences, records, deadline, past,
+                        text or "")
         except Exception as e:  # noqa: BLE001 - any backend failure gives the fallback
             error = f"{type(e).__name__}: {e}"
             self.log.error(f"turn {turn_id}: {error}; answering with the fallback line")
@@ -557,12 +486,22 @@ class Conversation:
                           round(sentences.first_at - t0, 3), round(t1 - t0, 3),
                           prompt_size(msgs)[0])
 
+    def _memories(self) -> list[str]:
+        """What the robot remembers seeing, oldest first, in its words (for a past question)."""
+        first = self.archive.frames()[:1]
+        texts = [f.observation for f in first if f.observation] + [
+            it.text for it in self.timeline.snapshot() if it.kind == "summary"]
+        speak = getattr(self.observer, "speak", None)
+        return [(speak(t, True) if callable(speak) else "") or t for t in texts]
+
     def _reply(self, msgs: list, turn_id: int, on_sentence: SentenceCallback | None,
                sentences: list[str], records: list[ToolRecord],
-               deadline: float | None, past: bool = False) -> None:
+               deadline: float | None, past: bool = False, question: str = "") -> None:
         """Ask the LLM (tools, streamed, or whole) and append the spoken sentences.
 
-        Raises on a failed, empty or late reply (the sentences already spoken stay).
+        A reply that only says again what the robot said before is asked for once more, with
+        what not to say and some sampling (`avoid_repeats`). Raises on a failed, empty or late
+        reply (the sentences already spoken stay).
         """
         cfg = self.config
         schemas = self._tool_schemas(past)
@@ -579,9 +518,7 @@ class Conversation:
             return split_sentences(self.backend.complete(msgs, model=cfg.model,
                                                          max_tokens=cfg.max_reply_tokens))
 
-        notes = self._note_filter()
-        try:
-            parts = ask() if deadline is None else FirstBy(ask, deadline, self._late(turn_id))
+        def say(parts: Iterable[str], notes: NoteFilter) -> None:
             for s in parts:
                 s = notes.feed(s)
                 if not s:
@@ -591,8 +528,29 @@ class Conversation:
                 if cfg.stream and on_sentence is not None:
                     on_sentence(s, len(sentences))
                 sentences.append(s)
+
+        repeat_ok = asks_to_repeat(question)
+        notes = self._note_filter(allow_repeats=repeat_ok)
+        try:
+            say(ask() if deadline is None else FirstBy(ask, deadline, self._late(turn_id)), notes)
         finally:
             records.extend(made)
+        if not sentences and notes.said_before and cfg.avoid_repeats:
+            self.repeats_avoided += 1
+            repeated = " ".join(notes.said_before)
+            self.log.info(f"turn {turn_id}: the reply repeated an earlier one "
+                          f"({repeated[:80]!r}); asking for a new one")
+            notes = self._note_filter()
+            again = msgs + [{"role": "system",
+                             "content": self.persona.repeat_note.format(said=repeated)}]
+
+            def ask_again() -> Iterable[str]:
+                return self.backend.stream(again, model=cfg.model,
+                                           max_tokens=cfg.max_reply_tokens,
+                                           temperature=REPEAT_RETRY_TEMPERATURE)
+            say(ask_again() if deadline is None else
+                FirstBy(ask_again, max(deadline, time.monotonic() + 1.0), self._late(turn_id)),
+                notes)
         if not sentences and notes.repeats:   # the same question again, or a note: said anyway
             for s in notes.repeats:
                 if cfg.stream and on_sentence is not None:
@@ -618,7 +576,7 @@ class Conversation:
                 self.log.error(f"turn {turn_id}: sentence callback failed ({e})")
         return line
 
-    def _note_filter(self) -> NoteFilter:
+    def _note_filter(self, allow_repeats: bool = False) -> NoteFilter:
         p = self.persona
         notes = [p.system, p.greet_instruction, p.no_frames_note, p.dark_frames_note,
                  p.camera_lost_note]
@@ -627,9 +585,12 @@ class Conversation:
         memories = [it.text for it in items if it.kind == "summary"]
         said = [s for it in items if it.kind == "line" and it.role == ROBOT
                 for s in split_sentences(it.text)]
+        if allow_repeats:      # "say that again": the last line may come again
+            said = said[:-3]
         blind_line = ""
         if self._newest is None or self.camera_lost():     # the first not said yet
             blind_line = next((ln for ln in p.blind_lines if ln not in said), p.blind_lines[0])
+        notes += [p.repeat_note, *FOCUS_INSTRUCTIONS]
         return NoteFilter((p.frame_label, p.summary_label, p.history_label, "You saw:"), notes,
                           seen, said, memories, getattr(self.observer, "speak", None),
                           blind_line=blind_line)

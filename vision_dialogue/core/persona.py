@@ -49,6 +49,9 @@ class Persona:
     wave_instruction: str = ("Someone just waved at you. Say hello back to them in one "
                              "short, friendly sentence.")
     history_label: str = "What happened earlier in this conversation:"
+    # the second try after a reply that only repeated an earlier one (avoid_repeats)
+    repeat_note: str = ('[You said this before: "{said}" Do not say it again. Say something '
+                        'new that answers the person.]')
     extra: dict = field(default_factory=dict)
 
     def fallback(self, rng: random.Random | None = None, greeting: bool = False) -> str:

@@ -1,49 +1,102 @@
-"""Choosing the LLM backend by name.
+"""Choosing the LLM backend by name: one table, one builder per kind.
 
-The heavy modules are imported only when asked for.
+The heavy modules are imported only when asked for. A new backend is one builder function and
+one row in BACKENDS (docs/llm_client.md).
 """
 from __future__ import annotations
 
-KINDS = ("openai", "transformers")
+from dataclasses import dataclass
+from typing import Callable
+
 DTYPES = ("auto", "float32", "bfloat16", "float16", "int8")
 """Precisions of a local model's weights (transformers_backend checks the same list)."""
 
+DEFAULT_NAMES = ("", "default", "gpt-4o-mini")
+"""Model names that mean the embedded default model for a local backend ("default:1.5b": its
+larger variant); gpt-4o-mini is the manager's default name for a server."""
 
-def make_backend(kind: str, *, base_url: str = "", model: str = "gpt-4o-mini",
-                 api_key_env: str = "OPENAI_API_KEY", timeout: float = 30.0,
-                 max_retries: int = 2, backoff: float = 0.5, supports_images: bool = True,
-                 device: str = "cpu", max_new_tokens: int = 96, prefix_cache: bool = True,
-                 dtype: str = "auto", temperature: float = 0.0):
-    """Build a ChatBackend.
 
-    "openai": OpenAIChatBackend for any OpenAI-compatible server (base_url empty = the openai
-    default), `model` is the model name. "transformers": TransformersChatBackend on a local
-    checkpoint; `model` is its path, or empty / "default" for the embedded default model
-    (ensure_default_model()), "default:1.5b" for its larger variant; `prefix_cache` keeps the
-    previous prompt's key/value cache; `dtype` is the weights' precision (DTYPES; "auto" is
-    the variant's `cpu_dtype` for the embedded default model on a CPU, else the checkpoint's).
-    `temperature` is the sampling temperature of both kinds (0.0: greedy, the same reply to
-    the same prompt).
+@dataclass
+class BackendOptions:
+    """Everything a builder may read (each kind reads its own)."""
+
+    base_url: str = ""
+    model: str = "gpt-4o-mini"
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout: float = 30.0
+    max_retries: int = 2
+    backoff: float = 0.5
+    supports_images: bool = True
+    device: str = "cpu"
+    max_new_tokens: int = 96
+    prefix_cache: bool = True
+    dtype: str = "auto"
+    temperature: float = 0.0
+    threads: int = 0
+
+
+def default_variant(model: str) -> str | None:
+    """The embedded default model's variant that `model` names, or None (a path)."""
+    if model in DEFAULT_NAMES or model.startswith("default:"):
+        from vision_dialogue.llm.default_model import DEFAULT_VARIANT
+        return model.partition(":")[2] or DEFAULT_VARIANT
+    return None
+
+
+def _openai(o: BackendOptions):
+    from vision_dialogue.llm.openai_backend import OpenAIChatBackend
+    return OpenAIChatBackend(base_url=o.base_url or None, model=o.model or "gpt-4o-mini",
+                             api_key_env=o.api_key_env, timeout=o.timeout,
+                             max_retries=o.max_retries, backoff=o.backoff,
+                             supports_images=o.supports_images, temperature=o.temperature)
+
+
+def _transformers(o: BackendOptions):
+    from vision_dialogue.llm.transformers_backend import TransformersChatBackend
+    path, dtype, variant = o.model, o.dtype, default_variant(o.model)
+    if variant is not None:
+        from vision_dialogue.llm.default_model import VARIANTS, ensure_default_model
+        path = ensure_default_model(variant=variant)
+        if dtype == "auto" and str(o.device).startswith("cpu"):
+            dtype = VARIANTS[variant].cpu_dtype     # measured (bench_dialogue --dtype)
+    return TransformersChatBackend(path, device=o.device, max_new_tokens=o.max_new_tokens,
+                                   prefix_cache=o.prefix_cache, dtype=dtype,
+                                   temperature=o.temperature, threads=o.threads)
+
+
+def _llamacpp(o: BackendOptions):
+    from vision_dialogue.llm.llamacpp_backend import LlamaCppChatBackend
+    path, variant = o.model, default_variant(o.model)
+    if variant is not None:
+        from vision_dialogue.llm.default_model import ensure_default_gguf
+        path = ensure_default_gguf(variant=variant)
+    return LlamaCppChatBackend(path, max_new_tokens=o.max_new_tokens,
+                               temperature=o.temperature, threads=o.threads)
+
+
+BACKENDS: dict[str, Callable[[BackendOptions], object]] = {
+    "openai": _openai,              # any OpenAI-compatible server (images when it takes them)
+    "transformers": _transformers,  # a local checkpoint in this process (torch)
+    "llamacpp": _llamacpp,          # a local GGUF file in this process (llama.cpp)
+}
+KINDS = tuple(BACKENDS)
+LOCAL_KINDS = ("transformers", "llamacpp")
+"""Kinds that run a model in this process (text observations, the embedded default model)."""
+
+
+def make_backend(kind: str, **options):
+    """Build a ChatBackend of `kind` (KINDS) from BackendOptions fields.
+
+    "openai": `model` is the server's model name. "transformers": `model` is a checkpoint
+    directory, or empty / "default" for the embedded default model, "default:1.5b" for its
+    larger variant; `prefix_cache` keeps the previous prompt's key/value cache; `dtype` is the
+    weights' precision (DTYPES; "auto" is the variant's `cpu_dtype` for the embedded default
+    model on a CPU, else the checkpoint's). "llamacpp": `model` is a GGUF file, or the embedded
+    default as above. `temperature` (0.0: greedy) and, for local kinds, `threads` (0: the free
+    cores) apply to all.
     Raises ValueError for an unknown kind, BackendError when the backend cannot start (no API
     key for a remote server, missing checkpoint).
     """
-    if kind == "openai":
-        from vision_dialogue.llm.openai_backend import OpenAIChatBackend
-        return OpenAIChatBackend(base_url=base_url or None, model=model or "gpt-4o-mini",
-                                 api_key_env=api_key_env, timeout=timeout,
-                                 max_retries=max_retries, backoff=backoff,
-                                 supports_images=supports_images, temperature=temperature)
-    if kind == "transformers":
-        from vision_dialogue.llm.transformers_backend import TransformersChatBackend
-        path = model
-        if not path or path in ("default", "gpt-4o-mini") or path.startswith("default:"):
-            from vision_dialogue.llm.default_model import (DEFAULT_VARIANT, VARIANTS,
-                                                           ensure_default_model)
-            variant = path.partition(":")[2] or DEFAULT_VARIANT
-            path = ensure_default_model(variant=variant)
-            if dtype == "auto" and str(device).startswith("cpu"):
-                dtype = VARIANTS[variant].cpu_dtype     # measured (bench_dialogue --dtype)
-        return TransformersChatBackend(path, device=device, max_new_tokens=max_new_tokens,
-                                       prefix_cache=prefix_cache, dtype=dtype,
-                                       temperature=temperature)
-    raise ValueError(f"llm_backend={kind!r} must be one of {list(KINDS)}")
+    if kind not in BACKENDS:
+        raise ValueError(f"llm_backend={kind!r} must be one of {list(KINDS)}")
+    return BACKENDS[kind](BackendOptions(**options))

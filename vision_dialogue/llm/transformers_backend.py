@@ -35,10 +35,15 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from vision_dialogue.llm.base import BackendError, Message, Preempted
+from vision_dialogue.llm.chat_messages import check_message, text_conversation
+from vision_dialogue.llm.cpu_threads import CpuShare
 from vision_dialogue.llm.factory import DTYPES   # one list; int8 = quantised Linear layers
 from vision_dialogue.llm.sentences import SentenceSplitter
 
 _LOG = logging.getLogger(__name__)
+
+WARM_CHUNK = 32
+"""Prompt tokens computed per step while warming (a reply waits at most one step)."""
 
 MIN_PREFIX_REUSE = 16
 """A kept cache is used only when at least this many leading tokens match."""
@@ -84,14 +89,15 @@ class TransformersChatBackend:
     samples. dtype: "auto" (the checkpoint's dtype; float32 on CPU when the checkpoint is half
     precision), "float32", "bfloat16", "float16" or "int8" (CPU: the Linear layers' weights in
     int8 per output channel, activations quantised on the fly; about 4x faster decoding here).
-    trust_remote_code: allow a checkpoint's own Python code (off by default).
+    trust_remote_code: allow a checkpoint's own Python code (off by default). threads: CPU
+    threads per generation (0: the cores other work left free since the last one, cpu_threads).
     """
 
     preemptible = True
 
     def __init__(self, model_path: str, *, device: str = "cpu", max_new_tokens: int = 96,
                  temperature: float = 0.0, dtype: str = "auto",
-                 trust_remote_code: bool = False, prefix_cache: bool = True):
+                 trust_remote_code: bool = False, prefix_cache: bool = True, threads: int = 0):
         if not isinstance(model_path, (str, os.PathLike)) or not str(model_path).strip():
             raise BackendError(f"model_path must be a non-empty path, got {model_path!r}")
         if int(max_new_tokens) < 1:
@@ -111,6 +117,7 @@ class TransformersChatBackend:
         self._waiting = 0                       # replies waiting for the model
         self._waiting_lock = threading.Lock()
         self._stop_background = threading.Event()
+        self.cpu = CpuShare(threads)            # threads per generation: the free cores
         self.supports_images = False
         self._processor = None
         self._load()
@@ -257,6 +264,8 @@ class TransformersChatBackend:
             cache = slot.take(inputs["input_ids"][0])
             if cache is not None:
                 extra["past_key_values"] = cache
+        if str(self.device).startswith("cpu"):
+            torch.set_num_threads(self.cpu.threads())
         try:
             with torch.inference_mode():
                 out = self._model.generate(**inputs, **kwargs, **extra,
@@ -265,9 +274,46 @@ class TransformersChatBackend:
             slot.clear()
             raise BackendError(f"local generation failed: {exc.__class__.__name__}: "
                                f"{exc}") from exc
+        finally:
+            self.cpu.done()
         if self.prefix_cache and getattr(out, "past_key_values", None) is not None:
             slot.keep(out.sequences[0], out.past_key_values)
         return out.sequences[0]
+
+    def warm(self, messages: Sequence[Message]) -> int:
+        """Compute `messages` into the reply's kept cache now, while nobody waits for a reply.
+
+        The next reply's prompt starts with them, so it computes only its new tokens. Stops for
+        a reply (raises Preempted; what was computed stays). Returns the tokens computed.
+        """
+        if not self.prefix_cache:
+            return 0
+        import torch
+        from transformers import DynamicCache
+        ids = self._prepare(messages, generation=False)["input_ids"][0]
+        with self._lock:
+            slot = self._caches["reply"]
+            cache = slot.take(ids)
+            start = slot.reused_tokens if cache is not None else 0
+            cache = cache if cache is not None else DynamicCache()
+            torch.set_num_threads(self.cpu.threads())
+            try:
+                with torch.inference_mode():
+                    for i in range(start, len(ids), WARM_CHUNK):
+                        if self._waiting or self._stop_background.is_set():
+                            raise Preempted("stopped warming for a reply")
+                        chunk = ids[i:i + WARM_CHUNK]
+                        cache = self._model(input_ids=chunk[None], past_key_values=cache,
+                                            use_cache=True).past_key_values
+                        slot.keep(ids[:i + len(chunk)], cache)
+            except Preempted:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                slot.clear()
+                raise BackendError(f"warming failed: {exc.__class__.__name__}: {exc}") from exc
+            finally:
+                self.cpu.done()
+            return len(ids) - start
 
     def stream(self, messages: Sequence[Message], *, model: str | None = None,
                max_tokens: int | None = None, temperature: float | None = None) -> Iterator[str]:
@@ -337,7 +383,7 @@ class TransformersChatBackend:
             kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         return kw
 
-    def _prepare(self, messages: Sequence[Message]) -> dict:
+    def _prepare(self, messages: Sequence[Message], generation: bool = True) -> dict:
         if not isinstance(messages, (list, tuple)) or not messages:
             raise BackendError("messages must be a non-empty list of chat messages")
         try:
@@ -347,9 +393,9 @@ class TransformersChatBackend:
                     conversation, add_generation_prompt=True, tokenize=False)
                 inputs = self._processor(text=text, images=images or None, return_tensors="pt")
             else:
-                conversation = _text_conversation(messages)
+                conversation = text_conversation(messages)
                 text = self._tokenizer.apply_chat_template(
-                    conversation, add_generation_prompt=True, tokenize=False)
+                    conversation, add_generation_prompt=generation, tokenize=False)
                 inputs = self._tokenizer(text, return_tensors="pt", add_special_tokens=False)
         except BackendError:
             raise
@@ -359,39 +405,11 @@ class TransformersChatBackend:
         return {k: v.to(self.device) for k, v in dict(inputs).items()}
 
 
-def _check_message(i: int, m) -> tuple[str, object]:
-    if not isinstance(m, dict) or "role" not in m or "content" not in m:
-        raise BackendError(f"message {i} must be a dict with 'role' and 'content'")
-    content = m["content"]
-    if content is None:
-        content = ""
-    if not isinstance(content, (str, list)):
-        raise BackendError(f"message {i}: content must be a string or a list of parts")
-    return str(m["role"]), content
-
-
-def _text_conversation(messages: Sequence[Message]) -> list[dict]:
-    """OpenAI-style messages → plain {"role", "content": str}; image parts are dropped."""
-    out = []
-    for i, m in enumerate(messages):
-        role, content = _check_message(i, m)
-        if isinstance(content, list):
-            texts = [str(p.get("text", "")) for p in content
-                     if isinstance(p, dict) and p.get("type") == "text"]
-            content = "\n".join(t for t in texts if t)
-            if not content:
-                continue  # only images: nothing a text model can read
-        out.append({"role": role, "content": content})
-    if not out:
-        raise BackendError("messages contain no text for a text-only model")
-    return out
-
-
 def _vision_conversation(messages: Sequence[Message]) -> tuple[list[dict], list]:
     """OpenAI-style messages → processor chat format (text/image parts) + PIL images in order."""
     conversation, images = [], []
     for i, m in enumerate(messages):
-        role, content = _check_message(i, m)
+        role, content = check_message(i, m)
         if isinstance(content, str):
             parts = [{"type": "text", "text": content}]
         else:

@@ -1,0 +1,178 @@
+"""The question restated last (core/focus.py), near repeats (core/reply_filter.py) and the
+thread count from the machine's load (llm/cpu_threads.py): ROS-free."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fake_chat_backend import FakeChatBackend
+from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.focus import (asks_to_repeat, focus_note, from_the_robots_side,
+                                        is_yes_no, question_of)
+from vision_dialogue.core.persona import load_persona
+from vision_dialogue.core.reply_filter import NoteFilter, near_repeat
+from vision_dialogue.llm.cpu_threads import CpuShare
+
+
+@pytest.mark.parametrize("text, yes_no", [
+    ("Am I holding a cup of coffee?", True), ("Hello! Can you see me?", True),
+    ("Is it a dog?", True), ("Didn't you see it?", True), ("What colour is my outfit?", False),
+    ("Hello! What do you see?", False), ("Is it bright in here", False),
+    ("Thank you, goodbye!", False)])
+def test_yes_no_questions(text, yes_no):
+    assert is_yes_no(text) is yes_no
+
+
+def test_the_question_is_the_last_asked_sentence():
+    assert question_of("Hello there! Can you see me? I am waving.") == "Can you see me?"
+    assert question_of("Thank you. Goodbye!") == "Goodbye!"
+
+
+def test_the_persons_words_are_put_from_the_robots_side():
+    assert from_the_robots_side("Am I holding a cup of coffee?") == \
+        "is the person holding a cup of coffee?"
+    assert from_the_robots_side("What colour is my outfit?") == \
+        "what colour is the person's outfit?"
+    assert from_the_robots_side("Can you see me?") == "can you see the person?"
+
+
+def test_asks_to_repeat():
+    assert asks_to_repeat("Sorry, can you say that again?")
+    assert asks_to_repeat("What did you just say?")
+    assert not asks_to_repeat("What did you see?")
+
+
+def test_the_focus_note():
+    note = focus_note("Am I holding a cup of coffee?")
+    assert note.startswith('[The person asks: "is the person holding a cup of coffee?"')
+    assert '"Yes" or "No"' in note
+    start = focus_note("What did you see at the very beginning?", past=True,
+                       memories=["I saw you in orange", "I saw a cup", "It was dark"])
+    assert "I saw you in orange." in start and "cup" not in start
+    recent = focus_note("What did you see before?", past=True,
+                        memories=["I saw you in orange", "I saw a cup", "It was dark"])
+    assert "I saw a cup." in recent and "It was dark." in recent
+    assert '"Yes"' not in recent
+    assert focus_note("Thank you, goodbye!").startswith('[The person says: "thank you, goodbye!"')
+    assert focus_note("") == ""
+
+
+def test_near_repeats():
+    said = [tuple("i see you in the middle wearing orange".split())]
+    assert near_repeat("i can see you in the middle wearing orange".split(), said)
+    assert not near_repeat("i see a cup of coffee on the table".split(), said)
+    f = NoteFilter(said=["I see you in the middle, wearing orange."])
+    assert f.feed("I can see you in the middle, wearing orange!") == ""
+    assert f.said_before == ["I can see you in the middle, wearing orange!"]
+    assert f.feed("What do you like about it?") == "What do you like about it?"
+    assert f.feed("What do you like about it?") == ""        # a repeat within the reply
+    assert f.said_before == ["I can see you in the middle, wearing orange!"]
+
+
+def _conv(supports_images: bool, **cfg):
+    be = FakeChatBackend(supports_images=supports_images,
+                         responder=lambda m, k: "Yes, you are.")
+    obs = (lambda bgr: "one person, close, in the middle") if not supports_images else None
+    return be, Conversation(be, load_persona(), ConversationConfig(**cfg), observer=obs)
+
+
+@pytest.mark.parametrize("supports_images, focus, noted", [
+    (False, True, True), (False, False, False), (True, True, False)])
+def test_a_text_model_gets_the_question_restated_last(supports_images, focus, noted):
+    """Only text-only backends (small local models) get the note; it stays out of the timeline."""
+    be, c = _conv(supports_images, focus_note=focus)
+    try:
+        c.add_frame(np.full((60, 80, 3), 120, np.uint8))
+        c.turn("Am I holding a cup of coffee?")
+        last = be.calls[-1][1][-1]
+        assert (last["role"] == "system" and "is the person holding" in last["content"]) \
+            is noted
+        assert not any("The person asks" in str(d) for d in c.state()["timeline"])
+    finally:
+        c.close()
+
+
+class _Stat:
+    """A /proc/stat whose busy and idle ticks the test moves."""
+
+    def __init__(self, path):
+        self.path, self.busy, self.idle = path, 0, 0
+        self.write()
+
+    def add(self, busy, idle):
+        self.busy += busy
+        self.idle += idle
+        self.write()
+
+    def write(self):
+        self.path.write_text(f"cpu {self.busy} 0 0 {self.idle} 0 0 0 0 0 0\ncpu0 1 2 3 4\n")
+
+
+def test_threads_follow_the_free_cores(tmp_path, monkeypatch):
+    import vision_dialogue.llm.cpu_threads as ct
+    monkeypatch.setattr(ct.os, "cpu_count", lambda: 2)
+    clock = [100.0]
+    monkeypatch.setattr(ct.time, "monotonic", lambda: clock[0])
+    stat = _Stat(tmp_path / "stat")
+    share = CpuShare(cores=2, stat=stat.path)
+    assert share.threads() == 2            # nothing measured yet: all cores
+    share.done()
+    clock[0] += 5
+    stat.add(busy=500, idle=500)           # another process kept one core busy
+    assert share.threads() == 1 and round(share.others_busy, 2) == 1.0
+    share.done()
+    clock[0] += 0.1
+    stat.add(busy=0, idle=20)
+    assert share.threads() == 1            # too short a look: the last answer stands
+    clock[0] += 5
+    stat.add(busy=50, idle=950)            # quiet again
+    assert share.threads() == 2
+    assert CpuShare(fixed=3).threads() == 3
+    with pytest.raises(ValueError):
+        CpuShare(fixed=-1)
+    assert CpuShare(stat=tmp_path / "missing").threads() >= 1
+
+
+class _WarmBackend(FakeChatBackend):
+    """Records warm-ups (what a local model's warm() would read)."""
+
+    def __init__(self, **kw):
+        super().__init__(supports_images=False, **kw)
+        self.warmed = []
+
+    def warm(self, messages):
+        self.warmed.append(messages)
+        return 1
+
+
+def test_a_changed_prompt_is_warmed_between_turns_with_the_reply_prompt():
+    be = _WarmBackend()
+    c = Conversation(be, load_persona(), ConversationConfig(n=4, m=3),
+                     observer=lambda bgr: "one person, close, in the middle")
+    try:
+        c.add_frame(np.full((60, 80, 3), 120, np.uint8))
+        assert c.wait_idle() and _until(lambda: be.warmed)
+        assert be.warmed[-1] == c.reply_messages()
+        c.turn("Hello!")
+        reply_prompt = be.calls[-1][1]
+        assert reply_prompt[:len(be.warmed[-1]) - 1] == be.warmed[-1][:-1]
+    finally:
+        c.close()
+    off = _WarmBackend()
+    c = Conversation(off, load_persona(), ConversationConfig(warm_cache=False))
+    try:
+        c.add_frame(np.full((60, 80, 3), 120, np.uint8))
+        c.turn("Hello!")
+        assert off.warmed == []
+    finally:
+        c.close()
+
+
+def _until(check, timeout=10.0):
+    import time
+    end = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True

@@ -1,0 +1,100 @@
+"""LlamaCppChatBackend on the embedded default GGUF with the real llama.cpp (llama-cpp-python).
+
+Skipped where llama-cpp-python or the embedded model is not installed (README command 2
+installs both: VD_EXTRAS "model llamacpp").
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed "
+                                "(pip install -r requirements/llamacpp.txt)")
+
+from vision_dialogue.llm.base import BackendError, ChatBackend, Preempted  # noqa: E402
+from vision_dialogue.llm.factory import make_backend  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+
+PERSONA = {"role": "system", "content": "You are a friendly robot. Answer in one short "
+                                        "sentence."}
+
+
+@pytest.fixture(scope="module")
+def backend():
+    from vision_dialogue.llm.default_model import ModelSetupError
+    try:
+        return make_backend("llamacpp", model="default", max_new_tokens=24)
+    except ModelSetupError as e:
+        pytest.skip(f"the embedded model is not installed: {e}")
+
+
+def test_streams_sentences_greedily_and_reuses_the_prompt_it_saw(backend):
+    assert isinstance(backend, ChatBackend) and backend.supports_images is False
+    msgs = [PERSONA, {"role": "user", "content": "Hello! What colour is the sky?"}]
+    first = list(backend.stream(msgs))
+    assert first and all(s.strip() for s in first)
+    assert " ".join(first) == backend.complete(msgs)          # greedy: the same reply
+    longer = msgs + [{"role": "assistant", "content": " ".join(first)},
+                     {"role": "user", "content": "And the grass?"}]
+    list(backend.stream(longer))
+    assert backend.reused_tokens >= 20       # the persona and first exchange were not re-read
+
+
+def test_a_background_call_gives_way_to_a_reply(backend):
+    msgs = [PERSONA, {"role": "user", "content": "Count from one to one hundred in words."}]
+    outcome = []
+
+    def background():
+        try:
+            outcome.append(backend.complete(msgs, max_tokens=400, background=True))
+        except Preempted as e:
+            outcome.append(e)
+
+    t = threading.Thread(target=background)
+    t.start()
+    deadline = time.monotonic() + 30
+    while not backend._lock.locked():
+        assert time.monotonic() < deadline and t.is_alive()
+        time.sleep(0.01)
+    reply = backend.complete([PERSONA, {"role": "user", "content": "Hi!"}], max_tokens=8)
+    t.join(30)
+    assert reply and isinstance(outcome[0], Preempted)
+
+
+def test_closing_the_stream_stops_the_generation(backend):
+    gen = backend.stream([PERSONA, {"role": "user", "content": "Tell me a long story."}],
+                         max_tokens=200)
+    next(gen)
+    gen.close()
+    assert not backend._lock.locked()
+    assert backend.complete([PERSONA, {"role": "user", "content": "Hi!"}], max_tokens=4)
+
+
+def test_bad_input_is_a_clear_error(backend, tmp_path):
+    with pytest.raises(BackendError, match="does not exist"):
+        make_backend("llamacpp", model=str(tmp_path / "missing.gguf"))
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF not really")
+    with pytest.raises(BackendError, match="cannot load GGUF"):
+        make_backend("llamacpp", model=str(broken))
+    with pytest.raises(BackendError):
+        backend.stream([{"content": "no role"}])
+    with pytest.raises(BackendError, match="max_tokens"):
+        backend.complete([PERSONA], max_tokens=0)
+
+
+def test_warming_reads_the_prompt_before_the_person_speaks(backend):
+    """After warm(), the next reply (the same prompt plus a user line) reads only its line."""
+    history = [PERSONA, {"role": "system", "content": "What you see now: one person, close, "
+                         "in the middle, wearing orange; a flag behind them."},
+               {"role": "user", "content": "Hello there!"},
+               {"role": "assistant", "content": "Hi! I like your orange suit."},
+               {"role": "system", "content": "What you see now: a cup of coffee on a saucer."}]
+    read = backend.warm(history)
+    assert read > 30
+    assert backend.warm(history) == 0                   # nothing new to read
+    backend.complete(history + [{"role": "user", "content": "What now?"}], max_tokens=4)
+    assert backend.reused_tokens >= read

@@ -1,0 +1,153 @@
+"""Cleaning a reply for speaking: notes, labels, echoes and repeats out, in the robot's words.
+
+A small local model reads its prompt's notes out, starts sentences with their labels, says
+"I can see you" when it cannot, and comes back to the same line turn after turn. `NoteFilter`
+sees each sentence before it is spoken and drops or rewrites what no person would say.
+"""
+from __future__ import annotations
+
+import re
+from difflib import SequenceMatcher
+from typing import Callable, Iterable
+
+# Emoji and pictographs (the persona forbids them; speech engines read them out).
+_EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]")
+# A label a small model copies from its notes at the start of a sentence ("You see: ...",
+# "Robot: ..."): up to five words and a colon. Nobody speaks that way.
+_LABEL = re.compile(r"^\s*(?:[\w'()]+\s+){0,4}[\w'()]+\s*:\s+")
+
+
+def clean_reply(text: str) -> str:
+    """Remove emoji, bracketed memory notes and collapse whitespace."""
+    return NoteFilter().feed(text)
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9']+", (text or "").lower())
+
+
+def _shingles(words: list[str], k: int = 6) -> list[tuple]:
+    return [tuple(words[i:i + k]) for i in range(len(words) - k + 1)]
+
+
+ECHO_WORDS = 6
+"""A sentence repeating this many words in a row of an instruction or note is an echo, not speech;
+so is one that starts with them from an observation (said later in a sentence, "you are in the
+middle, wearing orange and black" is speech), or one that is nothing but a part of an observation
+("orange and brown things", "do not talk about images")."""
+
+REPEAT_MIN_WORDS = 4
+"""A sentence of at least this many words that the robot already said is not said again (small
+models loop on a closing question)."""
+
+REPEAT_SIMILARITY = 0.8
+"""Word-sequence similarity (difflib ratio) from which a sentence counts as said before: "I can
+see you in the middle, wearing orange" repeats "I see you in the middle wearing orange"."""
+
+
+def near_repeat(words: list[str], said: Iterable[tuple[str, ...]]) -> bool:
+    """Whether a sentence's words say (nearly) the same as one of `said`."""
+    for earlier in said:
+        longest = max(len(earlier), len(words))
+        if abs(len(earlier) - len(words)) * 2 > longest:
+            continue          # too different in length to reach the similarity
+        if SequenceMatcher(None, words, earlier, autojunk=False).ratio() >= REPEAT_SIMILARITY:
+            return True
+    return False
+
+
+VISUAL_CLAIM = re.compile(
+    r"\b(i|we)\s+(can\s+|could\s+|do\s+)?(see|saw|notice|noticed|spot|spotted)\b"
+    r"|\byou\s+(look|looks)\b|\bwearing\b|\bwear\b|\bholding\b|\bfingers?\b"
+    r"|\b(shirt|t-shirt|hat|cap|glasses|scarf|jacket|coat|dress|suit|sweater|hoodie|tie)s?\b"
+    r"|\b(red|orange|yellow|green|blue|purple|pink|brown|black|white|grey|gray)\b",
+    re.IGNORECASE)
+"""A sentence about what is visible: a claim to see ("I can see you", "you look happy"), or
+clothes, things held, fingers or colours ("My shirt is white", "I am holding a hat": the small
+model answers a question about the person in the first person). "I cannot see" does not match."""
+
+
+class NoteFilter:
+    """Cleans reply text for speaking.
+
+    Drops emoji and anything inside square brackets or parentheses (the prompt's memory notes and
+    stage directions, which small models sometimes read out), also when a note spans several
+    streamed sentences; drops a sentence that echoes an instruction, note or observation, or
+    repeats one the robot said (`said`); collapses whitespace.
+    """
+
+    def __init__(self, labels: Iterable[str] = (), notes: Iterable[str] = (),
+                 observations: Iterable[str] = (), said: Iterable[str] = (),
+                 memories: Iterable[str] = (), speak: Callable[[str, bool], str] | None = None,
+                 blind_line: str = ""):
+        self.depth = 0
+        # the robot cannot see now: the first sentence about what is visible becomes this line,
+        # later ones are dropped (small models say "I can see you" whatever the notes say)
+        self.blind_line = blind_line
+        self._blind_said = False
+        notes = [n for n in notes if n]
+        self.note_grams = {g for n in notes for g in _shingles(_words(n), ECHO_WORDS)}
+        self.note_runs = [" " + " ".join(_words(n)) + " " for n in notes]
+        # observation (now) or memory (past) -> its word runs; an echo of one is said in the
+        # robot's words by `speak(text, past)` when given, else dropped
+        self.seen = [(text, past, set(_shingles(_words(text), ECHO_WORDS)),
+                      " " + " ".join(_words(text)) + " ")
+                     for past, texts in ((False, observations), (True, memories))
+                     for text in texts if text]
+        self.speak = speak
+        self.said = [tuple(w) for w in map(_words, said) if len(w) >= REPEAT_MIN_WORDS]
+        # sentences dropped as repeats, or as echoes of an observation or memory that could not be
+        # put in the robot's words: said anyway when nothing else is left (better than a fallback)
+        self.repeats: list[str] = []
+        self.said_before: list[str] = []     # of those, the ones the robot said in earlier turns
+        self._earlier = len(self.said)
+        # prompt labels a small model may echo at the start of a sentence ("You saw: ...")
+        self.labels = tuple(sorted({lb.strip() for lb in labels if lb.strip()}, key=len,
+                                   reverse=True))
+
+    def feed(self, text: str) -> str:
+        text = (text or "").lstrip()
+        for lb in self.labels:
+            if text.lower().startswith(lb.lower()):
+                text = text[len(lb):]
+                break
+        text = _LABEL.sub("", text, count=1)
+        out = []
+        for ch in _EMOJI.sub("", text or ""):
+            if ch in "[(":
+                self.depth += 1
+            elif ch in "])" and self.depth:
+                self.depth -= 1
+            elif not self.depth and ch not in "])":
+                out.append(ch)
+        spoken = " ".join("".join(out).split())
+        spoken = re.sub(r"\s+([.,!?;:])", r"\1", spoken)   # "things ." after a dropped note
+        words = _words(spoken)
+        grams = _shingles(words, ECHO_WORDS)
+        whole = " " + " ".join(words) + " "       # a short sentence that is part of a note
+        if not self.note_grams.isdisjoint(grams) or \
+                (len(words) >= 3 and any(whole in run for run in self.note_runs)):
+            return ""
+        echoed = next(((t, past) for t, past, g, run in reversed(self.seen)
+                       if not g.isdisjoint(grams[:2]) or (len(words) >= 3 and whole in run)),
+                      None)
+        if echoed:
+            said = self.speak(*echoed) if self.speak else ""
+            if not said:
+                self.repeats.append(spoken)
+                return ""
+            spoken, words = said, _words(said)
+        if self.blind_line and VISUAL_CLAIM.search(spoken):
+            if self._blind_said:
+                return ""
+            self._blind_said = True
+            spoken = self.blind_line
+            words = _words(spoken)
+        if len(words) >= REPEAT_MIN_WORDS:
+            if near_repeat(words, self.said):
+                self.repeats.append(spoken)
+                if near_repeat(words, self.said[:self._earlier]):
+                    self.said_before.append(spoken)
+                return ""
+            self.said.append(tuple(words))
+        return spoken

@@ -1,0 +1,224 @@
+"""An in-process chat backend on llama.cpp (`llama-cpp-python`), reading a GGUF file directly.
+
+Why beside the transformers backend: on 2 CPU cores llama.cpp decodes the embedded 0.5B model
+about 2.4x faster (28 vs 11.5 tokens/s) and re-reads nothing of a prompt it has seen (it keeps
+the key/value cache of the longest common token prefix by itself), but reads new prompt text
+about 2.8x slower. Which wins over a whole session is measured in benchmarks/bench_dialogue.py.
+
+Text only (`supports_images` False: frames come in as the observer's text). Like the
+transformers backend: one generation at a time; `stream()` yields sentences and stops the
+generation when closed; a background call (a fold) runs on its own llama.cpp context, so it
+never evicts the reply's cached prefix, and stops at its next token when a reply wants the CPU
+(raises Preempted); threads per generation follow the free cores (cpu_threads.CpuShare).
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from vision_dialogue.llm.base import BackendError, Message, Preempted
+from vision_dialogue.llm.chat_messages import text_conversation
+from vision_dialogue.llm.cpu_threads import CpuShare
+from vision_dialogue.llm.sentences import SentenceSplitter
+
+_LOG = logging.getLogger(__name__)
+
+CONTEXT_TOKENS = 4096
+"""The context window each llama.cpp context is made with (the prompt is bounded well below)."""
+
+WARM_CHUNK = 32
+"""Prompt tokens read per step while warming (a reply waits at most one step for the CPU)."""
+
+
+class LlamaCppChatBackend:
+    """A `ChatBackend` running a GGUF chat model in this process with llama.cpp.
+
+    gguf_path: the model file (its own chat template is used). max_new_tokens: reply length cap
+    (per call: max_tokens). temperature: 0.0 = greedy. threads: CPU threads (0: the free cores
+    before each generation). context: tokens per context.
+    """
+
+    preemptible = True
+    supports_images = False
+
+    def __init__(self, gguf_path: str, *, max_new_tokens: int = 96, temperature: float = 0.0,
+                 threads: int = 0, context: int = CONTEXT_TOKENS):
+        try:
+            import llama_cpp
+        except ImportError as exc:
+            raise BackendError("llm_backend 'llamacpp' needs llama-cpp-python: pip install "
+                               "-r requirements/llamacpp.txt (builds from source, about 9 "
+                               "minutes on 2 cores the first time)") from exc
+        path = Path(str(gguf_path)).expanduser()
+        if not path.is_file():
+            raise BackendError(f"GGUF model file {str(path)!r} does not exist")
+        if int(max_new_tokens) < 1:
+            raise BackendError(f"max_new_tokens={max_new_tokens!r} must be >= 1")
+        if float(temperature) < 0.0:
+            raise BackendError(f"temperature={temperature!r} must be >= 0")
+        self.model_path = str(path)
+        self.model_name = path.stem
+        self.max_new_tokens = int(max_new_tokens)
+        self.temperature = float(temperature)
+        self.cpu = CpuShare(threads)
+        self._new = lambda: llama_cpp.Llama(
+            model_path=str(path), n_ctx=int(context), n_threads=self.cpu.cores,
+            n_threads_batch=self.cpu.cores, verbose=False)
+        try:
+            self._contexts = {"reply": self._new()}
+            self._formats = {g: _chat_formatter(self._contexts["reply"], g)
+                             for g in (True, False)}
+        except Exception as exc:  # noqa: BLE001 - a bad file fails at startup, clearly
+            raise BackendError(f"cannot load GGUF model {str(path)!r}: "
+                               f"{exc.__class__.__name__}: {exc}") from exc
+        self._lock = threading.Lock()
+        self._waiting = 0
+        self._waiting_lock = threading.Lock()
+        self._stop_background = threading.Event()
+        self.reused_tokens = 0
+        _LOG.info("loaded GGUF model %s with llama.cpp", path)
+
+    # -- ChatBackend -------------------------------------------------------------------------
+    def stop_background(self) -> None:
+        """Stop a background generation now and refuse new ones (shutting down)."""
+        self._stop_background.set()
+
+    def complete(self, messages: Sequence[Message], *, model: str | None = None,
+                 max_tokens: int | None = None, temperature: float | None = None,
+                 background: bool = False) -> str:
+        """The whole reply text (stripped); background=True may raise Preempted."""
+        conversation = text_conversation(messages)
+        if background:
+            with self._lock:
+                if self._waiting or self._stop_background.is_set():
+                    raise Preempted("a reply is waiting for the model")
+                return "".join(self._pieces(conversation, max_tokens, temperature,
+                                            "background")).strip()
+        with self._reply_turn():
+            return "".join(self._pieces(conversation, max_tokens, temperature, "reply")).strip()
+
+    def stream(self, messages: Sequence[Message], *, model: str | None = None,
+               max_tokens: int | None = None, temperature: float | None = None) -> Iterator[str]:
+        """Yield the reply sentence by sentence; closing the iterator stops the generation."""
+        conversation = text_conversation(messages)      # bad messages raise here, at the call
+        return self._stream(conversation, max_tokens, temperature)
+
+    def _stream(self, conversation, max_tokens, temperature) -> Iterator[str]:
+        with self._reply_turn():
+            splitter = SentenceSplitter()
+            pieces = self._pieces(conversation, max_tokens, temperature, "reply")
+            try:
+                for piece in pieces:
+                    yield from splitter.feed(piece)
+                yield from splitter.flush()
+            finally:
+                pieces.close()
+
+    def warm(self, messages: Sequence[Message]) -> int:
+        """Read `messages` into the reply's cache now, while nobody waits for a reply.
+
+        The next reply's prompt starts with them, so it reads only its new tokens. Stops for a
+        reply (raises Preempted; what was read stays). Returns the tokens read.
+        """
+        conversation = text_conversation(messages)
+        with self._lock:
+            llm = self._contexts["reply"]
+            tokens, _ = self._tokens(llm, conversation, generation=False)
+            common = _common_prefix(llm._input_ids.tolist(), tokens)
+            if common >= len(tokens):
+                return 0
+            llm.n_tokens = common            # eval() drops the cache from here on
+            threads = self.cpu.threads()
+            llm._ctx.set_n_threads(threads, threads)
+            try:
+                for i in range(common, len(tokens), WARM_CHUNK):
+                    if self._waiting or self._stop_background.is_set():
+                        raise Preempted("stopped warming for a reply")
+                    llm.eval(tokens[i:i + WARM_CHUNK])
+            finally:
+                self.cpu.done()
+            return len(tokens) - common
+
+    # -- generation --------------------------------------------------------------------------
+    def _tokens(self, llm, conversation: list, generation: bool = True) -> tuple[list, list]:
+        """The prompt's tokens as the GGUF's chat template makes them, and its stop strings."""
+        result = self._formats[generation](messages=conversation)
+        tokens = llm.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special,
+                              special=True)
+        stop = result.stop if isinstance(result.stop, list) else [result.stop] \
+            if result.stop else []
+        return tokens, stop
+
+    @contextlib.contextmanager
+    def _reply_turn(self):
+        """The model lock for a reply, announced first so a background call stops for it."""
+        with self._waiting_lock:
+            self._waiting += 1
+        try:
+            self._lock.acquire()
+        finally:
+            with self._waiting_lock:
+                self._waiting -= 1
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def _context(self, lane: str):
+        if lane not in self._contexts:
+            self._contexts[lane] = self._new()      # shares the mapped weights; own cache
+        return self._contexts[lane]
+
+    def _pieces(self, conversation: list, max_tokens, temperature, lane: str) -> Iterator[str]:
+        """The reply's text pieces as llama.cpp makes them (call with the lock held)."""
+        n = self.max_new_tokens if max_tokens is None else int(max_tokens)
+        if n < 1:
+            raise BackendError(f"max_tokens={max_tokens!r} must be >= 1")
+        t = self.temperature if temperature is None else float(temperature)
+        llm = self._context(lane)
+        threads = self.cpu.threads()
+        llm._ctx.set_n_threads(threads, threads)     # the public n_threads is read at load only
+        try:
+            tokens, stop = self._tokens(llm, conversation)
+            if lane == "reply":
+                self.reused_tokens = _common_prefix(llm._input_ids.tolist(), tokens)
+            chunks = llm.create_completion(tokens, max_tokens=n, temperature=t, stop=stop,
+                                           stream=True)
+            for chunk in chunks:
+                if lane == "background" and (self._waiting or self._stop_background.is_set()):
+                    raise Preempted("stopped for a reply")
+                text = chunk["choices"][0].get("text")
+                if text:
+                    yield text
+        except (BackendError, GeneratorExit):
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"local generation failed: {exc.__class__.__name__}: "
+                               f"{exc}") from exc
+        finally:
+            self.cpu.done()
+
+
+def _chat_formatter(llm, generation: bool):
+    """The GGUF's own chat template, as llama-cpp-python's chat completion applies it."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+    template = llm.metadata.get("tokenizer.chat_template")
+    if not template:
+        raise BackendError("the GGUF file has no chat template; use an instruct/chat model")
+    eos, bos = llm.token_eos(), llm.token_bos()
+    return Jinja2ChatFormatter(
+        template=template, eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
+        bos_token=llm._model.token_get_text(bos) if bos != -1 else "",
+        add_generation_prompt=generation, stop_token_ids=[eos])
+
+
+def _common_prefix(a, b) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
