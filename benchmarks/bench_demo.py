@@ -34,6 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "test"))
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 class TurnWatch:
@@ -100,6 +101,8 @@ def run_demo(args, tmp: Path):
         llm["supports_images"] = True
     overrides = bringup.setup_overrides(setup, params_file, keys, llm)
     overrides.setdefault("manager", {})["transcript_dir"] = str(tmp / "transcripts")
+    for node, params in bringup.input_overrides(script=args.script).items():
+        overrides.setdefault(node, {}).update(params)
     t0 = time.monotonic()
     with rclpy.init(args=["bench"] + bringup.ros_args(params_file, "", args.log_level)):
         watch = TurnWatch(rclpy.get_default_context())  # before the script's first line
@@ -146,6 +149,25 @@ def baseline(backend, turns, max_tokens: int) -> list[float]:
     return out
 
 
+def conversation_quality(turns: list[dict]) -> dict:
+    """Repeats, yes/no questions answered with yes or no, and turn 8 against turn 2."""
+    from bench_dialogue import sentence_words, yes_or_no
+    from vision_dialogue.core.focus import is_yes_no
+    from vision_dialogue.core.reply_filter import near_repeat
+    earlier, repeated, yes_no, answered = [], 0, 0, 0
+    for t in turns:
+        mine = sentence_words(t["reply"])
+        repeated += not t["fallback"] and any(near_repeat(list(w), earlier) for w in mine)
+        earlier.extend(mine)
+        if is_yes_no(t["text"]):
+            yes_no += 1
+            answered += bool(yes_or_no(t["reply"])) and not t["fallback"]
+    firsts = [t["t_first"] - t["t_utt"] for t in turns]
+    return {"repeated_replies": repeated, "yes_no_questions": yes_no,
+            "yes_no_answered": answered,
+            "turn8_over_turn2": round(firsts[7] / firsts[1], 2) if len(firsts) > 7 else None}
+
+
 def setup_from_clone() -> float:
     """Seconds for `git clone` of this repo + scripts/setup.sh in a temp dir."""
     with tempfile.TemporaryDirectory(prefix="vd_clone_") as d:
@@ -160,7 +182,9 @@ def main(argv=None) -> int:
     ap.add_argument("--turns", type=int, default=0, help="stop after N replies (0: whole script)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="give up after N seconds")
     ap.add_argument("--params-file", help="demo YAML (default config/demo_setup.yaml)")
-    ap.add_argument("--llm", choices=("openai", "transformers"))
+    ap.add_argument("--llm", choices=("openai", "transformers", "llamacpp"))
+    ap.add_argument("--script", help="a speech script instead of the demo's (e.g. "
+                    "benchmarks/held_out_script.yaml)")
     ap.add_argument("--base-url")
     ap.add_argument("--model")
     ap.add_argument("--fake-llm", type=float, metavar="SECONDS",
@@ -199,13 +223,17 @@ def main(argv=None) -> int:
         vals = [r[key] for r in rows if r[key] is not None]
         return round(statistics.median(vals), 3) if vals else None
 
+    quality = conversation_quality(turns)
+    print(f"repeated replies {quality['repeated_replies']}, yes/no questions answered with yes "
+          f"or no {quality['yes_no_answered']}/{quality['yes_no_questions']}, first sentence "
+          f"turn 8 / turn 2 {quality['turn8_over_turn2']}")
     summary = {"benchmark": "demo", "llm": "fake" if args.fake_llm is not None else
                (args.llm or "yaml"), "turns": len(rows), "startup_s": round(startup, 2),
                "latency_p50_s": med("latency_s"), "first_sentence_p50_s": med("first_sentence_s"),
                "baseline_bare_llm_p50_s": med("baseline_s"), "ratio_p50": med("ratio"),
                "fallbacks": sum(r["fallback"] for r in rows),
                "setup_from_clone_s": round(clone_s, 1) if clone_s is not None else None,
-               "per_turn": rows}
+               "script": args.script or "demo", **quality, "per_turn": rows}
     print(f"startup {startup:.1f} s; p50 latency {summary['latency_p50_s']} s, first sentence "
           f"{summary['first_sentence_p50_s']} s, bare LLM {summary['baseline_bare_llm_p50_s']} s"
           + (f"; setup from a fresh clone {clone_s:.0f} s" if clone_s is not None else ""))

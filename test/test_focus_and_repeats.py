@@ -7,8 +7,8 @@ import pytest
 
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
-from vision_dialogue.core.focus import (asks_to_repeat, focus_note, from_the_robots_side,
-                                        is_yes_no, question_of)
+from vision_dialogue.core.focus import (YES_NO_NOTE, asks_to_repeat, focus_note, is_yes_no,
+                                        question_of)
 from vision_dialogue.core.persona import load_persona
 from vision_dialogue.core.reply_filter import NoteFilter, near_repeat
 from vision_dialogue.llm.cpu_threads import CpuShare
@@ -28,14 +28,6 @@ def test_the_question_is_the_last_asked_sentence():
     assert question_of("Thank you. Goodbye!") == "Goodbye!"
 
 
-def test_the_persons_words_are_put_from_the_robots_side():
-    assert from_the_robots_side("Am I holding a cup of coffee?") == \
-        "is the person holding a cup of coffee?"
-    assert from_the_robots_side("What colour is my outfit?") == \
-        "what colour is the person's outfit?"
-    assert from_the_robots_side("Can you see me?") == "can you see the person?"
-
-
 def test_asks_to_repeat():
     assert asks_to_repeat("Sorry, can you say that again?")
     assert asks_to_repeat("What did you just say?")
@@ -43,17 +35,15 @@ def test_asks_to_repeat():
 
 
 def test_the_focus_note():
-    note = focus_note("Am I holding a cup of coffee?")
-    assert note.startswith('[The person asks: "is the person holding a cup of coffee?"')
-    assert '"Yes" or "No"' in note
-    start = focus_note("What did you see at the very beginning?", past=True,
-                       memories=["I saw you in orange", "I saw a cup", "It was dark"])
+    assert focus_note("Am I holding a cup of coffee?") == f"[{YES_NO_NOTE}]"
+    memories = ["I saw you in orange", "I saw a cup", "It was dark"]
+    start = focus_note("What did you see at the very beginning?", past=True, memories=memories)
     assert "I saw you in orange." in start and "cup" not in start
-    recent = focus_note("What did you see before?", past=True,
-                        memories=["I saw you in orange", "I saw a cup", "It was dark"])
-    assert "I saw a cup." in recent and "It was dark." in recent
-    assert '"Yes"' not in recent
-    assert focus_note("Thank you, goodbye!").startswith('[The person says: "thank you, goodbye!"')
+    recent = focus_note("What did you see before?", past=True, memories=memories)
+    assert "I saw a cup." in recent and "It was dark." in recent and YES_NO_NOTE not in recent
+    assert "about earlier" in focus_note("Did you see a cat before?", past=True)
+    assert YES_NO_NOTE in focus_note("Did you see a cat before?", past=True)
+    assert focus_note("What colour is my outfit?") == ""
     assert focus_note("") == ""
 
 
@@ -78,16 +68,16 @@ def _conv(supports_images: bool, **cfg):
 
 @pytest.mark.parametrize("supports_images, focus, noted", [
     (False, True, True), (False, False, False), (True, True, False)])
-def test_a_text_model_gets_the_question_restated_last(supports_images, focus, noted):
+def test_a_text_model_gets_the_note_right_before_the_question(supports_images, focus, noted):
     """Only text-only backends (small local models) get the note; it stays out of the timeline."""
     be, c = _conv(supports_images, focus_note=focus)
     try:
         c.add_frame(np.full((60, 80, 3), 120, np.uint8))
         c.turn("Am I holding a cup of coffee?")
-        last = be.calls[-1][1][-1]
-        assert (last["role"] == "system" and "is the person holding" in last["content"]) \
-            is noted
-        assert not any("The person asks" in str(d) for d in c.state()["timeline"])
+        before, last = be.calls[-1][1][-2:]
+        assert last["role"] == "user" and "Am I holding a cup of coffee?" in str(last["content"])
+        assert (before["role"] == "system" and YES_NO_NOTE in before["content"]) is noted
+        assert not any(YES_NO_NOTE in str(d) for d in c.state()["timeline"])
     finally:
         c.close()
 
@@ -176,3 +166,37 @@ def _until(check, timeout=10.0):
             return False
         time.sleep(0.01)
     return True
+
+
+def test_token_triples_and_their_penalty():
+    from vision_dialogue.llm.avoid import token_triples, triple_penalty
+    encode = {"yes i can see you": [1, 2, 3, 4, 5], " yes i can see you": [9, 2, 3, 4, 5]}.get
+    triples = token_triples(encode, ["yes i can see you"])
+    assert triples == {(1, 2, 3), (2, 3, 4), (3, 4, 5), (9, 2, 3)}
+    penalise = triple_penalty(triples, bias=5.0)
+    scores = penalise([7, 2, 3], [0.0] * 6)
+    assert scores[4] == -5.0 and sum(scores) == -5.0
+    assert penalise([3], [0.0] * 6) == [0.0] * 6
+
+
+class _AvoidingBackend(FakeChatBackend):
+    avoids = True
+
+    def stream(self, messages, *, model=None, max_tokens=None, temperature=None, avoid=()):
+        self.avoided = list(avoid)
+        return super().stream(messages, model=model, max_tokens=max_tokens,
+                              temperature=temperature)
+
+
+def test_a_local_model_is_told_which_lines_to_avoid():
+    replies = iter(["Yes, I can see you now.", "Yes, I can see you now.", "You wave at me!"])
+    be = _AvoidingBackend(supports_images=False, responder=lambda m, k: next(replies))
+    c = Conversation(be, load_persona(), ConversationConfig(),
+                     observer=lambda bgr: "one person, close, in the middle")
+    try:
+        c.add_frame(np.full((60, 80, 3), 120, np.uint8))
+        c.turn("Can you see me?")
+        assert c.turn("Can you see me now?").text == "You wave at me!"
+        assert be.avoided == ["Yes, I can see you now."]
+    finally:
+        c.close()

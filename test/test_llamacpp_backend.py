@@ -98,3 +98,10 @@ def test_warming_reads_the_prompt_before_the_person_speaks(backend):
     assert backend.warm(history) == 0                   # nothing new to read
     backend.complete(history + [{"role": "user", "content": "What now?"}], max_tokens=4)
     assert backend.reused_tokens >= read
+
+
+def test_avoided_lines_are_not_said_again(backend):
+    msgs = [PERSONA, {"role": "user", "content": "Can you see me?"}]
+    first = backend.complete(msgs, max_tokens=16)
+    other = backend.complete(msgs, max_tokens=16, avoid=[first])
+    assert other and other != first

@@ -299,6 +299,13 @@ def test_a_warmed_prompt_is_not_computed_again_and_answers_the_same(text_model_d
     assert TransformersChatBackend(text_model_dir, prefix_cache=False).warm(history) == 0
 
 
+def test_avoided_lines_are_not_said_again(text_model_dir):
+    backend = TransformersChatBackend(text_model_dir, max_new_tokens=10)
+    first = backend.complete(MESSAGES)
+    assert backend.complete(MESSAGES, avoid=[first]) != first
+    assert backend.complete(MESSAGES) == first          # greedy, unchanged without `avoid`
+
+
 def test_int8_quantises_every_linear_layer_and_keeps_the_prefix_cache(text_model_dir):
     """dtype=int8: the Linear layers are quantised, and the kept cache still answers the same.
 

@@ -178,6 +178,13 @@ PARAMS = [
           range=(1.0, 3600.0)),
     Param("proactive_quiet", 8.0, "The user must have been quiet this many seconds before the "
           "robot speaks unasked.", range=(0.0, 600.0)),
+    Param("focus_note", True, "Text-only models: a short note right before the person's line "
+          "(answer yes or no; for a question about the past, the memories it needs)."),
+    Param("avoid_repeats", True, "A reply that only says again what the robot said before is "
+          "asked for once more (sampled, told what not to say), unless the person asked to "
+          "hear it again."),
+    Param("warm_cache", True, "A local model reads the changed prompt (a new frame, a "
+          "summary, a fold) between turns, so the next reply reads only the person's line."),
     Param("look_back", True, "Offer the look_back tool to an LLM that calls tools, on turns "
           "about the past (and whenever the VFM tools are offered): it sees a frame that left "
           "the prompt again, by time or by what it shows (the paper's future work)."),
@@ -357,7 +364,9 @@ class ManagerNode(Node):
             model=p["model"] if p["llm_backend"] == "openai" else None,
             summary_model=p["summary_model"] or None, stream=p["stream"],
             max_summary_failures=p["max_summary_failures"], summary_mode=p["summary_mode"],
-            camera_timeout_s=p["camera_timeout"], look_back=p["look_back"])
+            camera_timeout_s=p["camera_timeout"], look_back=p["look_back"],
+            focus_note=p["focus_note"], avoid_repeats=p["avoid_repeats"],
+            warm_cache=p["warm_cache"])
 
     def _open_transcript(self) -> TranscriptWriter | None:
         if not self.p["transcript_dir"]:

@@ -460,8 +460,9 @@ class Conversation:
         past = about_the_past(text or "")
         if text is not None and self.config.focus_note and not self.supports_images:
             note = focus_note(text, past, self._memories())
-            if note:
-                msgs.append({"role": "system", "content": note})
+            if note:       # right before the person's line: their question stays last
+                last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
+                msgs.insert(last, {"role": "system", "content": note})
         overhead = time.perf_counter() - t0
         records: list[ToolRecord] = []
         sentences = _Timed()
@@ -537,17 +538,18 @@ class Conversation:
             records.extend(made)
         if not sentences and notes.said_before and cfg.avoid_repeats:
             self.repeats_avoided += 1
-            repeated = " ".join(notes.said_before)
+            repeated = list(notes.said_before)
             self.log.info(f"turn {turn_id}: the reply repeated an earlier one "
-                          f"({repeated[:80]!r}); asking for a new one")
+                          f"({' '.join(repeated)[:80]!r}); asking for a new one")
             notes = self._note_filter()
-            again = msgs + [{"role": "system",
-                             "content": self.persona.repeat_note.format(said=repeated)}]
+            again = msgs + [{"role": "system", "content": self.persona.repeat_note}]
+            # a local model is also kept off the repeated lines' word runs (llm/avoid.py)
+            avoid = {"avoid": repeated} if getattr(self.backend, "avoids", False) else {}
 
             def ask_again() -> Iterable[str]:
                 return self.backend.stream(again, model=cfg.model,
                                            max_tokens=cfg.max_reply_tokens,
-                                           temperature=REPEAT_RETRY_TEMPERATURE)
+                                           temperature=REPEAT_RETRY_TEMPERATURE, **avoid)
             say(ask_again() if deadline is None else
                 FirstBy(ask_again, max(deadline, time.monotonic() + 1.0), self._late(turn_id)),
                 notes)

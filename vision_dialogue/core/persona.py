@@ -49,9 +49,10 @@ class Persona:
     wave_instruction: str = ("Someone just waved at you. Say hello back to them in one "
                              "short, friendly sentence.")
     history_label: str = "What happened earlier in this conversation:"
-    # the second try after a reply that only repeated an earlier one (avoid_repeats)
-    repeat_note: str = ('[You said this before: "{said}" Do not say it again. Say something '
-                        'new that answers the person.]')
+    # the second try after a reply that only repeated an earlier one (avoid_repeats); the
+    # repeated line is not quoted: a small model copies what it reads last
+    repeat_note: str = ("[You already said that. Answer the person again, in other words, "
+                        "with something new.]")
     extra: dict = field(default_factory=dict)
 
     def fallback(self, rng: random.Random | None = None, greeting: bool = False) -> str:

@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from vision_dialogue.llm.avoid import token_triples, triple_penalty
 from vision_dialogue.llm.base import BackendError, Message, Preempted
 from vision_dialogue.llm.chat_messages import text_conversation
 from vision_dialogue.llm.cpu_threads import CpuShare
@@ -43,6 +44,7 @@ class LlamaCppChatBackend:
 
     preemptible = True
     supports_images = False
+    avoids = True              # complete/stream take `avoid` (texts not to say again)
 
     def __init__(self, gguf_path: str, *, max_new_tokens: int = 96, temperature: float = 0.0,
                  threads: int = 0, context: int = CONTEXT_TOKENS):
@@ -88,28 +90,33 @@ class LlamaCppChatBackend:
 
     def complete(self, messages: Sequence[Message], *, model: str | None = None,
                  max_tokens: int | None = None, temperature: float | None = None,
-                 background: bool = False) -> str:
-        """The whole reply text (stripped); background=True may raise Preempted."""
+                 background: bool = False, avoid: Sequence[str] = ()) -> str:
+        """The whole reply text (stripped); background=True may raise Preempted.
+
+        avoid: texts not to say again (their token triples are penalised, llm/avoid.py).
+        """
         conversation = text_conversation(messages)
         if background:
             with self._lock:
                 if self._waiting or self._stop_background.is_set():
                     raise Preempted("a reply is waiting for the model")
                 return "".join(self._pieces(conversation, max_tokens, temperature,
-                                            "background")).strip()
+                                            "background", avoid)).strip()
         with self._reply_turn():
-            return "".join(self._pieces(conversation, max_tokens, temperature, "reply")).strip()
+            return "".join(self._pieces(conversation, max_tokens, temperature, "reply",
+                                        avoid)).strip()
 
     def stream(self, messages: Sequence[Message], *, model: str | None = None,
-               max_tokens: int | None = None, temperature: float | None = None) -> Iterator[str]:
+               max_tokens: int | None = None, temperature: float | None = None,
+               avoid: Sequence[str] = ()) -> Iterator[str]:
         """Yield the reply sentence by sentence; closing the iterator stops the generation."""
         conversation = text_conversation(messages)      # bad messages raise here, at the call
-        return self._stream(conversation, max_tokens, temperature)
+        return self._stream(conversation, max_tokens, temperature, avoid)
 
-    def _stream(self, conversation, max_tokens, temperature) -> Iterator[str]:
+    def _stream(self, conversation, max_tokens, temperature, avoid) -> Iterator[str]:
         with self._reply_turn():
             splitter = SentenceSplitter()
-            pieces = self._pieces(conversation, max_tokens, temperature, "reply")
+            pieces = self._pieces(conversation, max_tokens, temperature, "reply", avoid)
             try:
                 for piece in pieces:
                     yield from splitter.feed(piece)
@@ -172,7 +179,8 @@ class LlamaCppChatBackend:
             self._contexts[lane] = self._new()      # shares the mapped weights; own cache
         return self._contexts[lane]
 
-    def _pieces(self, conversation: list, max_tokens, temperature, lane: str) -> Iterator[str]:
+    def _pieces(self, conversation: list, max_tokens, temperature, lane: str,
+                avoid: Sequence[str] = ()) -> Iterator[str]:
         """The reply's text pieces as llama.cpp makes them (call with the lock held)."""
         n = self.max_new_tokens if max_tokens is None else int(max_tokens)
         if n < 1:
@@ -185,8 +193,16 @@ class LlamaCppChatBackend:
             tokens, stop = self._tokens(llm, conversation)
             if lane == "reply":
                 self.reused_tokens = _common_prefix(llm._input_ids.tolist(), tokens)
+            extra = {}
+            if avoid:
+                from llama_cpp import LogitsProcessorList
+
+                def encode(text: str) -> list[int]:
+                    return llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+                extra["logits_processor"] = LogitsProcessorList(
+                    [triple_penalty(token_triples(encode, avoid))])
             chunks = llm.create_completion(tokens, max_tokens=n, temperature=t, stop=stop,
-                                           stream=True)
+                                           stream=True, **extra)
             for chunk in chunks:
                 if lane == "background" and (self._waiting or self._stop_background.is_set()):
                     raise Preempted("stopped for a reply")

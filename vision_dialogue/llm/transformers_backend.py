@@ -37,6 +37,7 @@ from typing import Iterator, Sequence
 from vision_dialogue.llm.base import BackendError, Message, Preempted
 from vision_dialogue.llm.chat_messages import check_message, text_conversation
 from vision_dialogue.llm.cpu_threads import CpuShare
+from vision_dialogue.llm.avoid import AVOID_BIAS, token_triples
 from vision_dialogue.llm.factory import DTYPES   # one list; int8 = quantised Linear layers
 from vision_dialogue.llm.sentences import SentenceSplitter
 
@@ -94,6 +95,7 @@ class TransformersChatBackend:
     """
 
     preemptible = True
+    avoids = True              # complete/stream take `avoid` (texts not to say again)
 
     def __init__(self, model_path: str, *, device: str = "cpu", max_new_tokens: int = 96,
                  temperature: float = 0.0, dtype: str = "auto",
@@ -199,13 +201,14 @@ class TransformersChatBackend:
 
     def complete(self, messages: Sequence[Message], *, model: str | None = None,
                  max_tokens: int | None = None, temperature: float | None = None,
-                 background: bool = False) -> str:
+                 background: bool = False, avoid: Sequence[str] = ()) -> str:
         """The whole reply text (stripped).
 
         background=True: a summary or fold, which gives way to replies (raises Preempted).
+        avoid: texts not to say again (their word triples are penalised).
         """
         inputs = self._prepare(messages)
-        kwargs = self._gen_kwargs(max_tokens, temperature)
+        kwargs = self._gen_kwargs(max_tokens, temperature, avoid)
         if background:
             with self._lock:
                 out = self._generate_background(inputs, kwargs)
@@ -316,15 +319,16 @@ class TransformersChatBackend:
             return len(ids) - start
 
     def stream(self, messages: Sequence[Message], *, model: str | None = None,
-               max_tokens: int | None = None, temperature: float | None = None) -> Iterator[str]:
-        """Yield the reply sentence by sentence as generation proceeds.
+               max_tokens: int | None = None, temperature: float | None = None,
+               avoid: Sequence[str] = ()) -> Iterator[str]:
+        """Yield the reply sentence by sentence as generation proceeds (`avoid`: as complete).
 
         The messages are checked at the call (bad ones raise BackendError at once); a failure
         during generation raises BackendError from the iterator; closing the iterator stops
         the generation.
         """
         inputs = self._prepare(messages)
-        kwargs = self._gen_kwargs(max_tokens, temperature)
+        kwargs = self._gen_kwargs(max_tokens, temperature, avoid)
         return self._stream(inputs, kwargs)
 
     def _stream(self, inputs, kwargs) -> Iterator[str]:
@@ -369,7 +373,8 @@ class TransformersChatBackend:
                 thread.join()
 
     # -- prompt building ---------------------------------------------------------------------
-    def _gen_kwargs(self, max_tokens: int | None, temperature: float | None) -> dict:
+    def _gen_kwargs(self, max_tokens: int | None, temperature: float | None,
+                    avoid: Sequence[str] = ()) -> dict:
         n = self.max_new_tokens if max_tokens is None else int(max_tokens)
         if n < 1:
             raise BackendError(f"max_tokens={max_tokens!r} must be >= 1")
@@ -377,11 +382,17 @@ class TransformersChatBackend:
         gen = self._model.generation_config
         kw = dict(max_new_tokens=n, pad_token_id=(gen.pad_token_id if gen.pad_token_id is not None
                                                   else self._tokenizer.eos_token_id))
+        if avoid:
+            kw["sequence_bias"] = {g: -AVOID_BIAS for g in
+                                   token_triples(self._encode, avoid)}
         if t > 0:
             kw.update(do_sample=True, temperature=t)
         else:  # greedy; neutralise sampling settings from the checkpoint's generation_config
             kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         return kw
+
+    def _encode(self, text: str) -> list[int]:
+        return self._tokenizer.encode(text, add_special_tokens=False)
 
     def _prepare(self, messages: Sequence[Message], generation: bool = True) -> dict:
         if not isinstance(messages, (list, tuple)) or not messages:
