@@ -109,7 +109,7 @@ NO_WORDS = ("no", "nope", "not", "n't", "cannot", "nobody", "no one", "nothing",
 
 
 def yes_or_no(reply: str) -> str:
-    """"yes", "no" or "" (no direct answer) from a reply's first sentence."""
+    """Return "yes", "no" or "" (no direct answer) from a reply's first sentence."""
     first = re.split(r"(?<=[.!?])\s+", reply.strip())[0] if reply.strip() else ""
     low = " " + re.sub(r"[^a-z' ]+", " ", first.lower().replace("’", "'")) + " "
     start = " ".join(low.split()[:3])
@@ -197,7 +197,7 @@ class DemoFrames:
 
 
 def parse_engine(text: str) -> tuple[str, str, str]:
-    """"KIND[/DTYPE][@MODEL]" -> (kind, dtype, model): "llamacpp@default:1.5b"."""
+    """Split "KIND[/DTYPE][@MODEL]" into (kind, dtype, model): "llamacpp@default:1.5b"."""
     head, _, model = text.partition("@")
     kind, _, dtype = head.partition("/")
     return kind.strip() or "transformers", dtype.strip() or "auto", model.strip() or "default"

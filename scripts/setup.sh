@@ -42,8 +42,11 @@ for extra in ${VD_EXTRAS:-}; do
   if [ "$extra" = llamacpp ]; then
     spec="$(grep -m1 '^llama-cpp-python' requirements/llamacpp.txt)"
     if ! ls "$WHEELS"/llama_cpp_python-"${spec##*==}"-*.whl >/dev/null 2>&1; then
-      log "compiling ${spec%%\[*} ${spec##*==} once (about 9 minutes on 2 cores; kept in $WHEELS)"
+      log "compiling ${spec%%\[*} ${spec##*==} once (about 2.5 minutes on 2 cores; kept in $WHEELS)"
       mkdir -p "$WHEELS"
+      # only the library and its CPU kernels: no multimodal (mtmd), tests, examples, tools or
+      # C++ server (the Python server needs none of them): 150 s here instead of about 9 min
+      CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF}" \
       CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$PY" -m pip wheel -q --no-deps -w "$WHEELS" \
         "${spec%%\[*}==${spec##*==}" 2> >(grep -v 'is ignored: it is neither' >&2) \
         || { log "llama-cpp-python could not be built: going on without it"; continue; }

@@ -86,7 +86,7 @@ def test_setup_yaml_decides_what_is_checked(tmp_path):
     assert cfg.furhat_host == "127.0.0.1" and cfg.camera_source == "furhat"
     ns.setup = "demo"
     cfg = doctor.config_from(ns)
-    assert cfg.llm_backend == "transformers" and cfg.model == "default"
+    assert cfg.llm_backend == "local" and cfg.model == "default"
     ns.setup, ns.base_url, ns.model = None, "http://h:1/v1", "my-vlm"
     cfg = doctor.config_from(ns)
     assert (cfg.llm_backend, cfg.base_url, cfg.model) == ("openai", "http://h:1/v1", "my-vlm")

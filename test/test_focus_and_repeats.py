@@ -1,5 +1,9 @@
-"""The question restated last (core/focus.py), near repeats (core/reply_filter.py) and the
-thread count from the machine's load (llm/cpu_threads.py): ROS-free."""
+"""Focus, repeats and load: ROS-free parts of issue 21.
+
+The note before the question (core/focus.py), near repeats and the nobody line
+(core/reply_filter.py), lines to avoid (llm/avoid.py), warm-ups, and the thread count from the
+machine's load (llm/cpu_threads.py).
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -198,5 +202,29 @@ def test_a_local_model_is_told_which_lines_to_avoid():
         c.turn("Can you see me?")
         assert c.turn("Can you see me now?").text == "You wave at me!"
         assert be.avoided == ["Yes, I can see you now."]
+    finally:
+        c.close()
+
+
+class _Seen:
+    """What perception's observer returns: a text and the people it counted."""
+
+    def __init__(self, text, people):
+        self.text, self.people = text, people
+
+
+def test_a_claim_to_see_the_person_when_nobody_is_in_view_is_corrected():
+    replies = iter(["Yes, I can still see you. You look great!", "Yes, I see you."])
+    be = FakeChatBackend(supports_images=False, responder=lambda m, k: next(replies))
+    seen = {"now": _Seen("no one there; a cup", [])}
+    c = Conversation(be, load_persona(), ConversationConfig(), observer=lambda bgr: seen["now"])
+    try:
+        c.add_frame(np.full((60, 80, 3), 120, np.uint8))
+        first = c.turn("Can you still see me?")
+        assert first.text.startswith("No, I do not see you right now.")
+        assert "You look great!" in first.text
+        seen["now"] = _Seen("one person, close, in the middle", [object()])
+        c.add_frame(np.full((60, 80, 3), 140, np.uint8))
+        assert c.turn("And now?").text == "Yes, I see you."
     finally:
         c.close()

@@ -272,7 +272,8 @@ class ManagerNode(Node):
         self._worker = threading.Thread(target=self._serve_turns, name="vd-turns", daemon=True)
         self._worker.start()
         self._closed = False
-        log.info(f"manager ready: backend={p['llm_backend']} model={p['model']!r} "
+        log.info(f"manager ready: backend={p['llm_backend']} "
+                 f"({type(self.backend).__name__}) model={p['model']!r} "
                  f"n={p['n']} m={p['m']} persona={persona_path}")
         if made_here and p["llm_backend"] == "openai":
             threading.Thread(target=self._probe_llm, args=(probed,), name="vd-probe",

@@ -48,7 +48,7 @@ class Check:
 class Config:
     """What the checks look at (from the setup YAML and the command line)."""
 
-    llm_backend: str = "transformers"
+    llm_backend: str = "local"
     base_url: str = ""
     model: str = "default"
     api_key_env: str = "OPENAI_API_KEY"

@@ -593,9 +593,12 @@ class Conversation:
         if self._newest is None or self.camera_lost():     # the first not said yet
             blind_line = next((ln for ln in p.blind_lines if ln not in said), p.blind_lines[0])
         notes += [p.repeat_note, *FOCUS_INSTRUCTIONS]
+        nobody_line = ""
+        if not blind_line and self._newest is not None and self._newest.people == 0:
+            nobody_line = next((ln for ln in p.nobody_lines if ln not in said), p.nobody_lines[0])
         return NoteFilter((p.frame_label, p.summary_label, p.history_label, "You saw:"), notes,
                           seen, said, memories, getattr(self.observer, "speak", None),
-                          blind_line=blind_line)
+                          blind_line=blind_line, nobody_line=nobody_line)
 
     def _tool_schemas(self, past: bool = False) -> list[dict]:
         """The tools of this turn: the provider's (VFM) tools, and look_back.

@@ -43,6 +43,10 @@ class Persona:
                              "right now. If it matters, say you cannot see at the moment.]")
     blind_lines: tuple[str, ...] = (
         "I cannot see anything right now, my eyes are not working.",)
+    # said in place of a claim to see the person ("Yes, I can still see you") when the newest
+    # frame's observer counted nobody (a 0.5B model says it whatever the notes say)
+    nobody_lines: tuple[str, ...] = (
+        "No, I do not see you right now.", "I cannot see you at the moment, where did you go?")
     frame_label: str = "What you see now (your eyes):"
     summary_label: str = "Earlier you saw:"
     event_label: str = "You noticed:"
@@ -61,7 +65,8 @@ class Persona:
                                       else self.fallback_lines)
 
 
-LINE_LISTS = ("fallback_lines", "greet_fallback_lines", "blind_lines")   # keys holding lists
+LINE_LISTS = ("fallback_lines", "greet_fallback_lines", "blind_lines",
+              "nobody_lines")   # keys holding lists
 REQUIRED = ("system", "summary_instruction", "history_instruction", "no_frames_note",
             "dark_frames_note", "fallback_lines")
 

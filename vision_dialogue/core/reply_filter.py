@@ -67,6 +67,12 @@ clothes, things held, fingers or colours ("My shirt is white", "I am holding a h
 model answers a question about the person in the first person). "I cannot see" does not match."""
 
 
+SEES_THE_PERSON = re.compile(
+    r"\b(i|we)\s+(can\s+|do\s+)?(still\s+|now\s+)?(see|spot|notice)\s+you\b"
+    r"|\byou\s*('re|are)\s+(still\s+)?(here|there|in front of me|right there)\b", re.IGNORECASE)
+"""A claim to see the person now ("Yes, I can still see you", "you are still here")."""
+
+
 class NoteFilter:
     """Cleans reply text for speaking.
 
@@ -79,11 +85,14 @@ class NoteFilter:
     def __init__(self, labels: Iterable[str] = (), notes: Iterable[str] = (),
                  observations: Iterable[str] = (), said: Iterable[str] = (),
                  memories: Iterable[str] = (), speak: Callable[[str, bool], str] | None = None,
-                 blind_line: str = ""):
+                 blind_line: str = "", nobody_line: str = ""):
         self.depth = 0
         # the robot cannot see now: the first sentence about what is visible becomes this line,
         # later ones are dropped (small models say "I can see you" whatever the notes say)
         self.blind_line = blind_line
+        # nobody is in view now: a claim to see the person becomes this line (once)
+        self.nobody_line = nobody_line
+        self._nobody_said = False
         self._blind_said = False
         notes = [n for n in notes if n]
         self.note_grams = {g for n in notes for g in _shingles(_words(n), ECHO_WORDS)}
@@ -137,6 +146,12 @@ class NoteFilter:
                 self.repeats.append(spoken)
                 return ""
             spoken, words = said, _words(said)
+        if self.nobody_line and SEES_THE_PERSON.search(spoken):
+            if self._nobody_said:
+                return ""
+            self._nobody_said = True
+            spoken = self.nobody_line
+            words = _words(spoken)
         if self.blind_line and VISUAL_CLAIM.search(spoken):
             if self._blind_said:
                 return ""

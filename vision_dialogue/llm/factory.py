@@ -5,8 +5,11 @@ one row in BACKENDS (docs/llm_client.md).
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Callable
+
+_LOG = logging.getLogger(__name__)
 
 DTYPES = ("auto", "float32", "bfloat16", "float16", "int8")
 """Precisions of a local model's weights (transformers_backend checks the same list)."""
@@ -74,13 +77,29 @@ def _llamacpp(o: BackendOptions):
                                temperature=o.temperature, threads=o.threads)
 
 
+def _local(o: BackendOptions):
+    """The measured best local engine that is installed: llama.cpp, else transformers.
+
+    On the dialogue battery (README, Benchmarks) llama.cpp gave the embedded 0.5B model better
+    answers at less than half the latency; it has no wheel on PyPI, so a machine set up
+    without it (README command 1 on a fresh machine) runs transformers.
+    """
+    import importlib.util
+    kind = "llamacpp" if importlib.util.find_spec("llama_cpp") is not None else "transformers"
+    if kind == "transformers":
+        _LOG.info("llm_backend local: llama-cpp-python is not installed, so the model runs on "
+                  "transformers (VD_EXTRAS=llamacpp scripts/setup.sh for the faster engine)")
+    return BACKENDS[kind](o)
+
+
 BACKENDS: dict[str, Callable[[BackendOptions], object]] = {
     "openai": _openai,              # any OpenAI-compatible server (images when it takes them)
     "transformers": _transformers,  # a local checkpoint in this process (torch)
     "llamacpp": _llamacpp,          # a local GGUF file in this process (llama.cpp)
+    "local": _local,                # llamacpp where installed, else transformers
 }
 KINDS = tuple(BACKENDS)
-LOCAL_KINDS = ("transformers", "llamacpp")
+LOCAL_KINDS = ("transformers", "llamacpp", "local")
 """Kinds that run a model in this process (text observations, the embedded default model)."""
 
 
@@ -92,8 +111,9 @@ def make_backend(kind: str, **options):
     larger variant; `prefix_cache` keeps the previous prompt's key/value cache; `dtype` is the
     weights' precision (DTYPES; "auto" is the variant's `cpu_dtype` for the embedded default
     model on a CPU, else the checkpoint's). "llamacpp": `model` is a GGUF file, or the embedded
-    default as above. `temperature` (0.0: greedy) and, for local kinds, `threads` (0: the free
-    cores) apply to all.
+    default as above. "local": llamacpp where llama-cpp-python is installed, else transformers.
+    `temperature` (0.0: greedy) and, for local kinds, `threads` (0: the free cores) apply to
+    all.
     Raises ValueError for an unknown kind, BackendError when the backend cannot start (no API
     key for a remote server, missing checkpoint).
     """
