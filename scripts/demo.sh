@@ -4,7 +4,7 @@
 # to the terminal, transcript saved under runs/. Extra args go to `bringup demo`.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VD_EXTRAS="${VD_EXTRAS:-model llamacpp}" "$ROOT/scripts/setup.sh"
+VD_EXTRAS="${VD_EXTRAS:-model model-1.5b llamacpp}" "$ROOT/scripts/setup.sh"
 # shellcheck source=/dev/null
 source "$ROOT/env.sh"
 cd "$ROOT"

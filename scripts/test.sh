@@ -3,7 +3,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # llamacpp: llama.cpp's real server for test/installed/test_llama_server.py (compiled once)
-VD_EXTRAS="${VD_EXTRAS:-model} llamacpp" "$ROOT/scripts/setup.sh"
+VD_EXTRAS="${VD_EXTRAS:-model model-1.5b} llamacpp" "$ROOT/scripts/setup.sh"
 # Debian packages some tests need, installed when this user can: Chromium (the monitor's
 # browser test) and espeak-ng (a second synthetic voice for the speech-to-text tests).
 missing=()

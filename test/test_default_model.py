@@ -297,3 +297,25 @@ def test_the_embedded_default_loads_its_measured_precision_on_a_cpu(
     factory.make_backend("transformers", model="default:fake", device="cuda")
     factory.make_backend("transformers", model=str(tmp_path))        # any other checkpoint
     assert opened == [("int8", "cpu"), ("float32", "cpu"), ("auto", "cuda"), ("auto", "cpu")]
+
+
+def test_llm_backend_local_takes_llama_cpp_where_installed(monkeypatch, caplog):
+    """`local`: the measured best engine (llama.cpp) where installed, else transformers."""
+    import importlib.util
+    from vision_dialogue.llm import factory
+    built = []
+    monkeypatch.setitem(factory.BACKENDS, "llamacpp", lambda o: built.append(("llamacpp", o)))
+    monkeypatch.setitem(factory.BACKENDS, "transformers",
+                        lambda o: built.append(("transformers", o)))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if name == "llama_cpp" else real(name, *a))
+    factory.make_backend("local", model="default", threads=1)
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llama_cpp" else real(name, *a))
+    with caplog.at_level("INFO", logger="vision_dialogue.llm.factory"):
+        factory.make_backend("local", model="default:1.5b")
+    assert [k for k, _ in built] == ["llamacpp", "transformers"]
+    assert built[0][1].threads == 1 and built[1][1].model == "default:1.5b"
+    assert "llama-cpp-python is not installed" in caplog.text
+    assert "local" in factory.LOCAL_KINDS and set(factory.KINDS) >= {"openai", "llamacpp"}

@@ -34,7 +34,8 @@ def test_llm_endpoint_reachable_model_listed_and_images():
     row = doctor.check_llm(Config(llm_backend="openai", model="m",
                                   base_url=f"http://127.0.0.1:{closed_port()}/v1"))
     assert row.result == FAIL and "unreachable" in row.detail and "start the server" in row.fix
-    assert doctor.check_llm(Config()).result == SKIP            # the local model: no endpoint
+    local = doctor.check_llm(Config())                 # the local model: its engine, no endpoint
+    assert local.name == "local LLM engine" and local.result in (OK, doctor.WARN)
 
 
 def test_dds_profile_settings(monkeypatch, tmp_path):
@@ -86,7 +87,7 @@ def test_setup_yaml_decides_what_is_checked(tmp_path):
     assert cfg.furhat_host == "127.0.0.1" and cfg.camera_source == "furhat"
     ns.setup = "demo"
     cfg = doctor.config_from(ns)
-    assert cfg.llm_backend == "local" and cfg.model == "default"
+    assert cfg.llm_backend == "local" and cfg.model == "default:1.5b"
     ns.setup, ns.base_url, ns.model = None, "http://h:1/v1", "my-vlm"
     cfg = doctor.config_from(ns)
     assert (cfg.llm_backend, cfg.base_url, cfg.model) == ("openai", "http://h:1/v1", "my-vlm")
@@ -135,3 +136,19 @@ def test_local_voice_models_and_microphone(monkeypatch):
     assert doctor.config_from(ns).voice_in == "file"      # its audio_in is filled in at start
     ns.setup = "demo"
     assert doctor.config_from(ns).voice_in == ""
+
+
+def test_local_engine_check_says_which_engine_runs(monkeypatch):
+    import importlib.util
+    real = importlib.util.find_spec
+    for installed, backend, result in [(True, "local", doctor.OK), (False, "local", doctor.WARN),
+                                       (False, "llamacpp", doctor.FAIL),
+                                       (False, "transformers", doctor.OK)]:
+        monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, ok=installed: (
+            real(name, *a) if name != "llama_cpp" or ok else None))
+        if installed and real("llama_cpp") is None:
+            continue                      # the library itself is not here to report
+        check = doctor.check_llm(doctor.Config(llm_backend=backend))
+        assert (check.name, check.result) == ("local LLM engine", result), check
+        assert ("llama.cpp" in check.detail) is installed
+        assert ("llamacpp" in check.fix) is (result != doctor.OK)

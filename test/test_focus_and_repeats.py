@@ -228,3 +228,16 @@ def test_a_claim_to_see_the_person_when_nobody_is_in_view_is_corrected():
         assert c.turn("And now?").text == "Yes, I see you."
     finally:
         c.close()
+
+
+@pytest.mark.parametrize("setting, backend, model, on", [
+    ("auto", "local", "default", True), ("auto", "llamacpp", "default:1.5b", False),
+    ("auto", "transformers", "/models/mine", True), ("auto", "openai", "default:1.5b", True),
+    ("on", "local", "default:1.5b", True), ("off", "local", "default", False)])
+def test_focus_note_auto_follows_the_measurement_per_model(setting, backend, model, on):
+    """focus_note auto: on for the 0.5B and other text models, off for the 1.5B (measured)."""
+    from types import SimpleNamespace
+    pytest.importorskip("rclpy")
+    from vision_dialogue.manager_node import ManagerNode
+    node = SimpleNamespace(p={"focus_note": setting, "llm_backend": backend, "model": model})
+    assert ManagerNode._focus_note(node) is on

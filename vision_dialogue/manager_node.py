@@ -40,7 +40,8 @@ from std_msgs.msg import String
 
 from vision_dialogue.cli.console import VERBOSE_ENV
 from vision_dialogue.llm.base import BackendError
-from vision_dialogue.llm.factory import DTYPES, KINDS, make_backend
+from vision_dialogue.llm.factory import DTYPES, KINDS, LOCAL_KINDS, default_variant, \
+    make_backend
 from vision_dialogue.llm.probe import probe_openai
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy, jpeg_bytes
@@ -178,8 +179,10 @@ PARAMS = [
           range=(1.0, 3600.0)),
     Param("proactive_quiet", 8.0, "The user must have been quiet this many seconds before the "
           "robot speaks unasked.", range=(0.0, 600.0)),
-    Param("focus_note", True, "Text-only models: a short note right before the person's line "
-          "(answer yes or no; for a question about the past, the memories it needs)."),
+    Param("focus_note", "auto", "Text-only models: a short note right before the person's "
+          "line (answer yes or no; for a question about the past, the memories it needs). "
+          "auto: as measured for the embedded model's variant (0.5b on, 1.5b off), on for "
+          "other text-only models.", choices=("auto", "on", "off")),
     Param("avoid_repeats", True, "A reply that only says again what the robot said before is "
           "asked for once more (sampled, told what not to say), unless the person asked to "
           "hear it again."),
@@ -366,8 +369,19 @@ class ManagerNode(Node):
             summary_model=p["summary_model"] or None, stream=p["stream"],
             max_summary_failures=p["max_summary_failures"], summary_mode=p["summary_mode"],
             camera_timeout_s=p["camera_timeout"], look_back=p["look_back"],
-            focus_note=p["focus_note"], avoid_repeats=p["avoid_repeats"],
+            focus_note=self._focus_note(), avoid_repeats=p["avoid_repeats"],
             warm_cache=p["warm_cache"])
+
+    def _focus_note(self) -> bool:
+        """focus_note: on, off, or (auto) what the battery measured for the embedded model."""
+        p = self.p
+        if p["focus_note"] != "auto":
+            return p["focus_note"] == "on"
+        variant = default_variant(p["model"]) if p["llm_backend"] in LOCAL_KINDS else None
+        if variant is None:
+            return True
+        from vision_dialogue.llm.default_model import VARIANTS
+        return VARIANTS[variant].focus_note if variant in VARIANTS else True
 
     def _open_transcript(self) -> TranscriptWriter | None:
         if not self.p["transcript_dir"]:

@@ -217,12 +217,33 @@ def check_frames(cfg: Config) -> Check:
 
 def check_llm(cfg: Config) -> Check:
     name = "LLM endpoint"
+    if cfg.llm_backend in LOCAL_KINDS:
+        return check_local_engine(cfg)
     if cfg.llm_backend != "openai":
         return Check(name, SKIP, f"llm_backend {cfg.llm_backend}: no endpoint "
                      "(give --base-url or --setup to check one)")
     from vision_dialogue.llm.probe import probe_openai
     p = probe_openai(cfg.base_url, cfg.model, cfg.api_key_env, images=cfg.images)
     return Check(name, {True: OK, False: FAIL, None: WARN}[p.ok], p.detail, p.fix)
+
+
+def check_local_engine(cfg: Config) -> Check:
+    """Which engine a local model runs on: llama.cpp (the measured best) or transformers."""
+    import importlib.util
+    name = "local LLM engine"
+    fix = 'VD_EXTRAS="model llamacpp" scripts/setup.sh (compiles llama.cpp once, ~2.5 min)'
+    if importlib.util.find_spec("llama_cpp") is not None:
+        from importlib.metadata import version
+        return Check(name, OK, f"llama.cpp (llama-cpp-python {version('llama_cpp_python')})"
+                     + ("" if cfg.llm_backend != "transformers" else "; not used: "
+                        "llm_backend transformers"))
+    if cfg.llm_backend == "llamacpp":
+        return Check(name, FAIL, "llm_backend llamacpp, but llama-cpp-python is not installed",
+                     fix)
+    return Check(name, WARN if cfg.llm_backend == "local" else OK,
+                 "transformers (llama-cpp-python is not installed: replies about 2x slower)"
+                 if cfg.llm_backend == "local" else "transformers", fix
+                 if cfg.llm_backend == "local" else "")
 
 
 def check_vfm(cfg: Config) -> Check:

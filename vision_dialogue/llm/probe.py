@@ -87,8 +87,8 @@ def probe_default_model(variant: str = "") -> Probe:
     except ModelSetupError as e:
         return Probe(False, f"{spec.name} not installed", str(e).split("Install them with: ")[-1]
                      if "Install them with" in str(e) else str(e))
-    return Probe(True, f"{spec.name} installed; its first use converts it (about 2 minutes) "
-                 f"into {target}")
+    return Probe(True, f"{spec.name} installed; its first use joins its parts (llama.cpp, "
+                 f"seconds) or converts them (transformers, about 2 minutes) into {target}")
 
 
 def _tiny_jpeg() -> bytes:
