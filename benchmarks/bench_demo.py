@@ -101,8 +101,10 @@ def run_demo(args, tmp: Path):
         llm["supports_images"] = True
     overrides = bringup.setup_overrides(setup, params_file, keys, llm)
     overrides.setdefault("manager", {})["transcript_dir"] = str(tmp / "transcripts")
-    for node, params in bringup.input_overrides(script=args.script).items():
-        overrides.setdefault(node, {}).update(params)
+    for extra in (bringup.input_overrides(script=args.script),
+                  bringup.param_overrides(args.param, keys)):
+        for node, params in extra.items():
+            overrides.setdefault(node, {}).update(params)
     t0 = time.monotonic()
     with rclpy.init(args=["bench"] + bringup.ros_args(params_file, "", args.log_level)):
         watch = TurnWatch(rclpy.get_default_context())  # before the script's first line
@@ -182,7 +184,9 @@ def main(argv=None) -> int:
     ap.add_argument("--turns", type=int, default=0, help="stop after N replies (0: whole script)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="give up after N seconds")
     ap.add_argument("--params-file", help="demo YAML (default config/demo_setup.yaml)")
-    ap.add_argument("--llm", choices=("openai", "transformers", "llamacpp"))
+    ap.add_argument("--llm", choices=("openai", "transformers", "llamacpp", "local"))
+    ap.add_argument("-p", "--param", action="append", default=[], metavar="NODE.PARAM:=VALUE",
+                    help="a node parameter, as bringup's -p (e.g. manager.focus_note:=off)")
     ap.add_argument("--script", help="a speech script instead of the demo's (e.g. "
                     "benchmarks/held_out_script.yaml)")
     ap.add_argument("--base-url")

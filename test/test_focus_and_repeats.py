@@ -241,3 +241,18 @@ def test_focus_note_auto_follows_the_measurement_per_model(setting, backend, mod
     from vision_dialogue.manager_node import ManagerNode
     node = SimpleNamespace(p={"focus_note": setting, "llm_backend": backend, "model": model})
     assert ManagerNode._focus_note(node) is on
+
+
+def test_a_reply_that_only_read_its_notes_out_is_asked_again_in_own_words():
+    persona = load_persona()
+    replies = iter([persona.dark_frames_note.strip(" []\n"), "It is too dark for me, sorry!"])
+    be = FakeChatBackend(supports_images=False, responder=lambda m, k: next(replies))
+    c = Conversation(be, persona, ConversationConfig(), observer=lambda bgr: "darkness")
+    try:
+        c.add_frame(np.zeros((60, 80, 3), np.uint8))
+        res = c.turn("What do you see now?")
+        assert res.text == "It is too dark for me, sorry!" and not res.fallback
+        assert be.calls[-1][1][-1]["content"] == persona.own_words_note
+        assert be.calls[-1][2]["temperature"] > 0 and c.repeats_avoided == 0
+    finally:
+        c.close()

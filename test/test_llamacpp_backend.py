@@ -44,7 +44,10 @@ def test_streams_sentences_greedily_and_reuses_the_prompt_it_saw(backend):
 
 
 def test_a_background_call_gives_way_to_a_reply(backend):
-    msgs = [PERSONA, {"role": "user", "content": "Count from one to one hundred in words."}]
+    """Even while it reads a long prompt (llama.cpp would read it in one go)."""
+    long_notes = " ".join(f"At {i} s you saw a red cup on a table." for i in range(60))
+    msgs = [PERSONA, {"role": "system", "content": long_notes},
+            {"role": "user", "content": "Count from one to one hundred in words."}]
     outcome = []
 
     def background():
@@ -53,15 +56,24 @@ def test_a_background_call_gives_way_to_a_reply(backend):
         except Preempted as e:
             outcome.append(e)
 
+    def reading() -> int:
+        ctx = backend._contexts.get("background")
+        return ctx.n_tokens if ctx is not None else 0
+
+    list(backend.stream([PERSONA, {"role": "user", "content": "Hi!"}], max_tokens=2))
+    if "background" in backend._contexts:
+        backend._contexts["background"].n_tokens = 0      # nothing of this prompt cached
     t = threading.Thread(target=background)
     t.start()
-    deadline = time.monotonic() + 30
-    while not backend._lock.locked():
+    deadline = time.monotonic() + 60
+    while reading() == 0:                  # the background call has begun to read
         assert time.monotonic() < deadline and t.is_alive()
-        time.sleep(0.01)
+        time.sleep(0.005)
     reply = backend.complete([PERSONA, {"role": "user", "content": "Hi!"}], max_tokens=8)
     t.join(30)
     assert reply and isinstance(outcome[0], Preempted)
+    read = backend._contexts["background"].n_tokens
+    assert 0 < read < 500, read            # it stopped within the ~700-token prompt
 
 
 def test_closing_the_stream_stops_the_generation(backend):

@@ -536,15 +536,19 @@ class Conversation:
             say(ask() if deadline is None else FirstBy(ask, deadline, self._late(turn_id)), notes)
         finally:
             records.extend(made)
-        if not sentences and notes.said_before and cfg.avoid_repeats:
-            self.repeats_avoided += 1
+        if not sentences and cfg.avoid_repeats and (notes.said_before or notes.echoes):
+            # nothing left to say: it repeated an earlier reply, or read its notes out
             repeated = list(notes.said_before)
-            self.log.info(f"turn {turn_id}: the reply repeated an earlier one "
-                          f"({' '.join(repeated)[:80]!r}); asking for a new one")
+            self.repeats_avoided += bool(repeated)
+            self.log.info(f"turn {turn_id}: the reply " + (
+                f"repeated an earlier one ({' '.join(repeated)[:80]!r})" if repeated
+                else "read its notes out") + "; asking for a new one")
             notes = self._note_filter()
-            again = msgs + [{"role": "system", "content": self.persona.repeat_note}]
+            again = msgs + [{"role": "system", "content": self.persona.repeat_note
+                             if repeated else self.persona.own_words_note}]
             # a local model is also kept off the repeated lines' word runs (llm/avoid.py)
-            avoid = {"avoid": repeated} if getattr(self.backend, "avoids", False) else {}
+            avoid = {"avoid": repeated} if repeated and getattr(self.backend, "avoids",
+                                                                False) else {}
 
             def ask_again() -> Iterable[str]:
                 return self.backend.stream(again, model=cfg.model,
@@ -592,7 +596,7 @@ class Conversation:
         blind_line = ""
         if self._newest is None or self.camera_lost():     # the first not said yet
             blind_line = next((ln for ln in p.blind_lines if ln not in said), p.blind_lines[0])
-        notes += [p.repeat_note, *FOCUS_INSTRUCTIONS]
+        notes += [p.repeat_note, p.own_words_note, *FOCUS_INSTRUCTIONS]
         nobody_line = ""
         if not blind_line and self._newest is not None and self._newest.people == 0:
             nobody_line = next((ln for ln in p.nobody_lines if ln not in said), p.nobody_lines[0])

@@ -57,6 +57,8 @@ class Persona:
     # repeated line is not quoted: a small model copies what it reads last
     repeat_note: str = ("[You already said that. Answer the person again, in other words, "
                         "with something new.]")
+    # the second try after a reply that only read the prompt's notes out
+    own_words_note: str = "[Do not read your notes out. Answer the person in your own words.]"
     extra: dict = field(default_factory=dict)
 
     def fallback(self, rng: random.Random | None = None, greeting: bool = False) -> str:

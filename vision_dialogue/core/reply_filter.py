@@ -109,6 +109,7 @@ class NoteFilter:
         # put in the robot's words: said anyway when nothing else is left (better than a fallback)
         self.repeats: list[str] = []
         self.said_before: list[str] = []     # of those, the ones the robot said in earlier turns
+        self.echoes = 0                      # sentences dropped as a note read out
         self._earlier = len(self.said)
         # prompt labels a small model may echo at the start of a sentence ("You saw: ...")
         self.labels = tuple(sorted({lb.strip() for lb in labels if lb.strip()}, key=len,
@@ -136,6 +137,7 @@ class NoteFilter:
         whole = " " + " ".join(words) + " "       # a short sentence that is part of a note
         if not self.note_grams.isdisjoint(grams) or \
                 (len(words) >= 3 and any(whole in run for run in self.note_runs)):
+            self.echoes += 1
             return ""
         echoed = next(((t, past) for t, past, g, run in reversed(self.seen)
                        if not g.isdisjoint(grams[:2]) or (len(words) >= 3 and whole in run)),

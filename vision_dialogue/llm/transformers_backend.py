@@ -44,7 +44,8 @@ from vision_dialogue.llm.sentences import SentenceSplitter
 _LOG = logging.getLogger(__name__)
 
 WARM_CHUNK = 32
-"""Prompt tokens computed per step while warming (a reply waits at most one step)."""
+"""Prompt tokens computed per step while warming or in a background call (a reply waits at
+most one step)."""
 
 MIN_PREFIX_REUSE = 16
 """A kept cache is used only when at least this many leading tokens match."""
@@ -250,6 +251,8 @@ class TransformersChatBackend:
 
         if self._waiting > 0 or self._stop_background.is_set():
             raise Preempted("a reply is waiting for the model")
+        if self.prefix_cache:       # a long prompt computed in one go would hold a reply up
+            self._prefill(inputs["input_ids"][0][:-1], "background")
         out = self._generate(inputs, kwargs, "background",
                              stopping_criteria=StoppingCriteriaList([_GiveWay()]))
         if stopped:
@@ -291,32 +294,41 @@ class TransformersChatBackend:
         """
         if not self.prefix_cache:
             return 0
-        import torch
-        from transformers import DynamicCache
         ids = self._prepare(messages, generation=False)["input_ids"][0]
         with self._lock:
-            slot = self._caches["reply"]
-            cache = slot.take(ids)
-            start = slot.reused_tokens if cache is not None else 0
-            cache = cache if cache is not None else DynamicCache()
-            torch.set_num_threads(self.cpu.threads())
-            try:
-                with torch.inference_mode():
-                    for i in range(start, len(ids), WARM_CHUNK):
-                        if self._waiting or self._stop_background.is_set():
-                            raise Preempted("stopped warming for a reply")
-                        chunk = ids[i:i + WARM_CHUNK]
-                        cache = self._model(input_ids=chunk[None], past_key_values=cache,
-                                            use_cache=True).past_key_values
-                        slot.keep(ids[:i + len(chunk)], cache)
-            except Preempted:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                slot.clear()
-                raise BackendError(f"warming failed: {exc.__class__.__name__}: {exc}") from exc
-            finally:
-                self.cpu.done()
-            return len(ids) - start
+            return self._prefill(ids, "reply")
+
+    def _prefill(self, ids, lane: str) -> int:
+        """Compute `ids` into the lane's kept cache, WARM_CHUNK at a time, stopping for a reply.
+
+        Call with the lock held. What was computed stays when Preempted is raised. Returns the
+        tokens computed.
+        """
+        import torch
+        from transformers import DynamicCache
+        slot = self._caches[lane]
+        cache = slot.take(ids)
+        start = slot.reused_tokens if cache is not None else 0
+        cache = cache if cache is not None else DynamicCache()
+        torch.set_num_threads(self.cpu.threads())
+        try:
+            with torch.inference_mode():
+                for i in range(start, len(ids), WARM_CHUNK):
+                    if self._waiting or self._stop_background.is_set():
+                        raise Preempted("stopped reading a prompt for a reply")
+                    chunk = ids[i:i + WARM_CHUNK]
+                    cache = self._model(input_ids=chunk[None], past_key_values=cache,
+                                        use_cache=True).past_key_values
+                    slot.keep(ids[:i + len(chunk)], cache)
+        except Preempted:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            slot.clear()
+            raise BackendError(f"reading the prompt failed: {exc.__class__.__name__}: "
+                               f"{exc}") from exc
+        finally:
+            self.cpu.done()
+        return len(ids) - start
 
     def stream(self, messages: Sequence[Message], *, model: str | None = None,
                max_tokens: int | None = None, temperature: float | None = None,

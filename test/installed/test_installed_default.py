@@ -1,0 +1,59 @@
+"""README command 1's conversation on the real default: `bringup demo` as a user runs it.
+
+The embedded model's 1.5B variant on llama.cpp (`llm_backend: local`), from the clean install
+tree, with nothing overridden: every reply is the model's (no fallback), no line is said twice,
+and each yes/no question gets a yes or a no. Skipped where llama-cpp-python or the 1.5B parts
+are not installed (README command 2 installs both).
+"""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed "
+                    "(VD_EXTRAS=llamacpp scripts/setup.sh compiles it once, about 2.5 min)")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from bench_dialogue import yes_or_no  # noqa: E402
+from vision_dialogue.core.focus import is_yes_no  # noqa: E402
+from vision_dialogue.core.reply_filter import near_repeat  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def gguf():
+    from vision_dialogue.llm.default_model import ModelSetupError, ensure_default_gguf
+    try:
+        return ensure_default_gguf(variant="1.5b")
+    except ModelSetupError as e:
+        pytest.skip(f"the embedded 1.5B model is not installed: {e}")
+
+
+def test_bringup_demo_converses_on_the_embedded_default(installed, gguf):
+    run = installed.run(installed.exe("bringup") + ["demo", "--log-level", "info",
+                                                    "--no-monitor"], timeout=600)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-4000:]
+    assert "LlamaCppChatBackend" in out and "model='default:1.5b'" in out, out[-4000:]
+    robot = [ln[len("robot: "):] for ln in run.stdout.splitlines() if ln.startswith("robot: ")]
+    assert len(robot) >= 5, out[-4000:]               # the greeting and the script's lines
+    assert "fallback" not in out.lower(), out[-4000:]
+    said: list[tuple] = []
+    for line in robot:
+        for sentence in re.split(r"(?<=[.!?])\s+", line):
+            words = re.findall(r"[a-z0-9']+", sentence.lower())
+            if len(words) >= 4:
+                assert not near_repeat(words, said), (sentence, robot)
+                said.append(tuple(words))
+    asked, question = [], None            # (yes/no question, the reply printed after it)
+    for ln in run.stdout.splitlines():
+        if ln.startswith("you: "):
+            question = ln[len("you: "):]
+        elif ln.startswith("robot: ") and question is not None:
+            if is_yes_no(question):
+                asked.append((question, ln[len("robot: "):]))
+            question = None
+    assert asked and all(yes_or_no(r) for q, r in asked), asked
