@@ -202,7 +202,8 @@ def main(argv=None) -> int:
         turns, backend, startup, fake = run_demo(args, Path(tmp))
     if not turns:
         print("no turn completed", file=sys.stderr)
-    from vision_dialogue.cli.bringup import load_node_params, SETUPS, share_dir  # noqa: F401
+    from vision_dialogue.cli.setups import load_node_params
+    from vision_dialogue.core.resources import share_dir
     max_tokens = load_node_params(share_dir("config") / "demo_setup.yaml",
                                   "manager_node").get("max_reply_tokens", 60)
     base = baseline(backend, turns, max_tokens)

@@ -81,7 +81,7 @@ def test_closing_the_stream_stops_the_generation(backend):
                          max_tokens=200)
     next(gen)
     gen.close()
-    assert not backend._lock.locked()
+    assert not backend._turns.lock.locked()
     assert backend.complete([PERSONA, {"role": "user", "content": "Hi!"}], max_tokens=4)
 
 

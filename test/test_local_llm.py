@@ -162,7 +162,7 @@ def test_closing_the_stream_stops_generation_and_frees_the_backend(text_model_di
     first = next(it)
     assert first
     it.close()
-    assert not backend._lock.locked()
+    assert not backend._turns.lock.locked()
     assert not [t for t in threading.enumerate() if t.name == "local-llm-generate"]
     assert backend.complete(MESSAGES, max_tokens=4)
 
@@ -193,7 +193,7 @@ def test_generation_failure_is_a_backend_error(text_model_dir):
         backend.complete(MESSAGES)
     with pytest.raises(BackendError, match="local generation failed"):
         list(backend.stream(MESSAGES))
-    assert not backend._lock.locked()
+    assert not backend._turns.lock.locked()
 
 
 def test_bad_messages_raise_backend_error(text_model_dir):

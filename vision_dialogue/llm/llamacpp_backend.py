@@ -13,9 +13,7 @@ never evicts the reply's cached prefix, and stops at its next token when a reply
 """
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -23,6 +21,7 @@ from vision_dialogue.llm.avoid import token_triples, triple_penalty
 from vision_dialogue.llm.base import BackendError, Message, Preempted
 from vision_dialogue.llm.chat_messages import text_conversation
 from vision_dialogue.llm.cpu_threads import CpuShare
+from vision_dialogue.llm.one_at_a_time import OneAtATime
 from vision_dialogue.llm.sentences import SentenceSplitter
 
 _LOG = logging.getLogger(__name__)
@@ -77,17 +76,14 @@ class LlamaCppChatBackend:
         except Exception as exc:  # noqa: BLE001 - a bad file fails at startup, clearly
             raise BackendError(f"cannot load GGUF model {str(path)!r}: "
                                f"{exc.__class__.__name__}: {exc}") from exc
-        self._lock = threading.Lock()
-        self._waiting = 0
-        self._waiting_lock = threading.Lock()
-        self._stop_background = threading.Event()
+        self._turns = OneAtATime()            # one generation at a time, replies first
         self.reused_tokens = 0
         _LOG.info("loaded GGUF model %s with llama.cpp", path)
 
     # -- ChatBackend -------------------------------------------------------------------------
     def stop_background(self) -> None:
         """Stop a background generation now and refuse new ones (shutting down)."""
-        self._stop_background.set()
+        self._turns.stopping.set()
 
     def complete(self, messages: Sequence[Message], *, model: str | None = None,
                  max_tokens: int | None = None, temperature: float | None = None,
@@ -98,12 +94,12 @@ class LlamaCppChatBackend:
         """
         conversation = text_conversation(messages)
         if background:
-            with self._lock:
-                if self._waiting or self._stop_background.is_set():
+            with self._turns.lock:
+                if self._turns.give_way:
                     raise Preempted("a reply is waiting for the model")
                 return "".join(self._pieces(conversation, max_tokens, temperature,
                                             "background", avoid)).strip()
-        with self._reply_turn():
+        with self._turns.reply():
             return "".join(self._pieces(conversation, max_tokens, temperature, "reply",
                                         avoid)).strip()
 
@@ -115,7 +111,7 @@ class LlamaCppChatBackend:
         return self._stream(conversation, max_tokens, temperature, avoid)
 
     def _stream(self, conversation, max_tokens, temperature, avoid) -> Iterator[str]:
-        with self._reply_turn():
+        with self._turns.reply():
             splitter = SentenceSplitter()
             pieces = self._pieces(conversation, max_tokens, temperature, "reply", avoid)
             try:
@@ -132,7 +128,7 @@ class LlamaCppChatBackend:
         reply (raises Preempted; what was read stays). Returns the tokens read.
         """
         conversation = text_conversation(messages)
-        with self._lock:
+        with self._turns.lock:
             llm = self._contexts["reply"]
             tokens, _ = self._tokens(llm, conversation, generation=False)
             threads = self.cpu.threads()
@@ -154,7 +150,7 @@ class LlamaCppChatBackend:
             return 0
         llm.n_tokens = common                # eval() drops the cache from here on
         for i in range(common, len(tokens), WARM_CHUNK):
-            if self._waiting or self._stop_background.is_set():
+            if self._turns.give_way:
                 raise Preempted("stopped reading a prompt for a reply")
             llm.eval(tokens[i:i + WARM_CHUNK])
         return len(tokens) - common
@@ -167,21 +163,6 @@ class LlamaCppChatBackend:
         stop = result.stop if isinstance(result.stop, list) else [result.stop] \
             if result.stop else []
         return tokens, stop
-
-    @contextlib.contextmanager
-    def _reply_turn(self):
-        """The model lock for a reply, announced first so a background call stops for it."""
-        with self._waiting_lock:
-            self._waiting += 1
-        try:
-            self._lock.acquire()
-        finally:
-            with self._waiting_lock:
-                self._waiting -= 1
-        try:
-            yield
-        finally:
-            self._lock.release()
 
     def _context(self, lane: str):
         if lane not in self._contexts:
@@ -215,7 +196,7 @@ class LlamaCppChatBackend:
             chunks = llm.create_completion(tokens, max_tokens=n, temperature=t, stop=stop,
                                            stream=True, **extra)
             for chunk in chunks:
-                if lane == "background" and (self._waiting or self._stop_background.is_set()):
+                if lane == "background" and self._turns.give_way:
                     raise Preempted("stopped for a reply")
                 text = chunk["choices"][0].get("text")
                 if text:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import io
 import logging
 import os
@@ -37,6 +36,7 @@ from typing import Iterator, Sequence
 from vision_dialogue.llm.base import BackendError, Message, Preempted
 from vision_dialogue.llm.chat_messages import check_message, text_conversation
 from vision_dialogue.llm.cpu_threads import CpuShare
+from vision_dialogue.llm.one_at_a_time import OneAtATime
 from vision_dialogue.llm.avoid import AVOID_BIAS, token_triples
 from vision_dialogue.llm.factory import DTYPES   # one list; int8 = quantised Linear layers
 from vision_dialogue.llm.sentences import SentenceSplitter
@@ -116,10 +116,7 @@ class TransformersChatBackend:
         self.temperature = float(temperature)
         self.dtype = dtype
         self.trust_remote_code = bool(trust_remote_code)
-        self._lock = threading.Lock()
-        self._waiting = 0                       # replies waiting for the model
-        self._waiting_lock = threading.Lock()
-        self._stop_background = threading.Event()
+        self._turns = OneAtATime()            # one generation at a time, replies first
         self.cpu = CpuShare(threads)            # threads per generation: the free cores
         self.supports_images = False
         self._processor = None
@@ -198,7 +195,7 @@ class TransformersChatBackend:
 
     def stop_background(self) -> None:
         """Stop a background generation now and refuse new ones (shutting down)."""
-        self._stop_background.set()
+        self._turns.stopping.set()
 
     def complete(self, messages: Sequence[Message], *, model: str | None = None,
                  max_tokens: int | None = None, temperature: float | None = None,
@@ -211,28 +208,13 @@ class TransformersChatBackend:
         inputs = self._prepare(messages)
         kwargs = self._gen_kwargs(max_tokens, temperature, avoid)
         if background:
-            with self._lock:
+            with self._turns.lock:
                 out = self._generate_background(inputs, kwargs)
         else:
-            with self._reply_turn():
+            with self._turns.reply():
                 out = self._generate(inputs, kwargs, "reply")
         new_tokens = out[inputs["input_ids"].shape[1]:]
         return self._tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
-
-    @contextlib.contextmanager
-    def _reply_turn(self):
-        """The model lock for a reply, announced first so a background call stops for it."""
-        with self._waiting_lock:
-            self._waiting += 1
-        try:
-            self._lock.acquire()
-        finally:
-            with self._waiting_lock:
-                self._waiting -= 1
-        try:
-            yield
-        finally:
-            self._lock.release()
 
     def _generate_background(self, inputs, kwargs):
         """Generate under the lock until done or until a reply wants the model (Preempted)."""
@@ -243,13 +225,13 @@ class TransformersChatBackend:
 
         class _GiveWay(StoppingCriteria):
             def __call__(self, input_ids, scores, **kw):
-                stop = backend._waiting > 0 or backend._stop_background.is_set()
+                stop = backend._turns.give_way
                 if stop:
                     stopped.append(True)
                 return torch.full((input_ids.shape[0],), stop, dtype=torch.bool,
                                   device=input_ids.device)
 
-        if self._waiting > 0 or self._stop_background.is_set():
+        if self._turns.give_way:
             raise Preempted("a reply is waiting for the model")
         if self.prefix_cache:       # a long prompt computed in one go would hold a reply up
             self._prefill(inputs["input_ids"][0][:-1], "background")
@@ -295,7 +277,7 @@ class TransformersChatBackend:
         if not self.prefix_cache:
             return 0
         ids = self._prepare(messages, generation=False)["input_ids"][0]
-        with self._lock:
+        with self._turns.lock:
             return self._prefill(ids, "reply")
 
     def _prefill(self, ids, lane: str) -> int:
@@ -310,11 +292,12 @@ class TransformersChatBackend:
         cache = slot.take(ids)
         start = slot.reused_tokens if cache is not None else 0
         cache = cache if cache is not None else DynamicCache()
-        torch.set_num_threads(self.cpu.threads())
+        if str(self.device).startswith("cpu"):
+            torch.set_num_threads(self.cpu.threads())
         try:
             with torch.inference_mode():
                 for i in range(start, len(ids), WARM_CHUNK):
-                    if self._waiting or self._stop_background.is_set():
+                    if self._turns.give_way:
                         raise Preempted("stopped reading a prompt for a reply")
                     chunk = ids[i:i + WARM_CHUNK]
                     cache = self._model(input_ids=chunk[None], past_key_values=cache,
@@ -366,7 +349,7 @@ class TransformersChatBackend:
                 failure.append(exc.__cause__ or exc)
                 streamer.end()  # unblock the consumer
 
-        with self._reply_turn():
+        with self._turns.reply():
             thread = threading.Thread(target=run, name="local-llm-generate", daemon=True)
             thread.start()
             splitter = SentenceSplitter()
