@@ -106,6 +106,9 @@ YES_WORDS = ("yes", "yeah", "yep", "sure", "of course", "i do", "i can", "i did"
              "there is", "you are", "i think so")
 NO_WORDS = ("no", "nope", "not", "n't", "cannot", "nobody", "no one", "nothing", "never",
             "none", "gone")
+HEDGES = ("not sure", "don't know if", "don't know whether", "do not know if",
+          "do not know whether", "can't tell", "cannot tell", "no idea", "not certain")
+"""A first sentence with one of these answers neither yes nor no ("I'm not sure if ...")."""
 
 
 def yes_or_no(reply: str) -> str:
@@ -113,6 +116,8 @@ def yes_or_no(reply: str) -> str:
     first = re.split(r"(?<=[.!?])\s+", reply.strip())[0] if reply.strip() else ""
     low = " " + re.sub(r"[^a-z' ]+", " ", first.lower().replace("’", "'")) + " "
     start = " ".join(low.split()[:3])
+    if has_phrase(first, HEDGES):
+        return ""
     if has_phrase(start, ["no", "nope"]):
         return "no"
     if has_phrase(start, ["yes", "yeah", "yep", "sure", "of course"]):
@@ -335,6 +340,17 @@ def summarise(exchanges: list[Exchange]) -> dict:
     }
 
 
+def with_measured_focus(setup: dict, engine: str, args) -> dict:
+    """The setup, with the manager's `focus_note: auto` for the embedded model if unset."""
+    if "focus_note" in setup or args.llm != "local":
+        return setup
+    from vision_dialogue.llm.default_model import VARIANTS
+    from vision_dialogue.llm.factory import default_variant
+    variant = default_variant(args.model or parse_engine(engine)[2])
+    return {**setup, "focus_note": VARIANTS[variant].focus_note if variant in VARIANTS
+            else "soft"}
+
+
 def parse_setup(text: str) -> tuple[str, dict]:
     """Parse a setup: "name:key=value,key=value" -> (name, {key: yaml value})."""
     name, _, rest = text.partition(":")
@@ -384,8 +400,8 @@ def main(argv=None) -> int:
     if not getattr(backends[dtypes[0]], "supports_images", True):
         from vision_dialogue.perception.observer import make_observer
         observer = make_observer()
-    runs = [(name if len(dtypes) == 1 else f"{name}/{d}", setup, d)
-            for d in dtypes for name, setup in setups]
+    runs = [(name if len(dtypes) == 1 else f"{name}/{d}", with_measured_focus(setup, d, args),
+             d) for d in dtypes for name, setup in setups]
     results: dict[str, list[Exchange]] = {name: [] for name, _, _ in runs}
     for rep in range(args.reps):
         for name, setup, dtype in runs:      # interleaved: one battery per run in turn

@@ -11,8 +11,8 @@ import pytest
 
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
-from vision_dialogue.core.focus import (YES_NO_NOTE, asks_to_repeat, focus_note, is_yes_no,
-                                        question_of)
+from vision_dialogue.core.focus import (SOFT_YES_NO_NOTE, YES_NO_NOTE, asks_to_repeat,
+                                        focus_note, is_yes_no, question_of)
 from vision_dialogue.core.persona import load_persona
 from vision_dialogue.core.reply_filter import NoteFilter, near_repeat
 from vision_dialogue.llm.cpu_threads import CpuShare
@@ -49,6 +49,9 @@ def test_the_focus_note():
     assert YES_NO_NOTE in focus_note("Did you see a cat before?", past=True)
     assert focus_note("What colour is my outfit?") == ""
     assert focus_note("") == ""
+    assert focus_note("Is it a dog?", style="soft") == f"[{SOFT_YES_NO_NOTE}]"
+    with pytest.raises(ValueError, match="focus_note"):
+        ConversationConfig(focus_note="loud")
 
 
 def test_near_repeats():
@@ -71,7 +74,7 @@ def _conv(supports_images: bool, **cfg):
 
 
 @pytest.mark.parametrize("supports_images, focus, noted", [
-    (False, True, True), (False, False, False), (True, True, False)])
+    (False, "strict", True), (False, "off", False), (True, "strict", False)])
 def test_a_text_model_gets_the_note_right_before_the_question(supports_images, focus, noted):
     """Only text-only backends (small local models) get the note; it stays out of the timeline."""
     be, c = _conv(supports_images, focus_note=focus)
@@ -231,16 +234,16 @@ def test_a_claim_to_see_the_person_when_nobody_is_in_view_is_corrected():
 
 
 @pytest.mark.parametrize("setting, backend, model, on", [
-    ("auto", "local", "default", True), ("auto", "llamacpp", "default:1.5b", False),
-    ("auto", "transformers", "/models/mine", True), ("auto", "openai", "default:1.5b", True),
-    ("on", "local", "default:1.5b", True), ("off", "local", "default", False)])
+    ("auto", "local", "default", "strict"), ("auto", "llamacpp", "default:1.5b", "soft"),
+    ("auto", "transformers", "/models/mine", "soft"), ("auto", "openai", "default", "soft"),
+    ("strict", "local", "default:1.5b", "strict"), ("off", "local", "default", "off")])
 def test_focus_note_auto_follows_the_measurement_per_model(setting, backend, model, on):
-    """focus_note auto: on for the 0.5B and other text models, off for the 1.5B (measured)."""
+    """focus_note auto: strict for the 0.5B, soft for the 1.5B and others (measured)."""
     from types import SimpleNamespace
     pytest.importorskip("rclpy")
     from vision_dialogue.manager_node import ManagerNode
     node = SimpleNamespace(p={"focus_note": setting, "llm_backend": backend, "model": model})
-    assert ManagerNode._focus_note(node) is on
+    assert ManagerNode._focus_note(node) == on
 
 
 def test_a_reply_that_only_read_its_notes_out_is_asked_again_in_own_words():

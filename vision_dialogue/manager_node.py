@@ -181,8 +181,9 @@ PARAMS = [
           "robot speaks unasked.", range=(0.0, 600.0)),
     Param("focus_note", "auto", "Text-only models: a short note right before the person's "
           "line (answer yes or no; for a question about the past, the memories it needs). "
-          "auto: as measured for the embedded model's variant (0.5b on, 1.5b off), on for "
-          "other text-only models.", choices=("auto", "on", "off")),
+          "strict: 'answer with yes or no'; soft: 'start with yes or no, then a few words'; "
+          "auto: as measured for the embedded model's variant (0.5b strict, 1.5b soft), soft "
+          "for other text-only models.", choices=("auto", "strict", "soft", "off")),
     Param("avoid_repeats", True, "A reply that only says again what the robot said before is "
           "asked for once more (sampled, told what not to say), unless the person asked to "
           "hear it again."),
@@ -372,16 +373,14 @@ class ManagerNode(Node):
             focus_note=self._focus_note(), avoid_repeats=p["avoid_repeats"],
             warm_cache=p["warm_cache"])
 
-    def _focus_note(self) -> bool:
-        """focus_note: on, off, or (auto) what the battery measured for the embedded model."""
+    def _focus_note(self) -> str:
+        """focus_note as set, or (auto) what the battery measured for the embedded model."""
         p = self.p
         if p["focus_note"] != "auto":
-            return p["focus_note"] == "on"
+            return p["focus_note"]
         variant = default_variant(p["model"]) if p["llm_backend"] in LOCAL_KINDS else None
-        if variant is None:
-            return True
         from vision_dialogue.llm.default_model import VARIANTS
-        return VARIANTS[variant].focus_note if variant in VARIANTS else True
+        return VARIANTS[variant].focus_note if variant in VARIANTS else "soft"
 
     def _open_transcript(self) -> TranscriptWriter | None:
         if not self.p["transcript_dir"]:

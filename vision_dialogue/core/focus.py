@@ -25,9 +25,15 @@ _SENTENCE = re.compile(r"[^.!?]+[.!?]?")
 
 
 YES_NO_NOTE = "Answer the next question with yes or no, as your eyes tell you."
+SOFT_YES_NO_NOTE = ('If the next question can be answered with yes or no, start with "Yes" or '
+                    '"No", then say a few words more, as your eyes tell you.')
+STYLES = ("strict", "soft")
+"""How the yes/no note is put: `strict` for the 0.5B (it otherwise says yes to anything);
+`soft` for larger models, which the strict note made answer a bare "No." and lose the thread
+(measured on the battery, README Benchmarks)."""
 PAST_NOTE = "From your memory, not from what you see now:"
 NOT_NOW_NOTE = "The next question is about earlier, not now."
-FOCUS_INSTRUCTIONS = (YES_NO_NOTE, PAST_NOTE, NOT_NOW_NOTE)
+FOCUS_INSTRUCTIONS = (YES_NO_NOTE, SOFT_YES_NO_NOTE, PAST_NOTE, NOT_NOW_NOTE)
 """The note's fixed words (a reply that reads them out is not speech)."""
 
 
@@ -49,13 +55,15 @@ def asks_to_repeat(text: str) -> bool:
     return bool(_REPEAT_ASKED.search(text or ""))
 
 
-def focus_note(text: str, past: bool = False, memories: Sequence[str] = ()) -> str:
+def focus_note(text: str, past: bool = False, memories: Sequence[str] = (),
+               style: str = "strict") -> str:
     """The note that goes right before the person's line in a text model's prompt ("" if none).
 
     The question stays the last thing the model reads (measured on the battery: a note after
     it, restating it, was echoed and lowered grounding; this one before it raised the yes/no
     answers from 0.45 to 0.64 and memory from 0.5 to 0.75). past: the question is about
-    earlier moments; `memories` (oldest first) are what the robot remembers seeing.
+    earlier moments; `memories` (oldest first) are what the robot remembers seeing. style:
+    STYLES.
     """
     question = question_of(text)
     parts = []
@@ -64,5 +72,5 @@ def focus_note(text: str, past: bool = False, memories: Sequence[str] = ()) -> s
         parts.append(f"{PAST_NOTE} " + " ".join(m.rstrip(".") + "." for m in wanted)
                      if wanted else NOT_NOW_NOTE)
     if is_yes_no(text):
-        parts.append(YES_NO_NOTE)
+        parts.append(SOFT_YES_NO_NOTE if style == "soft" else YES_NO_NOTE)
     return "[" + " ".join(parts) + "]" if parts else ""
