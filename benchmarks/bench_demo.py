@@ -186,7 +186,7 @@ def main(argv=None) -> int:
     ap.add_argument("--params-file", help="demo YAML (default config/demo_setup.yaml)")
     ap.add_argument("--llm", choices=("openai", "transformers", "llamacpp", "local"))
     ap.add_argument("-p", "--param", action="append", default=[], metavar="NODE.PARAM:=VALUE",
-                    help="a node parameter, as bringup's -p (e.g. manager.focus_note:=off)")
+                    help="a node parameter, as bringup's -p (e.g. manager.focus_note:=none)")
     ap.add_argument("--script", help="a speech script instead of the demo's (e.g. "
                     "benchmarks/held_out_script.yaml)")
     ap.add_argument("--base-url")

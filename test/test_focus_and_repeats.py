@@ -74,7 +74,7 @@ def _conv(supports_images: bool, **cfg):
 
 
 @pytest.mark.parametrize("supports_images, focus, noted", [
-    (False, "strict", True), (False, "off", False), (True, "strict", False)])
+    (False, "strict", True), (False, "none", False), (True, "strict", False)])
 def test_a_text_model_gets_the_note_right_before_the_question(supports_images, focus, noted):
     """Only text-only backends (small local models) get the note; it stays out of the timeline."""
     be, c = _conv(supports_images, focus_note=focus)
@@ -236,7 +236,7 @@ def test_a_claim_to_see_the_person_when_nobody_is_in_view_is_corrected():
 @pytest.mark.parametrize("setting, backend, model, on", [
     ("auto", "local", "default", "strict"), ("auto", "llamacpp", "default:1.5b", "soft"),
     ("auto", "transformers", "/models/mine", "soft"), ("auto", "openai", "default", "soft"),
-    ("strict", "local", "default:1.5b", "strict"), ("off", "local", "default", "off")])
+    ("strict", "local", "default:1.5b", "strict"), ("none", "local", "default", "none")])
 def test_focus_note_auto_follows_the_measurement_per_model(setting, backend, model, on):
     """focus_note auto: strict for the 0.5B, soft for the 1.5B and others (measured)."""
     from types import SimpleNamespace

@@ -183,7 +183,7 @@ PARAMS = [
           "line (answer yes or no; for a question about the past, the memories it needs). "
           "strict: 'answer with yes or no'; soft: 'start with yes or no, then a few words'; "
           "auto: as measured for the embedded model's variant (0.5b strict, 1.5b soft), soft "
-          "for other text-only models.", choices=("auto", "strict", "soft", "off")),
+          "for other text-only models.", choices=("auto", "strict", "soft", "none")),
     Param("avoid_repeats", True, "A reply that only says again what the robot said before is "
           "asked for once more (sampled, told what not to say), unless the person asked to "
           "hear it again."),

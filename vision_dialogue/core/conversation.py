@@ -76,7 +76,7 @@ class ConversationConfig:
     camera_timeout_s: float = 0.0        # no frame for this long: the robot cannot see (0: off)
     look_back: bool = True               # offer look_back to backends that call tools
     archive_frames: int = 720            # frames kept for look_back (an hour at one per 5 s)
-    focus_note: str = "strict"           # text-only: the note before the question (STYLES, off)
+    focus_note: str = "strict"           # text-only: the note before the question (STYLES, none)
     avoid_repeats: bool = True           # a reply the robot said before is asked for again
     warm_cache: bool = True              # a local model reads a changed prompt between turns
 
@@ -84,9 +84,9 @@ class ConversationConfig:
         validate_nm(self.n, self.m)
         if self.camera_timeout_s < 0:
             raise ValueError(f"camera_timeout={self.camera_timeout_s!r} must be >= 0")
-        if self.focus_note not in FOCUS_STYLES + ("off",):
+        if self.focus_note not in FOCUS_STYLES + ("none",):
             raise ValueError(f"focus_note={self.focus_note!r} must be one of "
-                             f"{[*FOCUS_STYLES, 'off']}")
+                             f"{[*FOCUS_STYLES, 'none']}")
         if self.summary_mode not in ("auto",) + SUMMARY_MODES:
             raise ValueError(f"summary_mode={self.summary_mode!r} must be one of "
                              f"{['auto', *SUMMARY_MODES]}")
@@ -462,7 +462,7 @@ class Conversation:
         if answer_in:
             msgs.append({"role": "system", "content": answer_in})
         past = about_the_past(text or "")
-        if text is not None and self.config.focus_note != "off" and not self.supports_images:
+        if text is not None and self.config.focus_note != "none" and not self.supports_images:
             note = focus_note(text, past, self._memories(), self.config.focus_note)
             if note:       # right before the person's line: their question stays last
                 last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
