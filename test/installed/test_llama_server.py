@@ -25,7 +25,7 @@ from fake_openai import FakeOpenAI, Reply
 
 llama_server = pytest.importorskip(
     "llama_cpp.server", reason="llama-cpp-python[server] is not installed "
-    "(VD_EXTRAS=llamacpp scripts/setup.sh compiles it once, about 9 min on 2 cores)")
+    "(VD_EXTRAS=llamacpp scripts/setup.sh compiles it once, about 2.5 min on 2 cores)")
 
 LOOK_BACK = {"type": "function", "function": {
     "name": "look_back", "description": "Look at an earlier camera frame.",
