@@ -158,7 +158,8 @@ def test_two_namespaced_setups_play_the_given_files_and_end_with_their_script(
         assert f"camera source: video {ensure_demo_video()}" in text, text
         assert f"on /{ns}/camera/image_raw" in text, text
         assert "speech backend 'script' started" in text, text
-        assert "backend=openai (OpenAIChatBackend) model='fake-vlm' n=6 m=3" in text, text  # layered
+        layered = "backend=openai (OpenAIChatBackend) model='fake-vlm' n=6 m=3"
+        assert layered in text, text
         assert text.count("robot: ") == 2, text       # both lines answered
         assert "speech_node finished" in text or "process has finished cleanly" in text
         assert not any(n in text for n in NOISE), text
