@@ -344,11 +344,9 @@ def with_measured_focus(setup: dict, engine: str, args) -> dict:
     """The setup, with the manager's `focus_note: auto` for the embedded model if unset."""
     if "focus_note" in setup or args.llm != "local":
         return setup
-    from vision_dialogue.llm.default_model import VARIANTS
-    from vision_dialogue.llm.factory import default_variant
-    variant = default_variant(args.model or parse_engine(engine)[2])
-    return {**setup, "focus_note": VARIANTS[variant].focus_note if variant in VARIANTS
-            else "soft"}
+    from vision_dialogue.llm.factory import measured_focus_note
+    kind, _, model = parse_engine(engine)
+    return {**setup, "focus_note": measured_focus_note(kind, args.model or model)}
 
 
 def parse_setup(text: str) -> tuple[str, dict]:

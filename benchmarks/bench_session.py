@@ -154,8 +154,7 @@ def main(argv=None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
 
-    from vision_dialogue.llm.default_model import VARIANTS
-    from vision_dialogue.llm.factory import default_variant, make_backend
+    from vision_dialogue.llm.factory import make_backend, measured_focus_note
     from vision_dialogue.perception.observer import make_observer
     questions = [s["say"] for s in yaml.safe_load(BATTERY.read_text())["steps"] if "say" in s]
     setups = [parse_setup(s) for s in (args.setup or DEFAULT_SETUPS)]
@@ -178,8 +177,7 @@ def main(argv=None) -> int:
             cache = bool(setup.pop("prefix_cache", True))
             dtype = str(setup.pop("dtype", args.dtype))
             engine = str(setup.pop("engine", "transformers"))
-            setup.setdefault("focus_note", VARIANTS[variant].focus_note
-                             if (variant := default_variant(args.model)) in VARIANTS else "soft")
+            setup.setdefault("focus_note", measured_focus_note(engine, args.model))
             threads = int(setup.pop("threads", 0))
             print(f"session {rep + 1}/{args.reps}, setup {name} {setup} prefix_cache={cache} "
                   f"dtype={dtype} engine={engine} threads={threads or 'free cores'}, "

@@ -40,8 +40,7 @@ from std_msgs.msg import String
 
 from vision_dialogue.cli.console import VERBOSE_ENV
 from vision_dialogue.llm.base import BackendError
-from vision_dialogue.llm.factory import DTYPES, KINDS, LOCAL_KINDS, default_variant, \
-    make_backend
+from vision_dialogue.llm.factory import DTYPES, KINDS, make_backend, measured_focus_note
 from vision_dialogue.llm.probe import probe_openai
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy, jpeg_bytes
@@ -378,9 +377,7 @@ class ManagerNode(Node):
         p = self.p
         if p["focus_note"] != "auto":
             return p["focus_note"]
-        variant = default_variant(p["model"]) if p["llm_backend"] in LOCAL_KINDS else None
-        from vision_dialogue.llm.default_model import VARIANTS
-        return VARIANTS[variant].focus_note if variant in VARIANTS else "soft"
+        return measured_focus_note(p["llm_backend"], p["model"])
 
     def _open_transcript(self) -> TranscriptWriter | None:
         if not self.p["transcript_dir"]:

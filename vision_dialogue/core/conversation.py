@@ -463,7 +463,8 @@ class Conversation:
             msgs.append({"role": "system", "content": answer_in})
         past = about_the_past(text or "")
         if text is not None and self.config.focus_note != "none" and not self.supports_images:
-            note = focus_note(text, past, self._memories(), self.config.focus_note)
+            note = focus_note(text, past, self._memories() if past else (),
+                              self.config.focus_note)
             if note:       # right before the person's line: their question stays last
                 last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
                 msgs.insert(last, {"role": "system", "content": note})
@@ -547,7 +548,7 @@ class Conversation:
             self.log.info(f"turn {turn_id}: the reply " + (
                 f"repeated an earlier one ({' '.join(repeated)[:80]!r})" if repeated
                 else "read its notes out") + "; asking for a new one")
-            notes = self._note_filter()
+            notes = self._note_filter(allow_repeats=repeat_ok)
             again = msgs + [{"role": "system", "content": self.persona.repeat_note
                              if repeated else self.persona.own_words_note}]
             # a local model is also kept off the repeated lines' word runs (llm/avoid.py)
@@ -593,17 +594,19 @@ class Conversation:
         items = self.timeline.snapshot()
         seen = [it.frame.observation or "" for it in items if it.kind == "frame"]
         memories = [it.text for it in items if it.kind == "summary"]
-        said = [s for it in items if it.kind == "line" and it.role == ROBOT
-                for s in split_sentences(it.text)]
+        lines = [it.text for it in items if it.kind == "line" and it.role == ROBOT]
         if allow_repeats:      # "say that again": the last line may come again
-            said = said[:-3]
-        blind_line = ""
-        if self._newest is None or self.camera_lost():     # the first not said yet
-            blind_line = next((ln for ln in p.blind_lines if ln not in said), p.blind_lines[0])
+            lines = lines[:-1]
+        said = [s for line in lines for s in split_sentences(line)]
+
+        def unsaid(options: tuple[str, ...]) -> str:       # the first not said yet
+            return next((ln for ln in options if ln not in said), options[0])
+        blind_line = nobody_line = ""
+        if self._newest is None or self.camera_lost():
+            blind_line = unsaid(p.blind_lines)
+        elif self._newest.people == 0:
+            nobody_line = unsaid(p.nobody_lines)
         notes += [p.repeat_note, p.own_words_note, *FOCUS_INSTRUCTIONS]
-        nobody_line = ""
-        if not blind_line and self._newest is not None and self._newest.people == 0:
-            nobody_line = next((ln for ln in p.nobody_lines if ln not in said), p.nobody_lines[0])
         return NoteFilter((p.frame_label, p.summary_label, p.history_label, "You saw:"), notes,
                           seen, said, memories, getattr(self.observer, "speak", None),
                           blind_line=blind_line, nobody_line=nobody_line)

@@ -87,13 +87,12 @@ class NoteFilter:
                  memories: Iterable[str] = (), speak: Callable[[str, bool], str] | None = None,
                  blind_line: str = "", nobody_line: str = ""):
         self.depth = 0
-        # the robot cannot see now: the first sentence about what is visible becomes this line,
-        # later ones are dropped (small models say "I can see you" whatever the notes say)
-        self.blind_line = blind_line
-        # nobody is in view now: a claim to see the person becomes this line (once)
-        self.nobody_line = nobody_line
-        self._nobody_said = False
-        self._blind_said = False
+        # claim -> the line said in its place, once (later claims are dropped): nobody in view,
+        # a claim to see the person; the robot cannot see at all, anything about what is
+        # visible (small models say "I can see you" whatever the notes say)
+        self.stand_ins = [(claim, line) for claim, line in
+                          ((SEES_THE_PERSON, nobody_line), (VISUAL_CLAIM, blind_line)) if line]
+        self._stood_in: set[str] = set()
         notes = [n for n in notes if n]
         self.note_grams = {g for n in notes for g in _shingles(_words(n), ECHO_WORDS)}
         self.note_runs = [" " + " ".join(_words(n)) + " " for n in notes]
@@ -148,18 +147,12 @@ class NoteFilter:
                 self.repeats.append(spoken)
                 return ""
             spoken, words = said, _words(said)
-        if self.nobody_line and SEES_THE_PERSON.search(spoken):
-            if self._nobody_said:
-                return ""
-            self._nobody_said = True
-            spoken = self.nobody_line
-            words = _words(spoken)
-        if self.blind_line and VISUAL_CLAIM.search(spoken):
-            if self._blind_said:
-                return ""
-            self._blind_said = True
-            spoken = self.blind_line
-            words = _words(spoken)
+        for claim, line in self.stand_ins:
+            if claim.search(spoken):
+                if line in self._stood_in:
+                    return ""
+                self._stood_in.add(line)
+                spoken, words = line, _words(line)
         if len(words) >= REPEAT_MIN_WORDS:
             if near_repeat(words, self.said):
                 self.repeats.append(spoken)

@@ -10,6 +10,7 @@ and leaves out the cores that other work used.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -28,8 +29,8 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def read_busy(stat: Path = PROC_STAT) -> tuple[float, float] | None:
-    """(busy, total) CPU seconds of the whole machine so far; None where unreadable."""
+def read_busy(stat: Path = PROC_STAT) -> tuple[int, int] | None:
+    """(busy, total) CPU ticks of the whole machine so far; None where unreadable."""
     try:
         with open(stat, encoding="ascii") as f:
             fields = f.readline().split()
@@ -39,15 +40,15 @@ def read_busy(stat: Path = PROC_STAT) -> tuple[float, float] | None:
         return None
     ticks = [int(x) for x in fields[1:9]]          # user nice system idle iowait irq ...
     idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
-    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    return (sum(ticks) - idle) / hz, sum(ticks) / hz
+    return sum(ticks) - idle, sum(ticks)
 
 
 class CpuShare:
     """The thread count for the next generation, from the machine's load since the last one.
 
-    `threads()` before a generation, `done()` after it: the window between them (the model
-    idle) is what other work used. `fixed` > 0 disables the measuring (always that many).
+    `with share.generation() as threads:` around each generation (or `threads()` before it and
+    `done()` after it): the window between two generations (the model idle) is what other
+    work used. `fixed` > 0 disables the measuring (always that many).
     """
 
     def __init__(self, fixed: int = 0, cores: int | None = None, stat: Path = PROC_STAT):
@@ -60,6 +61,14 @@ class CpuShare:
         self._since: tuple[float, tuple[float, float] | None] | None = None
         self.last = self.fixed or self.cores
         self.others_busy = 0.0          # cores other work kept busy in the last window
+
+    @contextlib.contextmanager
+    def generation(self):
+        """The threads for one generation; the next window starts when it ends."""
+        try:
+            yield self.threads()
+        finally:
+            self.done()
 
     def done(self) -> None:
         """A generation ended: the next window starts now."""

@@ -46,6 +46,18 @@ def default_variant(model: str) -> str | None:
     return None
 
 
+def measured_focus_note(kind: str, model: str) -> str:
+    """Resolve `focus_note: auto`: the style measured for the embedded model's variant.
+
+    core/focus.py STYLES; `soft` for any other text-only model.
+    """
+    variant = default_variant(model) if kind in LOCAL_KINDS else None
+    if variant is None:
+        return "soft"
+    from vision_dialogue.llm.default_model import VARIANTS
+    return VARIANTS[variant].focus_note if variant in VARIANTS else "soft"
+
+
 def _openai(o: BackendOptions):
     from vision_dialogue.llm.openai_backend import OpenAIChatBackend
     return OpenAIChatBackend(base_url=o.base_url or None, model=o.model or "gpt-4o-mini",

@@ -13,6 +13,7 @@ never evicts the reply's cached prefix, and stops at its next token when a reply
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -131,14 +132,17 @@ class LlamaCppChatBackend:
         with self._turns.lock:
             llm = self._contexts["reply"]
             tokens, _ = self._tokens(llm, conversation, generation=False)
-            threads = self.cpu.threads()
-            llm._ctx.set_n_threads(threads, threads)
-            try:
+            with self._on_free_cores(llm):
                 return self._read(llm, tokens)
-            finally:
-                self.cpu.done()
 
     # -- generation --------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _on_free_cores(self, llm):
+        """One generation on the cores other work leaves free (cpu_threads)."""
+        with self.cpu.generation() as threads:
+            llm._ctx.set_n_threads(threads, threads)   # the public n_threads is read at load
+            yield
+
     def _read(self, llm, tokens: list) -> int:
         """Read `tokens` into `llm`'s cache, WARM_CHUNK at a time, stopping for a reply.
 
@@ -177,37 +181,38 @@ class LlamaCppChatBackend:
             raise BackendError(f"max_tokens={max_tokens!r} must be >= 1")
         t = self.temperature if temperature is None else float(temperature)
         llm = self._context(lane)
-        threads = self.cpu.threads()
-        llm._ctx.set_n_threads(threads, threads)     # the public n_threads is read at load only
-        try:
-            tokens, stop = self._tokens(llm, conversation)
-            if lane == "reply":
-                self.reused_tokens = _common_prefix(llm._input_ids.tolist(), tokens)
-            else:       # a long prompt read in one go would hold a reply up for seconds
-                self._read(llm, tokens[:-1])
-            extra = {}
-            if avoid:
-                from llama_cpp import LogitsProcessorList
+        with self._on_free_cores(llm):
+            try:
+                tokens, stop = self._tokens(llm, conversation)
+                if lane == "reply":
+                    self.reused_tokens = _common_prefix(llm._input_ids.tolist(), tokens)
+                else:       # a long prompt read in one go would hold a reply up for seconds
+                    self._read(llm, tokens[:-1])
+                chunks = llm.create_completion(tokens, max_tokens=n, temperature=t, stop=stop,
+                                               stream=True, **self._avoiding(llm, avoid))
+                for chunk in chunks:
+                    if lane == "background" and self._turns.give_way:
+                        raise Preempted("stopped for a reply")
+                    text = chunk["choices"][0].get("text")
+                    if text:
+                        yield text
+            except (BackendError, GeneratorExit):
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise BackendError(f"local generation failed: {exc.__class__.__name__}: "
+                                   f"{exc}") from exc
 
-                def encode(text: str) -> list[int]:
-                    return llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
-                extra["logits_processor"] = LogitsProcessorList(
-                    [triple_penalty(token_triples(encode, avoid))])
-            chunks = llm.create_completion(tokens, max_tokens=n, temperature=t, stop=stop,
-                                           stream=True, **extra)
-            for chunk in chunks:
-                if lane == "background" and self._turns.give_way:
-                    raise Preempted("stopped for a reply")
-                text = chunk["choices"][0].get("text")
-                if text:
-                    yield text
-        except (BackendError, GeneratorExit):
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise BackendError(f"local generation failed: {exc.__class__.__name__}: "
-                               f"{exc}") from exc
-        finally:
-            self.cpu.done()
+    @staticmethod
+    def _avoiding(llm, avoid: Sequence[str]) -> dict:
+        """create_completion's logits processor that keeps off `avoid` (llm/avoid.py)."""
+        if not avoid:
+            return {}
+        from llama_cpp import LogitsProcessorList
+
+        def encode(text: str) -> list[int]:
+            return llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+        return {"logits_processor": LogitsProcessorList(
+            [triple_penalty(token_triples(encode, avoid))])}
 
 
 def _chat_formatter(llm, generation: bool):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import io
 import logging
 import os
@@ -252,18 +253,14 @@ class TransformersChatBackend:
             cache = slot.take(inputs["input_ids"][0])
             if cache is not None:
                 extra["past_key_values"] = cache
-        if str(self.device).startswith("cpu"):
-            torch.set_num_threads(self.cpu.threads())
         try:
-            with torch.inference_mode():
+            with self._on_free_cores(torch), torch.inference_mode():
                 out = self._model.generate(**inputs, **kwargs, **extra,
                                            return_dict_in_generate=True)
         except Exception as exc:  # noqa: BLE001
             slot.clear()
             raise BackendError(f"local generation failed: {exc.__class__.__name__}: "
                                f"{exc}") from exc
-        finally:
-            self.cpu.done()
         if self.prefix_cache and getattr(out, "past_key_values", None) is not None:
             slot.keep(out.sequences[0], out.past_key_values)
         return out.sequences[0]
@@ -290,12 +287,11 @@ class TransformersChatBackend:
         from transformers import DynamicCache
         slot = self._caches[lane]
         cache = slot.take(ids)
-        start = slot.reused_tokens if cache is not None else 0
-        cache = cache if cache is not None else DynamicCache()
-        if str(self.device).startswith("cpu"):
-            torch.set_num_threads(self.cpu.threads())
+        start = slot.reused_tokens                 # 0 when nothing was kept
+        if cache is None:
+            cache = DynamicCache()
         try:
-            with torch.inference_mode():
+            with self._on_free_cores(torch), torch.inference_mode():
                 for i in range(start, len(ids), WARM_CHUNK):
                     if self._turns.give_way:
                         raise Preempted("stopped reading a prompt for a reply")
@@ -309,9 +305,15 @@ class TransformersChatBackend:
             slot.clear()
             raise BackendError(f"reading the prompt failed: {exc.__class__.__name__}: "
                                f"{exc}") from exc
-        finally:
-            self.cpu.done()
         return len(ids) - start
+
+    @contextlib.contextmanager
+    def _on_free_cores(self, torch):
+        """One generation on the cores other work leaves free (cpu_threads; CPU only)."""
+        with self.cpu.generation() as threads:
+            if str(self.device).startswith("cpu"):
+                torch.set_num_threads(threads)
+            yield
 
     def stream(self, messages: Sequence[Message], *, model: str | None = None,
                max_tokens: int | None = None, temperature: float | None = None,
