@@ -54,16 +54,25 @@ class Harness:
         # '_lock'), after which no goal gets an answer
         self.clients = {k: ActionClient(self.client, t, f"vfm/{k}", **VFM_ACTION_QOS)
                         for k, t in self.types.items()}
-        for kind, c in self.clients.items():
-            self._wait_for_match(kind, c)
+        for kind in self.types:
+            self._wait_for_match(kind)
         self.ex = MultiThreadedExecutor(num_threads=4, context=ctx)
         self.ex.add_node(self.server)
         self.ex.add_node(self.client)
         self.thread = threading.Thread(target=self.ex.spin, daemon=True)
         self.thread.start()
 
-    def _wait_for_match(self, kind, client):
-        assert client.wait_for_server(timeout_sec=60), f"vfm/{kind}: no server after 60 s"
+    def _wait_for_match(self, kind):
+        # about once in six full runs on 2 loaded cores, Fast DDS never matched one client with
+        # the server (60 s); a second client, made before the executor spins, gets a new try
+        for attempt in range(2):
+            if self.clients[kind].wait_for_server(timeout_sec=30):
+                break
+            self.clients[kind].destroy()
+            self.clients[kind] = ActionClient(self.client, self.types[kind], f"vfm/{kind}",
+                                              **VFM_ACTION_QOS)
+        else:
+            raise AssertionError(f"vfm/{kind}: no server after two clients of 30 s each")
         # wait_for_server sees only the client's side; wait until the server knows the client
         # too, or its first responses can go to a reader it has not matched yet
         service = f"/vfm/{kind}/_action/send_goal"

@@ -38,6 +38,9 @@ from vision_dialogue.vfm.tool_schemas import tool_schemas, usable
 
 #: seconds (at most half the tool timeout) to wait for a goal's answer before sending it again
 GOAL_RESEND_S = 3.0
+#: seconds (at most the tool timeout) to wait for an action server that list_tools announced:
+#: its five endpoints match one by one, and on a loaded 2-core machine that took over 2 s
+ACTION_READY_S = 10.0
 
 
 class VfmError(RuntimeError):
@@ -155,7 +158,8 @@ class VfmClient:
         if client is None:
             raise VfmError(f"unknown action type {kind!r}", stale=True)
         deadline = time.monotonic() + timeout
-        if not self._wait_ready(client.server_is_ready, min(deadline, time.monotonic() + 2.0)):
+        ready_by = min(deadline, time.monotonic() + ACTION_READY_S)
+        if not self._wait_ready(client.server_is_ready, ready_by):
             raise VfmError(f"the VFM server's vfm/{kind} action is not available", stale=True)
         fb = (lambda m: feedback(m.feedback)) if feedback is not None else None
         send = client.send_goal_async(goal, feedback_callback=fb)
