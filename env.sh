@@ -27,6 +27,14 @@ if [ -z "${ROS_DISTRO:-}" ]; then
   export _ROS_WHEELS_BOOTSTRAP_COMPLETE=1
   export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
 fi
+# interface packages setup built from third_party/ (vision_msgs, hri_msgs), then our own
+for _d in "$_vd_root"/install/*_msgs; do
+  [ -d "$_d/share" ] || continue
+  _vd_prepend AMENT_PREFIX_PATH "$_d"
+  _vd_prepend CMAKE_PREFIX_PATH "$_d"
+  _vd_prepend LD_LIBRARY_PATH "$_d/lib"
+  _vd_prepend PYTHONPATH "$_d/lib/python$_vd_pyver/site-packages"
+done
 _vd_inst="$_vd_root/install/vision_dialogue"
 if [ -d "$_vd_inst" ]; then  # (not yet during the first build)
   _vd_prepend AMENT_PREFIX_PATH "$_vd_inst"

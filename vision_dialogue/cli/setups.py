@@ -33,10 +33,12 @@ NODES: dict[str, NodeSpec] = {
     "vfm": NodeSpec("vfm", "vfm_server", "vision_dialogue.vfm_server", "VfmServer"),
     "monitor": NodeSpec("monitor", "monitor", "vision_dialogue.monitor_node", "MonitorNode"),
     "events": NodeSpec("events", "events_node", "vision_dialogue.events_node", "EventsNode"),
+    "detector": NodeSpec("detector", "detector_node", "vision_dialogue.detector_node",
+                         "DetectorNode"),
 }
 
 #: construction/start order: consumers first, the speech node (which drives a script) last
-START_ORDER = ("monitor", "manager", "events", "vfm", "camera", "speech")
+START_ORDER = ("monitor", "manager", "events", "detector", "vfm", "camera", "speech")
 
 
 @dataclass(frozen=True)
@@ -70,26 +72,31 @@ class Setup:
 
 
 SETUPS: dict[str, Setup] = {
-    "furhat": Setup("furhat", ("camera", "speech", "manager", "monitor", "events"),
+    "furhat": Setup("furhat", ("camera", "speech", "manager", "monitor", "events", "detector"),
                     "furhat_setup.yaml",
-                    "Furhat robot: Furhat camera + Furhat speech + manager (+ monitor page "
-                    "and gesture events when asked)", optional=("monitor", "events")),
-    "standalone": Setup("standalone", ("camera", "speech", "manager", "monitor", "events"),
+                    "Furhat robot: Furhat camera + Furhat speech + manager (+ monitor page, "
+                    "gesture events and object detector when asked)",
+                    optional=("monitor", "events", "detector")),
+    "standalone": Setup("standalone", ("camera", "speech", "manager", "monitor", "events",
+                                       "detector"),
                         "standalone_setup.yaml",
-                        "Laptop: webcam + terminal chat + manager + monitor page (+ gesture "
-                        "events when asked)", optional=("events",)),
+                        "Laptop: webcam + terminal chat + manager + monitor page + object "
+                        "detector (+ gesture events when asked)", optional=("events",)),
     "vfm": Setup("vfm", ("vfm",), "vfm_setup.yaml",
                  "Visual foundation model action servers (GPU host)"),
-    "demo": Setup("demo", ("camera", "speech", "manager", "monitor"), "demo_setup.yaml",
-                  "Offline demo: demo video + scripted dialogue + manager + monitor page",
+    "demo": Setup("demo", ("camera", "speech", "manager", "monitor", "detector"),
+                  "demo_setup.yaml",
+                  "Offline demo: demo video + scripted dialogue + manager + object detector + "
+                  "monitor page",
                   config_paths={"speech": {"script_file": "demo_script.yaml"}},
                   demo_video=True),
-    "voice_demo": Setup("voice_demo", ("camera", "speech", "manager", "monitor"),
+    "voice_demo": Setup("voice_demo", ("camera", "speech", "manager", "monitor", "detector"),
                         "voice_demo_setup.yaml",
                         "Offline voice demo: demo video + the demo script spoken into the "
                         "local voice (VAD, Whisper, Piper to WAV files) + manager + monitor",
                         spoken_script="demo_script.yaml", demo_video=True),
-    "people_demo": Setup("people_demo", ("camera", "speech", "manager", "monitor", "events"),
+    "people_demo": Setup("people_demo", ("camera", "speech", "manager", "monitor", "events",
+                                         "detector"),
                          "people_demo_setup.yaml",
                          "Offline two-person demo: two people come and go, one waves; two "
                          "speakers in the script; events node + manager + monitor",

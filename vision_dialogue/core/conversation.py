@@ -353,11 +353,13 @@ class Conversation:
             self.log.warning(f"warming the reply prompt failed ({type(e).__name__}: {e})")
 
     # --- input -----------------------------------------------------------------------------
-    def add_frame(self, image: np.ndarray, stamp: float | None = None) -> Frame:
+    def add_frame(self, image: np.ndarray, stamp: float | None = None,
+                  objects: str = "") -> Frame:
         """Add a camera frame (HxWx3 BGR uint8, or grey).
 
         Encodes it (or observes it, for a text-only backend) before it enters the timeline, then
-        applies the summary rule. Raises ValueError on a malformed image.
+        applies the summary rule. `objects`: an object detector's note for it. Raises
+        ValueError on a malformed image.
         """
         bgr = as_bgr(image)
         pol = self.config.policy
@@ -377,6 +379,8 @@ class Conversation:
                 self.log.warning(f"frame observer failed ({e}); frame goes in unobserved")
         if frame.dark and not frame.observation and not self.supports_images:
             frame.observation = "darkness"
+        if objects and not frame.dark:
+            frame.set_objects(objects, text_only=not self.supports_images)
         self.timeline.add_frame(frame)
         self.archive.add(frame)
         self._newest, self._newest_at = frame, time.monotonic()
@@ -750,6 +754,18 @@ class Conversation:
         stamp = time.time() if stamp is None else stamp
         self.timeline.add_event(text, stamp, event)
         self._emit("event", {"text": text, "event": event, "stamp": stamp})
+
+    def set_objects(self, frame_stamp: float, note: str) -> bool:
+        """An object detector's note for the recent frame stamped `frame_stamp` (detections
+        that came after their frame); False if that frame is no longer raw in the timeline.
+        """
+        for item in reversed(self.timeline.snapshot()):
+            if item.kind == "frame" and abs(item.frame.stamp - frame_stamp) < 1e-6:
+                if not item.frame.dark:
+                    item.frame.set_objects(note, text_only=not self.supports_images)
+                    self._emit("objects", {"frame": item.frame, "text": note})
+                return True
+        return False
 
     def people_now(self) -> str:
         t, description = self._people

@@ -167,8 +167,23 @@ class Frame:
     observation: str | None = None   # text observation, for text-only backends
     people: int | None = None        # people the observer counted (None: not counted)
     dark: bool = False
+    objects: str = ""                # what an object detector named in it (core/objects.py)
     _cache: dict = field(default_factory=dict, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    def set_objects(self, note: str, text_only: bool) -> None:
+        """An object detector's note for this frame (a newer one replaces it).
+
+        For a text-only backend it is also the end of the observation, so the summaries, the
+        look-back and the reply filter read it as part of what was seen.
+        """
+        old, self.objects = self.objects, " ".join(note.split())
+        if not text_only:
+            return
+        base = self.observation or ""
+        if old and base.endswith(old):
+            base = base[:-len(old)].rstrip("; ")
+        self.observation = "; ".join(t for t in (base, self.objects) if t) or None
 
     def _cached(self, key, make):
         """`make()` once per key (thread-safe; a maker may use other cached values)."""

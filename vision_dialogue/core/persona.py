@@ -50,6 +50,7 @@ class Persona:
     frame_label: str = "What you see now (your eyes):"
     summary_label: str = "Earlier you saw:"
     event_label: str = "You noticed:"
+    objects_label: str = "An object detector named in it:"
     wave_instruction: str = ("Someone just waved at you. Say hello back to them in one "
                              "short, friendly sentence.")
     history_label: str = "What happened earlier in this conversation:"

@@ -38,6 +38,8 @@ class PromptBuilder:
         if newest and not summary_size:
             parts.append({"type": "text", "text": f"[{self.persona.frame_label}]"})
         parts.append(self.policy.part(f, newest and not summary_size))
+        if f.objects:
+            parts.append({"type": "text", "text": f"[{self.persona.objects_label} {f.objects}]"})
         return parts
 
     def _observation_text(self, item: FrameItem, newest: bool) -> str:

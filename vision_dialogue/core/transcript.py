@@ -145,7 +145,11 @@ def event_record(kind: str, data: dict) -> dict | None:
     if kind == "frame":
         f = data["frame"]
         return {"type": "frame", "frame_id": f.id, "stamp": f.stamp, "file": None,
-                "dark": f.dark, "observation": f.observation}
+                "dark": f.dark, "observation": f.observation, "objects": f.objects}
+    if kind == "objects":
+        f = data["frame"]
+        return {"type": "objects", "frame_id": f.id, "text": data["text"],
+                "observation": f.observation}
     if kind == "user":
         return {"type": "user", **data}
     if kind == "reply":

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vision_dialogue.core.images import thumbnail_difference
+from vision_dialogue.core.objects import horizontal_position
 from vision_dialogue.perception.observer import ARMS_RAISED, OPEN_HAND, POINTING, THUMBS_UP, \
-    VIEW_CHANGE_LEVEL, FrameObserver, HandSeen, Observation, horizontal_position
+    VIEW_CHANGE_LEVEL, FrameObserver, HandSeen, Observation
 
 EVENT_KINDS = ("wave", "raised_hand", "point", "thumbs_up", "arrived", "left", "scene_change")
 EVENT_DETECTORS = ("faces", "pose", "hands")

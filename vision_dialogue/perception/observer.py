@@ -43,6 +43,7 @@ import numpy as np
 
 from vision_dialogue.core.images import as_bgr, change_thumbnail, downscale, \
     thumbnail_difference
+from vision_dialogue.core.objects import horizontal_position
 
 _LOG = logging.getLogger(__name__)
 
@@ -370,14 +371,6 @@ def _as_bgr(frame) -> np.ndarray:
     if frame.shape[0] < 8 or frame.shape[1] < 8:
         raise ValueError(f"frame too small: {frame.shape[1]}x{frame.shape[0]}")
     return frame
-
-
-def horizontal_position(cx: float) -> str:
-    if cx < 0.38:
-        return "on the left"
-    if cx > 0.62:
-        return "on the right"
-    return "in the middle"
 
 
 THUMBS_UP, POINTING, OPEN_HAND = "giving a thumbs up", "pointing", "raising an open hand"

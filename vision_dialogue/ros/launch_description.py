@@ -44,9 +44,14 @@ COMMON_ARGUMENTS = [
     ('use_respawn', 'false', 'Restart a node that exits (else any node\'s exit ends the '
      'launch)', ()),
     ('image_topic', 'camera/image_raw', 'Camera image topic (its /compressed companion is '
-     'remapped with it)', ('camera', 'manager', 'events')),
+     'remapped with it)', ('camera', 'manager', 'events', 'detector')),
     ('stream_topic', 'camera/stream/image_raw', 'Fast camera stream the events_node watches '
      '(its /compressed companion with it)', ('events',)),
+    ('detections_topic', 'detections', 'Object detections (vision_msgs/Detection2DArray) '
+     'the manager reads and the detector_node publishes: remap a robot\'s detector here, '
+     'e.g. /yolo/detections', ('manager', 'detector')),
+    ('label_info_topic', 'label_info', 'Class names by id (vision_msgs/LabelInfo, latched) '
+     'for detectors that put numbers in class_id', ('manager', 'detector')),
     ('speech_prefix', '', 'Prefix for the speech_node command; ros2 launch gives nodes no '
      'stdin, so with the terminal backend use e.g. "xterm -e" (or use_speech:=false and `ros2 '
      'run vision_dialogue speech_node` in another terminal)', ('speech',)),
@@ -54,7 +59,8 @@ COMMON_ARGUMENTS = [
 NODE_WORDS = {'camera': 'the camera_node', 'speech': 'the speech_node',
               'manager': 'the conversation manager_node', 'vfm': 'the vfm_server',
               'monitor': 'the monitor page (http://127.0.0.1:8765/, or the next free port)',
-              'events': 'the events_node (waves, pointing, arrivals between frames)'}
+              'events': 'the events_node (waves, pointing, arrivals between frames)',
+              'detector': 'the detector_node (objects as vision_msgs detections)'}
 #: launch argument -> (node key, parameter it sets, the variant that plays it)
 FILE_ARGUMENTS = {'video_path': ('camera', 'source', 'video'),
                   'script_file': ('speech', 'backend', 'script')}
@@ -167,7 +173,11 @@ def _node(key: str, wanted: str, files: list[str], filled: dict) -> Node:
         remappings=[('camera/image_raw', image),
                     ('camera/image_raw/compressed', [image, '/compressed']),
                     ('camera/stream/image_raw', stream),
-                    ('camera/stream/image_raw/compressed', [stream, '/compressed'])],
+                    ('camera/stream/image_raw/compressed', [stream, '/compressed']),
+                    ('detections', LaunchConfiguration('detections_topic',
+                                                       default='detections')),
+                    ('label_info', LaunchConfiguration('label_info_topic',
+                                                       default='label_info'))],
         # like `bringup`: a node that ends (the demo script is over) ends the whole setup
         on_exit=[EmitEvent(event=Shutdown(reason=f'{exe} finished'),
                            condition=UnlessCondition(LaunchConfiguration('use_respawn')))])

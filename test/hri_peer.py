@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""A third-party-like perception process: rclpy, vision_msgs and hri_msgs only, no
+vision_dialogue, started without the project's Fast DDS profile (as other stacks are).
+
+    hri_peer.py detector --ids [--topic T] [--rate HZ] [--label-info]   # Isaac ROS / depthai
+    hri_peer.py detector --names                                      # YOLO-like
+    hri_peer.py voice --name NAME --say TEXT                          # asr_vosk + person manager
+    hri_peer.py listen                                                # prints what it hears
+
+Prints one JSON line per event on stdout ("ready", "heard", ...); runs until SIGINT/SIGTERM.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+
+import rclpy
+from hri_msgs.msg import IdsList, LiveSpeech
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import Bool, String
+from vision_msgs.msg import Detection2D, Detection2DArray, LabelInfo, ObjectHypothesisWithPose, \
+    VisionClass
+
+LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
+COCO_FIRST = ["person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck",
+              "boat", "traffic light"] + [f"class{i}" for i in range(10, 41)] + ["cup"]
+
+
+def say(**kw):
+    print(json.dumps(kw), flush=True)
+
+
+def detector(node, args):
+    pub = node.create_publisher(Detection2DArray, args.topic, 10)
+    if args.ids:
+        labels = node.create_publisher(LabelInfo, "label_info", LATCHED)
+        info = LabelInfo(threshold=0.25)
+        info.class_map = [VisionClass(class_id=i, class_name=n) for i, n in enumerate(COCO_FIRST)]
+        labels.publish(info)
+
+    def tick():
+        msg = Detection2DArray()
+        msg.header.stamp = node.get_clock().now().to_msg()
+        msg.header.frame_id = "camera"
+        det = Detection2D()
+        det.bbox.center.position.x, det.bbox.center.position.y = 320.0, 240.0
+        det.bbox.size_x, det.bbox.size_y = 120.0, 100.0
+        hyp = ObjectHypothesisWithPose()
+        hyp.hypothesis.class_id = "41" if args.ids else "cup"
+        hyp.hypothesis.score = 0.83
+        det.results.append(hyp)
+        edge = Detection2D()          # something on the right edge, so the width is known
+        edge.bbox.center.position.x, edge.bbox.size_x = 600.0, 80.0
+        hyp = ObjectHypothesisWithPose()
+        hyp.hypothesis.class_id = "9" if args.ids else "traffic light"
+        hyp.hypothesis.score = 0.2                    # under the manager's threshold
+        edge.results.append(hyp)
+        msg.detections = [det, edge]
+        pub.publish(msg)
+    node.create_timer(1.0 / args.rate, tick)
+    say(event="ready")
+
+
+def voice(node, args):
+    tracked = node.create_publisher(IdsList, "/humans/voices/tracked", LATCHED)
+    persons = node.create_publisher(IdsList, "/humans/persons/tracked", LATCHED)
+    voice_id = node.create_publisher(String, "/humans/persons/p1/voice_id", LATCHED)
+    name = node.create_publisher(String, "/humans/persons/p1/name", LATCHED)
+    speech = node.create_publisher(LiveSpeech, "/humans/voices/v7/speech", 10)
+    tracked.publish(IdsList(ids=["v7"]))
+    persons.publish(IdsList(ids=["p1"]))
+    voice_id.publish(String(data="v7"))
+    name.publish(String(data=args.name))
+    state = {"sent": False}
+
+    def tick():
+        # once the manager listens to this voice (and to the person's name), speak
+        if state["sent"] or speech.get_subscription_count() < 1 \
+                or name.get_subscription_count() < 1:
+            return
+        time.sleep(0.5)          # the name's latched sample reaches the new subscription
+        for part in args.say.split()[:2]:
+            speech.publish(LiveSpeech(incremental=part, confidence=0.5, locale="en-US"))
+        speech.publish(LiveSpeech(final=args.say, confidence=0.9, locale="en-US"))
+        state["sent"] = True
+        say(event="said", text=args.say)
+    node.create_timer(0.2, tick)
+    say(event="ready")
+
+
+def listen(node, args):
+    node.create_subscription(Bool, "/robot_speaking",
+                             lambda m: say(event="robot_speaking", value=m.data), 10)
+    node.create_subscription(IdsList, "/humans/voices/tracked",
+                             lambda m: say(event="voices", ids=list(m.ids)), 10)
+    subs = {}
+
+    def follow():
+        for topic, _types in node.get_topic_names_and_types():
+            if topic.startswith("/humans/voices/") and topic.endswith("/speech") \
+                    and topic not in subs:
+                subs[topic] = node.create_subscription(
+                    LiveSpeech, topic, lambda m, t=topic: say(event="speech", topic=t,
+                                                              final=m.final), 10)
+                say(event="following", topic=topic)
+    node.create_timer(0.2, follow)
+    say(event="ready")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=("detector", "voice", "listen"))
+    ap.add_argument("--ids", action="store_true")
+    ap.add_argument("--names", action="store_true")
+    ap.add_argument("--topic", default="detections")
+    ap.add_argument("--rate", type=float, default=5.0)
+    ap.add_argument("--name", default="Zebulon")
+    ap.add_argument("--say", default="Is there a cup on the table?")
+    args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: rclpy.try_shutdown())
+    with rclpy.init():
+        node = rclpy.create_node(f"third_party_{args.mode}")
+        {"detector": detector, "voice": voice, "listen": listen}[args.mode](node, args)
+        try:
+            rclpy.spin(node)
+        except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

