@@ -17,7 +17,9 @@ them. Every reply is scored automatically:
 two-person video (vision_dialogue/cli/people_video.py): the video plays in steps (`until`),
 the conversation gets a frame every 5 s, and the event detector (perception/events.py) reads
 the video at 4 frames a second for waves, arrivals and departures between frames. Two
-speakers ask. The setup `events=false` is the baseline: the paper's frames only.
+speakers ask. The setup `events=false` is the baseline: the paper's frames only. The setup
+`objects=true` adds the offline object detector's notes to each frame (the detector node's
+path; `objects=false`, the default, is the baseline without it).
 
 Backends: `--llm local` (the embedded default: the local model with frame perception) or
 `--llm openai --base-url URL --model NAME` (any OpenAI-compatible server; frames go as images
@@ -250,6 +252,30 @@ class PeopleVideo:
             self.detector.close()
 
 
+class ObjectsNote:
+    """The detector node's path, in-process: each frame's objects note, as the manager adds it.
+
+    Setup `objects=true`: CenterNet (perception/objects.py) on every frame, worded by
+    core/objects.py with the manager's defaults (people left to the observer).
+    """
+
+    def __init__(self, observer):
+        from vision_dialogue.perception.objects import ObjectDetector
+        self.detector = ObjectDetector()
+        self.skip = ("face", "person") if observer is not None else ("face",)
+
+    def note(self, frame) -> str:
+        from vision_dialogue.core.objects import ObjectSighting, describe_objects
+        return describe_objects([ObjectSighting.from_box(d.label, d.score, d.box,
+                                                         frame.shape[1], d.alternatives)
+                                 for d in self.detector.detect(frame)], skip=self.skip)
+
+    def wrap(self, conv):
+        add = conv.add_frame
+        conv.add_frame = lambda frame, **kw: add(frame, objects=self.note(frame), **kw)
+        return conv
+
+
 def run_battery(backend, observer, setup: dict, battery: dict, deadline_s: float,
                 verbose: bool) -> list[Exchange]:
     """One conversation through the whole battery; the scored exchanges."""
@@ -257,8 +283,11 @@ def run_battery(backend, observer, setup: dict, battery: dict, deadline_s: float
     from vision_dialogue.core.persona import load_persona
     setup = dict(setup)
     events = bool(setup.pop("events", True))
+    objects = ObjectsNote(observer) if setup.pop("objects", False) else None
     conv = Conversation(backend, load_persona(), ConversationConfig(**{**DEMO_MANAGER, **setup}),
                         observer=observer)
+    if objects is not None:
+        conv = objects.wrap(conv)
     people = PeopleVideo(events) if battery.get("video") == "people" else None
     frames = None if people else DemoFrames()
     scene, out, earlier = None, [], []

@@ -96,7 +96,8 @@ def main(argv=None) -> int:
                 if bad:
                     wrong.append(f"{name.split(':')[1]}:{'/'.join(sorted(bad))}")
             timed = sorted(ms[v][len(photos):])
-            rows.append({"variant": v, "threshold": t, "precision": round(correct / max(named, 1), 2),
+            rows.append({"variant": v, "threshold": t,
+                         "precision": round(correct / max(named, 1), 2),
                          "recall": round(hit / max(there, 1), 2), "wrong": wrong,
                          "ms_p50": round(timed[len(timed) // 2], 1)})
     print(f"{len(photos)} labelled photos ({'with' if DARKNET.is_dir() else 'without'} darknet's)")

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""A third-party-like perception process: rclpy, vision_msgs and hri_msgs only, no
-vision_dialogue, started without the project's Fast DDS profile (as other stacks are).
+"""A third-party-like perception process: rclpy, vision_msgs and hri_msgs only.
+
+No vision_dialogue, started without the project's Fast DDS profile (as other stacks are).
 
     hri_peer.py detector --ids [--topic T] [--rate HZ] [--label-info]   # Isaac ROS / depthai
     hri_peer.py detector --names                                      # YOLO-like
-    hri_peer.py voice --name NAME --say TEXT                          # asr_vosk + person manager
-    hri_peer.py listen                                                # prints what it hears
+    hri_peer.py voice --name NAME --say TEXT    # asr_vosk + a person manager + a body tracker
+    hri_peer.py listen [--topic T]                                    # prints what it hears
 
 Prints one JSON line per event on stdout ("ready", "heard", ...); runs until SIGINT/SIGTERM.
 """
@@ -18,7 +19,8 @@ import sys
 import time
 
 import rclpy
-from hri_msgs.msg import IdsList, LiveSpeech
+from hri_msgs.msg import EngagementLevel, Gesture, IdsList, LiveSpeech, \
+    NormalizedRegionOfInterest2D
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Bool, String
 from vision_msgs.msg import Detection2D, Detection2DArray, LabelInfo, ObjectHypothesisWithPose, \
@@ -69,17 +71,35 @@ def voice(node, args):
     tracked = node.create_publisher(IdsList, "/humans/voices/tracked", LATCHED)
     persons = node.create_publisher(IdsList, "/humans/persons/tracked", LATCHED)
     voice_id = node.create_publisher(String, "/humans/persons/p1/voice_id", LATCHED)
+    face_id = node.create_publisher(String, "/humans/persons/p1/face_id", LATCHED)
     name = node.create_publisher(String, "/humans/persons/p1/name", LATCHED)
+    roi = node.create_publisher(NormalizedRegionOfInterest2D, "/humans/faces/f3/roi", 10)
+    engagement = node.create_publisher(EngagementLevel, "/humans/persons/p1/engagement_status",
+                                       10)
+    bodies = node.create_publisher(IdsList, "/humans/bodies/tracked", 10)
+    gesture = node.create_publisher(Gesture, "/humans/bodies/b2/gesture", 10)
     speech = node.create_publisher(LiveSpeech, "/humans/voices/v7/speech", 10)
     tracked.publish(IdsList(ids=["v7"]))
-    persons.publish(IdsList(ids=["p1"]))
     voice_id.publish(String(data="v7"))
+    face_id.publish(String(data="f3"))
     name.publish(String(data=args.name))
-    state = {"sent": False}
+    persons.publish(IdsList(ids=["p1"]))
+    state = {"sent": False, "engaged": False}
 
     def tick():
+        # as a person manager does: the tracked lists and the face's place, again and again
+        persons.publish(IdsList(ids=["p1"]))
+        bodies.publish(IdsList(ids=["b2"]))
+        roi.publish(NormalizedRegionOfInterest2D(xmin=0.1, xmax=0.3, ymin=0.2, ymax=0.5, c=0.9))
+        if not state["engaged"] and engagement.get_subscription_count() >= 1 \
+                and gesture.get_subscription_count() >= 1:
+            time.sleep(0.5)
+            engagement.publish(EngagementLevel(level=EngagementLevel.ENGAGING))
+            gesture.publish(Gesture(gesture=Gesture.WAVING))
+            state["engaged"] = True
+            say(event="engaging")
         # once the manager listens to this voice (and to the person's name), speak
-        if state["sent"] or speech.get_subscription_count() < 1 \
+        if state["sent"] or not state["engaged"] or speech.get_subscription_count() < 1 \
                 or name.get_subscription_count() < 1:
             return
         time.sleep(0.5)          # the name's latched sample reaches the new subscription
@@ -97,6 +117,11 @@ def listen(node, args):
                              lambda m: say(event="robot_speaking", value=m.data), 10)
     node.create_subscription(IdsList, "/humans/voices/tracked",
                              lambda m: say(event="voices", ids=list(m.ids)), 10)
+    node.create_subscription(IdsList, "/humans/faces/tracked",
+                             lambda m: say(event="faces", ids=list(m.ids)), 10)
+    node.create_subscription(
+        Detection2DArray, args.topic, lambda m: say(event="detections", classes=[
+            d.results[0].hypothesis.class_id for d in m.detections if d.results]), 10)
     subs = {}
 
     def follow():

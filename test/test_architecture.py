@@ -31,7 +31,7 @@ ROS_MODULES = ("rclpy", "rcl_interfaces", "builtin_interfaces", "std_msgs", "sen
                "ament_index_python")
 GENERATED = ("msg", "srv", "action")
 NODE_MODULES = {"manager_node", "camera_node", "speech_node", "vfm_server", "monitor_node",
-                "events_node"}
+                "events_node", "detector_node"}
 
 
 def imports(path: Path) -> set[str]:

@@ -215,7 +215,7 @@ def test_node_parameters_video_script_and_camera_from_the_command_line(
                          "-p", "manager_node.persona_file:=/p.yaml",
                          "-p", "camera.frame_period:=2.5", "--no-monitor"]) == 0
     lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.strip().splitlines())
-    assert set(lines) == {"manager", "camera", "speech"}
+    assert set(lines) == {"manager", "camera", "speech", "detector"}
     assert "-p n:=6" in lines["manager"] and "-p persona_file:=/p.yaml" in lines["manager"]
     assert "-p source:=video" in lines["camera"] and f"-p video_path:={clip}" in lines["camera"]
     assert "-p frame_period:=2.5" in lines["camera"]
@@ -235,12 +235,17 @@ def test_node_parameters_video_script_and_camera_from_the_command_line(
 
 
 def test_monitor_on_by_setup_and_by_flag(capsys):
-    assert bringup.resolve("demo", None, None)[2] == ("camera", "speech", "manager", "monitor")
+    assert bringup.resolve("demo", None, None)[2] == ("camera", "speech", "manager", "monitor",
+                                                      "detector")
     assert "monitor" not in bringup.resolve("furhat", None, None)[2]
     assert "monitor" in bringup.resolve("furhat", None, None, monitor=True)[2]
     assert "monitor" not in bringup.resolve("demo", None, None, monitor=False)[2]
     with pytest.raises(BringupError, match="setup vfm has no monitor"):
         bringup.resolve("vfm", None, None, monitor=True)
+    # the object detector: on in the offline setups, asked for on the robot
+    assert "detector" not in bringup.resolve("demo", None, None, detector=False)[2]
+    assert "detector" not in bringup.resolve("furhat", None, None)[2]
+    assert "detector" in bringup.resolve("furhat", None, None, detector=True)[2]
 
 
 # ---------------------------------------------------------------------------- running

@@ -257,7 +257,17 @@ def test_camera_topics_remap_as_a_pair(launch_api, setup):
         assert node.remaps == {"camera/image_raw": "/usb_cam/image_raw",
                                "camera/image_raw/compressed": "/usb_cam/image_raw/compressed",
                                "camera/stream/image_raw": "/usb_cam/fast",
-                               "camera/stream/image_raw/compressed": "/usb_cam/fast/compressed"}
+                               "camera/stream/image_raw/compressed": "/usb_cam/fast/compressed",
+                               "detections": "detections", "label_info": "label_info"}
+
+
+def test_a_robots_detector_is_remapped_onto_detections(launch_api):
+    ev = evaluate("standalone.launch.py", detections_topic="/yolo/detections",
+                  label_info_topic="/yolo/label_info")
+    started = {n.executable: n for n in ev.started}
+    for exe in ("manager_node", "detector_node"):
+        assert started[exe].remaps["detections"] == "/yolo/detections"
+        assert started[exe].remaps["label_info"] == "/yolo/label_info"
 
 
 @pytest.mark.parametrize("setup", sorted(SETUPS))

@@ -85,8 +85,9 @@ def _frame_and_question(rig, fake, question):
 
 @pytest.mark.parametrize("how", ["ids", "names"])
 def test_a_third_party_detectors_objects_reach_the_llm(ros_context, tmp_path, how):
-    """By numeric id + latched LabelInfo (Isaac ROS, depthai) and by name (YOLO-like), on a
-    remapped topic for the id case; the weak detection stays out; the arrival is an event.
+    """By numeric id + latched LabelInfo (Isaac ROS, depthai) and by name (YOLO-like).
+
+    On a remapped topic for the id case; the weak detection stays out; the arrival is an event.
     """
     topic = "/isaac/detections_output" if how == "ids" else "detections"
     args = ["--ros-args", "-r", f"detections:={topic}"] if how == "ids" else []
@@ -106,27 +107,37 @@ def test_a_third_party_detectors_objects_reach_the_llm(ros_context, tmp_path, ho
         peer.close()
 
 
-def test_ros4hri_speech_is_a_turn_by_the_named_person(ros_context, tmp_path):
-    """asr_vosk-like voice v7 (incremental parts, then the final), hri_person_manager-like
-    person p1 with that voice and a name: one turn, from Zebulon.
+def test_ros4hri_persons_speech_engagement_and_gestures_reach_the_conversation(ros_context,
+                                                                               tmp_path):
+    """A ROS4HRI stack in another process: the person, their turn, greeting and wave.
+
+    asr_vosk-like voice v7 (incremental parts, then the final); hri_person_manager-like person
+    p1 with that voice, face f3 on the left of the image and a name; the person becomes
+    ENGAGING; body b2 waves. One turn, from Zebulon; Zebulon in the people note and arriving;
+    the greeting; the wave as a visual event.
     """
-    with running_manager(ros_context, tmp_path) as (rig, fake):
+    with running_manager(ros_context, tmp_path, greet_first=True) as (rig, fake):
         peer = Peer("voice", "--name", "Zebulon", "--say", "Is there a cup on the table?")
         try:
             assert peer.expect(lambda e: e.get("event") == "said", 60,
-                               spin=lambda: rig.wait(lambda: False, timeout=0.05))
-            assert rig.wait(lambda: rig.finals(), timeout=30)
+                               spin=lambda: rig.wait(lambda: False, timeout=0.05)), peer.seen
+            assert rig.wait(lambda: len(rig.finals()) >= 2, timeout=30)     # greeting + turn
         finally:
             peer.close()
-        users = [it for it in rig.node.conversation.timeline.snapshot()
-                 if it.kind == "line" and it.role == "user"]
+        timeline = rig.node.conversation.timeline.snapshot()
+        users = [it for it in timeline if it.kind == "line" and it.role == "user"]
         assert [(u.text, u.speaker) for u in users] == [
             ("Is there a cup on the table?", "Zebulon")]
+        events = [it.text for it in timeline if it.kind == "event"]
+        assert "Zebulon came into view" in events and "someone waved" in events, events
+        assert rig.node.conversation.people_now() == "Zebulon to your left"
+        assert "Zebulon to your left" in json.dumps(fake.requests[-1]["messages"])
 
 
 def test_the_speech_node_speaks_ros4hri_robot_speaking_and_voices(ros_context, tmp_path):
-    """/robot_speaking true while the robot talks and false after; what our recogniser hears
-    as /humans/voices/<id>/speech, seen from a third-party process.
+    """/robot_speaking is true while the robot talks and false after; voices go out.
+
+    What our recogniser hears is /humans/voices/<id>/speech, seen from a third-party process.
     """
     from vision_dialogue.msg import Reply
     from vision_dialogue.speech_node import SpeechNode
@@ -173,3 +184,119 @@ def test_the_speech_node_speaks_ros4hri_robot_speaking_and_voices(ros_context, t
         ex.shutdown()
         node.destroy_node()
         manager.destroy_node()
+
+
+def test_a_bag_with_detections_replays_into_the_same_prompt(ros_context, tmp_path):
+    """A recorded session with a detector's output replays into the same prompt.
+
+    Frames, detections (stamped as their frames) and utterances, recorded by bag_record with
+    its default topics, replay through bag_play into a fresh manager: the same objects on the
+    same frames, the same notes in the LLM's prompt.
+    """
+    import numpy as np
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import Image
+    from vision_msgs.msg import Detection2D, Detection2DArray, ObjectHypothesisWithPose
+
+    from fake_openai import FakeOpenAI
+    from vision_dialogue.cli.bag_play import BagPlayer
+    from vision_dialogue.cli.bag_record import BagRecorder
+    from vision_dialogue.manager_node import ManagerNode
+    from vision_dialogue.msg import Utterance
+
+    ns, bag = "/bagged22", tmp_path / "session"
+    scenes = [("cup", 100.0), ("cat", 540.0), ("", 0.0)]       # class, x centre; "" nothing
+
+    def manager(fake):
+        return ManagerNode(context=ros_context, namespace=ns, parameter_overrides=[
+            Parameter("base_url", value=fake.base_url), Parameter("model", value="fake-vlm"),
+            Parameter("transcript_dir", value=""), Parameter("prompt_state_period", value=0.0),
+            Parameter("max_retries", value=0), Parameter("probe_images", value=False),
+            Parameter("n", value=10), Parameter("m", value=3)])
+
+    def objects_of(mgr):
+        return [it.frame.objects for it in mgr.conversation.timeline.snapshot()
+                if it.kind == "frame"]
+
+    def prompts(fake):
+        return [json.dumps(r["messages"]) for r in fake.requests]
+
+    with FakeOpenAI(default_reply="Nice.") as fake:
+        mgr = manager(fake)
+        rec = BagRecorder(context=ros_context, namespace=ns, parameter_overrides=[
+            Parameter("output", value=str(bag))])
+        src = Node("session", context=ros_context, namespace=ns)
+        pub_img = src.create_publisher(Image, "camera/image_raw", qos_profile_sensor_data)
+        pub_det = src.create_publisher(Detection2DArray, "detections", 10)
+        pub_utt = src.create_publisher(Utterance, "dialogue/utterance", 10)
+        ex = MultiThreadedExecutor(num_threads=3, context=ros_context)
+        for n in (mgr, rec, src):
+            ex.add_node(n)
+        try:
+            assert spin_until(ex, lambda: pub_img.get_subscription_count() >= 2
+                              and pub_det.get_subscription_count() >= 2
+                              and pub_utt.get_subscription_count() >= 2, 10)
+            for i, (label, x) in enumerate(scenes):
+                stamp = mgr.get_clock().now().to_msg()
+                img = np.full((480, 640, 3), 60 + 40 * i, np.uint8)
+                pub_img.publish(to_image_msg(img, frame_id="camera", stamp=stamp))
+                assert spin_until(ex, lambda: len(objects_of(mgr)) > i, 10)
+                msg = Detection2DArray()
+                msg.header.stamp, msg.header.frame_id = stamp, "camera"
+                if label:
+                    det = Detection2D()
+                    det.bbox.center.position.x, det.bbox.size_x = x, 80.0
+                    hyp = ObjectHypothesisWithPose()
+                    hyp.hypothesis.class_id, hyp.hypothesis.score = label, 0.8
+                    det.results.append(hyp)
+                    edge = Detection2D()
+                    edge.bbox.center.position.x, edge.bbox.size_x = 600.0, 80.0
+                    msg.detections = [det, edge]
+                pub_det.publish(msg)
+                assert spin_until(ex, lambda: mgr.detections.received > i, 10)
+                n = fake.request_count
+                pub_utt.publish(Utterance(text=f"What do you see now ({i})?", source="test"))
+                assert spin_until(ex, lambda: fake.request_count > n
+                                  and mgr.conversation.wait_idle(0.01), 15)
+            recorded = objects_of(mgr)
+            recorded_prompts = prompts(fake)
+        finally:
+            rec.close()
+            for n in (mgr, rec, src):
+                ex.remove_node(n)
+            mgr.close()
+            for n in (mgr, rec, src):
+                n.destroy_node()
+            ex.shutdown()
+    assert recorded == ["a cup on the left", "a cat on the right", ""], recorded
+    assert "a cat on the right" in recorded_prompts[1]
+
+    with FakeOpenAI(default_reply="Nice.") as fake:
+        mgr = manager(fake)
+        player = BagPlayer(context=ros_context, autostart=False, parameter_overrides=[
+            Parameter("bag", value=str(bag)), Parameter("start_delay", value=0.0),
+            Parameter("topics", value=[f"{ns}/camera/image_raw", f"{ns}/detections",
+                                       f"{ns}/dialogue/utterance"])])
+        ex = SingleThreadedExecutor(context=ros_context)
+        for n in (mgr, player):
+            ex.add_node(n)
+        try:
+            assert spin_until(ex, lambda: all(p.get_subscription_count() >= 1
+                                              for p in player._pubs.values()), 10)
+            player.start()
+            assert spin_until(ex, lambda: player.finished.done(), 30)
+            assert spin_until(ex, lambda: fake.request_count >= len(scenes)
+                              and mgr.conversation.wait_idle(0.01), 30)
+            assert objects_of(mgr) == recorded
+            assert [p.count("a cup on the left") for p in prompts(fake)] == \
+                [p.count("a cup on the left") for p in recorded_prompts]
+        finally:
+            player.close()
+            for n in (mgr, player):
+                ex.remove_node(n)
+            mgr.close()
+            for n in (mgr, player):
+                n.destroy_node()
+            ex.shutdown()

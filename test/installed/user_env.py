@@ -31,13 +31,22 @@ def committed_files(repo: Path) -> list[str]:
     return sorted({f for f in out.decode().split("\0") if f and (repo / f).is_file()})
 
 
+#: interface packages setup builds into the checkout's install tree: they stand for the ones a
+#: robot's ROS 2 installs, so they stay on the paths as an underlay
+UNDERLAY = tuple(REPO / "install" / pkg for pkg in ("vision_msgs", "hri_msgs"))
+
+
+def _in_checkout(path: str) -> bool:
+    p = Path(path).resolve()
+    return p.is_relative_to(REPO) and not any(p.is_relative_to(u) for u in UNDERLAY)
+
+
 def _without_checkout(env: dict) -> dict:
     """`env` with every path into the source checkout removed (its install tree included)."""
     env = dict(env)
     for var in WORKSPACE_VARS:
         if var in env:
-            parts = [p for p in env[var].split(os.pathsep)
-                     if p and not Path(p).resolve().is_relative_to(REPO)]
+            parts = [p for p in env[var].split(os.pathsep) if p and not _in_checkout(p)]
             env[var] = os.pathsep.join(parts)
     for var in ("FASTDDS_DEFAULT_PROFILES_FILE", "VD_FASTDDS_PROFILE", "PYTHONSTARTUP"):
         env.pop(var, None)

@@ -22,7 +22,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from vision_dialogue.cli.bags import (SESSION_TOPICS, STORAGE_IDS, BagError, make_typestore,
+from vision_dialogue.cli.bags import (STORAGE_IDS, BagError, default_topics, make_typestore,
                                       offered_qos, parse_topic_spec, rclpy_type, storage_plugin)
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.qos import FollowingSubscription
@@ -42,7 +42,7 @@ PARAMS = [
     Param("output", "", "Bag directory to create (must not exist). Empty: "
           "rosbag2_YYYY_MM_DD-HH_MM_SS in the working directory."),
     Param("storage", "mcap", "Storage plugin.", choices=STORAGE_IDS),
-    Param("topics", list(SESSION_TOPICS), "Topics to record: a session topic name, or "
+    Param("topics", default_topics(), "Topics to record: a session topic name, or "
           "'topic:pkg/msg/Type' for any other topic. Relative names resolve in the node's "
           "namespace.", check=_check_topics),
     Param("blur_faces", False, "Pixelate faces in every sensor_msgs/Image and CompressedImage "

@@ -35,6 +35,16 @@ SESSION_TOPICS: dict[str, str] = {
     "audio/output": "vision_dialogue/msg/AudioChunk",
 }
 
+#: the standard perception topics, recorded by default where their packages are installed
+STANDARD_TOPICS: dict[str, str] = {
+    "detections": "vision_msgs/msg/Detection2DArray",
+    "label_info": "vision_msgs/msg/LabelInfo",
+    "/robot_speaking": "std_msgs/msg/Bool",
+    "/humans/voices/tracked": "hri_msgs/msg/IdsList",
+}
+#: interface packages whose .msg files are registered when installed (no rosbags store has them)
+INTERFACE_PACKAGES = ("vision_msgs", "hri_msgs")
+
 CLOCK_TOPIC = "/clock"
 CLOCK_TYPE = "rosgraph_msgs/msg/Clock"
 STORAGE_IDS = ("mcap", "sqlite3")
@@ -52,14 +62,38 @@ def msg_dir() -> Path:
         raise BagError(str(e)) from None
 
 
+def _installed_msg_dirs() -> dict[str, Path]:
+    """{package: its share/<package>/msg} for the installed INTERFACE_PACKAGES."""
+    from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+    out = {}
+    for pkg in INTERFACE_PACKAGES:
+        try:
+            out[pkg] = Path(get_package_share_directory(pkg)) / "msg"
+        except PackageNotFoundError:
+            continue
+    return out
+
+
 def make_typestore():
-    """Kilted typestore with every vision_dialogue/msg/* type registered from its .msg file."""
+    """Kilted typestore with every vision_dialogue/msg/* type registered from its .msg file.
+
+    The installed standard interfaces (vision_msgs, hri_msgs) are registered the same way.
+    """
     store = get_typestore(Stores.ROS2_KILTED)
+    dirs = {**_installed_msg_dirs(), PACKAGE: msg_dir()}
     types: dict = {}
-    for path in sorted(msg_dir().glob("*.msg")):
-        types.update(get_types_from_msg(path.read_text(), f"{PACKAGE}/msg/{path.stem}"))
+    for pkg, folder in dirs.items():
+        for path in sorted(folder.glob("*.msg")):
+            types.update(get_types_from_msg(path.read_text(), f"{pkg}/msg/{path.stem}"))
     store.register(types)
     return store
+
+
+def default_topics() -> list[str]:
+    """The session topics, and the standard ones whose message package is installed."""
+    have = set(_installed_msg_dirs()) | {"std_msgs"}
+    return list(SESSION_TOPICS) + [t for t, msgtype in STANDARD_TOPICS.items()
+                                   if msgtype.split("/")[0] in have]
 
 
 def parse_topic_spec(spec: str) -> tuple[str, str]:
@@ -72,7 +106,8 @@ def parse_topic_spec(spec: str) -> tuple[str, str]:
     else:
         topic = spec
         name = spec.lstrip("/")
-        msgtype = next((t for rel, t in SESSION_TOPICS.items()
+        known = {**SESSION_TOPICS, **{k.lstrip("/"): v for k, v in STANDARD_TOPICS.items()}}
+        msgtype = next((t for rel, t in known.items()
                         if name == rel or name.endswith("/" + rel)), "")
         if not msgtype:
             raise BagError(f"unknown topic {spec!r}: give its type as {spec}:pkg/msg/Type "

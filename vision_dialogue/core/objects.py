@@ -19,7 +19,7 @@ No ROS imports.
 from __future__ import annotations
 
 import threading
-from collections import Counter, deque
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -122,8 +122,9 @@ def object_phrases(sightings: Iterable[ObjectSighting], *, min_score: float = 0.
 
 
 def describe_objects(sightings: Iterable[ObjectSighting], **options) -> str:
-    """The objects in words: "a cup in the middle; maybe a cat on the left"; "" when nothing
-    holds up (options: see object_phrases).
+    """The objects in words: "a cup in the middle; maybe a cat on the left".
+
+    "" when nothing holds up (options: see object_phrases).
     """
     return "; ".join(p.text for p in object_phrases(sightings, **options))
 
@@ -172,8 +173,9 @@ class ObjectNotes:
         return self.note(best)
 
     def add(self, det: DetectionSet) -> tuple[float | None, str, list[str]]:
-        """Take a detection set; returns (frame stamp whose note it now is or None, the note,
-        events).
+        """Take a detection set; returns (frame stamp, note, events).
+
+        The frame stamp is that of the frame whose note this set now is, or None.
         """
         with self._lock:
             self._sets.append(det)
@@ -189,8 +191,10 @@ class ObjectNotes:
         return target, (self.note(det) if target is not None else ""), events
 
     def _events(self, det: DetectionSet) -> list[str]:
-        """Classes that came into view with this set (sure), or left before it (not even
-        unsure for max_age s). An animal the detector is torn about arrives as "an animal".
+        """Classes that came into view with this set (sure), or left before it.
+
+        Left: not even unsure for max_age s. An animal the detector is torn about arrives as
+        "an animal".
         """
         now = det.stamp
         kept = [s for s in det.sightings if s.score >= self.min_score and s.label not in self.skip]

@@ -26,6 +26,11 @@ class TrackedPerson:
     x: float = 0.0          # metres, robot frame: positive to the robot's left
     z: float = 0.0          # metres ahead
     emotion: str = ""
+    name: str = ""          # how to call them ("Zebulon", "someone"); "" -> "user <id>"
+
+    @property
+    def label(self) -> str:
+        return self.name or f"user {self.id}"
 
 
 def is_a_name(speaker: str) -> bool:
@@ -44,7 +49,7 @@ def describe_people(people: list[TrackedPerson]) -> str:
     for p in sorted(people, key=lambda p: -p.x):
         where = ("in front of you" if abs(p.x) < _CENTRE_M
                  else "to your left" if p.x > 0 else "to your right")
-        text = f"user {p.id} {where}"
+        text = f"{p.label} {where}"
         if p.z > 0:
             text += f", {p.z:.1f} m away"
         if p.emotion and p.emotion.lower() not in ("neutral", "none", "unknown"):

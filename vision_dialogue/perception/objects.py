@@ -14,7 +14,6 @@ No ROS imports; the ROS side is detector_node.py.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import tarfile
 import threading
@@ -120,6 +119,7 @@ class Detected:
     score: float
     box: tuple[float, float, float, float]          # x1, y1, x2, y2 in image pixels
     alternatives: tuple[tuple[str, float], ...] = field(default=())
+    track: str = ""                                 # an id kept across frames, if tracked
 
     @property
     def class_index(self) -> int:
@@ -145,8 +145,10 @@ def _iou(a: tuple, b: tuple) -> float:
 
 
 def _same_object(a: tuple, b: tuple) -> bool:
-    """Two boxes of one class are one object: they overlap by half, or one's centre is in the
-    other (CenterNet peaks on a large object's parts too).
+    """Two boxes of one class are one object.
+
+    They overlap by half, or one's centre is in the other (CenterNet peaks on a large object's
+    parts too).
     """
     if _iou(a, b) >= 0.5:
         return True
@@ -155,8 +157,9 @@ def _same_object(a: tuple, b: tuple) -> bool:
 
 
 def _merge_rival_animals(found: list[Detected]) -> list[Detected]:
-    """One animal found as two classes (a cat also as a dog, box on box) is one detection,
-    the weaker class its runner-up: the wording then hedges ("an animal, maybe ...").
+    """One animal found as two classes (a cat also as a dog, box on box) is one detection.
+
+    The weaker class becomes its runner-up: the wording then hedges ("a dog or a cat").
     """
     out: list[Detected] = []
     for d in found:                                        # best first

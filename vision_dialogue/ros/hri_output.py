@@ -81,3 +81,38 @@ class HriSpeechOutput:
         pub.publish(pm.LiveSpeech(
             header=utterance.header, final=utterance.text, confidence=float(
                 max(utterance.confidence, 0.0)), locale=utterance.language))
+
+
+class HriFacesOutput:
+    """REP-155 faces: /humans/faces/tracked and, per face, ``roi`` and ``expression``.
+
+    `publish(header, faces)` with faces as (id, (x, y, w, h) relative box, score, smiling or
+    None); a face's topics go when it is no longer tracked.
+    """
+
+    def __init__(self, node):
+        self.node = node
+        self.tracked_pub = node.create_publisher(pm.IdsList, pm.FACES_TRACKED_TOPIC, _LATCHED)
+        self._pubs: dict[str, tuple] = {}
+
+    def publish(self, header, faces) -> None:
+        ids = [f[0] for f in faces]
+        for fid in set(self._pubs) - set(ids):
+            for pub in self._pubs.pop(fid):
+                self.node.destroy_publisher(pub)
+        self.tracked_pub.publish(pm.IdsList(header=header, ids=ids))
+        for fid, (x, y, w, h), score, smiling in faces:
+            if fid not in self._pubs:
+                base = f"/humans/faces/{fid}"
+                self._pubs[fid] = (
+                    self.node.create_publisher(pm.NormalizedRegionOfInterest2D, f"{base}/roi",
+                                               _QOS),
+                    self.node.create_publisher(pm.Expression, f"{base}/expression", _QOS))
+            roi_pub, expression_pub = self._pubs[fid]
+            roi_pub.publish(pm.NormalizedRegionOfInterest2D(
+                header=header, xmin=float(x), ymin=float(y), xmax=float(x + w),
+                ymax=float(y + h), c=float(score)))
+            if smiling is not None:     # geometry, not an emotion model: happy or neutral
+                expression_pub.publish(pm.Expression(
+                    header=header, expression="happy" if smiling else "neutral",
+                    valence=0.5 if smiling else 0.0, confidence=0.5))

@@ -17,14 +17,17 @@ try:
 except ImportError:           # optional: see missing()
     Detection2DArray = LabelInfo = None
 try:
-    from hri_msgs.msg import IdsList, LiveSpeech, NormalizedRegionOfInterest2D
+    from hri_msgs.msg import EngagementLevel, Expression, Gesture, IdsList, LiveSpeech, \
+        NormalizedRegionOfInterest2D
 except ImportError:
-    IdsList = LiveSpeech = NormalizedRegionOfInterest2D = None
+    EngagementLevel = Expression = Gesture = IdsList = LiveSpeech = None
+    NormalizedRegionOfInterest2D = None
 
 #: topics of REP-155 (ROS4HRI) and the conventional ones around it
 ROBOT_SPEAKING_TOPIC = "/robot_speaking"
 VOICES_TRACKED_TOPIC = "/humans/voices/tracked"
 PERSONS_TRACKED_TOPIC = "/humans/persons/tracked"
+BODIES_TRACKED_TOPIC = "/humans/bodies/tracked"
 FACES_TRACKED_TOPIC = "/humans/faces/tracked"
 DETECTIONS_TOPIC = "detections"
 LABEL_INFO_TOPIC = "label_info"
@@ -41,10 +44,11 @@ def stamp_seconds(header) -> float:
 
 
 def from_detection_array(msg, labels: LabelMap, width: float = 0.0) -> DetectionSet:
-    """A Detection2DArray as a DetectionSet: each detection's best hypothesis, its class name
-    through `labels`, its centre as a fraction of `width` (0: the detections' widest extent, as
-    no image size is in the message). Detections whose class id has no name are left out and
-    counted in `unnamed`.
+    """A Detection2DArray as a DetectionSet.
+
+    Each detection's best hypothesis, its class name through `labels`, its centre as a fraction
+    of `width` (0: the detections' widest extent, as no image size is in the message).
+    Detections whose class id has no name are left out and counted in `unnamed`.
     """
     sightings, unnamed = [], 0
     span = width or max((d.bbox.center.position.x + d.bbox.size_x / 2
@@ -71,7 +75,7 @@ def to_detection_array(header, detected: Iterable, with_alternatives: bool = Tru
     out = Detection2DArray(header=header)
     for i, d in enumerate(detected):
         x1, y1, x2, y2 = d.box
-        det = Detection2D(header=header, id=f"{d.label}-{i}")
+        det = Detection2D(header=header, id=d.track or f"{d.label}-{i}")
         det.bbox = BoundingBox2D(size_x=float(x2 - x1), size_y=float(y2 - y1))
         det.bbox.center.position.x, det.bbox.center.position.y = (x1 + x2) / 2, (y1 + y2) / 2
         hyps = [(d.label, d.score)] + (list(d.alternatives) if with_alternatives else [])

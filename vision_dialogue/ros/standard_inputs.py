@@ -4,15 +4,17 @@
   (vision_msgs/LabelInfo, latched) or the ``labels`` parameter for numeric class ids: objects
   noted on the frame nearest in time, classes coming and going as visual events
   (core/objects.py).
-* ROS4HRI voices (REP-155): ``/humans/voices/tracked`` and each voice's ``speech``
-  (hri_msgs/LiveSpeech, final results) become user turns, spoken by the person whose
-  ``voice_id`` is that voice (their ``name``, else ``alias``, else the voice id).
+* ROS4HRI (REP-155): voices' final ``speech`` become user turns, spoken by the person whose
+  ``voice_id`` is that voice; persons (name, face place and expression, engagement) become
+  the people notes, arrivals and departures, and a greeting; bodies' gestures become visual
+  events (Ros4hriInput).
 
 Each part is on when its interface package is installed; nothing changes when nobody publishes.
 """
 from __future__ import annotations
 
 import threading
+import time
 from typing import Callable
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -21,6 +23,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profi
 from std_msgs.msg import String
 
 from vision_dialogue.core.objects import DetectionSet, LabelMap, ObjectNotes
+from vision_dialogue.core.people import TrackedPerson
 from vision_dialogue.ros import perception_msgs as pm
 
 #: REP-155's latched id lists (reliable, transient local)
@@ -78,73 +81,167 @@ class DetectionsInput:
             self.on_event(text, det.stamp)
 
 
-class VoicesInput:
-    """ROS4HRI voices' final speech as utterances: on_speech(text, speaker, confidence, locale).
+#: ROS4HRI gestures (hri_msgs/Gesture) as our visual event kinds, with their words
+GESTURES = {6: ("wave", "waved"), 3: ("raised_hand", "raised a hand"),
+            4: ("raised_hand", "raised a hand"), 5: ("raised_hand", "raised both hands"),
+            9: ("point", "pointed up"), 11: ("thumbs_up", "gave a thumbs up")}
+ENGAGING = 2          # hri_msgs/EngagementLevel.ENGAGING
+#: a new person is reported once their name came, or after this long without one (their
+#: latched topics arrive a moment after the person is first tracked)
+NAME_WAIT_S = 0.5
 
-    Subscribes to each tracked voice's ``speech`` as it appears (and drops it when the voice is
-    no longer tracked); persons are followed for the name that goes with a voice.
+
+class Ros4hriInput:
+    """ROS4HRI (REP-155) into the conversation.
+
+    * voices: each tracked voice's final ``speech`` → on_speech(text, speaker, confidence,
+      locale), the speaker being the person with that voice (name, else alias, else the id);
+    * persons: the tracked persons with their face's ``roi`` and ``expression`` →
+      on_people([TrackedPerson]) (named persons by name, others as "someone"); a person
+      becoming ENGAGING → on_engaging(label);
+    * bodies: a tracked body's ``gesture`` → on_gesture(kind, text).
+
+    Topics of a person, face, voice or body are subscribed while it is tracked. Faces alone are
+    not read: people come from a person manager, which fuses faces, bodies and voices (so the
+    faces our own detector publishes do not come back as people).
     """
 
-    def __init__(self, node, on_speech: Callable[[str, str, float, str], None]):
+    def __init__(self, node, on_speech: Callable[[str, str, float, str], None],
+                 on_people: Callable[[list], None] | None = None,
+                 on_engaging: Callable[[str], None] | None = None,
+                 on_gesture: Callable[[str, str], None] | None = None):
         self.node, self.on_speech = node, on_speech
-        self._voices: dict[str, object] = {}
-        self._persons: dict[str, list] = {}
-        self._voice_of: dict[str, str] = {}          # person id -> voice id
-        self._name_of: dict[str, str] = {}           # person id -> name or alias
+        self.on_people, self.on_engaging, self.on_gesture = on_people, on_engaging, on_gesture
+        self._subs: dict[str, list] = {}             # "voice:v7", "person:p1", ... -> subs
+        self._of: dict[str, dict[str, str]] = {k: {} for k in (
+            "voice_id", "face_id", "name", "alias", "expression")}
+        self._roi: dict[str, float] = {}             # face id -> centre x (0..1)
+        self._engagement: dict[str, int] = {}
+        self._first_seen: dict[str, float] = {}      # person id -> monotonic time
+        self._reported = False                       # anyone tracked yet
         self._lock = threading.Lock()
         self._skipped: set[str] = set()
         self.group = MutuallyExclusiveCallbackGroup()  # turns in the order they were said
         # id lists: latched by some publishers (hri_person_manager), plain by others; a latched
         # subscription misses plain publishers and a plain one the latched list sent before
-        # it matched, so both (updates are idempotent)
-        # (one of the two never matches a given publisher: that is expected, not warned)
+        # it matched, so both (updates are idempotent; the one that never matches a given
+        # publisher is expected, not warned)
         quiet = SubscriptionEventCallbacks(use_default_callbacks=False)
-        for qos in (TRACKED_QOS, PLAIN_QOS):
-            node.create_subscription(pm.IdsList, pm.VOICES_TRACKED_TOPIC, self._on_voices,
-                                     qos, callback_group=self.group, event_callbacks=quiet)
-            node.create_subscription(pm.IdsList, pm.PERSONS_TRACKED_TOPIC, self._on_persons,
-                                     qos, callback_group=self.group, event_callbacks=quiet)
+        for topic, kind in ((pm.VOICES_TRACKED_TOPIC, "voice"),
+                            (pm.PERSONS_TRACKED_TOPIC, "person"),
+                            (pm.BODIES_TRACKED_TOPIC, "body")):
+            for qos in (TRACKED_QOS, PLAIN_QOS):
+                node.create_subscription(pm.IdsList, topic,
+                                         lambda m, k=kind: self._on_tracked(k, m.ids), qos,
+                                         callback_group=self.group, event_callbacks=quiet)
+        if on_people is not None:        # a list latched once is reported too
+            node.create_timer(NAME_WAIT_S, self._report, callback_group=self.group)
+
+    # --- who is who -----------------------------------------------------------------------
+    def _name(self, pid: str) -> str:
+        return self._of["name"].get(pid) or self._of["alias"].get(pid) or ""
 
     def speaker(self, voice_id: str) -> str:
         """The name of the person with this voice, else the voice id."""
         with self._lock:
-            person = next((p for p, v in self._voice_of.items() if v == voice_id), None)
-            return self._name_of.get(person, "") or voice_id
+            person = next((p for p, v in self._of["voice_id"].items() if v == voice_id), None)
+            return (self._name(person) if person else "") or voice_id
 
-    def _on_voices(self, msg) -> None:
-        ids = set(msg.ids)
-        for vid in ids - set(self._voices):
-            self._voices[vid] = self.node.create_subscription(
-                pm.LiveSpeech, f"/humans/voices/{vid}/speech",
-                lambda m, vid=vid: self._on_speech(vid, m), PLAIN_QOS, callback_group=self.group)
-        for vid in set(self._voices) - ids:
-            self.node.destroy_subscription(self._voices.pop(vid))
+    def people(self) -> list:
+        """The tracked persons as TrackedPerson (x from the face's place in the image).
 
-    def _on_persons(self, msg) -> None:
-        ids = set(msg.ids)
-        for pid in ids - set(self._persons):
-            base = f"/humans/persons/{pid}"
-            self._persons[pid] = [
-                self.node.create_subscription(String, f"{base}/voice_id",
-                                              lambda m, p=pid: self._set(self._voice_of, p, m),
-                                              TRACKED_QOS, callback_group=self.group),
-                self.node.create_subscription(String, f"{base}/name",
-                                              lambda m, p=pid: self._set(self._name_of, p, m),
-                                              TRACKED_QOS, callback_group=self.group),
-                self.node.create_subscription(String, f"{base}/alias",
-                                              lambda m, p=pid: self._alias(p, m),
-                                              TRACKED_QOS, callback_group=self.group)]
-        for pid in set(self._persons) - ids:
-            for sub in self._persons.pop(pid):
-                self.node.destroy_subscription(sub)
-
-    def _set(self, table: dict, pid: str, msg) -> None:
+        A person first tracked less than NAME_WAIT_S ago without a name yet is left out.
+        """
+        now = time.monotonic()
         with self._lock:
-            table[pid] = msg.data.strip()
+            out = []
+            for key in self._subs:
+                kind, _, pid = key.partition(":")
+                if kind != "person" or (not self._name(pid) and now - self._first_seen.get(
+                        pid, now) < NAME_WAIT_S):
+                    continue
+                face = self._of["face_id"].get(pid, "")
+                cx = self._roi.get(face)
+                out.append(TrackedPerson(pid, 0.0 if cx is None else (0.5 - cx) * 2.0, 0.0,
+                                         self._of["expression"].get(face, ""),
+                                         name=self._name(pid) or "someone"))
+            return out
 
-    def _alias(self, pid: str, msg) -> None:
+    # --- subscriptions ----------------------------------------------------------------------
+    def _on_tracked(self, kind: str, ids) -> None:
+        ids = {str(i) for i in ids}
+        have = {k.partition(":")[2] for k in self._subs if k.startswith(kind + ":")}
+        for new in ids - have:
+            self._subs[f"{kind}:{new}"] = getattr(self, f"_follow_{kind}")(new)
+            if kind == "person":
+                self._first_seen[new] = time.monotonic()
+                self._reported = True
+        for gone in have - ids:
+            keys = [f"{kind}:{gone}"]
+            if kind == "person":            # the person's face goes with them
+                keys.append(f"face:{self._of['face_id'].pop(gone, '')}")
+                self._first_seen.pop(gone, None)
+            for key in keys:
+                for sub in self._subs.pop(key, []):
+                    self.node.destroy_subscription(sub)
+        if kind == "person":
+            self._report()
+
+    def _report(self) -> None:
+        """The persons to on_people, on each list and every NAME_WAIT_S.
+
+        Once anyone was tracked: departures are noticed by time, so an empty list must keep
+        coming.
+        """
+        if self.on_people is not None and self._reported:
+            self.on_people(self.people())
+
+    def _sub(self, msg_type, topic: str, callback, qos=TRACKED_QOS):
+        return self.node.create_subscription(msg_type, topic, callback, qos,
+                                             callback_group=self.group)
+
+    def _follow_voice(self, vid: str) -> list:
+        return [self._sub(pm.LiveSpeech, f"/humans/voices/{vid}/speech",
+                          lambda m: self._on_speech(vid, m), PLAIN_QOS)]
+
+    def _follow_person(self, pid: str) -> list:
+        base = f"/humans/persons/{pid}"
+        subs = [self._sub(String, f"{base}/{field}", lambda m, f=field: self._set(f, pid, m))
+                for field in ("voice_id", "face_id", "name", "alias")]
+        subs.append(self._sub(pm.EngagementLevel, f"{base}/engagement_status",
+                              lambda m: self._on_engagement(pid, m.level), PLAIN_QOS))
+        return subs
+
+    def _follow_face(self, fid: str) -> list:
+        base = f"/humans/faces/{fid}"
+        return [self._sub(pm.NormalizedRegionOfInterest2D, f"{base}/roi",
+                          lambda m: self._roi.__setitem__(fid, (m.xmin + m.xmax) / 2),
+                          PLAIN_QOS),
+                self._sub(pm.Expression, f"{base}/expression",
+                          lambda m: self._of["expression"].__setitem__(fid, m.expression),
+                          PLAIN_QOS)]
+
+    def _follow_body(self, bid: str) -> list:
+        return [self._sub(pm.Gesture, f"/humans/bodies/{bid}/gesture",
+                          lambda m: self._on_gesture(m.gesture), PLAIN_QOS)]
+
+    def _set(self, field: str, pid: str, msg) -> None:
         with self._lock:
-            self._name_of.setdefault(pid, msg.data.strip())
+            self._of[field][pid] = msg.data.strip()
+        if field == "face_id" and msg.data.strip():
+            fid = msg.data.strip()          # the person's face: its place and expression
+            if f"face:{fid}" not in self._subs:
+                self._subs[f"face:{fid}"] = self._follow_face(fid)
+
+    def _on_engagement(self, pid: str, level: int) -> None:
+        before, self._engagement[pid] = self._engagement.get(pid), level
+        if level == ENGAGING and before != ENGAGING and self.on_engaging is not None:
+            self.on_engaging(self._name(pid) or "someone")
+
+    def _on_gesture(self, gesture: int) -> None:
+        if gesture in GESTURES and self.on_gesture is not None:
+            kind, words = GESTURES[gesture]
+            self.on_gesture(kind, f"someone {words}")
 
     def _on_speech(self, voice_id: str, msg) -> None:
         text = " ".join(msg.final.split())
@@ -153,8 +250,10 @@ class VoicesInput:
         self.on_speech(text, self.speaker(voice_id), float(msg.confidence), msg.locale)
 
     def _ours(self, voice_id: str) -> bool:
-        """Whether this voice's speech comes only from nodes that also publish
-        dialogue/utterance (our speech node speaks ROS4HRI too): those turns already came.
+        """Whether this voice's speech comes only from our own speech node.
+
+        That is, from nodes that also publish dialogue/utterance (our speech node speaks ROS4HRI
+        too): those turns already came.
         """
         node = self.node
         speech = {(i.node_namespace, i.node_name) for i in node.get_publishers_info_by_topic(
