@@ -89,7 +89,8 @@ def run_demo(args, tmp: Path):
     from rclpy.parameter import Parameter  # noqa: F401
     from vision_dialogue.cli import bringup
 
-    setup, params_file, keys = bringup.resolve("demo", args.params_file, None)
+    setup, params_file, keys = bringup.resolve("demo", args.params_file, None,
+                                               detector=False if args.no_detector else None)
     llm = bringup.llm_overrides(args.llm, args.base_url, args.model)
     fake = None
     if args.fake_llm is not None:
@@ -189,6 +190,8 @@ def main(argv=None) -> int:
                     help="a node parameter, as bringup's -p (e.g. manager.focus_note:=none)")
     ap.add_argument("--script", help="a speech script instead of the demo's (e.g. "
                     "benchmarks/held_out_script.yaml)")
+    ap.add_argument("--no-detector", action="store_true",
+                    help="leave the object detector node out (the demo before issue 22)")
     ap.add_argument("--base-url")
     ap.add_argument("--model")
     ap.add_argument("--fake-llm", type=float, metavar="SECONDS",
