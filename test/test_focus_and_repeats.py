@@ -233,6 +233,28 @@ def test_a_claim_to_see_the_person_when_nobody_is_in_view_is_corrected():
         c.close()
 
 
+def test_a_claim_that_someone_is_here_when_nobody_is_in_view_is_corrected():
+    """A claim that someone is here, with no one in view, becomes the anyone line.
+
+    'Is anyone here with you?' -> 'Yes, there are people here with you.' (the 1.5B model, the
+    battery's rocket scene).
+    """
+    replies = iter(["Yes, there are people here with you.", "There is no one else here.",
+                    "Yes, there is someone on the left."])
+    be = FakeChatBackend(supports_images=False, responder=lambda m, k: next(replies))
+    seen = {"now": _Seen("no one there; a rocket", [])}
+    c = Conversation(be, load_persona(), ConversationConfig(), observer=lambda bgr: seen["now"])
+    try:
+        c.add_frame(np.full((60, 80, 3), 120, np.uint8))
+        assert c.turn("Is anyone here with you?").text == "No, I do not see anyone here right now."
+        assert c.turn("Really nobody?").text == "There is no one else here."   # a denial stays
+        seen["now"] = _Seen("one person, on the left", [object()])
+        c.add_frame(np.full((60, 80, 3), 140, np.uint8))
+        assert c.turn("And now?").text == "Yes, there is someone on the left."
+    finally:
+        c.close()
+
+
 @pytest.mark.parametrize("setting, backend, model, on", [
     ("auto", "local", "default", "strict"), ("auto", "llamacpp", "default:1.5b", "soft"),
     ("auto", "transformers", "/models/mine", "soft"), ("auto", "openai", "default", "soft"),

@@ -605,15 +605,18 @@ class Conversation:
 
         def unsaid(options: tuple[str, ...]) -> str:       # the first not said yet
             return next((ln for ln in options if ln not in said), options[0])
-        blind_line = nobody_line = ""
+        blind_line = nobody_line = anyone_line = ""
         if self._newest is None or self.camera_lost():
             blind_line = unsaid(p.blind_lines)
         elif self._newest.people == 0:
             nobody_line = unsaid(p.nobody_lines)
+            anyone_line = unsaid(tuple(ln for ln in p.nobody_lines if "anyone" in ln)
+                                 or p.nobody_lines)
         notes += [p.repeat_note, p.own_words_note, *FOCUS_INSTRUCTIONS]
         return NoteFilter((p.frame_label, p.summary_label, p.history_label, "You saw:"), notes,
                           seen, said, memories, getattr(self.observer, "speak", None),
-                          blind_line=blind_line, nobody_line=nobody_line)
+                          blind_line=blind_line, nobody_line=nobody_line,
+                          anyone_line=anyone_line)
 
     def _tool_schemas(self, past: bool = False) -> list[dict]:
         """The tools of this turn: the provider's (VFM) tools, and look_back.

@@ -43,10 +43,12 @@ class Persona:
                              "right now. If it matters, say you cannot see at the moment.]")
     blind_lines: tuple[str, ...] = (
         "I cannot see anything right now, my eyes are not working.",)
-    # said in place of a claim to see the person ("Yes, I can still see you") when the newest
-    # frame's observer counted nobody (a 0.5B model says it whatever the notes say)
+    # said in place of a claim to see the person ("Yes, I can still see you") or someone
+    # ("there are people here", then a line with "anyone") when the newest frame's observer
+    # counted nobody (a small model says it whatever the notes say)
     nobody_lines: tuple[str, ...] = (
-        "No, I do not see you right now.", "I cannot see you at the moment, where did you go?")
+        "No, I do not see you right now.", "I cannot see you at the moment, where did you go?",
+        "No, I do not see anyone here right now.")
     frame_label: str = "What you see now (your eyes):"
     summary_label: str = "Earlier you saw:"
     event_label: str = "You noticed:"

@@ -71,6 +71,11 @@ SEES_THE_PERSON = re.compile(
     r"\b(i|we)\s+(can\s+|do\s+)?(still\s+|now\s+)?(see|spot|notice)\s+you\b"
     r"|\byou\s*('re|are)\s+(still\s+)?(here|there|in front of me|right there)\b", re.IGNORECASE)
 """A claim to see the person now ("Yes, I can still see you", "you are still here")."""
+SEES_SOMEONE = re.compile(
+    r"\bthere\s*('s|is|are)\s+(still\s+)?(someone|somebody|people|a person|a man|a woman|"
+    r"(two|three|several|some|other|many)\s+(people|persons|men|women))\b"
+    r"|\b(someone|somebody|people)\s+(is|are)\s+(still\s+)?(here|there|with)\b", re.IGNORECASE)
+"""A claim that someone is in view ("Yes, there are people here with you")."""
 
 
 class NoteFilter:
@@ -85,13 +90,15 @@ class NoteFilter:
     def __init__(self, labels: Iterable[str] = (), notes: Iterable[str] = (),
                  observations: Iterable[str] = (), said: Iterable[str] = (),
                  memories: Iterable[str] = (), speak: Callable[[str, bool], str] | None = None,
-                 blind_line: str = "", nobody_line: str = ""):
+                 blind_line: str = "", nobody_line: str = "", anyone_line: str = ""):
         self.depth = 0
         # claim -> the line said in its place, once (later claims are dropped): nobody in view,
         # a claim to see the person; the robot cannot see at all, anything about what is
         # visible (small models say "I can see you" whatever the notes say)
         self.stand_ins = [(claim, line) for claim, line in
-                          ((SEES_THE_PERSON, nobody_line), (VISUAL_CLAIM, blind_line)) if line]
+                          ((SEES_THE_PERSON, nobody_line), (SEES_SOMEONE, anyone_line or
+                                                            nobody_line),
+                           (VISUAL_CLAIM, blind_line)) if line]
         self._stood_in: set[str] = set()
         notes = [n for n in notes if n]
         self.note_grams = {g for n in notes for g in _shingles(_words(n), ECHO_WORDS)}
