@@ -7,6 +7,7 @@ No vision_dialogue, started without the project's Fast DDS profile (as other sta
     hri_peer.py detector --names                                      # YOLO-like
     hri_peer.py voice --name NAME --say TEXT    # asr_vosk + a person manager + a body tracker
     hri_peer.py listen [--topic T]                                    # prints what it hears
+    hri_peer.py talk                          # a recogniser: a voice starts talking, again
 
 Prints one JSON line per event on stdout ("ready", "heard", ...); runs until SIGINT/SIGTERM.
 """
@@ -112,6 +113,25 @@ def voice(node, args):
     say(event="ready")
 
 
+def talk(node, args):
+    """A recogniser hearing voice u1 start to talk, again and again, once someone listens.
+
+    is_speaking true and an incremental result, every 0.2 s.
+    """
+    tracked = node.create_publisher(IdsList, "/humans/voices/tracked", LATCHED)
+    speaking = node.create_publisher(Bool, "/humans/voices/u1/is_speaking", 10)
+    speech = node.create_publisher(LiveSpeech, "/humans/voices/u1/speech", 10)
+    tracked.publish(IdsList(ids=["u1"]))
+
+    def tick():
+        tracked.publish(IdsList(ids=["u1"]))
+        if speaking.get_subscription_count() >= 1:
+            speaking.publish(Bool(data=True))
+            speech.publish(LiveSpeech(incremental="wait", confidence=0.3))
+    node.create_timer(0.2, tick)
+    say(event="ready")
+
+
 def listen(node, args):
     node.create_subscription(Bool, "/robot_speaking",
                              lambda m: say(event="robot_speaking", value=m.data), 10)
@@ -138,7 +158,7 @@ def listen(node, args):
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("detector", "voice", "listen"))
+    ap.add_argument("mode", choices=("detector", "voice", "listen", "talk"))
     ap.add_argument("--ids", action="store_true")
     ap.add_argument("--names", action="store_true")
     ap.add_argument("--topic", default="detections")
@@ -149,7 +169,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: rclpy.try_shutdown())
     with rclpy.init():
         node = rclpy.create_node(f"third_party_{args.mode}")
-        {"detector": detector, "voice": voice, "listen": listen}[args.mode](node, args)
+        {"detector": detector, "voice": voice, "listen": listen,
+         "talk": talk}[args.mode](node, args)
         try:
             rclpy.spin(node)
         except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):

@@ -281,3 +281,16 @@ def test_a_reply_that_only_read_its_notes_out_is_asked_again_in_own_words():
         assert be.calls[-1][2]["temperature"] > 0 and c.repeats_avoided == 0
     finally:
         c.close()
+
+
+def test_what_the_question_asks_about_is_repeated_next_to_it_from_the_objects_note():
+    from vision_dialogue.core.focus import objects_asked_about
+    note = "a dog or a cat in the middle; a cup on the left"
+    assert objects_asked_about("Is there a cat with us?", note) == "a dog or a cat in the middle"
+    assert objects_asked_about("Do you see cups?", note) == "a cup on the left"
+    assert objects_asked_about("Is anyone on the left?", note) == ""     # places are not things
+    text = focus_note("Is there a cat with us?", objects=note, style="soft")
+    assert text.startswith("[Your eyes see now: a dog or a cat in the middle. ")
+    # not for a question about the past: that one gets memories
+    assert "Your eyes" not in focus_note("Did you see a cat earlier?", past=True,
+                                         memories=["a cat"], objects=note)

@@ -272,3 +272,16 @@ def test_static_files_are_served_through_a_symlink_install_and_nothing_else(
             assert b"not for the web" not in body
     finally:
         srv.stop()
+
+
+def test_a_detectors_late_note_reaches_its_frame_on_the_page_model():
+    """The `objects` record (detections that came after their frame) updates that frame."""
+    from vision_dialogue.monitor.session import SessionView
+    view = SessionView()
+    view.ingest({"type": "frame", "frame_id": 3, "observation": "no one there", "t": 1.0})
+    view.ingest({"type": "objects", "frame_id": 3, "text": "a cup in the middle",
+                 "observation": "no one there; a cup in the middle", "t": 1.2})
+    view.ingest({"type": "objects", "frame_id": 99, "text": "ignored", "t": 1.3})
+    frame = next(it for it in view.snapshot()["items"] if it["kind"] == "frame")
+    assert frame["objects"] == "a cup in the middle"
+    assert frame["observation"] == "no one there; a cup in the middle"

@@ -6,6 +6,7 @@ Needs the interface packages (scripts/setup.sh builds them); skips saying so wit
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
@@ -300,3 +301,43 @@ def test_a_bag_with_detections_replays_into_the_same_prompt(ros_context, tmp_pat
             for n in (mgr, player):
                 n.destroy_node()
             ex.shutdown()
+
+
+def test_a_ros4hri_voice_talking_over_the_robot_stops_its_speech(ros_context, tmp_path):
+    """Barge-in from a ROS4HRI recogniser in another process (is_speaking, incremental)."""
+    from vision_dialogue.msg import Reply, SpeechState, Utterance
+    from vision_dialogue.speech_node import SpeechNode
+    r, w = os.pipe()
+    out = io.StringIO()
+    node = SpeechNode(context=ros_context, input_stream=os.fdopen(r, "r"), output_stream=out,
+                      parameter_overrides=[Parameter("backend", value="terminal")])
+    manager = rclpy.create_node("fake_manager", context=ros_context)
+    manager.create_subscription(Utterance, "dialogue/utterance", lambda m: None, 10)
+    pub = manager.create_publisher(Reply, "dialogue/reply", 10)
+    ex = SingleThreadedExecutor(context=ros_context)
+    ex.add_node(node)
+    ex.add_node(manager)
+    stops = []
+    orig = node.backend.stop_speaking
+    node.backend.stop_speaking = lambda: (stops.append(1), orig())[1]
+    peer = None
+    try:
+        assert spin_until(ex, lambda: pub.get_subscription_count() >= 1
+                          and node.pub_utterance.get_subscription_count() >= 1, 30)
+        os.write(w, b"tell me a long story\n")
+        assert spin_until(ex, lambda: node.state == SpeechState.THINKING, 10)
+        pub.publish(Reply(turn_id=1, text="Once upon a time there was a robot.",
+                          chunk_index=0))
+        assert spin_until(ex, lambda: node.state == SpeechState.SPEAKING, 10)
+        assert not stops
+        peer = Peer("talk")
+        assert spin_until(ex, lambda: stops, 30), out.getvalue()
+        assert "[interrupted]" in out.getvalue()
+    finally:
+        if peer is not None:
+            peer.close()
+        os.close(w)
+        node.close()
+        ex.shutdown()
+        node.destroy_node()
+        manager.destroy_node()

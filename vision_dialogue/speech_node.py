@@ -37,7 +37,9 @@ from vision_dialogue.core.variants import AUTO, choose_variant
 from vision_dialogue.msg import AudioChunk, DetectedUsers, Reply, SpeechState, Utterance
 from vision_dialogue.cli.console import hold_logs, show_prompt
 from vision_dialogue.speech.terminal import TerminalBackend
+from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.hri_output import HriSpeechOutput
+from vision_dialogue.ros.standard_inputs import HriBargeIn
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 from vision_dialogue.speech import BACKEND_NAMES, SpeechBackend, backend_class
@@ -60,7 +62,9 @@ PARAMS = [
           "given, else the terminal.", choices=(AUTO,) + BACKEND_NAMES),
     Param("ros4hri", True, "Speak ROS4HRI (REP-155) too, where hri_msgs is installed: "
           "/robot_speaking (std_msgs/Bool) while the robot talks, so a ROS4HRI recogniser stops "
-          "hearing it, and what is heard as /humans/voices/<speaker>/speech (LiveSpeech)."),
+          "hearing it, and what is heard as /humans/voices/<speaker>/speech (LiveSpeech); with "
+          "barge_in, a ROS4HRI voice speaking (is_speaking, incremental speech) stops the "
+          "robot."),
     Param("frame_id", "microphone", "frame_id of the utterance and state headers.",
           check=nonempty),
     Param("language", "en-US", "BCP-47 language: recognition language on Furhat, and the "
@@ -194,6 +198,7 @@ class SpeechNode(Node):
                                durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.pub_state = self.create_publisher(SpeechState, "dialogue/speech_state", state_qos)
         self.hri = HriSpeechOutput(self, self.p["speaker"]) if self.p["ros4hri"] else None
+        self.hri_ear = None
         self.create_subscription(Reply, "dialogue/reply", self._on_reply, 50,
                                  callback_group=ReentrantCallbackGroup(),
                                  qos_overriding_options=overridable)
@@ -210,6 +215,10 @@ class SpeechNode(Node):
                                  on_state=self._publish_state,
                                  on_input_finished=self._on_input_finished,
                                  reply_timeout=self.p["reply_timeout"], logger=self.log)
+        if self.p["ros4hri"] and self.p["barge_in"] and pm.IdsList is not None:
+            # a ROS4HRI recogniser hears the user talk over the robot: stop speaking
+            self.hri_ear = HriBargeIn(self, lambda voice: self.turns.barge_in(
+                f"ROS4HRI voice {voice} spoke during the reply"))
         self._starter = threading.Thread(target=self._start_backend, name="speech-start",
                                          daemon=True)
         self._starter.start()

@@ -37,8 +37,10 @@ def gguf():
 
 
 def test_bringup_demo_converses_on_the_embedded_default(installed, gguf):
-    """Also what other stacks hear from the demo (a third-party-like listener process): our
-    detections, REP-155 faces and voices, /robot_speaking; and the cat is named.
+    """The demo converses, names the cat, and other stacks hear it.
+
+    A third-party-like listener process hears our detections, REP-155 faces and voices and
+    /robot_speaking.
     """
     listener = subprocess.Popen([sys.executable, str(PEER), "listen", "--topic", "/detections"],
                                 cwd=installed.home, env=installed.env, stdout=subprocess.PIPE,

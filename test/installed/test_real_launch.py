@@ -194,7 +194,7 @@ def test_ctrl_c_and_sigterm_end_every_node_quietly(installed, ros2, tmp_path, wh
         wait_for_log(log, r"robot: Nice to meet you\.", proc)
         pids = [int(p) for p in re.findall(r"process started with pid \[(\d+)\]",
                                            log.read_text())]
-        assert len(pids) == 3, log.read_text()          # manager, camera, speech
+        assert len(pids) == 4, log.read_text()          # manager, detector, camera, speech
         t0 = time.monotonic()
         if who == "group":
             os.killpg(proc.pid, sig)
@@ -212,5 +212,5 @@ def test_ctrl_c_and_sigterm_end_every_node_quietly(installed, ros2, tmp_path, wh
     if sig == signal.SIGTERM:
         return      # launch is gone at once; the nodes' output went with it
     assert code == 0, text
-    assert len(CLEAN.findall(text)) == 3, text
+    assert len(CLEAN.findall(text)) == 4, text
     assert not any(n in text for n in NOISE), text

@@ -31,14 +31,9 @@ def committed_files(repo: Path) -> list[str]:
     return sorted({f for f in out.decode().split("\0") if f and (repo / f).is_file()})
 
 
-#: interface packages setup builds into the checkout's install tree: they stand for the ones a
-#: robot's ROS 2 installs, so they stay on the paths as an underlay
-UNDERLAY = tuple(REPO / "install" / pkg for pkg in ("vision_msgs", "hri_msgs"))
-
-
-def _in_checkout(path: str) -> bool:
-    p = Path(path).resolve()
-    return p.is_relative_to(REPO) and not any(p.is_relative_to(u) for u in UNDERLAY)
+#: the standard interfaces, built in the workspace as scripts/setup.sh builds them where no
+#: installed copy is found (a robot's ROS 2 has them)
+INTERFACES = Path("third_party") / "interfaces"
 
 
 def _without_checkout(env: dict) -> dict:
@@ -46,7 +41,8 @@ def _without_checkout(env: dict) -> dict:
     env = dict(env)
     for var in WORKSPACE_VARS:
         if var in env:
-            parts = [p for p in env[var].split(os.pathsep) if p and not _in_checkout(p)]
+            parts = [p for p in env[var].split(os.pathsep)
+                     if p and not Path(p).resolve().is_relative_to(REPO)]
             env[var] = os.pathsep.join(parts)
     for var in ("FASTDDS_DEFAULT_PROFILES_FILE", "VD_FASTDDS_PROFILE", "PYTHONSTARTUP"):
         env.pop(var, None)
@@ -103,7 +99,10 @@ def stop(proc: subprocess.Popen, timeout: float = 15.0) -> int:
 
 
 def build_workspace(ws: Path) -> Installed:
-    """Copy the committed tree to ws/src, colcon build it (no symlinks) and source it."""
+    """Copy the committed tree to ws/src, colcon build it (no symlinks) and source it.
+
+    The vendored interface packages build beside it, as setup builds them.
+    """
     src = ws / "src" / PKG
     for rel in committed_files(REPO):
         dst = src / rel
@@ -114,6 +113,7 @@ def build_workspace(ws: Path) -> Installed:
     t0 = time.monotonic()
     build = subprocess.run(
         ["colcon", "--log-base", str(ws / "log"), "build", "--base-paths", str(ws / "src"),
+         str(src / INTERFACES),
          "--build-base", str(ws / "build"), "--install-base", str(ws / "install"),
          "--cmake-args", "-DBUILD_TESTING=OFF", f"-DPython3_EXECUTABLE={sys.executable}",
          "--event-handlers", "console_cohesion+", "status-"],

@@ -467,8 +467,10 @@ class Conversation:
             msgs.append({"role": "system", "content": answer_in})
         past = about_the_past(text or "")
         if text is not None and self.config.focus_note != "none" and not self.supports_images:
+            newest = self._newest
             note = focus_note(text, past, self._memories() if past else (),
-                              self.config.focus_note)
+                              self.config.focus_note,
+                              objects=newest.objects if newest is not None else "")
             if note:       # right before the person's line: their question stays last
                 last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
                 msgs.insert(last, {"role": "system", "content": note})

@@ -59,6 +59,8 @@ class SessionView:
         with self._lock:
             if kind == "frame":
                 self._add_frame(record, t)
+            elif kind == "objects":       # a detector's note, after its frame
+                self._set_objects(record)
             elif kind in ("summarising", "summary_deferred"):
                 status = "summarising" if kind == "summarising" else "raw"
                 for fid in record.get("frame_ids", []):
@@ -196,6 +198,12 @@ class SessionView:
             if old["kind"] == "frame":
                 self._frames.pop(old["id"], None)
 
+    def _set_objects(self, record: dict) -> None:
+        frame = self._frames.get(int(record.get("frame_id", 0)))
+        if frame is not None:
+            frame["objects"] = record.get("text", "")
+            frame["observation"] = record.get("observation") or frame["observation"]
+
     def _add_frame(self, record: dict, t: float) -> None:
         fid = int(record.get("frame_id", 0))
         thumb = record.get("thumbnail")
@@ -206,6 +214,7 @@ class SessionView:
         has_image = bool(thumb) or bool(record.get("file") and self.frames_dir is not None)
         entry = {"kind": "frame", "t": t, "id": fid, "status": "raw",
                  "observation": record.get("observation") or "",
+                 "objects": record.get("objects") or "",
                  "dark": bool(record.get("dark")), "file": record.get("file"),
                  "thumbnail": f"frames/{fid}.jpg" if has_image else None}
         self._frames[fid] = entry

@@ -1,13 +1,19 @@
 """Stable ids for faces across frames, as REP-155 (ROS4HRI) asks of a face detector.
 
 A face keeps its id while its box overlaps the previous frame's (IoU at least `min_iou`, the
-best match first); a face that is not matched for `max_missed` frames is gone. Ids are short
-random hex strings, as hri_face_detect makes them. No ROS imports.
+best match first); a face that is not matched for `max_missed` frames is gone. Ids are five
+random letters, as hri_face_detect makes them (a ROS name token must not start with a digit:
+the id is part of /humans/faces/<id>/roi). No ROS imports.
 """
 from __future__ import annotations
 
 import secrets
+import string
 from dataclasses import dataclass
+
+
+def new_id() -> str:
+    return "".join(secrets.choice(string.ascii_lowercase) for _ in range(5))
 
 
 def iou(a: tuple, b: tuple) -> float:
@@ -57,7 +63,7 @@ class FaceTracker:
         self._tracks = [t for t in self._tracks if t.missed <= self.max_missed]
         for bi, box in enumerate(boxes):
             if ids[bi] is None:
-                track = Track(secrets.token_hex(3), box)
+                track = Track(new_id(), box)
                 self._tracks.append(track)
                 ids[bi] = track.id
         return [i for i in ids if i is not None]

@@ -20,7 +20,7 @@ from typing import Callable
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-from std_msgs.msg import String
+from std_msgs.msg import Bool, String
 
 from vision_dialogue.core.objects import DetectionSet, LabelMap, ObjectNotes
 from vision_dialogue.core.people import TrackedPerson
@@ -266,3 +266,38 @@ class Ros4hriInput:
             node.get_logger().info(f"ROS4HRI voice {voice_id!r} is our speech node's: its "
                                    "turns come on dialogue/utterance")
         return skip
+
+
+class HriBargeIn:
+    """The speech node's ear on ROS4HRI voices, for barge-in.
+
+    A voice that starts speaking (``is_speaking`` true, or an incremental ``speech`` result)
+    calls on_voice(voice id); the speech node stops the robot if it is talking.
+    """
+
+    def __init__(self, node, on_voice: Callable[[str], None]):
+        self.node, self.on_voice = node, on_voice
+        self._subs: dict[str, list] = {}
+        group = MutuallyExclusiveCallbackGroup()
+        quiet = SubscriptionEventCallbacks(use_default_callbacks=False)
+        for qos in (TRACKED_QOS, PLAIN_QOS):
+            node.create_subscription(pm.IdsList, pm.VOICES_TRACKED_TOPIC, self._on_voices, qos,
+                                     callback_group=group, event_callbacks=quiet)
+        self.group = group
+
+    def _on_voices(self, msg) -> None:
+        ids = set(msg.ids)
+        for vid in ids - set(self._subs):
+            base = f"/humans/voices/{vid}"
+            self._subs[vid] = [
+                self.node.create_subscription(
+                    Bool, f"{base}/is_speaking",
+                    lambda m, v=vid: m.data and self.on_voice(v), PLAIN_QOS,
+                    callback_group=self.group),
+                self.node.create_subscription(
+                    pm.LiveSpeech, f"{base}/speech",
+                    lambda m, v=vid: m.incremental.strip() and self.on_voice(v), PLAIN_QOS,
+                    callback_group=self.group)]
+        for vid in set(self._subs) - ids:
+            for sub in self._subs.pop(vid):
+                self.node.destroy_subscription(sub)

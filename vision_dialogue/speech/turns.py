@@ -122,6 +122,17 @@ class SpeechTurns:
         text = (text or "").strip()
         if not text or self._closed.is_set():
             return
+        self.barge_in("the user spoke during the reply", awaiting=True)
+        self.publish(HeardUtterance(text, speaker, language, float(confidence)))
+        self.set_state(THINKING)
+        self._backend_call(self.backend.on_thinking)
+
+    def barge_in(self, why: str, awaiting: bool = False) -> bool:
+        """Stop the reply being spoken or awaited (the user talks); whether there was one.
+
+        `awaiting`: a new turn starts now (an utterance of ours); a ROS4HRI recogniser's
+        speech reaches the manager by itself, so only the speech stops.
+        """
         with self._cv:
             barge = self._reply_turn is not None or self._speaking_turn is not None
             if barge:
@@ -130,13 +141,12 @@ class SpeechTurns:
                         self._interrupted.append(t)
                 self._drain_speech()
                 self._reply_turn = self._speaking_turn = None
-            self._awaiting_since = time.monotonic()
+            if awaiting:
+                self._awaiting_since = time.monotonic()
         if barge:
-            self.log.info("barge-in: the user spoke during the reply; stopping speech")
+            self.log.info(f"barge-in: {why}; stopping speech")
             self._backend_call(self.backend.stop_speaking)
-        self.publish(HeardUtterance(text, speaker, language, float(confidence)))
-        self.set_state(THINKING)
-        self._backend_call(self.backend.on_thinking)
+        return barge
 
     def listening(self) -> None:
         with self._cv:

@@ -29,7 +29,8 @@ function renderItem(item, frames) {
     li.append(thumb(item, false));
     const body = el("div");
     body.append(el("div", "status", "frame " + item.id + " · " + item.status));
-    body.append(el("div", "observation", item.observation || (item.dark ? "dark" : "")));
+    body.append(el("div", "observation", item.observation ||
+                   (item.objects ? "detector: " + item.objects : "") || (item.dark ? "dark" : "")));
     li.append(body);
   } else if (item.kind === "image") {
     const img = el("img", "thumb generated");
