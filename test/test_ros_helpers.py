@@ -171,3 +171,27 @@ def test_a_following_subscription_re_subscribes_while_a_multithreaded_executor_s
         ex.shutdown()
         node.destroy_node()
     assert not died, (count, died)
+
+
+def test_a_node_whose_context_is_shut_down_while_it_starts_exits_quietly(capsys):
+    """A node whose context is shut down while it starts exits 0; other errors still raise.
+
+    Ctrl-C while a slow node loads its models: the handler shuts the context down, and the
+    node's next publisher fails on it. That is a stop, not a crash.
+    """
+    import rclpy
+    from vision_dialogue.ros.node_runner import run_node
+
+    def loads_then_publishes():
+        node = rclpy.create_node("slow_node")
+        rclpy.try_shutdown()                    # what rclpy's SIGINT handler does
+        from std_msgs.msg import Bool
+        node.create_publisher(Bool, "x", 1)
+    assert run_node(loads_then_publishes, "slow_node", args=["slow_node"]) == 0
+    err = capsys.readouterr().err
+    assert "[slow_node] stopped while starting" in err and "Traceback" not in err
+
+    def broken():
+        raise RuntimeError("a real bug")
+    with pytest.raises(RuntimeError, match="a real bug"):
+        run_node(broken, "broken_node", args=["broken_node"])

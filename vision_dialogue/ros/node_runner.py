@@ -129,6 +129,13 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
         except (KeyboardInterrupt, ExternalShutdownException):
             print(f"[{name}] stopped while starting", file=sys.stderr)   # Ctrl-C: no traceback
             return 0
+        except Exception:
+            # Ctrl-C while a slow node loads its models: rclpy's handler has shut the context
+            # down, and the node's next publisher or subscription fails on it
+            if rclpy.ok():
+                raise
+            print(f"[{name}] stopped while starting", file=sys.stderr)
+            return 0
         executor = MultiThreadedExecutor(num_threads=threads)
         executor.add_node(node)
         try:

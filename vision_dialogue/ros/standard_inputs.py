@@ -250,21 +250,25 @@ class Ros4hriInput:
         self.on_speech(text, self.speaker(voice_id), float(msg.confidence), msg.locale)
 
     def _ours(self, voice_id: str) -> bool:
-        """Whether this voice's speech comes only from our own speech node.
+        """Whether this voice's speech comes only from vision_dialogue speech nodes.
 
-        That is, from nodes that also publish dialogue/utterance (our speech node speaks ROS4HRI
-        too): those turns already came.
+        That is, from nodes that also publish a ``dialogue/utterance`` topic, in any namespace:
+        our own speech node's turns already came on ours, and another setup's (a second robot
+        beside this one: REP-155 topics are global) are not for this robot.
         """
         node = self.node
-        speech = {(i.node_namespace, i.node_name) for i in node.get_publishers_info_by_topic(
-            f"/humans/voices/{voice_id}/speech")}
-        ours = {(i.node_namespace, i.node_name) for i in node.get_publishers_info_by_topic(
-            node.resolve_topic_name("dialogue/utterance"))}
+
+        def publishers(topic: str) -> set:
+            return {(i.node_namespace, i.node_name)
+                    for i in node.get_publishers_info_by_topic(topic)}
+        speech = publishers(f"/humans/voices/{voice_id}/speech")
+        ours = set().union(*(publishers(t) for t, _ in node.get_topic_names_and_types()
+                             if t.endswith("/dialogue/utterance")))
         skip = bool(speech) and speech <= ours
         if skip and voice_id not in self._skipped:
             self._skipped.add(voice_id)
-            node.get_logger().info(f"ROS4HRI voice {voice_id!r} is our speech node's: its "
-                                   "turns come on dialogue/utterance")
+            node.get_logger().info(f"ROS4HRI voice {voice_id!r} is a vision_dialogue speech "
+                                   "node's: its turns come on dialogue/utterance")
         return skip
 
 
