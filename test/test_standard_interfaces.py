@@ -341,3 +341,65 @@ def test_a_ros4hri_voice_talking_over_the_robot_stops_its_speech(ros_context, tm
         ex.shutdown()
         node.destroy_node()
         manager.destroy_node()
+
+
+@pytest.mark.skipif(not __import__("vision_dialogue.perception.objects", fromlist=["x"])
+                    .model_installed(), reason="object detector weights not installed "
+                    "(scripts/setup.sh fetches them)")
+def test_the_detector_node_publishes_objects_faces_hands_and_words(ros_context):
+    """Our detector node's output, as any consumer of vision_msgs and REP-155 sees it."""
+    import cv2
+    import numpy as np
+    import skimage.data
+    from rclpy.executors import MultiThreadedExecutor
+    from sensor_msgs.msg import Image
+    from vision_msgs.msg import Detection2DArray
+
+    from hri_msgs.msg import IdsList
+    from vision_dialogue.detector_node import DetectorNode
+    node = DetectorNode(context=ros_context,
+                        parameter_overrides=[Parameter("max_rate", value=30.0)])
+    io_node = rclpy.create_node("consumer", context=ros_context)
+    pub = io_node.create_publisher(Image, "camera/image_raw", 10)
+    got, faces = [], []
+    io_node.create_subscription(Detection2DArray, "detections", got.append, 10)
+    io_node.create_subscription(IdsList, "/humans/faces/tracked", faces.append, 10)
+    ex = MultiThreadedExecutor(num_threads=2, context=ros_context)
+    ex.add_node(node)
+    ex.add_node(io_node)
+    try:
+        assert spin_until(ex, lambda: pub.get_subscription_count() >= 1, 10)
+        person = cv2.cvtColor(cv2.resize(skimage.data.astronaut(), (640, 480)),
+                              cv2.COLOR_RGB2BGR)
+        sign = np.full((480, 640, 3), 235, np.uint8)
+        cv2.putText(sign, "EXIT", (190, 270), cv2.FONT_HERSHEY_SIMPLEX, 3.0, (0, 0, 200), 8)
+        answers = []
+        for img in (person, person, sign):
+            sent: set = set()
+
+            def answer():            # the detections stamped as one of this image's copies
+                return next((m for m in got if (m.header.stamp.sec, m.header.stamp.nanosec)
+                             in sent), None)
+            # sent again until answered, as a camera keeps sending: the node's subscription
+            # follows the publisher's QoS and re-subscribes once it is discovered
+            for _ in range(60):
+                stamp = io_node.get_clock().now().to_msg()
+                sent.add((stamp.sec, stamp.nanosec))
+                pub.publish(to_image_msg(img, frame_id="cam", stamp=stamp))
+                if spin_until(ex, lambda: answer() is not None, 1.0):
+                    break
+            assert answer() is not None
+            answers.append(answer())
+        first, second, third = [{(d.results[0].hypothesis.class_id, d.id) for d in m.detections}
+                                for m in answers]
+        face_ids = {i for c, i in first if c == "face"}
+        assert face_ids and face_ids == {i for c, i in second if c == "face"}   # tracked
+        assert "person" in {c for c, _ in first}
+        assert any(list(f.ids) == list(face_ids) for f in faces)
+        assert spin_until(ex, lambda: faces and list(faces[-1].ids) == [], 10)   # gone
+        assert ("text", "EXIT") in third
+        assert answers[0].header.frame_id == "cam"
+    finally:
+        ex.shutdown()
+        node.destroy_node()
+        io_node.destroy_node()

@@ -35,9 +35,11 @@ PARAMS = [
           "objects_sure).", range=(0.01, 1.0)),
     Param("preprocess", "letterbox", "letterbox (the image's shape kept: measured best) or "
           "stretch.", choices=("letterbox", "stretch")),
-    Param("faces", True, "Also find faces (MediaPipe, in its wheel): `face` detections, and "
-          "REP-155 /humans/faces/tracked with each face's roi and expression (where hri_msgs "
-          "is installed); a face keeps its id while it is tracked."),
+    Param("faces", True, "Also find faces and hands (MediaPipe, in its wheel): `face` and "
+          "`hand` detections, and REP-155 /humans/faces/tracked with each face's roi and "
+          "expression (where hri_msgs is installed); a face keeps its id while it is tracked."),
+    Param("text", True, "Also read written words (RapidOCR, in its wheel): `text` detections, "
+          "the words in the detection's id."),
     Param("max_rate", 2.0, "Frames looked at per second, at most.", range=(0.05, 30.0)),
     Param("threads", 1, "CPU threads for the model (the LLM keeps the others).", range=(1, 64)),
     Param("image_qos", "auto", "QoS of the image subscriptions: auto = follow the camera's, "
@@ -62,15 +64,17 @@ class DetectorNode(Node):
         self.labels_pub = self.create_publisher(pm.LabelInfo, pm.LABEL_INFO_TOPIC, latched)
         header = self._header(self.get_clock().now().nanoseconds, "")
         self.labels_pub.publish(pm.label_info(header, COCO_LABELS, p["min_score"]))
-        self.faces = self.face_tracker = self.hri_faces = None
-        if p["faces"]:
+        self.observer = self.face_tracker = self.hri_faces = None
+        parts = (("faces", "expressions", "hands") if p["faces"] else ()) + (
+            ("ocr",) if p["text"] else ())
+        if parts:
             from vision_dialogue.perception.face_tracks import FaceTracker
             from vision_dialogue.perception.observer import FrameObserver
-            self.faces = FrameObserver(detectors=("faces", "expressions"))
+            self.observer = FrameObserver(detectors=parts)
             self.face_tracker = FaceTracker()
-            if pm.IdsList is not None:
-                from vision_dialogue.ros.hri_output import HriFacesOutput
-                self.hri_faces = HriFacesOutput(self)
+        if p["faces"] and pm.IdsList is not None:
+            from vision_dialogue.ros.hri_output import HriFacesOutput
+            self.hri_faces = HriFacesOutput(self)
         self.intake = FrameIntake(self._look, min_interval=1.0 / p["max_rate"], backlog=1,
                                   errors=(ImageConversionError, ValueError),
                                   on_reject=self._bad_frame)
@@ -106,25 +110,37 @@ class DetectorNode(Node):
         stamp_ns = stamp_ns or self.get_clock().now().nanoseconds
         found = self.detector.detect(bgr)
         header = self._header(stamp_ns, self.images.frame_id)
-        if self.faces is not None:
-            found = found + self._faces(bgr, header)
+        if self.observer is not None:
+            found = found + self._parts(bgr, header)
         self.pub.publish(pm.to_detection_array(header, found))
         self.published += 1
         if found:
             self.get_logger().debug(", ".join(f"{d.label} {d.score:.2f}" for d in found))
 
-    def _faces(self, bgr, header) -> list:
-        """Faces as `face` detections with their track ids; REP-155 faces published."""
-        people = [p for p in self.faces.analyse(bgr).people if p.box is not None]
+    def _parts(self, bgr, header) -> list:
+        """Faces (with their track ids), hands and written words as detections.
+
+        REP-155 faces are published too. A hand's detection id is its gesture, a text's its
+        words.
+        """
+        seen = self.observer.analyse(bgr)
+        people = [p for p in seen.people if p.box is not None]
         ids = self.face_tracker.update([p.box for p in people])
         if self.hri_faces is not None:
             self.hri_faces.publish(header, [(fid, p.box, p.score, p.smiling)
                                             for fid, p in zip(ids, people)])
         h, w = bgr.shape[:2]
-        return [Detected("face", round(p.score, 3), (p.box[0] * w, p.box[1] * h,
-                                                     (p.box[0] + p.box[2]) * w,
-                                                     (p.box[1] + p.box[3]) * h), track=fid)
-                for fid, p in zip(ids, people)]
+
+        def pixels(box):
+            return box[0] * w, box[1] * h, (box[0] + box[2]) * w, (box[1] + box[3]) * h
+        return ([Detected("face", round(p.score, 3), pixels(p.box), track=fid)
+                 for fid, p in zip(ids, people)]
+                # MediaPipe's hand landmarks come with no score of their own here: 0.5
+                + [Detected("hand", 0.5, pixels(hand.box),
+                            track=(hand.gesture or "").replace(" ", "_"))
+                   for hand in seen.hands if hand.box is not None]
+                + [Detected("text", round(score, 3), pixels(box), track=words)
+                   for words, box, score in seen.text_boxes])
 
     def _bad_frame(self, err: BaseException) -> None:
         self.get_logger().warning(f"dropping a bad frame: {err}", throttle_duration_sec=5.0)
@@ -132,8 +148,8 @@ class DetectorNode(Node):
     def destroy_node(self):
         if self.detector is not None:
             self.intake.close()
-            if self.faces is not None:
-                self.faces.close()
+            if self.observer is not None:
+                self.observer.close()
         return super().destroy_node()
 
 

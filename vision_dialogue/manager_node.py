@@ -462,9 +462,10 @@ class ManagerNode(Node):
             log.info(f"standard perception inputs off: {', '.join(off)}; scripts/setup.sh "
                      "builds them")
         if p["detections"] and "vision_msgs" not in pm.missing():
-            # faces are people, not objects; people are our observer's where it runs (faces,
-            # pose: where, how close, what they wear)
-            skip = ("face",) + (("person",) if self.conversation.observer is not None else ())
+            # faces, hands and words are parts of a person or a scene, not objects; people are
+            # our observer's where it runs (faces, pose: where, how close, what they wear)
+            skip = ("face", "hand", "text") + (
+                ("person",) if self.conversation.observer is not None else ())
             notes = ObjectNotes(max_age=p["objects_max_age"], min_score=p["objects_min_score"],
                                 sure=p["objects_sure"], skip=skip)
             self.detections = DetectionsInput(

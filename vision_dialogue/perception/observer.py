@@ -84,6 +84,7 @@ class HandSeen:
     gesture: str | None
     x: float
     y: float
+    box: tuple[float, float, float, float] | None = None   # x, y, w, h (relative) of the hand
 
 
 @dataclass
@@ -104,6 +105,8 @@ class Observation:
     background_colour: str | None = None
     scene_colours: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
+    #: each text with its box (x, y, w, h, relative) and score, for detectors that publish boxes
+    text_boxes: list[tuple[str, tuple, float]] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
@@ -212,7 +215,8 @@ class FrameObserver:
         if obs.people:
             hands = self._run("hands", timings, lambda m: m.process(rgb).multi_hand_landmarks)
             obs.hands = [HandSeen(hand_gesture(h.landmark), float(h.landmark[_WRIST].x),
-                                  float(h.landmark[_WRIST].y)) for h in hands or []]
+                                  float(h.landmark[_WRIST].y), _extent(h.landmark))
+                         for h in hands or []]
             obs.gestures = [h.gesture for h in obs.hands if h.gesture]
         mask = None
         if obs.people:
@@ -225,8 +229,9 @@ class FrameObserver:
             t = time.perf_counter()
             self._colours(obs, bgr, mask, pose)
             timings["colours"] = _ms(t)
-        texts = self._texts(bgr, thumb, timings)
-        obs.texts = (texts or [])[: self.max_texts]
+        found = (self._texts(bgr, thumb, timings) or [])[: self.max_texts]
+        obs.texts = [text for text, *_ in found]
+        obs.text_boxes = found
         obs.change = self._change(thumb, len(obs.people))
         obs.text = _compose(obs)
         timings["total"] = _ms(t0)
@@ -281,7 +286,7 @@ class FrameObserver:
         background = ~small_mask
         obs.background_colour = _dominant(hsv[background]) if background.sum() > 20 else None
 
-    def _texts(self, bgr: np.ndarray, thumb: np.ndarray, timings: dict) -> list[str] | None:
+    def _texts(self, bgr: np.ndarray, thumb: np.ndarray, timings: dict) -> list[tuple] | None:
         """OCR, reused while the scene is unchanged (OCR is the slowest detector by far)."""
         last = self._ocr_cache
         if (last is not None and self.ocr_reuse_threshold > 0
@@ -555,14 +560,26 @@ def _top_colours(hsv: np.ndarray, n: int) -> list[str]:
     return [name for name, share in _counts(hsv)[:n] if share >= 0.15]
 
 
-def _ocr(model, bgr: np.ndarray, max_side: int, min_score: float) -> list[str]:
-    result, _ = model(downscale(bgr, max_side))
-    texts = []
-    for _box, text, score in result or []:
+def _ocr(model, bgr: np.ndarray, max_side: int, min_score: float) -> list[tuple]:
+    """(text, (x, y, w, h) relative box, score) of the words read, each text once."""
+    small = downscale(bgr, max_side)
+    h, w = small.shape[:2]
+    result, _ = model(small)
+    texts: list[tuple] = []
+    for quad, text, score in result or []:
         text = " ".join(str(text).split())
-        if float(score) >= min_score and len(text) >= 2 and text not in texts:
-            texts.append(text)
+        if float(score) >= min_score and len(text) >= 2 and text not in [t for t, _ in texts]:
+            xs, ys = [float(p[0]) / w for p in quad], [float(p[1]) / h for p in quad]
+            texts.append((text, (min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)),
+                          float(score)))
     return texts
+
+
+def _extent(lm) -> tuple[float, float, float, float]:
+    """The box (x, y, w, h, relative) around landmarks."""
+    xs = [min(max(p.x, 0.0), 1.0) for p in lm]
+    ys = [min(max(p.y, 0.0), 1.0) for p in lm]
+    return min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)
 
 
 def _compose(obs: Observation) -> str:
