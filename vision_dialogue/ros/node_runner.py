@@ -127,6 +127,7 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
             print(f"[{name}] invalid parameter: {e}", file=sys.stderr)
             return 2
         except (KeyboardInterrupt, ExternalShutdownException):
+            _ignore_stop_signals(program)    # the second Ctrl-C (see below) while init ends
             print(f"[{name}] stopped while starting", file=sys.stderr)   # Ctrl-C: no traceback
             return 0
         except Exception:
@@ -134,6 +135,7 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
             # down, and the node's next publisher or subscription fails on it
             if rclpy.ok():
                 raise
+            _ignore_stop_signals(program)
             print(f"[{name}] stopped while starting", file=sys.stderr)
             return 0
         executor = MultiThreadedExecutor(num_threads=threads)
