@@ -15,7 +15,6 @@ setup from the npm registry). One frame at a time; the newest wins when it falls
 from __future__ import annotations
 
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile
 
 from vision_dialogue.camera.intake import FrameIntake
 from vision_dialogue.perception.objects import COCO_LABELS, Detected, ObjectDetector, \
@@ -26,7 +25,7 @@ from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionEr
     stamp_from_ns
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, declare_params
-from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES
+from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES, LATCHED_QOS
 
 IMAGE_TOPIC = "camera/image_raw"
 
@@ -60,8 +59,7 @@ class DetectorNode(Node):
         if self.detector is None:
             return            # idle, not gone: in a launch, a node's exit ends every node
         self.pub = self.create_publisher(pm.Detection2DArray, pm.DETECTIONS_TOPIC, 10)
-        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.labels_pub = self.create_publisher(pm.LabelInfo, pm.LABEL_INFO_TOPIC, latched)
+        self.labels_pub = self.create_publisher(pm.LabelInfo, pm.LABEL_INFO_TOPIC, LATCHED_QOS)
         header = self._header(self.get_clock().now().nanoseconds, "")
         self.labels_pub.publish(pm.label_info(header, COCO_LABELS, p["min_score"]))
         self.observer = self.face_tracker = self.hri_faces = None

@@ -33,7 +33,6 @@ from pathlib import Path
 import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
@@ -59,7 +58,7 @@ from vision_dialogue.msg import DetectedUsers, PromptState, Reply, SpeechState, 
     VisualEvent
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC, IMAGE_QOS_CHOICES, \
-    VISUAL_EVENTS_TOPIC
+    LATCHED_QOS, RELIABLE_QOS, VISUAL_EVENTS_TOPIC
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 
 SHARED_IMAGE_DEFAULT = "a picture the person shared with me"
@@ -288,7 +287,7 @@ class ManagerNode(Node):
                                      50)
         # volatile: matches a latched (transient local) speech node and a plain publisher alike
         self.create_subscription(SpeechState, "dialogue/speech_state", self._on_speech_state,
-                                 QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+                                 RELIABLE_QOS)
         self._warned_at: dict[str, float] = {}
         self._apply_live_params()
         self._worker = threading.Thread(target=self._serve_turns, name="vd-turns", daemon=True)
@@ -417,9 +416,7 @@ class ManagerNode(Node):
         overridable = QoSOverridingOptions.with_default_policies()
         self.reply_pub = self.create_publisher(Reply, "dialogue/reply", 10,
                                                qos_overriding_options=overridable)
-        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.state_pub = self.create_publisher(PromptState, "dialogue/prompt_state", latched)
+        self.state_pub = self.create_publisher(PromptState, "dialogue/prompt_state", LATCHED_QOS)
         self.events_pub = self.create_publisher(String, EVENTS_TOPIC, EVENTS_QOS)
         if self.p["use_tools"]:
             self.tool_image_pub = self.create_publisher(Image, "dialogue/tool_image", 10)

@@ -12,16 +12,12 @@ from __future__ import annotations
 
 import re
 
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Bool
 
 from vision_dialogue.ros import perception_msgs as pm
+from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS
 
 ANONYMOUS_VOICE = "anonymous_speaker"
-_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-#: the tracked list latched, as REP-155 publishers do: late and latched subscribers get it
-_LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 def voice_id(speaker: str) -> str:
@@ -42,13 +38,14 @@ class HriSpeechOutput:
 
     def __init__(self, node, speaker: str = ""):
         self.node = node
-        self.speaking_pub = node.create_publisher(Bool, pm.ROBOT_SPEAKING_TOPIC, _QOS)
+        self.speaking_pub = node.create_publisher(Bool, pm.ROBOT_SPEAKING_TOPIC, RELIABLE_QOS)
         self._speaking: bool | None = None
         self._speech_pubs: dict[str, object] = {}
         self.tracked_pub = None
         if pm.IdsList is not None:
+            # latched, as REP-155 publishers do: late and latched subscribers get the list
             self.tracked_pub = node.create_publisher(pm.IdsList, pm.VOICES_TRACKED_TOPIC,
-                                                     _LATCHED)
+                                                     LATCHED_QOS)
             self._voice(voice_id(speaker))
             node.create_timer(1.0, self._publish_tracked)
         self.robot_speaking(False)
@@ -56,7 +53,7 @@ class HriSpeechOutput:
     def _voice(self, vid: str):
         if vid not in self._speech_pubs:
             self._speech_pubs[vid] = self.node.create_publisher(
-                pm.LiveSpeech, f"/humans/voices/{vid}/speech", _QOS)
+                pm.LiveSpeech, f"/humans/voices/{vid}/speech", RELIABLE_QOS)
             self._publish_tracked()
         return self._speech_pubs[vid]
 
@@ -92,7 +89,8 @@ class HriFacesOutput:
 
     def __init__(self, node):
         self.node = node
-        self.tracked_pub = node.create_publisher(pm.IdsList, pm.FACES_TRACKED_TOPIC, _LATCHED)
+        self.tracked_pub = node.create_publisher(pm.IdsList, pm.FACES_TRACKED_TOPIC,
+                                                 LATCHED_QOS)
         self._pubs: dict[str, tuple] = {}
 
     def publish(self, header, faces) -> None:
@@ -106,8 +104,9 @@ class HriFacesOutput:
                 base = f"/humans/faces/{fid}"
                 self._pubs[fid] = (
                     self.node.create_publisher(pm.NormalizedRegionOfInterest2D, f"{base}/roi",
-                                               _QOS),
-                    self.node.create_publisher(pm.Expression, f"{base}/expression", _QOS))
+                                               RELIABLE_QOS),
+                    self.node.create_publisher(pm.Expression, f"{base}/expression",
+                                               RELIABLE_QOS))
             roi_pub, expression_pub = self._pubs[fid]
             roi_pub.publish(pm.NormalizedRegionOfInterest2D(
                 header=header, xmin=float(x), ymin=float(y), xmax=float(x + w),

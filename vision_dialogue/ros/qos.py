@@ -34,6 +34,11 @@ EVENTS_TOPIC = "dialogue/events"
 #: the manager keeps its last 200 records for a monitor that joins mid-session
 EVENTS_QOS = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE,
                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+#: the newest message kept for subscribers that join later (a state, an id list, LabelInfo)
+LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+#: reliable and volatile: as a subscription it matches latched and plain publishers alike
+RELIABLE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 
 
 def image_qos(choice: str) -> QoSProfile:

@@ -19,18 +19,13 @@ from typing import Callable
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.event_handler import SubscriptionEventCallbacks
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import qos_profile_sensor_data
 from std_msgs.msg import Bool, String
 
 from vision_dialogue.core.objects import DetectionSet, LabelMap, ObjectNotes
 from vision_dialogue.core.people import TrackedPerson
 from vision_dialogue.ros import perception_msgs as pm
-
-#: REP-155's latched id lists (reliable, transient local)
-TRACKED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
-#: a volatile reliable subscription matches latched and plain publishers alike
-PLAIN_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS
 
 
 class DetectionsInput:
@@ -52,9 +47,8 @@ class DetectionsInput:
                                             self._on_detections, qos_profile_sensor_data,
                                             callback_group=group)
         self.labels_sub = node.create_subscription(
-            pm.LabelInfo, pm.LABEL_INFO_TOPIC, self._on_label_info,
-            QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                       durability=DurabilityPolicy.TRANSIENT_LOCAL), callback_group=group)
+            pm.LabelInfo, pm.LABEL_INFO_TOPIC, self._on_label_info, LATCHED_QOS,
+            callback_group=group)
         self.topic = node.resolve_topic_name(pm.DETECTIONS_TOPIC)
         self.labels_topic = node.resolve_topic_name(pm.LABEL_INFO_TOPIC)
         self.log = node.get_logger()
@@ -130,7 +124,7 @@ class Ros4hriInput:
         for topic, kind in ((pm.VOICES_TRACKED_TOPIC, "voice"),
                             (pm.PERSONS_TRACKED_TOPIC, "person"),
                             (pm.BODIES_TRACKED_TOPIC, "body")):
-            for qos in (TRACKED_QOS, PLAIN_QOS):
+            for qos in (LATCHED_QOS, RELIABLE_QOS):
                 node.create_subscription(pm.IdsList, topic,
                                          lambda m, k=kind: self._on_tracked(k, m.ids), qos,
                                          callback_group=self.group, event_callbacks=quiet)
@@ -196,34 +190,34 @@ class Ros4hriInput:
         if self.on_people is not None and self._reported:
             self.on_people(self.people())
 
-    def _sub(self, msg_type, topic: str, callback, qos=TRACKED_QOS):
+    def _sub(self, msg_type, topic: str, callback, qos=LATCHED_QOS):
         return self.node.create_subscription(msg_type, topic, callback, qos,
                                              callback_group=self.group)
 
     def _follow_voice(self, vid: str) -> list:
         return [self._sub(pm.LiveSpeech, f"/humans/voices/{vid}/speech",
-                          lambda m: self._on_speech(vid, m), PLAIN_QOS)]
+                          lambda m: self._on_speech(vid, m), RELIABLE_QOS)]
 
     def _follow_person(self, pid: str) -> list:
         base = f"/humans/persons/{pid}"
         subs = [self._sub(String, f"{base}/{field}", lambda m, f=field: self._set(f, pid, m))
                 for field in ("voice_id", "face_id", "name", "alias")]
         subs.append(self._sub(pm.EngagementLevel, f"{base}/engagement_status",
-                              lambda m: self._on_engagement(pid, m.level), PLAIN_QOS))
+                              lambda m: self._on_engagement(pid, m.level), RELIABLE_QOS))
         return subs
 
     def _follow_face(self, fid: str) -> list:
         base = f"/humans/faces/{fid}"
         return [self._sub(pm.NormalizedRegionOfInterest2D, f"{base}/roi",
                           lambda m: self._roi.__setitem__(fid, (m.xmin + m.xmax) / 2),
-                          PLAIN_QOS),
+                          RELIABLE_QOS),
                 self._sub(pm.Expression, f"{base}/expression",
                           lambda m: self._of["expression"].__setitem__(fid, m.expression),
-                          PLAIN_QOS)]
+                          RELIABLE_QOS)]
 
     def _follow_body(self, bid: str) -> list:
         return [self._sub(pm.Gesture, f"/humans/bodies/{bid}/gesture",
-                          lambda m: self._on_gesture(m.gesture), PLAIN_QOS)]
+                          lambda m: self._on_gesture(m.gesture), RELIABLE_QOS)]
 
     def _set(self, field: str, pid: str, msg) -> None:
         with self._lock:
@@ -284,7 +278,7 @@ class HriBargeIn:
         self._subs: dict[str, list] = {}
         group = MutuallyExclusiveCallbackGroup()
         quiet = SubscriptionEventCallbacks(use_default_callbacks=False)
-        for qos in (TRACKED_QOS, PLAIN_QOS):
+        for qos in (LATCHED_QOS, RELIABLE_QOS):
             node.create_subscription(pm.IdsList, pm.VOICES_TRACKED_TOPIC, self._on_voices, qos,
                                      callback_group=group, event_callbacks=quiet)
         self.group = group
@@ -296,11 +290,11 @@ class HriBargeIn:
             self._subs[vid] = [
                 self.node.create_subscription(
                     Bool, f"{base}/is_speaking",
-                    lambda m, v=vid: m.data and self.on_voice(v), PLAIN_QOS,
+                    lambda m, v=vid: m.data and self.on_voice(v), RELIABLE_QOS,
                     callback_group=self.group),
                 self.node.create_subscription(
                     pm.LiveSpeech, f"{base}/speech",
-                    lambda m, v=vid: m.incremental.strip() and self.on_voice(v), PLAIN_QOS,
+                    lambda m, v=vid: m.incremental.strip() and self.on_voice(v), RELIABLE_QOS,
                     callback_group=self.group)]
         for vid in set(self._subs) - ids:
             for sub in self._subs.pop(vid):
