@@ -473,7 +473,7 @@ class ManagerNode(Node):
         if p["ros4hri"] and "hri_msgs" not in pm.missing():
             self.voices = Ros4hriInput(self, self._on_hri_speech, on_people=self._on_hri_people,
                                        on_engaging=self._on_engaging,
-                                       on_gesture=self._on_gesture)
+                                       on_gesture=self._seen_event)
 
     def _on_hri_speech(self, text: str, speaker: str, confidence: float, locale: str) -> None:
         """A ROS4HRI voice's final result: a user turn like any utterance."""
@@ -495,18 +495,27 @@ class ManagerNode(Node):
                 self.conversation.add_event(f"{self._hri_labels.get(i, 'someone')} {words}",
                                             event=kind)
 
+    def _greet_once(self) -> bool:
+        """The opening remark (greet_first), once per session; whether it was queued now."""
+        if not self.p["greet_first"] or self._spoken_to:
+            return False
+        self._spoken_to = True
+        self._turns.put(PendingTurn("greet", "", "",
+                                    deadline=time.monotonic() + self.p["reply_deadline"]))
+        self.proactive.remark_made()
+        return True
+
     def _on_engaging(self, label: str) -> None:
         """A ROS4HRI person starts engaging with the robot: the opening remark, once."""
-        if self.p["greet_first"] and not self._spoken_to:
-            self._spoken_to = True
+        if self._greet_once():
             self.get_logger().info(f"{label} is engaging: greeting")
-            self._turns.put(PendingTurn("greet", "", "",
-                                        deadline=time.monotonic() + self.p["reply_deadline"]))
-            self.proactive.remark_made()
 
-    def _on_gesture(self, kind: str, text: str) -> None:
-        """A ROS4HRI body's gesture: a visual event, as from events_node."""
-        self.conversation.add_event(text, event=kind)
+    def _seen_event(self, kind: str, text: str, stamp: float | None = None) -> None:
+        """Something seen between frames into the prompt; a wave may be answered.
+
+        From events_node (camera/events) or a ROS4HRI body's gesture.
+        """
+        self.conversation.add_event(text, stamp=stamp, event=kind)
         trigger = self.proactive.on_event(kind, len(self._turns) + self._answering)
         if trigger is not None:
             self._speak_first(trigger)
@@ -521,11 +530,7 @@ class ManagerNode(Node):
         self._frame_width = bgr.shape[1]
         objects = self.detections.attach(stamp / 1e9) if self.detections else ""
         frame = self.conversation.add_frame(bgr, stamp=stamp / 1e9, objects=objects)
-        if self.p["greet_first"] and not self._spoken_to and frame.people != 0:
-            self._spoken_to = True        # one opening remark per session
-            self._turns.put(PendingTurn("greet", "", "",
-                                        deadline=time.monotonic() + self.p["reply_deadline"]))
-            self.proactive.remark_made()
+        if frame.people != 0 and self._greet_once():
             return
         people = frame.people
         if people is None and time.monotonic() - self._users_at <= PEOPLE_FRESH_S:
@@ -586,12 +591,8 @@ class ManagerNode(Node):
         self.conversation.set_people(describe_people(people), arrived, left)
 
     def _on_visual_event(self, msg: VisualEvent) -> None:
-        """Something seen between frames (events_node) into the prompt; a wave may be answered."""
         stamp_ns = stamp_to_ns(msg.header.stamp) or self.get_clock().now().nanoseconds
-        self.conversation.add_event(msg.text or msg.kind, stamp=stamp_ns / 1e9, event=msg.kind)
-        trigger = self.proactive.on_event(msg.kind, len(self._turns) + self._answering)
-        if trigger is not None:
-            self._speak_first(trigger)
+        self._seen_event(msg.kind, msg.text or msg.kind, stamp_ns / 1e9)
 
     def _on_speech_state(self, msg: SpeechState) -> None:
         """The robot talks or thinks: no remark unasked now."""

@@ -78,6 +78,13 @@ def _rival(s: ObjectSighting) -> str | None:
                  if alt in ANIMALS and alt != s.label and score >= RIVAL_SHARE * s.score), None)
 
 
+def _kept(sightings: Iterable[ObjectSighting], min_score: float,
+          skip: Iterable[str]) -> list[ObjectSighting]:
+    """The sightings that hold up: at least `min_score`, of a class not skipped."""
+    skip = set(skip)
+    return [s for s in sightings if s.score >= min_score and s.label not in skip]
+
+
 @dataclass(frozen=True)
 class ObjectPhrase:
     """One group of sightings in words; `claims` is the class it names plainly ("" if hedged)."""
@@ -94,9 +101,7 @@ def object_phrases(sightings: Iterable[ObjectSighting], *, min_score: float = 0.
     A class seen several times is counted ("three horses"), with a place only when they are all
     in one; under `sure` it is "maybe ..."; an animal with a rival animal is "a dog or a cat".
     """
-    skip = set(skip)
-    kept = sorted((s for s in sightings if s.score >= min_score and s.label not in skip),
-                  key=lambda s: -s.score)
+    kept = sorted(_kept(sightings, min_score, skip), key=lambda s: -s.score)
     groups: dict[object, list[ObjectSighting]] = {}
     for s in kept:
         rival = _rival(s)
@@ -108,7 +113,7 @@ def object_phrases(sightings: Iterable[ObjectSighting], *, min_score: float = 0.
         where = f" {places.pop()}" if len(places) == 1 else ""
         number = _NUMBERS[count] if count < len(_NUMBERS) else str(count)
         if isinstance(key, frozenset):
-            a, b = best.label, _rival(best) or next(iter(key - {best.label}))
+            a, b = best.label, next(iter(key - {best.label}))    # the key came from best
             text = f"{number} animals, {_plural(a)} or {_plural(b)}," if count > 1 else \
                 f"{_article(a)} {a} or {_article(b)} {b}"
             phrases.append(ObjectPhrase(f"{text}{where}".rstrip(","), ""))
@@ -135,7 +140,6 @@ class DetectionSet:
 
     stamp: float
     sightings: tuple[ObjectSighting, ...]
-    source: str = ""
     unnamed: int = 0          # detections left out: a class id with no name known
 
 
@@ -197,7 +201,7 @@ class ObjectNotes:
         "an animal".
         """
         now = det.stamp
-        kept = [s for s in det.sightings if s.score >= self.min_score and s.label not in self.skip]
+        kept = _kept(det.sightings, self.min_score, self.skip)
         present = {("animal" if _rival(s) else s.label) for s in kept}
         arrived = {("animal" if _rival(s) else s.label) for s in kept if s.score >= self.sure}
         events = []

@@ -11,6 +11,8 @@ import secrets
 import string
 from dataclasses import dataclass
 
+from vision_dialogue.perception.objects import box_iou
+
 
 def new_id() -> str:
     return "".join(secrets.choice(string.ascii_lowercase) for _ in range(5))
@@ -18,11 +20,9 @@ def new_id() -> str:
 
 def iou(a: tuple, b: tuple) -> float:
     """Intersection over union of two (x, y, w, h) boxes."""
-    ix = max(0.0, min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    union = a[2] * a[3] + b[2] * b[3] - inter
-    return inter / union if union > 0 else 0.0
+    def corners(box):
+        return box[0], box[1], box[0] + box[2], box[1] + box[3]
+    return box_iou(corners(a), corners(b))
 
 
 @dataclass

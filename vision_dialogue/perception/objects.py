@@ -136,7 +136,8 @@ def letterbox(rgb: np.ndarray, side: int = INPUT_SIDE) -> tuple[np.ndarray, floa
     return out, scale
 
 
-def _iou(a: tuple, b: tuple) -> float:
+def box_iou(a: tuple, b: tuple) -> float:
+    """Intersection over union of two (x1, y1, x2, y2) boxes."""
     ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
     iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
     inter = ix * iy
@@ -150,7 +151,7 @@ def _same_object(a: tuple, b: tuple) -> bool:
     They overlap by half, or one's centre is in the other (CenterNet peaks on a large object's
     parts too).
     """
-    if _iou(a, b) >= 0.5:
+    if box_iou(a, b) >= 0.5:
         return True
     cx, cy = (b[0] + b[2]) / 2, (b[1] + b[3]) / 2
     return a[0] <= cx <= a[2] and a[1] <= cy <= a[3]
@@ -164,7 +165,7 @@ def _merge_rival_animals(found: list[Detected]) -> list[Detected]:
     out: list[Detected] = []
     for d in found:                                        # best first
         host = next((i for i, o in enumerate(out) if o.label in ANIMALS and d.label in ANIMALS
-                     and o.label != d.label and _iou(o.box, d.box) >= 0.5), None)
+                     and o.label != d.label and box_iou(o.box, d.box) >= 0.5), None)
         if host is None:
             out.append(d)
             continue

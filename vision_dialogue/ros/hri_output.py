@@ -95,18 +95,10 @@ class HriFacesOutput:
 
     def publish(self, header, faces) -> None:
         ids = [f[0] for f in faces]
-        for fid in set(self._pubs) - set(ids):
-            for pub in self._pubs.pop(fid):
-                self.node.destroy_publisher(pub)
+        pm.follow_ids(self._pubs, ids, self._face_publishers,
+                      lambda pubs: [self.node.destroy_publisher(p) for p in pubs])
         self.tracked_pub.publish(pm.IdsList(header=header, ids=ids))
         for fid, (x, y, w, h), score, smiling in faces:
-            if fid not in self._pubs:
-                base = f"/humans/faces/{fid}"
-                self._pubs[fid] = (
-                    self.node.create_publisher(pm.NormalizedRegionOfInterest2D, f"{base}/roi",
-                                               RELIABLE_QOS),
-                    self.node.create_publisher(pm.Expression, f"{base}/expression",
-                                               RELIABLE_QOS))
             roi_pub, expression_pub = self._pubs[fid]
             roi_pub.publish(pm.NormalizedRegionOfInterest2D(
                 header=header, xmin=float(x), ymin=float(y), xmax=float(x + w),
@@ -115,3 +107,9 @@ class HriFacesOutput:
                 expression_pub.publish(pm.Expression(
                     header=header, expression="happy" if smiling else "neutral",
                     valence=0.5 if smiling else 0.0, confidence=0.5))
+
+    def _face_publishers(self, fid: str) -> tuple:
+        base = f"/humans/faces/{fid}"
+        return (self.node.create_publisher(pm.NormalizedRegionOfInterest2D, f"{base}/roi",
+                                           RELIABLE_QOS),
+                self.node.create_publisher(pm.Expression, f"{base}/expression", RELIABLE_QOS))

@@ -7,9 +7,10 @@ Conversions between the messages and the ROS-free `core.objects` types live here
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable
 
 from vision_dialogue.core.objects import DetectionSet, LabelMap, ObjectSighting
+from vision_dialogue.ros.image_msgs import stamp_to_ns
 
 try:
     from vision_msgs.msg import (BoundingBox2D, Detection2D, Detection2DArray, LabelInfo,
@@ -39,8 +40,18 @@ def missing() -> list[str]:
             if mod is None]
 
 
-def stamp_seconds(header) -> float:
-    return header.stamp.sec + header.stamp.nanosec * 1e-9
+def follow_ids(table: dict, ids, make: Callable, release: Callable) -> tuple[set, set]:
+    """Keep one entry per tracked id in `table` (REP-155: an id's topics while it is tracked).
+
+    `make(id)` for ids new in `ids`, `release(entry)` for ids gone; returns (added, removed).
+    """
+    ids = {str(i) for i in ids}
+    added, removed = ids - set(table), set(table) - ids
+    for i in added:
+        table[i] = make(i)
+    for i in removed:
+        release(table.pop(i))
+    return added, removed
 
 
 def from_detection_array(msg, labels: LabelMap, width: float = 0.0) -> DetectionSet:
@@ -66,11 +77,10 @@ def from_detection_array(msg, labels: LabelMap, width: float = 0.0) -> Detection
                      if (alt := labels.name(r.hypothesis.class_id)))
         cx = det.bbox.center.position.x / span if span > 0 else 0.5
         sightings.append(ObjectSighting(name, float(best.score), min(max(cx, 0.0), 1.0), alts))
-    return DetectionSet(stamp_seconds(msg.header), tuple(sightings),
-                        source=msg.header.frame_id, unnamed=unnamed)
+    return DetectionSet(stamp_to_ns(msg.header.stamp) / 1e9, tuple(sightings), unnamed=unnamed)
 
 
-def to_detection_array(header, detected: Iterable, with_alternatives: bool = True):
+def to_detection_array(header, detected: Iterable):
     """perception.objects.Detected boxes as a Detection2DArray (class_id = the class name)."""
     out = Detection2DArray(header=header)
     for i, d in enumerate(detected):
@@ -78,8 +88,7 @@ def to_detection_array(header, detected: Iterable, with_alternatives: bool = Tru
         det = Detection2D(header=header, id=d.track or f"{d.label}-{i}")
         det.bbox = BoundingBox2D(size_x=float(x2 - x1), size_y=float(y2 - y1))
         det.bbox.center.position.x, det.bbox.center.position.y = (x1 + x2) / 2, (y1 + y2) / 2
-        hyps = [(d.label, d.score)] + (list(d.alternatives) if with_alternatives else [])
-        for label, score in hyps:
+        for label, score in [(d.label, d.score), *d.alternatives]:
             h = ObjectHypothesisWithPose()
             h.hypothesis.class_id, h.hypothesis.score = label, float(score)
             det.results.append(h)

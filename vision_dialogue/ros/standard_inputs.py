@@ -106,7 +106,9 @@ class Ros4hriInput:
                  on_gesture: Callable[[str, str], None] | None = None):
         self.node, self.on_speech = node, on_speech
         self.on_people, self.on_engaging, self.on_gesture = on_people, on_engaging, on_gesture
-        self._subs: dict[str, list] = {}             # "voice:v7", "person:p1", ... -> subs
+        # kind -> tracked id -> its subscriptions
+        self._subs: dict[str, dict[str, list]] = {k: {} for k in ("voice", "person", "body",
+                                                                  "face")}
         self._of: dict[str, dict[str, str]] = {k: {} for k in (
             "voice_id", "face_id", "name", "alias", "expression")}
         self._roi: dict[str, float] = {}             # face id -> centre x (0..1)
@@ -149,10 +151,8 @@ class Ros4hriInput:
         now = time.monotonic()
         with self._lock:
             out = []
-            for key in self._subs:
-                kind, _, pid = key.partition(":")
-                if kind != "person" or (not self._name(pid) and now - self._first_seen.get(
-                        pid, now) < NAME_WAIT_S):
+            for pid in self._subs["person"]:
+                if not self._name(pid) and now - self._first_seen.get(pid, now) < NAME_WAIT_S:
                     continue
                 face = self._of["face_id"].get(pid, "")
                 cx = self._roi.get(face)
@@ -163,23 +163,17 @@ class Ros4hriInput:
 
     # --- subscriptions ----------------------------------------------------------------------
     def _on_tracked(self, kind: str, ids) -> None:
-        ids = {str(i) for i in ids}
-        have = {k.partition(":")[2] for k in self._subs if k.startswith(kind + ":")}
-        for new in ids - have:
-            self._subs[f"{kind}:{new}"] = getattr(self, f"_follow_{kind}")(new)
-            if kind == "person":
-                self._first_seen[new] = time.monotonic()
-                self._reported = True
-        for gone in have - ids:
-            keys = [f"{kind}:{gone}"]
-            if kind == "person":            # the person's face goes with them
-                keys.append(f"face:{self._of['face_id'].pop(gone, '')}")
-                self._first_seen.pop(gone, None)
-            for key in keys:
-                for sub in self._subs.pop(key, []):
-                    self.node.destroy_subscription(sub)
-        if kind == "person":
-            self._report()
+        added, removed = pm.follow_ids(self._subs[kind], ids, getattr(self, f"_follow_{kind}"),
+                                       lambda subs: _unsubscribe(self.node, subs))
+        if kind != "person":
+            return
+        for pid in added:
+            self._first_seen[pid] = time.monotonic()
+            self._reported = True
+        for pid in removed:                 # the person's face goes with them
+            _unsubscribe(self.node, self._subs["face"].pop(self._of["face_id"].pop(pid, ""), []))
+            self._first_seen.pop(pid, None)
+        self._report()
 
     def _report(self) -> None:
         """The persons to on_people, on each list and every NAME_WAIT_S.
@@ -224,8 +218,8 @@ class Ros4hriInput:
             self._of[field][pid] = msg.data.strip()
         if field == "face_id" and msg.data.strip():
             fid = msg.data.strip()          # the person's face: its place and expression
-            if f"face:{fid}" not in self._subs:
-                self._subs[f"face:{fid}"] = self._follow_face(fid)
+            if fid not in self._subs["face"]:
+                self._subs["face"][fid] = self._follow_face(fid)
 
     def _on_engagement(self, pid: str, level: int) -> None:
         before, self._engagement[pid] = self._engagement.get(pid), level
@@ -284,18 +278,20 @@ class HriBargeIn:
         self.group = group
 
     def _on_voices(self, msg) -> None:
-        ids = set(msg.ids)
-        for vid in ids - set(self._subs):
-            base = f"/humans/voices/{vid}"
-            self._subs[vid] = [
-                self.node.create_subscription(
-                    Bool, f"{base}/is_speaking",
-                    lambda m, v=vid: m.data and self.on_voice(v), RELIABLE_QOS,
-                    callback_group=self.group),
+        pm.follow_ids(self._subs, msg.ids, self._follow, lambda subs: _unsubscribe(self.node,
+                                                                                   subs))
+
+    def _follow(self, vid: str) -> list:
+        base = f"/humans/voices/{vid}"
+        return [self.node.create_subscription(
+                    Bool, f"{base}/is_speaking", lambda m: m.data and self.on_voice(vid),
+                    RELIABLE_QOS, callback_group=self.group),
                 self.node.create_subscription(
                     pm.LiveSpeech, f"{base}/speech",
-                    lambda m, v=vid: m.incremental.strip() and self.on_voice(v), RELIABLE_QOS,
+                    lambda m: m.incremental.strip() and self.on_voice(vid), RELIABLE_QOS,
                     callback_group=self.group)]
-        for vid in set(self._subs) - ids:
-            for sub in self._subs.pop(vid):
-                self.node.destroy_subscription(sub)
+
+
+def _unsubscribe(node, subs) -> None:
+    for sub in subs:
+        node.destroy_subscription(sub)
