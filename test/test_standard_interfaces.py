@@ -79,6 +79,9 @@ def _frame_and_question(rig, fake, question):
     rig.img_pub.publish(to_image_msg(photo(), frame_id="cam", stamp=rig.node.get_clock().now()
                                      .to_msg()))
     assert rig.wait(lambda: len(rig.node.conversation.timeline.snapshot()) > n, timeout=30)
+    # a detector's note may reach the frame just after it (a loaded machine): ask once it has
+    frames = [it.frame for it in rig.node.conversation.timeline.snapshot() if it.kind == "frame"]
+    rig.wait(lambda: frames[-1].objects, timeout=30)
     rig.say(question)
     assert rig.wait(lambda: rig.finals(), timeout=30)
     return json.dumps(fake.requests[-1]["messages"])
