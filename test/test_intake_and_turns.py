@@ -67,6 +67,27 @@ def test_intake_drops_the_oldest_of_a_burst_it_cannot_keep_up_with():
         intake.close()
 
 
+def test_a_turn_waits_for_the_frames_that_arrived_before_it():
+    gate, added = threading.Event(), []
+
+    def slow_decode():
+        gate.wait(5.0)
+        return IMG
+    intake = FrameIntake(lambda bgr, ns: added.append(ns))
+    try:
+        intake.offer(None, 1, lambda: IMG)
+        intake.offer(None, 2, slow_decode)                  # still decoding ...
+        before = intake.received                            # ... when the utterance comes
+        assert not intake.wait_through(before, timeout=0.2) and added == [1]
+        threading.Timer(0.1, gate.set).start()
+        assert intake.wait_through(before, timeout=5.0) and added == [1, 2]
+        intake.offer(None, 3, bad("encoding"))              # a rejected frame counts as done
+        assert intake.wait_through(before + 1, timeout=5.0) and intake.rejected == 1
+    finally:
+        intake.close()
+    assert intake.wait_through(99, timeout=0.1)             # closed: nobody waits
+
+
 def test_turn_queue_bound_expiry_order_and_close():
     now = [100.0]
     dropped = []

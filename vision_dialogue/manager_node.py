@@ -581,7 +581,7 @@ class ManagerNode(Node):
             self.get_logger().info(f"utterance queued behind {waiting} waiting turn(s)")
         self._turns.put(PendingTurn("turn", text, msg.speaker,
                                     deadline=time.monotonic() + self.p["reply_deadline"],
-                                    language=msg.language))
+                                    language=msg.language, frames_before=self.intake.received))
 
     def _on_users(self, msg: DetectedUsers) -> None:
         """The people the camera tracks (Furhat): a note in the prompt, arrivals, departures."""
@@ -621,6 +621,7 @@ class ManagerNode(Node):
                 elif item.kind == "greet":
                     self._greet(item.deadline, item.payload)
                 else:
+                    self.intake.wait_through(item.frames_before)
                     self._turn(item.payload, item.speaker, item.deadline, item.language)
             except Exception as e:  # noqa: BLE001 - the worker must survive anything
                 self.get_logger().error(f"turn failed unexpectedly: {type(e).__name__}: {e}")

@@ -7,6 +7,9 @@ half the frames were lost. One worker thread decodes and adds them, oldest first
 that arrives on two transports (raw and JPEG, same frame_id and stamp) is added once: the
 key is recorded only after a successful decode, so a raw frame in an encoding we cannot read
 does not hide its JPEG copy.
+
+A turn waits (`wait_through`) for the frames that arrived before its utterance, so the
+prompt keeps arrival order even while the worker is still decoding one.
 """
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ import numpy as np
 
 #: frames waiting for the worker; older ones are dropped when a burst outruns it
 BACKLOG = 8
+#: longest a turn waits for frames that arrived before its utterance to be added
+SETTLE_S = 2.0
 
 
 class FrameIntake:
@@ -43,7 +48,7 @@ class FrameIntake:
         self._seen: collections.deque = collections.deque(maxlen=64)
         self._last_accepted = -float("inf")
         self._closed = False
-        self.received = self.accepted = self.duplicates = 0
+        self.received = self.finished = self.accepted = self.duplicates = 0
         self.skipped = self.dropped = self.rejected = 0
         self.rejected_by_cause: collections.Counter = collections.Counter()
         self._thread = threading.Thread(target=self._run, name="vd-frames", daemon=True)
@@ -58,6 +63,7 @@ class FrameIntake:
             if len(self._items) >= self._backlog:
                 self._items.popleft()
                 self.dropped += 1
+                self.finished += 1
             self._items.append((key, stamp_ns, decode, self._clock()))
             self._cv.notify()
 
@@ -73,6 +79,14 @@ class FrameIntake:
                 self._take(*item)
             except Exception as e:  # noqa: BLE001 - the worker outlives any one frame
                 self._reject(e)
+            with self._cv:
+                self.finished += 1
+                self._cv.notify_all()
+
+    def wait_through(self, count: int, timeout: float = SETTLE_S) -> bool:
+        """Wait until the first `count` frames offered are added or set aside; False on timeout."""
+        with self._cv:
+            return self._cv.wait_for(lambda: self.finished >= count or self._closed, timeout)
 
     def _take(self, key, stamp_ns: int, decode, arrived: float) -> None:
         if key is not None and key in self._seen:

@@ -26,6 +26,7 @@ class PendingTurn:
     speaker: str = ""
     deadline: float = float("inf")
     language: str = ""          # the utterance's language tag (BCP-47), "" if unknown
+    frames_before: int = 0      # camera frames received before it (they go first in the prompt)
 
 
 class TurnQueue:
