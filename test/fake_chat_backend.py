@@ -75,8 +75,8 @@ class OneAtATimeBackend(FakeChatBackend):
     """A slow local model: one generation at a time, `token_s` per token, preemptible.
 
     Like TransformersChatBackend: a background call (background=True) stops at its next token
-    when a reply is waiting and raises Preempted. Records how long each reply waited for the
-    model (`reply_waits`) and the largest number of frames any reply prompt showed.
+    when a reply is waiting and raises Preempted. Records how many background tokens each reply
+    waited for (`reply_waits`: at most the one being computed when it came, whatever the load).
     """
 
     preemptible = True
@@ -89,8 +89,9 @@ class OneAtATimeBackend(FakeChatBackend):
         self._model = threading.Lock()
         self._waiting = 0
         self._stopped = threading.Event()
-        self.reply_waits: list[float] = []
+        self.reply_waits: list[int] = []
         self.preempted = 0
+        self._background_tokens = 0
 
     def stop_background(self) -> None:
         self._stopped.set()
@@ -107,18 +108,20 @@ class OneAtATimeBackend(FakeChatBackend):
                         self.preempted += 1
                     raise Preempted("a reply is waiting")
                 time.sleep(self.token_s)
+                with self._lock:
+                    self._background_tokens += 1
             return self._answer(messages, {"model": model, "background": True})
 
     def stream(self, messages, *, model=None, max_tokens=None, temperature=None):
         yield self._reply(messages, {"model": model, "max_tokens": max_tokens, "stream": True})
 
     def _reply(self, messages, kw) -> str:
-        t0 = time.monotonic()
         with self._lock:
             self._waiting += 1
+            before = self._background_tokens
         with self._model:
             with self._lock:
                 self._waiting -= 1
-                self.reply_waits.append(time.monotonic() - t0)
+                self.reply_waits.append(self._background_tokens - before)
             time.sleep(self.token_s * self.reply_tokens)
             return self._answer(messages, kw)

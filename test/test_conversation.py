@@ -88,7 +88,7 @@ def test_bracketed_notes_are_never_spoken():
 
     They are filtered, also when a note spans several streamed sentences.
     """
-    from vision_dialogue.core.conversation import NoteFilter, clean_reply
+    from vision_dialogue.core.reply_filter import NoteFilter, clean_reply
 
     assert clean_reply("[Your eyes are closed.] Hi! I like your hat 😀.") == "Hi! I like your hat."
     # stage directions and parenthesised notes are never spoken
@@ -284,7 +284,7 @@ def test_no_second_try_when_avoid_repeats_is_off():
 
 def test_a_reply_that_is_only_an_echo_of_a_memory_is_said_rather_than_a_fallback():
     """With no way to rephrase (no perception), a reply that only reads a summary is still said."""
-    from vision_dialogue.core.conversation import NoteFilter
+    from vision_dialogue.core.reply_filter import NoteFilter
     f = NoteFilter(memories=["The person wore a dark suit and waved."])
     assert f.feed("The person wore a dark suit and waved.") == ""
     assert f.repeats == ["The person wore a dark suit and waved."]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import skimage.data
 
-from vision_dialogue.core.summariser import bounded, merged_text
+from vision_dialogue.core.summariser import SummaryRule, bounded, merged_text
 from vision_dialogue.core.timeline import EventItem, FrameItem, SummaryItem, Timeline
 from vision_dialogue.perception.events import EventConfig, EventDetector, Glimpse
 from vision_dialogue.perception.observer import OPEN_HAND, POINTING, THUMBS_UP, HandSeen
@@ -128,7 +128,7 @@ def test_events_go_with_the_frames_a_summary_replaces():
     f3 = _frame(tl, "no one")
     tl.add_event("a person left")          # after the run's last frame: stays
     f4 = _frame(tl, "no one")
-    chosen = tl.select_for_summary(n=4, m=3)
+    chosen = tl.take(SummaryRule(4, 3).due)
     assert chosen == [f1, f2, f3]
     span = tl.span(chosen)
     assert [getattr(i, "text", None) for i in span if isinstance(i, EventItem)] == [
@@ -223,7 +223,7 @@ def test_events_a_history_fold_holds_stay_with_the_fold():
     frames = [_frame(tl, f"view {i}") for i in range(4)]
     folded = tl.select_for_fold(budget_chars=10, keep_recent_lines=0)
     assert [type(i).__name__ for i in folded] == ["LineItem", "EventItem"]
-    chosen = tl.select_for_summary(n=4, m=3)
+    chosen = tl.take(SummaryRule(4, 3).due)
     assert tl.span(chosen) == chosen                    # the held event is not taken
     tl.splice_summary(chosen, "three views")
     tl.apply_fold(folded, "they said hello; someone waved")

@@ -21,6 +21,7 @@ from sensor_msgs.msg import CompressedImage
 from fake_openai import FakeOpenAI, Reply
 from manager_rig import Rig, photo, running_manager
 from vision_dialogue.core.persona import load_persona
+from vision_dialogue.core.summariser import SummaryRule
 from vision_dialogue.ros.image_msgs import stamp_from_ns, to_compressed_msg, to_image_msg
 
 FALLBACK_LINES = load_persona().fallback_lines
@@ -243,8 +244,7 @@ def test_a_live_parameter_takes_effect_while_running(ros_context, tmp_path):
         res = rig.node.set_parameters_atomically([Parameter("n", value=3),
                                                   Parameter("m", value=2)])
         assert res.successful
-        assert (rig.node.conversation.summariser.n, rig.node.conversation.summariser.m) \
-            == (3, 2)
+        assert rig.node.conversation.summariser.rule == SummaryRule(3, 2)
 
 
 def _nodes_with_their_params(ctx, tmp_path):

@@ -75,7 +75,7 @@ def test_llm_summaries_on_a_slow_model_never_hold_up_a_reply_or_break_the_bound(
     assert max(shown) <= n, shown
     assert all(len(r.frame_ids) <= n for r in results)
     # a reply waits at most for the token the background call is computing
-    assert max(be.reply_waits) < 0.1, sorted(be.reply_waits)[-3:]
+    assert max(be.reply_waits) <= 1, sorted(be.reply_waits)[-3:]
     assert be.preempted > 0            # summaries did give way
     check_nothing_lost(c, events)
     methods = {d["method"] for k, d in events if k == "summary"}
@@ -89,7 +89,7 @@ def test_text_only_model_summarises_without_the_llm():
     assert c.summary_mode == "merge"
     assert not be.of_kind("summary"), "the slow model was asked for a summary"
     assert all(frames_in(msgs, False) <= 4 for _, msgs, _ in be.of_kind("reply"))
-    assert max(be.reply_waits) < 0.05
+    assert max(be.reply_waits) == 0
     check_nothing_lost(c, events)
     summaries = [d for k, d in events if k == "summary"]
     assert summaries and all(d["method"] == "merge" for d in summaries)

@@ -8,7 +8,7 @@ import pytest
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.persona import load_persona
-from vision_dialogue.core.summariser import check_nm, validate_nm
+from vision_dialogue.core.summariser import SummaryRule
 from vision_dialogue.core.timeline import FrameItem, LineItem, SummaryItem
 
 
@@ -23,16 +23,16 @@ def conv(backend, **cfg):
 @pytest.mark.parametrize("n,m,name", [(3, 3, "m="), (4, 5, "m="), (4, 0, "m="), (1, 1, "n="),
                                       (0, 1, "n=")])
 def test_invalid_n_m_rejected_naming_parameter(n, m, name):
-    err = check_nm(n, m)
+    err = SummaryRule.problem(n, m)
     assert err is not None and err.startswith(name)
     with pytest.raises(ValueError, match=f"^{name}"):
-        validate_nm(n, m)
+        SummaryRule(n, m)
     with pytest.raises(ValueError, match=f"^{name}"):
-        ConversationConfig(n=n, m=m)
+        Conversation(FakeChatBackend(), load_persona(), ConversationConfig(n=n, m=m))
 
 
 def test_valid_n_m_accepted():
-    assert check_nm(4, 3) is None and check_nm(2, 1) is None
+    assert SummaryRule.problem(4, 3) is None and SummaryRule.problem(2, 1) is None
 
 
 def test_summary_request_holds_instructions_conversation_then_frames():

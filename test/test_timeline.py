@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from vision_dialogue.core.images import Frame
+from vision_dialogue.core.summariser import SummaryRule
 from vision_dialogue.core.timeline import ROBOT, USER, FrameItem, LineItem, SummaryItem, \
     Timeline, describe
 
@@ -29,20 +30,20 @@ def test_figure2_sequence_n3_m2():
     tl = Timeline()
     n, m = 3, 2
     tl.add_frame(frame())
-    assert tl.select_for_summary(n, m) == []
+    assert tl.take(SummaryRule(n, m).due) == []
     tl.add_frame(frame())
-    assert tl.select_for_summary(n, m) == []
+    assert tl.take(SummaryRule(n, m).due) == []
     tl.add_line(USER, "Hello robot")
     tl.add_frame(frame())
-    chosen = tl.select_for_summary(n, m)
+    chosen = tl.take(SummaryRule(n, m).due)
     assert [f.id for f in chosen] == [1, 2]
     tl.splice_summary(chosen, "A person waved.")
     assert labels(tl) == ["summary 1-2: A person waved.", "user: Hello robot", "frame 3"]
     tl.add_line(ROBOT, "Hi! Nice glasses.")
     tl.add_frame(frame())
-    assert tl.select_for_summary(n, m) == []
+    assert tl.take(SummaryRule(n, m).due) == []
     tl.add_frame(frame())
-    chosen = tl.select_for_summary(n, m)
+    chosen = tl.take(SummaryRule(n, m).due)
     assert [f.id for f in chosen] == [3]          # only frame 3: the robot line stops the run
     tl.splice_summary(chosen, "The person smiled.")
     assert labels(tl) == ["summary 1-2: A person waved.", "user: Hello robot",
@@ -54,14 +55,14 @@ def test_frames_being_summarised_are_not_selected_again():
     tl = Timeline()
     for _ in range(4):
         tl.add_frame(frame())
-    first = tl.select_for_summary(4, 3)
+    first = tl.take(SummaryRule(4, 3).due)
     assert [f.id for f in first] == [1, 2, 3]
     assert all(f.pending for f in first)
     tl.add_frame(frame())                         # raw, not pending: 4, 5
-    assert tl.select_for_summary(4, 3) == []
+    assert tl.take(SummaryRule(4, 3).due) == []
     tl.add_frame(frame())
     tl.add_frame(frame())                         # 4, 5, 6, 7
-    second = tl.select_for_summary(4, 3)
+    second = tl.take(SummaryRule(4, 3).due)
     assert [f.id for f in second] == [4, 5, 6]
 
 
@@ -70,7 +71,7 @@ def test_splice_lands_in_place_after_more_items_arrived():
     tl.add_line(USER, "first")
     for _ in range(4):
         tl.add_frame(frame())
-    chosen = tl.select_for_summary(4, 3)
+    chosen = tl.take(SummaryRule(4, 3).due)
     tl.add_line(USER, "while summarising")
     tl.add_frame(frame())
     tl.add_line(ROBOT, "answer")
@@ -83,11 +84,11 @@ def test_release_keeps_frames_and_allows_retry():
     tl = Timeline()
     for _ in range(4):
         tl.add_frame(frame())
-    chosen = tl.select_for_summary(4, 3)
+    chosen = tl.take(SummaryRule(4, 3).due)
     tl.release(chosen)
     assert [describe(i) for i in tl.snapshot()] == ["frame 1", "frame 2", "frame 3", "frame 4"]
     assert [f.failures for f in chosen] == [1, 1, 1]
-    again = tl.select_for_summary(4, 3)
+    again = tl.take(SummaryRule(4, 3).due)
     assert [f.id for f in again] == [1, 2, 3]
 
 

@@ -48,7 +48,7 @@ from vision_dialogue.core.persona import PersonaError, default_persona_file, loa
 from vision_dialogue.core.people import PEOPLE_FRESH_S, Presence, TrackedPerson, \
     describe_people
 from vision_dialogue.core.proactive import PROACTIVE_MODES, ProactiveConfig, ProactivePolicy
-from vision_dialogue.core.summariser import check_nm
+from vision_dialogue.core.summariser import SummaryRule
 from vision_dialogue.core.transcript import TranscriptWriter, event_record, parse_retention
 from vision_dialogue.core.turn_queue import PendingTurn, TurnQueue
 from vision_dialogue.camera.intake import FrameIntake
@@ -227,7 +227,7 @@ def _cross_check(v: dict) -> str | None:
     if v["objects_sure"] < v["objects_min_score"]:
         return (f"objects_sure ({v['objects_sure']:g}) must be at least objects_min_score "
                 f"({v['objects_min_score']:g})")
-    return check_nm(v["n"], v["m"])
+    return SummaryRule.problem(v["n"], v["m"])
 
 
 class ManagerNode(Node):
@@ -315,7 +315,7 @@ class ManagerNode(Node):
         p.on_change("keep_recent_lines", lambda v: setattr(conv.folder, "keep_recent_lines", v))
         p.on_change("max_reply_tokens", lambda v: setattr(conv.config, "max_reply_tokens", v))
         p.on_change("stream", lambda v: setattr(conv.config, "stream", v))
-        p.on_change("max_tool_rounds", lambda v: setattr(conv, "max_tool_rounds", v))
+        p.on_change("max_tool_rounds", lambda v: setattr(conv.turn_tools, "max_rounds", v))
         p.on_change("max_queued_turns", lambda v: setattr(self._turns, "max_waiting", v))
 
     def _make_backend(self):

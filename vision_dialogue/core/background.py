@@ -1,9 +1,12 @@
-"""In-flight tracking of the background LLM jobs (frame summaries, history folds)."""
+"""The background LLM work: in-flight summaries and folds, and warming a local model's cache."""
 from __future__ import annotations
 
+import logging
 import threading
 from concurrent.futures import Executor, Future
 from typing import Callable
+
+from vision_dialogue.llm.base import Preempted
 
 
 class BackgroundJobs:
@@ -42,3 +45,46 @@ class BackgroundJobs:
     def _done(self, fut: Future) -> None:
         with self._lock:
             self._inflight.discard(fut)
+
+
+class PromptWarmer:
+    """The reply prompt changed: a local model reads it now, not when the person speaks.
+
+    Without this a summary or a fold that changes the prompt's middle makes the next reply
+    re-read everything after it (seconds on a busy CPU). One warm-up at a time, on the
+    background pool, only while no turn runs (`idle` set); a reply stops it (Preempted).
+    A backend without `warm` is never asked.
+    """
+
+    def __init__(self, backend, pool: Executor, messages: Callable[[], list],
+                 idle: threading.Event, logger: logging.Logger, enabled: bool = True):
+        self._warm = getattr(backend, "warm", None) if enabled else None
+        self._pool, self._messages, self._idle, self.log = pool, messages, idle, logger
+        self._lock = threading.Lock()
+        self._pending = False
+        self.closed = False
+
+    def soon(self) -> None:
+        """Warm the prompt on the pool, unless a warm-up is already waiting."""
+        if not callable(self._warm):
+            return
+        with self._lock:
+            if self._pending or self.closed:
+                return
+            self._pending = True
+        try:
+            self._pool.submit(self._run)
+        except RuntimeError:        # the pool is shut down (closing)
+            self._pending = False
+
+    def _run(self) -> None:
+        self._pending = False       # a change from now on asks for another warm-up
+        if not self._idle.is_set():
+            return
+        try:
+            read = self._warm(self._messages())
+            self.log.debug(f"warmed the reply prompt: {read} new tokens read")
+        except Preempted:
+            pass
+        except Exception as e:  # noqa: BLE001 - only a speed-up: the reply reads it anyway
+            self.log.warning(f"warming the reply prompt failed ({type(e).__name__}: {e})")

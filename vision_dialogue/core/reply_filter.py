@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import re
 from difflib import SequenceMatcher
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
+
+from vision_dialogue.core.focus import FOCUS_INSTRUCTIONS
+from vision_dialogue.core.timeline import ROBOT, Item
+from vision_dialogue.llm.sentences import split_sentences
 
 # Emoji and pictographs (the persona forbids them; speech engines read them out).
 _EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]")
@@ -168,3 +172,35 @@ class NoteFilter:
                 return ""
             self.said.append(tuple(words))
         return spoken
+
+
+def turn_filter(persona, items: Sequence[Item], newest, blind: bool,
+                speak: Callable[[str, bool], str] | None = None,
+                allow_repeats: bool = False) -> NoteFilter:
+    """The filter for one reply: the persona's notes, what the prompt shows, what was said.
+
+    `newest`: the newest frame (None before one came); `blind`: no camera (lost or none yet).
+    `allow_repeats`: "say that again", the last line may come again.
+    """
+    p = persona
+    notes = [p.system, p.greet_instruction, p.no_frames_note, p.dark_frames_note,
+             p.camera_lost_note, p.repeat_note, p.own_words_note, *FOCUS_INSTRUCTIONS]
+    seen = [it.frame.observation or "" for it in items if it.kind == "frame"]
+    memories = [it.text for it in items if it.kind == "summary"]
+    lines = [it.text for it in items if it.kind == "line" and it.role == ROBOT]
+    if allow_repeats:
+        lines = lines[:-1]
+    said = [s for line in lines for s in split_sentences(line)]
+
+    def unsaid(options: tuple[str, ...]) -> str:       # the first not said yet
+        return next((ln for ln in options if ln not in said), options[0])
+    blind_line = nobody_line = anyone_line = ""
+    if blind:
+        blind_line = unsaid(p.blind_lines)
+    elif newest.people == 0:
+        nobody_line = unsaid(p.nobody_lines)
+        anyone_line = unsaid(tuple(ln for ln in p.nobody_lines if "anyone" in ln)
+                             or p.nobody_lines)
+    return NoteFilter((p.frame_label, p.summary_label, p.history_label, "You saw:"), notes,
+                      seen, said, memories, speak, blind_line=blind_line,
+                      nobody_line=nobody_line, anyone_line=anyone_line)

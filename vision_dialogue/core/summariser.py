@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from vision_dialogue.core.background import BackgroundJobs
@@ -34,22 +35,57 @@ SUMMARY_MODES = ("llm", "merge")
 _log = logging.getLogger("vision_dialogue.summariser")
 
 
-def check_nm(n: int, m: int) -> str | None:
-    """Why (n, m) is invalid, message starting with the parameter's name; None if valid."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 2:
-        return f"n={n!r} must be an integer >= 2 (frames in the prompt before summarising)"
-    if not isinstance(m, int) or isinstance(m, bool) or m < 1:
-        return f"m={m!r} must be an integer >= 1 (frames summarised at once)"
-    if m >= n:
-        return f"m={m} must be smaller than n={n}"
-    return None
+@dataclass(frozen=True)
+class SummaryRule:
+    """The paper's rule (the module docstring), with `n` and `m` checked once, here."""
 
+    n: int = 4          # raw frames in the prompt that start a summary
+    m: int = 3          # frames summarised at once (m < n)
 
-def validate_nm(n: int, m: int) -> None:
-    """Raise ValueError (naming the parameter) for invalid n/m."""
-    err = check_nm(n, m)
-    if err:
-        raise ValueError(err)
+    def __post_init__(self):
+        err = self.problem(self.n, self.m)
+        if err:
+            raise ValueError(err)
+
+    @staticmethod
+    def problem(n, m) -> str | None:
+        """Why (n, m) is invalid, message starting with the parameter's name; None if valid."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+            return f"n={n!r} must be an integer >= 2 (frames in the prompt before summarising)"
+        if not isinstance(m, int) or isinstance(m, bool) or m < 1:
+            return f"m={m!r} must be an integer >= 1 (frames summarised at once)"
+        if m >= n:
+            return f"m={m} must be smaller than n={n}"
+        return None
+
+    def due(self, items: Sequence[Item]) -> list[FrameItem]:
+        """The frames to summarise now; [] while fewer than `n` raw frames wait.
+
+        The first raw frame not already being summarised and the raw frames directly after
+        it, up to `m`, stopping early at a dialogue line or a summary so order is kept
+        (events between frames go with them).
+        """
+        raw = [i for i, it in enumerate(items) if isinstance(it, FrameItem) and not it.pending]
+        if len(raw) < self.n:
+            return []
+        chosen: list[FrameItem] = []
+        for it in items[raw[0]:]:
+            if isinstance(it, EventItem) and len(chosen) < self.m:
+                continue
+            if not isinstance(it, FrameItem) or it.pending or len(chosen) >= self.m:
+                break
+            chosen.append(it)
+        return chosen
+
+    def oldest_run(self, items: Sequence[Item]) -> list[FrameItem]:
+        """The oldest run of up to `m` consecutive frames, pending or not (a backlog's relief)."""
+        chosen: list[FrameItem] = []
+        for it in items:
+            if isinstance(it, FrameItem) and len(chosen) < self.m:
+                chosen.append(it)
+            elif chosen and not (isinstance(it, EventItem) and len(chosen) < self.m):
+                break
+        return chosen
 
 
 def merge_observations(observations: Sequence[str]) -> str:
@@ -122,17 +158,16 @@ class FrameSummariser:
     """Applies the summarisation rule after each frame and runs the requests on `pool`."""
 
     def __init__(self, timeline: Timeline, builder: PromptBuilder, backend, pool: Executor,
-                 n: int = 4, m: int = 3, *, mode: str = "llm", model: str | None = None,
-                 max_tokens: int = 60, max_failures: int = 3,
+                 rule: SummaryRule = SummaryRule(), *, mode: str = "llm",
+                 model: str | None = None, max_tokens: int = 60, max_failures: int = 3,
                  on_event: Callable[[str, dict], None] | None = None, logger=None):
-        validate_nm(n, m)
         if mode not in SUMMARY_MODES:
             raise ValueError(f"summary_mode={mode!r} must be one of {list(SUMMARY_MODES)}")
         if max_failures < 1:
             raise ValueError(f"max_summary_failures={max_failures!r} must be >= 1")
         self.mode = mode
         self.timeline, self.builder, self.backend, self.pool = timeline, builder, backend, pool
-        self.n, self.m, self.model, self.max_tokens = n, m, model, max_tokens
+        self.rule, self.model, self.max_tokens = rule, model, max_tokens
         self.max_failures = max_failures
         self.on_event = on_event or (lambda kind, data: None)
         self.log = logger or _log
@@ -155,7 +190,7 @@ class FrameSummariser:
         """
         self._limit_backlog()
         while True:
-            frames = self.timeline.select_for_summary(self.n, self.m)
+            frames = self.timeline.take(self.rule.due)
             if not frames:
                 return
             if self.mode == "llm":
@@ -172,12 +207,12 @@ class FrameSummariser:
         """
         if self.mode != "llm":
             return
-        limit = 3 * self.n
+        limit = 3 * self.rule.n
         while True:
             frames = [it for it in self.timeline.snapshot() if isinstance(it, FrameItem)]
             if len(frames) <= limit:
                 return
-            run = self.timeline.select_oldest_run(self.m)
+            run = self.timeline.take(self.rule.oldest_run)
             if not run:
                 return
             self.log.warning(f"frame summaries fall behind ({len(frames)} frames waiting); "

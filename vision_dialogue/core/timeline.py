@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import threading
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from vision_dialogue.core.images import Frame
 
@@ -157,39 +157,14 @@ class Timeline:
             return len(self._items)
 
     # --- summaries -------------------------------------------------------------------------
-    def select_for_summary(self, n: int, m: int) -> list[FrameItem]:
-        """Apply the paper's rule and mark the chosen frames pending.
+    def take(self, select: Callable[[list[Item]], list[FrameItem]]) -> list[FrameItem]:
+        """Mark pending the frames `select` picks from the items (under the lock); return them.
 
-        When at least `n` raw frames (not already being summarised) are in the timeline, take
-        the first of them and the raw frames directly after it, up to `m`, stopping early at
-        a dialogue line or a summary so order is kept (events between frames go with them).
-        Returns [] when the rule does not fire.
+        `select` is the summary rule's choice (core/summariser.py SummaryRule); a pending
+        frame is not picked again until it is released or spliced.
         """
         with self._lock:
-            raw = [i for i, it in enumerate(self._items)
-                   if isinstance(it, FrameItem) and not it.pending]
-            if len(raw) < n:
-                return []
-            chosen: list[FrameItem] = []
-            for it in self._items[raw[0]:]:
-                if isinstance(it, EventItem) and len(chosen) < m:
-                    continue
-                if not isinstance(it, FrameItem) or it.pending or len(chosen) >= m:
-                    break
-                chosen.append(it)
-            for it in chosen:
-                it.pending = True
-            return chosen
-
-    def select_oldest_run(self, m: int) -> list[FrameItem]:
-        """The oldest run of up to `m` consecutive frames, pending or not (marked pending)."""
-        with self._lock:
-            chosen: list[FrameItem] = []
-            for it in self._items:
-                if isinstance(it, FrameItem) and len(chosen) < m:
-                    chosen.append(it)
-                elif chosen and not (isinstance(it, EventItem) and len(chosen) < m):
-                    break
+            chosen = select(self._items)
             for it in chosen:
                 it.pending = True
             return chosen

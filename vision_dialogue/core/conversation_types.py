@@ -1,0 +1,77 @@
+"""What goes into and comes out of a Conversation: its settings, a turn's result, the callback.
+
+Apart from core/conversation.py so a caller (the manager, a benchmark) reads them in one
+place. ROS-free.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from vision_dialogue.core.focus import STYLES as FOCUS_STYLES
+from vision_dialogue.core.images import ImagePolicy
+from vision_dialogue.core.summariser import SUMMARY_MODES
+from vision_dialogue.llm.tool_loop import ToolRecord
+
+
+class SentenceCallback(Protocol):
+    """Called with each reply sentence as it is ready.
+
+    fallback: the sentence is the persona's fallback line after an LLM failure.
+    """
+
+    def __call__(self, sentence: str, index: int, fallback: bool = False) -> None: ...
+
+
+@dataclass
+class ConversationConfig:
+    """Settings of the conversation core (the node maps its parameters onto these)."""
+
+    n: int = 4                           # the paper's rule at start (SummaryRule checks it)
+    m: int = 3
+    policy: ImagePolicy = field(default_factory=ImagePolicy)
+    history_budget_chars: int = 3000
+    keep_recent_lines: int = 6
+    max_reply_tokens: int = 150
+    summary_max_tokens: int = 60
+    model: str | None = None             # None: the backend's default
+    summary_model: str | None = None     # None: same as model
+    stream: bool = True
+    max_summary_failures: int = 3
+    workers: int = 2                     # background summary / fold threads
+    summary_mode: str = "auto"           # "llm", "merge", or "auto": merge for text-only
+    camera_timeout_s: float = 0.0        # no frame for this long: the robot cannot see (0: off)
+    look_back: bool = True               # offer look_back to backends that call tools
+    archive_frames: int = 720            # frames kept for look_back (an hour at one per 5 s)
+    focus_note: str = "strict"           # text-only: the note before the question (STYLES, none)
+    avoid_repeats: bool = True           # a reply the robot said before is asked for again
+    warm_cache: bool = True              # a local model reads a changed prompt between turns
+
+    def __post_init__(self):
+        if self.camera_timeout_s < 0:
+            raise ValueError(f"camera_timeout={self.camera_timeout_s!r} must be >= 0")
+        if self.focus_note not in FOCUS_STYLES + ("none",):
+            raise ValueError(f"focus_note={self.focus_note!r} must be one of "
+                             f"{[*FOCUS_STYLES, 'none']}")
+        if self.summary_mode not in ("auto",) + SUMMARY_MODES:
+            raise ValueError(f"summary_mode={self.summary_mode!r} must be one of "
+                             f"{['auto', *SUMMARY_MODES]}")
+
+
+@dataclass
+class TurnResult:
+    """The outcome of one user turn."""
+
+    turn_id: int
+    in_reply_to: str
+    text: str
+    sentences: list[str]
+    fallback: bool = False
+    error: str | None = None
+    overhead_s: float = 0.0     # time in our code (prompt building etc.), excluding the LLM
+    frame_ids: list[int] = field(default_factory=list)   # raw frames the reply prompt showed
+    summary_ids: list[tuple] = field(default_factory=list)  # frame ids behind its summaries
+    tools: list[ToolRecord] = field(default_factory=list)  # tool calls made for this reply
+    first_sentence_s: float | None = None   # from the turn's start to its first spoken sentence
+    reply_s: float = 0.0                    # from the turn's start to the whole reply
+    prompt_chars: int = 0                   # text characters of the reply prompt

@@ -1,0 +1,110 @@
+"""Visual ChatGPT's side of a turn: which tools it offers and the tool-call loop that runs them.
+
+The tools are the provider's (the manager's VFM bridge) and look_back (core/lookback.py); the
+loop itself is llm/tool_loop.py. ROS-free.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable, Iterable
+
+from vision_dialogue.core.lookback import LOOK_BACK, LOOK_BACK_NOTE, LookBack, ToolSet
+from vision_dialogue.llm.tool_loop import (TOOLS_NOTE, AgentResult, ToolRecord, run_tool_loop,
+                                           stream_tool_loop)
+
+
+class ToolProvider:
+    """What `Conversation.set_tools` needs (the manager's VFM bridge implements it).
+
+    `schemas()` -> OpenAI function specs offered now (may be empty: no tools this turn);
+    `run(name, args)` -> llm.tool_loop.ToolOutcome.
+    """
+
+    def schemas(self) -> list[dict]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def run(self, name: str, args: dict):  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class TurnTools:
+    """The tools of a conversation's turns and the loop that calls them.
+
+    `config`: the ConversationConfig (model, reply tokens, stream, look_back, image policy);
+    `emit(kind, data)`: the conversation's listeners ("tool" records).
+    """
+
+    def __init__(self, backend, config, look_back: LookBack, emit: Callable[[str, dict], None],
+                 logger: logging.Logger, show_images: bool):
+        self.backend, self.config, self.look_back = backend, config, look_back
+        self._emit, self.log = emit, logger
+        self.provider: ToolProvider | None = None
+        self.max_rounds = 3
+        self.show_images = show_images           # images the tools make go to the LLM
+        self._offered = ToolSet()
+
+    @property
+    def supported(self) -> bool:
+        """Whether the backend can call tools (has complete_with_tools)."""
+        return callable(getattr(self.backend, "complete_with_tools", None))
+
+    @property
+    def streamed(self) -> bool:
+        """Replies stream, and the backend streams them with tools offered."""
+        return self.config.stream and callable(getattr(self.backend, "stream_with_tools", None))
+
+    def schemas(self, past: bool = False) -> list[dict]:
+        """The tools of this turn: the provider's (VFM) tools, and look_back.
+
+        look_back comes on every turn of a backend that streams with tools; otherwise (a turn
+        with tools is then not streamed) when the person asks about the past or other tools
+        are offered anyway, so look-back alone does not cost every turn that.
+        """
+        if not self.supported:
+            return []
+        offer = self.config.look_back and (past or self.provider is not None or self.streamed)
+        self._offered = ToolSet(self.look_back if offer else None, self.provider,
+                                on_error=lambda e: self.log.warning(
+                                    f"tools unavailable this turn ({type(e).__name__}: {e})"))
+        schemas = self._offered.schemas()
+        if [s["function"]["name"] for s in schemas] == [LOOK_BACK] and not past \
+                and not self.streamed:
+            return []          # the VFM tools are gone this turn: stream as usual
+        return schemas
+
+    def stream(self, msgs: list, schemas: list, turn_id: int,
+               records: list[ToolRecord]) -> Iterable[str]:
+        """The tool-call loop for one turn, streamed: sentences as they come."""
+        msgs, kwargs = self._loop(msgs, schemas, turn_id, records)
+        return stream_tool_loop(self.backend, msgs, schemas, self._offered.run,
+                                AgentResult("", 0), **kwargs)
+
+    def reply(self, msgs: list, schemas: list, turn_id: int,
+              records: list[ToolRecord]) -> str:
+        """The tool-call loop for one turn: the reply text (the caller filters it).
+
+        Every tool call is appended to `records` as it completes; raises on an LLM failure.
+        """
+        msgs, kwargs = self._loop(msgs, schemas, turn_id, records)
+        return run_tool_loop(self.backend, msgs, schemas, self._offered.run, **kwargs).text
+
+    def _loop(self, msgs: list, schemas: list, turn_id: int,
+              records: list[ToolRecord]) -> tuple[list, dict]:
+        """The prompt with the tools' notes, and the loop's keyword arguments for one turn."""
+        cfg = self.config
+        names = {s["function"]["name"] for s in schemas}
+        notes = ([TOOLS_NOTE] if names - {LOOK_BACK} else []) + \
+            ([LOOK_BACK_NOTE] if LOOK_BACK in names else [])
+        msgs = msgs[:1] + [{"role": "system", "content": n} for n in notes] + msgs[1:]
+
+        def on_tool(rec: ToolRecord) -> None:
+            records.append(rec)
+            o = rec.outcome
+            self.log.info(f"turn {turn_id}: tool {rec.name}({rec.arguments}) -> "
+                          + (f"error: {o.error}" if o.error else o.image_file or
+                             (o.text or "")[:80]))
+            self._emit("tool", {"turn_id": turn_id, "record": rec})
+
+        return msgs, dict(max_rounds=self.max_rounds, model=cfg.model,
+                          max_tokens=cfg.max_reply_tokens, image_parts=self.show_images,
+                          image_detail=cfg.policy.detail, on_tool=on_tool, logger=self.log)
