@@ -6,11 +6,11 @@ import textwrap
 
 import pytest
 
-from vision_dialogue.cli.console import NOISE, wants_verbose
+from vision_dialogue.ros.console import NOISE, wants_verbose
 
 REAL_NOISE = textwrap.dedent("""
     import sys
-    from vision_dialogue.cli.console import quiet_console, wants_verbose
+    from vision_dialogue.ros.console import quiet_console, wants_verbose
     quiet_console(wants_verbose(sys.argv))
     import cv2, skimage.data
     from vision_dialogue.perception.observer import FrameObserver
@@ -62,7 +62,7 @@ def test_real_third_party_noise_is_muted_and_our_lines_pass_in_order():
 
 TQDM_BAR = textwrap.dedent("""
     import sys
-    from vision_dialogue.cli.console import quiet_console, wants_verbose
+    from vision_dialogue.ros.console import quiet_console, wants_verbose
     quiet_console(wants_verbose([]))
     from tqdm.auto import tqdm      # as transformers' GGUF conversion imports it
     for _ in tqdm(range(50), desc="Converting and de-quantizing GGUF tensors..."):
@@ -85,7 +85,7 @@ def test_progress_bars_of_plain_tqdm_are_muted():
 
 DIALOGUE = textwrap.dedent("""
     import os, sys, threading, time
-    from vision_dialogue.cli import console
+    from vision_dialogue.ros import console
     from vision_dialogue.speech.terminal import TerminalBackend
     console.quiet_console(False)
 
@@ -155,7 +155,7 @@ def test_the_prompt_is_drawn_while_no_log_line_can_be_written():
     `you: [bringup] ...` glitch).
     """
     code = textwrap.dedent("""
-        from vision_dialogue.cli import console
+        from vision_dialogue.ros import console
         console.quiet_console(False)
         seen = []
         console.show_prompt("you: ", lambda: seen.append(console._pump._lock.locked()))

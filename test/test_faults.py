@@ -201,7 +201,7 @@ def test_utterance_burst_is_answered_in_order_or_dropped_on_record(ros_context, 
         dropped = [r for r in records if r["type"] == "dropped"]
         assert answered == sorted(answered) and answered[-1] == 99   # in order, newest kept
         assert dropped and all("queue full" in r["reason"] for r in dropped)
-        assert rig.node._turns.dropped == len(dropped)
+        assert rig.node.turns.queue.dropped == len(dropped)
 
 
 @pytest.mark.fault("utterances", "queued past the reply deadline")

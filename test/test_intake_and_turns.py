@@ -144,3 +144,46 @@ def test_reply_deadline_gives_the_fallback_and_stops_the_late_stream():
         assert not ok.fallback and ok.text == "Late hello. More."
     finally:
         conv.close()
+
+
+def test_turn_server_orders_turns_greets_once_and_reports_an_all_fallback_run():
+    from fake_chat_backend import FakeChatBackend
+    from vision_dialogue.core.proactive import ProactiveConfig, ProactivePolicy
+    from vision_dialogue.core.turn_server import TurnServer
+
+    backend = FakeChatBackend()
+    backend.gate["reply"] = threading.Event()               # the first reply waits
+    conv = Conversation(backend, load_persona(), ConversationConfig())
+    settings = {"reply_deadline": 30.0, "greet_first": True, "stream": True,
+                "proactive": "paper"}
+    out, frames_waited = [], []
+    server = TurnServer(conv, ProactivePolicy(ProactiveConfig("paper")), settings, out.append,
+                        max_waiting=4, frames_received=lambda: 7,
+                        wait_frames=lambda n: frames_waited.append(n) or True)
+    try:
+        frame = conv.add_frame(IMG)
+        frame.people = 1
+        server.frame_added(frame, IMG)                      # someone in view: the greeting
+        server.frame_added(frame, IMG)                      # ... only once
+        assert not server.utterance("   ")                  # empty: refused, nothing queued
+        assert server.utterance("what is this?", "ada")
+        backend.gate["reply"].set()
+        assert until(lambda: sum(c.final for c in out) == 2, timeout=10)
+        finals = [c for c in out if c.final]
+        assert [c.in_reply_to for c in finals] == ["", "what is this?"]
+        assert [c.turn_id for c in finals] == [1, 2] and frames_waited == [7]
+        chunks = [c for c in out if not c.final and c.turn_id == 2]
+        assert [c.index for c in chunks] == list(range(len(chunks))) and chunks
+        assert not server.every_reply_failed
+        backend.fail["reply"] = 99                           # from now on the LLM fails
+    finally:
+        server.close()
+    failing = TurnServer(conv, ProactivePolicy(ProactiveConfig("paper")),
+                         {**settings, "greet_first": False}, out.append, max_waiting=4)
+    try:
+        failing.utterance("hello?")
+        assert until(lambda: failing.replies == 1, timeout=10)
+        assert failing.every_reply_failed and out[-1].fallback
+    finally:
+        failing.close()
+        conv.close()

@@ -100,7 +100,7 @@ class Rig:
                          and self.utt_pub.get_subscription_count() >= 1
                          and self.shared_pub.get_subscription_count() >= 1
                          and self.node.reply_pub.get_subscription_count() >= 1
-                         and self.node.tool_image_pub.get_subscription_count() >= 1)
+                         and self.node.vcg.image_pub.get_subscription_count() >= 1)
 
     def wait(self, pred, timeout=15.0):
         return spin_until(self.ex, pred, timeout=timeout)

@@ -188,12 +188,12 @@ def _landmarks(points: dict[int, tuple[float, float]], visibility: float = 0.95)
     ({15: (0.6, 0.8)}, None),  # one wrist out of view: no claim about the arms
 ])
 def test_posture_from_pose_landmarks(wrists, expected):
-    from vision_dialogue.perception.observer import _pose_person, _posture
+    from vision_dialogue.perception.landmarks import pose_person, posture_from
     pose = _landmarks({11: (0.6, 0.4), 12: (0.4, 0.4), **wrists})
-    assert _posture(pose) == expected
-    person = _pose_person(pose)
+    assert posture_from(pose) == expected
+    person = pose_person(pose)
     assert person is not None and person.position == "in the middle"
-    assert _pose_person(_landmarks({11: (0.6, 0.4)})) is None  # one shoulder is not a person
+    assert pose_person(_landmarks({11: (0.6, 0.4)})) is None  # one shoulder is not a person
 
 
 @pytest.mark.parametrize("bgr,name", [((0, 0, 255), "red"), ((0, 128, 255), "orange"),

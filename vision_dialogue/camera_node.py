@@ -30,8 +30,8 @@ from rclpy.qos_overriding_options import QoSOverridingOptions
 from sensor_msgs.msg import CompressedImage, Image
 
 from vision_dialogue.camera.acquisition import Acquisition
-from vision_dialogue.camera.sources import (SOURCE_KINDS, CameraSource, CapturedFrame,
-                                            make_source)
+from vision_dialogue.camera.sources import SOURCE_KINDS, CameraSource, CapturedFrame, \
+    SourceContext, source_class
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, resize_to
 from vision_dialogue.core.variants import AUTO, choose_variant
 from vision_dialogue.ros.dds import MAX_FRAME_BYTES
@@ -189,23 +189,8 @@ class CameraNode(Node):
         return stamp_from_ns(max(0, self.get_clock().now().nanoseconds - age))
 
     def _make_source(self) -> CameraSource:
-        p = self.p
-        kind = source_kind(p)
-        options = {
-            "webcam": lambda: dict(device=self.device),
-            "video": lambda: dict(path=p["video_path"], mode=p["video_mode"], loop=p["loop"]),
-            "folder": lambda: dict(path=p["folder_path"], loop=p["loop"],
-                                   max_pixels=p["max_image_pixels"]),
-            "furhat": lambda: dict(host=p["furhat_host"], port=p["furhat_camera_port"],
-                                   timeout=p["source_timeout"], on_users=self._on_users,
-                                   logger=self._log, max_pixels=p["max_image_pixels"]),
-            "furhat_realtime": lambda: dict(host=p["furhat_host"],
-                                            port=p["furhat_realtime_port"],
-                                            key=p["furhat_realtime_key"],
-                                            timeout=p["source_timeout"], logger=self._log,
-                                            max_pixels=p["max_image_pixels"]),
-        }[kind]()
-        return make_source(kind, **options)
+        ctx = SourceContext(device=self.device, on_users=self._on_users, logger=self._log)
+        return source_class(source_kind(self.p)).from_params(self.p, ctx)
 
     # ------------------------------------------------------------------ publishing
     def _publish(self, frame: CapturedFrame, due: bool) -> None:

@@ -31,29 +31,29 @@ import time
 from pathlib import Path
 
 import rclpy
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.qos_overriding_options import QoSOverridingOptions
-from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
-from vision_dialogue.cli.console import VERBOSE_ENV
+from vision_dialogue.ros.console import VERBOSE_ENV
 from vision_dialogue.llm.base import BackendError
-from vision_dialogue.llm.factory import DTYPES, KINDS, make_backend, measured_focus_note
-from vision_dialogue.llm.probe import probe_openai
+from vision_dialogue.llm.factory import BACKENDS, DTYPES, KINDS, BackendOptions, backend_class, \
+    measured_focus_note
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
-from vision_dialogue.core.objects import LabelMap, ObjectNotes
-from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy, jpeg_bytes
+from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy
 from vision_dialogue.core.persona import PersonaError, default_persona_file, load_persona
-from vision_dialogue.core.people import PEOPLE_FRESH_S, Presence, TrackedPerson, \
-    describe_people
+from vision_dialogue.core.people import PeopleInView, TrackedPerson
 from vision_dialogue.core.proactive import PROACTIVE_MODES, ProactiveConfig, ProactivePolicy
 from vision_dialogue.core.summariser import SummaryRule
-from vision_dialogue.core.transcript import TranscriptWriter, event_record, parse_retention
-from vision_dialogue.core.turn_queue import PendingTurn, TurnQueue
+from vision_dialogue.core.transcript import TranscriptWriter, describe_record, event_record, \
+    parse_retention
+from vision_dialogue.core.turn_server import ReplyChunk, TurnServer
 from vision_dialogue.camera.intake import FrameIntake
+from vision_dialogue.ros.dialogue_tools import DialogueTools
 from vision_dialogue.ros.image_input import ImageTopicInput
-from vision_dialogue.ros.image_msgs import ImageConversionError, from_image_msg, stamp_to_ns
+from vision_dialogue.ros.standard_inputs import connect_standard_inputs
+from vision_dialogue.ros.image_msgs import ImageConversionError, stamp_to_ns
 from vision_dialogue.msg import DetectedUsers, PromptState, Reply, SpeechState, Utterance, \
     VisualEvent
 from vision_dialogue.ros.node_runner import run_node
@@ -61,7 +61,6 @@ from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC, IMAGE_QOS_CHOICES,
     LATCHED_QOS, RELIABLE_QOS, VISUAL_EVENTS_TOPIC
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 
-SHARED_IMAGE_DEFAULT = "a picture the person shared with me"
 #: utterances the subscription holds while the callback is busy (a burst must not be lost)
 UTTERANCE_DEPTH = 100
 THUMBNAIL_SIDE = 192      # longest side of the frame thumbnails in dialogue/events
@@ -247,13 +246,14 @@ class ManagerNode(Node):
             persona = load_persona(persona_path)
         except PersonaError as e:
             raise ParameterError(f"persona_file: {e}") from None
-        made_here = backend is None
         self._verbose = os.environ.get(VERBOSE_ENV) == "1"      # bringup/node --verbose
-        self.backend = backend if backend is not None else self._make_backend()
+        made_here = backend is None
+        self.backend = self._make_backend() if made_here else backend
+        # a server backend is probed at start (is it there, does it take images)
+        probe = getattr(backend_class(p["llm_backend"]), "probe", None) if made_here else None
         probed = None
-        if made_here and p["llm_backend"] == "openai" and self.backend.supports_images \
-                and p["probe_images"]:
-            probed = self._check_images()
+        if probe is not None and self.backend.supports_images and p["probe_images"]:
+            probed = self._check_images(probe)
         if observer is None and not getattr(self.backend, "supports_images", True):
             observer = self._make_observer()
         self.policy = ImagePolicy(p["newest_max_side"], p["older_max_side"], p["jpeg_quality"],
@@ -263,41 +263,34 @@ class ManagerNode(Node):
         self.redact = None
         if self.p["blur_faces"]:
             from vision_dialogue.perception.privacy import FaceBlurrer
-            self.redact = FaceBlurrer()
+            self.redact = FaceBlurrer()         # thumbnails and stored frames
         self.transcript = self._open_transcript()
         self.conversation.add_listener(self._on_event)
-        self.tools = None
-        self.store = None
+        self.vcg: DialogueTools | None = None         # Visual ChatGPT's side (use_tools)
         if p["use_tools"]:
-            self._setup_tools()
+            self.vcg = self._dialogue_tools()
+        self.tools = self.vcg.tools if self.vcg else None
         self._create_publishers()
-        self._create_subscriptions()
-        self._turns = TurnQueue(p["max_queued_turns"], on_drop=self._dropped)
-        self._spoken_to = False         # an utterance came, or the opening remark is queued
-        self._answering = 0             # 1 while the turn worker serves an item
-        self.replies = self.fallback_replies = 0
-        self.exit_code = 0              # run_node's exit status: 1 when every reply failed
         self.proactive = ProactivePolicy(ProactiveConfig(
             p["proactive"], min_interval_s=p["proactive_interval"], quiet_s=p["proactive_quiet"]))
-        self.presence = Presence()
-        self._users_at = -1e9                       # monotonic time of the last camera/users
-        self.create_subscription(DetectedUsers, "camera/users", self._on_users, 10)
-        if p["visual_events"]:
-            self.create_subscription(VisualEvent, VISUAL_EVENTS_TOPIC, self._on_visual_event,
-                                     50)
-        # volatile: matches a latched (transient local) speech node and a plain publisher alike
-        self.create_subscription(SpeechState, "dialogue/speech_state", self._on_speech_state,
-                                 RELIABLE_QOS)
+        self.people = PeopleInView(self.conversation)
+        self.exit_code = 0              # run_node's exit status: 1 when every reply failed
         self._warned_at: dict[str, float] = {}
+        self._create_subscriptions()
+        self.turns = TurnServer(
+            self.conversation, self.proactive, p, self._publish_reply,
+            max_waiting=p["max_queued_turns"], frames_received=lambda: self.intake.received,
+            wait_frames=self.intake.wait_through,
+            on_start=self.vcg.discover if self.vcg else lambda: None,
+            on_shared=self.vcg.shared_image if self.vcg else lambda bgr: None,
+            on_dropped=self.publish_state, logger=log)
         self._apply_live_params()
-        self._worker = threading.Thread(target=self._serve_turns, name="vd-turns", daemon=True)
-        self._worker.start()
         self._closed = False
         log.info(f"manager ready: backend={p['llm_backend']} "
                  f"({type(self.backend).__name__}) model={p['model']!r} "
                  f"n={p['n']} m={p['m']} persona={persona_path}")
-        if made_here and p["llm_backend"] == "openai":
-            threading.Thread(target=self._probe_llm, args=(probed,), name="vd-probe",
+        if probe is not None:
+            threading.Thread(target=self._probe_llm, args=(probe, probed), name="vd-probe",
                              daemon=True).start()
 
     # --- construction ------------------------------------------------------------------------
@@ -316,22 +309,37 @@ class ManagerNode(Node):
         p.on_change("max_reply_tokens", lambda v: setattr(conv.config, "max_reply_tokens", v))
         p.on_change("stream", lambda v: setattr(conv.config, "stream", v))
         p.on_change("max_tool_rounds", lambda v: setattr(conv.turn_tools, "max_rounds", v))
-        p.on_change("max_queued_turns", lambda v: setattr(self._turns, "max_waiting", v))
+        p.on_change("max_queued_turns", lambda v: setattr(self.turns.queue, "max_waiting", v))
+
+    def _dialogue_tools(self) -> DialogueTools:
+        try:
+            return DialogueTools(
+                self, self.conversation, self.p, camera_frame_id=lambda: self.camera.frame_id,
+                publish_event=self.publish_event,
+                on_shared=lambda bgr: self.turns.shared_image(bgr),
+                thumbnail_side=THUMBNAIL_SIDE)
+        except ParameterError:
+            self.conversation.close(0)
+            if self.transcript is not None:
+                self.transcript.close()
+            raise
+
+    def _backend_options(self) -> BackendOptions:
+        p = self.p
+        return BackendOptions(
+            base_url=p["base_url"], model=p["model"], api_key_env=p["api_key_env"],
+            timeout=p["request_timeout"], max_retries=p["max_retries"],
+            supports_images=p["supports_images"], max_new_tokens=p["max_reply_tokens"],
+            dtype=p["local_dtype"], temperature=p["temperature"], threads=p["local_threads"])
 
     def _make_backend(self):
-        p = self.p
+        kind = self.p["llm_backend"]
         try:
-            return make_backend(
-                p["llm_backend"], base_url=p["base_url"], model=p["model"],
-                api_key_env=p["api_key_env"], timeout=p["request_timeout"],
-                max_retries=p["max_retries"], supports_images=p["supports_images"],
-                max_new_tokens=p["max_reply_tokens"], dtype=p["local_dtype"],
-                temperature=p["temperature"], threads=p["local_threads"])
+            return backend_class(kind).from_options(self._backend_options())
         except (BackendError, ValueError, OSError) as e:
-            raise ParameterError(f"llm_backend: cannot start {p['llm_backend']!r} ({e})") \
-                from None
+            raise ParameterError(f"llm_backend: cannot start {kind!r} ({e})") from None
 
-    def _check_images(self):
+    def _check_images(self, probe):
         """Before the conversation is built: ask whether the server's model takes images.
 
         One tiny image (a few tokens). A model that refuses it (a text-only model: llama.cpp's
@@ -339,28 +347,24 @@ class ManagerNode(Node):
         instead of a session of fallback replies. Unreachable: as configured (the probe thread
         warns). Returns the Probe.
         """
-        p = self.p
-        found = probe_openai(p["base_url"], p["model"], p["api_key_env"],
-                             timeout=min(10.0, p["request_timeout"]), images=True)
+        o, timeout = self._backend_options(), self.p["request_timeout"]
+        found = probe(o, timeout=min(10.0, timeout), images=True)
         if found.images is False:
             self.backend.supports_images = False
             self.get_logger().warning(
                 f"{found.detail}: frames go in as text observations instead "
                 "(supports_images:=false says so and skips this check)")
-            return probe_openai(p["base_url"], p["model"], p["api_key_env"],
-                                timeout=min(5.0, p["request_timeout"]))
+            return probe(o, timeout=min(5.0, timeout))
         return found
 
-    def _probe_llm(self, found=None) -> None:
+    def _probe_llm(self, probe, found=None) -> None:
         """At startup: is the endpoint there and does it serve the model? One warning if not.
 
         So a server that is not running is noticed now, not at the first turn; the result also
         goes to dialogue/events (the monitor's LLM badge). `found`: the image check's answer.
         """
-        p = self.p
         if found is None:
-            found = probe_openai(p["base_url"], p["model"], p["api_key_env"],
-                                 timeout=min(5.0, p["request_timeout"]))
+            found = probe(self._backend_options(), timeout=min(5.0, self.p["request_timeout"]))
         if found.ok is False:
             self.get_logger().warning(f"LLM check at startup: {found.detail}; {found.fix}. "
                                       "Turns get the fallback line until it answers.")
@@ -383,7 +387,7 @@ class ManagerNode(Node):
             n=p["n"], m=p["m"], policy=self.policy,
             history_budget_chars=p["history_budget_chars"],
             keep_recent_lines=p["keep_recent_lines"], max_reply_tokens=p["max_reply_tokens"],
-            model=p["model"] if p["llm_backend"] == "openai" else None,
+            model=None if BACKENDS[p["llm_backend"]].in_process else p["model"],
             summary_model=p["summary_model"] or None, stream=p["stream"],
             max_summary_failures=p["max_summary_failures"], summary_mode=p["summary_mode"],
             camera_timeout_s=p["camera_timeout"], look_back=p["look_back"],
@@ -418,11 +422,16 @@ class ManagerNode(Node):
                                                qos_overriding_options=overridable)
         self.state_pub = self.create_publisher(PromptState, "dialogue/prompt_state", LATCHED_QOS)
         self.events_pub = self.create_publisher(String, EVENTS_TOPIC, EVENTS_QOS)
-        if self.p["use_tools"]:
-            self.tool_image_pub = self.create_publisher(Image, "dialogue/tool_image", 10)
 
     def _create_subscriptions(self) -> None:
         p = self.p
+        self.create_subscription(DetectedUsers, "camera/users", self._on_users, 10)
+        if p["visual_events"]:
+            self.create_subscription(VisualEvent, VISUAL_EVENTS_TOPIC, self._on_visual_event,
+                                     50)
+        # volatile: matches a latched (transient local) speech node and a plain publisher alike
+        self.create_subscription(SpeechState, "dialogue/speech_state", self._on_speech_state,
+                                 RELIABLE_QOS)
         # camera_node publishes each frame on both image topics with one stamp: keep one copy.
         # Callbacks only queue; one worker decodes (see camera/intake.py).
         self.intake = FrameIntake(self._take_frame, min_interval=p["min_frame_interval"],
@@ -436,89 +445,19 @@ class ManagerNode(Node):
                                  callback_group=MutuallyExclusiveCallbackGroup(),
                                  qos_overriding_options=QoSOverridingOptions
                                  .with_default_policies())
-        self._standard_inputs()
+        self._frame_width = 0
+        # vision_msgs detections and ROS4HRI in, where those packages are installed
+        self.detections, self.voices = connect_standard_inputs(
+            self, p, self.conversation, lambda: self.turns, self.people,
+            frame_width=lambda: self._frame_width, on_engaging=self._on_engaging)
         if p["prompt_state_period"] > 0:
             self.create_timer(p["prompt_state_period"], self.publish_state,
                               callback_group=MutuallyExclusiveCallbackGroup())
-        if p["use_tools"]:
-            self.create_subscription(Image, "dialogue/shared_image", self._on_shared_image,
-                                     10, callback_group=ReentrantCallbackGroup())
-
-    def _standard_inputs(self) -> None:
-        """vision_msgs detections and ROS4HRI voices in, where those packages are installed."""
-        from vision_dialogue.ros import perception_msgs as pm
-        from vision_dialogue.ros.standard_inputs import DetectionsInput, Ros4hriInput
-        p, log = self.p, self.get_logger()
-        self.detections = self.voices = None
-        self._frame_width = 0
-        self._hri_labels: dict[str, str] = {}       # ROS4HRI person id -> how to call them
-        off = [f"{name} ({pkg} not installed)" for name, pkg, on in (
-            ("detections", "vision_msgs", p["detections"]),
-            ("ROS4HRI", "hri_msgs", p["ros4hri"])) if on and pkg in pm.missing()]
-        if off:
-            log.info(f"standard perception inputs off: {', '.join(off)}; scripts/setup.sh "
-                     "builds them")
-        if p["detections"] and "vision_msgs" not in pm.missing():
-            # faces, hands and words are parts of a person or a scene, not objects; people are
-            # our observer's where it runs (faces, pose: where, how close, what they wear)
-            skip = ("face", "hand", "text") + (
-                ("person",) if self.conversation.observer is not None else ())
-            notes = ObjectNotes(max_age=p["objects_max_age"], min_score=p["objects_min_score"],
-                                sure=p["objects_sure"], skip=skip)
-            self.detections = DetectionsInput(
-                self, notes, LabelMap([x for x in p["labels"] if x]),
-                on_note=self.conversation.set_objects,
-                on_event=lambda text, stamp: self.conversation.add_event(text, stamp, "objects"),
-                frame_width=lambda: self._frame_width)
-        if p["ros4hri"] and "hri_msgs" not in pm.missing():
-            self.voices = Ros4hriInput(self, self._on_hri_speech, on_people=self._on_hri_people,
-                                       on_engaging=self._on_engaging,
-                                       on_gesture=self._seen_event)
-
-    def _on_hri_speech(self, text: str, speaker: str, confidence: float, locale: str) -> None:
-        """A ROS4HRI voice's final result: a user turn like any utterance."""
-        msg = Utterance(text=text, speaker=speaker, source="ros4hri", language=locale,
-                        confidence=confidence)
-        msg.header.stamp = self.get_clock().now().to_msg()
-        self._on_utterance(msg)
-
-    def _on_hri_people(self, people: list) -> None:
-        """ROS4HRI tracked persons: the people note, arrivals and departures by name."""
-        labels = {p.id: p.label for p in people}
-        self._hri_labels.update(labels)
-        arrived, left = self.presence.update(labels)      # one presence: Furhat's or these
-        self._users_at = time.monotonic()
-        self.conversation.set_people(describe_people(people))
-        for ids, words, kind in ((arrived, "came into view", "arrived"),
-                                 (left, "left", "left")):
-            for i in ids:
-                self.conversation.add_event(f"{self._hri_labels.get(i, 'someone')} {words}",
-                                            event=kind)
-
-    def _greet_once(self) -> bool:
-        """The opening remark (greet_first), once per session; whether it was queued now."""
-        if not self.p["greet_first"] or self._spoken_to:
-            return False
-        self._spoken_to = True
-        self._turns.put(PendingTurn("greet", "", "",
-                                    deadline=time.monotonic() + self.p["reply_deadline"]))
-        self.proactive.remark_made()
-        return True
 
     def _on_engaging(self, label: str) -> None:
         """A ROS4HRI person starts engaging with the robot: the opening remark, once."""
-        if self._greet_once():
+        if self.turns.greet_once():
             self.get_logger().info(f"{label} is engaging: greeting")
-
-    def _seen_event(self, kind: str, text: str, stamp: float | None = None) -> None:
-        """Something seen between frames into the prompt; a wave may be answered.
-
-        From events_node (camera/events) or a ROS4HRI body's gesture.
-        """
-        self.conversation.add_event(text, stamp=stamp, event=kind)
-        trigger = self.proactive.on_event(kind, len(self._turns) + self._answering)
-        if trigger is not None:
-            self._speak_first(trigger)
 
     # --- frames ----------------------------------------------------------------------------
     def _take_frame(self, bgr, stamp_ns: int) -> None:
@@ -530,21 +469,7 @@ class ManagerNode(Node):
         self._frame_width = bgr.shape[1]
         objects = self.detections.attach(stamp / 1e9) if self.detections else ""
         frame = self.conversation.add_frame(bgr, stamp=stamp / 1e9, objects=objects)
-        if frame.people != 0 and self._greet_once():
-            return
-        people = frame.people
-        if people is None and time.monotonic() - self._users_at <= PEOPLE_FRESH_S:
-            people = self.presence.count            # a camera that tracks users (Furhat)
-        trigger = self.proactive.on_frame(bgr, people, len(self._turns) + self._answering)
-        if trigger is not None:
-            self._speak_first(trigger)
-
-    def _speak_first(self, trigger: str) -> None:
-        """Queue a remark unasked (see _greet)."""
-        self.proactive.remark_made()
-        self.get_logger().info(f"speaking first: {trigger} (proactive:={self.p['proactive']})")
-        self._turns.put(PendingTurn("greet", trigger, "",
-                                    deadline=time.monotonic() + self.p["reply_deadline"]))
+        self.turns.frame_added(frame, bgr, self.people.count())
 
     def _bad_frame(self, err: BaseException) -> None:
         """Warn about a rejected frame: once per cause every 5 s, with the count so far.
@@ -570,173 +495,28 @@ class ManagerNode(Node):
 
     # --- turns -----------------------------------------------------------------------------
     def _on_utterance(self, msg: Utterance) -> None:
-        text = " ".join(msg.text.split())
-        if not text:
-            self.get_logger().warning("ignoring an empty utterance")
-            return
-        self._spoken_to = True
-        self.proactive.user_spoke()
-        waiting = len(self._turns)
-        if waiting:
-            self.get_logger().info(f"utterance queued behind {waiting} waiting turn(s)")
-        self._turns.put(PendingTurn("turn", text, msg.speaker,
-                                    deadline=time.monotonic() + self.p["reply_deadline"],
-                                    language=msg.language, frames_before=self.intake.received))
+        self.turns.utterance(msg.text, msg.speaker, msg.language)
 
     def _on_users(self, msg: DetectedUsers) -> None:
         """The people the camera tracks (Furhat): a note in the prompt, arrivals, departures."""
-        people = [TrackedPerson(u.id, u.position.x, u.position.z, u.emotion) for u in msg.users]
-        arrived, left = self.presence.update(p.id for p in people)
-        self._users_at = time.monotonic()
-        self.conversation.set_people(describe_people(people), arrived, left)
+        self.people.update([TrackedPerson(u.id, u.position.x, u.position.z, u.emotion)
+                            for u in msg.users])
 
     def _on_visual_event(self, msg: VisualEvent) -> None:
         stamp_ns = stamp_to_ns(msg.header.stamp) or self.get_clock().now().nanoseconds
-        self._seen_event(msg.kind, msg.text or msg.kind, stamp_ns / 1e9)
+        self.turns.seen(msg.kind, msg.text or msg.kind, stamp_ns / 1e9)
 
     def _on_speech_state(self, msg: SpeechState) -> None:
         """The robot talks or thinks: no remark unasked now."""
         self.proactive.robot_busy(msg.state in (SpeechState.THINKING, SpeechState.SPEAKING))
 
-    def _dropped(self, item: PendingTurn, reason: str) -> None:
-        if item.kind == "turn":
-            self.conversation.note_dropped(item.payload, reason, item.speaker)
-        elif item.kind == "greet":
-            self.get_logger().info(f"{item.payload or 'opening'} remark skipped ({reason})")
-        else:
-            self.get_logger().warning(f"shared image dropped ({reason})")
-        self.publish_state()
-
-    def _serve_turns(self) -> None:
-        if self.tools is not None:
-            self._discover_tools()
-        while True:
-            item = self._turns.get()
-            if item is None:
-                return
-            self._answering = 1
-            try:
-                if item.kind == "shared":
-                    self._shared_image(item.payload)
-                elif item.kind == "greet":
-                    self._greet(item.deadline, item.payload)
-                else:
-                    self.intake.wait_through(item.frames_before)
-                    self._turn(item.payload, item.speaker, item.deadline, item.language)
-            except Exception as e:  # noqa: BLE001 - the worker must survive anything
-                self.get_logger().error(f"turn failed unexpectedly: {type(e).__name__}: {e}")
-            finally:
-                self._answering = 0
-
-    def _reply_msg(self, turn_id, index, text, in_reply_to, final, fallback) -> Reply:
+    def _publish_reply(self, c: ReplyChunk) -> None:
         r = Reply()
         r.header.stamp = self.get_clock().now().to_msg()
         r.header.frame_id = self.p["frame_id"]
-        r.turn_id, r.chunk_index, r.text = int(turn_id), int(index), text
-        r.in_reply_to, r.final, r.fallback = in_reply_to, bool(final), bool(fallback)
-        return r
-
-    def _turn(self, text: str, speaker: str, deadline: float, language: str = "") -> None:
-        self._answer(lambda chunk: self.conversation.turn(
-            text, on_sentence=chunk, speaker=speaker, deadline=deadline,
-            language=language), text)
-
-    def _greet(self, deadline: float, trigger: str = "") -> None:
-        """A remark unasked: the opening one (trigger ""), or on an "arrival", "scene", "wave".
-
-        Skipped if the user spoke while it waited (they go first then).
-        """
-        if len(self._turns) or (not trigger and self.conversation.turn_count):
-            return
-        persona = self.conversation.persona
-        instruction = {"arrival": persona.arrival_instruction,
-                       "scene": persona.scene_instruction,
-                       "wave": persona.wave_instruction}.get(trigger, "")
-        self._answer(lambda chunk: self.conversation.greet(
-            on_sentence=chunk, deadline=deadline, instruction=instruction), "")
-
-    def _answer(self, ask, in_reply_to: str) -> None:
-        """Run one turn (`ask(on_sentence)`), publishing its sentences and its final Reply."""
-        turn_id = self.conversation.turn_count + 1   # only this thread starts turns
-
-        def chunk(sentence, index, fallback=False):
-            self.reply_pub.publish(self._reply_msg(turn_id, index, sentence, in_reply_to,
-                                                   False, fallback))
-
-        res = ask(chunk)
-        self.replies += 1
-        self.fallback_replies += bool(res.fallback)
-        n_chunks = len(res.sentences) if self.p["stream"] else 0
-        self.reply_pub.publish(self._reply_msg(res.turn_id, n_chunks, res.text, in_reply_to,
-                                               True, res.fallback))
-
-    # --- tools (Visual ChatGPT) -------------------------------------------------------------
-    def _setup_tools(self) -> None:
-        from vision_dialogue.vfm.image_store import ImageStore
-        from vision_dialogue.ros.vfm_client import VfmClient, VfmTools
-        p, log = self.p, self.get_logger()
-        try:
-            self.store = ImageStore(p["image_dir"])
-        except OSError as e:
-            self.conversation.close(0)
-            if self.transcript is not None:
-                self.transcript.close()
-            raise ParameterError(f"image_dir: cannot create {p['image_dir']!r} ({e})") from None
-        if not self.conversation.tools_supported:
-            log.warning(f"use_tools: the {p['llm_backend']!r} backend cannot call tools; "
-                        "answering without tools")
-            return
-        self.tools = VfmTools(
-            VfmClient(self), self.conversation.newest_frame, timeout=p["tool_timeout"],
-            list_timeout=min(2.0, p["tool_timeout"]),
-            show_images=p["tool_images_to_llm"] and self.conversation.supports_images,
-            image_max_side=p["newest_max_side"],
-            camera_frame_id=lambda: self.camera.frame_id, on_image=self._publish_tool_image,
-            logger=log)
-        self.conversation.set_tools(self.tools, max_rounds=p["max_tool_rounds"],
-                                    show_images=p["tool_images_to_llm"])
-
-    def _discover_tools(self) -> None:
-        """At startup (on the turn worker): wait for vfm/list_tools a little, once."""
-        if not self.tools.refresh(timeout=self.p["tool_discovery_timeout"]):
-            self.get_logger().warning(
-                "use_tools: no VFM server (vfm/list_tools); answering without tools until "
-                "one appears")
-
-    def _publish_tool_image(self, image_file: str, img: Image) -> None:
-        img.header.stamp = self.get_clock().now().to_msg()
-        img.header.frame_id = self.p["frame_id"]
-        self.tool_image_pub.publish(img)
-        self.get_logger().info(f"tool image {image_file} published on dialogue/tool_image")
-        try:
-            thumb = jpeg_bytes(from_image_msg(img), THUMBNAIL_SIDE, self.p["jpeg_quality"])
-        except (ImageConversionError, ValueError):
-            thumb = None
-        self.publish_event({"type": "tool_image", "image_file": image_file}, thumb)
-
-    def _on_shared_image(self, msg: Image) -> None:
-        try:
-            bgr = from_image_msg(msg, self.p["max_image_pixels"])
-        except ImageConversionError as e:
-            self.get_logger().warning(f"ignoring a bad shared image: {e}")
-            return
-        self._turns.put(PendingTurn("shared", bgr))
-
-    def _shared_image(self, bgr) -> None:
-        """Store a shared picture and add Visual ChatGPT's "Received." exchange."""
-        from vision_dialogue.vfm import registry
-        from vision_dialogue.ros.vfm_client import describe_shared, frame_to_rgb
-        try:
-            name = self.store.add(frame_to_rgb(bgr))
-        except (OSError, ValueError) as e:
-            self.get_logger().error(f"shared image not stored: {e}")
-            return
-        desc = SHARED_IMAGE_DEFAULT
-        if self.tools is not None:
-            desc = describe_shared(self.tools, name, SHARED_IMAGE_DEFAULT)
-        human, ai = registry.image_received_turn(name, desc)
-        self.conversation.add_exchange(human, ai, image_file=name, description=desc)
-        self.get_logger().info(f"shared image stored as {name} ({desc})")
+        r.turn_id, r.chunk_index, r.text = int(c.turn_id), int(c.index), c.text
+        r.in_reply_to, r.final, r.fallback = c.in_reply_to, bool(c.final), bool(c.fallback)
+        self.reply_pub.publish(r)
 
     # --- state -----------------------------------------------------------------------------
     def _on_event(self, kind: str, data: dict) -> None:
@@ -750,22 +530,8 @@ class ManagerNode(Node):
             except Exception:  # noqa: BLE001 - no thumbnail (never an unblurred one)
                 pass            # the record still goes out
         self.publish_event(record, thumb)
-        if self._verbose and record is not None:
-            self._log_details(record)
-
-    def _log_details(self, r: dict) -> None:
-        """--verbose: per-turn details on the console (observations, summaries, latency)."""
-        log = self.get_logger()
-        if r["type"] == "frame":
-            log.info(f"frame {r['frame_id']}: {r.get('observation') or '(image)'}")
-        elif r["type"] == "summary":
-            log.info(f"summary of frames {r['frame_ids']} ({r['method']}): {r['text']}")
-        elif r["type"] == "event":
-            log.info(f"seen between frames: {r['text']}")
-        elif r["type"] == "reply":
-            log.info(f"turn {r['turn_id']}: first sentence {r['first_sentence_s']:.2f} s, "
-                     f"reply {r['reply_s']:.2f} s, {len(r['frames_in_prompt'])} frames and "
-                     f"{r['prompt_chars']} characters in the prompt")
+        if self._verbose and record is not None and describe_record(record):
+            self.get_logger().info(describe_record(record))   # bringup --verbose
 
     def publish_event(self, record: dict | None, thumbnail: bytes | None = None) -> None:
         """Publish a record on dialogue/events (`thumbnail`: its JPEG, as base64)."""
@@ -789,7 +555,7 @@ class ManagerNode(Node):
         causes = sorted(self.intake.rejected_by_cause.items())
         msg.rejected_causes = [c for c, _ in causes]
         msg.rejected_counts = [int(min(n, 2 ** 32 - 1)) for _, n in causes]
-        msg.turns_dropped = int(min(self._turns.dropped, 2 ** 32 - 1))
+        msg.turns_dropped = int(min(self.turns.queue.dropped, 2 ** 32 - 1))
         for k in ("raw_frames", "frame_summaries", "dialogue_lines", "folded_lines",
                   "pending_summaries", "prompt_chars", "prompt_image_bytes"):
             setattr(msg, k, int(min(st[k], 2 ** 32 - 1)))
@@ -806,19 +572,18 @@ class ManagerNode(Node):
             return
         self._closed = True
         self.intake.close()
-        if self.tools is not None:
-            self.tools.client.close()      # a tool call in progress ends now
-        self._turns.close()
-        self._worker.join(timeout=5.0)
+        if self.vcg is not None:
+            self.vcg.close()
+        self.turns.close()
         self.conversation.close(timeout=2.0)
         if self.transcript is not None:
             self.transcript.close()
-        if self.replies and self.fallback_replies == self.replies:
+        if self.turns.every_reply_failed:
             self.exit_code = 1
             self.get_logger().error(
-                f"every reply of this session ({self.replies}) was the fallback line: the LLM "
-                f"never answered ({self.p['llm_backend']}, model {self.p['model']!r}; see the "
-                "errors above)")
+                f"every reply of this session ({self.turns.replies}) was the fallback line: the "
+                f"LLM never answered ({self.p['llm_backend']}, model {self.p['model']!r}; see "
+                "the errors above)")
 
 
 def main(args=None):

@@ -35,7 +35,7 @@ from rclpy.qos_overriding_options import QoSOverridingOptions
 from vision_dialogue.core.people import PEOPLE_FRESH_S, TrackedPerson, closest
 from vision_dialogue.core.variants import AUTO, choose_variant
 from vision_dialogue.msg import AudioChunk, DetectedUsers, Reply, SpeechState, Utterance
-from vision_dialogue.cli.console import hold_logs, show_prompt
+from vision_dialogue.ros.console import hold_logs, show_prompt
 from vision_dialogue.speech.terminal import TerminalBackend
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.hri_output import HriSpeechOutput
@@ -43,7 +43,7 @@ from vision_dialogue.ros.standard_inputs import HriBargeIn
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 from vision_dialogue.speech import BACKEND_NAMES, SpeechBackend, backend_class
-from vision_dialogue.speech.base import RobotTurnTaking
+from vision_dialogue.speech.base import RobotTurnTaking, SpeechIO
 from vision_dialogue.speech.script import ScriptError, load_script
 from vision_dialogue.speech.turns import HeardUtterance, SpeechTurns
 from vision_dialogue.voice.audio import AudioFileError
@@ -261,36 +261,19 @@ class SpeechNode(Node):
         self.log.info(f"speech backend {self.backend_kind!r} started")
 
     def _make_backend(self, input_stream, output_stream) -> SpeechBackend:
-        p, name = self.p, self.backend_kind
-        cls = backend_class(name)
-        if name == "terminal":
-            return cls(input_stream, output_stream, language=p["language"],
-                       speaker=p["speaker"], logger=self.log)
-        if name == "script":
-            return cls(p["script_file"], reply_timeout=p["reply_timeout"],
-                       output_stream=output_stream, language=p["language"],
-                       speaker=p["speaker"], logger=self.log)
-        robot = dict(voice=p["voice"], language=p["language"],
-                     gaze_away_gesture=p["gaze_away_gesture"],
-                     gaze_away_location=list(p["gaze_away_location"]),
-                     listen_timeout=p["listen_timeout"], say_timeout=p["say_timeout"],
-                     request_timeout=p["request_timeout"], barge_in=p["barge_in"],
-                     reply_timeout=p["reply_timeout"], backoff_initial=p["backoff_initial"],
-                     backoff_max=p["backoff_max"], logger=self.log)
-        if name == "local":
-            return self._make_local_backend(cls)
-        if name == "furhat":
-            return cls(p["furhat_host"], p["furhat_port"] or 54321, **robot)
-        return cls(p["furhat_host"], p["furhat_port"] or 9000, key=p["furhat_key"], **robot)
-
-    def _make_local_backend(self, cls) -> SpeechBackend:
-        """Microphone/WAV/topic in, speaker/WAV out, Silero VAD, faster-whisper, Piper."""
-        from vision_dialogue.voice import build
-        p = self.p
+        """The chosen backend (speech.BACKEND_CLASSES), built from the parameters."""
+        p, cls = self.p, backend_class(self.backend_kind)
+        io = SpeechIO(input_stream, output_stream, self.log)
+        if cls.uses_audio_topics:
+            io.on_audio_in, io.on_audio_out = self._audio_topics()
         try:
-            parts = build.voice_parts(p, logger=self.log)
-        except build.VoicePartError as e:
+            return cls.from_params(p, io)
+        except ValueError as e:            # a part that cannot load, named by its parameter
             raise ParameterError(str(e)) from None
+
+    def _audio_topics(self):
+        """audio/input and audio/output (publish_audio, audio_in:=topic): the callbacks."""
+        p = self.p
         publish = p["publish_audio"] and p["audio_in"] != TOPIC
         if publish:
             self.pub_audio_in = self.create_publisher(AudioChunk, "audio/input", 50)
@@ -299,19 +282,8 @@ class SpeechNode(Node):
         if p["audio_in"] == TOPIC:
             self.create_subscription(AudioChunk, "audio/input", self._on_audio_chunk, 200,
                                      callback_group=ReentrantCallbackGroup())
-        backend = cls(parts.source, parts.sink, recognizer=parts.recognizer, tts=parts.tts,
-                      segmenter=parts.segmenter, language=p["language"],
-                      speaker=p["speaker"], barge_in=p["barge_in"], echo_gain=p["echo_gain"],
-                      reply_timeout=p["reply_timeout"], backoff_initial=p["backoff_initial"],
-                      backoff_max=p["backoff_max"],
-                      on_audio_in=self._publish_audio_in if publish else None,
-                      on_audio_out=self._publish_audio_out if p["publish_audio"] else None,
-                      logger=self.log)
-        build.connect(parts.source, backend)
-        self.log.info(f"local voice: {parts.source.describe()} -> VAD -> Whisper "
-                      f"({parts.recognizer.path.name}) ... {parts.tts.name} -> "
-                      f"{parts.sink.describe()}")
-        return backend
+        return (self._publish_audio_in if publish else None,
+                self._publish_audio_out if p["publish_audio"] else None)
 
     # ---------------------------------------------------------------- audio topics
     def _audio_msg(self, samples, rate: int, text: str = "") -> AudioChunk:

@@ -9,8 +9,10 @@ Every source has ``open()``, ``read() -> CapturedFrame | None`` and ``close()``:
   non-looping video or folder is finished.
 - ``close()`` releases everything; it is safe to call twice, and ``open()`` may follow again.
 
-`make_source(kind, **options)` builds one by name. The camera node retries a failing source
-with backoff; the sources themselves never sleep or retry.
+`SOURCE_CLASSES` is the one table of sources; each builds itself from the camera node's
+parameters (`from_params(p, ctx)`), and `make_source(kind, **options)` builds one by name
+with explicit options. The camera node retries a failing source with backoff; the sources
+themselves never sleep or retry. A new source is one module and one row (docs/camera.md).
 """
 from __future__ import annotations
 
@@ -65,10 +67,24 @@ def decode_jpeg(jpeg: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray
         return None
 
 
+@dataclass
+class SourceContext:
+    """What the camera node gives a source it builds besides its parameters."""
+
+    device: int | str = 0                         # the `device` parameter, parsed
+    on_users: Callable | None = None              # people a robot camera tracks
+    logger: object = None
+
+
 class CameraSource:
     """Base class: the common interface (see module docstring)."""
 
     kind = "base"
+
+    @classmethod
+    def from_params(cls, p, ctx: SourceContext) -> "CameraSource":
+        """Build the source from the camera node's parameters `p` (a mapping)."""
+        raise NotImplementedError
 
     def describe(self) -> str:
         return self.kind
@@ -98,6 +114,10 @@ class WebcamSource(CameraSource):
     """
 
     kind = "webcam"
+
+    @classmethod
+    def from_params(cls, p, ctx: SourceContext) -> "WebcamSource":
+        return cls(ctx.device)
 
     def __init__(self, device: int | str = 0):
         self.device = device
@@ -148,6 +168,10 @@ class VideoFileSource(CameraSource):
     """
 
     kind = "video"
+
+    @classmethod
+    def from_params(cls, p, ctx: SourceContext) -> "VideoFileSource":
+        return cls(p["video_path"], mode=p["video_mode"], loop=p["loop"])
 
     def __init__(self, path: str, mode: str = "realtime", loop: bool = True,
                  clock: Callable[[], float] = time.monotonic):
@@ -244,6 +268,10 @@ class ImageFolderSource(CameraSource):
 
     kind = "folder"
 
+    @classmethod
+    def from_params(cls, p, ctx: SourceContext) -> "ImageFolderSource":
+        return cls(p["folder_path"], loop=p["loop"], max_pixels=p["max_image_pixels"])
+
     def __init__(self, path: str, loop: bool = True, max_pixels: int = DEFAULT_MAX_PIXELS):
         self.path, self.loop, self.max_pixels = str(path), bool(loop), int(max_pixels)
         self.files: list[Path] = []
@@ -315,11 +343,16 @@ SOURCE_CLASSES = {
 SOURCE_KINDS = tuple(SOURCE_CLASSES)
 
 
-def make_source(kind: str, **options) -> CameraSource:
-    """Build a source by kind ("webcam", "video", "folder", "furhat", "furhat_realtime")."""
+def source_class(kind: str) -> type[CameraSource]:
+    """The class of a source kind (SOURCE_KINDS); ValueError for an unknown kind."""
     try:
         module, cls = SOURCE_CLASSES[kind].split(":")
     except KeyError:
         raise ValueError(f"unknown camera source {kind!r}; one of {list(SOURCE_KINDS)}") \
             from None
-    return getattr(importlib.import_module(module), cls)(**options)
+    return getattr(importlib.import_module(module), cls)
+
+
+def make_source(kind: str, **options) -> CameraSource:
+    """Build a source by kind ("webcam", "video", "folder", "furhat", "furhat_realtime")."""
+    return source_class(kind)(**options)

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import yaml
 
-from vision_dialogue.cli.console import VERBOSE_ENV, quiet_console, restore_console
+from vision_dialogue.ros.console import VERBOSE_ENV, quiet_console, restore_console
 from vision_dialogue.core.resources import PACKAGE, SOURCE_ROOT, ResourceNotFound
-from vision_dialogue.llm.factory import KINDS, LOCAL_KINDS
+from vision_dialogue.llm.factory import KINDS, LOCAL_KINDS, SERVER_KIND
 from vision_dialogue.cli.setups import (NODES, SETUPS, Setup, default_params_file,
                                         node_overrides, start_order)
 
@@ -43,16 +43,16 @@ def llm_overrides(llm: str | None, base_url: str | None = None,
     """Manager parameters for `--llm KIND [--base-url U] [--model M]` (KIND: llm.factory)."""
     if not llm and not base_url and not model:
         return {}
-    llm = llm or ("openai" if base_url else "")
+    llm = llm or (SERVER_KIND if base_url else "")
     out: dict = {}
-    if llm == "openai":
-        out = {"llm_backend": "openai", "model": model or "gpt-4o-mini",
+    if llm and llm not in LOCAL_KINDS:
+        out = {"llm_backend": llm, "model": model or "gpt-4o-mini",
                "supports_images": True}
         if base_url:
             out["base_url"] = base_url
     elif llm in LOCAL_KINDS:
         if base_url:
-            raise BringupError("--base-url needs --llm openai")
+            raise BringupError(f"--base-url needs --llm {SERVER_KIND}")
         out = {"llm_backend": llm, "model": model or "default",
                "supports_images": False}
     elif model:

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from vision_dialogue.llm.factory import LOCAL_KINDS, default_variant
+from vision_dialogue.llm.factory import KINDS, LOCAL_KINDS, SERVER_KIND, BackendOptions, \
+    backend_class, default_variant
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 FREE_DISK_WARN = 1 << 30          # less free space than this for transcripts: a warning
@@ -219,11 +220,13 @@ def check_llm(cfg: Config) -> Check:
     name = "LLM endpoint"
     if cfg.llm_backend in LOCAL_KINDS:
         return check_local_engine(cfg)
-    if cfg.llm_backend != "openai":
+    probe = getattr(backend_class(cfg.llm_backend), "probe", None) \
+        if cfg.llm_backend in KINDS else None
+    if probe is None:
         return Check(name, SKIP, f"llm_backend {cfg.llm_backend}: no endpoint "
                      "(give --base-url or --setup to check one)")
-    from vision_dialogue.llm.probe import probe_openai
-    p = probe_openai(cfg.base_url, cfg.model, cfg.api_key_env, images=cfg.images)
+    p = probe(BackendOptions(base_url=cfg.base_url, model=cfg.model,
+                             api_key_env=cfg.api_key_env), timeout=5.0, images=cfg.images)
     return Check(name, {True: OK, False: FAIL, None: WARN}[p.ok], p.detail, p.fix)
 
 
@@ -377,9 +380,10 @@ def config_from(ns) -> Config:
         man = load_node_params(path, "manager_node")
         cam = load_node_params(path, "camera_node")
         speech = load_node_params(path, "speech_node")
-        cfg.llm_backend = man.get("llm_backend", "openai")
+        cfg.llm_backend = man.get("llm_backend", SERVER_KIND)
         cfg.base_url = man.get("base_url", "")
-        cfg.model = man.get("model", "gpt-4o-mini" if cfg.llm_backend == "openai" else "default")
+        cfg.model = man.get("model", "default" if cfg.llm_backend in LOCAL_KINDS
+                            else "gpt-4o-mini")
         cfg.api_key_env = man.get("api_key_env", cfg.api_key_env)
         cfg.transcript_dir = man.get("transcript_dir", cfg.transcript_dir)
         cfg.camera_source = cam.get("source", "webcam") if "camera" in setup.nodes else ""
@@ -389,7 +393,7 @@ def config_from(ns) -> Config:
         if speech.get("backend") == "local":
             cfg.voice_in = str(speech.get("audio_in") or "file")
     if ns.base_url:
-        cfg.llm_backend, cfg.base_url = "openai", ns.base_url
+        cfg.llm_backend, cfg.base_url = SERVER_KIND, ns.base_url
         if cfg.model.startswith("default"):
             cfg.model = "gpt-4o-mini"
     if ns.model:
@@ -414,7 +418,7 @@ def table(rows: list[Check]) -> str:
 
 
 def main(args=None) -> int:
-    from vision_dialogue.cli.console import quiet_console
+    from vision_dialogue.ros.console import quiet_console
     argv = list(sys.argv[1:] if args is None else args[1:])
     ap = argparse.ArgumentParser(prog="doctor", description=__doc__.split("\n")[0],
                                  epilog="exit code 0 when no check failed, 1 otherwise")

@@ -86,3 +86,37 @@ class Presence:
     @property
     def count(self) -> int:
         return len(self._last_seen)
+
+
+class PeopleInView:
+    """The people a tracker reports (Furhat's camera/users, ROS4HRI's persons), one presence.
+
+    `update` gives the conversation its people note and the arrivals and departures; `count()`
+    is how many are in view while the last report is fresh (None: no tracker, or stale).
+    """
+
+    def __init__(self, conversation, clock=time.monotonic):
+        self.conversation, self.clock = conversation, clock
+        self.presence = Presence(clock=clock)
+        self._at = -1e9                         # clock() of the last report
+        self._labels: dict[str, str] = {}       # id -> how to call them, for departures too
+
+    def update(self, people: list[TrackedPerson], named: bool = False) -> None:
+        """A tracker's people now. `named`: arrivals and departures by their labels (ROS4HRI);
+        else the conversation's "user <id>" person events (Furhat)."""
+        arrived, left = self.presence.update(p.id for p in people)
+        self._at = self.clock()
+        if not named:
+            self.conversation.set_people(describe_people(people), arrived, left)
+            return
+        self._labels.update({p.id: p.label for p in people})
+        self.conversation.set_people(describe_people(people))
+        for ids, words, kind in ((arrived, "came into view", "arrived"),
+                                 (left, "left", "left")):
+            for i in ids:
+                self.conversation.add_event(f"{self._labels.get(i, 'someone')} {words}",
+                                            event=kind)
+
+    def count(self) -> int | None:
+        """People in view by the tracker, if it reported within PEOPLE_FRESH_S."""
+        return self.presence.count if self.clock() - self._at <= PEOPLE_FRESH_S else None

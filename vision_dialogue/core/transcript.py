@@ -181,6 +181,21 @@ def event_record(kind: str, data: dict) -> dict | None:
     return None
 
 
+def describe_record(r: dict) -> str:
+    """One console line for a record (frames, summaries, events, replies; "" for the rest)."""
+    if r["type"] == "frame":
+        return f"frame {r['frame_id']}: {r.get('observation') or '(image)'}"
+    if r["type"] == "summary":
+        return f"summary of frames {r['frame_ids']} ({r['method']}): {r['text']}"
+    if r["type"] == "event":
+        return f"seen between frames: {r['text']}"
+    if r["type"] == "reply":
+        return (f"turn {r['turn_id']}: first sentence {r['first_sentence_s']:.2f} s, "
+                f"reply {r['reply_s']:.2f} s, {len(r['frames_in_prompt'])} frames and "
+                f"{r['prompt_chars']} characters in the prompt")
+    return ""
+
+
 def read_transcript(path: str | os.PathLike) -> list[dict]:
     """All records of a transcript.jsonl (skips a torn last line after a crash)."""
     out = []

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import time
 
-from vision_dialogue.camera.sources import CameraSource, CapturedFrame, SourceError, decode_jpeg
+from vision_dialogue.camera.sources import CameraSource, CapturedFrame, SourceContext, \
+    SourceError, decode_jpeg
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS
 
 
@@ -19,6 +20,11 @@ class FurhatFeedSource(CameraSource):
     """
 
     kind = "furhat"
+
+    @classmethod
+    def from_params(cls, p, ctx: SourceContext) -> "FurhatFeedSource":
+        return cls(p["furhat_host"], p["furhat_camera_port"], timeout=p["source_timeout"],
+                   on_users=ctx.on_users, logger=ctx.logger, max_pixels=p["max_image_pixels"])
 
     def __init__(self, host: str, port: int = 3000, timeout: float = 5.0,
                  on_users=None, logger=None, max_pixels: int = DEFAULT_MAX_PIXELS):
@@ -74,6 +80,12 @@ class FurhatRealtimeSource(CameraSource):
     """
 
     kind = "furhat_realtime"
+
+    @classmethod
+    def from_params(cls, p, ctx: SourceContext) -> "FurhatRealtimeSource":
+        return cls(p["furhat_host"], p["furhat_realtime_port"], key=p["furhat_realtime_key"],
+                   timeout=p["source_timeout"], logger=ctx.logger,
+                   max_pixels=p["max_image_pixels"])
 
     def __init__(self, host: str, port: int = 9000, key: str = "", timeout: float = 5.0,
                  logger=None, max_pixels: int = DEFAULT_MAX_PIXELS):

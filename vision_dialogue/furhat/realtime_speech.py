@@ -8,13 +8,19 @@ from __future__ import annotations
 
 from vision_dialogue.furhat.realtime import (FurhatAuthError, FurhatRealtimeClient,
                                              FurhatRealtimeError)
-from vision_dialogue.speech.base import ListenResult, RobotTurnTaking, RobotUnavailable
+from vision_dialogue.speech.base import ListenResult, RobotTurnTaking, RobotUnavailable, \
+    SpeechIO, robot_options
 
 
 class FurhatRealtimeBackend(RobotTurnTaking):
     """Speech I/O through a Furhat's Realtime API; one websocket client per backend."""
 
     name = "furhat_realtime"
+
+    @classmethod
+    def from_params(cls, p, io: SpeechIO) -> "FurhatRealtimeBackend":
+        return cls(p["furhat_host"], p["furhat_port"] or 9000, key=p["furhat_key"],
+                   **robot_options(p, io.logger))
 
     def __init__(self, host: str = "localhost", port: int = 9000, *, key: str = "",
                  voice: str = "", language: str = "en-US", gaze_away_gesture: str = "GazeAway",

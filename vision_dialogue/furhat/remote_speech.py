@@ -16,7 +16,8 @@ from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
 from vision_dialogue.core.people import TrackedPerson, closest
-from vision_dialogue.speech.base import ListenResult, RobotTurnTaking, RobotUnavailable
+from vision_dialogue.speech.base import ListenResult, RobotTurnTaking, RobotUnavailable, \
+    SpeechIO, robot_options
 
 #: `message` values of GET /furhat/listen that are not user text.
 LISTEN_STATUSES = ("SILENCE", "INTERRUPTED", "FAILED")
@@ -35,6 +36,10 @@ class FurhatRemoteBackend(RobotTurnTaking):
     """
 
     name = "furhat"
+
+    @classmethod
+    def from_params(cls, p, io: SpeechIO) -> "FurhatRemoteBackend":
+        return cls(p["furhat_host"], p["furhat_port"] or 54321, **robot_options(p, io.logger))
 
     def __init__(self, host: str = "localhost", port: int = 54321, *, voice: str = "",
                  language: str = "en-US", gaze_away_gesture: str = "GazeAway",

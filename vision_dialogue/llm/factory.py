@@ -1,49 +1,78 @@
-"""Choosing the LLM backend by name: one table, one builder per kind.
+"""Choosing the LLM backend by name: one table, each backend builds itself.
 
-The heavy modules are imported only when asked for. A new backend is one builder function and
-one row in BACKENDS (docs/llm_client.md).
+A row names the class ("module:Class", imported only when chosen) and whether it runs the
+model in this process. A backend class has `from_options(BackendOptions)` and `in_process`;
+a server backend may add `probe(options, timeout=, images=)`, which the manager runs at
+start. A new backend is one module and one row (docs/llm_client.md).
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import logging
 from dataclasses import dataclass
-from typing import Callable
+
+from vision_dialogue.llm.options import DTYPES, BackendOptions, default_variant
 
 _LOG = logging.getLogger(__name__)
 
-DTYPES = ("auto", "float32", "bfloat16", "float16", "int8")
-"""Precisions of a local model's weights (transformers_backend checks the same list)."""
 
-DEFAULT_NAMES = ("", "default", "gpt-4o-mini")
-"""Model names that mean the embedded default model for a local backend ("default:1.5b": its
-larger variant); gpt-4o-mini is the manager's default name for a server."""
+@dataclass(frozen=True)
+class BackendRow:
+    """One row of BACKENDS (the table can be read without importing any backend)."""
 
-
-@dataclass
-class BackendOptions:
-    """Everything a builder may read (each kind reads its own)."""
-
-    base_url: str = ""
-    model: str = "gpt-4o-mini"
-    api_key_env: str = "OPENAI_API_KEY"
-    timeout: float = 30.0
-    max_retries: int = 2
-    backoff: float = 0.5
-    supports_images: bool = True
-    device: str = "cpu"
-    max_new_tokens: int = 96
-    prefix_cache: bool = True
-    dtype: str = "auto"
-    temperature: float = 0.0
-    threads: int = 0
+    path: str           # "module:Class"
+    in_process: bool    # runs a model here: text observations, the embedded default model
 
 
-def default_variant(model: str) -> str | None:
-    """The embedded default model's variant that `model` names, or None (a path)."""
-    if model in DEFAULT_NAMES or model.startswith("default:"):
-        from vision_dialogue.llm.default_model import DEFAULT_VARIANT
-        return model.partition(":")[2] or DEFAULT_VARIANT
-    return None
+class LocalEngine:
+    """`local`: the measured best local engine that is installed, llama.cpp, else transformers.
+
+    On the dialogue battery (README, Benchmarks) llama.cpp gave the embedded 0.5B model better
+    answers at less than half the latency; it has no wheel on PyPI, so a machine set up
+    without it (README command 1 on a fresh machine) runs transformers.
+    """
+
+    in_process = True
+
+    @classmethod
+    def from_options(cls, o: BackendOptions):
+        kind = "llamacpp" if importlib.util.find_spec("llama_cpp") is not None \
+            else "transformers"
+        if kind == "transformers":
+            _LOG.info("llm_backend local: llama-cpp-python is not installed, so the model runs "
+                      "on transformers (VD_EXTRAS=llamacpp scripts/setup.sh for the faster "
+                      "engine)")
+        return backend_class(kind).from_options(o)
+
+
+BACKENDS: dict[str, BackendRow] = {
+    # any OpenAI-compatible server (images when it takes them)
+    "openai": BackendRow("vision_dialogue.llm.openai_backend:OpenAIChatBackend", False),
+    # a local checkpoint in this process (torch)
+    "transformers": BackendRow(
+        "vision_dialogue.llm.transformers_backend:TransformersChatBackend", True),
+    # a local GGUF file in this process (llama.cpp)
+    "llamacpp": BackendRow("vision_dialogue.llm.llamacpp_backend:LlamaCppChatBackend", True),
+    # llamacpp where installed, else transformers
+    "local": BackendRow("vision_dialogue.llm.factory:LocalEngine", True),
+}
+KINDS = tuple(BACKENDS)
+LOCAL_KINDS = tuple(k for k, row in BACKENDS.items() if row.in_process)
+"""Kinds that run a model in this process (text observations, the embedded default model)."""
+SERVER_KIND = "openai"
+"""The kind `--base-url` alone means (bringup, doctor)."""
+
+__all__ = ["BACKENDS", "DTYPES", "KINDS", "LOCAL_KINDS", "SERVER_KIND", "BackendOptions",
+           "backend_class", "default_variant", "make_backend", "measured_focus_note"]
+
+
+def backend_class(kind: str) -> type:
+    """The class of a backend kind; ValueError for an unknown kind."""
+    if kind not in BACKENDS:
+        raise ValueError(f"llm_backend={kind!r} must be one of {list(KINDS)}")
+    module, name = BACKENDS[kind].path.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def measured_focus_note(kind: str, model: str) -> str:
@@ -56,63 +85,6 @@ def measured_focus_note(kind: str, model: str) -> str:
         return "soft"
     from vision_dialogue.llm.default_model import VARIANTS
     return VARIANTS[variant].focus_note if variant in VARIANTS else "soft"
-
-
-def _openai(o: BackendOptions):
-    from vision_dialogue.llm.openai_backend import OpenAIChatBackend
-    return OpenAIChatBackend(base_url=o.base_url or None, model=o.model or "gpt-4o-mini",
-                             api_key_env=o.api_key_env, timeout=o.timeout,
-                             max_retries=o.max_retries, backoff=o.backoff,
-                             supports_images=o.supports_images, temperature=o.temperature)
-
-
-def _transformers(o: BackendOptions):
-    from vision_dialogue.llm.transformers_backend import TransformersChatBackend
-    path, dtype, variant = o.model, o.dtype, default_variant(o.model)
-    if variant is not None:
-        from vision_dialogue.llm.default_model import VARIANTS, ensure_default_model
-        path = ensure_default_model(variant=variant)
-        if dtype == "auto" and str(o.device).startswith("cpu"):
-            dtype = VARIANTS[variant].cpu_dtype     # measured (bench_dialogue --dtype)
-    return TransformersChatBackend(path, device=o.device, max_new_tokens=o.max_new_tokens,
-                                   prefix_cache=o.prefix_cache, dtype=dtype,
-                                   temperature=o.temperature, threads=o.threads)
-
-
-def _llamacpp(o: BackendOptions):
-    from vision_dialogue.llm.llamacpp_backend import LlamaCppChatBackend
-    path, variant = o.model, default_variant(o.model)
-    if variant is not None:
-        from vision_dialogue.llm.default_model import ensure_default_gguf
-        path = ensure_default_gguf(variant=variant)
-    return LlamaCppChatBackend(path, max_new_tokens=o.max_new_tokens,
-                               temperature=o.temperature, threads=o.threads)
-
-
-def _local(o: BackendOptions):
-    """The measured best local engine that is installed: llama.cpp, else transformers.
-
-    On the dialogue battery (README, Benchmarks) llama.cpp gave the embedded 0.5B model better
-    answers at less than half the latency; it has no wheel on PyPI, so a machine set up
-    without it (README command 1 on a fresh machine) runs transformers.
-    """
-    import importlib.util
-    kind = "llamacpp" if importlib.util.find_spec("llama_cpp") is not None else "transformers"
-    if kind == "transformers":
-        _LOG.info("llm_backend local: llama-cpp-python is not installed, so the model runs on "
-                  "transformers (VD_EXTRAS=llamacpp scripts/setup.sh for the faster engine)")
-    return BACKENDS[kind](o)
-
-
-BACKENDS: dict[str, Callable[[BackendOptions], object]] = {
-    "openai": _openai,              # any OpenAI-compatible server (images when it takes them)
-    "transformers": _transformers,  # a local checkpoint in this process (torch)
-    "llamacpp": _llamacpp,          # a local GGUF file in this process (llama.cpp)
-    "local": _local,                # llamacpp where installed, else transformers
-}
-KINDS = tuple(BACKENDS)
-LOCAL_KINDS = ("transformers", "llamacpp", "local")
-"""Kinds that run a model in this process (text observations, the embedded default model)."""
 
 
 def make_backend(kind: str, **options):
@@ -129,6 +101,4 @@ def make_backend(kind: str, **options):
     Raises ValueError for an unknown kind, BackendError when the backend cannot start (no API
     key for a remote server, missing checkpoint).
     """
-    if kind not in BACKENDS:
-        raise ValueError(f"llm_backend={kind!r} must be one of {list(KINDS)}")
-    return BACKENDS[kind](BackendOptions(**options))
+    return backend_class(kind).from_options(BackendOptions(**options))

@@ -23,6 +23,7 @@ from vision_dialogue.llm.base import BackendError, Message, Preempted
 from vision_dialogue.llm.chat_messages import text_conversation
 from vision_dialogue.llm.cpu_threads import CpuShare
 from vision_dialogue.llm.one_at_a_time import OneAtATime
+from vision_dialogue.llm.options import BackendOptions, default_variant
 from vision_dialogue.llm.sentences import SentenceSplitter
 
 _LOG = logging.getLogger(__name__)
@@ -46,6 +47,18 @@ class LlamaCppChatBackend:
     preemptible = True
     supports_images = False
     avoids = True              # complete/stream take `avoid` (texts not to say again)
+
+    in_process = True
+
+    @classmethod
+    def from_options(cls, o: BackendOptions) -> "LlamaCppChatBackend":
+        """A GGUF file, or the embedded default model ("default", "default:1.5b")."""
+        path, variant = o.model, default_variant(o.model)
+        if variant is not None:
+            from vision_dialogue.llm.default_model import ensure_default_gguf
+            path = ensure_default_gguf(variant=variant)
+        return cls(path, max_new_tokens=o.max_new_tokens, temperature=o.temperature,
+                   threads=o.threads)
 
     def __init__(self, gguf_path: str, *, max_new_tokens: int = 96, temperature: float = 0.0,
                  threads: int = 0, context: int = CONTEXT_TOKENS):

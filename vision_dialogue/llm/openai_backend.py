@@ -26,6 +26,7 @@ from urllib.parse import urlparse
 import openai
 
 from vision_dialogue.llm.base import BackendError, Message
+from vision_dialogue.llm.options import BackendOptions
 from vision_dialogue.llm.sentences import SentenceSplitter
 
 __all__ = ["OpenAIChatBackend", "ToolCall", "LLMRequestError", "DUMMY_API_KEY", "MAX_BACKOFF"]
@@ -107,6 +108,22 @@ class OpenAIChatBackend:
         temperature, max_tokens: defaults for every call (None: server default).
         http_client: an ``httpx2.Client`` to use (tests, proxies); None for the default.
     """
+
+    in_process = False          # a server: the manager probes it and names the model per call
+
+    @classmethod
+    def from_options(cls, o: BackendOptions) -> "OpenAIChatBackend":
+        """Any OpenAI-compatible server (images when it takes them)."""
+        return cls(base_url=o.base_url or None, model=o.model or "gpt-4o-mini",
+                   api_key_env=o.api_key_env, timeout=o.timeout, max_retries=o.max_retries,
+                   backoff=o.backoff, supports_images=o.supports_images,
+                   temperature=o.temperature)
+
+    @staticmethod
+    def probe(o: BackendOptions, *, timeout: float, images: bool = False):
+        """Is the server there, does it serve the model (and take images)? llm/probe.Probe."""
+        from vision_dialogue.llm.probe import probe_openai
+        return probe_openai(o.base_url, o.model, o.api_key_env, timeout=timeout, images=images)
 
     def __init__(self, base_url: str | None = None, model: str = "gpt-4o-mini",
                  api_key_env: str = "OPENAI_API_KEY", timeout: float = 30.0,

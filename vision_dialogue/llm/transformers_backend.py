@@ -39,7 +39,7 @@ from vision_dialogue.llm.chat_messages import check_message, text_conversation
 from vision_dialogue.llm.cpu_threads import CpuShare
 from vision_dialogue.llm.one_at_a_time import OneAtATime
 from vision_dialogue.llm.avoid import AVOID_BIAS, token_triples
-from vision_dialogue.llm.factory import DTYPES   # one list; int8 = quantised Linear layers
+from vision_dialogue.llm.options import DTYPES, BackendOptions, default_variant
 from vision_dialogue.llm.sentences import SentenceSplitter
 
 _LOG = logging.getLogger(__name__)
@@ -98,6 +98,21 @@ class TransformersChatBackend:
 
     preemptible = True
     avoids = True              # complete/stream take `avoid` (texts not to say again)
+
+    in_process = True
+
+    @classmethod
+    def from_options(cls, o: BackendOptions) -> "TransformersChatBackend":
+        """A checkpoint folder, or the embedded default model ("default", "default:1.5b")."""
+        path, dtype, variant = o.model, o.dtype, default_variant(o.model)
+        if variant is not None:
+            from vision_dialogue.llm.default_model import VARIANTS, ensure_default_model
+            path = ensure_default_model(variant=variant)
+            if dtype == "auto" and str(o.device).startswith("cpu"):
+                dtype = VARIANTS[variant].cpu_dtype     # measured (bench_dialogue --dtype)
+        return cls(path, device=o.device, max_new_tokens=o.max_new_tokens,
+                   prefix_cache=o.prefix_cache, dtype=dtype, temperature=o.temperature,
+                   threads=o.threads)
 
     def __init__(self, model_path: str, *, device: str = "cpu", max_new_tokens: int = 96,
                  temperature: float = 0.0, dtype: str = "auto",

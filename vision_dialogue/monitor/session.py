@@ -26,6 +26,22 @@ HEALTH_PARTS = ("llm", "vfm", "camera")
 """Components whose health the page shows (besides the speech state)."""
 
 
+def note_item(kind: str, record: dict, t: float) -> dict:
+    """The page's note for a record with no view of its own (dropped, event, fold, others)."""
+    if kind == "dropped":
+        return {"kind": "note", "t": t, "level": "warning",
+                "text": f"not answered ({record.get('reason', '')}): {record.get('text', '')}"}
+    if kind == "event":
+        return {"kind": "note", "t": t, "level": "info", "text": f"seen: {record.get('text', '')}"}
+    if kind == "fold":
+        return {"kind": "note", "t": t, "level": "info",
+                "text": "older dialogue folded into the memory: "
+                        + str(record.get("summary", record.get("text", "")))}
+    return {"kind": "note", "t": t, "level": "info",
+            "text": f"{kind}: " + ", ".join(f"{k}={v}" for k, v in record.items()
+                                            if k not in ("t",))}
+
+
 class SessionView:
     """The monitor's model of one session (see the module docstring).
 
@@ -56,66 +72,61 @@ class SessionView:
         """Add one event record (unknown types are kept as notes)."""
         kind = record.get("type")
         t = record.get("t") or time.time()
+        handler = {
+            "frame": self._add_frame, "objects": self._set_objects,
+            "summarising": self._on_summarising, "summary_deferred": self._on_summarising,
+            "summary": self._on_summary, "summary_failed": self._on_summary_failed,
+            "user": self._on_user, "reply": self._add_reply, "exchange": self._on_exchange,
+            "tool_image": self._on_tool_image, "health": self._on_health,
+        }.get(kind)
         with self._lock:
-            if kind == "frame":
-                self._add_frame(record, t)
-            elif kind == "objects":       # a detector's note, after its frame
-                self._set_objects(record)
-            elif kind in ("summarising", "summary_deferred"):
-                status = "summarising" if kind == "summarising" else "raw"
-                for fid in record.get("frame_ids", []):
-                    if fid in self._frames and self._frames[fid]["status"] != "summarised":
-                        self._frames[fid]["status"] = status
-            elif kind == "summary":
-                ids = list(record.get("frame_ids", []))
-                for fid in ids:
-                    if fid in self._frames:
-                        self._frames[fid]["status"] = "summarised"
-                self._place_summary({"kind": "summary", "t": t, "frame_ids": ids,
-                                     "text": record.get("text", ""),
-                                     "method": record.get("method", "llm")})
-            elif kind == "user":
-                self._append({"kind": "user", "t": t, "turn_id": record.get("turn_id"),
-                              "text": record.get("text", ""),
-                              "speaker": record.get("speaker", "")})
-            elif kind == "reply":
-                self._add_reply(record, t)
-            elif kind == "exchange":
-                self._append({"kind": "user", "t": t, "text": record.get("user", "")})
-                self._append({"kind": "robot", "t": t, "text": record.get("robot", "")})
-            elif kind == "tool_image":
-                thumb = record.get("thumbnail")
-                if thumb:
-                    self._images.append(base64.b64decode(thumb))
-                self._append({"kind": "image", "t": t, "image_file": record.get("image_file"),
-                              "thumbnail": f"images/{len(self._images) - 1}.jpg" if thumb
-                              else None})
-            elif kind == "health":
-                self._set_health(record.get("component", "?"), record.get("ok"),
-                                 record.get("detail", ""), t)
-            elif kind == "summary_failed":
-                for fid in record.get("frame_ids", []):
-                    if fid in self._frames and self._frames[fid]["status"] == "summarising":
-                        self._frames[fid]["status"] = "raw"
-                self._append({"kind": "note", "t": t, "level": "warning",
-                              "text": f"summary of frames {record.get('frame_ids')} failed: "
-                                      f"{record.get('error', '')}"})
-            elif kind == "dropped":
-                self._append({"kind": "note", "t": t, "level": "warning",
-                              "text": f"not answered ({record.get('reason', '')}): "
-                                      f"{record.get('text', '')}"})
-            elif kind == "event":
-                self._append({"kind": "note", "t": t, "level": "info",
-                              "text": f"seen: {record.get('text', '')}"})
-            elif kind == "fold":
-                self._append({"kind": "note", "t": t, "level": "info",
-                              "text": "older dialogue folded into the memory: "
-                                      + str(record.get("summary", record.get("text", "")))})
+            if handler is not None:
+                handler(record, t)
             else:
-                self._append({"kind": "note", "t": t, "level": "info",
-                              "text": f"{kind}: " + ", ".join(
-                                  f"{k}={v}" for k, v in record.items() if k not in ("t",))})
+                self._append(note_item(kind, record, t))
             self._bump()
+
+    def _on_summarising(self, record: dict, t: float) -> None:
+        status = "summarising" if record.get("type") == "summarising" else "raw"
+        for fid in record.get("frame_ids", []):
+            if fid in self._frames and self._frames[fid]["status"] != "summarised":
+                self._frames[fid]["status"] = status
+
+    def _on_summary(self, record: dict, t: float) -> None:
+        ids = list(record.get("frame_ids", []))
+        for fid in ids:
+            if fid in self._frames:
+                self._frames[fid]["status"] = "summarised"
+        self._place_summary({"kind": "summary", "t": t, "frame_ids": ids,
+                             "text": record.get("text", ""),
+                             "method": record.get("method", "llm")})
+
+    def _on_summary_failed(self, record: dict, t: float) -> None:
+        for fid in record.get("frame_ids", []):
+            if fid in self._frames and self._frames[fid]["status"] == "summarising":
+                self._frames[fid]["status"] = "raw"
+        self._append({"kind": "note", "t": t, "level": "warning",
+                      "text": f"summary of frames {record.get('frame_ids')} failed: "
+                              f"{record.get('error', '')}"})
+
+    def _on_user(self, record: dict, t: float) -> None:
+        self._append({"kind": "user", "t": t, "turn_id": record.get("turn_id"),
+                      "text": record.get("text", ""), "speaker": record.get("speaker", "")})
+
+    def _on_exchange(self, record: dict, t: float) -> None:
+        self._append({"kind": "user", "t": t, "text": record.get("user", "")})
+        self._append({"kind": "robot", "t": t, "text": record.get("robot", "")})
+
+    def _on_tool_image(self, record: dict, t: float) -> None:
+        thumb = record.get("thumbnail")
+        if thumb:
+            self._images.append(base64.b64decode(thumb))
+        self._append({"kind": "image", "t": t, "image_file": record.get("image_file"),
+                      "thumbnail": f"images/{len(self._images) - 1}.jpg" if thumb else None})
+
+    def _on_health(self, record: dict, t: float) -> None:
+        self._set_health(record.get("component", "?"), record.get("ok"),
+                         record.get("detail", ""), t)
 
     def set_speech_state(self, state: str) -> None:
         with self._lock:
@@ -198,7 +209,7 @@ class SessionView:
             if old["kind"] == "frame":
                 self._frames.pop(old["id"], None)
 
-    def _set_objects(self, record: dict) -> None:
+    def _set_objects(self, record: dict, t: float) -> None:
         frame = self._frames.get(int(record.get("frame_id", 0)))
         if frame is not None:
             frame["objects"] = record.get("text", "")

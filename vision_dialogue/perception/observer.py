@@ -43,7 +43,11 @@ import numpy as np
 
 from vision_dialogue.core.images import as_bgr, change_thumbnail, downscale, \
     thumbnail_difference
-from vision_dialogue.core.objects import horizontal_position
+from vision_dialogue.perception.colours import dominant_colour, top_colours
+from vision_dialogue.perception.landmarks import HAND_WRIST, HandSeen, Person, attach_cues, \
+    clothes_top, extent, faces_from, hand_gesture, pose_person, posture_from
+from vision_dialogue.perception.landmarks import (  # noqa: F401 - also the observer's API
+    ARMS_RAISED, OPEN_HAND, POINTING, SMILE_LEVEL, THUMBS_UP, face_cues)
 
 _LOG = logging.getLogger(__name__)
 
@@ -53,38 +57,6 @@ VIEW_CHANGE_LEVEL = 30.0
 """Mean grey-level difference of 32x24 thumbnails above which the view "changed"."""
 _COLOUR_SIDE = 160  # colours are counted on a thumbnail of this longest side
 _NUMBERS = ("no one", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-
-# mediapipe pose landmark indices
-_NOSE, _L_SHOULDER, _R_SHOULDER, _L_WRIST, _R_WRIST = 0, 11, 12, 15, 16
-
-
-@dataclass
-class Person:
-    """One person in the frame: horizontal position, rough distance, face box (relative)."""
-
-    position: str            # "on the left" | "in the centre" | "on the right"
-    distance: str            # "very close" | "close" | "a few metres away" | "far away"
-    box: tuple[float, float, float, float] | None = None  # x, y, w, h in 0..1 (face)
-    score: float = 0.0
-    smiling: bool | None = None      # None: not measured (no face mesh for this person)
-    facing: bool | None = None       # looking at the camera (the robot's eyes)
-
-    def cues(self) -> list[str]:
-        """The expression and engagement cues in words ("smiling", "looking at you")."""
-        out = ["smiling"] if self.smiling else []
-        if self.facing is not None:
-            out.append("looking at you" if self.facing else "looking away")
-        return out
-
-
-@dataclass(frozen=True)
-class HandSeen:
-    """One hand: its gesture in words (None: no known gesture) and its wrist (0..1, y down)."""
-
-    gesture: str | None
-    x: float
-    y: float
-    box: tuple[float, float, float, float] | None = None   # x, y, w, h (relative) of the hand
 
 
 @dataclass
@@ -214,8 +186,8 @@ class FrameObserver:
         pose = self._people(obs, rgb, timings)
         if obs.people:
             hands = self._run("hands", timings, lambda m: m.process(rgb).multi_hand_landmarks)
-            obs.hands = [HandSeen(hand_gesture(h.landmark), float(h.landmark[_WRIST].x),
-                                  float(h.landmark[_WRIST].y), _extent(h.landmark))
+            obs.hands = [HandSeen(hand_gesture(h.landmark), float(h.landmark[HAND_WRIST].x),
+                                  float(h.landmark[HAND_WRIST].y), extent(h.landmark))
                          for h in hands or []]
             obs.gestures = [h.gesture for h in obs.hands if h.gesture]
         mask = None
@@ -253,20 +225,20 @@ class FrameObserver:
 
     def _people(self, obs: Observation, rgb: np.ndarray, timings: dict):
         """Faces (else the pose's person) into obs.people, the posture; the pose landmarks."""
-        faces = self._run("faces", timings, lambda m: _faces(m, rgb, self.min_face_score))
+        faces = self._run("faces", timings, lambda m: faces_from(m, rgb, self.min_face_score))
         pose = self._run("pose", timings, lambda m: m.process(rgb).pose_landmarks)
         people = faces or []
-        pose_person = _pose_person(pose)
-        if not people and pose_person is not None:
-            people = [pose_person]
+        body = pose_person(pose)
+        if not people and body is not None:
+            people = [body]
         obs.people = people
         if faces:
             meshes = self._run("expressions", timings,
                                lambda m: m.process(rgb).multi_face_landmarks)
             for mesh in meshes or []:
-                _attach_cues(faces, mesh.landmark)
+                attach_cues(faces, mesh.landmark)
         if pose is not None:
-            obs.posture = _posture(pose)
+            obs.posture = posture_from(pose)
         return pose
 
     @staticmethod
@@ -275,16 +247,16 @@ class FrameObserver:
         small = downscale(bgr, _COLOUR_SIDE)
         hsv = cv2.cvtColor(small, cv2.COLOR_BGR2HSV)
         if not (obs.people and mask is not None and mask.any()):
-            obs.scene_colours = _top_colours(hsv.reshape(-1, 3), 2)
+            obs.scene_colours = top_colours(hsv.reshape(-1, 3), 2)
             return
         sh = hsv.shape[0]
         small_mask = cv2.resize(mask.astype(np.uint8), (hsv.shape[1], sh),
                                 interpolation=cv2.INTER_NEAREST).astype(bool)
         clothes = small_mask.copy()
-        clothes[:_clothes_top(obs.people, pose, sh)] = False
-        obs.clothes_colour = _dominant(hsv[clothes]) if clothes.sum() > 20 else None
+        clothes[:clothes_top(obs.people, pose, sh)] = False
+        obs.clothes_colour = dominant_colour(hsv[clothes]) if clothes.sum() > 20 else None
         background = ~small_mask
-        obs.background_colour = _dominant(hsv[background]) if background.sum() > 20 else None
+        obs.background_colour = dominant_colour(hsv[background]) if background.sum() > 20 else None
 
     def _texts(self, bgr: np.ndarray, thumb: np.ndarray, timings: dict) -> list[tuple] | None:
         """OCR, reused while the scene is unchanged (OCR is the slowest detector by far)."""
@@ -378,188 +350,6 @@ def _as_bgr(frame) -> np.ndarray:
     return frame
 
 
-THUMBS_UP, POINTING, OPEN_HAND = "giving a thumbs up", "pointing", "raising an open hand"
-ARMS_RAISED = ("one arm raised", "both arms raised")    # the postures with a hand up
-
-# mediapipe hand landmarks: wrist, thumb (cmc, mcp, ip, tip), then each finger's mcp..tip
-_WRIST, _THUMB_MCP, _THUMB_TIP = 0, 2, 4
-_FINGERS = ((5, 6, 8), (9, 10, 12), (13, 14, 16), (17, 18, 20))   # (mcp, pip, tip)
-
-
-def hand_gesture(lm) -> str | None:
-    """A gesture from 21 hand landmarks (x, y in 0..1, y down), in words; None if none.
-
-    thumbs up: thumb stretched upwards, the four fingers folded; pointing: only the index
-    finger stretched; an open hand raised: all four fingers stretched upwards (a wave or a
-    hello, which one frame cannot tell apart).
-    """
-    def dist(a, b):
-        return float(np.hypot(lm[a].x - lm[b].x, lm[a].y - lm[b].y))
-
-    size = dist(_WRIST, 9) or 1e-6
-    stretched = [dist(_WRIST, tip) > 1.15 * dist(_WRIST, pip) for _, pip, tip in _FINGERS]
-    thumb_up = (lm[_THUMB_TIP].y < lm[_THUMB_MCP].y - 0.6 * size
-                and dist(_THUMB_TIP, 17) > 1.2 * dist(_THUMB_MCP, 17))
-    if not any(stretched) and thumb_up:
-        return THUMBS_UP
-    if stretched == [True, False, False, False]:
-        return POINTING
-    if all(stretched) and all(lm[tip].y < lm[_WRIST].y - 0.5 * size for _, _, tip in _FINGERS):
-        return OPEN_HAND
-    return None
-
-
-# face mesh landmarks: mouth corners, inner lips, cheek edges, eye outer corners, nose tip
-_MOUTH_L, _MOUTH_R, _LIP_TOP, _LIP_BOTTOM = 61, 291, 13, 14
-_CHEEK_R, _CHEEK_L, _EYE_R, _EYE_L, _NOSE_TIP = 234, 454, 33, 263, 1
-SMILE_LEVEL = 1.5
-"""Smile score (see face_cues) from which a face is "smiling": the astronaut photo scores 2.9,
-scikit-image's cameraman (neutral, in profile) 0.4."""
-
-
-def face_cues(lm) -> tuple[bool, bool]:
-    """(smiling, facing the camera) from 468 face mesh landmarks (x, y in 0..1, y down).
-
-    Smile score: how much wider than a neutral mouth (0.38 of the face width) in steps of
-    0.06, plus how far the corners are lifted above the lips' middle (beyond 0.02 of the face
-    width) in steps of 0.03. Facing: the nose tip within the middle 40 % between the eyes.
-    """
-    face = abs(lm[_CHEEK_L].x - lm[_CHEEK_R].x) or 1e-6
-    width = abs(lm[_MOUTH_R].x - lm[_MOUTH_L].x) / face
-    lift = ((lm[_LIP_TOP].y + lm[_LIP_BOTTOM].y) / 2
-            - (lm[_MOUTH_L].y + lm[_MOUTH_R].y) / 2) / face
-    smile = (width - 0.38) / 0.06 + (lift - 0.02) / 0.03
-    eyes = lm[_EYE_L].x - lm[_EYE_R].x
-    nose = (lm[_NOSE_TIP].x - lm[_EYE_R].x) / eyes if abs(eyes) > 1e-6 else 0.0
-    return smile >= SMILE_LEVEL, abs(nose - 0.5) < 0.2
-
-
-def _attach_cues(faces: list[Person], lm) -> None:
-    """Give the face box that holds this mesh's nose its smile and gaze cues."""
-    x, y = lm[_NOSE_TIP].x, lm[_NOSE_TIP].y
-    for p in faces:
-        bx, by, bw, bh = p.box or (0, 0, 0, 0)
-        if bx <= x <= bx + bw and by <= y <= by + bh:
-            p.smiling, p.facing = face_cues(lm)
-            return
-
-
-def _distance(face_width: float) -> str:
-    """Rough distance from the face width relative to the frame width."""
-    if face_width >= 0.30:
-        return "very close"
-    if face_width >= 0.14:
-        return "close"
-    if face_width >= 0.06:
-        return "a few metres away"
-    return "far away"
-
-
-def _faces(model, rgb: np.ndarray, min_score: float) -> list[Person]:
-    result = model.process(rgb)
-    people = []
-    for det in result.detections or []:
-        score = float(det.score[0]) if det.score else 0.0
-        if score < min_score:
-            continue
-        b = det.location_data.relative_bounding_box
-        x, y, w, h = (float(b.xmin), float(b.ymin), float(b.width), float(b.height))
-        people.append(Person(position=horizontal_position(x + w / 2), distance=_distance(w),
-                             box=(x, y, w, h), score=score))
-    people.sort(key=lambda p: p.box[0] if p.box else 0.0)  # left to right
-    return people
-
-
-def _visible(lm, i: int, thr: float = 0.5) -> bool:
-    return lm.landmark[i].visibility >= thr
-
-
-def _pose_person(pose) -> Person | None:
-    """A person from pose landmarks alone (e.g. seen from behind): needs visible shoulders."""
-    if pose is None or not (_visible(pose, _L_SHOULDER, 0.6) and _visible(pose, _R_SHOULDER, 0.6)):
-        return None
-    ls, rs = pose.landmark[_L_SHOULDER], pose.landmark[_R_SHOULDER]
-    width = abs(ls.x - rs.x)
-    return Person(position=horizontal_position((ls.x + rs.x) / 2), distance=_distance(width * 0.6))
-
-
-def _posture(pose) -> str | None:
-    """Arms raised / down from wrist vs shoulder height (only with visible wrists)."""
-    raised, down = 0, 0
-    for shoulder, wrist in ((_L_SHOULDER, _L_WRIST), (_R_SHOULDER, _R_WRIST)):
-        if not (_visible(pose, shoulder) and _visible(pose, wrist)):
-            continue
-        if pose.landmark[wrist].y < pose.landmark[shoulder].y - 0.02:
-            raised += 1
-        else:
-            down += 1
-    if raised == 2:
-        return ARMS_RAISED[1]
-    if raised == 1:
-        return ARMS_RAISED[0]
-    if down == 2:
-        return "arms down"
-    return None
-
-
-def _clothes_top(people: list[Person], pose, h: int) -> int:
-    """Row where clothes start: below the lowest face box, else the shoulders."""
-    bottoms = [p.box[1] + p.box[3] for p in people if p.box]
-    if bottoms:
-        return int(min(max(bottoms), 1.0) * h)
-    if pose is not None:
-        return int(min(pose.landmark[_L_SHOULDER].y, pose.landmark[_R_SHOULDER].y) * h)
-    return 0
-
-
-def _colour_names(hsv: np.ndarray) -> np.ndarray:
-    """Vectorised colour words for an (N, 3) array of OpenCV HSV pixels."""
-    hue, sat, val = (hsv[:, i].astype(np.int16) for i in range(3))
-    names = np.empty(len(hsv), dtype=object)
-    hue_names = np.select(
-        [(hue < 5) | (hue >= 170), hue < 20, hue < 33, hue < 85, hue < 100, hue < 130, hue < 150],
-        ["red", "orange", "yellow", "green", "teal", "blue", "purple"], default="pink")
-    names[:] = hue_names
-    dark = val < 100
-    light = (val > 200) & (sat < 110)
-    names[dark] = np.char.add("dark ", hue_names[dark].astype(str)).astype(object)
-    names[light] = np.char.add("light ", hue_names[light].astype(str)).astype(object)
-    brown = (np.isin(hue_names, ["red", "orange", "yellow"]) & (val < 150) & (val >= 50)
-             & (sat > 90))
-    names[brown] = "brown"
-    grey = sat < 45
-    names[grey & (val > 200)] = "white"
-    names[grey & (val > 130) & (val <= 200)] = "light grey"
-    names[grey & (val > 80) & (val <= 130)] = "grey"
-    names[grey & (val <= 80)] = "dark grey"
-    names[val < 50] = "black"
-    return names
-
-
-def _counts(hsv: np.ndarray, max_pixels: int = 4000) -> list[tuple[str, float]]:
-    if len(hsv) == 0:
-        return []
-    step = max(1, len(hsv) // max_pixels)
-    names, counts = np.unique(_colour_names(hsv[::step]).astype(str), return_counts=True)
-    order = np.argsort(-counts, kind="stable")
-    total = counts.sum()
-    return [(str(names[i]), float(counts[i] / total)) for i in order]
-
-
-def _dominant(hsv: np.ndarray) -> str | None:
-    """'mostly X' when X covers half the pixels, else 'X and Y'."""
-    counts = _counts(hsv)
-    if not counts:
-        return None
-    if counts[0][1] >= 0.5 or len(counts) == 1:
-        return f"mostly {counts[0][0]}"
-    return f"{counts[0][0]} and {counts[1][0]}"
-
-
-def _top_colours(hsv: np.ndarray, n: int) -> list[str]:
-    return [name for name, share in _counts(hsv)[:n] if share >= 0.15]
-
-
 def _ocr(model, bgr: np.ndarray, max_side: int, min_score: float) -> list[tuple]:
     """(text, (x, y, w, h) relative box, score) of the words read, each text once."""
     small = downscale(bgr, max_side)
@@ -573,13 +363,6 @@ def _ocr(model, bgr: np.ndarray, max_side: int, min_score: float) -> list[tuple]
             texts.append((text, (min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)),
                           float(score)))
     return texts
-
-
-def _extent(lm) -> tuple[float, float, float, float]:
-    """The box (x, y, w, h, relative) around landmarks."""
-    xs = [min(max(p.x, 0.0), 1.0) for p in lm]
-    ys = [min(max(p.y, 0.0), 1.0) for p in lm]
-    return min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)
 
 
 def _compose(obs: Observation) -> str:

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from vision_dialogue.cli.console import quiet_console, wants_verbose
+from vision_dialogue.ros.console import quiet_console, wants_verbose
 from vision_dialogue.ros.dds import apply_default_profile
 
 if TYPE_CHECKING:   # rclpy is imported after the DDS profile is set
@@ -107,9 +107,6 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
     apply_default_profile()   # before the first participant of this process
     import rclpy
     from rclpy._rclpy_pybind11 import RCLError
-    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
-
-    from vision_dialogue.ros.params import ParameterError
     bad_args = None
     with _held_stderr() as held:
         try:
@@ -121,44 +118,61 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
         print(f"[{name}] invalid arguments: {bad_args}", file=sys.stderr)
         return 2
     with init:
-        try:
-            node = factory()
-        except ParameterError as e:
-            print(f"[{name}] invalid parameter: {e}", file=sys.stderr)
-            return 2
-        except (KeyboardInterrupt, ExternalShutdownException):
-            _ignore_stop_signals(program)    # the second Ctrl-C (see below) while init ends
-            print(f"[{name}] stopped while starting", file=sys.stderr)   # Ctrl-C: no traceback
-            return 0
-        except Exception:
-            # Ctrl-C while a slow node loads its models: rclpy's handler has shut the context
-            # down, and the node's next publisher or subscription fails on it
-            if rclpy.ok():
-                raise
-            _ignore_stop_signals(program)
-            print(f"[{name}] stopped while starting", file=sys.stderr)
-            return 0
-        executor = MultiThreadedExecutor(num_threads=threads)
-        executor.add_node(node)
-        try:
-            if drain and _spin_until_signal(executor):
-                node.drain(executor)
-            elif not drain:
-                executor.spin()
-        except (KeyboardInterrupt, ExternalShutdownException):
-            pass
-        finally:
-            # Ctrl-C in a `ros2 launch` terminal reaches a node twice (the terminal's SIGINT to
-            # the process group, then launch's own): the repeat must not break the clean-up
-            # (transcript flush, threads joined) with a KeyboardInterrupt traceback.
-            _ignore_stop_signals(program)
-            close = getattr(node, "close", None)
-            if callable(close):
-                close()
-            executor.remove_node(node)
-            node.destroy_node()
+        node = _create(factory, name, program)
+        if isinstance(node, int):
+            return node
+        _spin(node, threads, drain, program)
     _ignore_stop_signals(program)   # rclpy's shutdown restored the handlers: still quiet
     return int(getattr(node, "exit_code", 0) or 0)   # a node may end in failure (manager)
+
+
+def _create(factory: Callable[[], "Node"], name: str, program: bool):
+    """The node, or the exit code when it could not be made (bad parameter, Ctrl-C)."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+
+    from vision_dialogue.ros.params import ParameterError
+    try:
+        return factory()
+    except ParameterError as e:
+        print(f"[{name}] invalid parameter: {e}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        _ignore_stop_signals(program)    # the second Ctrl-C (see _spin) while init ends
+        print(f"[{name}] stopped while starting", file=sys.stderr)   # Ctrl-C: no traceback
+        return 0
+    except Exception:
+        # Ctrl-C while a slow node loads its models: rclpy's handler has shut the context
+        # down, and the node's next publisher or subscription fails on it
+        if rclpy.ok():
+            raise
+        _ignore_stop_signals(program)
+        print(f"[{name}] stopped while starting", file=sys.stderr)
+        return 0
+
+
+def _spin(node: "Node", threads: int | None, drain: bool, program: bool) -> None:
+    """Spin until Ctrl-C or shutdown, then close and destroy the node."""
+    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+    executor = MultiThreadedExecutor(num_threads=threads)
+    executor.add_node(node)
+    try:
+        if drain and _spin_until_signal(executor):
+            node.drain(executor)
+        elif not drain:
+            executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        # Ctrl-C in a `ros2 launch` terminal reaches a node twice (the terminal's SIGINT to
+        # the process group, then launch's own): the repeat must not break the clean-up
+        # (transcript flush, threads joined) with a KeyboardInterrupt traceback.
+        _ignore_stop_signals(program)
+        close = getattr(node, "close", None)
+        if callable(close):
+            close()
+        executor.remove_node(node)
+        node.destroy_node()
 
 
 #: parents a node outlives: shells and terminal multiplexers, service managers

@@ -28,6 +28,43 @@ from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS
 
 
+def connect_standard_inputs(node, p, conversation, turns: Callable, people, *,
+                            frame_width: Callable[[], int], on_engaging: Callable[[str], None]):
+    """The manager's standard inputs: (DetectionsInput or None, Ros4hriInput or None).
+
+    `p`: the manager's parameters (detections, ros4hri, labels, objects_*); `turns()`: its
+    TurnServer (utterances, gestures); `people`: its PeopleInView. One log line names an input
+    asked for whose message package is not installed.
+    """
+    off = [f"{name} ({pkg} not installed)" for name, pkg, on in (
+        ("detections", "vision_msgs", p["detections"]),
+        ("ROS4HRI", "hri_msgs", p["ros4hri"])) if on and pkg in pm.missing()]
+    if off:
+        node.get_logger().info(f"standard perception inputs off: {', '.join(off)}; "
+                               "scripts/setup.sh builds them")
+    detections = voices = None
+    if p["detections"] and "vision_msgs" not in pm.missing():
+        # faces, hands and words are parts of a person or a scene, not objects; people are
+        # our observer's where it runs (faces, pose: where, how close, what they wear)
+        skip = ("face", "hand", "text") + (
+            ("person",) if conversation.observer is not None else ())
+        notes = ObjectNotes(max_age=p["objects_max_age"], min_score=p["objects_min_score"],
+                            sure=p["objects_sure"], skip=skip)
+        detections = DetectionsInput(
+            node, notes, LabelMap([x for x in p["labels"] if x]),
+            on_note=conversation.set_objects,
+            on_event=lambda text, stamp: conversation.add_event(text, stamp, "objects"),
+            frame_width=frame_width)
+    if p["ros4hri"] and "hri_msgs" not in pm.missing():
+        # a voice's final result is a user turn like any utterance
+        voices = Ros4hriInput(
+            node, lambda text, speaker, confidence, locale: turns().utterance(
+                text, speaker, locale),
+            on_people=lambda seen: people.update(seen, named=True),
+            on_engaging=on_engaging, on_gesture=lambda *a: turns().seen(*a))
+    return detections, voices
+
+
 class DetectionsInput:
     """``detections`` (+ ``label_info``) into ObjectNotes; the manager asks `attach(stamp)`.
 

@@ -58,10 +58,35 @@ class SpeechEvents(Protocol):
         """The robot cannot be reached: nobody is listening until it is back."""
 
 
+@dataclass
+class SpeechIO:
+    """What the speech node gives a backend it builds besides its parameters.
+
+    on_audio_in / on_audio_out: publish the microphone's chunks / the robot's speech (None:
+    not asked for); backends with `uses_audio_topics` get them.
+    """
+
+    input_stream: object = None
+    output_stream: object = None
+    logger: logging.Logger | None = None
+    on_audio_in: Callable | None = None
+    on_audio_out: Callable | None = None
+
+
 class SpeechBackend(ABC):
-    """Base class of every speech I/O backend."""
+    """Base class of every speech I/O backend.
+
+    A backend builds itself from the speech node's parameters (`from_params`); the node
+    imports it by name from speech.BACKEND_CLASSES.
+    """
 
     name = "base"
+    uses_audio_topics = False     # the node wires audio/input and audio/output for it
+
+    @classmethod
+    def from_params(cls, p, io: SpeechIO) -> "SpeechBackend":
+        """Build the backend from the speech node's parameters `p` (a mapping)."""
+        raise NotImplementedError
 
     def __init__(self, logger: logging.Logger | None = None):
         self.log = logger or logging.getLogger(f"vision_dialogue.speech.{self.name}")
@@ -89,6 +114,17 @@ class SpeechBackend(ABC):
 
     def close(self) -> None:
         """Stop threads and release resources; idempotent."""
+
+
+def robot_options(p, logger) -> dict:
+    """RobotTurnTaking's keyword arguments from the speech node's parameters."""
+    return dict(voice=p["voice"], language=p["language"],
+                gaze_away_gesture=p["gaze_away_gesture"],
+                gaze_away_location=list(p["gaze_away_location"]),
+                listen_timeout=p["listen_timeout"], say_timeout=p["say_timeout"],
+                request_timeout=p["request_timeout"], barge_in=p["barge_in"],
+                reply_timeout=p["reply_timeout"], backoff_initial=p["backoff_initial"],
+                backoff_max=p["backoff_max"], logger=logger)
 
 
 class RobotTurnTaking(SpeechBackend):

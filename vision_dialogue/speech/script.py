@@ -30,7 +30,7 @@ from typing import TextIO
 
 import yaml
 
-from vision_dialogue.speech.base import SpeechBackendError
+from vision_dialogue.speech.base import SpeechBackendError, SpeechIO
 from vision_dialogue.speech.terminal import TerminalBackend
 
 _ITEM_KEYS = {"say", "delay", "at", "wait_for_reply", "language", "speaker"}
@@ -123,6 +123,12 @@ class ScriptBackend(TerminalBackend):
     """Says the script's items in order (on a thread) and prints replies like the terminal."""
 
     name = "script"
+
+    @classmethod
+    def from_params(cls, p, io: SpeechIO) -> "ScriptBackend":
+        return cls(p["script_file"], reply_timeout=p["reply_timeout"],
+                   output_stream=io.output_stream, language=p["language"],
+                   speaker=p["speaker"], logger=io.logger)
 
     def __init__(self, script: str | Path | list[ScriptItem], *, reply_timeout: float = 30.0,
                  output_stream: TextIO | None = None, language: str = "", speaker: str = "",

@@ -5,7 +5,7 @@ import sys
 import threading
 from typing import Callable, TextIO
 
-from vision_dialogue.speech.base import SpeechBackend
+from vision_dialogue.speech.base import SpeechBackend, SpeechIO
 
 
 class TerminalBackend(SpeechBackend):
@@ -14,11 +14,16 @@ class TerminalBackend(SpeechBackend):
     Empty lines are skipped; end of file ends input cleanly (`input_finished`). Replies go to
     `output_stream` (stdout), sentence by sentence on one "robot:" line. At a terminal the
     person gets a `you:` prompt on its own line. `hold_logs(on)` and `show_prompt(text)` (the
-    node wires them to cli/console.py) keep log lines off the robot's line and the prompt.
+    node wires them to ros/console.py) keep log lines off the robot's line and the prompt.
     """
 
     name = "terminal"
     PROMPT = "you: "
+
+    @classmethod
+    def from_params(cls, p, io: SpeechIO) -> "TerminalBackend":
+        return cls(io.input_stream, io.output_stream, language=p["language"],
+                   speaker=p["speaker"], logger=io.logger)
 
     def __init__(self, input_stream: TextIO | None = None, output_stream: TextIO | None = None,
                  *, language: str = "", speaker: str = "", logger=None):

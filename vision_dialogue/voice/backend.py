@@ -29,7 +29,7 @@ from typing import Callable, TextIO
 
 import numpy as np
 
-from vision_dialogue.speech.base import SpeechBackend, SpeechEvents
+from vision_dialogue.speech.base import SpeechBackend, SpeechEvents, SpeechIO
 from vision_dialogue.voice.audio import CHUNK, SAMPLE_RATE, rms
 from vision_dialogue.voice.sinks import AudioSink
 from vision_dialogue.voice.sources import AudioSource, AudioSourceError
@@ -48,6 +48,28 @@ class LocalVoiceBackend(SpeechBackend):
     """See the module docstring. `timings` holds one dict per utterance, for the benchmark."""
 
     name = "local"
+
+    uses_audio_topics = True
+
+    @classmethod
+    def from_params(cls, p, io: SpeechIO) -> "LocalVoiceBackend":
+        """Microphone/WAV/topic in, speaker/WAV out, Silero VAD, faster-whisper, Piper.
+
+        Raises VoicePartError (a ValueError naming the parameter) for a part that cannot load.
+        """
+        from vision_dialogue.voice import build
+        parts = build.voice_parts(p, logger=io.logger)
+        backend = cls(parts.source, parts.sink, recognizer=parts.recognizer, tts=parts.tts,
+                      segmenter=parts.segmenter, language=p["language"],
+                      speaker=p["speaker"], barge_in=p["barge_in"], echo_gain=p["echo_gain"],
+                      reply_timeout=p["reply_timeout"], backoff_initial=p["backoff_initial"],
+                      backoff_max=p["backoff_max"], on_audio_in=io.on_audio_in,
+                      on_audio_out=io.on_audio_out, logger=io.logger)
+        build.connect(parts.source, backend)
+        backend.log.info(f"local voice: {parts.source.describe()} -> VAD -> Whisper "
+                         f"({parts.recognizer.path.name}) ... {parts.tts.name} -> "
+                         f"{parts.sink.describe()}")
+        return backend
 
     def __init__(self, source: AudioSource, sink: AudioSink, *, recognizer: Recognizer,
                  tts, segmenter: SpeechSegmenter, language: str = "en-US", speaker: str = "",

@@ -1,0 +1,198 @@
+"""Who speaks next: the turn queue, its worker, and when the robot speaks unasked (ROS-free).
+
+The manager node only hands things in (an utterance, a frame added, an event seen, a shared
+picture) and publishes what comes out (`publish(ReplyChunk)`). Here is decided:
+* the order: one FIFO of user turns, remarks unasked and shared pictures, served by one worker
+  thread so an LLM call never blocks the ROS executor; a turn first waits for the camera
+  frames that came before its utterance (`wait_frames`), so the prompt keeps arrival order;
+* the opening remark (`greet_first`), once, when someone is first in view or engages;
+* a remark on an arrival, a changed scene or a wave (core/proactive.py), never while a turn
+  waits or runs.
+
+`settings` is read at each use, so a live parameter change applies at the next turn:
+`reply_deadline` (s), `greet_first`, `stream`, `proactive`.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from vision_dialogue.core.conversation import Conversation, TurnResult
+from vision_dialogue.core.images import Frame
+from vision_dialogue.core.proactive import ProactivePolicy
+from vision_dialogue.core.turn_queue import PendingTurn, TurnQueue
+
+
+@dataclass
+class ReplyChunk:
+    """One sentence of a reply (final=False), or the whole reply (final=True)."""
+
+    turn_id: int
+    index: int
+    text: str
+    in_reply_to: str
+    final: bool
+    fallback: bool
+
+
+class TurnServer:
+    """The manager's turn-taking, with its worker thread (see the module docstring).
+
+    `on_start()`: run once on the worker before the first turn (tool discovery);
+    `on_shared(bgr)`: serve a shared picture; `on_dropped()`: after a turn was dropped
+    unanswered (publish the state).
+    """
+
+    def __init__(self, conversation: Conversation, proactive: ProactivePolicy,
+                 settings: Mapping[str, Any], publish: Callable[[ReplyChunk], None], *,
+                 max_waiting: int, frames_received: Callable[[], int] = lambda: 0,
+                 wait_frames: Callable[[int], bool] = lambda count: True,
+                 on_start: Callable[[], None] = lambda: None,
+                 on_shared: Callable[[np.ndarray], None] = lambda bgr: None,
+                 on_dropped: Callable[[], None] = lambda: None,
+                 logger: logging.Logger | None = None):
+        self.conversation, self.proactive, self.settings = conversation, proactive, settings
+        self._publish, self._frames_received, self._wait_frames = publish, frames_received, \
+            wait_frames
+        self._on_start, self._on_shared, self._on_dropped = on_start, on_shared, on_dropped
+        self.log = logger or logging.getLogger("vision_dialogue.turns")
+        self.queue = TurnQueue(max_waiting, on_drop=self._dropped)
+        self._spoken_to = False         # an utterance came, or the opening remark is queued
+        self._answering = 0             # 1 while the worker serves an item
+        self.replies = self.fallback_replies = 0
+        self._worker = threading.Thread(target=self._serve, name="vd-turns", daemon=True)
+        self._worker.start()
+
+    # --- what comes in -----------------------------------------------------------------------
+    def utterance(self, text: str, speaker: str = "", language: str = "") -> bool:
+        """Queue a user turn; False (and a warning) for an empty one."""
+        text = " ".join(text.split())
+        if not text:
+            self.log.warning("ignoring an empty utterance")
+            return False
+        self._spoken_to = True
+        self.proactive.user_spoke()
+        waiting = len(self.queue)
+        if waiting:
+            self.log.info(f"utterance queued behind {waiting} waiting turn(s)")
+        self.queue.put(PendingTurn("turn", text, speaker, deadline=self._deadline(),
+                                   language=language, frames_before=self._frames_received()))
+        return True
+
+    def frame_added(self, frame: Frame, bgr: np.ndarray, tracked: int | None = None) -> None:
+        """After a camera frame entered the prompt: the opening remark, or one unasked.
+
+        `tracked`: how many people a camera that tracks users counts now (None: unknown);
+        used when perception did not count the frame's people.
+        """
+        if frame.people != 0 and self.greet_once():
+            return
+        people = frame.people if frame.people is not None else tracked
+        self._maybe_speak(self.proactive.on_frame(bgr, people, self._busy()))
+
+    def seen(self, kind: str, text: str, stamp: float | None = None) -> None:
+        """Something seen between frames into the prompt; a wave may be answered."""
+        self.conversation.add_event(text, stamp=stamp, event=kind)
+        self._maybe_speak(self.proactive.on_event(kind, self._busy()))
+
+    def shared_image(self, bgr: np.ndarray) -> None:
+        """Queue a picture the person shared (served by `on_shared`, in turn order)."""
+        self.queue.put(PendingTurn("shared", bgr))
+
+    def greet_once(self) -> bool:
+        """The opening remark (greet_first), once per session; whether it was queued now."""
+        if not self.settings["greet_first"] or self._spoken_to:
+            return False
+        self._spoken_to = True
+        self.queue.put(PendingTurn("greet", "", "", deadline=self._deadline()))
+        self.proactive.remark_made()
+        return True
+
+    # --- the worker --------------------------------------------------------------------------
+    def _deadline(self) -> float:
+        return time.monotonic() + self.settings["reply_deadline"]
+
+    def _busy(self) -> int:
+        return len(self.queue) + self._answering
+
+    def _maybe_speak(self, trigger: str | None) -> None:
+        """Queue a remark unasked on `trigger` ("arrival", "scene", "wave"; None: nothing)."""
+        if trigger is None:
+            return
+        self.proactive.remark_made()
+        self.log.info(f"speaking first: {trigger} (proactive:={self.settings['proactive']})")
+        self.queue.put(PendingTurn("greet", trigger, "", deadline=self._deadline()))
+
+    def _dropped(self, item: PendingTurn, reason: str) -> None:
+        if item.kind == "turn":
+            self.conversation.note_dropped(item.payload, reason, item.speaker)
+        elif item.kind == "greet":
+            self.log.info(f"{item.payload or 'opening'} remark skipped ({reason})")
+        else:
+            self.log.warning(f"shared image dropped ({reason})")
+        self._on_dropped()
+
+    def _serve(self) -> None:
+        self._on_start()
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            self._answering = 1
+            try:
+                if item.kind == "shared":
+                    self._on_shared(item.payload)
+                elif item.kind == "greet":
+                    self._greet(item.deadline, item.payload)
+                else:
+                    self._wait_frames(item.frames_before)
+                    self._answer(lambda chunk: self.conversation.turn(
+                        item.payload, on_sentence=chunk, speaker=item.speaker,
+                        deadline=item.deadline, language=item.language), item.payload)
+            except Exception as e:  # noqa: BLE001 - the worker must survive anything
+                self.log.error(f"turn failed unexpectedly: {type(e).__name__}: {e}")
+            finally:
+                self._answering = 0
+
+    def _greet(self, deadline: float, trigger: str = "") -> None:
+        """A remark unasked: the opening one (trigger ""), or on an "arrival", "scene", "wave".
+
+        Skipped if the user spoke while it waited (they go first then).
+        """
+        if len(self.queue) or (not trigger and self.conversation.turn_count):
+            return
+        persona = self.conversation.persona
+        instruction = {"arrival": persona.arrival_instruction,
+                       "scene": persona.scene_instruction,
+                       "wave": persona.wave_instruction}.get(trigger, "")
+        self._answer(lambda chunk: self.conversation.greet(
+            on_sentence=chunk, deadline=deadline, instruction=instruction), "")
+
+    def _answer(self, ask: Callable[..., TurnResult], in_reply_to: str) -> None:
+        """Run one turn (`ask(on_sentence)`), publishing its sentences and the whole reply."""
+        turn_id = self.conversation.turn_count + 1   # only this thread starts turns
+
+        def chunk(sentence, index, fallback=False):
+            self._publish(ReplyChunk(turn_id, index, sentence, in_reply_to, False, fallback))
+
+        res = ask(chunk)
+        self.replies += 1
+        self.fallback_replies += bool(res.fallback)
+        n_chunks = len(res.sentences) if self.settings["stream"] else 0
+        self._publish(ReplyChunk(res.turn_id, n_chunks, res.text, in_reply_to, True,
+                                 res.fallback))
+
+    @property
+    def every_reply_failed(self) -> bool:
+        """Replies were asked for and each was the fallback line (the run must fail)."""
+        return bool(self.replies) and self.fallback_replies == self.replies
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Drop what waits and stop the worker (a turn in progress may finish)."""
+        self.queue.close()
+        self._worker.join(timeout=timeout)
