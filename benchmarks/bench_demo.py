@@ -205,7 +205,7 @@ def main(argv=None) -> int:
         turns, backend, startup, fake = run_demo(args, Path(tmp))
     if not turns:
         print("no turn completed", file=sys.stderr)
-    from vision_dialogue.cli.setups import load_node_params
+    from vision_dialogue.ros.setups import load_node_params
     from vision_dialogue.core.resources import share_dir
     max_tokens = load_node_params(share_dir("config") / "demo_setup.yaml",
                                   "manager_node").get("max_reply_tokens", 60)

@@ -14,7 +14,7 @@ them. Every reply is scored automatically:
 - latency: time to the first sentence and to the whole reply, per turn.
 
 `--battery benchmarks/people_battery.yaml` asks about who is there and what they did, over the
-two-person video (vision_dialogue/cli/people_video.py): the video plays in steps (`until`),
+two-person video (vision_dialogue/camera/people_video.py): the video plays in steps (`until`),
 the conversation gets a frame every 5 s, and the event detector (perception/events.py) reads
 the video at 4 frames a second for waves, arrivals and departures between frames. Two
 speakers ask. The setup `events=false` is the baseline: the paper's frames only. The setup
@@ -182,7 +182,7 @@ def video_frames(video: Path) -> tuple[list, dict]:
 
 def demo_video() -> tuple[list, dict]:
     """Every frame of the demo video (built if missing) and its manifest."""
-    from vision_dialogue.cli.demo_assets import ensure_demo_video
+    from vision_dialogue.camera.demo_video import ensure_demo_video
     return video_frames(ensure_demo_video())
 
 
@@ -229,7 +229,7 @@ class PeopleVideo:
     """
 
     def __init__(self, events: bool):
-        from vision_dialogue.cli.people_video import ensure_people_video
+        from vision_dialogue.camera.people_video import ensure_people_video
         from vision_dialogue.perception.events import EventDetector
         self.frames, manifest = video_frames(ensure_people_video())
         self.fps = manifest["fps"]

@@ -7,7 +7,7 @@
 Every setup's own file (demo, standalone, furhat, vfm, voice_demo, people_demo) returns the
 same description with its setup fixed and only the arguments it uses. Which nodes a setup
 starts, its parameters file and what is filled in at start (the demo video, the demo script)
-come from vision_dialogue/cli/setups.py, the description the `bringup` command reads too.
+come from vision_dialogue/ros/setups.py, the description the `bringup` command reads too.
 """
 from vision_dialogue.ros.launch_description import setup_launch_description
 

@@ -6,7 +6,7 @@
 Everything runs offline on the embedded local model (config/demo_setup.yaml). When the
 script is over, the speech node exits and the whole launch shuts down.
 
-The arguments: `--show-args`. Mirrors `bringup demo` (both read vision_dialogue/cli/setups.py;
+The arguments: `--show-args`. Mirrors `bringup demo` (both read vision_dialogue/ros/setups.py;
 the description is vision_dialogue/ros/launch_description.py).
 """
 from vision_dialogue.ros.launch_description import setup_launch_description

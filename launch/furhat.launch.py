@@ -5,7 +5,7 @@
 
 The robot's address is in the params file (camera_node furhat_host, speech_node host).
 
-The arguments: `--show-args`. Mirrors `bringup furhat` (both read vision_dialogue/cli/setups.py;
+The arguments: `--show-args`. Mirrors `bringup furhat` (both read vision_dialogue/ros/setups.py;
 the description is vision_dialogue/ros/launch_description.py).
 """
 from vision_dialogue.ros.launch_description import setup_launch_description

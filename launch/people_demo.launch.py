@@ -8,7 +8,7 @@ watched by the events node; the script of config/people_demo_script.yaml (speake
 Ben); the manager on the embedded local model (config/people_demo_setup.yaml).
 
 The arguments: `--show-args`. Mirrors `bringup people_demo`
-(both read vision_dialogue/cli/setups.py; the description is
+(both read vision_dialogue/ros/setups.py; the description is
 vision_dialogue/ros/launch_description.py).
 """
 from vision_dialogue.ros.launch_description import setup_launch_description

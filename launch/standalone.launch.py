@@ -7,7 +7,7 @@ ros2 launch gives nodes no stdin: type in an xterm (speech_prefix) or run
 `ros2 run vision_dialogue speech_node` in another terminal with use_speech:=false.
 
 The arguments: `--show-args`. Mirrors `bringup standalone`
-(both read vision_dialogue/cli/setups.py; the description is
+(both read vision_dialogue/ros/setups.py; the description is
 vision_dialogue/ros/launch_description.py).
 """
 from vision_dialogue.ros.launch_description import setup_launch_description

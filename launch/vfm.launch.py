@@ -6,7 +6,7 @@
 The manager (on the robot's computer) reaches the servers over DDS; use the same
 ROS_DOMAIN_ID and namespace on both hosts.
 
-The arguments: `--show-args`. Mirrors `bringup vfm` (both read vision_dialogue/cli/setups.py;
+The arguments: `--show-args`. Mirrors `bringup vfm` (both read vision_dialogue/ros/setups.py;
 the description is vision_dialogue/ros/launch_description.py).
 """
 from vision_dialogue.ros.launch_description import setup_launch_description

@@ -13,7 +13,7 @@ and the whole launch shuts down. A microphone and speaker instead: a params_file
 audio_in: mic and audio_out_dir: "".
 
 The arguments: `--show-args`. Mirrors `bringup voice_demo`
-(both read vision_dialogue/cli/setups.py; the description is
+(both read vision_dialogue/ros/setups.py; the description is
 vision_dialogue/ros/launch_description.py).
 """
 from vision_dialogue.ros.launch_description import setup_launch_description

@@ -83,9 +83,9 @@ def _restore_ros_log_level():
     see the usual INFO logs.
     """
     yield
-    import rclpy.logging
-
-    rclpy.logging.set_logger_level("", rclpy.logging.LoggingSeverity.INFO)
+    logging = sys.modules.get("rclpy.logging")      # ROS-free tests never import rclpy
+    if logging is not None:
+        logging.set_logger_level("", logging.LoggingSeverity.INFO)
 
 
 # ------------------------------------------------------------------ the fault matrix

@@ -90,3 +90,102 @@ def test_every_room_says_what_lives_there(room):
     assert doc and len(doc) > 60, f"{room}/__init__.py needs a docstring"
     if room in ALLOWED:
         assert "ROS-free" in doc or "without ROS" in doc
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (anywhere in the file, lazily or not)."""
+    modules = {module_name(p): p for p in PKG.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        graph[name] = {m for m in imports(path) if m in modules and m != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    graph = package_graph()
+    assert len(graph) > 100
+    assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]   # the check works
+    assert cycles(graph) == []
+
+
+def test_the_ros_side_never_imports_a_command_or_a_node():
+    bad = [f"{path.relative_to(REPO)} imports {mod}"
+           for path in sorted((PKG / "ros").rglob("*.py")) for mod in imports(path)
+           if room_of(mod) == "cli" or room_of(mod) in NODE_MODULES]
+    assert not bad, "\n".join(bad)
+
+
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 600, 60
+
+
+def test_modules_and_functions_stay_small():
+    big = []
+    for path in sorted(PKG.rglob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            big.append(f"{path.relative_to(REPO)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    big.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}: "
+                               f"{length} lines")
+    assert not big, "\n".join(big)
+
+
+#: tests of the ROS-free rooms; they must pass where rclpy cannot be imported at all
+ROS_FREE_TESTS = ("test_timeline.py", "test_summariser.py", "test_intake_and_turns.py",
+                  "test_history.py", "test_conversation.py", "test_lookback.py",
+                  "test_people.py", "test_proactive.py", "test_sentences.py",
+                  "test_variants.py", "test_images.py", "test_speech_turns.py",
+                  "test_tool_loop.py", "test_objects.py", "test_face_tracks.py")
+
+
+def test_the_ros_free_tests_run_without_ros():
+    import subprocess
+    import sys
+    blocked = ROS_MODULES + ("rclpy.node", "vision_dialogue.msg")
+    run = ("import sys\n"
+           f"for m in {blocked!r}:\n"
+           "    sys.modules[m] = None      # `import m` raises ImportError\n"
+           "import pytest\n"
+           "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', *sys.argv[1:]]))\n")
+    res = subprocess.run([sys.executable, "-c", run, *ROS_FREE_TESTS], cwd=REPO / "test",
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert " passed" in res.stdout and " error" not in res.stdout

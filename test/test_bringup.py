@@ -26,7 +26,7 @@ from rclpy.qos import qos_profile_sensor_data
 from conftest import DOMAIN_ID, REPO
 from vision_dialogue.cli import bringup, setups
 from vision_dialogue.cli.bringup import BringupError
-from vision_dialogue.cli.setups import NODES, SETUPS
+from vision_dialogue.ros.setups import NODES, SETUPS
 
 CONFIG = REPO / "config"
 

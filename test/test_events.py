@@ -193,7 +193,7 @@ def test_events_node_refuses_bad_parameters_naming_them(ros_context, name, value
 
 def test_the_two_person_video_shows_arrivals_a_wave_and_departures(tmp_path):
     """The people demo's video, short, through the real detector (MediaPipe)."""
-    from vision_dialogue.cli.people_video import PeopleSpec, build_people_video
+    from vision_dialogue.camera.people_video import PeopleSpec, build_people_video
     spec = PeopleSpec(seconds=20.0, anna=(1.0, 14.0), ben=(5.0, 18.0), wave=(8.0, 11.0))
     manifest = build_people_video(tmp_path / "people.avi", spec)
     assert manifest["frames"] == 160 and manifest["fps"] == 8.0

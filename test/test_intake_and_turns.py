@@ -157,14 +157,15 @@ def test_turn_server_orders_turns_greets_once_and_reports_an_all_fallback_run():
     settings = {"reply_deadline": 30.0, "greet_first": True, "stream": True,
                 "proactive": "paper"}
     out, frames_waited = [], []
-    server = TurnServer(conv, ProactivePolicy(ProactiveConfig("paper")), settings, out.append,
-                        max_waiting=4, frames_received=lambda: 7,
+    server = TurnServer(conv, ProactivePolicy(ProactiveConfig("paper")), settings,
+                        out.append, max_waiting=4, frames_received=lambda: 7,
                         wait_frames=lambda n: frames_waited.append(n) or True)
     try:
         frame = conv.add_frame(IMG)
         frame.people = 1
         server.frame_added(frame, IMG)                      # someone in view: the greeting
         server.frame_added(frame, IMG)                      # ... only once
+        assert until(lambda: backend.calls, timeout=10)     # the greeting is being asked for
         assert not server.utterance("   ")                  # empty: refused, nothing queued
         assert server.utterance("what is this?", "ada")
         backend.gate["reply"].set()

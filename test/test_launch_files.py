@@ -26,7 +26,7 @@ import yaml
 import real_launch
 from conftest import REPO
 from test_bringup import console_scripts
-from vision_dialogue.cli.setups import NODES, SETUPS, load_node_params, start_order
+from vision_dialogue.ros.setups import NODES, SETUPS, load_node_params, start_order
 
 LAUNCH = REPO / "launch"
 BASE = LAUNCH / "bringup.launch.py"

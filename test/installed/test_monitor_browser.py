@@ -20,7 +20,7 @@ import yaml
 from browser import Browser, find_chromium
 from fake_openai import FakeOpenAI, Reply
 from installed.user_env import stop
-from vision_dialogue.cli.demo_assets import ensure_demo_video
+from vision_dialogue.camera.demo_video import ensure_demo_video
 
 SCRIPT = ["Hello! Can you see me?", "What am I wearing?", "And what is there now?"]
 

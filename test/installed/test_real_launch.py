@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -23,8 +24,8 @@ import yaml
 from fake_openai import FakeOpenAI
 import real_launch
 from installed.user_env import REPO
-from vision_dialogue.cli.demo_assets import ensure_demo_video
-from vision_dialogue.cli.setups import NODES, SETUPS
+from vision_dialogue.camera.demo_video import ensure_demo_video
+from vision_dialogue.ros.setups import NODES, SETUPS
 
 LAUNCH_FILES = sorted(p.name for p in (REPO / "launch").glob("*.launch.py"))
 CLEAN = re.compile(r"process has finished cleanly")
@@ -129,7 +130,14 @@ def test_two_namespaced_setups_play_the_given_files_and_end_with_their_script(
     by itself when the script is over, as `bringup` does.
     """
     env = dict(installed.env, OPENAI_API_KEY="sk-test")
-    with FakeOpenAI(default_reply="I see you there.") as fake:
+    pages_checked = threading.Event()
+
+    def reply(request: dict) -> str:
+        """The first line is answered once both pages were read: the sessions run till then."""
+        if "Hello there!" in str(request["messages"]):
+            pages_checked.wait(180)
+        return "I see you there."
+    with FakeOpenAI(responder=reply) as fake:
         params, script = user_files(tmp_path, fake, [
             {"say": "Hello there!", "wait_for_reply": True},
             {"say": "What do you see?", "wait_for_reply": True}])
@@ -146,8 +154,10 @@ def test_two_namespaced_setups_play_the_given_files_and_end_with_their_script(
             for ns, url in urls.items():      # both pages answer, each with its own session
                 with urllib.request.urlopen(url + "api/state", timeout=10) as r:
                     assert r.status == 200 and "items" in json.load(r)
+            pages_checked.set()
             codes = {ns: ended(p, 180) for ns, p in procs.items()}
         finally:
+            pages_checked.set()
             for p in procs.values():
                 if p.poll() is None:
                     os.killpg(p.pid, signal.SIGINT)

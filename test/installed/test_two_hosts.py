@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from installed.user_env import stop
-from vision_dialogue.cli.demo_assets import ensure_demo_video
+from vision_dialogue.camera.demo_video import ensure_demo_video
 from vision_dialogue.core.transcript import read_transcript
 
 HERE = Path(__file__).resolve().parent

@@ -4,7 +4,7 @@
                     [--log-level L] [--dry-run]
     python -m vision_dialogue.cli.bringup demo
 
-Setups: furhat, standalone, vfm, demo, described once in cli/setups.py, which
+Setups: furhat, standalone, vfm, demo, described once in ros/setups.py, which
 launch/bringup.launch.py reads too. By default every node runs in this process on one
 MultiThreadedExecutor, in a context initialised with `--ros-args --params-file F`; with
 `--processes` each node runs as its installed executable with the same arguments. Ctrl-C or
@@ -28,7 +28,7 @@ import yaml
 from vision_dialogue.ros.console import VERBOSE_ENV, quiet_console, restore_console
 from vision_dialogue.core.resources import PACKAGE, SOURCE_ROOT, ResourceNotFound
 from vision_dialogue.llm.factory import KINDS, LOCAL_KINDS, SERVER_KIND
-from vision_dialogue.cli.setups import (NODES, SETUPS, Setup, default_params_file,
+from vision_dialogue.ros.setups import (NODES, SETUPS, Setup, default_params_file,
                                         node_overrides, start_order)
 
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
@@ -114,7 +114,7 @@ def setup_overrides(setup: Setup, params_file: str | Path, keys=None,
                     llm: dict | None = None, *extra: dict[str, dict]) -> dict[str, dict]:
     """What bringup adds to the YAML.
 
-    The setup's fill-ins (cli/setups.py); for the manager, the `--llm/--base-url/--model`
+    The setup's fill-ins (ros/setups.py); for the manager, the `--llm/--base-url/--model`
     choice; then `extra` in order (`--video/--script/--camera`, `-p node.param:=value`),
     the last word winning.
     """

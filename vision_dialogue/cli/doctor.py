@@ -372,7 +372,7 @@ def config_from(ns) -> Config:
     """The configuration to check: a setup's YAML, then the command line's choices."""
     cfg = Config()
     if ns.setup or ns.params_file:
-        from vision_dialogue.cli.setups import SETUPS, default_params_file, load_node_params
+        from vision_dialogue.ros.setups import SETUPS, default_params_file, load_node_params
         setup = SETUPS[ns.setup or "standalone"]
         path = Path(ns.params_file) if ns.params_file else default_params_file(setup)
         if not path.is_file():
@@ -422,7 +422,7 @@ def main(args=None) -> int:
     argv = list(sys.argv[1:] if args is None else args[1:])
     ap = argparse.ArgumentParser(prog="doctor", description=__doc__.split("\n")[0],
                                  epilog="exit code 0 when no check failed, 1 otherwise")
-    from vision_dialogue.cli.setups import SETUPS
+    from vision_dialogue.ros.setups import SETUPS
     ap.add_argument("--setup", choices=tuple(SETUPS),
                     help="check what this setup needs (its YAML: LLM, camera, robot)")
     ap.add_argument("--params-file", help="a setup YAML of your own")

@@ -5,7 +5,7 @@
 
 One `GroupAction` holds the setup's nodes under `PushROSNamespace(namespace)` and
 `SetParameter(use_sim_time)`. Which nodes start, their YAML and what is filled in at start
-come from cli/setups.py, the description `bringup` reads too. A per-setup file declares only
+come from ros/setups.py, the description `bringup` reads too. A per-setup file declares only
 the arguments that setup uses, with descriptions true for it (`--show-args`). The user's
 `params_file` is layered over the setup's YAML (its values win), a `video_path` or
 `script_file` argument means that file is played, any node's exit ends the launch as it ends
@@ -30,7 +30,7 @@ except ModuleNotFoundError as e:     # said plainly; `bringup` needs none of it
              "install); without them, use `bringup <setup>`")
     raise
 
-from vision_dialogue.cli.setups import (NODES, SETUPS, Setup, default_params_file,
+from vision_dialogue.ros.setups import (NODES, SETUPS, Setup, default_params_file,
                                         node_overrides, start_order)
 from vision_dialogue.core.resources import config_file
 

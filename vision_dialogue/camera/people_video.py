@@ -10,7 +10,7 @@ frames a second, so the events node sees the wave between the manager's frames:
 
     python -m vision_dialogue.cli.demo_assets --people [--out DIR] [--force]   # prints the path
 
-Cached like the main demo video (vision_dialogue/cli/demo_assets.py), by a hash of the recipe.
+Cached like the main demo video (vision_dialogue/camera/demo_video.py), by a hash of the recipe.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vision_dialogue.cli.demo_assets import default_dir, write_video
+from vision_dialogue.camera.demo_video import default_dir, write_video
 
 RECIPE_VERSION = 1
 WALL_BGR = (188, 196, 204)

@@ -145,12 +145,12 @@ def node_overrides(setup: Setup, params_files, keys=None) -> dict[str, dict]:
                  for name, fname in setup.config_paths.get(key, {}).items()
                  if not given.get(name)}
         if setup.demo_video and key == "camera" and not given.get("video_path"):
-            from vision_dialogue.cli.demo_assets import ensure_demo_video
-            from vision_dialogue.cli.people_video import ensure_people_video
+            from vision_dialogue.camera.demo_video import ensure_demo_video
+            from vision_dialogue.camera.people_video import ensure_people_video
             extra["video_path"] = str(ensure_people_video() if setup.demo_video == "people"
                                       else ensure_demo_video())
         if setup.spoken_script and key == "speech" and not given.get("audio_in"):
-            from vision_dialogue.cli.demo_assets import default_dir
+            from vision_dialogue.camera.demo_video import default_dir
             from vision_dialogue.voice.spoken_script import ensure_spoken_script
             extra["audio_in"] = str(ensure_spoken_script(config_file(setup.spoken_script),
                                                          default_dir()))
