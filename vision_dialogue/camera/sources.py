@@ -17,7 +17,6 @@ themselves never sleep or retry. A new source is one module and one row (docs/ca
 from __future__ import annotations
 
 import glob
-import importlib
 import os
 import re
 import time
@@ -28,6 +27,7 @@ from typing import Callable
 import cv2
 import numpy as np
 
+from vision_dialogue import plugin_class
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_guarded
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
@@ -345,12 +345,7 @@ SOURCE_KINDS = tuple(SOURCE_CLASSES)
 
 def source_class(kind: str) -> type[CameraSource]:
     """The class of a source kind (SOURCE_KINDS); ValueError for an unknown kind."""
-    try:
-        module, cls = SOURCE_CLASSES[kind].split(":")
-    except KeyError:
-        raise ValueError(f"unknown camera source {kind!r}; one of {list(SOURCE_KINDS)}") \
-            from None
-    return getattr(importlib.import_module(module), cls)
+    return plugin_class(SOURCE_CLASSES, kind, "camera source")
 
 
 def make_source(kind: str, **options) -> CameraSource:

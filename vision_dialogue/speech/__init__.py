@@ -9,8 +9,7 @@ are imported only when chosen.
 """
 from __future__ import annotations
 
-import importlib
-
+from vision_dialogue import plugin_class
 from vision_dialogue.speech.base import (ListenResult, RobotTurnTaking, RobotUnavailable,
                                          SpeechBackend, SpeechBackendError, SpeechEvents)
 
@@ -27,12 +26,7 @@ BACKEND_NAMES = tuple(BACKEND_CLASSES)
 
 def backend_class(name: str) -> type[SpeechBackend]:
     """The backend class for a `backend` parameter value; ValueError for an unknown name."""
-    try:
-        module, cls = BACKEND_CLASSES[name].split(":")
-    except KeyError:
-        raise ValueError(f"unknown speech backend {name!r}; one of {list(BACKEND_NAMES)}") \
-            from None
-    return getattr(importlib.import_module(module), cls)
+    return plugin_class(BACKEND_CLASSES, name, "speech backend")
 
 
 __all__ = ["BACKEND_NAMES", "ListenResult", "RobotTurnTaking", "RobotUnavailable",
