@@ -7,6 +7,7 @@ Nodes and commands (top-level node modules, ros/, cli/) may import anything.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,18 @@ def test_the_ros_free_tests_run_without_ros():
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     assert " passed" in res.stdout and " error" not in res.stdout
+
+
+def test_the_architecture_map_names_every_module_and_conventions_every_executable():
+    arch = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+    unnamed = [str(p.relative_to(PKG)) for p in sorted(PKG.rglob("*.py"))
+               if p.stem != "__init__" and not re.search(rf"\b{p.stem}\b", arch)]
+    assert not unnamed, f"docs/ARCHITECTURE.md does not name {unnamed}"
+    conventions = (REPO / "docs" / "CONVENTIONS.md").read_text()
+    executables = re.findall(r"^\s+(\w+) = vision_dialogue\.", (REPO / "setup.cfg").read_text(),
+                             re.M)
+    assert len(executables) >= 11
+    missing = [e for e in executables + sorted(NODE_MODULES) if f"`{e}`" not in conventions]
+    assert not missing, f"docs/CONVENTIONS.md does not name {missing}"
+    rooms = [r for r in ALLOWED if f"`{r}/`" not in conventions]
+    assert not rooms, f"docs/CONVENTIONS.md's ROS-free rooms miss {rooms}"

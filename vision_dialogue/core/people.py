@@ -102,8 +102,11 @@ class PeopleInView:
         self._labels: dict[str, str] = {}       # id -> how to call them, for departures too
 
     def update(self, people: list[TrackedPerson], named: bool = False) -> None:
-        """A tracker's people now. `named`: arrivals and departures by their labels (ROS4HRI);
-        else the conversation's "user <id>" person events (Furhat)."""
+        """A tracker's people now.
+
+        `named`: arrivals and departures by their labels (ROS4HRI); else the conversation's
+        "user <id>" person events (Furhat).
+        """
         arrived, left = self.presence.update(p.id for p in people)
         self._at = self.clock()
         if not named:

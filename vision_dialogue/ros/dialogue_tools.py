@@ -1,5 +1,4 @@
-"""The manager's Visual ChatGPT side (`use_tools`): VFM tools for the LLM, their images out,
-pictures the person shares in.
+"""The manager's Visual ChatGPT side (`use_tools`): tools, their images, shared pictures.
 
 * the VFM server's tools (ros/vfm_client.py) offered to the conversation's turns;
 * each image a tool makes is published on `dialogue/tool_image` and, as a thumbnail, on
