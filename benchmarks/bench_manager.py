@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import random
 import sys
 import threading
 import time
@@ -40,6 +41,17 @@ from vision_dialogue.core.persona import load_persona  # noqa: E402
 from vision_dialogue.core.prompt import prompt_size  # noqa: E402
 
 REPLY = "That is a lovely jacket, is it new? I like the colour very much!"
+#: words for replies that differ turn to turn: the same line every turn would be a repeat,
+#: asked for again (core/reply_filter.py), and count a second LLM call as overhead
+_WORDS = ("apple river garden window music yellow morning quiet table paper bridge summer "
+          "candle winter forest rabbit silver button pocket ladder violin marble cotton "
+          "harbour meadow thunder pepper saddle lantern velvet").split()
+
+
+def reply_text(n: int) -> str:
+    """A reply of REPLY's length whose words are new at turn `n`."""
+    words = random.Random(n).sample(_WORDS, 12)
+    return f"{' '.join(words[:6]).capitalize()} and {' '.join(words[6:])}!"
 SUMMARY = "The person smiled and waved at me from the door."
 
 
@@ -52,7 +64,7 @@ class TimedLLM:
         self.latency = {"reply": reply_s, "summary": summary_s, "fold": summary_s}
         self.local = threading.local()
         self.summary_started = threading.Event()
-        self.folds = 0
+        self.folds = self.replies = 0
 
     def spent(self) -> float:
         return getattr(self.local, "spent", 0.0)
@@ -73,7 +85,8 @@ class TimedLLM:
             out = ("Earlier the person said hello, told the robot about their day and showed "
                    "a red cup; the robot liked their jacket and asked about their plans.")
         else:
-            out = SUMMARY if kind == "summary" else REPLY
+            out = SUMMARY if kind == "summary" else reply_text(self.replies)
+            self.replies += kind == "reply"
         self.local.spent = self.spent() + time.perf_counter() - t0
         return out
 
