@@ -24,7 +24,8 @@ from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 
 from conftest import DOMAIN_ID, REPO
-from vision_dialogue.cli import bringup, setups
+from vision_dialogue.cli import bringup
+from vision_dialogue.ros import setups
 from vision_dialogue.cli.bringup import BringupError
 from vision_dialogue.ros.setups import NODES, SETUPS
 
