@@ -58,9 +58,6 @@ def room_of(module: str) -> str | None:
     parts = module.split(".")
     if parts[0] != "vision_dialogue" or len(parts) < 2:
         return None
-    if not ((PKG / parts[1]).is_dir() or (PKG / f"{parts[1]}.py").is_file()
-            or parts[1] in GENERATED):
-        return None          # a name the package root defines (plugin_class): below all rooms
     return parts[1]
 
 

@@ -17,6 +17,7 @@ themselves never sleep or retry. A new source is one module and one row (docs/ca
 from __future__ import annotations
 
 import glob
+import importlib
 import os
 import re
 import time
@@ -27,7 +28,6 @@ from typing import Callable
 import cv2
 import numpy as np
 
-from vision_dialogue import plugin_class
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_guarded
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
@@ -345,7 +345,12 @@ SOURCE_KINDS = tuple(SOURCE_CLASSES)
 
 def source_class(kind: str) -> type[CameraSource]:
     """The class of a source kind (SOURCE_KINDS); ValueError for an unknown kind."""
-    return plugin_class(SOURCE_CLASSES, kind, "camera source")
+    try:
+        module, cls = SOURCE_CLASSES[kind].split(":")
+    except KeyError:
+        raise ValueError(f"unknown camera source {kind!r}; one of {list(SOURCE_KINDS)}") \
+            from None
+    return getattr(importlib.import_module(module), cls)
 
 
 def make_source(kind: str, **options) -> CameraSource:

@@ -7,9 +7,9 @@ start. A new backend is one module and one row (docs/llm_client.md).
 """
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import logging
-import pkgutil
 from dataclasses import dataclass
 
 from vision_dialogue.llm.options import DTYPES, BackendOptions, default_variant
@@ -71,7 +71,8 @@ def backend_class(kind: str) -> type:
     """The class of a backend kind; ValueError for an unknown kind."""
     if kind not in BACKENDS:
         raise ValueError(f"llm_backend={kind!r} must be one of {list(KINDS)}")
-    return pkgutil.resolve_name(BACKENDS[kind].path)
+    module, name = BACKENDS[kind].path.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def measured_focus_note(kind: str, model: str) -> str:

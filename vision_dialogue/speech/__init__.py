@@ -9,7 +9,8 @@ are imported only when chosen.
 """
 from __future__ import annotations
 
-from vision_dialogue import plugin_class
+import importlib
+
 from vision_dialogue.speech.base import (ListenResult, RobotTurnTaking, RobotUnavailable,
                                          SpeechBackend, SpeechBackendError, SpeechEvents)
 
@@ -26,7 +27,12 @@ BACKEND_NAMES = tuple(BACKEND_CLASSES)
 
 def backend_class(name: str) -> type[SpeechBackend]:
     """The backend class for a `backend` parameter value; ValueError for an unknown name."""
-    return plugin_class(BACKEND_CLASSES, name, "speech backend")
+    try:
+        module, cls = BACKEND_CLASSES[name].split(":")
+    except KeyError:
+        raise ValueError(f"unknown speech backend {name!r}; one of {list(BACKEND_NAMES)}") \
+            from None
+    return getattr(importlib.import_module(module), cls)
 
 
 __all__ = ["BACKEND_NAMES", "ListenResult", "RobotTurnTaking", "RobotUnavailable",
