@@ -137,6 +137,17 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def test_nothing_comes_from_the_package_root():
+    """Installed, vision_dialogue/__init__.py is rosidl's: ours only merges the paths."""
+    names = {p.stem for p in PKG.glob("*.py")} | {p.name for p in PKG.iterdir() if p.is_dir()}
+    bad = [f"{path.relative_to(REPO)} imports vision_dialogue.{a.name}"
+           for path in sorted(PKG.rglob("*.py"))
+           for node in ast.walk(ast.parse(path.read_text()))
+           if isinstance(node, ast.ImportFrom) and node.module == "vision_dialogue"
+           for a in node.names if a.name not in names | set(GENERATED)]
+    assert not bad, "\n".join(bad)
+
+
 def test_no_module_imports_one_that_imports_it_back():
     graph = package_graph()
     assert len(graph) > 100
