@@ -52,6 +52,8 @@ def reply_text(n: int) -> str:
     """A reply of REPLY's length whose words are new at turn `n`."""
     words = random.Random(n).sample(_WORDS, 12)
     return f"{' '.join(words[:6]).capitalize()} and {' '.join(words[6:])}!"
+
+
 SUMMARY = "The person smiled and waved at me from the door."
 
 
