@@ -273,8 +273,8 @@ def test_model_default_colon_variant_picks_that_variant(tmp_path, fake_variant, 
     from vision_dialogue.llm import transformers_backend as tb
     monkeypatch.setenv(dm.CACHE_ENV, str(tmp_path / "envcache"))
     opened = []
-    monkeypatch.setattr(tb, "TransformersChatBackend",
-                        lambda path, **kw: opened.append((path, kw["prefix_cache"])))
+    monkeypatch.setattr(tb.TransformersChatBackend, "__init__",
+                        lambda self, path, **kw: opened.append((path, kw["prefix_cache"])))
     factory.make_backend("transformers", model="default:fake", prefix_cache=False)
     assert opened == [(str(tmp_path / "envcache" / "fake"), False)]
     with pytest.raises(dm.ModelSetupError, match="unknown default model variant 'ghost'"):
@@ -290,8 +290,8 @@ def test_the_embedded_default_loads_its_measured_precision_on_a_cpu(
     monkeypatch.setitem(VARIANTS, "fake", dataclasses.replace(fake_variant[0], cpu_dtype="int8"))
     monkeypatch.setenv(dm.CACHE_ENV, str(tmp_path / "envcache"))
     opened = []
-    monkeypatch.setattr(tb, "TransformersChatBackend",
-                        lambda path, **kw: opened.append((kw["dtype"], kw["device"])))
+    monkeypatch.setattr(tb.TransformersChatBackend, "__init__",
+                        lambda self, path, **kw: opened.append((kw["dtype"], kw["device"])))
     factory.make_backend("transformers", model="default:fake")
     factory.make_backend("transformers", model="default:fake", dtype="float32")
     factory.make_backend("transformers", model="default:fake", device="cuda")
@@ -304,9 +304,18 @@ def test_llm_backend_local_takes_llama_cpp_where_installed(monkeypatch, caplog):
     import importlib.util
     from vision_dialogue.llm import factory
     built = []
-    monkeypatch.setitem(factory.BACKENDS, "llamacpp", lambda o: built.append(("llamacpp", o)))
-    monkeypatch.setitem(factory.BACKENDS, "transformers",
-                        lambda o: built.append(("transformers", o)))
+
+    class Engine:
+        """Stands in for a local engine's class: records what it was built from."""
+
+        def __init__(self, kind):
+            self.kind = kind
+
+        def from_options(self, o):
+            built.append((self.kind, o))
+    real_class = factory.backend_class
+    monkeypatch.setattr(factory, "backend_class", lambda kind: Engine(kind) if kind in (
+        "llamacpp", "transformers") else real_class(kind))
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: object() if name == "llama_cpp" else real(name, *a))

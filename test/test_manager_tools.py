@@ -413,7 +413,7 @@ def test_close_during_a_tool_call_ends_the_wait(ros_context, fake, tmp_path):
         t0 = time.monotonic()
         rig.node.close()                  # must not wait for the 60 s tool timeout
         assert time.monotonic() - t0 < 10.0
-        assert not rig.node._worker.is_alive()
+        assert not rig.node.turns._worker.is_alive()
         spinner.join()
     finally:
         slow.cancelled.set()
