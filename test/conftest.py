@@ -70,6 +70,28 @@ def spin_until(executor, predicate, timeout: float = 5.0, step: float = 0.02) ->
     return bool(predicate())
 
 
+def start_bag_player(ctx, bag, topics: list[str], nodes: list, timeout: float = 5.0):
+    """`bag_play` of `topics`, with `nodes`, on one single-threaded executor: (player, executor).
+
+    Single-threaded keeps the GIL free for the player's timing. The player starts once each
+    of its topics has a subscriber, so nothing is published to nobody.
+    """
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    from vision_dialogue.cli.bag_play import BagPlayer
+    player = BagPlayer(context=ctx, autostart=False, parameter_overrides=[
+        Parameter("bag", value=str(bag)), Parameter("start_delay", value=0.0),
+        Parameter("topics", value=list(topics))])
+    ex = SingleThreadedExecutor(context=ctx)
+    for n in (*nodes, player):
+        ex.add_node(n)
+    assert spin_until(ex, lambda: all(p.get_subscription_count() >= 1
+                                      for p in player._pubs.values()), timeout)
+    player.start()
+    return player, ex
+
+
 @pytest.fixture
 def spin():
     return spin_until

@@ -50,16 +50,20 @@ def _tokenizer(template: str):
     return fast, vocab
 
 
+def tiny_decoder(vocab: dict) -> dict:
+    """A tiny decoder's configuration (the Qwen2 text model and LLaVA's Llama share it)."""
+    return dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                max_position_embeddings=512, bos_token_id=vocab["<|im_start|>"],
+                eos_token_id=vocab["<|im_end|>"], pad_token_id=vocab["<pad>"])
+
+
 @pytest.fixture(scope="module")
 def text_model_dir(tmp_path_factory):
     """A tiny random Qwen2 chat model + WordLevel tokenizer with a chat template, on disk."""
     path = tmp_path_factory.mktemp("tiny-qwen2")
     tok, vocab = _tokenizer(TEXT_TEMPLATE)
-    cfg = transformers.Qwen2Config(
-        vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-        bos_token_id=vocab["<|im_start|>"], eos_token_id=vocab["<|im_end|>"],
-        pad_token_id=vocab["<pad>"], tie_word_embeddings=True)
+    cfg = transformers.Qwen2Config(**tiny_decoder(vocab), tie_word_embeddings=True)
     torch.manual_seed(0)
     transformers.Qwen2ForCausalLM(cfg).save_pretrained(path)
     tok.save_pretrained(path)
@@ -71,11 +75,7 @@ def vlm_dir(tmp_path_factory):
     """A tiny random LLaVA (tiny CLIP vision tower + tiny Llama) with a processor, on disk."""
     path = tmp_path_factory.mktemp("tiny-llava")
     tok, vocab = _tokenizer(VISION_TEMPLATE)
-    text_cfg = transformers.LlamaConfig(
-        vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-        bos_token_id=vocab["<|im_start|>"], eos_token_id=vocab["<|im_end|>"],
-        pad_token_id=vocab["<pad>"])
+    text_cfg = transformers.LlamaConfig(**tiny_decoder(vocab))
     vis_cfg = transformers.CLIPVisionConfig(
         hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
         image_size=32, patch_size=8, projection_dim=32)

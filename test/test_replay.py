@@ -13,12 +13,13 @@ import re
 import numpy as np
 import pytest
 
-from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from rclpy.serialization import deserialize_message
 
+from conftest import start_bag_player
 from fake_openai import FakeOpenAI
 from vision_dialogue.cli.bags import read_messages
 
@@ -83,7 +84,6 @@ def fake_llm(monkeypatch):
 def test_replay_reproduces_prompt_timeline(ros_context, spin, tmp_path, fake_llm):
     pytest.importorskip("vision_dialogue.manager_node")
     from sensor_msgs.msg import Image
-    from vision_dialogue.cli.bag_play import BagPlayer
     from vision_dialogue.cli.bag_record import BagRecorder
     from vision_dialogue.ros.image_msgs import to_image_msg
     from vision_dialogue.msg import PromptState, Utterance
@@ -160,18 +160,11 @@ def test_replay_reproduces_prompt_timeline(ros_context, spin, tmp_path, fake_llm
     # ------------------------------------------------------------------ replay
     mgr2 = manager(ros_context, fake_llm.base_url)
     watch2 = Watch(ros_context)
-    player = BagPlayer(context=ros_context, autostart=False, parameter_overrides=[
-        Parameter("bag", value=str(bag)), Parameter("start_delay", value=0.0),
-        Parameter("topics", value=[f"{NS}/camera/image_raw", f"{NS}/dialogue/utterance"])])
-    # single-threaded: keeps the GIL free for the player's timing (the manager's callbacks
-    # only enqueue; its turns and summaries run in its own threads)
-    ex = SingleThreadedExecutor(context=ros_context)
-    for n in (mgr2, watch2.node, player):
-        ex.add_node(n)
+    # the manager's callbacks only enqueue; its turns and summaries run in its own threads
+    player, ex = start_bag_player(ros_context, bag, [f"{NS}/camera/image_raw",
+                                                     f"{NS}/dialogue/utterance"],
+                                  [mgr2, watch2.node])
     try:
-        assert spin(ex, lambda: all(p.get_subscription_count() >= 1
-                                    for p in player._pubs.values()), 5.0)
-        player.start()
         assert spin(ex, lambda: player.finished.done(), 30.0)
         assert spin(ex, lambda: len(watch2.finals) == 3, 10.0), watch2.finals
         assert mgr2.conversation.wait_idle(5.0)

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 import rclpy
-from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
 
 pytest.importorskip("faster_whisper")
@@ -20,6 +20,7 @@ from vision_dialogue.ros.params import ParameterError  # noqa: E402
 from vision_dialogue.speech_node import SpeechNode  # noqa: E402
 from vision_dialogue.voice.audio import SAMPLE_RATE, from_pcm16  # noqa: E402
 from vision_dialogue.voice.tts import PiperTTS  # noqa: E402
+from conftest import start_bag_player  # noqa: E402
 from test_speech_node import Peer  # noqa: E402
 from voice_samples import SENTENCES, silence, speech, wav, word_error_rate  # noqa: E402
 
@@ -98,7 +99,6 @@ def test_bad_voice_parameters_fail_at_startup_naming_the_parameter(ros_context, 
 
 def test_a_recorded_voice_session_replays_through_the_backend(
         ros_context, spin, tmp_path, spoken):
-    from vision_dialogue.cli.bag_play import BagPlayer
     from vision_dialogue.cli.bag_record import BagRecorder
     bag = tmp_path / "voice_bag"
     node = local_node(ros_context, audio_in=str(spoken), audio_out_dir=str(tmp_path / "out"),
@@ -123,16 +123,8 @@ def test_a_recorded_voice_session_replays_through_the_backend(
 
     node2 = local_node(ros_context, audio_in="topic", audio_out_dir=str(tmp_path / "out2"))
     peer2 = Peer(ros_context)
-    player = BagPlayer(context=ros_context, autostart=False, parameter_overrides=[
-        Parameter("bag", value=str(bag)), Parameter("start_delay", value=0.0),
-        Parameter("topics", value=["/audio/input"])])
-    ex = SingleThreadedExecutor(context=ros_context)
-    for n in (node2, peer2.node, player):
-        ex.add_node(n)
+    player, ex = start_bag_player(ros_context, bag, ["/audio/input"], [node2, peer2.node])
     try:
-        assert spin(ex, lambda: all(p.get_subscription_count() >= 1
-                                    for p in player._pubs.values()), 5.0)
-        player.start()
         assert spin(ex, lambda: len(peer2.utterances) == 2, 40.0), peer2.texts()
     finally:
         player.close()

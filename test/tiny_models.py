@@ -102,6 +102,17 @@ def dpt(path: Path) -> Path:
     return path
 
 
+def clip_towers(tok, layers: int) -> dict:
+    """Tiny CLIP text and vision tower configs (CLIPSeg and OWL-ViT are built on them)."""
+    return dict(
+        text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=37,
+                         num_hidden_layers=layers, num_attention_heads=4,
+                         max_position_embeddings=77, bos_token_id=tok.bos_token_id,
+                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id or 1),
+        vision_config=dict(hidden_size=32, intermediate_size=37, num_hidden_layers=layers,
+                           num_attention_heads=4, image_size=32, patch_size=8))
+
+
 def clipseg(path: Path, mask_bias: float | None = 8.0) -> Path:
     """Tiny CLIPSegForImageSegmentation + processor (CLIP tokenizer + ViT image processor).
 
@@ -113,14 +124,8 @@ def clipseg(path: Path, mask_bias: float | None = 8.0) -> Path:
     _seed()
     tok = clip_tokenizer(path / "_tok", max_length=77)
     cfg = CLIPSegConfig(
-        text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=37,
-                         num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=77,
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                         pad_token_id=tok.pad_token_id or 1),
-        vision_config=dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2,
-                           num_attention_heads=4, image_size=32, patch_size=8),
-        projection_dim=32, reduce_dim=16, extract_layers=[1], decoder_num_attention_heads=2,
-        decoder_intermediate_size=16)
+        **clip_towers(tok, layers=2), projection_dim=32, reduce_dim=16, extract_layers=[1],
+        decoder_num_attention_heads=2, decoder_intermediate_size=16)
     model = CLIPSegForImageSegmentation(cfg).eval()
     if mask_bias is not None:
         with torch.no_grad():
@@ -152,14 +157,7 @@ def owlvit(path: Path) -> Path:
                               OwlViTProcessor)
     _seed()
     tok = clip_tokenizer(path / "_tok", max_length=77)
-    cfg = OwlViTConfig(
-        text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=37,
-                         num_hidden_layers=1, num_attention_heads=4, max_position_embeddings=77,
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                         pad_token_id=tok.pad_token_id or 1),
-        vision_config=dict(hidden_size=32, intermediate_size=37, num_hidden_layers=1,
-                           num_attention_heads=4, image_size=32, patch_size=8),
-        projection_dim=32)
+    cfg = OwlViTConfig(**clip_towers(tok, layers=1), projection_dim=32)
     OwlViTForObjectDetection(cfg).eval().save_pretrained(path)
     OwlViTProcessor(OwlViTImageProcessor(size={"height": 32, "width": 32},
                                          crop_size={"height": 32, "width": 32}),
