@@ -58,10 +58,11 @@ def wait_for_tools(rig, ops):
     A startup discovery that lost a DDS service-matching race leaves the list stale until a
     turn refreshes it; here a refresh does (on a thread, while this one spins the executor).
     """
-    if rig.wait(lambda: rig.node.tools.ops == ops):
+    tools = rig.node.conversation.tools
+    if rig.wait(lambda: tools.ops == ops):
         return
-    threading.Thread(target=rig.node.tools.refresh, kwargs={"timeout": 8.0}, daemon=True).start()
-    assert rig.wait(lambda: rig.node.tools.ops == ops), rig.node.tools.ops
+    threading.Thread(target=tools.refresh, kwargs={"timeout": 8.0}, daemon=True).start()
+    assert rig.wait(lambda: tools.ops == ops), tools.ops
 
 
 class Rig:
@@ -135,7 +136,7 @@ def test_llm_calls_canny_on_the_newest_frame_through_the_real_vfm_server(
         ros_context, fake, tmp_path):
     rig = Rig(ros_context, fake, tmp_path)
     try:
-        assert rig.wait(lambda: rig.node.tools.ops == ["canny"])
+        assert rig.wait(lambda: rig.node.conversation.tools.ops == ["canny"])
         old, img = np.zeros((240, 320, 3), np.uint8) + 90, photo()
         rig.frame(old)
         rig.frame(img)                                      # the newest frame
@@ -243,7 +244,7 @@ def test_tool_error_and_chained_file_reach_the_llm_and_the_node_keeps_going(
 def test_shared_image_is_stored_and_received_exchange_added(ros_context, fake, tmp_path):
     rig = Rig(ros_context, fake, tmp_path)
     try:
-        assert rig.wait(lambda: rig.node.tools.ops == ["canny"])
+        assert rig.wait(lambda: rig.node.conversation.tools.ops == ["canny"])
         pic = cv2.resize(np.ascontiguousarray(data.chelsea()[:, :, ::-1]), (200, 150))
         rig.shared_pub.publish(to_image_msg(pic, frame_id="phone"))
         assert rig.wait(lambda: "robot: Received." in rig.node.conversation.state()["timeline"])
@@ -273,7 +274,7 @@ def test_without_vfm_server_the_manager_starts_and_answers_without_tools(
         assert rig.wait(lambda: rig.finals())
         assert rig.finals()[0].text == "Plain answer." and not rig.finals()[0].fallback
         assert fake.requests and all("tools" not in r for r in fake.requests)
-        assert rig.node.tools.ops == []
+        assert rig.node.conversation.tools.ops == []
     finally:
         rig.close()
 
@@ -283,7 +284,7 @@ def test_use_tools_off_is_the_papers_setup(ros_context, fake, tmp_path):
         Parameter("base_url", value=fake.base_url), Parameter("transcript_dir", value=""),
         Parameter("image_dir", value=str(tmp_path / "never"))])
     try:
-        assert node.tools is None and node.conversation.tools is None
+        assert node.vcg is None and node.conversation.tools is None
         assert not (tmp_path / "never").exists()
         topics = [n for n, _ in node.get_topic_names_and_types()]
         assert "/dialogue/tool_image" not in topics
@@ -312,10 +313,10 @@ def test_server_that_appears_later_is_picked_up_at_the_next_turn(ros_context, fa
             Parameter("image_dir", value=str(rig.store)), Parameter("load", value="canny_cpu")])
         rig.nodes.insert(0, server)
         rig.ex.add_node(server)
-        assert rig.wait(lambda: rig.node.tools.client.available())
+        assert rig.wait(lambda: rig.node.conversation.tools.client.available())
         rig.say("Now show me the edges")
         assert rig.wait(lambda: len(rig.finals()) == 2, timeout=30)
-        assert rig.finals()[1].text == FINAL and rig.node.tools.ops == ["canny"]
+        assert rig.finals()[1].text == FINAL and rig.node.conversation.tools.ops == ["canny"]
         assert len(list(rig.store.glob("*_canny_*.png"))) == 1
     finally:
         rig.close()

@@ -269,21 +269,21 @@ class ManagerNode(Node):
         self.vcg: DialogueTools | None = None         # Visual ChatGPT's side (use_tools)
         if p["use_tools"]:
             self.vcg = self._dialogue_tools()
-        self.tools = self.vcg.tools if self.vcg else None
         self._create_publishers()
         self.proactive = ProactivePolicy(ProactiveConfig(
             p["proactive"], min_interval_s=p["proactive_interval"], quiet_s=p["proactive_quiet"]))
         self.people = PeopleInView(self.conversation)
         self.exit_code = 0              # run_node's exit status: 1 when every reply failed
         self._warned_at: dict[str, float] = {}
-        self._create_subscriptions()
+        # its worker serves nothing before the subscriptions below bring something in
         self.turns = TurnServer(
             self.conversation, self.proactive, p, self._publish_reply,
             max_waiting=p["max_queued_turns"], frames_received=lambda: self.intake.received,
-            wait_frames=self.intake.wait_through,
+            wait_frames=lambda count: self.intake.wait_through(count),
             on_start=self.vcg.discover if self.vcg else lambda: None,
             on_shared=self.vcg.shared_image if self.vcg else lambda bgr: None,
             on_dropped=self.publish_state, logger=log)
+        self._create_subscriptions()
         self._apply_live_params()
         self._closed = False
         log.info(f"manager ready: backend={p['llm_backend']} "
@@ -448,7 +448,7 @@ class ManagerNode(Node):
         self._frame_width = 0
         # vision_msgs detections and ROS4HRI in, where those packages are installed
         self.detections, self.voices = connect_standard_inputs(
-            self, p, self.conversation, lambda: self.turns, self.people,
+            self, p, self.conversation, self.turns, self.people,
             frame_width=lambda: self._frame_width, on_engaging=self._on_engaging)
         if p["prompt_state_period"] > 0:
             self.create_timer(p["prompt_state_period"], self.publish_state,
@@ -530,8 +530,9 @@ class ManagerNode(Node):
             except Exception:  # noqa: BLE001 - no thumbnail (never an unblurred one)
                 pass            # the record still goes out
         self.publish_event(record, thumb)
-        if self._verbose and record is not None and describe_record(record):
-            self.get_logger().info(describe_record(record))   # bringup --verbose
+        line = describe_record(record) if self._verbose and record is not None else ""
+        if line:
+            self.get_logger().info(line)        # bringup --verbose
 
     def publish_event(self, record: dict | None, thumbnail: bytes | None = None) -> None:
         """Publish a record on dialogue/events (`thumbnail`: its JPEG, as base64)."""

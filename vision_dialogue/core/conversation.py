@@ -361,9 +361,7 @@ class Conversation:
                                     repeat_ok)
         if not sentences and notes.repeats:   # the same question again, or a note: said anyway
             for s in notes.repeats:
-                if cfg.stream and on_sentence is not None:
-                    on_sentence(s, len(sentences))
-                sentences.append(s)
+                self._keep(s, sentences, on_sentence)
         if not sentences:
             raise ValueError("empty reply")
 
@@ -376,9 +374,14 @@ class Conversation:
                 continue
             if isinstance(parts, FirstBy):
                 parts.met = True
-            if self.config.stream and on_sentence is not None:
-                on_sentence(s, len(sentences))
-            sentences.append(s)
+            self._keep(s, sentences, on_sentence)
+
+    def _keep(self, sentence: str, sentences: list[str],
+              on_sentence: SentenceCallback | None) -> None:
+        """One sentence of the reply: streamed now (when streaming) and kept."""
+        if self.config.stream and on_sentence is not None:
+            on_sentence(sentence, len(sentences))
+        sentences.append(sentence)
 
     def _ask_again(self, msgs: list, notes: NoteFilter, turn_id: int, deadline: float | None,
                    sentences: list[str], on_sentence: SentenceCallback | None,

@@ -28,11 +28,11 @@ from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS
 
 
-def connect_standard_inputs(node, p, conversation, turns: Callable, people, *,
+def connect_standard_inputs(node, p, conversation, turns, people, *,
                             frame_width: Callable[[], int], on_engaging: Callable[[str], None]):
     """The manager's standard inputs: (DetectionsInput or None, Ros4hriInput or None).
 
-    `p`: the manager's parameters (detections, ros4hri, labels, objects_*); `turns()`: its
+    `p`: the manager's parameters (detections, ros4hri, labels, objects_*); `turns`: its
     TurnServer (utterances, gestures); `people`: its PeopleInView. One log line names an input
     asked for whose message package is not installed.
     """
@@ -58,10 +58,10 @@ def connect_standard_inputs(node, p, conversation, turns: Callable, people, *,
     if p["ros4hri"] and "hri_msgs" not in pm.missing():
         # a voice's final result is a user turn like any utterance
         voices = Ros4hriInput(
-            node, lambda text, speaker, confidence, locale: turns().utterance(
+            node, lambda text, speaker, confidence, locale: turns.utterance(
                 text, speaker, locale),
             on_people=lambda seen: people.update(seen, named=True),
-            on_engaging=on_engaging, on_gesture=lambda *a: turns().seen(*a))
+            on_engaging=on_engaging, on_gesture=lambda *a: turns.seen(*a))
     return detections, voices
 
 
