@@ -268,7 +268,7 @@ class SpeechNode(Node):
             io.on_audio_in, io.on_audio_out = self._audio_topics()
         try:
             return cls.from_params(p, io)
-        except ValueError as e:            # a part that cannot load, named by its parameter
+        except ValueError as e:    # e.g. a local voice part that cannot load (names its param)
             raise ParameterError(str(e)) from None
 
     def _audio_topics(self):
