@@ -24,14 +24,13 @@ from pathlib import Path
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
 from vision_dialogue.monitor.session import SessionView, load_run
 from vision_dialogue.msg import SpeechState
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params
-from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC
+from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC, SPEECH_STATE_QOS
 from vision_dialogue.ros.vfm_actions import LIST_TOOLS_SERVICE
 from vision_dialogue.srv import ListTools
 
@@ -114,10 +113,8 @@ class MonitorNode(Node):
         group = MutuallyExclusiveCallbackGroup()       # records are applied in order
         self.create_subscription(String, EVENTS_TOPIC, self._on_event, EVENTS_QOS,
                                  callback_group=group)
-        state_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
-                               durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.create_subscription(SpeechState, "dialogue/speech_state", self._on_speech,
-                                 state_qos, callback_group=group)
+                                 SPEECH_STATE_QOS, callback_group=group)
         self.vfm = self.create_client(ListTools, LIST_TOOLS_SERVICE)
         self.create_timer(self.p["health_period"], self._check_health)
 

@@ -29,7 +29,6 @@ from typing import Callable, TextIO
 
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
 
 from vision_dialogue.core.people import PEOPLE_FRESH_S, TrackedPerson, closest
@@ -42,6 +41,7 @@ from vision_dialogue.ros.hri_output import HriSpeechOutput
 from vision_dialogue.ros.standard_inputs import HriBargeIn
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
+from vision_dialogue.ros.qos import SPEECH_STATE_QOS
 from vision_dialogue.speech import BACKEND_NAMES, SpeechBackend, backend_class
 from vision_dialogue.speech.base import RobotTurnTaking, SpeechIO
 from vision_dialogue.speech.script import ScriptError, load_script
@@ -194,9 +194,8 @@ class SpeechNode(Node):
         overridable = QoSOverridingOptions.with_default_policies()
         self.pub_utterance = self.create_publisher(Utterance, "dialogue/utterance", 10,
                                                    qos_overriding_options=overridable)
-        state_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
-                               durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.pub_state = self.create_publisher(SpeechState, "dialogue/speech_state", state_qos)
+        self.pub_state = self.create_publisher(SpeechState, "dialogue/speech_state",
+                                               SPEECH_STATE_QOS)
         self.hri = HriSpeechOutput(self, self.p["speaker"]) if self.p["ros4hri"] else None
         self.hri_ear = None
         self.create_subscription(Reply, "dialogue/reply", self._on_reply, 50,

@@ -39,12 +39,15 @@ LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
 #: reliable and volatile: as a subscription it matches latched and plain publishers alike
 RELIABLE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+#: dialogue/speech_state: the speech node's states, the last 10 kept for a late monitor
+SPEECH_STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 def image_qos(choice: str) -> QoSProfile:
     """The fixed profile for an `image_qos` choice ('auto' starts from sensor data)."""
     if choice == "reliable":
-        return QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        return RELIABLE_QOS
     return QoSProfile(history=qos_profile_sensor_data.history,
                       depth=IMAGE_DEPTH,
                       reliability=qos_profile_sensor_data.reliability,
