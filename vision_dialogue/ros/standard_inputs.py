@@ -98,7 +98,6 @@ class DetectionsInput:
         self.labels.update((c.class_id, c.class_name) for c in msg.class_map)
 
     def _on_detections(self, msg) -> None:
-        self.received += 1
         det: DetectionSet = pm.from_detection_array(msg, self.labels, self.frame_width())
         if det.unnamed and not self._warned_unnamed:
             self._warned_unnamed = True
@@ -110,6 +109,7 @@ class DetectionsInput:
             self.on_note(frame_stamp, note)
         for text in events:
             self.on_event(text, det.stamp)
+        self.received += 1          # counted once taken in: its note and events are in
 
 
 #: ROS4HRI gestures (hri_msgs/Gesture) as our visual event kinds, with their words
