@@ -190,6 +190,53 @@ def test_the_speech_node_speaks_ros4hri_robot_speaking_and_voices(ros_context, t
         manager.destroy_node()
 
 
+def test_a_set_that_comes_while_its_frame_is_placed_waits_for_it(ros_context, tmp_path):
+    """The set for a frame the intake is still putting in the timeline is not lost.
+
+    A bag replay once delivered a set between the frame's note lookup and the frame's place
+    in the timeline: the set found no frame and the frame kept the older set's note. Here the
+    set comes from another thread while the frame is held half placed.
+    """
+    from vision_msgs.msg import Detection2D, Detection2DArray, ObjectHypothesisWithPose
+
+    def detections(label, stamp):
+        msg = Detection2DArray()
+        msg.header.stamp.sec, msg.header.frame_id = stamp, "camera"
+        det = Detection2D()
+        det.bbox.center.position.x, det.bbox.size_x = 100.0, 80.0
+        hyp = ObjectHypothesisWithPose()
+        hyp.hypothesis.class_id, hyp.hypothesis.score = label, 0.8
+        det.results.append(hyp)
+        msg.detections = [det]
+        return msg
+
+    with running_manager(ros_context, tmp_path) as (rig, _fake):
+        node = rig.node
+        node.detections._on_detections(detections("cup", 100))      # the older set
+        placing, go = threading.Event(), threading.Event()
+        add_frame = node.conversation.add_frame
+
+        def slow_add_frame(*args, **kwargs):
+            placing.set()
+            assert go.wait(30)
+            return add_frame(*args, **kwargs)
+
+        node.conversation.add_frame = slow_add_frame
+        intake = threading.Thread(target=node._take_frame,
+                                  args=(photo(), 101_000_000_000))
+        intake.start()
+        assert placing.wait(30)
+        detector = threading.Thread(target=node.detections._on_detections,
+                                    args=(detections("cat", 101),))
+        detector.start()
+        detector.join(0.2)        # the set waits for the frame (without the wait: it is lost)
+        go.set()
+        intake.join(30)
+        detector.join(30)
+        frames = [it.frame for it in node.conversation.timeline.snapshot() if it.kind == "frame"]
+        assert [f.objects for f in frames] == ["a cat on the left"]
+
+
 def test_a_bag_with_detections_replays_into_the_same_prompt(ros_context, tmp_path):
     """A recorded session with a detector's output replays into the same prompt.
 

@@ -467,8 +467,10 @@ class ManagerNode(Node):
         """
         stamp = stamp_ns or self.get_clock().now().nanoseconds
         self._frame_width = bgr.shape[1]
-        objects = self.detections.attach(stamp / 1e9) if self.detections else ""
-        frame = self.conversation.add_frame(bgr, stamp=stamp / 1e9, objects=objects)
+
+        def place(objects: str):
+            return self.conversation.add_frame(bgr, stamp=stamp / 1e9, objects=objects)
+        frame = self.detections.attach(stamp / 1e9, place) if self.detections else place("")
         self.turns.frame_added(frame, bgr, self.people.count())
 
     def _bad_frame(self, err: BaseException) -> None:

@@ -149,6 +149,10 @@ class ObjectNotes:
     `attach(frame_stamp)` → note text ("" if none fresh); `add(det_set)` → (frame stamp the
     set belongs to or None, note, events): the caller updates that frame's note and adds the
     events to the timeline.
+
+    Hold `in_order` while attaching a frame's note and putting the frame in place, and while
+    adding a set and applying its note: a set that comes for a frame still being put in
+    place then waits for it, instead of finding no frame and being lost.
     """
 
     def __init__(self, *, max_age: float = 5.0, min_score: float = 0.3, sure: float = 0.45,
@@ -160,6 +164,7 @@ class ObjectNotes:
         self._attached: dict[float, float] = {}          # frame stamp -> |det - frame| used
         self._last_seen: dict[str, float] = {}           # class -> newest stamp it was seen
         self._lock = threading.Lock()
+        self.in_order = threading.Lock()
 
     def note(self, det: DetectionSet) -> str:
         return describe_objects(det.sightings, min_score=self.min_score, sure=self.sure,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Callable, TypeVar
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.event_handler import SubscriptionEventCallbacks
@@ -26,6 +26,8 @@ from vision_dialogue.core.objects import DetectionSet, LabelMap, ObjectNotes
 from vision_dialogue.core.people import TrackedPerson
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS
+
+T = TypeVar("T")
 
 
 def connect_standard_inputs(node, p, conversation, turns, people, *,
@@ -91,8 +93,10 @@ class DetectionsInput:
         self.log = node.get_logger()
         self._warned_unnamed = False
 
-    def attach(self, frame_stamp: float) -> str:
-        return self.notes.attach(frame_stamp)
+    def attach(self, frame_stamp: float, place: Callable[[str], T]) -> T:
+        """`place(note)` puts the frame in the timeline; a set for it waits till it is in."""
+        with self.notes.in_order:
+            return place(self.notes.attach(frame_stamp))
 
     def _on_label_info(self, msg) -> None:
         self.labels.update((c.class_id, c.class_name) for c in msg.class_map)
@@ -104,9 +108,10 @@ class DetectionsInput:
             self.log.warning(
                 f"{self.topic}: class ids without names (no {self.labels_topic} yet, and no "
                 "labels parameter): those detections are left out until names come")
-        frame_stamp, note, events = self.notes.add(det)
-        if frame_stamp is not None:
-            self.on_note(frame_stamp, note)
+        with self.notes.in_order:
+            frame_stamp, note, events = self.notes.add(det)
+            if frame_stamp is not None:
+                self.on_note(frame_stamp, note)
         for text in events:
             self.on_event(text, det.stamp)
         self.received += 1          # counted once taken in: its note and events are in
