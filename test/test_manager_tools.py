@@ -66,7 +66,8 @@ def wait_for_tools(rig, ops):
 
 
 class Rig:
-    def __init__(self, ctx, fake, tmp_path, server=True, **params):
+    def __init__(self, ctx, fake, tmp_path, server=True, load="canny_cpu", checkpoints=None,
+                 **params):
         self.store = tmp_path / "store"
         base = {"base_url": fake.base_url, "model": "fake-vlm", "max_retries": 0,
                 "request_timeout": 5.0, "transcript_dir": str(tmp_path / "tr"),
@@ -79,7 +80,8 @@ class Rig:
         if server:
             self.server = VfmServer(context=ctx, parameter_overrides=[
                 Parameter("image_dir", value=str(self.store)),
-                Parameter("load", value="canny_cpu")])
+                Parameter("load", value=load)] + [
+                Parameter(f"checkpoints.{k}", value=v) for k, v in (checkpoints or {}).items()])
             self.nodes.append(self.server)
         self.node = ManagerNode(context=ctx, parameter_overrides=[
             Parameter(k, value=v) for k, v in base.items()])
@@ -467,3 +469,40 @@ def test_an_unanswered_goal_is_sent_again_and_a_late_first_copy_cancelled(ros_co
         assert late.cancelled
     finally:
         node.destroy_node()
+
+
+def test_the_llm_reads_what_segment_tools_say(ros_context, tmp_path_factory, tmp_path):
+    """segment's mask count comes with its new file; segmentobject's "found no" comes alone."""
+    import tiny_models
+    ckpts = tiny_models.cached(tmp_path_factory.getbasetemp() / "tiny_vfm")
+
+    def segment_then_object(req):
+        if "tools" not in req:
+            return "Plain answer."
+        done = tool_msgs(req)
+        if not done:
+            return Reply(tool_calls=[{"id": "call_seg", "name": "segment", "arguments": {}}])
+        if len(done) == 1:
+            return Reply(tool_calls=[{"id": "call_obj", "name": "segmentobject",
+                                      "arguments": {"text": "unicorn"}}])
+        return "I split the picture into parts, but I see no unicorn."
+
+    with FakeOpenAI(responder=segment_then_object) as fake:
+        rig = Rig(ros_context, fake, tmp_path, load="segment_cpu,segmentobject_cpu",
+                  checkpoints={k: ckpts[k] for k in ("sam", "detect")})
+        try:
+            wait_for_tools(rig, ["segment", "segmentobject"])
+            rig.frame(cv2.resize(photo(), (64, 64)))     # the tiny SAM's size
+            rig.say("Can you segment this, and is there a unicorn?")
+            assert rig.wait(lambda: rig.finals(), timeout=60)
+            assert not rig.finals()[0].fallback
+            last = [r for r in fake.requests if "tools" in r][-1]
+            seg, obj = tool_msgs(last)
+            made = [p.name for p in rig.store.glob("*_segment_*.png")]
+            assert len(made) == 1
+            assert re.fullmatch(rf"The new image is {made[0]}\. \d+ segments?",
+                                seg["content"]), seg
+            assert obj["content"] == "found no unicorn in the image"
+            assert not list(rig.store.glob("*_segmentobject_*.png"))
+        finally:
+            rig.close()

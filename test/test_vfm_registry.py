@@ -7,7 +7,8 @@ from vision_dialogue.vfm.devices import LoadSpecError, format_load, parse_load
 EXPECTED_OPS = {"caption", "vqa", "detect", "text2image", "pix2pix", "remove", "replace",
                 "canny", "line", "hed", "scribble", "pose", "depth", "normal", "seg",
                 "canny2image", "line2image", "hed2image", "scribble2image", "pose2image",
-                "depth2image", "normal2image", "seg2image"}
+                "depth2image", "normal2image", "seg2image", "segment", "segmentobject",
+                "outpaint"}
 
 
 def test_tool_set_is_complete_and_ops_are_file_name_safe():
@@ -27,13 +28,16 @@ def test_visual_chatgpt_names_and_usage_texts():
     assert registry.get("replace").name == "Replace Something From The Photo"
     assert registry.get("canny").name == "Edge Detection On Image"
     assert registry.get("canny2image").name == "Generate Image Condition On Canny Image"
+    assert registry.get("segment").name == "Segment the Image"
+    assert registry.get("segmentobject").name == "Segment the given object"
+    assert registry.get("outpaint").name == "Extend An Image"
     for t in registry.TOOLS:
         assert t.description.startswith("useful when"), t.op
         assert "input to this tool" in t.description, t.op
         if t.action_type != registry.TEXT_TO_IMAGE:
             assert "image_file" in t.description, t.op
         if t.action_type != registry.IMAGE_TO_TEXT:
-            assert "file name of the new image" in t.description, t.op
+            assert "file name of the" in t.description and "image" in t.description, t.op
         assert t.action_type in (registry.IMAGE_TO_TEXT, registry.IMAGE_TO_IMAGE,
                                  registry.TEXT_TO_IMAGE)
         for ck in t.checkpoints:
@@ -57,6 +61,8 @@ def test_default_checkpoints_are_visual_chatgpts():
     assert d["pix2pix"] == "timbrooks/instruct-pix2pix"
     assert d["controlnet_line"] == "lllyasviel/sd-controlnet-mlsd"
     assert d["controlnet_pose"] == "lllyasviel/sd-controlnet-openpose"
+    assert d["sam"] == "facebook/sam-vit-huge"          # sam_vit_h_4b8939.pth in TaskMatrix
+    assert d["inpaint"] == "runwayml/stable-diffusion-inpainting"
 
 
 def test_unknown_tool_error_names_known_ops():
@@ -123,8 +129,9 @@ def test_every_tool_names_a_model_class_and_method_it_can_run():
         method = getattr(klass, t.call)
         params = [p for p in inspect.signature(method).parameters if p != "self"]
         assert len(params) >= len(t.args), (t.op, params, t.args)
-        assert set(t.args) <= {"rgb", "text", "ctx"}
+        assert set(t.args) <= {"rgb", "text", "helper", "ctx"}
+        assert ("helper" in t.args) == bool(t.helper), t.op
+        assert not t.helper or t.helper in registry.MODELS
         assert ("text" in t.args) == t.needs_text, t.op
         for key in (m.checkpoint, m.base_checkpoint):
             assert not key or key in registry.DEFAULT_CHECKPOINTS, (t.op, key)
-        assert not m.masker or m.masker in registry.MODELS

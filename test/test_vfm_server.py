@@ -250,7 +250,7 @@ def test_list_tools(harness, photo):
     cli = h.client.create_client(ListTools, "vfm/list_tools")
     assert cli.wait_for_service(timeout_sec=10)
     tools = {t.op: t for t in wait(cli.call_async(ListTools.Request())).tools}
-    assert len(tools) == 23
+    assert len(tools) == 26
     assert tools["caption"].device == "cuda:0" and tools["canny"].device == "cpu"
     assert tools["canny"].loaded and tools["canny"].status == "ready"
     assert not tools["depth"].loaded and tools["depth"].status == "not loaded"
@@ -285,3 +285,19 @@ def test_config_yaml_loads(ros_context, tmp_path):
         assert node.params["num_inference_steps"] == 20 and node.store.root == tmp_path / "s"
     finally:
         node.destroy_node()
+
+
+def test_segment_object_found_over_ros_carries_its_words_and_image(harness, photo,
+                                                                   monkeypatch):
+    """The found case (the tiny random detector finds nothing, so it says where it is)."""
+    from vision_dialogue.vfm.models import owlvit
+    monkeypatch.setattr(owlvit.Detector, "detect", lambda self, rgb, names, threshold=None: [
+        ("man", 0.9, (8, 8, 30, 40))] if "man" in names else [])
+    h = harness(load="segmentobject_cpu")
+    goal = ImageToImage.Goal(tool="segmentobject", text="man, cup",
+                             image_file=_store_file(h, photo))
+    r = h.call("image_to_image", goal)
+    assert r.success and r.text == "segmented man; found no cup"
+    out = from_image_msg(r.image)[:, :, ::-1]
+    assert np.any(out != photo) and not np.any(out[50:, 50:] != photo[50:, 50:])
+    assert "_segmentobject_" in r.image_file

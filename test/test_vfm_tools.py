@@ -7,10 +7,10 @@ import pytest
 import skimage.data
 
 import tiny_models
-from vision_dialogue.vfm import registry
+from vision_dialogue.vfm import memory, registry
 from vision_dialogue.vfm.errors import Cancelled, ModelMissingError, ToolError, UnknownToolError
 from vision_dialogue.vfm.models import opencv_maps
-from vision_dialogue.vfm.models.common import RunContext, torch_dtype
+from vision_dialogue.vfm.models.common import RunContext, ToolImage, torch_dtype
 from vision_dialogue.vfm.models.upernet import ADE_PALETTE
 from vision_dialogue.vfm.toolbox import Toolbox
 
@@ -38,7 +38,7 @@ def ctx(**kw):
 
 
 TEXT = {"vqa": "what color is the sky?", "detect": "man, cup", "replace": "man, robot",
-        "remove": "man"}
+        "remove": "man", "segmentobject": "man", "outpaint": "96x64"}
 
 
 @pytest.mark.parametrize("op", [t.op for t in registry.TOOLS])
@@ -52,11 +52,18 @@ def test_every_tool_runs_on_tiny_models(box, photo, op):
     if spec.action_type == registry.IMAGE_TO_TEXT:
         assert isinstance(out, str) and out.strip()
     else:
+        if isinstance(out, ToolImage):
+            assert out.text
+            if out.rgb is None:         # the tiny random detector may find nothing
+                assert op == "segmentobject" and out.text.startswith("found no"), out.text
+                return
+            out = out.rgb
         assert out.dtype == np.uint8 and out.ndim == 3 and out.shape[2] == 3
-        assert out.shape[:2] == (64, 64)
+        assert out.shape[:2] == ((64, 96) if op == "outpaint" else (64, 64))
     if spec.checkpoints and any(k in spec.checkpoints for k in ("sd", "pix2pix", "inpaint")):
-        denoise = [i for s, i, n in steps if s == "denoising"]
-        assert denoise[-1] == 2 and all(n == 2 for s, i, n in steps if s == "denoising")
+        denoising = [(i, n) for s, i, n in steps
+                     if s == "denoising" or (s.startswith("extending") and ":" not in s)]
+        assert denoising[-1][0] == 2 and all(n == 2 for i, n in denoising)
 
 
 def test_canny_line_scribble_need_no_weights(photo):
@@ -234,3 +241,159 @@ def test_readiness_says_which_tools_can_run_before_loading_any(ckpts, tmp_path):
     ready, missing = bare.readiness()
     assert ready == ["canny"] and list(missing) == ["caption"]
     assert str(tmp_path / "none") in missing["caption"]
+
+
+# ---- Segment Anything, segment the given object, outpainting ------------------------------
+
+def test_segment_colours_each_mask_and_counts_them(box, photo):
+    out = box.run("segment", photo, "", ctx())
+    n = int(out.text.split()[0])
+    assert n >= 1 and out.text.endswith("segment" if n == 1 else "segments")
+    changed = np.any(out.rgb != photo, axis=2)
+    assert changed.mean() > 0.05                                   # the overlay is drawn
+    blank = box.run("segment", np.full((64, 64, 3), 200, np.uint8), "", ctx())
+    assert "blank" in blank.text and blank.rgb is None
+
+
+def test_segment_object_masks_the_detected_boxes_only(box, photo, monkeypatch):
+    from vision_dialogue.vfm.models import owlvit
+    monkeypatch.setattr(owlvit.Detector, "detect", lambda self, rgb, names, threshold=None: [
+        ("man", 0.9, (8, 8, 30, 40))] if "man" in names else [])
+    out = box.run("segmentobject", photo, "man, cup", ctx())
+    assert out.text == "segmented man; found no cup"
+    changed = np.any(out.rgb != photo, axis=2)
+    assert changed.any() and not changed[50:, 50:].any()          # outside the box: untouched
+    none = box.run("segmentobject", photo, "unicorn", ctx())
+    assert none.rgb is None and none.text == "found no unicorn in the image"
+
+
+def test_outpaint_grows_step_by_step_keeps_the_middle_and_reports_each_step(box, photo):
+    stages = []
+    out = box.run("outpaint", photo, "2.5x", ctx(progress=lambda s, i, n: stages.append(s)))
+    assert out.shape[:2] == (160, 160)
+    np.testing.assert_array_equal(out[48:112, 48:112], photo)      # the original, unchanged
+    steps = sorted({s.split(":")[0] for s in stages if s.startswith("extending")})
+    assert steps == ["extending 1/2", "extending 2/2"]
+    wide = box.run("outpaint", photo, "256 x 64", ctx())
+    assert wide.shape[:2] == (64, 256)
+
+
+def test_outpaint_cancel_stops_between_steps(box, photo):
+    seen, cancel = [], threading.Event()
+
+    def progress(stage, i, n):
+        seen.append(stage)
+        if stage.startswith("extending 1/3") and i >= 1:
+            cancel.set()
+    with pytest.raises(Cancelled):
+        box.run("outpaint", photo, "8x",
+                ctx(steps=3, progress=progress, cancelled=cancel.is_set))
+    assert not any(s.startswith("extending 2/") for s in seen)
+
+
+@pytest.mark.parametrize("text, error", [
+    ("huge", "widthxheight"), ("32x32", "not larger"), ("64x64", "not larger"),
+    ("5000x64", "too large"), ("100x", "too large")])
+def test_outpaint_bad_sizes_are_clear_errors(box, photo, text, error):
+    with pytest.raises(ToolError, match=error):
+        box.run("outpaint", photo, text, ctx())
+
+
+# ---- the memory budget ---------------------------------------------------------------------
+
+def _sizes(ckpts, photo, ops):
+    """Each tool's measured size alone (MiB), in a toolbox of its own."""
+    out = {}
+    for op in ops:
+        box = Toolbox({op: "cpu"}, ckpts)
+        box.run(op, photo, TEXT.get(op, "a red robot"), ctx())
+        out[op] = box.placement(op)[1]
+        assert box.placement(op)[0] == "cpu" and out[op] > 0
+    return out
+
+
+def test_a_budget_for_two_unloads_the_least_recently_used_idle_model(ckpts, photo):
+    ops = ("caption", "depth", "seg")
+    size = _sizes(ckpts, photo, ops)
+    lines = []
+    # room for the two and a little (a first load's estimate is its weight files on disk,
+    # a few % over what it measures once loaded), not for the third
+    budget = memory.Budget.from_mib(cpu_mib=size["caption"] + size["depth"] + 0.1)
+    assert size["seg"] > 0.1
+    box = Toolbox({op: "cpu" for op in ops}, ckpts, budget=budget, log=lines.append)
+    first = box.run("caption", photo, "", ctx())
+    box.run("depth", photo, "", ctx())
+    assert box.is_loaded("caption") and box.is_loaded("depth") and not lines
+    box.run("caption", photo, "", ctx())                 # depth is now the least recent
+    box.run("seg", photo, "", ctx())
+    assert box.is_loaded("caption") and box.is_loaded("seg") and not box.is_loaded("depth")
+    assert len(lines) == 1 and lines[0].startswith("unloaded depth@cpu") and \
+        "to make room for seg@cpu" in lines[0], lines
+    assert sum(box.memory_in_use().values()) <= budget.cpu
+    assert box.status("depth") == "not loaded" and box.placement("depth") == ("", 0.0)
+    again = box.run("caption", photo, "", ctx())         # nothing lost: the same answer
+    assert again == first
+    np.testing.assert_array_equal(box.run("depth", photo, "", ctx()),
+                                  Toolbox({"depth": "cpu"}, ckpts).run("depth", photo, ""))
+
+
+def test_a_running_model_is_never_unloaded(ckpts, photo, monkeypatch):
+    size = _sizes(ckpts, photo, ("caption",))
+    lines = []
+    box = Toolbox({"caption": "cpu", "depth": "cpu"}, ckpts, log=lines.append,
+                  budget=memory.Budget.from_mib(cpu_mib=size["caption"] + 0.01))
+    from vision_dialogue.vfm.models import blip
+    inside, go = threading.Event(), threading.Event()
+    run = blip.Captioner.run
+
+    def slow(self, rgb):
+        inside.set()
+        assert go.wait(60)
+        return run(self, rgb)
+    monkeypatch.setattr(blip.Captioner, "run", slow)
+    result = {}
+    goal = threading.Thread(
+        target=lambda: result.setdefault("caption", box.run("caption", photo, "")))
+    goal.start()
+    assert inside.wait(60)
+    box.run("depth", photo, "", ctx())                   # needs room: only caption holds any
+    assert box.is_loaded("caption") and box.is_loaded("depth")
+    assert any("nothing idle to unload" in line and "caption@cpu" in line for line in lines)
+    go.set()
+    goal.join(60)
+    assert isinstance(result["caption"], str) and result["caption"]
+    box.run("depth", photo, "", ctx())                   # caption idle now, depth in use: stays
+    assert box.is_loaded("depth")
+
+
+def test_shared_weights_count_once(ckpts, photo):
+    """text2image and a ControlNet tool share one SD UNet/VAE/text encoder."""
+    box = Toolbox({"text2image": "cpu", "canny2image": "cpu"}, ckpts)
+    box.run("text2image", None, "a cat", ctx())
+    alone = sum(box.memory_in_use().values())
+    box.run("canny2image", photo, "a cat", ctx())
+    both = sum(box.memory_in_use().values())
+    t2i, cn = box.placement("text2image")[1], box.placement("canny2image")[1]
+    assert abs(alone / memory.MIB - t2i) < 0.01
+    assert abs((both - alone) / memory.MIB - cn) < 0.01 and 0 < cn < t2i
+
+
+def test_budget_parameters_are_checked():
+    with pytest.raises(ValueError, match="MiB"):
+        memory.Budget.from_mib(cpu_mib=-1)
+    assert memory.Budget().describe() == "gpu unbounded, cpu unbounded"
+    assert memory.device_kind("cuda:1") == "gpu" and memory.canonical("cuda") == "cuda:0"
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")
+def test_offload_moves_an_idle_gpu_model_to_the_cpu_and_back(ckpts, photo):
+    size = _sizes(ckpts, photo, ("caption",))
+    lines = []
+    box = Toolbox({"caption": "cuda", "depth": "cuda"}, ckpts, log=lines.append,
+                  budget=memory.Budget.from_mib(gpu_mib=size["caption"] / 2 + 0.01,
+                                                offload=True))
+    box.run("caption", photo, "")
+    box.run("depth", photo, "")
+    assert box.placement("caption")[0] == "cpu (offloaded)" and "offloaded" in lines[0]
+    box.run("caption", photo, "")
+    assert box.placement("caption")[0] == "cuda:0"

@@ -165,6 +165,37 @@ def owlvit(path: Path) -> Path:
     return path
 
 
+def sam(path: Path) -> Path:
+    """Tiny SamModel + processor at 64 px, with confident, crisp masks.
+
+    The IoU head says 0.95 for every mask and the mask logits are scaled up, so SAM's
+    confidence and stability filters pass the random masks through (a random head's masks would
+    all be dropped and the tests would see none).
+    """
+    from transformers import (SamConfig, SamImageProcessor, SamMaskDecoderConfig, SamModel,
+                              SamProcessor, SamPromptEncoderConfig, SamVisionConfig)
+    _seed()
+    vision = SamVisionConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                             image_size=SIZE, patch_size=8, output_channels=16, mlp_dim=64,
+                             global_attn_indexes=[0], window_size=4, num_pos_feats=8)
+    prompt = SamPromptEncoderConfig(hidden_size=16, image_size=SIZE, patch_size=8,
+                                    mask_input_channels=4)
+    decoder = SamMaskDecoderConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                   mlp_dim=32, iou_head_hidden_dim=16)
+    model = SamModel(SamConfig(vision_config=vision, prompt_encoder_config=prompt,
+                               mask_decoder_config=decoder)).eval()
+    with torch.no_grad():
+        head = model.mask_decoder.iou_prediction_head.proj_out
+        head.weight.zero_()
+        head.bias.fill_(0.95)
+        for mlp in model.mask_decoder.output_hypernetworks_mlps:
+            mlp.proj_out.weight.mul_(2e6)
+    model.save_pretrained(path)
+    SamProcessor(SamImageProcessor(size={"longest_edge": SIZE},
+                                   pad_size={"height": SIZE, "width": SIZE})).save_pretrained(path)
+    return path
+
+
 def hed(path: Path) -> Path:
     """Random weights for the ControlNet HED (Apache-2) network at 1/16 width; a .pth file."""
     from vision_dialogue.vfm.models.hed import ControlNetHED
@@ -262,6 +293,7 @@ BUILDERS = {
     "clipseg": clipseg,
     "seg": upernet,
     "detect": owlvit,
+    "sam": sam,
     "hed": hed,
     "sd": lambda p: stable_diffusion(p, "text2image"),
     "pix2pix": lambda p: stable_diffusion(p, "pix2pix"),

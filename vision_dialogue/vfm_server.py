@@ -2,14 +2,15 @@
 
 Three general actions, the tool (op id) in the goal:
   vfm/image_to_text  (ImageToText)   caption, vqa, detect
-  vfm/image_to_image (ImageToImage)  pix2pix, remove, replace, the condition maps and the
-                                     ControlNet generations
+  vfm/image_to_image (ImageToImage)  pix2pix, remove, replace, segment, segmentobject,
+                                     outpaint, the condition maps and the ControlNet generations
   vfm/text_to_image  (TextToImage)   text2image
 and the service vfm/list_tools (ListTools) with every offered tool's usage text and load status.
 
 Inputs come from the sandboxed image store (`image_dir`) by name, or as a sensor_msgs/Image that
 is saved into the store first; outputs are saved there with chained names. Models load lazily
-on first use on the device the `load` parameter assigns (see vision_dialogue/vfm/devices.py).
+on first use on the device the `load` parameter assigns (see vision_dialogue/vfm/devices.py);
+with a memory budget the least recently used idle ones make room (vision_dialogue/vfm/memory.py).
 """
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ from vision_dialogue.vfm import registry
 from vision_dialogue.vfm.devices import LoadSpecError, parse_load
 from vision_dialogue.vfm.errors import Cancelled, ToolError
 from vision_dialogue.vfm.image_store import DEFAULT_MAX_BYTES, ImageStore, StoreError
-from vision_dialogue.vfm.models.common import RunContext
+from vision_dialogue.vfm.memory import Budget
+from vision_dialogue.vfm.models.common import RunContext, ToolImage
 from vision_dialogue.vfm.toolbox import Toolbox
 
 
@@ -74,6 +76,13 @@ PARAMS = [
           "(MB); past it the least recently used images are deleted.", range=(1, 10**7)),
     Param("max_image_pixels", DEFAULT_MAX_PIXELS, "Largest input image (width x height) a "
           "tool takes, checked before decoding.", range=(1, 2**31 - 1)),
+    Param("memory_budget_gpu_mib", 0.0, "Most memory (MiB) the loaded models may hold on each "
+          "GPU; loading past it first unloads the least recently used idle models. 0: no "
+          "bound.", range=(0.0, 1e9)),
+    Param("memory_budget_cpu_mib", 0.0, "The same bound for models on the CPU (and models "
+          "offloaded there). 0: no bound.", range=(0.0, 1e9)),
+    Param("offload_to_cpu", False, "A GPU model that must make room moves to the CPU (within "
+          "its budget) instead of being dropped, and moves back when asked for."),
     Param("safety_checker", True, "Run Stable Diffusion's safety checker on every generated "
           "image and withhold flagged ones (as Visual ChatGPT does). Its weights come from "
           "the checkpoint's safety_checker/ folder; without them the diffusion tools refuse "
@@ -105,8 +114,12 @@ class VfmServer(Node):
             raise ParameterError(f"image_dir: cannot create {self.params['image_dir']!r}: "
                                  f"{e}") from None
         ckpts = {k: self.params[f"checkpoints.{k}"] for k in registry.DEFAULT_CHECKPOINTS}
+        budget = Budget.from_mib(self.params["memory_budget_cpu_mib"],
+                                 self.params["memory_budget_gpu_mib"],
+                                 self.params["offload_to_cpu"])
         self.toolbox = Toolbox(devices, ckpts, allow_download=self.params["allow_download"],
-                               safety_checker=self.params["safety_checker"])
+                               safety_checker=self.params["safety_checker"], budget=budget,
+                               log=lambda line: self.get_logger().info(line))
         if not self.params["safety_checker"]:
             self.get_logger().warning("safety_checker is off: generated images are not checked")
         self._cb = ReentrantCallbackGroup()
@@ -127,7 +140,7 @@ class VfmServer(Node):
         self.get_logger().info(
             f"{len(ready)} of {len(devices)} tools ready "
             f"({', '.join(f'{o}@{devices[o]}' for o in ready) or 'none'}); "
-            f"image store {self.store.root}")
+            f"image store {self.store.root}; memory budget {budget.describe()}")
         if missing:
             self.get_logger().warning(
                 f"{len(missing)} tools lack checkpoints and will fail until they are provided "
@@ -211,7 +224,8 @@ class VfmServer(Node):
             self._run_goal(kind, goal, ctx, result)
             result.success = True
             goal_handle.succeed()
-            out = result.text[:80] if kind == registry.IMAGE_TO_TEXT else result.image_file
+            said = (getattr(result, "image_file", ""), getattr(result, "text", "")[:80])
+            out = " ".join(x for x in said if x)
             log.info(f"{goal.tool}: done -> {out}")
         except Cancelled:
             result.error = "cancelled"
@@ -239,6 +253,10 @@ class VfmServer(Node):
             result.text = str(out)
             ctx.progress("done", 1, 1)
             return
+        if isinstance(out, ToolImage):
+            result.text, out = out.text, out.rgb
+            if out is None:             # nothing to show: the text says why
+                return
         result.image_file = self.store.save(out, goal.tool, prev)
         result.image = to_image_msg(np.ascontiguousarray(out[:, :, ::-1]),
                                     stamp=self.get_clock().now().to_msg(),
@@ -267,10 +285,13 @@ class VfmServer(Node):
 
     # ---- list_tools ----------------------------------------------------------------------
     def _list_tools(self, _req, resp):
-        resp.tools = [ToolInfo(name=t.name, op=t.op, action_type=t.action_type,
-                               description=t.description, loaded=self.toolbox.is_loaded(t.op),
-                               device=self.toolbox.devices[t.op], status=self.toolbox.status(t.op))
-                      for t in self.toolbox.specs]
+        resp.tools = []
+        for t in self.toolbox.specs:
+            where, mib = self.toolbox.placement(t.op)
+            resp.tools.append(ToolInfo(
+                name=t.name, op=t.op, action_type=t.action_type, description=t.description,
+                loaded=self.toolbox.is_loaded(t.op), device=self.toolbox.devices[t.op],
+                status=self.toolbox.status(t.op), loaded_on=where, memory_mib=mib))
         return resp
 
 

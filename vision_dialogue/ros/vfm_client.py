@@ -321,8 +321,13 @@ class VfmTools:
         return goal
 
     def _image_outcome(self, result) -> ToolOutcome:
-        """An image result: published on dialogue/tool_image, shown to a vision LLM."""
-        out = ToolOutcome(image_file=result.image_file)
+        """An image result: published on dialogue/tool_image, shown to a vision LLM.
+
+        With the tool's words on it ("5 segments"); no image when the tool made none (the
+        words say why).
+        """
+        out = ToolOutcome(image_file=result.image_file or None,
+                          text=getattr(result, "text", "").strip() or None)
         if result.image.width and result.image.height:
             if self.on_image is not None:
                 try:

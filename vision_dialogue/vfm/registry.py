@@ -39,6 +39,7 @@ DEFAULT_CHECKPOINTS: dict[str, str] = {
     "controlnet_depth": "lllyasviel/sd-controlnet-depth",
     "controlnet_normal": "lllyasviel/sd-controlnet-normal",
     "controlnet_seg": "lllyasviel/sd-controlnet-seg",
+    "sam": "facebook/sam-vit-huge",
 }
 
 _IMG = "The input to this tool should be a string, representing the image_file"
@@ -55,7 +56,6 @@ class ModelSpec:
     checkpoint: str = ""         # key of DEFAULT_CHECKPOINTS ("" = none, or shipped weights)
     checkpoint_file: str = ""    # a file inside the checkpoint directory, if it is one file
     base_checkpoint: str = ""    # ControlNet: the Stable Diffusion checkpoint it conditions
-    masker: str = ""             # inpainting: the MODELS key that finds what to edit
     reports_steps: bool = False  # reports progress per denoising step itself
     eager: bool = False          # nothing to load: built with the tool runtime
     generates: bool = False      # makes new images: they pass the safety checker
@@ -71,8 +71,8 @@ MODELS: dict[str, ModelSpec] = {
     "pix2pix": ModelSpec("diffusion.InstructPix2Pix", "pix2pix", reports_steps=True,
                          generates=True),
     "clipseg": ModelSpec("clipseg.TextMasker", "clipseg"),
-    "inpaint": ModelSpec("diffusion.Inpainter", "inpaint", masker="clipseg",
-                         reports_steps=True, generates=True),
+    "inpaint": ModelSpec("diffusion.Inpainter", "inpaint", reports_steps=True, generates=True),
+    "sam": ModelSpec("sam.Segmenter", "sam"),
     "hed": ModelSpec("hed.HedDetector", "hed_annotator", checkpoint_file="ControlNetHED.pth"),
     "pose": ModelSpec("pose.PoseDetector"),
     "seg": ModelSpec("upernet.Segmenter", "seg"),
@@ -90,7 +90,9 @@ CHECKPOINT_FILES = {m.checkpoint: m.checkpoint_file for m in MODELS.values() if 
 class ToolSpec:
     """One tool as the LLM and the server see it, and how the tool runtime runs it.
 
-    `getattr(MODELS[model] instance, call)(*args)` with args from ("rgb", "text", "ctx").
+    `getattr(MODELS[model] instance, call)(*args)` with args from ("rgb", "text", "helper",
+    "ctx"); "helper" is the instance of MODELS[helper], a second model the call leans on (the
+    mask finder of remove/replace, the detector of segment_object, the captioner of outpaint).
     """
 
     op: str                      # op id in goals and in file names (no "_")
@@ -102,12 +104,18 @@ class ToolSpec:
     model: str = ""              # key of MODELS
     call: str = "run"            # method of the model
     args: tuple[str, ...] = ("rgb",)
+    helper: str = ""             # key of MODELS: a second model the call uses
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The MODELS it runs on: the helper first, its own model last."""
+        return ((self.helper,) if self.helper else ()) + (self.model,)
 
     @property
     def checkpoints(self) -> tuple[str, ...]:
-        """Checkpoint keys it loads, from its model: the masker's, the base's, its own."""
+        """Checkpoint keys it loads: the helper's, the base's, its own."""
         m = MODELS[self.model]
-        keys = (MODELS[m.masker].checkpoint if m.masker else "", m.base_checkpoint,
+        keys = (MODELS[self.helper].checkpoint if self.helper else "", m.base_checkpoint,
                 m.checkpoint)
         return tuple(k for k in keys if k)
 
@@ -165,15 +173,37 @@ TOOLS: tuple[ToolSpec, ...] = (
              "useful when you want to remove and object or something from the photo from its "
              "description or location. "
              + _IMG_TEXT.format(what="the object need to be removed") + "." + _OUT_IMG,
-             needs_text=True, model="inpaint", call="remove",
-             args=("rgb", "text", "ctx")),
+             needs_text=True, model="inpaint", call="remove", helper="clipseg",
+             args=("rgb", "text", "helper", "ctx")),
     ToolSpec("replace", "Replace Something From The Photo", "ImageEditing", IMAGE_TO_IMAGE,
              "useful when you want to replace an object from the object description or location "
              "with another object from its description. The input to this tool should be a "
              "comma separated string of three, representing the image_file, the object to be "
              "replaced (in English), the object to be replaced with (in English)." + _OUT_IMG,
-             needs_text=True, model="inpaint", call="replace_described",
-             args=("rgb", "text", "ctx")),
+             needs_text=True, model="inpaint", call="replace_described", helper="clipseg",
+             args=("rgb", "text", "helper", "ctx")),
+    ToolSpec("segment", "Segment the Image", "Segmenting", IMAGE_TO_IMAGE,
+             "useful when you want to segment all the part of the image, but not segment a "
+             "certain object. like: segment all the object in this image, or generate "
+             "segmentations on this image, or segment the image, or perform segmentation on this "
+             f"image, or segment all the object in this image. {_IMG}. It returns the file name "
+             "of the image with each segment in its own colour, and how many segments it found.",
+             model="sam", call="segment", args=("rgb", "ctx")),
+    ToolSpec("segmentobject", "Segment the given object", "ObjectSegmenting", IMAGE_TO_IMAGE,
+             "useful when you only want to segment the certain objects in the picture according "
+             "to the given text. like: segment the cat, or can you segment an object for me. "
+             + _IMG_TEXT.format(what="the text description of the object(s) to be found, "
+                                "several separated by commas")
+             + ". It returns the file name of the image with each found object's mask, and "
+             "which objects it found; when none is found it says so and makes no image.",
+             needs_text=True, model="sam", call="segment_objects", helper="detect",
+             args=("rgb", "text", "helper", "ctx")),
+    ToolSpec("outpaint", "Extend An Image", "InfinityOutPainting", IMAGE_TO_IMAGE,
+             "useful when you need to extend an image into a larger image. like: extend the "
+             "image into a resolution of 2048x1024, extend the image into 2048x1024. " + _IMG_TEXT.format(what="the resolution of widthxheight, "
+                                                        "or a scale like 2x")
+             + "." + _OUT_IMG, needs_text=True, model="inpaint", call="outpaint",
+             helper="caption", args=("rgb", "text", "helper", "ctx")),
     _map_tool("canny", "Edge Detection On Image", "Image2Canny",
               "detect the edge of the image. like: detect the edges of this image, or canny "
               "detection on image, or perform edge detection on this image, or detect the canny "

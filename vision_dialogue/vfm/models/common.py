@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from vision_dialogue.vfm.errors import Cancelled, ModelMissingError
 
 
@@ -56,6 +58,17 @@ def resolve_file(checkpoint: str, filename: str, allow_download: bool) -> str:
         return hf_hub_download(checkpoint, filename, local_files_only=not allow_download)
     except Exception as e:
         raise _missing(f"{checkpoint}/{filename}", type(e).__name__) from None
+
+
+@dataclass
+class ToolImage:
+    """An image tool's output with what it says about it ("5 segments").
+
+    rgb None: nothing to show (segment_object found none of the objects), `text` says why.
+    """
+
+    rgb: np.ndarray | None
+    text: str = ""
 
 
 @dataclass

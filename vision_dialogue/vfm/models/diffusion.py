@@ -1,7 +1,7 @@
 """Stable Diffusion tools.
 
-Text-to-image, InstructPix2Pix editing, inpainting (remove/replace with a CLIPSeg mask) and
-ControlNet generation from condition maps.
+Text-to-image, InstructPix2Pix editing, inpainting (remove/replace with a CLIPSeg mask,
+outpainting with a BLIP caption) and ControlNet generation from condition maps.
 
 Every pipeline call reports each denoising step through `callback_on_step_end` and stops
 between steps when the goal is cancelled (`pipe._interrupt = True`, then Cancelled).
@@ -13,8 +13,11 @@ and a checkpoint without the checker makes the tool refuse to load rather than r
 """
 from __future__ import annotations
 
+import math
 import random
+import re
 import threading
+import weakref
 
 import cv2
 import numpy as np
@@ -28,8 +31,13 @@ A_PROMPT = "best quality, extremely detailed"
 N_PROMPT = ("longbody, lowres, bad anatomy, bad hands, missing fingers, extra digit, "
             "fewer digits, cropped, worst quality, low quality")
 
-_BASES: dict[tuple[str, str], object] = {}
+# held weakly: a base lives while a loaded tool holds it (`self.base`), so the memory budget
+# can free it by unloading its tools
+_BASES: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _BASES_LOCK = threading.Lock()
+#: outpaint: each step grows a side at most this much; the largest side it makes
+OUTPAINT_GROWTH = 2.0
+OUTPAINT_MAX_SIDE = 4096
 
 
 def base_pipeline(checkpoint: str, device: str, dtype, allow_download: bool):
@@ -42,12 +50,13 @@ def base_pipeline(checkpoint: str, device: str, dtype, allow_download: bool):
     path = resolve_dir(checkpoint, allow_download)
     key = (path, device)
     with _BASES_LOCK:
-        if key not in _BASES:
+        pipe = _BASES.get(key)
+        if pipe is None:
             pipe = StableDiffusionPipeline.from_pretrained(
                 path, torch_dtype=dtype, safety_checker=None, requires_safety_checker=False,
-                local_files_only=True)
-            _BASES[key] = pipe.to(device)
-        return _BASES[key]
+                local_files_only=True).to(device)
+            _BASES[key] = pipe
+        return pipe
 
 
 def fit_size(h: int, w: int, target: int, multiple: int = 64) -> tuple[int, int]:
@@ -69,7 +78,7 @@ def _to_uint8(arr) -> np.ndarray:
 class SafetyChecker:
     """Stable Diffusion's CLIP-based safety checker, one per (SD checkpoint, device)."""
 
-    _loaded: dict[tuple, "SafetyChecker"] = {}
+    _loaded: weakref.WeakValueDictionary = weakref.WeakValueDictionary()   # held by tools
     _lock = threading.Lock()
 
     def __init__(self, model, processor, device, dtype):
@@ -80,7 +89,8 @@ class SafetyChecker:
         from pathlib import Path
         key = (sd_dir, device)
         with cls._lock:
-            if key not in cls._loaded:
+            checker = cls._loaded.get(key)
+            if checker is None:
                 if not ((Path(sd_dir) / "safety_checker").is_dir()
                         and (Path(sd_dir) / "feature_extractor").is_dir()):
                     raise ModelMissingError(
@@ -95,8 +105,8 @@ class SafetyChecker:
                     local_files_only=True).to(device).eval()
                 proc = CLIPImageProcessor.from_pretrained(sd_dir, subfolder="feature_extractor",
                                                           local_files_only=True)
-                cls._loaded[key] = cls(model, proc, device, dtype)
-            return cls._loaded[key]
+                checker = cls._loaded[key] = cls(model, proc, device, dtype)
+            return checker
 
     def check(self, rgb: np.ndarray) -> None:
         """ToolError when the image is flagged (it is then never stored or shown)."""
@@ -156,7 +166,8 @@ class TextToImage(_Diffusion):
     def load(self):
         from diffusers import StableDiffusionPipeline
         self.load_safety_checker(self.dir())
-        base = base_pipeline(self.checkpoint, self.device, self.dtype, self.allow_download)
+        self.base = base = base_pipeline(self.checkpoint, self.device, self.dtype,
+                                         self.allow_download)
         comps = dict(base.components)
         comps["scheduler"] = type(base.scheduler).from_config(base.scheduler.config)
         self.pipe = StableDiffusionPipeline(**comps, requires_safety_checker=False)
@@ -192,12 +203,11 @@ class InstructPix2Pix(_Diffusion):
 
 
 class Inpainter(_Diffusion):
-    """Remove or replace a text-described object: CLIPSeg mask + SD inpainting."""
+    """SD inpainting: remove, replace and extend.
 
-    def __init__(self, checkpoint: str, device: str = "cpu", allow_download: bool = False,
-                 masker=None, safety_checker: bool = True):
-        super().__init__(checkpoint, device, allow_download, safety_checker)
-        self.masker = masker
+    A CLIPSeg masker finds what to remove or replace; a BLIP captioner says what to paint
+    around an image being extended.
+    """
 
     def load(self):
         from diffusers import StableDiffusionInpaintPipeline
@@ -207,21 +217,22 @@ class Inpainter(_Diffusion):
             requires_safety_checker=False, local_files_only=True).to(self.device)
         self.pipe.set_progress_bar_config(disable=True)
 
-    def remove(self, rgb: np.ndarray, target: str, ctx: RunContext) -> np.ndarray:
+    def remove(self, rgb: np.ndarray, target: str, masker, ctx: RunContext) -> np.ndarray:
         """Paint `target` over with background."""
-        return self.replace(rgb, target, "background", ctx)
+        return self.replace(rgb, target, "background", masker, ctx)
 
-    def replace_described(self, rgb: np.ndarray, text: str, ctx: RunContext) -> np.ndarray:
+    def replace_described(self, rgb: np.ndarray, text: str, masker,
+                          ctx: RunContext) -> np.ndarray:
         """`text` is "object to replace, what to replace it with" (Visual ChatGPT's form)."""
         target, sep, repl = text.partition(",")
         if not sep or not target.strip() or not repl.strip():
             raise ToolError("replace needs text 'object to replace, what to replace it with'")
-        return self.replace(rgb, target.strip(), repl.strip(), ctx)
+        return self.replace(rgb, target.strip(), repl.strip(), masker, ctx)
 
-    def replace(self, rgb: np.ndarray, target: str, replacement: str,
+    def replace(self, rgb: np.ndarray, target: str, replacement: str, masker,
                 ctx: RunContext) -> np.ndarray:
         ctx.progress("segmenting", 0, ctx.steps)
-        mask = self.masker.mask(rgb, target)
+        mask = masker.mask(rgb, target)
         if mask is None:
             raise ToolError(f"could not find '{target}' in the image (mask under 2% of it)")
         hw = fit_size(*rgb.shape[:2], ctx.image_size, 8)
@@ -229,6 +240,77 @@ class Inpainter(_Diffusion):
                          mask_image=Image.fromarray(mask).resize((hw[1], hw[0]), Image.NEAREST),
                          height=hw[0], width=hw[1], guidance_scale=7.5)
         return cv2.resize(out, (rgb.shape[1], rgb.shape[0]), interpolation=cv2.INTER_CUBIC)
+
+    def outpaint(self, rgb: np.ndarray, text: str, captioner, ctx: RunContext) -> np.ndarray:
+        """Extend the image to the size in `text` ("2048x1024" or "2x"), step by step.
+
+        Visual ChatGPT's InfinityOutPainting: each step captions the image so far, puts it in
+        the middle of a canvas at most OUTPAINT_GROWTH times larger per side and inpaints the
+        border; the known pixels are put back. Feedback names the step; cancel stops between
+        steps and between denoising steps.
+        """
+        h, w = rgb.shape[:2]
+        tw, th = outpaint_size(text, w, h)
+        n = outpaint_steps(w, h, tw, th)
+        img = rgb
+        for i in range(1, n + 1):
+            ctx.check()
+            stage = f"extending {i}/{n}"
+            ctx.progress(f"{stage}: captioning", 0, ctx.steps)
+            prompt = f"{captioner.run(img)}, {A_PROMPT}"
+            ch = min(th, int(round(img.shape[0] * OUTPAINT_GROWTH)))
+            cw = min(tw, int(round(img.shape[1] * OUTPAINT_GROWTH)))
+            y, x = (ch - img.shape[0]) // 2, (cw - img.shape[1]) // 2
+            canvas = cv2.copyMakeBorder(img, y, ch - img.shape[0] - y, x, cw - img.shape[1] - x,
+                                        cv2.BORDER_REPLICATE)
+            mask = np.full((ch, cw), 255, np.uint8)
+            mask[y:y + img.shape[0], x:x + img.shape[1]] = 0
+            hw = fit_size(ch, cw, ctx.image_size, 8)
+            step_ctx = RunContext(progress=lambda _s, k, total: ctx.progress(stage, k, total),
+                                  cancelled=ctx.cancelled, steps=ctx.steps,
+                                  guidance_scale=ctx.guidance_scale,
+                                  image_size=ctx.image_size, seed=ctx.seed)
+            out = self._call(step_ctx, prompt=prompt, negative_prompt=N_PROMPT,
+                             image=_pil(canvas, hw),
+                             mask_image=Image.fromarray(mask).resize((hw[1], hw[0]),
+                                                                     Image.NEAREST),
+                             height=hw[0], width=hw[1], guidance_scale=7.5)
+            out = cv2.resize(out, (cw, ch), interpolation=cv2.INTER_CUBIC)
+            out[y:y + img.shape[0], x:x + img.shape[1]] = img      # the known pixels stay
+            img = out
+        return img
+
+
+def outpaint_size(text: str, w: int, h: int) -> tuple[int, int]:
+    """Return the (width, height) asked for: "WxH" or a scale "2x" / "1.5x".
+
+    ToolError when it is not larger than the image, or past OUTPAINT_MAX_SIDE.
+    """
+    t = text.strip().lower().replace(" ", "").replace("×", "x")
+    size = re.fullmatch(r"(\d+)x(\d+)", t)
+    scale = re.fullmatch(r"(?:scale)?(\d+(?:\.\d+)?)x?", t) or re.fullmatch(
+        r"x(\d+(?:\.\d+)?)", t)
+    if size:
+        tw, th = int(size.group(1)), int(size.group(2))
+    elif scale:
+        f = float(scale.group(1))
+        tw, th = int(round(w * f)), int(round(h * f))
+    else:
+        raise ToolError(f"outpaint needs the new size as widthxheight (e.g. 2048x1024) or a "
+                        f"scale (e.g. 2x), not {text!r}")
+    if tw < w or th < h or (tw, th) == (w, h):
+        raise ToolError(f"outpaint makes an image larger: {tw}x{th} is not larger than the "
+                        f"{w}x{h} image in both sides")
+    if max(tw, th) > OUTPAINT_MAX_SIDE:
+        raise ToolError(f"outpaint size {tw}x{th} is too large: at most {OUTPAINT_MAX_SIDE} "
+                        "pixels a side")
+    return tw, th
+
+
+def outpaint_steps(w: int, h: int, tw: int, th: int) -> int:
+    """How many canvases it takes to reach (tw, th), each side growing OUTPAINT_GROWTH a step."""
+    ratio = max(tw / w, th / h)
+    return max(1, math.ceil(math.log(ratio) / math.log(OUTPAINT_GROWTH) - 1e-9))
 
 
 class ControlNetGenerator(_Diffusion):
@@ -246,7 +328,8 @@ class ControlNetGenerator(_Diffusion):
         self.load_safety_checker(resolve_dir(self.base_checkpoint, self.allow_download))
         cn = ControlNetModel.from_pretrained(self.dir(), torch_dtype=self.dtype,
                                              local_files_only=True).to(self.device)
-        base = base_pipeline(self.base_checkpoint, self.device, self.dtype, self.allow_download)
+        self.base = base = base_pipeline(self.base_checkpoint, self.device, self.dtype,
+                                         self.allow_download)
         comps = {k: v for k, v in base.components.items()
                  if k in ("vae", "text_encoder", "tokenizer", "unet", "feature_extractor",
                           "image_encoder")}
