@@ -200,8 +200,8 @@ TOOLS: tuple[ToolSpec, ...] = (
              args=("rgb", "text", "helper", "ctx")),
     ToolSpec("outpaint", "Extend An Image", "InfinityOutPainting", IMAGE_TO_IMAGE,
              "useful when you need to extend an image into a larger image. like: extend the "
-             "image into a resolution of 2048x1024, extend the image into 2048x1024. " + _IMG_TEXT.format(what="the resolution of widthxheight, "
-                                                        "or a scale like 2x")
+             "image into a resolution of 2048x1024, extend the image into 2048x1024. "
+             + _IMG_TEXT.format(what="the resolution of widthxheight, or a scale like 2x")
              + "." + _OUT_IMG, needs_text=True, model="inpaint", call="outpaint",
              helper="caption", args=("rgb", "text", "helper", "ctx")),
     _map_tool("canny", "Edge Detection On Image", "Image2Canny",
