@@ -489,7 +489,7 @@ def test_the_llm_reads_what_segment_tools_say(ros_context, tmp_path_factory, tmp
 
     with FakeOpenAI(responder=segment_then_object) as fake:
         rig = Rig(ros_context, fake, tmp_path, load="segment_cpu,segmentobject_cpu",
-                  checkpoints={k: ckpts[k] for k in ("sam", "detect")})
+                  checkpoints={k: ckpts[k] for k in ("sam", "grounding")})
         try:
             wait_for_tools(rig, ["segment", "segmentobject"])
             rig.frame(cv2.resize(photo(), (64, 64)))     # the tiny SAM's size

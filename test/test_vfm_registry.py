@@ -62,6 +62,7 @@ def test_default_checkpoints_are_visual_chatgpts():
     assert d["controlnet_line"] == "lllyasviel/sd-controlnet-mlsd"
     assert d["controlnet_pose"] == "lllyasviel/sd-controlnet-openpose"
     assert d["sam"] == "facebook/sam-vit-huge"          # sam_vit_h_4b8939.pth in TaskMatrix
+    assert d["grounding"] == "IDEA-Research/grounding-dino-tiny"   # its Swin-T OGC
     assert d["inpaint"] == "runwayml/stable-diffusion-inpainting"
 
 

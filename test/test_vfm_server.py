@@ -290,9 +290,10 @@ def test_config_yaml_loads(ros_context, tmp_path):
 def test_segment_object_found_over_ros_carries_its_words_and_image(harness, photo,
                                                                    monkeypatch):
     """The found case (the tiny random detector finds nothing, so it says where it is)."""
-    from vision_dialogue.vfm.models import owlvit
-    monkeypatch.setattr(owlvit.Detector, "detect", lambda self, rgb, names, threshold=None: [
-        ("man", 0.9, (8, 8, 30, 40))] if "man" in names else [])
+    from vision_dialogue.vfm.models import grounding
+    monkeypatch.setattr(grounding.GroundingDetector, "detect",
+                        lambda self, rgb, names, threshold=None:
+                        [("man", 0.9, (8, 8, 30, 40))] if "man" in names else [])
     h = harness(load="segmentobject_cpu")
     goal = ImageToImage.Goal(tool="segmentobject", text="man, cup",
                              image_file=_store_file(h, photo))

@@ -256,9 +256,10 @@ def test_segment_colours_each_mask_and_counts_them(box, photo):
 
 
 def test_segment_object_masks_the_detected_boxes_only(box, photo, monkeypatch):
-    from vision_dialogue.vfm.models import owlvit
-    monkeypatch.setattr(owlvit.Detector, "detect", lambda self, rgb, names, threshold=None: [
-        ("man", 0.9, (8, 8, 30, 40))] if "man" in names else [])
+    from vision_dialogue.vfm.models import grounding
+    monkeypatch.setattr(grounding.GroundingDetector, "detect",
+                        lambda self, rgb, names, threshold=None:
+                        [("man", 0.9, (8, 8, 30, 40))] if "man" in names else [])
     out = box.run("segmentobject", photo, "man, cup", ctx())
     assert out.text == "segmented man; found no cup"
     changed = np.any(out.rgb != photo, axis=2)

@@ -196,6 +196,29 @@ def sam(path: Path) -> Path:
     return path
 
 
+def grounding_dino(path: Path) -> Path:
+    """Tiny GroundingDinoForObjectDetection (Swin + BERT towers) + processor at 64 px."""
+    from transformers import (BertConfig, GroundingDinoConfig, GroundingDinoForObjectDetection,
+                              GroundingDinoImageProcessor, GroundingDinoProcessor, SwinConfig)
+    _seed()
+    tok = bert_tokenizer(path / "_tok")
+    backbone = SwinConfig(image_size=SIZE, patch_size=4, embed_dim=16, depths=[1, 1, 1, 1],
+                          num_heads=[1, 1, 1, 1], window_size=2,
+                          out_features=["stage2", "stage3", "stage4"])
+    text = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    # two decoder layers: the box heads of the layers after the first are tied to it
+    cfg = GroundingDinoConfig(backbone_config=backbone, text_config=text, d_model=32,
+                              encoder_layers=1, decoder_layers=2, encoder_ffn_dim=64,
+                              decoder_ffn_dim=64, encoder_attention_heads=2,
+                              decoder_attention_heads=2, num_queries=20, num_feature_levels=3,
+                              encoder_n_points=2, decoder_n_points=2, max_text_len=32)
+    GroundingDinoForObjectDetection(cfg).eval().save_pretrained(path)
+    GroundingDinoProcessor(GroundingDinoImageProcessor(
+        size={"shortest_edge": SIZE, "longest_edge": SIZE}), tok).save_pretrained(path)
+    return path
+
+
 def hed(path: Path) -> Path:
     """Random weights for the ControlNet HED (Apache-2) network at 1/16 width; a .pth file."""
     from vision_dialogue.vfm.models.hed import ControlNetHED
@@ -294,6 +317,7 @@ BUILDERS = {
     "seg": upernet,
     "detect": owlvit,
     "sam": sam,
+    "grounding": grounding_dino,
     "hed": hed,
     "sd": lambda p: stable_diffusion(p, "text2image"),
     "pix2pix": lambda p: stable_diffusion(p, "pix2pix"),

@@ -28,15 +28,17 @@ OPS = ("segment", "segmentobject", "outpaint")
 
 
 def _measured_mib(ckpts) -> dict[str, float]:
-    """Each model's size as the toolbox measures it (MiB)."""
+    """What each model adds as the toolbox measures it (MiB), loaded one after another."""
     from vision_dialogue.vfm.toolbox import Toolbox
-    photo = np.zeros((64, 64, 3), np.uint8)
-    photo[16:48, 16:48] = 255
-    box = Toolbox({"segment": "cpu", "caption": "cpu", "detect": "cpu", "remove": "cpu"}, ckpts)
-    for op in ("segment", "caption", "detect"):
+    box = Toolbox({op: "cpu" for op in ("segment", "segmentobject", "caption", "outpaint")},
+                  ckpts)
+    out, before = {}, 0
+    for model, op in (("sam", "segment"), ("grounding", "segmentobject"),
+                      ("caption", "caption"), ("inpaint", "outpaint")):
         box.preload(op)
-    box.preload("remove")
-    return {op: box.placement(op)[1] for op in ("segment", "caption", "detect", "remove")}
+        now = sum(box.memory_in_use().values())
+        out[model], before = (now - before) / (1024 * 1024), now
+    return out
 
 
 class Server:
@@ -106,8 +108,8 @@ def server(installed, tmp_path_factory):
     ckpts = tiny_models.cached(tmp_path_factory.getbasetemp() / "tiny_vfm")
     size = _measured_mib(ckpts)
     # inpainting with the captioner fits, with SAM beside them it does not
-    budget = size["remove"] + size["caption"] + 0.05
-    assert size["segment"] > 0.05 and size["segment"] + size["detect"] < budget
+    budget = size["inpaint"] + size["caption"] + 0.05
+    assert size["sam"] > 0.05 and size["sam"] + size["grounding"] < budget
     s = Server(installed, ctx, tmp, ckpts, budget)
     try:
         yield s

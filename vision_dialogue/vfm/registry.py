@@ -40,6 +40,7 @@ DEFAULT_CHECKPOINTS: dict[str, str] = {
     "controlnet_normal": "lllyasviel/sd-controlnet-normal",
     "controlnet_seg": "lllyasviel/sd-controlnet-seg",
     "sam": "facebook/sam-vit-huge",
+    "grounding": "IDEA-Research/grounding-dino-tiny",
 }
 
 _IMG = "The input to this tool should be a string, representing the image_file"
@@ -73,6 +74,7 @@ MODELS: dict[str, ModelSpec] = {
     "clipseg": ModelSpec("clipseg.TextMasker", "clipseg"),
     "inpaint": ModelSpec("diffusion.Inpainter", "inpaint", reports_steps=True, generates=True),
     "sam": ModelSpec("sam.Segmenter", "sam"),
+    "grounding": ModelSpec("grounding.GroundingDetector", "grounding"),
     "hed": ModelSpec("hed.HedDetector", "hed_annotator", checkpoint_file="ControlNetHED.pth"),
     "pose": ModelSpec("pose.PoseDetector"),
     "seg": ModelSpec("upernet.Segmenter", "seg"),
@@ -196,7 +198,7 @@ TOOLS: tuple[ToolSpec, ...] = (
                                 "several separated by commas")
              + ". It returns the file name of the image with each found object's mask, and "
              "which objects it found; when none is found it says so and makes no image.",
-             needs_text=True, model="sam", call="segment_objects", helper="detect",
+             needs_text=True, model="sam", call="segment_objects", helper="grounding",
              args=("rgb", "text", "helper", "ctx")),
     ToolSpec("outpaint", "Extend An Image", "InfinityOutPainting", IMAGE_TO_IMAGE,
              "useful when you need to extend an image into a larger image. like: extend the "

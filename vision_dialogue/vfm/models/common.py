@@ -60,6 +60,12 @@ def resolve_file(checkpoint: str, filename: str, allow_download: bool) -> str:
         raise _missing(f"{checkpoint}/{filename}", type(e).__name__) from None
 
 
+def pixel_box(box, rgb: np.ndarray) -> tuple[int, int, int, int]:
+    """A detector's (x1, y1, x2, y2) as whole pixels inside the image."""
+    h, w = rgb.shape[:2]
+    return tuple(int(round(min(max(v, 0), lim))) for v, lim in zip(box, (w, h, w, h)))
+
+
 @dataclass
 class ToolImage:
     """An image tool's output with what it says about it ("5 segments").

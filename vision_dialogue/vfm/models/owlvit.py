@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from vision_dialogue.vfm.models.common import LoadedModel
+from vision_dialogue.vfm.models.common import LoadedModel, pixel_box
 
 
 class Detector(LoadedModel):
@@ -27,9 +27,7 @@ class Detector(LoadedModel):
         dets = []
         for score, label, box in zip(res["scores"].tolist(), res["labels"].tolist(),
                                      res["boxes"].tolist()):
-            x1, y1, x2, y2 = (int(round(min(max(v, 0), lim))) for v, lim in
-                              zip(box, (rgb.shape[1], rgb.shape[0]) * 2))
-            dets.append((names[label], float(score), (x1, y1, x2, y2)))
+            dets.append((names[label], float(score), pixel_box(box, rgb)))
         return sorted(dets, key=lambda d: -d[1])
 
     def run(self, rgb: np.ndarray, text: str) -> str:
