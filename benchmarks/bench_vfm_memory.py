@@ -8,8 +8,8 @@ outpainting, ControlNet...) runs in a fresh process per setup, setups interleave
 * `budget`: ours with `memory_budget_cpu_mib` at a third of what every model together holds.
 
 Per setup: time before the first goal can run, model memory high water (measured from the
-loaded tensors), peak RSS of the process, goal latency p50/max, loads and unloads, time spent
-loading. On tiny random models (built offline), so sizes are small and the process RSS is mostly
+loaded tensors), peak RSS of the process, goal latency p50/max, time in goals that loaded a
+model, time spent unloading, unloads, and loads that had to go past the budget. On tiny random models (built offline), so sizes are small and the process RSS is mostly
 Python and torch; the model memory column is the one a budget bounds.
 
     source env.sh && python benchmarks/bench_vfm_memory.py [--repeats 2]
@@ -56,6 +56,14 @@ def child(setup: str, ckpts: dict, budget_mib: float, steps: int) -> dict:
     budget = memory.Budget.from_mib(cpu_mib=budget_mib if setup == "budget" else 0)
     box = Toolbox({op: "cpu" for op in dict.fromkeys(SESSION)}, ckpts, budget=budget,
                   log=events.append)
+    unload_s = []
+    unload = box._unload
+
+    def timed_unload(*args):
+        t = time.perf_counter()
+        unload(*args)
+        unload_s.append(time.perf_counter() - t)
+    box._unload = timed_unload
     high = 0
     t0 = time.perf_counter()
     if setup == "load_all":
@@ -77,7 +85,8 @@ def child(setup: str, ckpts: dict, budget_mib: float, steps: int) -> dict:
     return {"setup": setup, "start_s": start_s, "model_mib": high / memory.MIB,
             "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "p50_s": statistics.median(lat), "max_s": max(lat),
-            "first_use_s": load_s, "total_s": time.perf_counter() - t0,
+            "first_use_s": load_s, "unload_s": sum(unload_s),
+            "total_s": time.perf_counter() - t0,
             "unloads": sum(e.startswith("unloaded") for e in events),
             "over_budget": sum("going past the budget" in e for e in events)}
 
@@ -117,8 +126,8 @@ def main(argv=None) -> int:
 
     def med(setup, key):
         return statistics.median(x[key] for x in runs[setup])
-    cols = ("start_s", "model_mib", "rss_mib", "p50_s", "max_s", "first_use_s", "total_s",
-            "unloads", "over_budget")
+    cols = ("start_s", "model_mib", "rss_mib", "p50_s", "max_s", "first_use_s", "unload_s",
+            "total_s", "unloads", "over_budget")
     print(f"{len(SESSION)} goals over {len(set(SESSION))} tools, {a.repeats} interleaved "
           f"repeats (medians); budget {budget_mib} MiB = a third of {everything:.2f} MiB\n")
     print("| setup | " + " | ".join(cols) + " |")

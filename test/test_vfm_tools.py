@@ -326,7 +326,10 @@ def test_a_budget_for_two_unloads_the_least_recently_used_idle_model(ckpts, phot
     box.run("depth", photo, "", ctx())
     assert box.is_loaded("caption") and box.is_loaded("depth") and not lines
     box.run("caption", photo, "", ctx())                 # depth is now the least recent
+    import weakref
+    depth = [weakref.ref(m) for m in memory.modules_of(box._model(box._keys("depth")[-1]))]
     box.run("seg", photo, "", ctx())
+    assert depth and not any(r() for r in depth)         # freed at once, nothing holds it
     assert box.is_loaded("caption") and box.is_loaded("seg") and not box.is_loaded("depth")
     assert len(lines) == 1 and lines[0].startswith("unloaded depth@cpu") and \
         "to make room for seg@cpu" in lines[0], lines
