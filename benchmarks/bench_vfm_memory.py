@@ -9,8 +9,9 @@ outpainting, ControlNet...) runs in a fresh process per setup, setups interleave
 
 Per setup: time before the first goal can run, model memory high water (measured from the
 loaded tensors), peak RSS of the process, goal latency p50/max, time in goals that loaded a
-model, time spent unloading, unloads, and loads that had to go past the budget. On tiny random models (built offline), so sizes are small and the process RSS is mostly
-Python and torch; the model memory column is the one a budget bounds.
+model, time spent unloading, unloads, and loads that had to go past the budget. On tiny
+random models (built offline), so sizes are small and the process RSS is mostly Python and
+torch; the model memory column is the one a budget bounds.
 
     source env.sh && python benchmarks/bench_vfm_memory.py [--repeats 2]
 
