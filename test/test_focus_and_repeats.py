@@ -283,6 +283,24 @@ def test_a_reply_that_only_read_its_notes_out_is_asked_again_in_own_words():
         c.close()
 
 
+@pytest.mark.parametrize("second, fallback", [("Hello there, I see you.", False), ("", True)])
+def test_an_empty_reply_is_asked_for_once_more(second, fallback):
+    """A small model on llama.cpp once ended a reply at once (a clean-clone CI run's fallback)."""
+    replies = iter(["", second])
+    be = FakeChatBackend(supports_images=False, responder=lambda m, k: next(replies))
+    c = Conversation(be, load_persona(), ConversationConfig(avoid_repeats=False),
+                     observer=lambda bgr: "a person")
+    try:
+        c.add_frame(np.full((60, 80, 3), 120, np.uint8))
+        res = c.turn("And what did you see when we started talking?")
+        assert len(be.calls) == 2 and res.fallback == fallback
+        assert res.text in load_persona().fallback_lines if fallback else res.text == second
+        assert be.calls[1][1] == be.calls[0][1]                 # the same prompt, no note
+        assert be.calls[1][2]["temperature"] > 0
+    finally:
+        c.close()
+
+
 def test_what_the_question_asks_about_is_repeated_next_to_it_from_the_objects_note():
     from vision_dialogue.core.focus import objects_asked_about
     note = "a dog or a cat in the middle; a cup on the left"

@@ -359,6 +359,10 @@ class Conversation:
             # nothing left to say: it repeated an earlier reply, or read its notes out
             notes = self._ask_again(msgs, notes, turn_id, deadline, sentences, on_sentence,
                                     repeat_ok)
+        elif not sentences and not (notes.said_before or notes.echoes or notes.repeats):
+            # nothing came at all (a small model may end its reply at once): once more
+            notes = self._ask_again(msgs, notes, turn_id, deadline, sentences, on_sentence,
+                                    repeat_ok)
         if not sentences and notes.repeats:   # the same question again, or a note: said anyway
             for s in notes.repeats:
                 self._keep(s, sentences, on_sentence)
@@ -386,19 +390,24 @@ class Conversation:
     def _ask_again(self, msgs: list, notes: NoteFilter, turn_id: int, deadline: float | None,
                    sentences: list[str], on_sentence: SentenceCallback | None,
                    repeat_ok: bool) -> NoteFilter:
-        """The reply repeated an earlier one or read its notes out: one more try, sampled.
+        """One more try, sampled: the reply repeated, read its notes out or was empty.
 
-        Returns the second try's filter (its `repeats` may still be said).
+        The first two get a note saying what to do instead. Returns the second try's filter
+        (its `repeats` may still be said).
         """
         cfg = self.config
         repeated = list(notes.said_before)
         self.repeats_avoided += bool(repeated)
-        self.log.info(f"turn {turn_id}: the reply " + (
-            f"repeated an earlier one ({' '.join(repeated)[:80]!r})" if repeated
-            else "read its notes out") + "; asking for a new one")
+        if repeated:
+            why, note = (f"repeated an earlier one ({' '.join(repeated)[:80]!r})",
+                         self.persona.repeat_note)
+        elif notes.echoes:
+            why, note = "read its notes out", self.persona.own_words_note
+        else:
+            why, note = "was empty", ""
+        self.log.info(f"turn {turn_id}: the reply {why}; asking for a new one")
         notes = self._note_filter(allow_repeats=repeat_ok)
-        again = msgs + [{"role": "system", "content": self.persona.repeat_note
-                         if repeated else self.persona.own_words_note}]
+        again = msgs + ([{"role": "system", "content": note}] if note else [])
         # a local model is also kept off the repeated lines' word runs (llm/avoid.py)
         avoid = {"avoid": repeated} if repeated and getattr(self.backend, "avoids",
                                                             False) else {}
