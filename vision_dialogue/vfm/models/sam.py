@@ -12,6 +12,7 @@ torchvision, whose PyPI wheel is built against CUDA torch and breaks the CPU tor
 from __future__ import annotations
 
 import colorsys
+from collections import Counter
 
 import cv2
 import numpy as np
@@ -73,8 +74,9 @@ class Segmenter(LoadedModel):
         self.load_transformers("SamProcessor", "SamModel")
 
     @torch.inference_mode()
-    def _embed(self, rgb: np.ndarray):
-        inputs = self.processor(images=rgb, return_tensors="pt")
+    def _embed(self, rgb: np.ndarray, **prompts):
+        """The image read once, with its prompts in the model's coordinates."""
+        inputs = self.processor(images=rgb, return_tensors="pt", **prompts)
         emb = self.model.get_image_embeddings(inputs["pixel_values"].to(self.device, self.dtype))
         return inputs, emb
 
@@ -92,24 +94,21 @@ class Segmenter(LoadedModel):
         if float(rgb.std()) < BLANK_STD:
             return ToolImage(None, "no segments: the image is blank (one colour)")
         ctx.progress("embedding", 0, 1)
-        inputs, emb = self._embed(rgb)
         n = self.points_per_side
-        grid = [[(x + 0.5) * w / n, (y + 0.5) * h / n] for y in range(n) for x in range(n)]
-        batches = [grid[i:i + self.points_per_batch]
-                   for i in range(0, len(grid), self.points_per_batch)]
+        grid = [[[(x + 0.5) * w / n, (y + 0.5) * h / n]] for y in range(n) for x in range(n)]
+        inputs, emb = self._embed(rgb, input_points=[grid])
+        points = inputs["input_points"].to(self.device, self.dtype)
+        starts = range(0, len(grid), self.points_per_batch)
         found: list[tuple[float, np.ndarray]] = []
-        for b, points in enumerate(batches):
+        for b, i in enumerate(starts):
             ctx.check()
-            ctx.progress("segmenting", b, len(batches))
-            prompt = self.processor(images=rgb, input_points=[[[p] for p in points]],
-                                    return_tensors="pt")
-            logits, scores = self._decode(inputs, emb, True,
-                                          input_points=prompt["input_points"].to(self.device,
-                                                                                 self.dtype))
+            ctx.progress("segmenting", b, len(starts))
+            logits, scores = self._decode(
+                inputs, emb, True, input_points=points[:, i:i + self.points_per_batch])
             for per_point, iou in zip(logits, scores):
                 best = int(iou.argmax())
                 found.append((float(iou[best]), per_point[best].numpy()))
-        ctx.progress("segmenting", len(batches), len(batches))
+        ctx.progress("segmenting", len(starts), len(starts))
         masks = self._keep(found, h * w)
         if not masks:
             return ToolImage(None, "no segments found")
@@ -151,17 +150,14 @@ class Segmenter(LoadedModel):
             return ToolImage(None, f"found no {' or '.join(names)} in the image")
         ctx.check()
         ctx.progress("segmenting", 1, 2)
-        inputs, emb = self._embed(rgb)
-        boxes = [list(map(float, box)) for _n, _s, box in dets[:self.max_masks]]
-        prompt = self.processor(images=rgb, input_boxes=[boxes], return_tensors="pt")
-        logits, _scores = self._decode(inputs, emb, False,
-                                       input_boxes=prompt["input_boxes"].to(self.device,
-                                                                            self.dtype))
+        dets = dets[:self.max_masks]
+        boxes = [list(map(float, box)) for _n, _s, box in dets]
+        inputs, emb = self._embed(rgb, input_boxes=[boxes])
+        logits, _scores = self._decode(
+            inputs, emb, False, input_boxes=inputs["input_boxes"].to(self.device, self.dtype))
         masks = [within(m[0].numpy() > 0, box) for m, box in zip(logits, boxes)]
         ctx.progress("segmenting", 2, 2)
-        counts: dict[str, int] = {}
-        for name, _s, _b in dets[:self.max_masks]:
-            counts[name] = counts.get(name, 0) + 1
+        counts = Counter(name for name, _s, _b in dets)
         said = ", ".join(f"{k} x{v}" if v > 1 else k for k, v in counts.items())
         missing = [n for n in names if n not in counts]
         text = f"segmented {said}" + (f"; found no {' or '.join(missing)}" if missing else "")
