@@ -13,6 +13,7 @@ and a checkpoint without the checker makes the tool refuse to load rather than r
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import re
@@ -266,10 +267,8 @@ class Inpainter(_Diffusion):
             mask = np.full((ch, cw), 255, np.uint8)
             mask[y:y + img.shape[0], x:x + img.shape[1]] = 0
             hw = fit_size(ch, cw, ctx.image_size, 8)
-            step_ctx = RunContext(progress=lambda _s, k, total: ctx.progress(stage, k, total),
-                                  cancelled=ctx.cancelled, steps=ctx.steps,
-                                  guidance_scale=ctx.guidance_scale,
-                                  image_size=ctx.image_size, seed=ctx.seed)
+            step_ctx = dataclasses.replace(
+                ctx, progress=lambda _s, k, total, stage=stage: ctx.progress(stage, k, total))
             out = self._call(step_ctx, prompt=prompt, negative_prompt=N_PROMPT,
                              image=_pil(canvas, hw),
                              mask_image=Image.fromarray(mask).resize((hw[1], hw[0]),
