@@ -254,10 +254,10 @@ class Toolbox:
                 for e in entries:
                     e.users -= 1
 
-    def _loaded_tensors(self, skip: _Entry | None = None) -> dict[tuple[str, int], int]:
+    def _loaded_tensors(self) -> dict[tuple[str, int], int]:
         out: dict[tuple[str, int], int] = {}
         for e in list(self._entries.values()):
-            if e.instance is not None and e is not skip:
+            if e.instance is not None:
                 out.update(memory.tensors_of(e.instance))
         return out
 
