@@ -38,19 +38,34 @@ else req_files=(requirements/ros-kilted.txt requirements/core.txt); fi
 # llama.cpp's server has no wheel on PyPI: compile it once into a kept folder (pip installs from
 # there); if it cannot be built, go on without it (its tests skip, saying why).
 WHEELS="$(dirname "$VENV")/wheels"
+# llama.cpp's CPU kernels: the machine's AVX2/AVX-512 sets, chosen here rather than by
+# -march=native, which also turns on Intel AMX: a CPU that lists AMX in a VM or sandbox that
+# does not grant it crashes every generation with SIGILL ("Illegal instruction"). One wheel
+# folder per set of flags, so a changed set is rebuilt and reinstalled.
+LLAMA_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+cpu_flags="$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)"
+for f in avx512f avx512bw avx512dq avx512vl; do
+  case " $cpu_flags " in *" $f "*) ;; *) cpu_flags=""; break ;; esac
+done
+[ -n "$cpu_flags" ] && LLAMA_FLAGS="$LLAMA_FLAGS -DGGML_AVX512=ON"
+LLAMA_FLAGS="$LLAMA_FLAGS -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+LLAMA_WHEELS="$WHEELS/llama.cpp-$(echo "$LLAMA_FLAGS" | sha256sum | cut -c1-12)"
+llama_wheel=""
 for extra in ${VD_EXTRAS:-}; do
   if [ "$extra" = llamacpp ]; then
     spec="$(grep -m1 '^llama-cpp-python' requirements/llamacpp.txt)"
-    if ! ls "$WHEELS"/llama_cpp_python-"${spec##*==}"-*.whl >/dev/null 2>&1; then
-      log "compiling ${spec%%\[*} ${spec##*==} once (about 2.5 minutes on 2 cores; kept in $WHEELS)"
-      mkdir -p "$WHEELS"
+    if ! ls "$LLAMA_WHEELS"/llama_cpp_python-"${spec##*==}"-*.whl >/dev/null 2>&1; then
+      log "compiling ${spec%%\[*} ${spec##*==} once (about 2.5 minutes on 2 cores; kept in $LLAMA_WHEELS)"
+      mkdir -p "$LLAMA_WHEELS"
       # only the library and its CPU kernels: no multimodal (mtmd), tests, examples, tools or
-      # C++ server (the Python server needs none of them): 150 s here instead of about 9 min
-      CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF}" \
-      CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$PY" -m pip wheel -q --no-deps -w "$WHEELS" \
+      # C++ server (the Python server needs none of them): 150 s here instead of about 9 min;
+      # --no-cache-dir: pip would reuse a wheel it built before with other flags
+      CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF $LLAMA_FLAGS}" \
+      CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$PY" -m pip wheel -q --no-deps --no-cache-dir -w "$LLAMA_WHEELS" \
         "${spec%%\[*}==${spec##*==}" 2> >(grep -v 'is ignored: it is neither' >&2) \
         || { log "llama-cpp-python could not be built: going on without it"; continue; }
     fi
+    llama_wheel="$(ls "$LLAMA_WHEELS"/llama_cpp_python-"${spec##*==}"-*.whl | head -1)"
   fi
   req_files+=("requirements/$extra.txt")
 done
@@ -64,7 +79,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     "$VPY" -m pip install -q "$(grep -h '^torch==' "${req_files[@]}" | head -1)" \
       2> >(grep -v 'is ignored: it is neither' >&2)
   fi
-  args=(--find-links "$WHEELS"); for f in "${req_files[@]}"; do args+=(-r "$f"); done
+  args=(--find-links "$LLAMA_WHEELS"); for f in "${req_files[@]}"; do args+=(-r "$f"); done
   if [ $system_ros = 1 ]; then   # keep the system's numpy/OpenCV/PyYAML as they are
     "$VPY" -m pip freeze 2>/dev/null | grep -iE '^(numpy|opencv[a-z-]*|pyyaml)==' \
       > "$VENV/system-constraints.txt" || true
@@ -74,6 +89,15 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 else
   log "requirements up to date"
+fi
+# the llama.cpp wheel of this machine's flags (pip keeps an installed one of the same version)
+if [ -n "$llama_wheel" ]; then
+  llama_sum="$(sha256sum "$llama_wheel" | cut -d' ' -f1)"
+  if [ "$(cat "$VENV/.vd-llama-wheel" 2>/dev/null)" != "$llama_sum" ]; then
+    "$VPY" -m pip install -q --force-reinstall --no-deps "$llama_wheel" \
+      2> >(grep -v 'is ignored: it is neither' >&2)
+    echo "$llama_sum" > "$VENV/.vd-llama-wheel"
+  fi
 fi
 
 if [ $system_ros = 0 ]; then

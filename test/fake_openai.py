@@ -55,7 +55,9 @@ serving a text-only model does, checked against the real one by test/test_llama_
 * tools with ``tool_choice="auto"``: a programmed tool call comes back as the JSON text
   ``{"name": ..., "arguments": {...}}`` with finish_reason "stop" (no ``tool_calls``);
 * a named ``tool_choice``: real tool calls; streamed, every delta repeats the call's ``id``
-  and ``name`` beside its piece of the arguments.
+  and ``name`` beside its piece of the arguments;
+* ``response_format`` of type ``json_schema`` (OpenAI's form): HTTP 500 naming the field
+  (its own form, ``json_object`` with a ``schema``, is taken).
 """
 from __future__ import annotations
 
@@ -352,7 +354,16 @@ def _make_handler(fake: FakeOpenAI):
                 self._send_json(200, reply.body or self._completion(reply, model), reply.headers)
 
         def _llama_cpp_refuses(self, body: dict) -> bool:
-            """llama.cpp's text-only chat template and a list content (see the docstring)."""
+            """What llama.cpp refuses: a list content, OpenAI's json_schema response_format.
+
+            See the module docstring.
+            """
+            kind = (body.get("response_format") or {}).get("type")
+            if kind not in (None, "text", "json_object"):
+                self._error(500, "1 validation error: {'type': 'literal_error', 'loc': ('body', "
+                            "'response_format', 'type'), 'msg': \"Input should be 'text' or "
+                            "'json_object'\"}", {})
+                return True
             lists = [m.get("content") for m in body.get("messages", [])
                      if isinstance(m.get("content"), list)]
             if not lists:

@@ -117,3 +117,32 @@ def test_avoided_lines_are_not_said_again(backend):
     first = backend.complete(msgs, max_tokens=16)
     other = backend.complete(msgs, max_tokens=16, avoid=[first])
     assert other and other != first
+
+
+def test_a_json_schema_constrains_the_reply_and_an_ask_reads_a_name(backend):
+    import json
+
+    from vision_dialogue.core.skills import Control, Heard, SkillOutcome, run_ask
+    schema = {"type": "object", "properties": {"name": {"type": "string"}},
+              "required": ["name"], "additionalProperties": False}
+    text = backend.complete([PERSONA, {"role": "user", "content": "Tell me about the sea."}],
+                            max_tokens=24, json_schema=schema)
+    assert set(json.loads(text)) == {"name"}          # JSON of the schema, whatever was asked
+
+    class Host:              # the manager, played: the person answers once
+        said = ["Hello robot. My name is Zebulon."]
+
+        def say(self, text, control, feedback):
+            return SkillOutcome("spoken")
+
+        def listen(self, control):
+            return Heard(self.said.pop(0)) if self.said else None
+
+        def seen(self):
+            return ""
+
+        def ask_llm(self, messages, max_tokens, json_schema=None):
+            return backend.complete(messages, max_tokens=max_tokens, json_schema=json_schema)
+    out = run_ask(Host(), Control(), lambda *a: None, "What is your name?",
+                  '{"name": {"type": "string"}}', 0, "")
+    assert (out.status, out.data) == ("answered", {"name": "Zebulon"})

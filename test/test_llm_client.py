@@ -471,3 +471,28 @@ def test_temperature_is_sent_on_every_request(fake_openai, make_backend):
     list(be.stream(MSGS))
     be.complete_with_tools(MSGS, LOOK)
     assert [r.get("temperature") for r in fake_openai.requests] == [0.0, 0.0, 0.0]
+
+
+def test_a_json_reply_falls_back_to_the_form_the_server_takes():
+    """OpenAI's `json_schema` response_format first, then the form the server takes.
+
+    llama.cpp's server refuses it (HTTP 500 naming the field) and gets its own `json_object`
+    with the schema, from then on.
+    """
+    from fake_openai import FakeOpenAI
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+    with FakeOpenAI(mimic="llama.cpp", default_reply='{"name": "Zebulon"}') as fake:
+        b = OpenAIChatBackend(base_url=fake.base_url, model="m", max_retries=0)
+        msgs = [{"role": "user", "content": "Name?"}]
+        assert b.complete(msgs, json_schema=schema) == '{"name": "Zebulon"}'
+        assert b.complete(msgs, json_schema=schema) == '{"name": "Zebulon"}'
+        forms = [(r.get("response_format") or {}).get("type") for r in fake.requests]
+        assert forms == ["json_schema", "json_object", "json_object"]
+        assert fake.requests[1]["response_format"]["schema"] == schema
+        b.complete(msgs)                               # a plain request stays plain
+        assert "response_format" not in fake.requests[-1]
+    with FakeOpenAI(default_reply="x") as fake:        # a server error is not a refusal
+        fake.push(500)
+        b = OpenAIChatBackend(base_url=fake.base_url, model="m", max_retries=0)
+        with pytest.raises(LLMRequestError, match="500"):
+            b.complete([{"role": "user", "content": "Name?"}], json_schema=schema)

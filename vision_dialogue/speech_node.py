@@ -30,10 +30,12 @@ from typing import Callable, TextIO
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos_overriding_options import QoSOverridingOptions
+from std_msgs.msg import UInt32
 
 from vision_dialogue.core.people import PEOPLE_FRESH_S, TrackedPerson, closest
 from vision_dialogue.core.variants import AUTO, choose_variant
-from vision_dialogue.msg import AudioChunk, DetectedUsers, Reply, SpeechState, Utterance
+from vision_dialogue.msg import AudioChunk, DetectedUsers, Reply, SpeechState, Spoken, \
+    Utterance
 from vision_dialogue.ros.console import hold_logs, show_prompt
 from vision_dialogue.speech.terminal import TerminalBackend
 from vision_dialogue.ros import perception_msgs as pm
@@ -41,7 +43,8 @@ from vision_dialogue.ros.hri_output import HriSpeechOutput
 from vision_dialogue.ros.standard_inputs import HriBargeIn
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
-from vision_dialogue.ros.qos import SPEECH_STATE_QOS
+from vision_dialogue.ros.qos import RELIABLE_QOS, SPEECH_STATE_QOS
+from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, SPOKEN_TOPIC
 from vision_dialogue.speech import BACKEND_NAMES, SpeechBackend, backend_class
 from vision_dialogue.speech.base import RobotTurnTaking, SpeechIO
 from vision_dialogue.speech.script import ScriptError, load_script
@@ -201,6 +204,11 @@ class SpeechNode(Node):
         self.create_subscription(Reply, "dialogue/reply", self._on_reply, 50,
                                  callback_group=ReentrantCallbackGroup(),
                                  qos_overriding_options=overridable)
+        # what became of each reply turn (the manager's Say skill waits for it), and the
+        # manager's request to stop one (a cancelled Say)
+        self.pub_spoken = self.create_publisher(Spoken, SPOKEN_TOPIC, RELIABLE_QOS)
+        self.create_subscription(UInt32, CANCEL_REPLY_TOPIC, self._on_cancel_reply, 10,
+                                 callback_group=ReentrantCallbackGroup())
         self.pub_audio_in = self.pub_audio_out = None
         self._audio_stamp = None
         self.backend = self._make_backend(input_stream, output_stream)
@@ -213,6 +221,7 @@ class SpeechNode(Node):
         self.turns = SpeechTurns(self.backend, publish=self._publish_utterance,
                                  on_state=self._publish_state,
                                  on_input_finished=self._on_input_finished,
+                                 on_spoken=self._publish_spoken,
                                  reply_timeout=self.p["reply_timeout"], logger=self.log)
         if self.p["ros4hri"] and self.p["barge_in"] and pm.IdsList is not None:
             # a ROS4HRI recogniser hears the user talk over the robot: stop speaking
@@ -342,6 +351,18 @@ class SpeechNode(Node):
 
     def _on_reply(self, msg: Reply) -> None:
         self.turns.on_reply(msg.turn_id, msg.text, msg.final, msg.fallback)
+
+    def _publish_spoken(self, turn_id: int, event: int, text: str) -> None:
+        if self._closed.is_set():
+            return
+        msg = Spoken(turn_id=int(turn_id), event=int(event), text=text)
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = self.p["frame_id"]
+        self.pub_spoken.publish(msg)
+
+    def _on_cancel_reply(self, msg: UInt32) -> None:
+        if self.turns is not None:
+            self.turns.cancel(int(msg.data))
 
     def _on_input_finished(self) -> None:
         if self.p["exit_when_done"]:

@@ -144,3 +144,23 @@ def test_bringup_demo_on_llama_cpp_converses_without_fallbacks(installed, llama,
     assert out.count("refused an image") == 1 and "text observations instead" in out
     assert "fallback" not in out and "failed" not in out, out[-4000:]
     assert not [r for r in robot if "{" in r or "look_back" in r or "<tool_call>" in r]
+
+
+def test_json_replies_find_the_form_the_server_takes(llama):
+    """An Ask's JSON request reaches llama.cpp's server in the form it takes.
+
+    It refuses OpenAI's `json_schema` form (HTTP 500 naming the field) and takes its own
+    `json_object` with a schema; the backend learns that once.
+    """
+    from vision_dialogue.llm.openai_backend import OpenAIChatBackend
+    url, model = llama
+    backend = OpenAIChatBackend(base_url=url, model=model, max_retries=0, timeout=120,
+                                temperature=0.0)
+    schema = {"type": "object", "properties": {"name": {"type": "string"}},
+              "required": ["name"], "additionalProperties": False}
+    msgs = [{"role": "user", "content": "I am Zebulon. What is my name? Reply in JSON."}]
+    first = json.loads(backend.complete(msgs, max_tokens=20, json_schema=schema))
+    assert set(first) == {"name"} and "Zebulon" in first["name"]
+    assert backend._json_forms == ["json_object", None]
+    again = json.loads(backend.complete(msgs, max_tokens=20, json_schema=schema))
+    assert again == first and backend._json_forms == ["json_object", None]

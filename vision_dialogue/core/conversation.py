@@ -21,6 +21,7 @@ import numpy as np
 from vision_dialogue.core.background import PromptWarmer
 from vision_dialogue.core.conversation_types import ConversationConfig, SentenceCallback, \
     TurnResult
+from vision_dialogue.core.directed import DirectedLines
 from vision_dialogue.core.deadlines import DeadlineExceeded, FirstBy, TimedSentences, \
     YieldToTurns
 from vision_dialogue.core.focus import asks_to_repeat, focus_note
@@ -49,7 +50,7 @@ REPEAT_RETRY_TEMPERATURE = 0.7
 """Sampling for the second try after a repeated reply (greedy decoding would say it again)."""
 
 
-class Conversation:
+class Conversation(DirectedLines):
     """A vision-enabled dialogue with one person.
 
     backend: a ChatBackend (complete/stream/supports_images). observer: callable(bgr) -> str,
@@ -447,27 +448,6 @@ class Conversation:
 
     def _look_back_image(self, frame: Frame) -> str:
         return frame.data_url(self.config.policy.newest_max_side, self.config.policy.jpeg_quality)
-
-    def add_exchange(self, user_text: str, robot_text: str, **info) -> None:
-        """Add a user line and the robot's line without asking the LLM.
-
-        For Visual ChatGPT's "Received." turn for a shared image, say. Emits "exchange" with both
-        texts and `info`.
-        """
-        user_text, robot_text = " ".join(str(user_text).split()), " ".join(
-            str(robot_text).split())
-        if not user_text or not robot_text:
-            raise ValueError("both lines of an exchange must be non-empty")
-        with self._turn_lock:
-            self.timeline.add_line(USER, user_text)
-            self.timeline.add_line(ROBOT, robot_text)
-        self._emit("exchange", {"user": user_text, "robot": robot_text, **info})
-        self.folder.check()
-
-    def note_dropped(self, text: str, reason: str, speaker: str = "") -> None:
-        """Report an utterance that was never answered (emits "dropped" for the transcript)."""
-        self.log.warning(f"utterance dropped unanswered ({reason}): {text[:120]!r}")
-        self._emit("dropped", {"text": text, "reason": reason, "speaker": speaker})
 
     def set_summary_rule(self, n: int, m: int) -> None:
         """Change the paper's n and m while running (ValueError if m >= n)."""

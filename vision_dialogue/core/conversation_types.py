@@ -75,3 +75,4 @@ class TurnResult:
     first_sentence_s: float | None = None   # from the turn's start to its first spoken sentence
     reply_s: float = 0.0                    # from the turn's start to the whole reply
     prompt_chars: int = 0                   # text characters of the reply prompt
+    skill: str = ""                         # "say": a line the application had said (no LLM)

@@ -87,6 +87,9 @@ class Presence:
     def count(self) -> int:
         return len(self._last_seen)
 
+    def ids(self) -> set[str]:
+        return set(self._last_seen)
+
 
 class PeopleInView:
     """The people a tracker reports (Furhat's camera/users, ROS4HRI's persons), one presence.
@@ -123,3 +126,9 @@ class PeopleInView:
     def count(self) -> int | None:
         """People in view by the tracker, if it reported within PEOPLE_FRESH_S."""
         return self.presence.count if self.clock() - self._at <= PEOPLE_FRESH_S else None
+
+    def tracks(self, person_id: str) -> bool | None:
+        """Whether the tracker sees this person now (None: no fresh report)."""
+        if self.count() is None:
+            return None
+        return str(person_id) in self.presence.ids()

@@ -62,6 +62,15 @@ class Persona:
                         "with something new.]")
     # the second try after a reply that only read the prompt's notes out
     own_words_note: str = "[Do not read your notes out. Answer the person in your own words.]"
+    # skills (core/skills.py): the purpose of a Chat, what the robot can be asked to do
+    # (intents), the Chat's opening line when the role has none
+    purpose_note: str = "[Your purpose in this conversation ({name}): {instruction}]"
+    abilities_note: str = ("[If the person asks you to do one of these, say briefly that you "
+                           "will: {abilities}.]")
+    chat_opening_instruction: str = ("Start the conversation now, in one short sentence, "
+                                     "for your purpose.")
+    ask_wording_instruction: str = ("Ask the person, in one short friendly question, for: "
+                                    "{keys}. Say only the question.")
     extra: dict = field(default_factory=dict)
 
     def fallback(self, rng: random.Random | None = None, greeting: bool = False) -> str:

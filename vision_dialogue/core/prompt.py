@@ -26,6 +26,7 @@ class PromptBuilder:
         self.policy = policy
         self.supports_images = supports_images
         self.label_speakers = False     # on once two people have spoken: "[speaker] line"
+        self.notes: dict[str, str] = {}  # standing system notes (a Chat's purpose, abilities)
 
     # --- parts -----------------------------------------------------------------------------
     def _frame_parts(self, item: FrameItem, newest: bool, summary_size: bool = False) -> list:
@@ -86,6 +87,7 @@ class PromptBuilder:
         no frame came for a while, so the newest one is not what the robot sees now.
         """
         msgs = self._head(history_summary)
+        msgs += [{"role": "system", "content": n} for n in self.notes.values() if n]
         newest = None if camera_lost else next(
             (it for it in reversed(items) if it.kind == "frame"), None)
         packer = _Packer(msgs)

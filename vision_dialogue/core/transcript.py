@@ -160,6 +160,8 @@ def event_record(kind: str, data: dict) -> dict | None:
                "summaries_in_prompt": [list(x) for x in r.summary_ids],
                "first_sentence_s": r.first_sentence_s, "reply_s": r.reply_s,
                "prompt_chars": r.prompt_chars}
+        if getattr(r, "skill", ""):
+            rec["skill"] = r.skill
         if getattr(r, "tools", None):
             rec["tools"] = [{"name": t.name, "arguments": t.arguments, "text": t.outcome.text,
                              "image_file": t.outcome.image_file, "error": t.outcome.error}
@@ -176,7 +178,7 @@ def event_record(kind: str, data: dict) -> dict | None:
                 "error": data["error"], "attempts": data["attempts"],
                 "marker": data["marker"] is not None}
     if kind in ("summarising", "summary_deferred", "fold", "fold_failed", "dropped", "person",
-                "event"):
+                "event", "intent", "skill"):
         return {"type": kind, **data}
     return None
 

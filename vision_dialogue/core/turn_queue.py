@@ -21,12 +21,14 @@ from typing import Any, Callable
 class PendingTurn:
     """One utterance (or shared picture) waiting: `deadline` is on the monotonic clock."""
 
-    kind: str                   # "turn", "greet" (the robot speaks first) or "shared"
+    kind: str                   # "turn", "greet" (the robot speaks first), "say" (a line as
+    #                             given, the Say skill) or "shared"
     payload: Any                # the utterance text, or the shared image
     speaker: str = ""
     deadline: float = float("inf")
     language: str = ""          # the utterance's language tag (BCP-47), "" if unknown
     frames_before: int = 0      # camera frames received before it (they go first in the prompt)
+    done: Callable[[Any], None] | None = None   # told the TurnResult (None: dropped unserved)
 
 
 class TurnQueue:
@@ -77,6 +79,18 @@ class TurnQueue:
             if item.deadline > self.clock():
                 return item
             self._drop(item, "expired: its reply deadline passed while it waited")
+
+    def remove(self, item: PendingTurn) -> bool:
+        """Take a waiting item out unserved and unreported (a cancelled skill).
+
+        Returns whether it was still waiting.
+        """
+        with self._cv:
+            try:
+                self._items.remove(item)
+            except ValueError:
+                return False
+            return True
 
     def close(self) -> None:
         """Wake the consumer; items still waiting are dropped (reported)."""

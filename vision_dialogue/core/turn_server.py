@@ -7,7 +7,12 @@ picture) and publishes what comes out (`publish(ReplyChunk)`). Here is decided:
   frames that came before its utterance (`wait_frames`), so the prompt keeps arrival order;
 * the opening remark (`greet_first`), once, when someone is first in view or engages;
 * a remark on an arrival, a changed scene or a wave (core/proactive.py), never while a turn
-  waits or runs.
+  waits or runs;
+* who takes a person's line: a skill listening for it (`claim`, the Ask skill), a reply (the
+  free conversation, or a Chat), or nobody (`converse()` false: the line is only heard);
+* the application's lines (`say`, the Say skill) and turns (`start`, the Chat skill), in the
+  same order as the replies; `on_person_line(text, speaker)` for each person's line no skill
+  took, after its reply if it gets one (intents).
 
 `settings` is read at each use, so a live parameter change applies at the next turn:
 `reply_deadline` (s), `greet_first`, `stream`, `proactive`.
@@ -60,6 +65,9 @@ class TurnServer:
         self._publish, self._frames_received, self._wait_frames = publish, frames_received, \
             wait_frames
         self._on_start, self._on_shared, self._on_dropped = on_start, on_shared, on_dropped
+        self.claim: Callable[[str, str], bool] | None = None   # a skill takes the line
+        self.converse: Callable[[], bool] = lambda: True       # unclaimed lines get a reply
+        self.on_person_line: Callable[[str, str], None] = lambda text, speaker: None
         self.log = logger or logging.getLogger("vision_dialogue.turns")
         self.queue = TurnQueue(max_waiting, on_drop=self._dropped)
         self._spoken_to = False         # an utterance came, or the opening remark is queued
@@ -77,6 +85,14 @@ class TurnServer:
             return False
         self._spoken_to = True
         self.proactive.user_spoke()
+        claim = self.claim
+        if claim is not None and claim(text, speaker):
+            return True
+        if not self.converse():
+            self.conversation.hear(text, speaker)
+            self.log.info("outside a chat (free_conversation:=false): heard, not answered")
+            self.on_person_line(text, speaker)
+            return True
         waiting = len(self.queue)
         if waiting:
             self.log.info(f"utterance queued behind {waiting} waiting turn(s)")
@@ -99,6 +115,28 @@ class TurnServer:
         """Something seen between frames into the prompt; a wave may be answered."""
         self.conversation.add_event(text, stamp=stamp, event=kind)
         self._maybe_speak(self.proactive.on_event(kind, self._busy()))
+
+    def say(self, text: str, done: Callable[[TurnResult | None], None]) -> PendingTurn:
+        """Queue a line to say as given (the Say skill); `done(result)` once it was sent.
+
+        Returns the queued item (`queue.remove(item)` takes it back while it waits).
+        """
+        item = PendingTurn("say", text, done=done)
+        self.queue.put(item)
+        return item
+
+    def start(self, text: str | None, instruction: str = "", speaker: str = "",
+              done: Callable[[TurnResult | None], None] | None = None) -> None:
+        """Queue a turn the application starts (the Chat skill).
+
+        A person's line to answer, or (text None) a remark with `instruction` (an opening).
+        """
+        if text is None:
+            self.queue.put(PendingTurn("greet", instruction, "", deadline=self._deadline(),
+                                       done=done))
+            return
+        self.queue.put(PendingTurn("turn", text, speaker, deadline=self._deadline(),
+                                   frames_before=self._frames_received(), done=done))
 
     def shared_image(self, bgr: np.ndarray) -> None:
         """Queue a picture the person shared (served by `on_shared`, in turn order)."""
@@ -129,7 +167,11 @@ class TurnServer:
         self.queue.put(PendingTurn("greet", trigger, "", deadline=self._deadline()))
 
     def _dropped(self, item: PendingTurn, reason: str) -> None:
-        if item.kind == "turn":
+        if item.done is not None:
+            item.done(None)
+        if item.kind == "say":
+            self.log.warning(f"line not said ({reason}): {item.payload[:80]!r}")
+        elif item.kind == "turn":
             self.conversation.note_dropped(item.payload, reason, item.speaker)
         elif item.kind == "greet":
             self.log.info(f"{item.payload or 'opening'} remark skipped ({reason})")
@@ -144,48 +186,66 @@ class TurnServer:
             if item is None:
                 return
             self._answering = 1
+            result = None
             try:
-                if item.kind == "shared":
-                    self._on_shared(item.payload)
-                elif item.kind == "greet":
-                    self._greet(item.deadline, item.payload)
-                else:
-                    self._wait_frames(item.frames_before)
-                    self._answer(lambda chunk: self.conversation.turn(
-                        item.payload, on_sentence=chunk, speaker=item.speaker,
-                        deadline=item.deadline, language=item.language), item.payload)
+                result = self._serve_one(item)
             except Exception as e:  # noqa: BLE001 - the worker must survive anything
                 self.log.error(f"turn failed unexpectedly: {type(e).__name__}: {e}")
             finally:
                 self._answering = 0
+                if item.done is not None:
+                    item.done(result)
+            if item.kind == "turn" and result is not None:
+                self.on_person_line(item.payload, item.speaker)
 
-    def _greet(self, deadline: float, trigger: str = "") -> None:
-        """A remark unasked: the opening one (trigger ""), or on an "arrival", "scene", "wave".
+    def _serve_one(self, item: PendingTurn) -> TurnResult | None:
+        if item.kind == "shared":
+            self._on_shared(item.payload)
+            return None
+        if item.kind == "say":
+            return self._answer(lambda chunk: self.conversation.say(
+                item.payload, on_sentence=chunk), "", counted=False)
+        if item.kind == "greet":
+            return self._greet(item.deadline, item.payload)
+        self._wait_frames(item.frames_before)
+        return self._answer(lambda chunk: self.conversation.turn(
+            item.payload, on_sentence=chunk, speaker=item.speaker,
+            deadline=item.deadline, language=item.language), item.payload)
 
+    def _greet(self, deadline: float, trigger: str = "") -> TurnResult | None:
+        """A remark unasked, or with an application's instruction (a Chat's opening).
+
+        trigger: "" (the opening one), "arrival", "scene", "wave", or the instruction itself.
         Skipped if the user spoke while it waited (they go first then).
         """
-        if len(self.queue) or (not trigger and self.conversation.turn_count):
-            return
         persona = self.conversation.persona
-        instruction = {"arrival": persona.arrival_instruction,
-                       "scene": persona.scene_instruction,
-                       "wave": persona.wave_instruction}.get(trigger, "")
-        self._answer(lambda chunk: self.conversation.greet(
+        known = {"arrival": persona.arrival_instruction, "scene": persona.scene_instruction,
+                 "wave": persona.wave_instruction}
+        if trigger in known or not trigger:
+            if len(self.queue) or (not trigger and self.conversation.turn_count):
+                return None
+        instruction = known.get(trigger, trigger)
+        return self._answer(lambda chunk: self.conversation.greet(
             on_sentence=chunk, deadline=deadline, instruction=instruction), "")
 
-    def _answer(self, ask: Callable[..., TurnResult], in_reply_to: str) -> None:
-        """Run one turn (`ask(on_sentence)`), publishing its sentences and the whole reply."""
+    def _answer(self, ask: Callable[..., TurnResult], in_reply_to: str,
+                counted: bool = True) -> TurnResult:
+        """Run one turn (`ask(on_sentence)`), publishing its sentences and the whole reply.
+
+        `counted`: an LLM reply (a said line is not: every_reply_failed counts replies).
+        """
         turn_id = self.conversation.turn_count + 1   # only this thread starts turns
 
         def chunk(sentence, index, fallback=False):
             self._publish(ReplyChunk(turn_id, index, sentence, in_reply_to, False, fallback))
 
         res = ask(chunk)
-        self.replies += 1
-        self.fallback_replies += bool(res.fallback)
+        self.replies += counted
+        self.fallback_replies += bool(res.fallback) and counted
         n_chunks = len(res.sentences) if self.settings["stream"] else 0
         self._publish(ReplyChunk(res.turn_id, n_chunks, res.text, in_reply_to, True,
                                  res.fallback))
+        return res
 
     @property
     def every_reply_failed(self) -> bool:

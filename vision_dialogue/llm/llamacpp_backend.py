@@ -47,6 +47,7 @@ class LlamaCppChatBackend:
     preemptible = True
     supports_images = False
     avoids = True              # complete/stream take `avoid` (texts not to say again)
+    json_schema = True         # complete takes `json_schema` (output constrained by a grammar)
 
     in_process = True
 
@@ -101,21 +102,40 @@ class LlamaCppChatBackend:
 
     def complete(self, messages: Sequence[Message], *, model: str | None = None,
                  max_tokens: int | None = None, temperature: float | None = None,
-                 background: bool = False, avoid: Sequence[str] = ()) -> str:
+                 background: bool = False, avoid: Sequence[str] = (),
+                 json_schema: dict | None = None) -> str:
         """The whole reply text (stripped); background=True may raise Preempted.
 
         avoid: texts not to say again (their token triples are penalised, llm/avoid.py).
+        json_schema: the reply is one JSON value of this schema (llama.cpp's grammar).
         """
         conversation = text_conversation(messages)
+        grammar = self._grammar(json_schema)
         if background:
             with self._turns.lock:
                 if self._turns.give_way:
                     raise Preempted("a reply is waiting for the model")
                 return "".join(self._pieces(conversation, max_tokens, temperature,
-                                            "background", avoid)).strip()
+                                            "background", avoid, grammar)).strip()
         with self._turns.reply():
             return "".join(self._pieces(conversation, max_tokens, temperature, "reply",
-                                        avoid)).strip()
+                                        avoid, grammar)).strip()
+
+    def _grammar(self, schema: dict | None):
+        """llama.cpp's grammar for JSON of `schema` (kept per schema; None: free text)."""
+        if schema is None:
+            return None
+        import json
+
+        from llama_cpp import LlamaGrammar
+        key = json.dumps(schema, sort_keys=True)
+        cache = self.__dict__.setdefault("_grammars", {})
+        if key not in cache:
+            try:
+                cache[key] = LlamaGrammar.from_json_schema(key, verbose=False)
+            except Exception as exc:  # noqa: BLE001 - a schema llama.cpp cannot compile
+                raise BackendError(f"cannot constrain the reply to {key[:80]}: {exc}") from exc
+        return cache[key]
 
     def stream(self, messages: Sequence[Message], *, model: str | None = None,
                max_tokens: int | None = None, temperature: float | None = None,
@@ -187,7 +207,7 @@ class LlamaCppChatBackend:
         return self._contexts[lane]
 
     def _pieces(self, conversation: list, max_tokens, temperature, lane: str,
-                avoid: Sequence[str] = ()) -> Iterator[str]:
+                avoid: Sequence[str] = (), grammar=None) -> Iterator[str]:
         """The reply's text pieces as llama.cpp makes them (call with the lock held)."""
         n = self.max_new_tokens if max_tokens is None else int(max_tokens)
         if n < 1:
@@ -202,7 +222,8 @@ class LlamaCppChatBackend:
                 else:       # a long prompt read in one go would hold a reply up for seconds
                     self._read(llm, tokens[:-1])
                 chunks = llm.create_completion(tokens, max_tokens=n, temperature=t, stop=stop,
-                                               stream=True, **self._avoiding(llm, avoid))
+                                               stream=True, grammar=grammar,
+                                               **self._avoiding(llm, avoid))
                 for chunk in chunks:
                     if lane == "background" and self._turns.give_way:
                         raise Preempted("stopped for a reply")

@@ -84,6 +84,27 @@ class _Failure:
     retry_after: float | None = None
 
 
+JSON_FORMS = ("json_schema", "json_object", None)
+"""The `response_format` forms tried for JSON replies, in order (None: no response_format)."""
+
+
+def _refuses_format(e: "LLMRequestError") -> bool:
+    """Whether the server refused the request's response_format, not the request itself.
+
+    A 4xx other than a key, a rate limit or a missing model; llama.cpp's server answers 500
+    naming the field.
+    """
+    if e.status is None or e.status in (401, 403, 404, 429):
+        return False
+    return 400 <= e.status < 500 or "response_format" in str(e)
+
+
+def _response_format(form: str, schema: dict) -> dict:
+    if form == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
+    return {"type": "json_object", "schema": schema}
+
+
 def _is_local(base_url: str | None) -> bool:
     if not base_url:
         return False
@@ -110,6 +131,7 @@ class OpenAIChatBackend:
     """
 
     in_process = False          # a server: the manager probes it and names the model per call
+    json_schema = True          # complete takes `json_schema` (response_format)
 
     @classmethod
     def from_options(cls, o: BackendOptions) -> "OpenAIChatBackend":
@@ -151,6 +173,7 @@ class OpenAIChatBackend:
         self.supports_images = bool(supports_images)
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self._json_forms = list(JSON_FORMS)     # what this server accepts, learnt on refusal
         self._sleep: Callable[[float], None] = time.sleep
 
         key = os.environ.get(api_key_env, "").strip()
@@ -179,13 +202,30 @@ class OpenAIChatBackend:
 
     # -- ChatBackend ---------------------------------------------------------------------------
     def complete(self, messages: Sequence[Message], *, model: str | None = None,
-                 max_tokens: int | None = None, temperature: float | None = None) -> str:
-        """Return the whole reply text (stripped)."""
+                 max_tokens: int | None = None, temperature: float | None = None,
+                 json_schema: dict | None = None) -> str:
+        """Return the whole reply text (stripped).
+
+        json_schema: ask for JSON of this schema (`response_format`): OpenAI's and vLLM's
+        `json_schema` form, else llama.cpp's `json_object` with a schema; a server that refuses
+        both (HTTP 4xx) gets the plain request, once and from then on.
+        """
         params = self._params(messages, model, max_tokens, temperature)
-        response = self._with_retries(lambda: self._client.chat.completions.create(**params),
-                                      "chat completion")
-        message = self._first_message(response)
-        return (message.content or "").strip()
+        for form in self._json_forms if json_schema is not None else (None,):
+            if form is not None:
+                params["response_format"] = _response_format(form, json_schema)
+            try:
+                response = self._with_retries(
+                    lambda: self._client.chat.completions.create(**params), "chat completion")
+            except LLMRequestError as e:
+                if form is None or not _refuses_format(e):
+                    raise
+                self._json_forms = [f for f in self._json_forms if f != form]
+                params.pop("response_format", None)
+                continue
+            message = self._first_message(response)
+            return (message.content or "").strip()
+        raise LLMRequestError("no reply", kind="error")
 
     def stream(self, messages: Sequence[Message], *, model: str | None = None,
                max_tokens: int | None = None, temperature: float | None = None) -> Iterator[str]:

@@ -15,6 +15,7 @@ callbacks write, the web server reads.
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import time
 from collections import OrderedDict
@@ -33,6 +34,21 @@ def note_item(kind: str, record: dict, t: float) -> dict:
                 "text": f"not answered ({record.get('reason', '')}): {record.get('text', '')}"}
     if kind == "event":
         return {"kind": "note", "t": t, "level": "info", "text": f"seen: {record.get('text', '')}"}
+    if kind == "skill":
+        if record.get("stage") != "end":
+            return {"kind": "note", "t": t, "level": "info",
+                    "text": f"skill {record.get('skill')} {record.get('stage')}"}
+        ok = record.get("status") in ("spoken", "sent", "answered", "done")
+        result = json.dumps(record.get("result") or {}, ensure_ascii=False)
+        why = f": {record['error']}" if record.get("error") else ""
+        return {"kind": "note", "t": t, "level": "info" if ok else "warning",
+                "text": f"skill {record.get('skill')} {record.get('status')}{why}"
+                        + (f" {result}" if result != "{}" else "")}
+    if kind == "intent":
+        return {"kind": "note", "t": t, "level": "info",
+                "text": f"intent {record.get('intent')} "
+                        f"{json.dumps(record.get('data') or {}, ensure_ascii=False)} "
+                        f"from {record.get('source', '')}: \"{record.get('utterance', '')}\""}
     if kind == "fold":
         return {"kind": "note", "t": t, "level": "info",
                 "text": "older dialogue folded into the memory: "
@@ -234,6 +250,10 @@ class SessionView:
         self._set_health("camera", True, f"frame {fid}", t)
 
     def _add_reply(self, record: dict, t: float) -> None:
+        if record.get("skill"):        # a line the application had said: no LLM turn
+            self._append({"kind": "robot", "t": t, "turn_id": record.get("turn_id"),
+                          "text": record.get("text", ""), "skill": record["skill"]})
+            return
         self._append({"kind": "robot", "t": t, "turn_id": record.get("turn_id"),
                       "in_reply_to": record.get("in_reply_to", ""),
                       "text": record.get("text", ""), "fallback": bool(record.get("fallback")),

@@ -31,6 +31,8 @@ from vision_dialogue.speech.base import SpeechBackend
 
 #: turn states, the values of vision_dialogue/SpeechState
 IDLE, LISTENING, THINKING, SPEAKING = 0, 1, 2, 3
+#: what happened to a reply turn, the values of vision_dialogue/Spoken
+BEGAN, SENTENCE, DONE, INTERRUPTED = 1, 2, 3, 4
 STATE_NAMES = {IDLE: "idle", LISTENING: "listening", THINKING: "thinking",
                SPEAKING: "speaking"}
 
@@ -53,14 +55,18 @@ class SpeechTurns:
     publish(utterance): sends a HeardUtterance on (the node publishes dialogue/utterance).
     on_state(state): a new turn state (the node publishes dialogue/speech_state).
     on_input_finished(): the backend has no more input (end of script or of stdin).
+    on_spoken(turn_id, event, text): a reply turn BEGAN, a SENTENCE was said, the turn is DONE
+    or was INTERRUPTED (barge-in, cancel) (the node publishes dialogue/spoken).
     """
 
     def __init__(self, backend: SpeechBackend, *,
                  publish: Callable[[HeardUtterance], None],
                  on_state: Callable[[int], None] = lambda state: None,
                  on_input_finished: Callable[[], None] = lambda: None,
+                 on_spoken: Callable[[int, int, str], None] = lambda tid, event, text: None,
                  reply_timeout: float = 30.0, logger=None):
         self.backend, self.publish, self.on_state = backend, publish, on_state
+        self.on_spoken = on_spoken
         self.on_input_finished, self.reply_timeout = on_input_finished, float(reply_timeout)
         self.log = logger or _log
         self._closed = threading.Event()
@@ -134,19 +140,59 @@ class SpeechTurns:
         speech reaches the manager by itself, so only the speech stops.
         """
         with self._cv:
-            barge = self._reply_turn is not None or self._speaking_turn is not None
-            if barge:
-                for t in (self._reply_turn, self._speaking_turn):
-                    if t is not None and t not in self._interrupted:
-                        self._interrupted.append(t)
-                self._drain_speech()
-                self._reply_turn = self._speaking_turn = None
+            stopped = self._stop_turns()
             if awaiting:
                 self._awaiting_since = time.monotonic()
-        if barge:
+        if stopped:
             self.log.info(f"barge-in: {why}; stopping speech")
-            self._backend_call(self.backend.stop_speaking)
-        return barge
+            self._stopped(stopped)
+        return bool(stopped)
+
+    def cancel(self, turn_id: int = 0) -> bool:
+        """Stop reply turn `turn_id` (0: whatever is said now), as a barge-in would.
+
+        The manager asks for it when an application cancels its Say; True if it was stopped.
+        """
+        with self._cv:
+            mine = {self._reply_turn, self._speaking_turn, *self._queued_turns()}
+            if turn_id and turn_id not in mine:
+                if turn_id not in self._interrupted:     # not here yet: never say it
+                    self._interrupted.append(int(turn_id))
+                return False
+            stopped = self._stop_turns()
+        if stopped:
+            self.log.info(f"reply turn {turn_id or stopped[0]} cancelled; stopping speech")
+            self._stopped(stopped)
+            self._listen_if_idle()
+        return bool(stopped)
+
+    def _stop_turns(self) -> list[int]:
+        """Mark the turns being said or queued as interrupted (call with the lock held)."""
+        turns = [t for t in (self._reply_turn, self._speaking_turn) if t is not None]
+        turns += self._queued_turns()
+        if not turns:
+            return []
+        for t in turns:
+            if t not in self._interrupted:
+                self._interrupted.append(t)
+        self._drain_speech()
+        self._reply_turn = self._speaking_turn = None
+        return sorted(set(turns))
+
+    def _queued_turns(self) -> list[int]:
+        with self._speech_q.mutex:
+            return [item[1] for item in self._speech_q.queue]
+
+    def _stopped(self, turns: list[int]) -> None:
+        self._backend_call(self.backend.stop_speaking)
+        for t in turns:
+            self._report(t, INTERRUPTED)
+
+    def _report(self, turn_id: int, event: int, text: str = "") -> None:
+        try:
+            self.on_spoken(int(turn_id), event, text)
+        except Exception as e:  # noqa: BLE001 - reporting must not stop speech
+            self.log.error(f"spoken report failed: {e!r}")
 
     def listening(self) -> None:
         with self._cv:
@@ -219,8 +265,11 @@ class SpeechTurns:
             self.set_state(SPEAKING)
         if begin:
             self._backend_call(self.backend.begin_reply)
+            self._report(tid, BEGAN, text)
         if self._backend_call(self.backend.speak, text) is False:
             self.log.debug(f"turn {tid}: sentence not (fully) spoken")
+        elif tid not in self._interrupted:
+            self._report(tid, SENTENCE, text)
 
     def _end(self, tid: int, text: str) -> None:
         with self._cv:                          # the reply is complete
@@ -230,6 +279,7 @@ class SpeechTurns:
             if self._reply_turn == tid:
                 self._reply_turn = None
         self._backend_call(self.backend.end_reply, text)
+        self._report(tid, DONE, text)
         self._listen_if_idle()
 
     def _check_reply_timeout(self) -> None:

@@ -50,7 +50,9 @@ function renderItem(item, frames) {
     li.append(el("span", "who", item.kind === "user" ? "you:" : "robot:"));
     const body = el("div");
     body.append(el("div", "text", item.text));
-    if (item.kind === "robot") {
+    if (item.kind === "robot" && item.skill) {
+      body.append(el("div", "meta", "said for the application (skill/" + item.skill + ")"));
+    } else if (item.kind === "robot") {
       if (item.fallback) li.classList.add("fallback");
       body.append(el("div", "meta", "first sentence " + secs(item.first_sentence_s) +
                      " s · reply " + secs(item.reply_s) + " s · " +

@@ -1,0 +1,344 @@
+"""The communication skills without ROS: answers, the arbiter, Ask, Chat, intents, spoken turns.
+
+core/answers.py, core/skills.py, core/intents.py and speech/turns.py's reports, with a host that
+plays the manager (a scripted person and a scripted LLM).
+"""
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+
+import pytest
+
+from vision_dialogue.core.answers import AnswerSchema, SchemaError, keep_valid, numbers_in, \
+    read_plainly, yes_or_no
+from vision_dialogue.core.intents import IntentReader, IntentsError, load_intents
+from vision_dialogue.core.skills import ChatRole, Control, Heard, SkillArbiter, SkillOutcome, \
+    SkillRejected, run_ask, run_chat
+from vision_dialogue.speech.turns import BEGAN, DONE, INTERRUPTED, SENTENCE, SpeechTurns
+
+from test_speech_turns import RecordingBackend, until
+
+
+# --- answers ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, why", [
+    ("{not json", "not valid JSON"),
+    ("[]", "non-empty JSON object"),
+    ('{"when": {"type": "date"}}', "type 'date'"),
+    ('{"name": "string"}', "must be an object"),
+    ('{"age": {"type": "integer", "minimum": "x"}}', "'x' is not of type"),
+    ('{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["b"]}',
+     "required keys ['b']"),
+])
+def test_a_bad_schema_is_a_clear_error(text, why):
+    with pytest.raises(SchemaError, match=why.replace("[", r"\[").replace("]", r"\]")):
+        AnswerSchema.parse(text)
+
+
+def test_yes_no_and_numbers_are_read_plainly():
+    assert yes_or_no("Yes, please.") is True and yes_or_no("Sure thing") is True
+    assert yes_or_no("No, thanks") is False and yes_or_no("I'm not") is False
+    assert yes_or_no("I am not sure") is None and yes_or_no("Maybe later") is None
+    assert yes_or_no("The blue one") is None
+    assert numbers_in("I am thirty four years old") == [34.0]
+    assert numbers_in("twenty, or 7.5") == [20.0, 7.5]
+    assert numbers_in("seven") == [7.0]
+    schema = AnswerSchema.parse({"ok": {"type": "boolean"}, "age": {"type": "integer",
+                                                                    "maximum": 130},
+                                 "drink": {"enum": ["tea", "coffee"]}})
+    keys = list(schema.properties)
+    assert read_plainly(schema, keys, "Yes, I'm 34 and I'd like tea") == \
+        {"ok": True, "age": 34, "drink": "tea"}
+    assert read_plainly(schema, keys, "I am 200") == {}          # past the maximum
+
+
+def test_only_valid_grounded_values_are_kept():
+    schema = AnswerSchema.parse({"name": {"type": "string"}, "age": {"type": "integer"},
+                                 "drink": {"type": "string", "enum": ["tea", "coffee"]}})
+    keys = list(schema.properties)
+    said = ["My name is Zebulon and I am 41"]
+    assert keep_valid(schema, keys, {"name": "Zebulon", "age": 41.0, "drink": "tea"}, said) == \
+        {"name": "Zebulon", "age": 41, "drink": "tea"}
+    # a name nobody said, a wrong type, an enum value not declared, "unknown"
+    assert keep_valid(schema, keys, {"name": "John", "age": "41", "drink": "milk"}, said) == {}
+    assert keep_valid(schema, keys, {"name": "unknown"}, said) == {}
+
+
+# --- the arbiter --------------------------------------------------------------------------------
+def test_a_higher_priority_preempts_and_equal_ones_wait_in_order():
+    arb = SkillArbiter(max_waiting=2)
+    low = arb.enter("say", 100)
+    assert arb.running is low
+    same = arb.enter("say", 100)
+    assert not low.preempted.is_set()
+    high = arb.enter("ask", 200)
+    assert low.preempted.is_set()                 # the running one must stop
+    with pytest.raises(SkillRejected, match="2 skills wait"):
+        arb.enter("say", 50)
+    order = []
+
+    def run(ticket):
+        if arb.wait_turn(ticket, lambda: False):
+            order.append(ticket.name + str(ticket.priority))
+            arb.leave(ticket)
+    threads = [threading.Thread(target=run, args=(t,)) for t in (same, high)]
+    for t in threads:
+        t.start()
+    time.sleep(0.1)
+    assert order == []                            # `low` still runs
+    arb.leave(low)
+    for t in threads:
+        t.join(2)
+    assert order == ["ask200", "say100"]
+
+
+def test_a_waiting_goal_that_is_cancelled_leaves_the_line():
+    arb = SkillArbiter()
+    first = arb.enter("chat", 128)
+    second = arb.enter("say", 128)
+    assert arb.wait_turn(second, lambda: True) is False
+    arb.leave(first)
+    third = arb.enter("say", 128)
+    assert arb.running is third
+
+
+# --- Ask and Chat with a scripted host ----------------------------------------------------------
+class Host:
+    """The manager, played: lines said are recorded; the person answers from a script."""
+
+    def __init__(self, answers=(), llm=lambda msgs, schema: "{}", seen="", present=True):
+        self.said, self.llm_calls, self.seen_text = [], [], seen
+        self.answers = list(answers)
+        self.llm, self._present = llm, present
+        self.exchanges: queue.Queue = queue.Queue()
+        self.purpose, self.turns = None, []
+
+    def say(self, text, control, feedback):
+        self.said.append(text)
+        return SkillOutcome("spoken")
+
+    def listen(self, control):
+        if not self.answers:
+            while not control.reason():
+                time.sleep(0.01)
+            return None
+        return Heard(self.answers.pop(0))
+
+    def seen(self):
+        return self.seen_text
+
+    def ask_llm(self, messages, max_tokens, json_schema=None):
+        self.llm_calls.append(messages)
+        return self.llm(messages, json_schema)
+
+    def begin_chat(self, role):
+        self.purpose = role.instruction
+
+    def end_chat(self):
+        self.purpose = None
+
+    def start_turn(self, text, instruction=""):
+        self.turns.append((text, instruction))
+
+    def next_exchange(self, control, timeout):
+        try:
+            return self.exchanges.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def present(self):
+        return self._present
+
+
+def extractor(msgs, schema):
+    """An LLM that fills `name` and `holding` as a good one would."""
+    text = msgs[-1]["content"]
+    out = {}
+    if "Zebulon" in text:
+        out["name"] = "Zebulon"
+    if "holding" in json.dumps(schema or {}) and "a blue cup" in text:
+        out["holding"] = "a blue cup"
+    return json.dumps(out)
+
+
+def run(host, schema, question="", followups=2, timeout=5.0):
+    stages = []
+    out = run_ask(host, Control(deadline=time.monotonic() + timeout),
+                  lambda stage, text, answers: stages.append(stage), question,
+                  json.dumps(schema), followups, "Ask for: {keys}")
+    return out, stages
+
+
+def test_ask_fills_from_words_and_from_what_it_sees_and_follows_up():
+    host = Host(["Hmm, let me think.", "My name is Zebulon. Look at this!"],
+                llm=extractor, seen="a person holding a blue cup")
+    out, stages = run(host, {"name": {"type": "string"}, "holding": {"type": "string"}},
+                      "What is your name, and what are you holding?")
+    assert out.status == "answered" and out.success
+    assert out.data == {"name": "Zebulon", "holding": "a blue cup"}
+    assert host.said[0] == "What is your name, and what are you holding?"
+    assert host.said[1].startswith("Sorry, I did not get that.")     # the follow-up
+    assert stages[:2] == ["queued", "asked"] or "asked" in stages
+    assert "follow_up" in stages and stages.count("heard") == 2
+
+
+def test_a_boolean_is_read_without_the_llm_and_a_wrong_value_never_comes_back():
+    host = Host(["Yes, I am."], llm=lambda m, s: '{"ok": "maybe"}')
+    out, _ = run(host, {"ok": {"type": "boolean"}}, "Are you ready?")
+    assert out.data == {"ok": True} and host.llm_calls == []
+    # the LLM invents a name nobody said: it is not kept, the Ask ends partial
+    host = Host(["I would rather not say."], llm=lambda m, s: '{"name": "Bob"}')
+    out, _ = run(host, {"name": {"type": "string"}}, "Your name?", followups=0)
+    assert out.status == "partial" and out.data == {} and not out.success
+
+
+def test_ask_without_a_question_words_one_and_ends_on_timeout_with_what_it_has():
+    host = Host([], llm=lambda m, s: "What is your name?")
+    out, _ = run(host, {"name": {"type": "string"}}, "", timeout=0.3)
+    assert host.said == ["What is your name?"] and out.status == "timeout"
+    out, _ = run(Host(), {"x": {"type": "date"}})
+    assert out.status == "error" and "type 'date'" in out.error
+
+
+def test_chat_converses_with_its_purpose_until_the_results_are_in():
+    role = ChatRole.parse("receptionist", json.dumps({
+        "instruction": "Find out the visitor's name.", "results": {"name": {"type": "string"}},
+        "closing": "Thank you, I will tell them you are here."}))
+    host = Host(llm=extractor)
+    host.exchanges.put(("Hello there.", "Hello! Who are you?"))
+    host.exchanges.put(("I am Zebulon.", "Nice to meet you, Zebulon."))
+    stages = []
+    out = run_chat(host, Control(deadline=time.monotonic() + 5), lambda s, t, r: stages.append(s),
+                   role, True, "", 5.0, "Start.")
+    assert out.status == "done" and out.data == {"name": "Zebulon"}
+    assert host.turns == [(None, "Start.")]            # the robot opened (initiate)
+    assert host.said == ["Thank you, I will tell them you are here."]
+    assert host.purpose is None                        # the purpose left the prompt
+    assert "results" in stages
+
+
+def test_chat_ends_when_the_person_leaves_or_on_cancel():
+    role = ChatRole.parse("small talk", "")
+    out = run_chat(Host(present=False), Control(), lambda *a: None, role, False, "Hi", 0.3, "")
+    assert out.status == "person_left"
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    out = run_chat(Host(), Control(cancelled=cancel.is_set), lambda *a: None, role, False, "",
+                   5.0, "")
+    assert out.status == "cancelled"
+    with pytest.raises(SchemaError, match="unknown keys"):
+        ChatRole.parse("x", '{"instructions": "typo"}')
+
+
+# --- intents ------------------------------------------------------------------------------------
+INTENTS = """
+intents:
+  - name: guide
+    description: Take the person to a place in the building.
+    arguments: {place: {type: string, description: the place to go to}}
+    examples: ["Can you take me to the kitchen?"]
+  - name: wave
+    description: Wave a hand at the person.
+"""
+
+
+def intent_llm(calls):
+    def llm(msgs, max_tokens, json_schema=None):
+        calls.append(msgs)
+        line = msgs[-1]["content"].lower()
+        if "kitchen" in line:
+            return '{"intent": "guide", "arguments": {"place": "kitchen"}}'
+        if "dance" in line:
+            return '{"intent": "dance"}'              # not declared: never published
+        if "somewhere" in line:
+            return '{"intent": "guide", "arguments": {"place": "the moon"}}'   # not said
+        return '{"intent": "none"}'
+    return llm
+
+
+def test_a_declared_intent_is_found_and_nothing_is_invented(tmp_path):
+    f = tmp_path / "intents.yaml"
+    f.write_text(INTENTS)
+    calls = []
+    reader = IntentReader(load_intents(f), intent_llm(calls))
+    found = reader.read("Could you take me to the kitchen, please?")
+    assert found.intent == "guide" and found.data == {"place": "kitchen"}
+    assert found.confidence == 1.0 and json.loads(found.json()) == {"place": "kitchen"}
+    assert reader.read("Could you dance for me?") is None
+    assert reader.read("Can you take me somewhere?") is None     # its place was never said
+    asked = len(calls)
+    assert reader.read("What a lovely morning it is.") is None   # small talk: no LLM call
+    assert len(calls) == asked
+    assert "guide (Take the person to a place in the building)" in reader.abilities()
+
+
+@pytest.mark.parametrize("text, why", [
+    ("intents: {}", "expected a list"),
+    ("intents: [{name: 'bad name', description: x}]", "must be an identifier"),
+    ("intents: [{name: a, description: x}, {name: a, description: y}]", "declared twice"),
+    ("intents: [{name: a}]", "needs a description"),
+    ("intents: [{name: a, description: x, arguments: {p: {type: thing}}}]", "type 'thing'"),
+    ("intents: [{name: a, description: x, colour: red}]", "unknown keys"),
+])
+def test_a_bad_intents_file_names_the_problem(tmp_path, text, why):
+    f = tmp_path / "i.yaml"
+    f.write_text(text)
+    with pytest.raises(IntentsError, match=why):
+        load_intents(f)
+
+
+# --- what the speech node reports of each turn --------------------------------------------------
+def test_the_speech_turns_report_began_sentences_done_and_interrupted():
+    reports = []
+    backend = RecordingBackend(say_seconds=0.2)
+    turns = SpeechTurns(backend, publish=lambda u: None,
+                        on_spoken=lambda tid, ev, text: reports.append((tid, ev)))
+    try:
+        turns.on_reply(1, "Hello there.", final=False)
+        turns.on_reply(1, "Hello there.", final=True)
+        assert until(lambda: (1, DONE) in reports)
+        assert reports == [(1, BEGAN), (1, SENTENCE), (1, DONE)]
+        turns.on_reply(2, "A long line.", final=False)
+        assert until(lambda: (2, BEGAN) in reports)
+        assert turns.cancel(2) is True                         # a cancelled Say
+        assert until(lambda: (2, INTERRUPTED) in reports)
+        assert "stop" in backend.names()
+        turns.cancel(3)                                        # not here yet: never said
+        turns.on_reply(3, "Never.", final=True)
+        turns.on_reply(4, "Another.", final=False)
+        assert until(lambda: (4, BEGAN) in reports)
+        turns.utterance("Wait!")                               # barge-in
+        assert until(lambda: (4, INTERRUPTED) in reports)
+        assert not any(tid == 3 for tid, _ in reports)
+    finally:
+        turns.close()
+
+
+def test_a_chat_knows_whether_its_person_is_still_tracked():
+    from vision_dialogue.core.people import PeopleInView, TrackedPerson
+
+    class Conv:
+        def set_people(self, *a, **k):
+            pass
+
+        def add_event(self, *a, **k):
+            pass
+    now = [0.0]
+    people = PeopleInView(Conv(), clock=lambda: now[0])
+    assert people.tracks("anna") is None                 # no tracker has reported
+    people.update([TrackedPerson("anna", 0.0, 1.0)], named=True)
+    assert people.tracks("anna") is True and people.tracks("ben") is False
+    now[0] = 10.0                                        # its last report went stale
+    people.update([], named=True)
+    assert people.tracks("anna") is False
+
+
+def test_a_greeting_or_an_evasion_is_no_answer():
+    schema = AnswerSchema.parse({"name": {"type": "string"}})
+    said = ["Hello there!", "I'd rather not say."]
+    for value in ("Hello there!", "I'd rather not say", "sorry"):
+        assert keep_valid(schema, ["name"], {"name": value}, said) == {}
+    assert keep_valid(schema, ["name"], {"name": "Priya"}, ["Fine, it's Priya."]) == \
+        {"name": "Priya"}

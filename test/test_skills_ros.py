@@ -1,0 +1,275 @@
+"""The skills and intents between processes, as a robot runs them.
+
+Separate processes, default names: the manager (`python -m vision_dialogue.manager_node`), a
+speech node with the terminal backend whose stdin is a scripted person (they read the robot's
+line and type an answer), and the application: test/skill_client.py, a behaviour-tree-like
+client with rclpy and the package's action types only. The LLM is the fake OpenAI server,
+answering as a capable model would (the real model's numbers: benchmarks/bench_skills.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+
+from conftest import spin_until
+from vision_dialogue.core.answers import EXTRACT_SYSTEM
+from vision_dialogue.core.intents import INTENT_SYSTEM
+from vision_dialogue.msg import Intent
+
+REPO = Path(__file__).resolve().parents[1]
+CLIENT = Path(__file__).with_name("skill_client.py")
+INTENTS = """
+intents:
+  - name: guide
+    description: Take the person to a place in the building.
+    arguments: {place: {type: string, description: the place to go to}}
+"""
+
+
+def _env():
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO),
+                                                        os.environ.get("PYTHONPATH", "")]))
+
+
+class Proc:
+    """A process whose stdout lines are collected; `expect(pred)` waits for one."""
+
+    def __init__(self, args, cwd, stdin=False, on_line=None):
+        self.proc = subprocess.Popen(args, env=_env(), cwd=cwd, text=True,
+                                     stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.lines: queue.Queue = queue.Queue()
+        self.seen: list[str] = []
+        self.err: list[str] = []
+        self.on_line = on_line
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=lambda: self.err.extend(self.proc.stderr), daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            line = line.rstrip("\n")
+            self.seen.append(line)
+            self.lines.put(line)
+            if self.on_line is not None:
+                self.on_line(line)
+
+    def events(self, timeout):
+        """The JSON lines (skill_client.py) until "done" or "failed"."""
+        out, end = [], time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                e = json.loads(self.lines.get(timeout=0.1))
+            except (queue.Empty, json.JSONDecodeError):
+                continue
+            out.append(e)
+            if e["event"] in ("done", "failed"):
+                break
+        return out
+
+    def say(self, text):
+        self.proc.stdin.write(text + "\n")
+        self.proc.stdin.flush()
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def llm(req):
+    """The fake model: fills forms, finds intents, and converses with a purpose when given."""
+    msgs = req["messages"]
+    system = msgs[0]["content"] if isinstance(msgs[0]["content"], str) else ""
+    text = msgs[-1]["content"] if isinstance(msgs[-1]["content"], str) else ""
+    if system == EXTRACT_SYSTEM:
+        said = text.split("The person said:")[1].split("\n\n")[0]
+        out = {}
+        if "- name" in text and (m := re.search(r"name is (\w+)", said)):
+            out["name"] = m.group(1)
+        if "- colour" in text and (m := re.search(r"I like (\w+)", said)):
+            out["colour"] = m.group(1)
+        return json.dumps(out)
+    if system.startswith(INTENT_SYSTEM[:40]):
+        if m := re.search(r"take me to the (\w+)", text):
+            return json.dumps({"intent": "guide", "arguments": {"place": m.group(1)}})
+        return '{"intent": "none"}'
+    if "blue" in text:
+        return "Blue is a lovely colour."
+    if any("Your purpose" in str(m["content"]) for m in msgs):
+        return "What colour do you like best?"
+    return "Nice to meet you."
+
+
+def person(speech: Proc):
+    """Answers what the robot asks, as a person at the terminal would."""
+    def hear(line):
+        if not line.startswith("robot:"):
+            return
+        answer = ("My name is Zebulon." if "your name" in line else
+                  "Yes." if "ready" in line else
+                  "I like blue the most." if "colour do you like" in line else None)
+        if answer:
+            speech.say(answer)
+    return hear
+
+
+def start_manager(fake, tmp_path, *params):
+    args = [sys.executable, "-m", "vision_dialogue.manager_node", "--ros-args",
+            "-p", f"base_url:={fake.base_url}", "-p", "model:=fake", "-p", "probe_images:=false",
+            "-p", f"transcript_dir:={tmp_path / 'tr'}", "-p", "max_retries:=0"]
+    for p in params:
+        args += ["-p", p]
+    return Proc(args, tmp_path)
+
+
+def start_speech(tmp_path):
+    speech = Proc([sys.executable, "-m", "vision_dialogue.speech_node", "--ros-args",
+                   "-p", "backend:=terminal", "-p", "speaker:=visitor"], tmp_path, stdin=True)
+    speech.on_line = person(speech)
+    return speech
+
+
+def run_client(tmp_path, steps, timeout=90.0):
+    f = tmp_path / f"steps{time.monotonic_ns()}.json"
+    f.write_text(json.dumps(steps))
+    client = Proc([sys.executable, str(CLIENT), str(f)], tmp_path)
+    try:
+        events = client.events(timeout)
+    finally:
+        client.close()
+    assert events and events[-1]["event"] == "done", (events, client.err[-20:])
+    return {e["step"]: e for e in events if e["event"] == "result"}, events
+
+
+def test_an_application_says_asks_and_chats_through_the_skills(fake_openai, tmp_path):
+    fake_openai.responder = llm
+    manager = start_manager(fake_openai, tmp_path)
+    speech = start_speech(tmp_path)
+    try:
+        colour = {"name": "colour quiz", "configuration": json.dumps({
+            "instruction": "Find out the person's favourite colour.",
+            "results": {"colour": {"type": "string"}}, "closing": "Thank you, that helps!"})}
+        results, events = run_client(tmp_path, [
+            {"skill": "say", "goal": {"input": "Hello! I am the robot at the front desk."},
+             "expect": "spoken"},
+            {"skill": "ask", "expect": "answered", "goal": {
+                "question": "What is your name?", "answers_schema": json.dumps({
+                    "name": {"type": "string"},
+                    "ready": {"type": "boolean",
+                              "description": "whether you are ready to start"}})}},
+            {"skill": "chat", "goal": {"role": colour, "initiate": True}, "expect": "done"},
+            {"skill": "chat", "goal": {"role": {"name": "small talk"}}, "cancel_on": "started",
+             "expect": "cancelled"},
+        ])
+        assert results[0]["success"] and results[0]["turn_id"] >= 1
+        assert json.loads(results[1]["answers"]) == {"name": "Zebulon", "ready": True}
+        assert json.loads(results[2]["role_results"]) == {"colour": "blue"}
+        assert results[3]["status"] == "cancelled" and not results[3]["success"]
+        stages = [e["stage"] for e in events if e["event"] == "feedback" and e["step"] == 1]
+        assert stages[:2] == ["queued", "queued"] or stages[0] == "queued"
+        assert {"asked", "heard", "extracting", "follow_up"} <= set(stages)
+        robot = [line for line in speech.seen if line.startswith("robot:")]
+        assert robot[0] == "robot: Hello! I am the robot at the front desk."
+        assert robot[1] == "robot: What is your name?"
+        assert robot[2].startswith("robot: Sorry, I did not get that.") and "ready" in robot[2]
+        assert "robot: What colour do you like best?" in robot
+        assert robot[-1] == "robot: Thank you, that helps!"
+        # the purpose reached the chat's replies and left with it; the Ask's answers did not
+        # get replies of their own
+        replies = [r for r in fake_openai.requests
+                   if r["messages"][0]["content"] not in (EXTRACT_SYSTEM,)]
+        assert any("colour quiz" in json.dumps(r) for r in replies)
+        assert "robot: Nice to meet you." not in robot
+        records = [json.loads(line) for f in (tmp_path / "tr").glob("*/transcript.jsonl")
+                   for line in f.read_text().splitlines()]
+        ends = [r for r in records if r["type"] == "skill" and r["stage"] == "end"]
+        assert [r["status"] for r in ends] == ["spoken", "answered", "done", "cancelled"]
+        said = [r for r in records if r["type"] == "reply" and r.get("skill") == "say"]
+        assert said and said[0]["text"] == "Hello! I am the robot at the front desk."
+        # the README's ten-line client, as a user copies it
+        readme = (REPO / "README.md").read_text()
+        code = readme.split("### Drive the conversation")[1].split("```python\n")[1]
+        (tmp_path / "readme_client.py").write_text(code.split("```")[0])
+        client = Proc([sys.executable, str(tmp_path / "readme_client.py")], tmp_path)
+        assert client.proc.wait(60) == 0, client.err[-10:]
+        assert client.seen[-1] == "answered {'name': 'Zebulon'}", client.seen
+        assert "robot: Welcome to the lab!" in speech.seen
+    finally:
+        speech.close()
+        manager.close()
+
+
+def test_intents_priorities_and_a_robot_without_a_speech_node(
+        fake_openai, tmp_path, ros_context):
+    fake_openai.responder = llm
+    (tmp_path / "intents.yaml").write_text(INTENTS)
+    manager = start_manager(fake_openai, tmp_path, f"intents_file:={tmp_path / 'intents.yaml'}",
+                            "free_conversation:=false")
+    speech = None
+    node = rclpy.create_node("robot_app", context=ros_context)
+    intents = []
+    node.create_subscription(Intent, "intents", intents.append, 10)
+    ex = SingleThreadedExecutor(context=ros_context)
+    ex.add_node(node)
+    try:
+        results, _ = run_client(tmp_path, [{"skill": "say", "goal": {"input": "Hello."}}])
+        assert results[0]["status"] == "no_speech" and "no speech node" in results[0]["error"]
+        speech = start_speech(tmp_path)
+        assert spin_until(ex, lambda: node.count_publishers("intents") >= 1, 30)
+        # free_conversation:=false: heard, not answered; the request is an intent
+        time.sleep(0.5)
+        speech.say("What a lovely morning it is.")
+        speech.say("Could you take me to the kitchen?")
+        assert spin_until(ex, lambda: intents, 30)
+        msg = intents[0]
+        assert (msg.intent, json.loads(msg.data)) == ("guide", {"place": "kitchen"})
+        assert msg.source == "visitor" and msg.modality == Intent.MODALITY_SPEECH
+        assert msg.utterance == "Could you take me to the kitchen?" and msg.confidence == 1.0
+        asked = [r for r in fake_openai.requests
+                 if r["messages"][0]["content"].startswith(INTENT_SYSTEM[:40])]
+        assert len(asked) == 1                    # small talk never reached the LLM
+        assert not [line for line in speech.seen if line.startswith("robot:")]
+        # a higher priority pre-empts the Ask that waits for an answer
+        results, _ = run_client(tmp_path, [
+            {"skill": "ask", "wait": False, "goal": {
+                "question": "What is your favourite number?", "priority": 100,
+                "answers_schema": '{"number": {"type": "integer"}}'}},
+            {"skill": "say", "after": [0, "asked"], "goal": {
+                "input": "Attention please, we close in ten minutes.", "priority": 200}},
+        ])
+        assert results[0]["status"] == "preempted" and results[0]["answers"] == "{}"
+        assert results[1]["status"] == "spoken"
+        # a lower priority waits for the running Ask, which still hears its answer
+        results, _ = run_client(tmp_path, [
+            {"skill": "ask", "wait": False, "goal": {
+                "question": "And what is your name?",
+                "answers_schema": '{"name": {"type": "string"}}'}},
+            {"skill": "say", "after": [0, "queued"], "wait": False,
+             "goal": {"input": "Thank you.", "priority": 10}},
+            {"skill": "say", "after": [0, "queued"], "wait": False,
+             "goal": {"input": "Bye.", "priority": 10}},
+        ])
+        assert json.loads(results[0]["answers"]) == {"name": "Zebulon"}
+        assert results[1]["status"] == results[2]["status"] == "spoken"
+        robot = [line for line in speech.seen if line.startswith("robot:")]
+        assert robot[-3:] == ["robot: And what is your name?", "robot: Thank you.",
+                              "robot: Bye."]
+        assert spin_until(ex, lambda: len(intents) == 1, 1.0)
+    finally:
+        if speech is not None:
+            speech.close()
+        manager.close()
+        node.destroy_node()

@@ -1,0 +1,196 @@
+"""What the person asks the robot to do, as intents a YAML file declares (ROS-free).
+
+The robot's application declares its intents (the manager's `intents_file`)::
+
+    intents:
+      - name: guide                              # what is published as Intent.intent
+        description: Take the person to a place in the building.
+        arguments:                               # JSON-schema properties (may be {})
+          place: {type: string, description: the place to go to}
+        required: [place]                        # default: every argument
+        examples: ["Can you take me to the kitchen?"]
+        priority: 128                            # the Intent's priority (default 128)
+
+After each of the person's turns, `IntentReader.read(line)` finds at most one declared intent:
+1. a cheap word test drops lines that neither ask for something nor share a word with any
+   intent (most small talk never reaches the LLM);
+2. the LLM picks one intent name or "none" and fills its arguments as JSON (constrained to the
+   schema where the backend can);
+3. the arguments pass the declared schema and are grounded in the line (answers.keep_valid);
+   an intent whose required arguments are missing is not published.
+No intent is invented: a name that is not declared, or "none", gives nothing.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from vision_dialogue.core.answers import AnswerSchema, SchemaError, keep_valid, \
+    parse_json_object
+
+REQUEST_CUES = ("can you", "could you", "would you", "will you", "please", "i want", "i need",
+                "i would like", "i'd like", "take me", "show me", "bring me", "let's", "let us",
+                "go to", "help me", "give me", "get me", "i wish", "you should", "i'm looking",
+                "i am looking", "where is", "where are", "where's")
+"""Phrases of a request: a line with one of these is worth asking the LLM about."""
+
+_STOP = set("a an the my your his her its our their i you he she it we they is am are was "
+            "were be been of in on at to for and or with this that these those me can could "
+            "would will please do does did what how so just some any there here".split())
+
+INTENT_SYSTEM = ('You decide what a person asks a robot to do. The robot can do only these '
+                 'things:\n{catalog}\n\nReply with one JSON object and nothing else: '
+                 '{{"intent": "<one name above, or none>", "arguments": {{...}}}}. Say "none" '
+                 'when the person does not ask the robot to do one of them (a question, small '
+                 'talk, or something else). Put in an argument only when the person said it.')
+
+
+class IntentsError(ValueError):
+    """An unreadable or invalid intents file; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class IntentSpec:
+    """One declared intent."""
+
+    name: str
+    description: str
+    arguments: AnswerSchema | None
+    examples: tuple[str, ...] = ()
+    priority: int = 128
+
+    def words(self) -> set[str]:
+        text = " ".join([self.name.replace("_", " "), self.description, *self.examples])
+        if self.arguments is not None:
+            text += " " + " ".join(self.arguments.what(k) for k in self.arguments.properties)
+        return {w for w in re.findall(r"[a-z]+", text.lower()) if w not in _STOP and len(w) > 2}
+
+    def line(self) -> str:
+        args = ", ".join(self.arguments.properties) if self.arguments else ""
+        return f"- {self.name}({args}): {self.description}"
+
+
+@dataclass(frozen=True)
+class FoundIntent:
+    """An intent read from a line: its name, its arguments (valid), how sure."""
+
+    intent: str
+    data: dict
+    confidence: float
+    priority: int = 128
+
+    def json(self) -> str:
+        return json.dumps(self.data, ensure_ascii=False)
+
+
+def load_intents(path: str | Path) -> list[IntentSpec]:
+    """Read and check an intents file (see the module docstring); raises IntentsError."""
+    p = Path(path).expanduser()
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise IntentsError(f"{p}: cannot read ({e})") from None
+    items = raw.get("intents") if isinstance(raw, dict) else raw
+    if not isinstance(items, list) or not items:
+        raise IntentsError(f"{p}: expected a list under 'intents:'")
+    specs, names = [], set()
+    for i, item in enumerate(items):
+        where = f"{p}: intent {i + 1}"
+        if not isinstance(item, dict):
+            raise IntentsError(f"{where}: must be a mapping with name and description")
+        unknown = set(item) - {"name", "description", "arguments", "required", "examples",
+                               "priority"}
+        if unknown:
+            raise IntentsError(f"{where}: unknown keys {sorted(unknown)}")
+        name, desc = str(item.get("name", "")).strip(), str(item.get("description", "")).strip()
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name == "none":
+            raise IntentsError(f"{where}: name {name!r} must be an identifier (not 'none')")
+        if name in names:
+            raise IntentsError(f"{where}: {name!r} is declared twice")
+        if not desc:
+            raise IntentsError(f"{where} ({name}): needs a description")
+        args = None
+        if item.get("arguments"):
+            try:
+                args = AnswerSchema.parse({"properties": item["arguments"],
+                                           "required": item.get("required",
+                                                                list(item["arguments"]))})
+            except SchemaError as e:
+                raise IntentsError(f"{where} ({name}): {e}") from None
+        priority = item.get("priority", 128)
+        if not isinstance(priority, int) or not 0 <= priority <= 255:
+            raise IntentsError(f"{where} ({name}): priority must be an integer 0..255")
+        names.add(name)
+        specs.append(IntentSpec(name, desc, args, tuple(map(str, item.get("examples", ()))),
+                                priority))
+    return specs
+
+
+class IntentReader:
+    """Finds the declared intent a person's line asks for (see the module docstring).
+
+    `ask_llm(messages, max_tokens, json_schema)` is one LLM completion.
+    """
+
+    def __init__(self, specs: list[IntentSpec],
+                 ask_llm: Callable[..., str], logger=None):
+        self.specs = {s.name: s for s in specs}
+        self.ask_llm = ask_llm
+        self.log = logger
+        self._words = {s.name: s.words() for s in specs}
+        self.asked = 0          # lines that reached the LLM
+
+    def abilities(self) -> str:
+        """The intents in words, for the reply prompt (the robot may say it will do it)."""
+        return "; ".join(f"{s.name.replace('_', ' ')} ({s.description.rstrip('.')})"
+                         for s in self.specs.values())
+
+    def worth_asking(self, line: str) -> bool:
+        """The word test: a request phrase, or a word shared with a declared intent."""
+        low = " ".join(re.findall(r"[a-z']+", line.lower()))
+        if any(cue in f" {low} " for cue in (f" {c} " for c in REQUEST_CUES)) or \
+                any(low.startswith(c) for c in REQUEST_CUES):
+            return True
+        words = {w for w in low.split() if w not in _STOP and len(w) > 2}
+        return any(words & ws or {w.rstrip("s") for w in words} & ws
+                   for ws in self._words.values())
+
+    def messages(self, line: str) -> list[dict]:
+        catalog = "\n".join(s.line() for s in self.specs.values())
+        return [{"role": "system", "content": INTENT_SYSTEM.format(catalog=catalog)},
+                {"role": "user", "content": f'The person said: "{line}"\nJSON:'}]
+
+    def schema(self) -> dict:
+        return {"type": "object", "properties": {
+            "intent": {"type": "string", "enum": [*self.specs, "none"]},
+            "arguments": {"type": "object"}}, "required": ["intent"]}
+
+    def read(self, line: str) -> FoundIntent | None:
+        """The intent `line` asks for, or None."""
+        line = " ".join(str(line).split())
+        if not line or not self.worth_asking(line):
+            return None
+        self.asked += 1
+        text = self.ask_llm(self.messages(line), max_tokens=60, json_schema=self.schema())
+        answer = parse_json_object(text)
+        spec = self.specs.get(str(answer.get("intent", "")).strip())
+        if spec is None:
+            return None
+        data: dict = {}
+        if spec.arguments is not None:
+            given = answer.get("arguments") if isinstance(answer.get("arguments"), dict) \
+                else {k: v for k, v in answer.items() if k != "intent"}
+            data = keep_valid(spec.arguments, list(spec.arguments.properties), given, [line])
+            if spec.arguments.missing(data):
+                if self.log is not None:
+                    self.log.info(f"intent {spec.name} without its "
+                                  f"{', '.join(spec.arguments.missing(data))}: not published")
+                return None
+        n_args = len(spec.arguments.properties) if spec.arguments else 0
+        confidence = 0.6 + 0.4 * (len(data) / n_args if n_args else 1.0)
+        return FoundIntent(spec.name, data, round(confidence, 2), spec.priority)

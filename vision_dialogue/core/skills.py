@@ -1,0 +1,347 @@
+"""The communication skills an application drives: Say, Ask and Chat (ROS-free).
+
+ROS4HRI's communication_skills, as the manager serves them (`ros/skill_servers.py` wires the
+actions): the skills here only decide what to say, what to listen for and when they are over;
+a `SkillHost` (the manager) says lines, hands them the person's lines and asks the LLM.
+
+One skill speaks at a time (`SkillArbiter`): a goal with a higher priority pre-empts the running
+one (whose result says "preempted"); a goal of equal or lower priority waits, highest priority
+first, then first come; when `max_waiting` goals already wait, a new one is rejected.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from vision_dialogue.core.answers import AnswerSchema, SchemaError, extraction_messages, \
+    follow_up, keep_valid, parse_json_object, question_for, read_plainly
+
+DEFAULT_PRIORITY = 128
+"""std_skills' Meta default priority (0..255)."""
+
+_log = logging.getLogger("vision_dialogue.skills")
+
+
+class SkillRejected(RuntimeError):
+    """Too many skills wait already; the goal is refused."""
+
+
+class Ticket:
+    """One skill's place at the arbiter; `preempted` is set when a higher priority came."""
+
+    def __init__(self, name: str, priority: int, seq: int):
+        self.name, self.priority, self.seq = name, int(priority), seq
+        self.preempted = threading.Event()
+
+    def __repr__(self) -> str:
+        return f"{self.name}(priority {self.priority})"
+
+
+class SkillArbiter:
+    """One skill at a time, by priority (see the module docstring)."""
+
+    def __init__(self, max_waiting: int = 4):
+        self.max_waiting = int(max_waiting)
+        self._cv = threading.Condition()
+        self._running: Ticket | None = None
+        self._waiting: list[Ticket] = []
+        self._seq = 0
+
+    @property
+    def running(self) -> Ticket | None:
+        return self._running
+
+    def enter(self, name: str, priority: int = DEFAULT_PRIORITY) -> Ticket:
+        """Join the line; pre-empts a running skill of lower priority. Raises SkillRejected."""
+        with self._cv:
+            self._seq += 1
+            ticket = Ticket(name, priority, self._seq)
+            if self._running is None and not self._waiting:
+                self._running = ticket
+                return ticket
+            if len(self._waiting) >= self.max_waiting:
+                raise SkillRejected(f"{len(self._waiting)} skills wait already "
+                                    f"(running: {self._running})")
+            self._waiting.append(ticket)
+            self._waiting.sort(key=lambda t: (-t.priority, t.seq))
+            if self._running is not None and priority > self._running.priority:
+                self._running.preempted.set()
+            return ticket
+
+    def wait_turn(self, ticket: Ticket, give_up: Callable[[], bool],
+                  poll: float = 0.05) -> bool:
+        """Block until `ticket` runs (True), or `give_up()` says stop (False, and it leaves)."""
+        with self._cv:
+            while self._running is not ticket:
+                if give_up() or ticket.preempted.is_set():
+                    self._remove(ticket)
+                    return False
+                if self._running is None and self._waiting and self._waiting[0] is ticket:
+                    self._running = self._waiting.pop(0)
+                    return True
+                self._cv.wait(poll)
+            return True
+
+    def leave(self, ticket: Ticket) -> None:
+        """The skill is over (or gave up waiting): the next one may run."""
+        with self._cv:
+            self._remove(ticket)
+
+    def _remove(self, ticket: Ticket) -> None:
+        if self._running is ticket:
+            self._running = None
+        if ticket in self._waiting:
+            self._waiting.remove(ticket)
+        self._cv.notify_all()
+
+
+@dataclass
+class Control:
+    """Why a running skill must stop now ("" while it may go on)."""
+
+    ticket: Ticket | None = None
+    cancelled: Callable[[], bool] = lambda: False
+    deadline: float = float("inf")      # time.monotonic()
+
+    def reason(self) -> str:
+        if self.cancelled():
+            return "cancelled"
+        if self.ticket is not None and self.ticket.preempted.is_set():
+            return "preempted"
+        if time.monotonic() >= self.deadline:
+            return "timeout"
+        return ""
+
+    def left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+
+@dataclass
+class Heard:
+    """A person's line, as a skill receives it."""
+
+    text: str
+    speaker: str = ""
+
+
+@dataclass
+class SkillOutcome:
+    """How a skill ended: `status` (see the action definitions), `data` its JSON result."""
+
+    status: str
+    data: dict = field(default_factory=dict)
+    error: str = ""
+    turn_id: int = 0
+
+    @property
+    def success(self) -> bool:
+        return self.status in ("spoken", "sent", "answered", "done")
+
+    def json(self) -> str:
+        return json.dumps(self.data, ensure_ascii=False)
+
+
+class SkillHost(Protocol):
+    """What the skills need from the manager."""
+
+    def say(self, text: str, control: Control,
+            feedback: Callable[[str, str], None]) -> SkillOutcome:
+        """Say a line; wait until it was said.
+
+        status: spoken, sent (no speech node reports back), interrupted (the person spoke),
+        no_speech, cancelled or preempted.
+        """
+
+    def listen(self, control: Control) -> Heard | None:
+        """The person's next line (None once `control` says stop)."""
+
+    def seen(self) -> str:
+        """What the robot sees now, in words (the newest frame's notes)."""
+
+    def ask_llm(self, messages: list, max_tokens: int, json_schema: dict | None = None) -> str:
+        """One LLM completion (constrained to `json_schema` where the backend can)."""
+
+
+Feedback = Callable[[str, str, dict], None]
+"""feedback(stage, text, answers so far)."""
+
+
+def fill(host: SkillHost, schema: AnswerSchema, keys: list[str], question: str,
+         lines: list[str], log=_log) -> dict:
+    """Answers for `keys` from the person's `lines` (plain readers, then the LLM), all valid."""
+    got = read_plainly(schema, keys, lines[-1]) if lines else {}
+    rest = [k for k in keys if k not in got]
+    if not rest:
+        return got
+    seen = host.seen()
+    try:
+        text = host.ask_llm(extraction_messages(schema, rest, question, lines, seen),
+                            max_tokens=24 + 24 * len(rest),
+                            json_schema=schema.object_schema(rest))
+    except Exception as e:  # noqa: BLE001 - an LLM failure leaves the keys missing
+        log.warning(f"answers not extracted ({type(e).__name__}: {e})")
+        return got
+    got.update(keep_valid(schema, rest, parse_json_object(text), lines + [seen]))
+    return got
+
+
+def word_question(host: SkillHost, schema: AnswerSchema, instruction: str,
+                  log=_log) -> str:
+    """The question for an Ask whose goal has none: worded by the LLM, else plainly."""
+    keys = list(schema.properties)
+    plain = question_for(schema, keys)
+    try:
+        text = host.ask_llm([{"role": "system", "content": instruction.format(
+            keys=schema.describe(keys))}], max_tokens=40).strip().strip('"')
+    except Exception as e:  # noqa: BLE001
+        log.warning(f"question not worded by the LLM ({e}); asking plainly")
+        return plain
+    first = text.split("\n")[0].strip()
+    return first if first.endswith("?") and 3 <= len(first.split()) <= 30 else plain
+
+
+def run_ask(host: SkillHost, control: Control, feedback: Feedback, question: str,
+            answers_schema: str, max_followups: int, wording: str, log=_log,
+            filler: Callable[..., dict] = fill) -> SkillOutcome:
+    """The Ask skill: ask, listen, follow up on what is missing, return the valid answers.
+
+    `filler`: how answers are read from the lines (`fill`; a benchmark swaps in its baseline).
+    """
+    try:
+        schema = AnswerSchema.parse(answers_schema)
+    except SchemaError as e:
+        return SkillOutcome("error", error=str(e))
+    question = " ".join(question.split()) or word_question(host, schema, wording, log)
+    answers: dict = {}
+    lines: list[str] = []
+    asked = question
+    for attempt in range(int(max_followups) + 1):
+        said = host.say(asked, control, lambda stage, text: feedback(stage, text, answers))
+        if said.status not in ("spoken", "sent", "interrupted"):   # interrupted: answered early
+            return SkillOutcome(said.status, answers, said.error)
+        feedback("asked" if attempt == 0 else "follow_up", asked, answers)
+        heard = host.listen(control)
+        if heard is None:
+            return SkillOutcome(control.reason() or "timeout", answers)
+        lines.append(heard.text)
+        feedback("heard", heard.text, answers)
+        need = [k for k in schema.properties if k not in answers]
+        feedback("extracting", heard.text, answers)
+        answers.update(filler(host, schema, need, question, lines, log))
+        missing = schema.missing(answers)
+        if not missing:
+            return SkillOutcome("answered", answers)
+        asked = follow_up(schema, missing)
+    return SkillOutcome("partial", answers, f"not obtained: {', '.join(schema.missing(answers))}")
+
+
+@dataclass
+class ChatRole:
+    """A Chat's purpose: what the LLM is told, the results wanted, the lines that frame it."""
+
+    name: str
+    instruction: str
+    results: AnswerSchema | None = None
+    opening: str = ""           # said as given when the robot starts (else the LLM words it)
+    closing: str = ""           # said when the results are in
+
+    @classmethod
+    def parse(cls, name: str, configuration: str) -> "ChatRole":
+        """From DialogueRole's name and JSON configuration; SchemaError when it is bad."""
+        try:
+            cfg = json.loads(configuration) if configuration.strip() else {}
+        except json.JSONDecodeError as e:
+            raise SchemaError(f"role.configuration is not valid JSON ({e.msg})") from None
+        if not isinstance(cfg, dict):
+            raise SchemaError("role.configuration must be a JSON object")
+        unknown = set(cfg) - {"instruction", "results", "required", "opening", "closing"}
+        if unknown:
+            raise SchemaError(f"role.configuration: unknown keys {sorted(unknown)} (known: "
+                              "instruction, results, required, opening, closing)")
+        results = None
+        if cfg.get("results"):
+            results = AnswerSchema.parse({"properties": cfg["results"],
+                                          "required": cfg.get("required",
+                                                              list(cfg["results"]))})
+        instruction = str(cfg.get("instruction", "")).strip()
+        if not instruction and not name.strip():
+            raise SchemaError("the role needs a name or an instruction")
+        return cls(name.strip() or "chat", instruction or f"act as a {name.strip()}", results,
+                   str(cfg.get("opening", "")).strip(), str(cfg.get("closing", "")).strip())
+
+
+class ChatHost(SkillHost, Protocol):
+    """What Chat needs beyond Ask's host: the free conversation, with a purpose."""
+
+    def begin_chat(self, role: ChatRole) -> None:
+        """Replies from now on serve the role's purpose; the chat's exchanges are collected."""
+
+    def end_chat(self) -> None:
+        """The purpose is gone from the prompt."""
+
+    def start_turn(self, text: str | None, instruction: str = "") -> None:
+        """Queue a turn of the conversation.
+
+        The person's line (a reply follows), or (text None) the robot speaking first with
+        `instruction`.
+        """
+
+    def next_exchange(self, control: Control, timeout: float) -> tuple[str, str] | None:
+        """The chat's next (person's line, robot's reply); None if none came in `timeout`."""
+
+    def present(self) -> bool | None:
+        """Whether a person is in view (None: nobody can tell)."""
+
+
+def run_chat(host: ChatHost, control: Control, feedback: Feedback, role: ChatRole,
+             initiate: bool, initial_input: str, person_lost_s: float,
+             opening_instruction: str, log=_log) -> SkillOutcome:
+    """The Chat skill: converse with the role's purpose until its results are in."""
+    host.begin_chat(role)
+    results: dict = {}
+    lines: list[str] = []
+    try:
+        feedback("started", role.name, results)
+        if initial_input.strip():
+            host.start_turn(initial_input.strip())
+        elif initiate and role.opening:
+            said = host.say(role.opening, control, lambda s, t: feedback(s, t, results))
+            if said.status in ("cancelled", "preempted", "no_speech"):
+                return SkillOutcome(said.status, results, said.error)
+        elif initiate:
+            host.start_turn(None, opening_instruction)
+        gone_since = None
+        while True:
+            why = control.reason()
+            if why:
+                return SkillOutcome(why, results)
+            present = host.present()
+            if present is False:
+                gone_since = gone_since or time.monotonic()
+                if time.monotonic() - gone_since >= person_lost_s:
+                    return SkillOutcome("person_left", results)
+            else:
+                gone_since = None
+            exchange = host.next_exchange(control, timeout=0.2)
+            if exchange is None:
+                continue
+            person, reply = exchange
+            if person:
+                lines.append(person)
+                feedback("heard", person, results)
+            feedback("replied", reply, results)
+            if role.results is None or not person:
+                continue
+            need = [k for k in role.results.properties if k not in results]
+            results.update(fill(host, role.results, need, role.instruction, lines, log))
+            feedback("results", json.dumps(results), results)
+            if not role.results.missing(results):
+                if role.closing:
+                    host.say(role.closing, control, lambda s, t: None)
+                return SkillOutcome("done", results)
+    finally:
+        host.end_chat()

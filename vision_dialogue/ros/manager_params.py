@@ -1,0 +1,193 @@
+"""The manager node's parameters: the table `declare_params` reads, and their cross-check.
+
+Apart from manager_node.py so the node only wires ROS to the core; `manager_node --help`, the
+docs test and `bringup -p manager.NAME:=...` read the same table.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS
+from vision_dialogue.core.proactive import PROACTIVE_MODES
+from vision_dialogue.core.summariser import SummaryRule
+from vision_dialogue.core.transcript import parse_retention
+from vision_dialogue.llm.factory import DTYPES, KINDS
+from vision_dialogue.ros.params import Param, nonempty
+from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES
+
+
+def _file_or_empty(v):
+    return None if not v or Path(v).is_file() else "no such file"
+
+
+def _retention(v):
+    try:
+        parse_retention(v)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+PARAMS = [
+    Param("n", 4, "Raw frames in the prompt that trigger a summary (the paper's n).",
+          range=(2, 1000), live=True),
+    Param("m", 3, "Frames summarised at once, m < n (the paper's m).", range=(1, 999),
+          live=True),
+    Param("llm_backend", "openai", "LLM backend: openai (any OpenAI-compatible server), "
+          "transformers or llamacpp (a local model in this process).", choices=KINDS),
+    Param("base_url", "", "OpenAI-compatible server root incl. /v1; empty = openai default."),
+    Param("model", "gpt-4o-mini", "Model name (openai), checkpoint directory (transformers) "
+          "or GGUF file (llamacpp); for a local backend empty or 'default' = the embedded "
+          "default model, 'default:1.5b' = its larger variant."),
+    Param("local_dtype", "auto", "Precision of a local (transformers) model's weights: int8 = "
+          "quantised Linear layers (CPU, several times faster); auto = the embedded default "
+          "model's measured best on a CPU (0.5b: int8, 1.5b: bfloat16), else the "
+          "checkpoint's.", choices=DTYPES),
+    Param("local_threads", 0, "CPU threads of a local model (0: before each reply, the cores "
+          "other work left free; a busy core makes every thread wait).", range=(0, 256)),
+    Param("summary_model", "", "Model for frame summaries and history folding; empty = model."),
+    Param("api_key_env", "OPENAI_API_KEY", "Environment variable holding the API key "
+          "(the key itself is never logged).", check=nonempty),
+    Param("supports_images", True, "Whether the model takes images; false: frames go in as "
+          "text observations (always false for text-only local models)."),
+    Param("persona_file", "", "Persona/instructions YAML; empty = packaged config/persona.yaml.",
+          check=_file_or_empty),
+    Param("newest_max_side", 640, "Longest side (px) of the newest frame in the prompt.",
+          range=(16, 4096)),
+    Param("older_max_side", 256, "Longest side (px) of older frames in the prompt.",
+          range=(16, 4096)),
+    Param("jpeg_quality", 80, "JPEG quality of frames in the prompt.", range=(1, 100)),
+    Param("image_detail", "low", "OpenAI image detail.", choices=DETAILS),
+    Param("history_budget_chars", 3000, "Characters of dialogue lines + frame summaries kept "
+          "verbatim before the oldest fold into a running summary.", range=(100, 10_000_000),
+          live=True),
+    Param("keep_recent_lines", 6, "Newest dialogue lines that always stay verbatim.",
+          range=(0, 10_000), live=True),
+    Param("max_reply_tokens", 150, "Token cap of a reply.", range=(1, 32768), live=True),
+    Param("probe_images", True, "With an OpenAI-compatible server and supports_images: send "
+          "one tiny image at start; a model that refuses it gets frames as text observations "
+          "(one log line) instead of failing every turn."),
+    Param("temperature", 0.0, "Sampling temperature of the LLM, for every backend (0.0: greedy, "
+          "the same reply to the same prompt; a server's own default is not used).",
+          range=(0.0, 2.0)),
+    Param("reply_deadline", 15.0, "Seconds from an utterance's arrival to the first sentence "
+          "of its reply; past it the fallback line is spoken and the late answer is only "
+          "logged. An utterance still waiting for its turn at its deadline is dropped "
+          "(logged, and written to the transcript).", range=(0.5, 3600.0), live=True),
+    Param("max_queued_turns", 4, "Utterances that may wait while a reply is produced; when "
+          "more arrive the oldest waiting one is dropped (logged, and written to the "
+          "transcript).", range=(1, 1000), live=True),
+    Param("request_timeout", 30.0, "Seconds per LLM request.", range=(0.1, 3600.0)),
+    Param("max_retries", 2, "Retries of a failed LLM request (with backoff).", range=(0, 20)),
+    Param("max_summary_failures", 3, "Failed attempts after which frames are replaced by a "
+          "neutral marker (they stay in the transcript).", range=(1, 1000)),
+    Param("image_qos", "auto", "QoS of the camera subscriptions: auto = follow the "
+          "publisher (reliable for stock drivers, best effort for sensor-data publishers); "
+          "sensor_data or reliable = fixed (qos_overrides.* parameters refine it).",
+          choices=IMAGE_QOS_CHOICES),
+    Param("min_frame_interval", 0.0, "Seconds; frames arriving sooner than this after the "
+          "last accepted one are skipped (0 = keep all; camera_node already paces frames).",
+          range=(0.0, 3600.0), live=True),
+    Param("max_image_pixels", DEFAULT_MAX_PIXELS, "Largest image (width x height) decoded, "
+          "checked against the size a frame declares before decoding it; larger frames are "
+          "rejected (counted in prompt_state).", range=(1, 2**31 - 1), live=True),
+    Param("stream", True, "Stream reply sentences as Reply chunks (final=false).", live=True),
+    Param("summary_mode", "auto", "How frames are summarised: llm (the paper: the LLM writes "
+          "each summary, in idle time, giving way to replies), merge (the frames' observations "
+          "joined, no LLM), auto (merge for text-only models, llm otherwise).",
+          choices=("auto", "llm", "merge")),
+    Param("camera_timeout", 30.0, "Seconds without a frame after which the robot says it "
+          "cannot see right now instead of describing the last frame; 0 = never.",
+          range=(0.0, 86400.0), live=True),
+    Param("greet_first", False, "Speak first: an opening remark when a person first "
+          "appears, before the user has said anything (the paper's persona).", live=True),
+    Param("transcript_dir", "runs/transcripts", "Folder for JSONL transcripts + frame JPEGs "
+          "(relative to the working directory); empty = off."),
+    Param("frame_retention", "keep", "How long stored frame JPEGs live: keep, none (never "
+          "stored), session (deleted when the manager stops), or <N>d (deleted N days after "
+          "their run, when a later run starts). The transcript's text stays.",
+          check=_retention),
+    Param("blur_faces", False, "Pixelate faces in every frame that is stored or sent out for "
+          "display: transcript JPEGs and the dialogue/events thumbnails (the LLM still sees "
+          "the frame as it is)."),
+    Param("frame_id", "base_link", "frame_id of published headers.", check=nonempty),
+    Param("prompt_state_period", 1.0, "Seconds between periodic PromptState messages; "
+          "0 = only on change.", range=(0.0, 3600.0)),
+    Param("visual_events", True, "Put camera/events (events_node: waves, arrivals, ...) into "
+          "the prompt between frames."),
+    Param("detections", True, "Put what object detectors publish on `detections` "
+          "(vision_msgs/Detection2DArray; remap a detector's topic onto it) into the prompt, "
+          "on the frame nearest in time, and classes coming or going as events."),
+    Param("labels", [""], "Class names by index, for detectors that put a number in class_id "
+          "and publish no label_info (vision_msgs/LabelInfo)."),
+    Param("objects_min_score", 0.3, "Detections below this score are left out.",
+          range=(0.0, 1.0)),
+    Param("objects_sure", 0.45, "Detections below this score are said with 'maybe'.",
+          range=(0.0, 1.0)),
+    Param("objects_max_age", 5.0, "Seconds between a detection and a frame it may describe "
+          "(older is stale); also how long a class must be gone to have left.",
+          range=(0.1, 3600.0)),
+    Param("ros4hri", True, "Take ROS4HRI (REP-155) in: voices' final speech as user turns, "
+          "tracked persons (name, face place, expression) as the people notes and arrivals, "
+          "a person becoming ENGAGING as the greeting, bodies' gestures as visual events."),
+    Param("proactive", "paper", "When the robot speaks first besides greet_first: paper "
+          "(never: the paper's user-initiated turns), arrivals (a person comes into view "
+          "after nobody for 20 s; needs the observer's people count, i.e. a text-only model), "
+          "arrivals_and_scenes (also when the view changes notably). In every mode but "
+          "paper the robot answers a wave (camera/events).",
+          choices=PROACTIVE_MODES),
+    Param("proactive_interval", 60.0, "Seconds between two remarks the robot makes unasked.",
+          range=(1.0, 3600.0)),
+    Param("proactive_quiet", 8.0, "The user must have been quiet this many seconds before the "
+          "robot speaks unasked.", range=(0.0, 600.0)),
+    Param("focus_note", "auto", "Text-only models: a short note right before the person's "
+          "line (answer yes or no; for a question about the past, the memories it needs). "
+          "strict: 'answer with yes or no'; soft: 'start with yes or no, then a few words'; "
+          "auto: as measured for the embedded model's variant (0.5b strict, 1.5b soft), soft "
+          "for other text-only models.", choices=("auto", "strict", "soft", "none")),
+    Param("avoid_repeats", True, "A reply that only says again what the robot said before is "
+          "asked for once more (sampled, told what not to say), unless the person asked to "
+          "hear it again."),
+    Param("warm_cache", True, "A local model reads the changed prompt (a new frame, a "
+          "summary, a fold) between turns, so the next reply reads only the person's line."),
+    Param("look_back", True, "Offer the look_back tool to an LLM that calls tools, on turns "
+          "about the past (and whenever the VFM tools are offered): it sees a frame that left "
+          "the prompt again, by time or by what it shows (the paper's future work)."),
+    Param("use_tools", False, "Offer the VFM server's tools (vfm/list_tools) to the LLM as "
+          "function tools (Visual ChatGPT); false = the paper's setup."),
+    Param("max_tool_rounds", 3, "Tool-call rounds per turn before the LLM must answer.",
+          range=(1, 20), live=True),
+    Param("tool_timeout", 120.0, "Seconds one tool call may take (then it is cancelled and "
+          "the LLM hears the error).", range=(0.1, 3600.0)),
+    Param("tool_discovery_timeout", 3.0, "Seconds the manager waits at startup for "
+          "vfm/list_tools before answering without tools (it asks again later).",
+          range=(0.0, 600.0)),
+    Param("tool_images_to_llm", True, "Show the images tools make to the LLM (vision "
+          "backends only), besides their file names."),
+    Param("image_dir", "~/.ros/vision_dialogue/vfm_images", "The VFM server's image store "
+          "(its image_dir), where pictures from dialogue/shared_image are saved.",
+          check=nonempty),
+    Param("skills", True, "Serve the communication skills skill/say, skill/ask and skill/chat "
+          "(ROS 2 actions an application drives; README 'Drive the conversation')."),
+    Param("free_conversation", True, "Answer the person's lines outside a Chat (the paper's "
+          "behaviour); false: only inside a Chat or an Ask, other lines are heard (transcript, "
+          "prompt) but not answered.", live=True),
+    Param("max_waiting_skills", 4, "Skill goals that may wait while another runs (by priority, "
+          "then arrival); one more is rejected.", range=(0, 100)),
+    Param("ask_timeout", 60.0, "Seconds an Ask goal with timeout 0 may take in all.",
+          range=(1.0, 3600.0), live=True),
+    Param("chat_person_lost", 10.0, "Seconds without anyone in view after which a Chat ends "
+          "(person_left); only where people are counted (a text-only model's observer, a "
+          "tracker, ROS4HRI).", range=(0.5, 3600.0), live=True),
+    Param("intents_file", "", "YAML of the intents the robot can be asked for "
+          "(config/intents.yaml shows the format); each person's turn that asks for one is "
+          "published on `intents`; empty = off.", check=_file_or_empty),
+]
+
+
+def cross_check(v: dict) -> str | None:
+    """Checks across parameters (run with every change)."""
+    if v["objects_sure"] < v["objects_min_score"]:
+        return (f"objects_sure ({v['objects_sure']:g}) must be at least objects_min_score "
+                f"({v['objects_min_score']:g})")
+    return SummaryRule.problem(v["n"], v["m"])

@@ -1,0 +1,206 @@
+"""The manager as the skills' host (core/skills.SkillHost).
+
+Lines said through the speech node, the person's lines handed to the skill that listens, the
+LLM, what the robot sees.
+
+A Say goes through the turn queue like a reply (so it is said in order, with a turn id); it is
+said when the speech node reports the turn DONE on `dialogue/spoken`, interrupted when it
+reports INTERRUPTED (the person spoke over it), and a cancelled one is stopped by publishing
+its turn id on `dialogue/cancel_reply`. A speech node that does not report (a third-party
+one) gives status "sent" once the reply is published.
+"""
+from __future__ import annotations
+
+import collections
+import queue
+import threading
+import time
+from typing import Callable
+
+from std_msgs.msg import UInt32
+
+from vision_dialogue.core.skills import ChatRole, Control, Heard, SkillOutcome
+from vision_dialogue.llm.base import Preempted
+from vision_dialogue.msg import Spoken
+from vision_dialogue.ros.qos import RELIABLE_QOS
+from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, REPLY_TOPIC, SPOKEN_TOPIC
+
+SPOKEN_WAIT_S_PER_WORD = 1.0
+"""Longest wait for the speech node's report of a said line, per word (at least 20 s)."""
+
+
+class SpokenTracker:
+    """What the speech node reported of each reply turn (dialogue/spoken), newest 64 turns."""
+
+    def __init__(self):
+        self._cv = threading.Condition()
+        self._turns: collections.OrderedDict[int, list] = collections.OrderedDict()
+
+    def on_msg(self, msg: Spoken) -> None:
+        with self._cv:
+            self._turns.setdefault(int(msg.turn_id), []).append((int(msg.event), msg.text))
+            while len(self._turns) > 64:
+                self._turns.popitem(last=False)
+            self._cv.notify_all()
+
+    def events(self, turn_id: int) -> list:
+        with self._cv:
+            return list(self._turns.get(turn_id, ()))
+
+    def wait(self, poll: float) -> None:
+        with self._cv:
+            self._cv.wait(poll)
+
+
+class ManagerSkillHost:
+    """SkillHost and ChatHost on the manager's turn server and conversation."""
+
+    def __init__(self, node, conversation, turns, people, logger):
+        self.node, self.conversation, self.turns, self.people = node, conversation, turns, \
+            people
+        self.log = logger
+        self.spoken = SpokenTracker()
+        node.create_subscription(Spoken, SPOKEN_TOPIC, self.spoken.on_msg, RELIABLE_QOS)
+        self.cancel_pub = node.create_publisher(UInt32, CANCEL_REPLY_TOPIC, RELIABLE_QOS)
+        self._heard: "queue.Queue[Heard]" = queue.Queue()
+        self._exchanges: "queue.Queue[tuple[str, str]]" = queue.Queue()
+        self.listening_to: str | None = None     # an Ask listens (to this person, "" = anyone)
+        self.chat_active = False
+        self.chat_person = ""          # the Chat goal's person_id: its turns are theirs
+        conversation.add_listener(self._on_event)
+
+    # --- saying -------------------------------------------------------------------------------
+    def say(self, text: str, control: Control,
+            feedback: Callable[[str, str], None]) -> SkillOutcome:
+        if self.node.count_subscribers(REPLY_TOPIC) == 0:
+            return SkillOutcome("no_speech", error=f"nobody subscribes to {REPLY_TOPIC}: no "
+                                "speech node is running")
+        done, box = threading.Event(), {}
+        item = self.turns.say(text, lambda r: (box.update(result=r), done.set()))
+        feedback("queued", text)
+        while not done.wait(0.05):
+            why = control.reason()
+            if why and self.turns.queue.remove(item):
+                return SkillOutcome(why)
+        result = box.get("result")
+        if result is None:
+            return SkillOutcome("error", error="the line was dropped before it was said (the "
+                                "manager is shutting down)")
+        return self._wait_spoken(result.turn_id, text, control, feedback)
+
+    def _wait_spoken(self, turn_id: int, text: str, control: Control,
+                     feedback: Callable[[str, str], None]) -> SkillOutcome:
+        if self.node.count_publishers(SPOKEN_TOPIC) == 0:
+            return SkillOutcome("sent", turn_id=turn_id)     # nobody can tell us more
+        end = time.monotonic() + max(20.0, SPOKEN_WAIT_S_PER_WORD * len(text.split()))
+        told = 0
+        while time.monotonic() < end:
+            events = self.spoken.events(turn_id)
+            for event, sentence in events[told:]:
+                if event in (Spoken.BEGAN, Spoken.SENTENCE):
+                    feedback("speaking", sentence)
+                elif event == Spoken.DONE:
+                    return SkillOutcome("spoken", turn_id=turn_id)
+                elif event == Spoken.INTERRUPTED:
+                    return SkillOutcome("interrupted", turn_id=turn_id,
+                                        error="the person spoke over it")
+            told = len(events)
+            why = control.reason()
+            if why:
+                self.cancel_pub.publish(UInt32(data=int(turn_id)))
+                return SkillOutcome(why, turn_id=turn_id)
+            self.spoken.wait(0.05)
+        return SkillOutcome("sent", turn_id=turn_id,
+                            error="the speech node did not say when it finished")
+
+    # --- listening ----------------------------------------------------------------------------
+    def begin_listening(self, person_id: str) -> None:
+        """The person's lines go to the skill from now on (an Ask), not to a reply."""
+        while not self._heard.empty():
+            self._heard.get_nowait()
+        self.listening_to = person_id
+        self.turns.claim = self._claim
+
+    def end_listening(self) -> None:
+        self.turns.claim = None
+        self.listening_to = None
+
+    def _claim(self, text: str, speaker: str) -> bool:
+        want = self.listening_to
+        if want is None or (want and speaker and speaker != want):
+            return False
+        self.conversation.hear(text, speaker, skill="ask")
+        self._heard.put(Heard(text, speaker))
+        return True
+
+    def listen(self, control: Control) -> Heard | None:
+        while not control.reason():
+            try:
+                return self._heard.get(timeout=min(0.1, max(0.01, control.left())))
+            except queue.Empty:
+                continue
+        return None
+
+    # --- seeing and the LLM -------------------------------------------------------------------
+    def seen(self) -> str:
+        frame = self.conversation.newest_frame()
+        if frame is None or self.conversation.camera_lost():
+            return ""
+        return " ".join(t for t in (frame.observation, frame.objects) if t).strip()
+
+    def ask_llm(self, messages: list, max_tokens: int, json_schema: dict | None = None,
+                background: bool = False) -> str:
+        """One completion, greedy; a background call waits for replies to finish first."""
+        backend = self.conversation.backend
+        kw = {"max_tokens": max_tokens, "temperature": 0.0}
+        if json_schema is not None and getattr(backend, "json_schema", False):
+            kw["json_schema"] = json_schema
+        if not (background and getattr(backend, "preemptible", False)):
+            return backend.complete(messages, **kw)
+        while True:
+            try:
+                return backend.complete(messages, background=True, **kw)
+            except Preempted:
+                time.sleep(0.2)
+
+    # --- chatting -----------------------------------------------------------------------------
+    def begin_chat(self, role: ChatRole) -> None:
+        while not self._exchanges.empty():
+            self._exchanges.get_nowait()
+        self.conversation.builder.notes["purpose"] = \
+            self.conversation.persona.purpose_note.format(name=role.name,
+                                                          instruction=role.instruction)
+        self.chat_active = True
+
+    def end_chat(self) -> None:
+        self.chat_active = False
+        self.conversation.builder.notes.pop("purpose", None)
+        self.conversation.warmer.soon()
+
+    def start_turn(self, text: str | None, instruction: str = "") -> None:
+        self.turns.start(text, instruction, speaker=self.chat_person)
+
+    def next_exchange(self, control: Control, timeout: float) -> tuple[str, str] | None:
+        try:
+            return self._exchanges.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def present(self) -> bool | None:
+        if self.chat_person:             # the ROS4HRI person (or tracked user) chatted with
+            seen = self.people.tracks(self.chat_person)
+            if seen is not None:
+                return seen
+        tracked = self.people.count()
+        if tracked is not None:
+            return tracked > 0
+        frame = self.conversation.newest_frame()
+        if frame is None or frame.people is None or self.conversation.camera_lost():
+            return None
+        return frame.people > 0
+
+    def _on_event(self, kind: str, data: dict) -> None:
+        if kind == "reply" and self.chat_active:
+            r = data["result"]
+            if not r.skill:
+                self._exchanges.put((r.in_reply_to, r.text))

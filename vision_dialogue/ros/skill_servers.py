@@ -1,0 +1,219 @@
+"""The manager's application side: the Say, Ask and Chat actions and the intents it publishes.
+
+* `skill/say`, `skill/ask`, `skill/chat` (vision_dialogue/action/Say, Ask, Chat, with ROS4HRI
+  communication_skills' field names): each goal waits its turn at one `SkillArbiter` (a higher
+  priority pre-empts), runs the ROS-free skill of core/skills.py on the manager
+  (ros/skill_host.py), publishes feedback per stage and honours cancel;
+* `intents` (vision_dialogue/Intent, hri_actions_msgs/Intent's fields): after each of the
+  person's turns, the declared intent it asks for (core/intents.py), off the turn worker so the
+  next reply never waits for it.
+Both are written to the transcript and shown on the monitor (records "skill", "intent").
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.task import Future
+
+from vision_dialogue.action import Ask, Chat, Say
+from vision_dialogue.core.answers import SchemaError
+from vision_dialogue.core.intents import IntentReader, IntentsError, load_intents
+from vision_dialogue.core.skills import ChatRole, Control, SkillArbiter, SkillOutcome, \
+    SkillRejected, run_ask, run_chat
+from vision_dialogue.msg import Intent
+from vision_dialogue.ros.params import ParameterError
+from vision_dialogue.ros.qos import RELIABLE_QOS
+from vision_dialogue.ros.skill_host import ManagerSkillHost
+from vision_dialogue.ros.topics import ASK_ACTION, CHAT_ACTION, INTENTS_TOPIC, SAY_ACTION
+
+
+class SkillServers:
+    """The three skill actions on the manager node (see the module docstring)."""
+
+    def __init__(self, node, conversation, host: ManagerSkillHost, params, logger):
+        self.node, self.conversation, self.p, self.log = node, conversation, params, logger
+        self.host = host
+        self.arbiter = SkillArbiter(params["max_waiting_skills"])
+        group = ReentrantCallbackGroup()
+        self.servers = [
+            ActionServer(node, kind, name, execute_callback=_on_own_thread(node, run),
+                         callback_group=group,
+                         goal_callback=lambda goal: GoalResponse.ACCEPT,
+                         cancel_callback=lambda handle: CancelResponse.ACCEPT)
+            for kind, name, run in ((Say, SAY_ACTION, self._say), (Ask, ASK_ACTION, self._ask),
+                                    (Chat, CHAT_ACTION, self._chat))]
+
+    # --- the three skills ---------------------------------------------------------------------
+    def _say(self, handle):
+        goal = handle.request
+
+        def body(control, feedback):
+            text = " ".join(goal.input.split())
+            if not text:
+                return SkillOutcome("error", error="input is empty: nothing to say")
+            return self.host.say(text, control, lambda stage, t: feedback(stage, t))
+        out = self._run(handle, "say", goal.priority, 0.0, body,
+                        lambda stage, text: Say.Feedback(stage=stage, text=text))
+        return Say.Result(success=out.success, status=out.status, error=out.error,
+                          turn_id=int(out.turn_id))
+
+    def _ask(self, handle):
+        goal = handle.request
+
+        def body(control, feedback):
+            self.host.begin_listening(goal.person_id)
+            try:
+                return run_ask(self.host, control, feedback, goal.question, goal.answers_schema,
+                               goal.max_followups,
+                               self.conversation.persona.ask_wording_instruction, self.log)
+            finally:
+                self.host.end_listening()
+        timeout = goal.timeout if goal.timeout > 0 else self.p["ask_timeout"]
+        out = self._run(handle, "ask", goal.priority, timeout, body,
+                        lambda stage, text, answers=None: Ask.Feedback(
+                            stage=stage, text=text, answers=_json(answers)))
+        return Ask.Result(success=out.success, status=out.status, error=out.error,
+                          answers=out.json())
+
+    def _chat(self, handle):
+        goal = handle.request
+        try:
+            role = ChatRole.parse(goal.role.name, goal.role.configuration)
+        except SchemaError as e:
+            role, bad = None, str(e)
+
+        def body(control, feedback):
+            if role is None:
+                return SkillOutcome("error", error=bad)
+            self.host.chat_person = goal.person_id
+            return run_chat(self.host, control, feedback, role, goal.initiate,
+                            goal.initial_input, self.p["chat_person_lost"],
+                            self.conversation.persona.chat_opening_instruction, self.log)
+        out = self._run(handle, "chat", goal.priority, goal.timeout, body,
+                        lambda stage, text, results=None: Chat.Feedback(
+                            stage=stage, text=text, role_results=_json(results)))
+        return Chat.Result(success=out.success, status=out.status, error=out.error,
+                           role_results=out.json())
+
+    # --- what every skill does ----------------------------------------------------------------
+    def _run(self, handle, name: str, priority: int, timeout: float, body, make_feedback):
+        """Wait for the turn, run `body(control, feedback)`, end the goal as its outcome says."""
+        gid = bytes(handle.goal_id.uuid).hex()[:8]
+
+        def feedback(stage, text, *extra):
+            handle.publish_feedback(make_feedback(stage, text, *extra))
+
+        try:
+            ticket = self.arbiter.enter(name, priority)
+        except SkillRejected as e:
+            out = SkillOutcome("rejected", error=str(e))
+        else:
+            out = self._take_turn(handle, ticket, timeout, body, feedback, name, gid)
+        self._record(name, gid, "end", out.status, out.error, out.data)
+        if out.status == "cancelled" and handle.is_cancel_requested:
+            handle.canceled()
+        elif out.success:
+            handle.succeed()
+        else:
+            handle.abort()
+        return out
+
+    def _take_turn(self, handle, ticket, timeout, body, feedback, name, gid) -> SkillOutcome:
+        cancelled = (lambda: handle.is_cancel_requested)
+        try:
+            feedback("queued", "")
+            if not self.arbiter.wait_turn(ticket, cancelled):
+                return SkillOutcome("cancelled" if cancelled() else "preempted")
+            self._record(name, gid, "start", "", "", {})
+            control = Control(ticket, cancelled)
+            if timeout > 0:
+                control.deadline = time.monotonic() + timeout
+            return body(control, feedback)
+        except Exception as e:  # noqa: BLE001 - a skill bug ends its goal, not the node
+            self.log.error(f"{name} skill failed: {type(e).__name__}: {e}")
+            return SkillOutcome("error", error=f"{type(e).__name__}: {e}")
+        finally:
+            self.arbiter.leave(ticket)
+
+    def _record(self, skill, gid, stage, status, error, data) -> None:
+        rec = {"skill": skill, "goal": gid, "stage": stage}
+        if stage == "end":
+            rec.update(status=status, error=error, result=data)
+        self.conversation.notify("skill", rec)
+        why = f" ({status}{': ' + error if error else ''})" if stage == "end" else ""
+        self.log.info(f"skill {skill} {gid}: {stage}{why}")
+
+
+class IntentOutput:
+    """Intents from the person's turns, published on `intents` (see the module docstring)."""
+
+    def __init__(self, node, conversation, turns, host: ManagerSkillHost, path: str, logger):
+        try:
+            specs = load_intents(path)
+        except IntentsError as e:
+            raise ParameterError(f"intents_file: {e}") from None
+        self.node, self.conversation, self.log = node, conversation, logger
+        self.reader = IntentReader(specs, lambda msgs, **kw: host.ask_llm(
+            msgs, background=True, **kw), logger)
+        self.pub = node.create_publisher(Intent, INTENTS_TOPIC, RELIABLE_QOS)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vd-intents")
+        self._lock = threading.Lock()
+        conversation.builder.notes["abilities"] = conversation.persona.abilities_note.format(
+            abilities=self.reader.abilities())
+        turns.on_person_line = self.after_line
+        logger.info(f"intents: {', '.join(s.name for s in specs)} (from {path})")
+
+    def after_line(self, text: str, speaker: str) -> None:
+        self._pool.submit(self._read, text, speaker)
+
+    def _read(self, text: str, speaker: str) -> None:
+        try:
+            found = self.reader.read(text)
+        except Exception as e:  # noqa: BLE001 - no intent, the conversation goes on
+            self.log.warning(f"intent not read ({type(e).__name__}: {e})")
+            return
+        if found is None:
+            return
+        msg = Intent(intent=found.intent, data=found.json(), modality=Intent.MODALITY_SPEECH,
+                     source=speaker or Intent.UNKNOWN_AGENT, priority=found.priority,
+                     confidence=float(found.confidence), utterance=text)
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        self.pub.publish(msg)
+        self.conversation.notify("intent", {"intent": found.intent, "data": found.data,
+                                            "source": msg.source, "utterance": text,
+                                            "confidence": found.confidence})
+        self.log.info(f"intent: {found.intent} {found.json()} from {text[:60]!r}")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _on_own_thread(node, work):
+    """An execute callback that runs `work(handle)` on a thread of its own.
+
+    A skill runs for as long as the person takes; run on an executor thread, a running skill
+    and a waiting one would hold every thread of the manager's executor (two on 2 cores), and
+    the person's answer could never be delivered. The coroutine gives its thread back and is
+    resumed when the result is in (the done callback wakes the executor).
+    """
+    async def execute(handle):
+        done = Future(executor=node.executor)
+        done.add_done_callback(lambda _: None)
+
+        def run():
+            try:
+                done.set_result(work(handle))
+            except BaseException as e:  # noqa: BLE001 - the goal ends, the node goes on
+                done.set_exception(e)
+        threading.Thread(target=run, name="vd-skill", daemon=True).start()
+        return await done
+    return execute
+
+
+def _json(value) -> str:
+    return json.dumps(value or {}, ensure_ascii=False)

@@ -1,0 +1,13 @@
+"""Names of the topics and actions the application-facing side uses (relative, remappable).
+
+The skills (`skill/say`, `skill/ask`, `skill/chat`) keep ROS4HRI's names, so a robot in the root
+namespace serves `/skill/say` as communication_skills does; `intents` is hri_actions_msgs'.
+"""
+
+SAY_ACTION = "skill/say"
+ASK_ACTION = "skill/ask"
+CHAT_ACTION = "skill/chat"
+INTENTS_TOPIC = "intents"
+SPOKEN_TOPIC = "dialogue/spoken"            # speech node -> anyone: a reply turn began, ended
+CANCEL_REPLY_TOPIC = "dialogue/cancel_reply"  # manager -> speech node: stop saying turn N
+REPLY_TOPIC = "dialogue/reply"
