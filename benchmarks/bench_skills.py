@@ -243,11 +243,12 @@ def say_latency(goals: int, tmp: Path) -> dict:
                                  lambda m: firsts.append(("local", m)), 50)
         manager = subprocess.Popen(
             [sys.executable, "-m", "vision_dialogue.manager_node", "--ros-args", "-p",
-             "base_url:=http://127.0.0.1:9/v1", "-p", "transcript_dir:=", "-p",
+             "base_url:=http://127.0.0.1:9/v1", "-p", f"transcript_dir:={tmp / 'tr'}", "-p",
              "probe_images:=false"], env=env, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
+            stderr=subprocess.PIPE, text=True)
         try:
-            client.wait_for_server(timeout_sec=120)
+            if not client.wait_for_server(timeout_sec=120):
+                raise RuntimeError(f"no skill/say server: {manager.stderr.read()[-2000:]}")
             for kind, args in backends.items():
                 out[kind] = _say_runs(node, client, reply_pub, firsts, kind, args, goals, env)
         finally:
@@ -280,10 +281,14 @@ def _say_runs(node, client, reply_pub, firsts, kind, args, goals, env) -> dict:
                 fut = client.send_goal_async(Say.Goal(input=text))
             else:
                 reply_pub.publish(Reply(turn_id=100000 + i, text=text, final=True))
+            marker = f"number {i + 1}."
+
+            def mine():      # this line's first audio (not the end of an earlier one)
+                return next((m for k, m in firsts if k == kind and marker in m.text), None)
             end = time.monotonic() + 30
-            while not any(k == kind for k, _ in firsts) and time.monotonic() < end:
+            while mine() is None and time.monotonic() < end:
                 rclpy.spin_once(node, timeout_sec=0.01)
-            first = next((m for k, m in firsts if k == kind), None)
+            first = mine()
             if first is not None:
                 stamp = first.header.stamp.sec * 10**9 + first.header.stamp.nanosec
                 times[how].append((stamp - t0) / 1e9)
@@ -320,8 +325,11 @@ def main(argv=None) -> int:
             backend.complete([{"role": "user", "content": "Hi"}], max_tokens=1)   # loaded
             if "ask" in parts:
                 result[f"ask/{engine}"] = ask_part(backend, battery["ask"], persona, a.verbose)
+                print(json.dumps({f"ask/{engine}": result[f"ask/{engine}"]}), flush=True)
             if "intents" in parts:
                 result[f"intents/{engine}"] = intents_part(backend, battery, a.verbose)
+                print(json.dumps({f"intents/{engine}": result[f"intents/{engine}"]}),
+                      flush=True)
         finally:
             close()
     if "say" in parts:

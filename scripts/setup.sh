@@ -43,11 +43,16 @@ WHEELS="$(dirname "$VENV")/wheels"
 # does not grant it crashes every generation with SIGILL ("Illegal instruction"). One wheel
 # folder per set of flags, so a changed set is rebuilt and reinstalled.
 LLAMA_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
-cpu_flags="$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)"
-for f in avx512f avx512bw avx512dq avx512vl; do
-  case " $cpu_flags " in *" $f "*) ;; *) cpu_flags=""; break ;; esac
-done
-[ -n "$cpu_flags" ] && LLAMA_FLAGS="$LLAMA_FLAGS -DGGML_AVX512=ON"
+cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+has() { for f in "$@"; do case "$cpu_flags" in *" $f "*) ;; *) return 1 ;; esac; done; }
+# the int8 dot products (VNNI) the quantised matrix products use, where the CPU has them
+has avx_vnni && LLAMA_FLAGS="$LLAMA_FLAGS -DGGML_AVX_VNNI=ON"
+if has avx512f avx512bw avx512dq avx512vl; then
+  LLAMA_FLAGS="$LLAMA_FLAGS -DGGML_AVX512=ON"
+  has avx512vbmi && LLAMA_FLAGS="$LLAMA_FLAGS -DGGML_AVX512_VBMI=ON"
+  has avx512_vnni && LLAMA_FLAGS="$LLAMA_FLAGS -DGGML_AVX512_VNNI=ON"
+  has avx512_bf16 && LLAMA_FLAGS="$LLAMA_FLAGS -DGGML_AVX512_BF16=ON"
+fi
 LLAMA_FLAGS="$LLAMA_FLAGS -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 LLAMA_WHEELS="$WHEELS/llama.cpp-$(echo "$LLAMA_FLAGS" | sha256sum | cut -c1-12)"
 llama_wheel=""

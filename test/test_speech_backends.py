@@ -124,6 +124,23 @@ def test_script_delays_and_wait_for_reply():
     b.close()
 
 
+def test_script_waits_for_the_robots_opening_remark_however_long_it_takes():
+    out = io.StringIO()
+    b = ScriptBackend([ScriptItem("hello", wait_for_greeting=True)], reply_timeout=5.0,
+                      output_stream=out)
+    rec = Recorder()
+    b.start(rec)
+    try:
+        time.sleep(0.4)
+        assert rec.utterances == []                # the robot has not spoken yet
+        b.speak("Hello there, I like your shirt.")
+        b.end_reply("Hello there, I like your shirt.")
+        assert rec.wait(1)
+        assert out.getvalue().index("robot: Hello there") < out.getvalue().index("you: hello")
+    finally:
+        b.close()
+
+
 def test_script_at_times_items_from_the_start_and_names_several_speakers():
     out = io.StringIO()
     items = [ScriptItem("hi", speaker="Anna"), ScriptItem("late", speaker="Ben", at=0.5),

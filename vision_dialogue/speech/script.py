@@ -6,6 +6,7 @@ File format (YAML or JSON)::
     speaker: visitor
     items:                   # or the list alone at the top level
       - say: "Hello! What can you see?"
+        wait_for_greeting: true  # first the robot's opening remark (at most reply_timeout)
       - say: "What colour is it?"
         wait_for_reply: true # wait for the final reply of the previous turn (reply_timeout)
       - say: "Thank you."
@@ -33,7 +34,8 @@ import yaml
 from vision_dialogue.speech.base import SpeechBackendError, SpeechIO
 from vision_dialogue.speech.terminal import TerminalBackend
 
-_ITEM_KEYS = {"say", "delay", "at", "wait_for_reply", "language", "speaker"}
+_ITEM_KEYS = {"say", "delay", "at", "wait_for_reply", "wait_for_greeting", "language",
+              "speaker"}
 
 
 class ScriptError(SpeechBackendError):
@@ -48,6 +50,7 @@ class ScriptItem:
     language: str = ""
     speaker: str = ""
     at: float | None = None      # seconds after the script's start, at the earliest
+    wait_for_greeting: bool = False   # until the robot has said something (its opening)
 
 
 def load_script(path: str | Path) -> list[ScriptItem]:
@@ -106,9 +109,10 @@ def _item(p: Path, i: int, raw, defaults: dict) -> ScriptItem:
     if at is not None and (isinstance(at, bool) or not isinstance(at, (int, float))
                            or not (math.isfinite(at) and at >= 0)):
         raise ScriptError(f"{where}: 'at' must be a number of seconds >= 0, got {at!r}")
+    for key in ("wait_for_reply", "wait_for_greeting"):
+        if not isinstance(raw.get(key, False), bool):
+            raise ScriptError(f"{where}: '{key}' must be true or false, got {raw[key]!r}")
     wait = raw.get("wait_for_reply", False)
-    if not isinstance(wait, bool):
-        raise ScriptError(f"{where}: 'wait_for_reply' must be true or false, got {wait!r}")
     fields = {}
     for k in ("language", "speaker"):
         v = raw.get(k, defaults.get(k, ""))
@@ -116,7 +120,8 @@ def _item(p: Path, i: int, raw, defaults: dict) -> ScriptItem:
             raise ScriptError(f"{where}: '{k}' must be a string")
         fields[k] = v
     return ScriptItem(say=say.strip(), delay=float(delay), wait_for_reply=wait,
-                      at=None if at is None else float(at), **fields)
+                      at=None if at is None else float(at),
+                      wait_for_greeting=raw.get("wait_for_greeting", False), **fields)
 
 
 class ScriptBackend(TerminalBackend):
@@ -166,6 +171,8 @@ class ScriptBackend(TerminalBackend):
         last = None          # reply count when the previous item was said
         start = time.monotonic()
         for item in self.items:
+            if item.wait_for_greeting:       # the robot's opening remark, however long it takes
+                self._wait_reply(0)
             if item.wait_for_reply and last is not None:
                 self._wait_reply(last)
             if item.delay and self._stop.wait(item.delay):

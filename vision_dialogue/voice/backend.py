@@ -104,6 +104,7 @@ class LocalVoiceBackend(SpeechBackend):
         self._output_down = False
         self.timings: list[dict] = []
         self.barge_ins = self.echoes = 0
+        self.replies_ended = 0            # replies said to their end (the opening remark too)
 
     # ---------------------------------------------------------------- backend hooks
     def start(self, events: SpeechEvents) -> None:
@@ -115,6 +116,10 @@ class LocalVoiceBackend(SpeechBackend):
         """Nothing heard is still being recognised or answered (WAV sources wait for this)."""
         return not (self._replying.is_set() or self._recognising or self.segmenter.busy
                     or self._in_reply.is_set())
+
+    def has_spoken(self) -> bool:
+        """The robot has said something (a script's first item may wait for its opening)."""
+        return self.replies_ended > 0
 
     def robot_quiet(self) -> bool:
         """The robot is not in the middle of a reply (a polite WAV item waits for this)."""
@@ -171,6 +176,7 @@ class LocalVoiceBackend(SpeechBackend):
         if timed_out:
             self._say_line("robot: (no reply)")
         self._pending = None
+        self.replies_ended += not timed_out
         self._in_reply.clear()
         self._replying.clear()
         self._barged.clear()

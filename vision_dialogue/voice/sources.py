@@ -38,7 +38,7 @@ from vision_dialogue.voice.audio import CHUNK, SAMPLE_RATE, AudioFileError, read
 #: audio_in values that are not file paths
 MIC, TOPIC = "mic", "topic"
 _SEQUENCE_SUFFIXES = (".yaml", ".yml", ".json")
-_ITEM_KEYS = {"wav", "delay", "wait_for_reply", "interrupt"}
+_ITEM_KEYS = {"wav", "delay", "wait_for_reply", "wait_for_greeting", "interrupt"}
 
 
 class AudioSourceError(RuntimeError):
@@ -51,6 +51,7 @@ class WavItem:
     delay: float = 0.0
     wait_for_reply: bool = False
     interrupt: bool = False
+    wait_for_greeting: bool = False     # until the robot has said something (its opening)
 
 
 def load_wav_items(spec: str | Path) -> list[WavItem]:
@@ -87,7 +88,8 @@ def load_wav_items(spec: str | Path) -> list[WavItem]:
         if not 0.0 <= delay < 3600.0:
             raise AudioFileError(f"{p}: item {i}: delay must be seconds in [0, 3600)")
         out.append(WavItem(wav, delay, bool(item.get("wait_for_reply", False)),
-                           bool(item.get("interrupt", False))))
+                           bool(item.get("interrupt", False)),
+                           bool(item.get("wait_for_greeting", False))))
     return out
 
 
@@ -113,7 +115,8 @@ class WavSource(AudioSource):
     """Plays WAV items as if a microphone heard them, in real time unless `realtime` is off.
 
     `turn_ready()` tells whether the robot listens again (its reply ended); an item with
-    wait_for_reply plays silence until then or until `reply_timeout` seconds passed.
+    wait_for_reply plays silence until then or until `reply_timeout` seconds passed;
+    wait_for_greeting until `has_spoken()` (the robot's opening remark), as long at most.
     `robot_quiet()` tells whether the robot is between replies; every item but an `interrupt`
     one waits for it after its delay. `tail` s of silence follow the last item so the last
     utterance's end is detected.
@@ -123,10 +126,11 @@ class WavSource(AudioSource):
 
     def __init__(self, items: list[WavItem], *, realtime: bool = True,
                  turn_ready: Callable[[], bool] = lambda: True,
-                 robot_quiet: Callable[[], bool] = lambda: True, reply_timeout: float = 30.0,
+                 robot_quiet: Callable[[], bool] = lambda: True,
+                 has_spoken: Callable[[], bool] = lambda: True, reply_timeout: float = 30.0,
                  tail: float = 1.5, logger: logging.Logger | None = None):
         self.items, self.realtime, self.turn_ready = items, realtime, turn_ready
-        self.robot_quiet = robot_quiet
+        self.robot_quiet, self.has_spoken = robot_quiet, has_spoken
         self.reply_timeout, self.tail = reply_timeout, tail
         self.log = logger or logging.getLogger("vision_dialogue.voice")
 
@@ -138,6 +142,8 @@ class WavSource(AudioSource):
     def chunks(self, stop: threading.Event) -> Iterator[np.ndarray]:
         clock = _Pacer(self.realtime)
         for item in self.items:
+            if item.wait_for_greeting:
+                yield from self._silence_until(self.has_spoken, clock, stop)
             if item.wait_for_reply:
                 yield from self._silence_until(self.turn_ready, clock, stop)
             yield from clock.play(_silence(item.delay), stop)

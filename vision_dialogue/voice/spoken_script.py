@@ -2,8 +2,8 @@
 
 The voice demo plays the demo script (config/demo_script.yaml) through the microphone path:
 each line is synthesised once with the local TTS and cached, named by a hash of the script
-and the voice, so a second run starts at once. The script's `delay` and `wait_for_reply`
-carry over to the sequence.
+and the voice, so a second run starts at once. The script's `delay`, `wait_for_reply` and
+`wait_for_greeting` carry over to the sequence.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def build_spoken_script(script: Path, directory: Path, tts) -> Path:
         name = f"{i + 1:02d}.wav"
         write_wav(directory / name, resample(audio, rate, SAMPLE_RATE), SAMPLE_RATE)
         items.append({"wav": name, "delay": item.delay, "wait_for_reply": item.wait_for_reply,
-                      "text": item.say})
+                      "wait_for_greeting": item.wait_for_greeting, "text": item.say})
     seq = directory / "sequence.yaml"
     tmp = seq.with_name(f".sequence.{os.getpid()}.tmp")
     tmp.write_text(yaml.safe_dump({"items": [{k: v for k, v in it.items() if k != "text"}
