@@ -53,7 +53,7 @@ BATTERY = Path(__file__).with_name("skills_battery.yaml")
 METHODS = ("ours", "baseline")
 
 
-# --- the LLM engines ------------------------------------------------------------------------------
+# --- the LLM engines --------------------------------------------------------------------------
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -91,7 +91,7 @@ def make_engine(name: str):
     return b, lambda: (proc.terminate(), proc.wait(30))
 
 
-# --- ask --------------------------------------------------------------------------------------------
+# --- ask --------------------------------------------------------------------------------------
 class BenchHost:
     """The manager, played: lines are said at once, the person's lines come from the goal."""
 
@@ -159,7 +159,7 @@ def run_ask_battery(backend, goals, persona: Persona, method: str) -> list[dict]
     return rows
 
 
-# --- intents ---------------------------------------------------------------------------------------
+# --- intents ----------------------------------------------------------------------------------
 def intent_specs(raw) -> list[IntentSpec]:
     out = []
     for i in raw:
@@ -216,7 +216,7 @@ def intent_scores(rows, asked) -> dict:
             "s_max": round(max(r["s"] for r in rows), 2)}
 
 
-# --- say ---------------------------------------------------------------------------------------------
+# --- say --------------------------------------------------------------------------------------
 def say_latency(goals: int, tmp: Path) -> dict:
     """Goal -> first audio between processes, script and local voice; the direct Reply too."""
     import rclpy
@@ -224,8 +224,8 @@ def say_latency(goals: int, tmp: Path) -> dict:
 
     from vision_dialogue.action import Say
     from vision_dialogue.msg import AudioChunk, Reply, Spoken
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH",
-                                                                                     "")]))
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, PYTHONPATH=path)
     script = tmp / "wait.yaml"
     script.write_text("items:\n  - say: bye\n    at: 36000\n")
     backends = {"script": ["-p", "backend:=script", "-p", f"script_file:={script}"],
@@ -307,7 +307,7 @@ def _say_runs(node, client, reply_pub, firsts, kind, args, goals, env) -> dict:
             for how, v in times.items()}
 
 
-# --- main ----------------------------------------------------------------------------------------------
+# --- main -------------------------------------------------------------------------------------
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--engines", default="local,server")

@@ -342,3 +342,22 @@ def test_a_greeting_or_an_evasion_is_no_answer():
         assert keep_valid(schema, ["name"], {"name": value}, said) == {}
     assert keep_valid(schema, ["name"], {"name": "Priya"}, ["Fine, it's Priya."]) == \
         {"name": "Priya"}
+
+
+def test_the_monitor_shows_skills_intents_and_a_said_line():
+    from vision_dialogue.monitor.session import SessionView
+    view = SessionView()
+    view.ingest({"type": "reply", "turn_id": 1, "text": "Welcome to the lab!", "skill": "say"})
+    view.ingest({"type": "skill", "skill": "ask", "goal": "ab12", "stage": "end",
+                 "status": "answered", "error": "", "result": {"name": "Zebulon"}})
+    view.ingest({"type": "skill", "skill": "chat", "goal": "cd34", "stage": "end",
+                 "status": "cancelled", "error": "", "result": {}})
+    view.ingest({"type": "intent", "intent": "guide", "data": {"place": "kitchen"},
+                 "source": "visitor", "utterance": "Take me to the kitchen.", "confidence": 1})
+    items = view.snapshot()["items"]
+    assert items[0]["kind"] == "robot" and items[0]["skill"] == "say"
+    assert view.snapshot()["turns"] == []          # a said line is no LLM turn
+    texts = [i["text"] for i in items[1:]]
+    assert texts[0] == 'skill ask answered {"name": "Zebulon"}' and items[1]["level"] == "info"
+    assert texts[1] == "skill chat cancelled" and items[2]["level"] == "warning"
+    assert texts[2] == 'intent guide {"place": "kitchen"} from visitor: "Take me to the kitchen."'

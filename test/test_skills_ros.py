@@ -5,6 +5,8 @@ speech node with the terminal backend whose stdin is a scripted person (they rea
 line and type an answer), and the application: test/skill_client.py, a behaviour-tree-like
 client with rclpy and the package's action types only. The LLM is the fake OpenAI server,
 answering as a capable model would (the real model's numbers: benchmarks/bench_skills.py).
+The processes get a ROS domain of their own: default names, and no node another test left in
+this process (an action server of the same name) can take their goals.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from pathlib import Path
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
-from conftest import spin_until
+from conftest import DOMAIN_ID, spin_until
 from vision_dialogue.core.answers import EXTRACT_SYSTEM
 from vision_dialogue.core.intents import INTENT_SYSTEM
 from vision_dialogue.msg import Intent
@@ -36,9 +38,12 @@ intents:
 """
 
 
+SKILLS_DOMAIN = 201 + DOMAIN_ID % 30         # conftest's domains are 30..200
+
+
 def _env():
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO),
-                                                        os.environ.get("PYTHONPATH", "")]))
+    return dict(os.environ, ROS_DOMAIN_ID=str(SKILLS_DOMAIN),
+                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
 
 
 class Proc:
@@ -75,6 +80,15 @@ class Proc:
             if e["event"] in ("done", "failed"):
                 break
         return out
+
+    def wait_err(self, text, timeout=60.0):
+        """Until a log line (stderr) holds `text`."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and self.proc.poll() is None:
+            if any(text in line for line in list(self.err)):
+                return True
+            time.sleep(0.05)
+        return False
 
     def say(self, text):
         self.proc.stdin.write(text + "\n")
@@ -139,10 +153,11 @@ def start_speech(tmp_path):
     speech = Proc([sys.executable, "-m", "vision_dialogue.speech_node", "--ros-args",
                    "-p", "backend:=terminal", "-p", "speaker:=visitor"], tmp_path, stdin=True)
     speech.on_line = person(speech)
+    assert speech.wait_err("speech backend 'terminal' started"), speech.err[-20:]
     return speech
 
 
-def run_client(tmp_path, steps, timeout=90.0):
+def run_client(tmp_path, steps, manager, timeout=90.0):
     f = tmp_path / f"steps{time.monotonic_ns()}.json"
     f.write_text(json.dumps(steps))
     client = Proc([sys.executable, str(CLIENT), str(f)], tmp_path)
@@ -150,7 +165,8 @@ def run_client(tmp_path, steps, timeout=90.0):
         events = client.events(timeout)
     finally:
         client.close()
-    assert events and events[-1]["event"] == "done", (events, client.err[-20:])
+    assert events and events[-1]["event"] == "done", (events, client.err[-20:],
+                                                      manager.err[-20:])
     return {e["step"]: e for e in events if e["event"] == "result"}, events
 
 
@@ -162,7 +178,7 @@ def test_an_application_says_asks_and_chats_through_the_skills(fake_openai, tmp_
         colour = {"name": "colour quiz", "configuration": json.dumps({
             "instruction": "Find out the person's favourite colour.",
             "results": {"colour": {"type": "string"}}, "closing": "Thank you, that helps!"})}
-        results, events = run_client(tmp_path, [
+        results, events = run_client(tmp_path, manager=manager, steps=[
             {"skill": "say", "goal": {"input": "Hello! I am the robot at the front desk."},
              "expect": "spoken"},
             {"skill": "ask", "expect": "answered", "goal": {
@@ -212,20 +228,22 @@ def test_an_application_says_asks_and_chats_through_the_skills(fake_openai, tmp_
         manager.close()
 
 
-def test_intents_priorities_and_a_robot_without_a_speech_node(
-        fake_openai, tmp_path, ros_context):
+def test_intents_priorities_and_a_robot_without_a_speech_node(fake_openai, tmp_path):
     fake_openai.responder = llm
     (tmp_path / "intents.yaml").write_text(INTENTS)
     manager = start_manager(fake_openai, tmp_path, f"intents_file:={tmp_path / 'intents.yaml'}",
                             "free_conversation:=false")
     speech = None
-    node = rclpy.create_node("robot_app", context=ros_context)
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=SKILLS_DOMAIN)
+    node = rclpy.create_node("robot_app", context=ctx)
     intents = []
     node.create_subscription(Intent, "intents", intents.append, 10)
-    ex = SingleThreadedExecutor(context=ros_context)
+    ex = SingleThreadedExecutor(context=ctx)
     ex.add_node(node)
     try:
-        results, _ = run_client(tmp_path, [{"skill": "say", "goal": {"input": "Hello."}}])
+        results, _ = run_client(tmp_path, [{"skill": "say", "goal": {"input": "Hello."}}],
+                                manager)
         assert results[0]["status"] == "no_speech" and "no speech node" in results[0]["error"]
         speech = start_speech(tmp_path)
         assert spin_until(ex, lambda: node.count_publishers("intents") >= 1, 30)
@@ -243,7 +261,7 @@ def test_intents_priorities_and_a_robot_without_a_speech_node(
         assert len(asked) == 1                    # small talk never reached the LLM
         assert not [line for line in speech.seen if line.startswith("robot:")]
         # a higher priority pre-empts the Ask that waits for an answer
-        results, _ = run_client(tmp_path, [
+        results, _ = run_client(tmp_path, manager=manager, steps=[
             {"skill": "ask", "wait": False, "goal": {
                 "question": "What is your favourite number?", "priority": 100,
                 "answers_schema": '{"number": {"type": "integer"}}'}},
@@ -253,7 +271,7 @@ def test_intents_priorities_and_a_robot_without_a_speech_node(
         assert results[0]["status"] == "preempted" and results[0]["answers"] == "{}"
         assert results[1]["status"] == "spoken"
         # a lower priority waits for the running Ask, which still hears its answer
-        results, _ = run_client(tmp_path, [
+        results, _ = run_client(tmp_path, manager=manager, steps=[
             {"skill": "ask", "wait": False, "goal": {
                 "question": "And what is your name?",
                 "answers_schema": '{"name": {"type": "string"}}'}},
@@ -273,3 +291,4 @@ def test_intents_priorities_and_a_robot_without_a_speech_node(
             speech.close()
         manager.close()
         node.destroy_node()
+        ctx.try_shutdown()

@@ -83,11 +83,12 @@ def test_bringup_demo_converses_on_the_embedded_default(installed, gguf):
     speaking = [e["value"] for e in heard if e["event"] == "robot_speaking"]
     assert True in speaking and speaking[-1] is False, speaking
     assert any(e["event"] == "speech" and e["final"] for e in heard), heard[-20:]
-    # asked while the cat is in view (at 32 s; the video shows it from 26 to 34 s): yes
+    # "Is there a cat with us?" is answered as the newest frame shows it: yes while the cat is
+    # in view (the script asks at 32 s; the video shows it from 26 to 34 s), no once it has gone
+    # (on a machine whose replies take 3-5 s the question comes after the cat has left)
     cat = next(r for q, r in asked if "cat" in q)
     shown = _objects_when_asked(installed.home, out, "cat")
-    assert "cat" in shown, shown
-    assert yes_or_no(cat) == "yes", (cat, shown)
+    assert yes_or_no(cat) == ("yes" if "cat" in shown else "no"), (cat, shown)
 
 
 def _objects_when_asked(home: Path, out: str, word: str) -> str:

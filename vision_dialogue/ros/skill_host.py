@@ -25,6 +25,8 @@ from vision_dialogue.msg import Spoken
 from vision_dialogue.ros.qos import RELIABLE_QOS
 from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, REPLY_TOPIC, SPOKEN_TOPIC
 
+SPEECH_DISCOVERY_S = 2.0
+"""How long a Say waits for a speech node to be discovered before it says there is none."""
 SPOKEN_WAIT_S_PER_WORD = 1.0
 """Longest wait for the speech node's report of a said line, per word (at least 20 s)."""
 
@@ -72,9 +74,12 @@ class ManagerSkillHost:
     # --- saying -------------------------------------------------------------------------------
     def say(self, text: str, control: Control,
             feedback: Callable[[str, str], None]) -> SkillOutcome:
-        if self.node.count_subscribers(REPLY_TOPIC) == 0:
-            return SkillOutcome("no_speech", error=f"nobody subscribes to {REPLY_TOPIC}: no "
-                                "speech node is running")
+        end = time.monotonic() + SPEECH_DISCOVERY_S    # a speech node just started
+        while self.node.count_subscribers(REPLY_TOPIC) == 0:
+            if time.monotonic() >= end or control.reason():
+                return SkillOutcome("no_speech", error=f"nobody subscribes to {REPLY_TOPIC}: "
+                                    "no speech node is running")
+            time.sleep(0.05)
         done, box = threading.Event(), {}
         item = self.turns.say(text, lambda r: (box.update(result=r), done.set()))
         feedback("queued", text)
