@@ -262,8 +262,6 @@ def keep_valid(schema: AnswerSchema, keys: list[str], candidate: dict,
 def question_for(schema: AnswerSchema, keys: list[str]) -> str:
     """A plain question for `keys` when nobody wrote one (the LLM may word it better)."""
     whats = [schema.what(k) for k in keys]
-    if len(keys) == 1 and schema.kind(keys[0]) == "boolean":
-        return f"Could you tell me: {whats[0]}?"
     joined = whats[0] if len(whats) == 1 else ", ".join(whats[:-1]) + " and " + whats[-1]
     return f"Could you tell me {joined}?"
 
