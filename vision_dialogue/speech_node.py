@@ -9,6 +9,10 @@ Topics (relative, remappable):
   publishes  dialogue/speech_state vision_dialogue/SpeechState IDLE/LISTENING/THINKING/SPEAKING
                                                                (transient local: late joiners
                                                                get the current state)
+  publishes  dialogue/spoken       vision_dialogue/Spoken      a reply turn began, a sentence was
+                                                               said, the turn is done/interrupted
+  subscribes dialogue/cancel_reply std_msgs/UInt32             stop saying reply turn N (a
+                                                               cancelled Say)
   publishes  audio/input           vision_dialogue/AudioChunk  backend=local: what the
                                                                microphone heard (publish_audio)
   publishes  audio/output          vision_dialogue/AudioChunk  backend=local: each sentence said
