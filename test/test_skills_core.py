@@ -349,9 +349,10 @@ def test_the_monitor_shows_skills_intents_and_a_said_line():
     view = SessionView()
     view.ingest({"type": "reply", "turn_id": 1, "text": "Welcome to the lab!", "skill": "say"})
     view.ingest({"type": "skill", "skill": "ask", "goal": "ab12", "stage": "end",
-                 "status": "answered", "error": "", "result": {"name": "Zebulon"}})
+                 "status": "answered", "success": True, "error": "",
+                 "result": {"name": "Zebulon"}})
     view.ingest({"type": "skill", "skill": "chat", "goal": "cd34", "stage": "end",
-                 "status": "cancelled", "error": "", "result": {}})
+                 "status": "cancelled", "success": False, "error": "", "result": {}})
     view.ingest({"type": "intent", "intent": "guide", "data": {"place": "kitchen"},
                  "source": "visitor", "utterance": "Take me to the kitchen.", "confidence": 1})
     items = view.snapshot()["items"]

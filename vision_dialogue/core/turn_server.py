@@ -221,9 +221,9 @@ class TurnServer:
         persona = self.conversation.persona
         known = {"arrival": persona.arrival_instruction, "scene": persona.scene_instruction,
                  "wave": persona.wave_instruction}
-        if trigger in known or not trigger:
-            if len(self.queue) or (not trigger and self.conversation.turn_count):
-                return None
+        unasked = trigger in known or not trigger      # not an application's instruction
+        if unasked and (len(self.queue) or (not trigger and self.conversation.turn_count)):
+            return None
         instruction = known.get(trigger, trigger)
         return self._answer(lambda chunk: self.conversation.greet(
             on_sentence=chunk, deadline=deadline, instruction=instruction), "")

@@ -38,7 +38,7 @@ def note_item(kind: str, record: dict, t: float) -> dict:
         if record.get("stage") != "end":
             return {"kind": "note", "t": t, "level": "info",
                     "text": f"skill {record.get('skill')} {record.get('stage')}"}
-        ok = record.get("status") in ("spoken", "sent", "answered", "done")
+        ok = bool(record.get("success"))
         result = json.dumps(record.get("result") or {}, ensure_ascii=False)
         why = f": {record['error']}" if record.get("error") else ""
         return {"kind": "note", "t": t, "level": "info" if ok else "warning",

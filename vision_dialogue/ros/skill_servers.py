@@ -114,7 +114,7 @@ class SkillServers:
             out = SkillOutcome("rejected", error=str(e))
         else:
             out = self._take_turn(handle, ticket, timeout, body, feedback, name, gid)
-        self._record(name, gid, "end", out.status, out.error, out.data)
+        self._record(name, gid, "end", out)
         if out.status == "cancelled" and handle.is_cancel_requested:
             handle.canceled()
         elif out.success:
@@ -129,7 +129,7 @@ class SkillServers:
             feedback("queued", "")
             if not self.arbiter.wait_turn(ticket, cancelled):
                 return SkillOutcome("cancelled" if cancelled() else "preempted")
-            self._record(name, gid, "start", "", "", {})
+            self._record(name, gid, "start")
             control = Control(ticket, cancelled)
             if timeout > 0:
                 control.deadline = time.monotonic() + timeout
@@ -140,12 +140,15 @@ class SkillServers:
         finally:
             self.arbiter.leave(ticket)
 
-    def _record(self, skill, gid, stage, status, error, data) -> None:
+    def _record(self, skill, gid, stage, out: SkillOutcome | None = None) -> None:
+        """A skill's start or end (`out`) for the transcript, the monitor and the log."""
         rec = {"skill": skill, "goal": gid, "stage": stage}
-        if stage == "end":
-            rec.update(status=status, error=error, result=data)
+        why = ""
+        if out is not None:
+            rec.update(status=out.status, success=out.success, error=out.error,
+                       result=out.data)
+            why = f" ({out.status}{': ' + out.error if out.error else ''})"
         self.conversation.notify("skill", rec)
-        why = f" ({status}{': ' + error if error else ''})" if stage == "end" else ""
         self.log.info(f"skill {skill} {gid}: {stage}{why}")
 
 
