@@ -26,7 +26,7 @@ from rclpy.executors import SingleThreadedExecutor
 from conftest import DOMAIN_ID, spin_until
 from vision_dialogue.core.answers import EXTRACT_SYSTEM
 from vision_dialogue.core.intents import INTENT_SYSTEM
-from vision_dialogue.msg import Intent
+from vision_dialogue.msg import Intent, Reply
 
 REPO = Path(__file__).resolve().parents[1]
 CLIENT = Path(__file__).with_name("skill_client.py")
@@ -245,6 +245,15 @@ def test_intents_priorities_and_a_robot_without_a_speech_node(fake_openai, tmp_p
         results, _ = run_client(tmp_path, [{"skill": "say", "goal": {"input": "Hello."}}],
                                 manager)
         assert results[0]["status"] == "no_speech" and "no speech node" in results[0]["error"]
+        # a third-party speech node: it takes dialogue/reply but does not report on
+        # dialogue/spoken; the Say goes out and says so ("sent")
+        heard = []
+        other = node.create_subscription(Reply, "dialogue/reply", heard.append, 10)
+        results, _ = run_client(tmp_path, [{"skill": "say", "goal": {"input": "Hello."}}],
+                                manager)
+        assert results[0]["status"] == "sent" and results[0]["success"]
+        assert spin_until(ex, lambda: any(m.final and m.text == "Hello." for m in heard), 10)
+        node.destroy_subscription(other)
         speech = start_speech(tmp_path)
         assert spin_until(ex, lambda: node.count_publishers("intents") >= 1, 30)
         # free_conversation:=false: heard, not answered; the request is an intent
