@@ -57,7 +57,9 @@ serving a text-only model does, checked against the real one by test/test_llama_
 * a named ``tool_choice``: real tool calls; streamed, every delta repeats the call's ``id``
   and ``name`` beside its piece of the arguments;
 * ``response_format`` of type ``json_schema`` (OpenAI's form): HTTP 500 naming the field
-  (its own form, ``json_object`` with a ``schema``, is taken).
+  (its own form, ``json_object`` with a ``schema``, is taken);
+* an assistant message whose ``content`` is null (one that only calls tools): HTTP 500, a
+  validation error (``""`` is taken).
 """
 from __future__ import annotations
 
@@ -363,6 +365,14 @@ def _make_handler(fake: FakeOpenAI):
                 self._error(500, "1 validation error: {'type': 'literal_error', 'loc': ('body', "
                             "'response_format', 'type'), 'msg': \"Input should be 'text' or "
                             "'json_object'\"}", {})
+                return True
+            nulls = [i for i, m in enumerate(body.get("messages", []))
+                     if m.get("role") == "assistant" and m.get("content") is None]
+            if nulls:
+                self._error(500, f"7 validation errors: {{'type': 'literal_error', 'loc': "
+                            f"('body', 'messages', {nulls[0]}, "
+                            "'ChatCompletionRequestSystemMessage', 'role'), 'msg': \"Input "
+                            "should be 'system'\", 'input': 'assistant'}", {})
                 return True
             lists = [m.get("content") for m in body.get("messages", [])
                      if isinstance(m.get("content"), list)]

@@ -312,3 +312,17 @@ def test_what_the_question_asks_about_is_repeated_next_to_it_from_the_objects_no
     # not for a question about the past: that one gets memories
     assert "Your eyes" not in focus_note("Did you see a cat earlier?", past=True,
                                          memories=["a cat"], objects=note)
+
+
+def test_a_request_for_one_of_the_robots_actions_gets_no_yes_no_note():
+    """A question such as "Could you wave at me?" asks to act when the robot can wave."""
+    from vision_dialogue.core.focus import asks_to_act
+    acts = {"wave", "hand", "go", "fetch", "bring", "look"}
+    assert asks_to_act("Could you wave at me?", acts)
+    assert asks_to_act("Hi there. Can you please fetch my umbrella?", acts)
+    assert not asks_to_act("Could you wave at me?", set())          # no such tool
+    assert not asks_to_act("Can you see my cup?", acts)             # a question for the eyes
+    assert not asks_to_act("Do you like waving?", acts)
+    assert focus_note("Could you wave at me?") == f"[{YES_NO_NOTE}]"
+    assert focus_note("Could you wave at me?", acts=acts) == ""
+    assert focus_note("Can you see my cup?", acts=acts) == f"[{YES_NO_NOTE}]"

@@ -188,3 +188,23 @@ def test_turn_server_orders_turns_greets_once_and_reports_an_all_fallback_run():
     finally:
         failing.close()
         conv.close()
+
+
+def test_a_paused_deadline_waits_for_the_robot_to_act():
+    """A tool call that moves the robot pauses the reply deadline (its own timeout bounds it)."""
+    from vision_dialogue.core.deadlines import DeadlineExceeded, FirstBy
+    box: list = []
+
+    def parts():
+        with box[0].pause():           # the robot walks for 0.5 s, past the 0.2 s deadline
+            time.sleep(0.5)
+        yield "I took you there."
+
+    box.append(FirstBy(parts, time.monotonic() + 0.2, lambda late: None))
+    assert list(box[0]) == ["I took you there."]
+
+    def slow():
+        time.sleep(0.5)                # the LLM itself: the deadline holds
+        yield "Too late."
+    with pytest.raises(DeadlineExceeded):
+        list(FirstBy(slow, time.monotonic() + 0.2, lambda late: None))

@@ -146,3 +146,39 @@ def test_a_json_schema_constrains_the_reply_and_an_ask_reads_a_name(backend):
     out = run_ask(Host(), Control(), lambda *a: None, "What is your name?",
                   '{"name": {"type": "string"}}', 0, "")
     assert (out.status, out.data) == ("answered", {"name": "Zebulon"})
+
+
+def test_tools_go_through_the_chat_template_and_a_call_is_never_spoken(backend):
+    """The robot's tools (README 'Let the LLM use your robot') on the local model."""
+    from vision_dialogue.core.robot_tools import RobotTool, tools_note
+    from vision_dialogue.llm.tool_loop import ToolOutcome, ToolRecord, outcome_note
+    go = RobotTool("go_to", "Walk to a place in the building, with the person following.",
+                   "action", "/go_to", "my_robot_msgs/action/GoTo",
+                   {"place": {"type": "string", "description": "the place"}}, ("place",))
+    tools = [go.schema()]
+    prompt = [PERSONA, {"role": "system", "content": tools_note([go])}]
+    calls: list = []
+    said = list(backend.stream_with_tools(
+        prompt + [{"role": "user", "content": "Take me to the kitchen please."}], tools,
+        calls=calls, max_tokens=60))
+    assert said == [] and [(c.name, c.arguments) for c in calls] == \
+        [("go_to", {"place": "kitchen"})]
+    text, calls = backend.complete_with_tools(
+        prompt + [{"role": "user", "content": "What is your name?"}], tools, max_tokens=40)
+    assert text and not calls and "{" not in text
+    # the round trip: the call and its result as the template writes them, and how it went
+    # (a small model gets one round: tool_loop.outcome_note), then an answer in its words
+    went = outcome_note([ToolRecord("c1", "go_to", {"place": "kitchen"},
+                                    ToolOutcome(text="arrived"))])
+    done = prompt + [
+        {"role": "user", "content": "Take me to the kitchen please."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "go_to", "arguments": '{"place": "kitchen"}'}}]},
+        {"role": "tool", "tool_call_id": "c1",
+         "content": 'The robot\'s go_to done: {"arrived": true, "place": "kitchen"}'},
+        {"role": "system", "content": went}]
+    text, calls = backend.complete_with_tools(done, tools, tool_choice="none", max_tokens=40)
+    assert "kitchen" in text and not calls and "{" not in text
+    # the next warm-up reads the prompt with the tools the last reply had
+    assert backend.warm(done) >= 0 and backend.warm(done) == 0

@@ -455,11 +455,18 @@ def test_a_name_repeated_in_every_streamed_piece_is_taken_once(llama_cpp):
     ('{"name": "draw", "arguments": {}}', [], '{"name": "draw", "arguments": {}}'),  # not offered
     ('{"mood": "happy"}', [], '{"mood": "happy"}'),
     ("I like {curly} things.", [], "I like {curly} things."),
+    # Qwen's template shows the form in doubled braces, and the 1.5B model copies them
+    ('{{"name": "look_back", "arguments": {"about": "cup"}}}}', [("look_back", {"about": "cup"})],
+     ""),
+    # text after a leading call guesses how it went: dropped (the next round says it)
+    ('{{"name": "look_back", "arguments": {}}}} I saw a cup.', [("look_back", {})], ""),
+    ('{"name": "look", "arguments": {}} I saw a cup.', [],
+     '{"name": "look", "arguments": {}} I saw a cup.'),
 ])
 def test_calls_written_as_text_in_the_common_formats(text, calls, left):
     import json as _json
 
-    from vision_dialogue.llm.openai_backend import calls_written_as_text
+    from vision_dialogue.llm.written_calls import calls_written_as_text
     rest, raw = calls_written_as_text(text, {"look_back"})
     assert rest == left
     assert [(name, _json.loads(args)) for _, name, args in raw] == calls

@@ -11,12 +11,8 @@ this process (an action server of the same name) can take their goals.
 from __future__ import annotations
 
 import json
-import os
-import queue
 import re
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -24,6 +20,8 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
 from conftest import DOMAIN_ID, spin_until
+from ros_processes import Proc, manager_process, process_env, speech_process, \
+    transcript_records
 from vision_dialogue.core.answers import EXTRACT_SYSTEM
 from vision_dialogue.core.intents import INTENT_SYSTEM
 from vision_dialogue.msg import Intent, Reply
@@ -42,65 +40,7 @@ SKILLS_DOMAIN = 201 + DOMAIN_ID % 30         # conftest's domains are 30..200
 
 
 def _env():
-    return dict(os.environ, ROS_DOMAIN_ID=str(SKILLS_DOMAIN),
-                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-
-
-class Proc:
-    """A process whose stdout lines are collected; `expect(pred)` waits for one."""
-
-    def __init__(self, args, cwd, stdin=False, on_line=None):
-        self.proc = subprocess.Popen(args, env=_env(), cwd=cwd, text=True,
-                                     stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.lines: queue.Queue = queue.Queue()
-        self.seen: list[str] = []
-        self.err: list[str] = []
-        self.on_line = on_line
-        threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=lambda: self.err.extend(self.proc.stderr), daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            line = line.rstrip("\n")
-            self.seen.append(line)
-            self.lines.put(line)
-            if self.on_line is not None:
-                self.on_line(line)
-
-    def events(self, timeout):
-        """The JSON lines (skill_client.py) until "done" or "failed"."""
-        out, end = [], time.monotonic() + timeout
-        while time.monotonic() < end:
-            try:
-                e = json.loads(self.lines.get(timeout=0.1))
-            except (queue.Empty, json.JSONDecodeError):
-                continue
-            out.append(e)
-            if e["event"] in ("done", "failed"):
-                break
-        return out
-
-    def wait_err(self, text, timeout=60.0):
-        """Until a log line (stderr) holds `text`."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end and self.proc.poll() is None:
-            if any(text in line for line in list(self.err)):
-                return True
-            time.sleep(0.05)
-        return False
-
-    def say(self, text):
-        self.proc.stdin.write(text + "\n")
-        self.proc.stdin.flush()
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+    return process_env(SKILLS_DOMAIN)
 
 
 def llm(req):
@@ -141,26 +81,19 @@ def person(speech: Proc):
 
 
 def start_manager(fake, tmp_path, *params):
-    args = [sys.executable, "-m", "vision_dialogue.manager_node", "--ros-args",
-            "-p", f"base_url:={fake.base_url}", "-p", "model:=fake", "-p", "probe_images:=false",
-            "-p", f"transcript_dir:={tmp_path / 'tr'}", "-p", "max_retries:=0"]
-    for p in params:
-        args += ["-p", p]
-    return Proc(args, tmp_path)
+    return manager_process(fake, tmp_path, *params, env=_env())
 
 
 def start_speech(tmp_path):
-    speech = Proc([sys.executable, "-m", "vision_dialogue.speech_node", "--ros-args",
-                   "-p", "backend:=terminal", "-p", "speaker:=visitor"], tmp_path, stdin=True)
+    speech = speech_process(tmp_path, env=_env())
     speech.on_line = person(speech)
-    assert speech.wait_err("speech backend 'terminal' started"), speech.err[-20:]
     return speech
 
 
 def run_client(tmp_path, steps, manager, timeout=90.0):
     f = tmp_path / f"steps{time.monotonic_ns()}.json"
     f.write_text(json.dumps(steps))
-    client = Proc([sys.executable, str(CLIENT), str(f)], tmp_path)
+    client = Proc([sys.executable, str(CLIENT), str(f)], tmp_path, env=_env())
     try:
         events = client.events(timeout)
     finally:
@@ -209,8 +142,7 @@ def test_an_application_says_asks_and_chats_through_the_skills(fake_openai, tmp_
                    if r["messages"][0]["content"] not in (EXTRACT_SYSTEM,)]
         assert any("colour quiz" in json.dumps(r) for r in replies)
         assert "robot: Nice to meet you." not in robot
-        records = [json.loads(line) for f in (tmp_path / "tr").glob("*/transcript.jsonl")
-                   for line in f.read_text().splitlines()]
+        records = transcript_records(tmp_path)
         ends = [r for r in records if r["type"] == "skill" and r["stage"] == "end"]
         assert [r["status"] for r in ends] == ["spoken", "answered", "done", "cancelled"]
         said = [r for r in records if r["type"] == "reply" and r.get("skill") == "say"]
@@ -219,7 +151,8 @@ def test_an_application_says_asks_and_chats_through_the_skills(fake_openai, tmp_
         readme = (REPO / "README.md").read_text()
         code = readme.split("### Drive the conversation")[1].split("```python\n")[1]
         (tmp_path / "readme_client.py").write_text(code.split("```")[0])
-        client = Proc([sys.executable, str(tmp_path / "readme_client.py")], tmp_path)
+        client = Proc([sys.executable, str(tmp_path / "readme_client.py")], tmp_path,
+                      env=_env())
         assert client.proc.wait(60) == 0, client.err[-10:]
         assert client.seen[-1] == "answered {'name': 'Zebulon'}", client.seen
         assert "robot: Welcome to the lab!" in speech.seen

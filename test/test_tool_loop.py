@@ -13,9 +13,11 @@ import pytest
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.llm.base import BackendError
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.lookback import LOOK_BACK, LOOK_BACK_NOTE, SCHEMA as LOOK_SCHEMA
 from vision_dialogue.llm.openai_backend import ToolCall
 from vision_dialogue.core.persona import load_persona
-from vision_dialogue.llm.tool_loop import FINAL_NOTE, TOOLS_NOTE, ToolOutcome, run_tool_loop
+from vision_dialogue.llm.tool_loop import FINAL_NOTE, TOOLS_NOTE, ToolOutcome, ToolRecord, \
+    outcome_note, round_note, run_tool_loop
 from vision_dialogue.vfm.tool_schemas import tool_schemas, usable
 from vision_dialogue.vfm import registry
 
@@ -142,7 +144,8 @@ def test_round_limit_asks_for_the_answer_without_tools():
     def script(messages, tools, choice):
         if choice == "none":
             return "I tried my best.", [ToolCall("z", "canny", {})]   # ignored
-        return "", [ToolCall(f"c{len(messages)}", "canny", {})]
+        return "", [ToolCall(f"c{len(messages)}", "canny",       # a new image each time
+                             {"image_file": f"x{len(messages)}.png"})]
 
     be = ScriptedBackend(script)
     ex = Executor({"canny": ToolOutcome(image_file="x.png")})
@@ -210,7 +213,9 @@ def test_new_images_shown_to_a_vision_llm():
     assert last["content"][1]["image_url"] == {"url": url, "detail": "high"}
     be2 = ScriptedBackend(script)
     run_tool_loop(be2, PROMPT, TOOLS, ex, image_parts=False)
-    assert be2.calls[1]["messages"][-1]["role"] == "tool"
+    assert [m["role"] for m in be2.calls[1]["messages"][-2:]] == ["tool", "system"]
+    assert be2.calls[1]["messages"][-1]["content"] == round_note(
+        [ToolRecord("c", "canny", {}, ToolOutcome(image_file="n.png"))])
 
 
 def test_llm_failure_raises_for_the_caller_to_fall_back():
@@ -219,6 +224,33 @@ def test_llm_failure_raises_for_the_caller_to_fall_back():
 
     with pytest.raises(BackendError):
         run_tool_loop(ScriptedBackend(script), PROMPT, TOOLS, Executor({}))
+
+
+def test_a_small_model_gets_one_round_and_is_told_how_it_went():
+    """It would call the tool again and again; the robot must act once."""
+    be = ScriptedBackend(lambda msgs, tools, choice:
+                         ("", [ToolCall("c", "canny", {})]) if choice == "auto" else
+                         ("I traced the edges for you.", []))
+    ex = Executor({"canny": ToolOutcome(error="the VFM server is gone")})
+    res = run_tool_loop(be, PROMPT, TOOLS, ex, max_rounds=3, one_round=True)
+    assert ex.calls == [("canny", {})] and res.text == "I traced the edges for you."
+    assert [c["tool_choice"] for c in be.calls] == ["auto", "none"] and not res.hit_limit
+    assert be.calls[-1]["messages"][-1]["content"] == outcome_note(res.records)
+    assert "canny did NOT work (the VFM server is gone)" in outcome_note(res.records)
+
+
+def test_a_call_repeated_in_the_turn_is_not_run_twice():
+    """A small model behind a server (several rounds) calls the same tool again."""
+    be = ScriptedBackend(lambda msgs, tools, choice:
+                         ("", [ToolCall("c", "canny", {})]) if choice == "auto" else
+                         ("I traced the edges.", []))
+    ex = Executor({"canny": ToolOutcome(text="edges traced")})
+    res = run_tool_loop(be, PROMPT, TOOLS, ex, max_rounds=3)
+    assert ex.calls == [("canny", {})] and res.text == "I traced the edges."
+    assert [c["tool_choice"] for c in be.calls] == ["auto", "auto", "none"]
+    assert "(Already done this turn.) edges traced" in [
+        m["content"] for m in be.calls[-1]["messages"] if m["role"] == "tool"]
+    assert be.calls[-1]["messages"][-1]["content"] == outcome_note(res.records)
 
 
 # --- Conversation with tools -----------------------------------------------------------------
@@ -271,7 +303,8 @@ def test_conversation_tool_turn_streams_sentences_and_remembers_the_file():
     assert res.text == "I drew the edges. Do you like them?" and not res.fallback
     assert [r.name for r in res.tools] == ["canny"] and "tool" in events
     first = be.scripted.calls[0]["messages"]
-    assert first[1] == {"role": "system", "content": TOOLS_NOTE}
+    line = max(i for i, m in enumerate(first) if m["role"] == "user")   # the person's line
+    assert first[line - 1] == {"role": "system", "content": TOOLS_NOTE}
     assert conv.state()["timeline"][-1] == \
         "robot: I drew the edges. Do you like them? [Images I made: e1_canny_f1_f1.png (canny)]"
     assert be.calls == []   # no plain reply call
@@ -291,6 +324,43 @@ def test_conversation_without_tools_or_tool_support_answers_as_before():
     assert not conv.tools_supported
     assert conv.turn("Hi").text == "Hello there. Lovely day!"
     conv.close()
+
+
+def test_two_providers_bring_their_notes_and_a_local_model_gets_no_look_back():
+    """The robot's tools beside the VFM tools; a small local model is offered only those."""
+    class RobotActs(Provider):
+        note = "You have a body, and tools that make it act: wave_hand."
+
+    wave = [{"type": "function", "function": {"name": "wave_hand", "description": "Wave.",
+                                              "parameters": {"type": "object",
+                                                             "properties": {}}}}]
+
+    def script(messages, tools, choice):
+        if not tool_messages(messages):
+            return "", [ToolCall("c", "wave_hand", {})]
+        return "There, I waved.", []
+
+    for simple in (False, True):
+        be = ToolBackend(script)
+        be.simple_tool_use = simple
+        conv = make_conv(be)
+        conv.set_tools(Provider(TOOLS, Executor({})))
+        conv.add_tools(RobotActs(wave, Executor({"wave_hand": ToolOutcome(text="waved")})))
+        conv.add_frame(frame())
+        # as if an older frame were out of the prompt: look_back has something to offer
+        conv.turn_tools.look_back = Provider([LOOK_SCHEMA], Executor({}))
+        conv.turn_tools.look_back.note = LOOK_BACK_NOTE
+        res = conv.turn("Could you wave at me?")
+        conv.close()
+        assert res.text == "There, I waved." and [r.name for r in res.tools] == ["wave_hand"]
+        first = be.scripted.calls[0]
+        names = [t["function"]["name"] for t in first["tools"]]
+        msgs = first["messages"]
+        line = max(i for i, m in enumerate(msgs) if m["role"] == "user")
+        notes = [m["content"] for m in msgs[line - 3 + simple:line]]
+        assert names[:len(TOOLS) + 1] == [t["function"]["name"] for t in TOOLS + wave]
+        assert (LOOK_BACK in names) is not simple
+        assert notes == [TOOLS_NOTE, RobotActs.note] + ([] if simple else [LOOK_BACK_NOTE])
 
 
 def test_conversation_tool_turn_llm_failure_gives_the_fallback():

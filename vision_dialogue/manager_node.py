@@ -19,7 +19,9 @@ Every header stamp comes from the node's clock (bag time under `use_sim_time`).
 With `use_tools` (Visual ChatGPT, docs/tools_in_dialogue.md) the LLM may also call the VFM
 server's tools (vision_dialogue/ros/vfm_client.py) during a turn; images they make are published
 on `dialogue/tool_image`, and pictures shared on `dialogue/shared_image` are stored in the
-image store and announced to the LLM with Visual ChatGPT's "Received." exchange.
+image store and announced to the LLM with Visual ChatGPT's "Received." exchange. With
+`robot_tools_file` the LLM may call the robot's own services and actions
+(vision_dialogue/ros/robot_tools.py).
 """
 from __future__ import annotations
 
@@ -54,6 +56,7 @@ from vision_dialogue.ros.image_msgs import ImageConversionError, stamp_to_ns
 from vision_dialogue.msg import DetectedUsers, PromptState, Reply, SpeechState, Utterance, \
     VisualEvent
 from vision_dialogue.ros.node_runner import run_node
+from vision_dialogue.ros.robot_tools import RobotTools
 from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC, LATCHED_QOS, RELIABLE_QOS, \
     VISUAL_EVENTS_TOPIC
 from vision_dialogue.ros.manager_params import PARAMS, cross_check
@@ -108,6 +111,7 @@ class ManagerNode(Node):
         self.vcg: DialogueTools | None = None         # Visual ChatGPT's side (use_tools)
         if p["use_tools"]:
             self.vcg = self._dialogue_tools()
+        self.robot_tools = self._robot_tools() if p["robot_tools_file"] else None
         self._create_publishers()
         self.proactive = ProactivePolicy(ProactiveConfig(
             p["proactive"], min_interval_s=p["proactive_interval"], quiet_s=p["proactive_quiet"]))
@@ -161,6 +165,29 @@ class ManagerNode(Node):
             else None
         self.intents = IntentOutput(self, self.conversation, self.turns, host,
                                     p["intents_file"], log) if p["intents_file"] else None
+        tools = self.robot_tools
+        if tools is not None:           # barge-in, or the chat ending, stops a robot action
+            self.turns.on_heard = lambda text: tools.interrupt("the person spoke")
+            host.on_chat_end = lambda: tools.interrupt("the chat skill ended")
+
+    def _robot_tools(self) -> RobotTools | None:
+        """The robot's own services and actions as the LLM's tools (`robot_tools_file`)."""
+        conv, p, log = self.conversation, self.p, self.get_logger()
+        if not conv.tools_supported:
+            log.warning(f"robot_tools_file: the {p['llm_backend']!r} backend cannot call "
+                        "tools; answering without the robot's tools")
+            return None
+        try:
+            tools = RobotTools.from_file(
+                self, p["robot_tools_file"], logger=log,
+                on_event=lambda record: conv.notify("robot_action", record))
+        except ParameterError:
+            self.close_early()
+            raise
+        conv.add_tools(tools)
+        conv.turn_tools.max_rounds = p["max_tool_rounds"]
+        log.info(f"robot tools for the LLM: {', '.join(tools.tools)}")
+        return tools
 
     def _dialogue_tools(self) -> DialogueTools:
         try:
@@ -170,10 +197,16 @@ class ManagerNode(Node):
                 on_shared=lambda bgr: self.turns.shared_image(bgr),
                 thumbnail_side=THUMBNAIL_SIDE)
         except ParameterError:
-            self.conversation.close(0)
-            if self.transcript is not None:
-                self.transcript.close()
+            self.close_early()
             raise
+
+    def close_early(self) -> None:
+        """A part failed while the node was built: stop what already runs."""
+        self.conversation.close(0)
+        if self.vcg is not None:
+            self.vcg.close()
+        if self.transcript is not None:
+            self.transcript.close()
 
     def _backend_options(self) -> BackendOptions:
         p = self.p
@@ -428,6 +461,8 @@ class ManagerNode(Node):
         self.intake.close()
         if self.vcg is not None:
             self.vcg.close()
+        if self.robot_tools is not None:
+            self.robot_tools.close()
         if self.intents is not None:
             self.intents.close()
         self.turns.close()

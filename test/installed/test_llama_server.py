@@ -111,14 +111,26 @@ def _shape(base_url: str, model: str, kind: str) -> tuple:
                     len({d.id for d in deltas}), len(deltas) > 1,
                     json.loads("".join(d.function.arguments for d in deltas)).keys() >= {
                         "seconds_ago"}, chunks[-1].choices[0].finish_reason)
+        if kind.startswith("tool round"):         # the call's turn, its assistant content
+            call = [{"id": "c1", "type": "function",
+                     "function": {"name": "look_back", "arguments": "{}"}}]
+            client.chat.completions.create(model=model, tools=[LOOK_BACK], max_tokens=1,
+                                           messages=ASK_PAST + [
+                {"role": "assistant", "content": None if "null" in kind else "",
+                 "tool_calls": call},
+                {"role": "tool", "tool_call_id": "c1", "content": "You saw a cup."}])
+            return ("answered",)
     except openai.APIStatusError as e:
+        if kind.startswith("tool round"):
+            return ("http", e.status_code)
         return ("http", e.status_code, str(e.message)[-40:])
     except openai.APIConnectionError:
         return ("connection dropped",)
     raise AssertionError(kind)
 
 
-KINDS = ["image", "image stream", "text parts", "tools auto", "tools named stream"]
+KINDS = ["image", "image stream", "text parts", "tools auto", "tools named stream",
+         "tool round, null content", "tool round, empty content"]
 
 
 def test_the_fake_answers_as_llama_cpp_does(llama):
@@ -130,6 +142,7 @@ def test_the_fake_answers_as_llama_cpp_does(llama):
     assert faked == real
     assert real["image"][:2] == ("http", 500) and real["text parts"][:2] == ("http", 500)
     assert real["tools auto"][:2] == ("stop", False)       # the call written as text
+    assert real["tool round, null content"] == ("http", 500)   # hence content "" in the loop
 
 
 def test_bringup_demo_on_llama_cpp_converses_without_fallbacks(installed, llama, tmp_path):

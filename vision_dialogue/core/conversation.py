@@ -10,6 +10,7 @@ of the timeline under a short lock and calls the LLM with no lock held.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -124,12 +125,24 @@ class Conversation(DirectedLines):
         if max_rounds < 1:
             raise ValueError(f"max_rounds={max_rounds} must be >= 1")
         tools = self.turn_tools
-        tools.provider, tools.max_rounds = provider, int(max_rounds)
+        tools.providers[:] = [provider] if provider is not None else []
+        tools.max_rounds = int(max_rounds)
         tools.show_images = bool(show_images) and self.supports_images
+
+    def add_tools(self, provider: ToolProvider) -> None:
+        """Offer `provider`'s tools too, beside those set (the robot's own actions).
+
+        A `standing` note (offered on every turn) goes with the prompt's standing notes, so a
+        local model reads it once, with the cached prompt, not on every turn.
+        """
+        self.turn_tools.providers.append(provider)
+        if getattr(provider, "standing", False) and self.turn_tools.supported:
+            self.builder.notes[f"tools {len(self.turn_tools.providers)}"] = provider.note
+            self.warmer.soon()
 
     @property
     def tools(self) -> ToolProvider | None:
-        """The provider whose tools every turn offers (None: none)."""
+        """The first provider whose tools every turn offers (None: none)."""
         return self.turn_tools.provider
 
     @property
@@ -307,7 +320,8 @@ class Conversation(DirectedLines):
             newest = self._newest
             note = focus_note(text, past, self._memories() if past else (),
                               self.config.focus_note,
-                              objects=newest.objects if newest is not None else "")
+                              objects=newest.objects if newest is not None else "",
+                              acts=self.turn_tools.verbs())
             if note:       # right before the person's line: their question stays last
                 last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
                 msgs.insert(last, {"role": "system", "content": note})
@@ -351,9 +365,12 @@ class Conversation(DirectedLines):
 
         repeat_ok = asks_to_repeat(question)
         notes = self._note_filter(allow_repeats=repeat_ok)
+        first: list[FirstBy] = []      # the robot acting for a tool pauses the deadline
+        tools.pausing = lambda: first[0].pause() if first else contextlib.nullcontext()
         try:
-            self._say(ask() if deadline is None else
-                      FirstBy(ask, deadline, self._late(turn_id)), notes, sentences, on_sentence)
+            if deadline is not None:
+                first.append(FirstBy(ask, deadline, self._late(turn_id)))
+            self._say(first[0] if first else ask(), notes, sentences, on_sentence)
         finally:
             records.extend(made)
         if not sentences and cfg.avoid_repeats and (notes.said_before or notes.echoes):

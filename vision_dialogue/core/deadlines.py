@@ -6,6 +6,7 @@ they never queue in front of a reply. ROS-free.
 """
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -50,6 +51,10 @@ class DeadlineExceeded(RuntimeError):
     """No reply sentence was ready by the turn's deadline."""
 
 
+PAUSED_POLL = 0.1
+"""Seconds between looks at a paused deadline."""
+
+
 class FirstBy:
     """The reply's parts, the first of which must come by `deadline` (time.monotonic()).
 
@@ -63,10 +68,12 @@ class FirstBy:
     def __init__(self, make_parts: Callable[[], Iterable[str]], deadline: float,
                  on_late: Callable[[str], None]):
         self.deadline, self.on_late, self.met = deadline, on_late, False
+        self._pauses = 0
         self._q: queue.Queue = queue.Queue()
         self._abandoned = threading.Event()
-        threading.Thread(target=self._produce, args=(make_parts,), name="vd-reply",
-                         daemon=True).start()
+        # started by the first look at the parts, so a pause can find this object
+        self._producer = threading.Thread(target=self._produce, args=(make_parts,),
+                                          name="vd-reply", daemon=True)
 
     def _produce(self, make_parts) -> None:
         try:
@@ -85,13 +92,32 @@ class FirstBy:
         except BaseException as e:  # noqa: BLE001 - handed to the consumer
             self._q.put(("error", e))
 
+    @contextlib.contextmanager
+    def pause(self):
+        """Stop the clock inside: the robot acts for a tool call, not the LLM being slow.
+
+        The tool's own timeout bounds that time.
+        """
+        self._pauses += 1
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.deadline += time.monotonic() - start
+            self._pauses -= 1
+
     def __iter__(self):
+        if not self._producer.is_alive() and self._producer.ident is None:
+            self._producer.start()
         try:
             while True:
-                wait = None if self.met else max(0.0, self.deadline - time.monotonic())
+                wait = None if self.met else PAUSED_POLL if self._pauses else \
+                    max(0.0, self.deadline - time.monotonic())
                 try:
                     kind, value = self._q.get(timeout=wait)
                 except queue.Empty:
+                    if self._pauses or time.monotonic() < self.deadline:
+                        continue
                     raise DeadlineExceeded("no reply sentence by the reply deadline") from None
                 if kind == "end":
                     return

@@ -10,7 +10,7 @@ only; it never enters the timeline.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import Collection, Sequence
 
 YES_NO_START = ("am", "is", "are", "was", "were", "do", "does", "did", "can", "could", "will",
                 "would", "have", "has", "had", "should", "shall", "may", "might", "must",
@@ -22,6 +22,8 @@ _REPEAT_ASKED = re.compile(r"\b(say (that|it) again|repeat (that|it|yourself)|co
                            r"what did you (just )?say|pardon|one more time)\b", re.I)
 _START = re.compile(r"\b(beginning|begin|began|start|started|first|at first)\b", re.I)
 _SENTENCE = re.compile(r"[^.!?]+[.!?]?")
+_ASKS_TO = re.compile(r"^(?:please\s+)?(?:can|could|would|will|won't)\s+(?:you|u)\s+"
+                      r"(?:please\s+|just\s+|also\s+)?([a-z]+)")
 
 
 YES_NO_NOTE = "Answer the next question with yes or no, as your eyes tell you."
@@ -51,6 +53,17 @@ def is_yes_no(text: str) -> bool:
     return bool(words) and words[0] in YES_NO_START and question_of(text).endswith("?")
 
 
+def asks_to_act(text: str, verbs: Collection[str]) -> bool:
+    """Whether a yes/no-looking question asks the robot to do one of its actions.
+
+    "Could you wave at me?" is a request when the robot can wave (a tool's verb, see
+    core/robot_tools.action_words), not a question to answer with yes: the yes/no note made
+    the 1.5B model say "Yes." and not call the tool (benchmarks/bench_robot_tools.py).
+    """
+    m = _ASKS_TO.match(question_of(text).lower())
+    return bool(m and verbs) and (m.group(1) in verbs or m.group(1).rstrip("s") in verbs)
+
+
 def asks_to_repeat(text: str) -> bool:
     """Whether the person asks the robot to say its last line again."""
     return bool(_REPEAT_ASKED.search(text or ""))
@@ -72,7 +85,7 @@ _PLACE_WORDS = {"maybe", "the", "left", "right", "middle", "two", "three", "four
 
 
 def focus_note(text: str, past: bool = False, memories: Sequence[str] = (),
-               style: str = "strict", objects: str = "") -> str:
+               style: str = "strict", objects: str = "", acts: Collection[str] = ()) -> str:
     """The note that goes right before the person's line in a text model's prompt ("" if none).
 
     The question stays the last thing the model reads (measured on the battery: a note after
@@ -82,6 +95,7 @@ def focus_note(text: str, past: bool = False, memories: Sequence[str] = (),
     STYLES. `objects`: the newest frame's objects note; the part naming what the question asks
     about is repeated here, next to the question (the 1.5B model otherwise answered "Is there a
     cat with us?" with no, about one time in three, with "a dog or a cat" in the newest note).
+    `acts`: the verbs of the robot's actions offered as tools (a request gets no yes/no note).
     """
     question = question_of(text)
     parts = []
@@ -92,6 +106,6 @@ def focus_note(text: str, past: bool = False, memories: Sequence[str] = (),
         wanted = list(memories[:1]) if _START.search(question) else list(memories[-3:])
         parts.append(f"{PAST_NOTE} " + " ".join(m.rstrip(".") + "." for m in wanted)
                      if wanted else NOT_NOW_NOTE)
-    if is_yes_no(text):
+    if is_yes_no(text) and not asks_to_act(text, acts):
         parts.append(SOFT_YES_NO_NOTE if style == "soft" else YES_NO_NOTE)
     return "[" + " ".join(parts) + "]" if parts else ""

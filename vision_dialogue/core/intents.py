@@ -28,10 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import yaml
-
 from vision_dialogue.core.answers import AnswerSchema, SchemaError, keep_valid, \
     parse_json_object
+from vision_dialogue.core.resources import declared_list
 
 REQUEST_CUES = ("can you", "could you", "would you", "will you", "please", "i want", "i need",
                 "i would like", "i'd like", "take me", "show me", "bring me", "let's", "let us",
@@ -90,14 +89,7 @@ class FoundIntent:
 
 def load_intents(path: str | Path) -> list[IntentSpec]:
     """Read and check an intents file (see the module docstring); raises IntentsError."""
-    p = Path(path).expanduser()
-    try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as e:
-        raise IntentsError(f"{p}: cannot read ({e})") from None
-    items = raw.get("intents") if isinstance(raw, dict) else raw
-    if not isinstance(items, list) or not items:
-        raise IntentsError(f"{p}: expected a list under 'intents:'")
+    p, items = declared_list(path, "intents", IntentsError, bare=True)
     specs, names = [], set()
     for i, item in enumerate(items):
         where = f"{p}: intent {i + 1}"

@@ -21,7 +21,7 @@ from collections import deque
 from typing import Callable, Sequence
 
 from vision_dialogue.core.images import Frame
-from vision_dialogue.llm.tool_loop import ToolOutcome
+from vision_dialogue.llm.tool_loop import TOOLS_NOTE, ToolOutcome
 
 LOOK_BACK = "look_back"
 #: system note when the look-back tool is offered
@@ -120,6 +120,8 @@ class LookBack:
     image_url(frame): a data URL for vision backends, or None (text-only: words only).
     """
 
+    note = LOOK_BACK_NOTE
+
     def __init__(self, archive: FrameArchive, in_prompt: Callable[[], set[int]],
                  image_url: Callable[[Frame], str] | None = None):
         self.archive, self.in_prompt, self.image_url = archive, in_prompt, image_url
@@ -160,6 +162,15 @@ class ToolSet:
         self.on_error = on_error
         self._owner: dict[str, object] = {}
 
+    def notes(self) -> list[str]:
+        """The system notes of the providers that offered a tool (`note`, else TOOLS_NOTE).
+
+        A provider whose note is `standing` has it in the prompt already (every turn).
+        """
+        offering = [p for p in self.providers if p in self._owner.values()
+                    and not getattr(p, "standing", False)]
+        return [getattr(p, "note", TOOLS_NOTE) for p in offering]
+
     def schemas(self) -> list[dict]:
         """Every provider's schemas; one that fails is left out this time (on_error)."""
         out, owner = [], {}
@@ -170,10 +181,19 @@ class ToolSet:
                 self.on_error(e)
                 continue
             for s in schemas:
-                owner[s["function"]["name"]] = p
+                name = s["function"]["name"]
+                if name in owner:
+                    self.on_error(ValueError(f"two tools are named {name!r}; the first one "
+                                             "is offered"))
+                    continue
+                owner[name] = p
                 out.append(s)
         self._owner = owner
         return out
+
+    def owner(self, name: str):
+        """The provider that offered tool `name` this time (None: none did)."""
+        return self._owner.get(name)
 
     def run(self, name: str, args: dict) -> ToolOutcome:
         provider = self._owner.get(name)

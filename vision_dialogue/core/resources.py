@@ -1,4 +1,4 @@
-"""Where the package's data files are: config/, launch/ and msg/.
+"""Where the package's data files are (config/, launch/ and msg/), and the integrator's lists.
 
 Running from a source checkout they sit beside the `vision_dialogue/` folder; running from
 an install they are in `<prefix>/share/vision_dialogue/`, found on `AMENT_PREFIX_PATH` (what
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
+import yaml
 
 PACKAGE = "vision_dialogue"
 #: the folder holding vision_dialogue/ in a source checkout (not meaningful when installed)
@@ -35,3 +37,20 @@ def share_dir(sub: str) -> Path:
 def config_file(name: str) -> Path:
     """A file in config/ (it may not exist: callers say what is missing)."""
     return share_dir("config") / name
+
+
+def declared_list(path: str | Path, key: str, error: type[ValueError],
+                  bare: bool = False) -> tuple[Path, list]:
+    """The non-empty list under `key:` of a YAML file an integrator writes (intents, tools).
+
+    `bare`: a list alone is taken too. Raises `error` naming the file and the problem.
+    """
+    p = Path(path).expanduser()
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise error(f"{p}: cannot read ({e})") from None
+    items = raw.get(key) if isinstance(raw, dict) else raw if bare else None
+    if not isinstance(items, list) or not items:
+        raise error(f"{p}: expected a list under '{key}:'")
+    return p, items

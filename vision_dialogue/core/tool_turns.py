@@ -1,14 +1,16 @@
 """Visual ChatGPT's side of a turn: which tools it offers and the tool-call loop that runs them.
 
-The tools are the provider's (the manager's VFM bridge) and look_back (core/lookback.py); the
-loop itself is llm/tool_loop.py. ROS-free.
+The tools are the providers' (the manager's VFM bridge, the robot's own actions) and look_back
+(core/lookback.py); each provider that offers a tool adds its system note (`note`, else
+TOOLS_NOTE). The loop itself is llm/tool_loop.py. ROS-free.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Callable, Iterable
+from typing import Callable, ContextManager, Iterable
 
-from vision_dialogue.core.lookback import LOOK_BACK, LOOK_BACK_NOTE, LookBack, ToolSet
+from vision_dialogue.core.lookback import LOOK_BACK, LookBack, ToolSet
 from vision_dialogue.llm.tool_loop import (TOOLS_NOTE, AgentResult, ToolRecord, run_tool_loop,
                                            stream_tool_loop)
 
@@ -17,8 +19,10 @@ class ToolProvider:
     """What `Conversation.set_tools` needs (the manager's VFM bridge implements it).
 
     `schemas()` -> OpenAI function specs offered now (may be empty: no tools this turn);
-    `run(name, args)` -> llm.tool_loop.ToolOutcome.
+    `run(name, args)` -> llm.tool_loop.ToolOutcome; `note`: the system note offered with them.
     """
+
+    note = TOOLS_NOTE
 
     def schemas(self) -> list[dict]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -38,10 +42,12 @@ class TurnTools:
                  logger: logging.Logger, show_images: bool):
         self.backend, self.config, self.look_back = backend, config, look_back
         self._emit, self.log = emit, logger
-        self.provider: ToolProvider | None = None
+        self.providers: list[ToolProvider] = []
         self.max_rounds = 3
         self.show_images = show_images           # images the tools make go to the LLM
         self._offered = ToolSet()
+        # the reply deadline's pause (deadlines.FirstBy.pause) while the robot acts
+        self.pausing: Callable[[], ContextManager] = contextlib.nullcontext
 
     @property
     def supported(self) -> bool:
@@ -53,17 +59,26 @@ class TurnTools:
         """Replies stream, and the backend streams them with tools offered."""
         return self.config.stream and callable(getattr(self.backend, "stream_with_tools", None))
 
+    @property
+    def provider(self) -> ToolProvider | None:
+        """Return the tools set first (the VFM bridge where there is one); None: none."""
+        return self.providers[0] if self.providers else None
+
     def schemas(self, past: bool = False) -> list[dict]:
-        """The tools of this turn: the provider's (VFM) tools, and look_back.
+        """The tools of this turn: the providers' (VFM, the robot's) tools, and look_back.
 
         look_back comes on every turn of a backend that streams with tools; otherwise (a turn
         with tools is then not streamed) when the person asks about the past or other tools
-        are offered anyway, so look-back alone does not cost every turn that.
+        are offered anyway, so look-back alone does not cost every turn that. A backend with
+        `simple_tool_use` (a small local model) is offered only its providers' tools, and
+        gets one round of calls, then is told how they went (tool_loop.outcome_note).
         """
         if not self.supported:
             return []
-        offer = self.config.look_back and (past or self.provider is not None or self.streamed)
-        self._offered = ToolSet(self.look_back if offer else None, self.provider,
+        simple = getattr(self.backend, "simple_tool_use", False)
+        offer = self.config.look_back and not simple and \
+            (past or bool(self.providers) or self.streamed)
+        self._offered = ToolSet(*self.providers, self.look_back if offer else None,
                                 on_error=lambda e: self.log.warning(
                                     f"tools unavailable this turn ({type(e).__name__}: {e})"))
         schemas = self._offered.schemas()
@@ -72,11 +87,17 @@ class TurnTools:
             return []          # the VFM tools are gone this turn: stream as usual
         return schemas
 
+    def verbs(self) -> set[str]:
+        """The verbs of the actions the providers offer (`verbs`: the robot's tools)."""
+        if not self.supported:
+            return set()
+        return set().union(*(getattr(p, "verbs", ()) for p in self.providers))
+
     def stream(self, msgs: list, schemas: list, turn_id: int,
                records: list[ToolRecord]) -> Iterable[str]:
         """The tool-call loop for one turn, streamed: sentences as they come."""
         msgs, kwargs = self._loop(msgs, schemas, turn_id, records)
-        return stream_tool_loop(self.backend, msgs, schemas, self._offered.run,
+        return stream_tool_loop(self.backend, msgs, schemas, self._run,
                                 AgentResult("", 0), **kwargs)
 
     def reply(self, msgs: list, schemas: list, turn_id: int,
@@ -86,16 +107,24 @@ class TurnTools:
         Every tool call is appended to `records` as it completes; raises on an LLM failure.
         """
         msgs, kwargs = self._loop(msgs, schemas, turn_id, records)
-        return run_tool_loop(self.backend, msgs, schemas, self._offered.run, **kwargs).text
+        return run_tool_loop(self.backend, msgs, schemas, self._run, **kwargs).text
+
+    def _run(self, name: str, args: dict):
+        """Run one tool; the reply deadline waits while the robot acts (a provider's `acts`)."""
+        acts = getattr(self._offered.owner(name), "acts", False)
+        with self.pausing() if acts else contextlib.nullcontext():
+            return self._offered.run(name, args)
 
     def _loop(self, msgs: list, schemas: list, turn_id: int,
               records: list[ToolRecord]) -> tuple[list, dict]:
         """The prompt with the tools' notes, and the loop's keyword arguments for one turn."""
         cfg = self.config
-        names = {s["function"]["name"] for s in schemas}
-        notes = ([TOOLS_NOTE] if names - {LOOK_BACK} else []) + \
-            ([LOOK_BACK_NOTE] if LOOK_BACK in names else [])
-        msgs = msgs[:1] + [{"role": "system", "content": n} for n in notes] + msgs[1:]
+        # right before the person's line: the prompt's start stays as the last reply read it
+        # (a local model's cached prefix), and the line stays last
+        notes = [{"role": "system", "content": n} for n in self._offered.notes()]
+        users = [i for i, m in enumerate(msgs) if m["role"] == "user"]
+        at = users[-1] if users else len(msgs)
+        msgs = msgs[:at] + notes + msgs[at:]
 
         def on_tool(rec: ToolRecord) -> None:
             records.append(rec)
@@ -106,5 +135,6 @@ class TurnTools:
             self._emit("tool", {"turn_id": turn_id, "record": rec})
 
         return msgs, dict(max_rounds=self.max_rounds, model=cfg.model,
+                          one_round=getattr(self.backend, "simple_tool_use", False),
                           max_tokens=cfg.max_reply_tokens, image_parts=self.show_images,
                           image_detail=cfg.policy.detail, on_tool=on_tool, logger=self.log)

@@ -178,7 +178,7 @@ def event_record(kind: str, data: dict) -> dict | None:
                 "error": data["error"], "attempts": data["attempts"],
                 "marker": data["marker"] is not None}
     if kind in ("summarising", "summary_deferred", "fold", "fold_failed", "dropped", "person",
-                "event", "intent", "skill"):
+                "event", "intent", "skill", "robot_action"):
         return {"type": kind, **data}
     return None
 

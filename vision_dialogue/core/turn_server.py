@@ -12,7 +12,8 @@ picture) and publishes what comes out (`publish(ReplyChunk)`). Here is decided:
   free conversation, or a Chat), or nobody (`converse()` false: the line is only heard);
 * the application's lines (`say`, the Say skill) and turns (`start`, the Chat skill), in the
   same order as the replies; `on_person_line(text, speaker)` for each person's line no skill
-  took, after its reply if it gets one (intents).
+  took, after its reply if it gets one (intents); `on_heard(text)` for every line, at once
+  (barge-in stops a running robot action).
 
 `settings` is read at each use, so a live parameter change applies at the next turn:
 `reply_deadline` (s), `greet_first`, `stream`, `proactive`.
@@ -68,6 +69,7 @@ class TurnServer:
         self.claim: Callable[[str, str], bool] | None = None   # a skill takes the line
         self.converse: Callable[[], bool] = lambda: True       # unclaimed lines get a reply
         self.on_person_line: Callable[[str, str], None] = lambda text, speaker: None
+        self.on_heard: Callable[[str], None] = lambda text: None    # any line, at once
         self.log = logger or logging.getLogger("vision_dialogue.turns")
         self.queue = TurnQueue(max_waiting, on_drop=self._dropped)
         self._spoken_to = False         # an utterance came, or the opening remark is queued
@@ -85,6 +87,7 @@ class TurnServer:
             return False
         self._spoken_to = True
         self.proactive.user_spoke()
+        self.on_heard(text)
         claim = self.claim
         if claim is not None and claim(text, speaker):
             return True

@@ -5,7 +5,9 @@ about 2.4x faster (28 vs 11.5 tokens/s) and re-reads nothing of a prompt it has 
 the key/value cache of the longest common token prefix by itself), but reads new prompt text
 about 2.8x slower. Which wins over a whole session is measured in benchmarks/bench_dialogue.py.
 
-Text only (`supports_images` False: frames come in as the observer's text). Like the
+Text only (`supports_images` False: frames come in as the observer's text). Tools (the robot's
+actions, VFM tools) go through the GGUF's own chat template, and the model's calls, written as
+text, are read back (llm/written_calls.py). Like the
 transformers backend: one generation at a time; `stream()` yields sentences and stops the
 generation when closed; a background call (a fold) runs on its own llama.cpp context, so it
 never evicts the reply's cached prefix, and stops at its next token when a reply wants the CPU
@@ -24,7 +26,8 @@ from vision_dialogue.llm.chat_messages import text_conversation
 from vision_dialogue.llm.cpu_threads import CpuShare
 from vision_dialogue.llm.one_at_a_time import OneAtATime
 from vision_dialogue.llm.options import BackendOptions, default_variant
-from vision_dialogue.llm.sentences import SentenceSplitter
+from vision_dialogue.llm.written_calls import HeldSpeech, ToolCall, tool_names, \
+    written_tool_calls
 
 _LOG = logging.getLogger(__name__)
 
@@ -50,6 +53,7 @@ class LlamaCppChatBackend:
     json_schema = True         # complete takes `json_schema` (output constrained by a grammar)
 
     in_process = True
+    simple_tool_use = True     # only the turn's tools, one round (core/tool_turns.py)
 
     @classmethod
     def from_options(cls, o: BackendOptions) -> "LlamaCppChatBackend":
@@ -92,6 +96,7 @@ class LlamaCppChatBackend:
             raise BackendError(f"cannot load GGUF model {str(path)!r}: "
                                f"{exc.__class__.__name__}: {exc}") from exc
         self._turns = OneAtATime()            # one generation at a time, replies first
+        self._reply_tools = None              # the tools the last reply was offered
         self.reused_tokens = 0
         _LOG.info("loaded GGUF model %s with llama.cpp", path)
 
@@ -144,27 +149,60 @@ class LlamaCppChatBackend:
         conversation = text_conversation(messages)      # bad messages raise here, at the call
         return self._stream(conversation, max_tokens, temperature, avoid)
 
-    def _stream(self, conversation, max_tokens, temperature, avoid) -> Iterator[str]:
+    def complete_with_tools(self, messages: Sequence[Message], tools: Sequence[dict], *,
+                            model: str | None = None, tool_choice="auto", stream: bool = False,
+                            max_tokens: int | None = None,
+                            temperature: float | None = None) -> tuple[str, list[ToolCall]]:
+        """The reply with `tools` offered: ``(text, tool_calls)`` (see stream_with_tools)."""
+        calls: list[ToolCall] = []
+        text = " ".join(self.stream_with_tools(messages, tools, tool_choice=tool_choice,
+                                               max_tokens=max_tokens, temperature=temperature,
+                                               calls=calls))
+        return text.strip(), calls
+
+    def stream_with_tools(self, messages: Sequence[Message], tools: Sequence[dict], *,
+                          model: str | None = None, tool_choice="auto",
+                          max_tokens: int | None = None, temperature: float | None = None,
+                          calls: list | None = None) -> Iterator[str]:
+        """Yield the reply's sentences with `tools` offered through the GGUF's chat template.
+
+        The model writes a call as text (`<tool_call>{...}</tool_call>` for Qwen): it is held
+        back, never spoken, and appended to `calls` as a ToolCall when the reply ends. With
+        tool_choice "none" the tools stay in the prompt (its cached prefix with them) and a
+        call is still held back; the caller ignores it.
+        """
+        conversation = text_conversation(messages)
+        return self._stream(conversation, max_tokens, temperature, (), list(tools), calls)
+
+    def _stream(self, conversation, max_tokens, temperature, avoid, tools=None,
+                calls: list | None = None) -> Iterator[str]:
         with self._turns.reply():
-            splitter = SentenceSplitter()
-            pieces = self._pieces(conversation, max_tokens, temperature, "reply", avoid)
+            speech = HeldSpeech(tool_names(tools) if tools else set())
+            pieces = self._pieces(conversation, max_tokens, temperature, "reply", avoid,
+                                  tools=tools)
             try:
                 for piece in pieces:
-                    yield from splitter.feed(piece)
-                yield from splitter.flush()
+                    yield from speech.feed(piece)
+                rest, written = speech.finish()
+                yield from rest
+                if calls is not None:
+                    calls.extend(written_tool_calls(written))
             finally:
                 pieces.close()
 
-    def warm(self, messages: Sequence[Message]) -> int:
+    def warm(self, messages: Sequence[Message], tools: Sequence[dict] | None = None) -> int:
         """Read `messages` into the reply's cache now, while nobody waits for a reply.
 
-        The next reply's prompt starts with them, so it reads only its new tokens. Stops for a
-        reply (raises Preempted; what was read stays). Returns the tokens read.
+        The next reply's prompt starts with them, so it reads only its new tokens. `tools`:
+        those the next reply is offered (they come first in the prompt; default: the last
+        reply's, () for none). Stops for a reply (raises Preempted; what was read stays).
+        Returns the tokens read.
         """
         conversation = text_conversation(messages)
+        tools = self._reply_tools if tools is None else list(tools)
         with self._turns.lock:
             llm = self._contexts["reply"]
-            tokens, _ = self._tokens(llm, conversation, generation=False)
+            tokens, _ = self._tokens(llm, conversation, generation=False, tools=tools)
             with self._on_free_cores(llm):
                 return self._read(llm, tokens)
 
@@ -192,9 +230,10 @@ class LlamaCppChatBackend:
             llm.eval(tokens[i:i + WARM_CHUNK])
         return len(tokens) - common
 
-    def _tokens(self, llm, conversation: list, generation: bool = True) -> tuple[list, list]:
+    def _tokens(self, llm, conversation: list, generation: bool = True,
+                tools=None) -> tuple[list, list]:
         """The prompt's tokens as the GGUF's chat template makes them, and its stop strings."""
-        result = self._formats[generation](messages=conversation)
+        result = self._formats[generation](messages=conversation, tools=tools or None)
         tokens = llm.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special,
                               special=True)
         stop = result.stop if isinstance(result.stop, list) else [result.stop] \
@@ -207,8 +246,12 @@ class LlamaCppChatBackend:
         return self._contexts[lane]
 
     def _pieces(self, conversation: list, max_tokens, temperature, lane: str,
-                avoid: Sequence[str] = (), grammar=None) -> Iterator[str]:
-        """The reply's text pieces as llama.cpp makes them (call with the lock held)."""
+                avoid: Sequence[str] = (), grammar=None, tools=None) -> Iterator[str]:
+        """The reply's text pieces as llama.cpp makes them (call with the lock held).
+
+        A reply's `tools` are kept: the next warm-up reads the prompt with them (the cached
+        prefix starts with the tools).
+        """
         n = self.max_new_tokens if max_tokens is None else int(max_tokens)
         if n < 1:
             raise BackendError(f"max_tokens={max_tokens!r} must be >= 1")
@@ -216,8 +259,9 @@ class LlamaCppChatBackend:
         llm = self._context(lane)
         with self._on_free_cores(llm):
             try:
-                tokens, stop = self._tokens(llm, conversation)
+                tokens, stop = self._tokens(llm, conversation, tools=tools)
                 if lane == "reply":
+                    self._reply_tools = tools
                     self.reused_tokens = _common_prefix(llm._input_ids.tolist(), tokens)
                 else:       # a long prompt read in one go would hold a reply up for seconds
                     self._read(llm, tokens[:-1])

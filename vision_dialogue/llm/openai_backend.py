@@ -19,7 +19,7 @@ import logging
 import os
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 from urllib.parse import urlparse
 
@@ -27,7 +27,8 @@ import openai
 
 from vision_dialogue.llm.base import BackendError, Message
 from vision_dialogue.llm.options import BackendOptions
-from vision_dialogue.llm.sentences import SentenceSplitter
+from vision_dialogue.llm.written_calls import HeldSpeech, ToolCall, calls_written_as_text, \
+    tool_names
 
 __all__ = ["OpenAIChatBackend", "ToolCall", "LLMRequestError", "DUMMY_API_KEY", "MAX_BACKOFF"]
 
@@ -64,15 +65,6 @@ class LLMRequestError(BackendError):
         self.kind = kind
         self.status = status
         self.attempts = attempts
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One function call requested by the model: `arguments` is the parsed JSON object."""
-
-    id: str
-    name: str
-    arguments: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -270,7 +262,7 @@ class OpenAIChatBackend:
                                                  "streaming tool completion")
             text = text.strip()
         if not raw_calls and tools and tool_choice != "none":
-            text, raw_calls = calls_written_as_text(text, _tool_names(tools))
+            text, raw_calls = calls_written_as_text(text, tool_names(tools))
         return text, _parse_tool_calls(raw_calls)
 
     def stream_with_tools(self, messages: Sequence[Message], tools: Sequence[dict], *,
@@ -294,11 +286,11 @@ class OpenAIChatBackend:
         if tools:
             params["tools"], params["tool_choice"] = list(tools), tool_choice
         params["stream"] = True
-        names = _tool_names(tools) if tool_choice != "none" else set()
+        names = tool_names(tools) if tool_choice != "none" else set()
         attempts = self.max_retries + 1
         yielded = False
         for attempt in range(1, attempts + 1):
-            speaker = _HeldSpeech(names)
+            speaker = HeldSpeech(names)
             raw: dict[int, list[str]] = {}
             stream = None
             try:
@@ -513,88 +505,3 @@ def _on_the_wire(message: Message) -> Message:
             isinstance(p, dict) and p.get("type") == "text" for p in content):
         return {**message, "content": "\n".join(str(p.get("text", "")) for p in content)}
     return message
-
-
-def _tool_names(tools: Sequence[dict]) -> set[str]:
-    return {t.get("function", {}).get("name", "") for t in tools} - {""}
-
-
-_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
-_FENCED = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
-
-
-def calls_written_as_text(text: str, names: set[str]) -> tuple[str, list[tuple[str, str, str]]]:
-    """Tool calls a model wrote as text instead of `tool_calls`: (text left, raw calls).
-
-    Recognised: the whole reply being a JSON object `{"name": N, "arguments": {...}}` (or
-    "parameters"), or a list of them, optionally in a ```json fence; and Qwen/Hermes
-    `<tool_call>{...}</tool_call>` tags anywhere (the text around them is kept). Only names of
-    offered tools count; anything else stays text.
-    """
-    def parse(blob: str) -> list[tuple[str, str, str]] | None:
-        try:
-            data = json.loads(blob)
-        except ValueError:
-            return None
-        items = data if isinstance(data, list) else [data]
-        out = []
-        for k, item in enumerate(items):
-            if not isinstance(item, dict) or item.get("name") not in names:
-                return None
-            args = item.get("arguments", item.get("parameters", {}))
-            out.append((f"call_text_{k}", item["name"],
-                        args if isinstance(args, str) else json.dumps(args)))
-        return out or None
-
-    stripped = text.strip()
-    if "<tool_call>" in stripped:
-        found = [parse(m) for m in _TAGGED.findall(stripped)]
-        if found and all(found):
-            rest = _TAGGED.sub(" ", stripped)
-            return " ".join(rest.split()), [c for group in found for c in group]
-        return text, []
-    fenced = _FENCED.match(stripped)
-    whole = parse(fenced.group(1) if fenced else stripped) if stripped[:1] in "{[`" else None
-    return ("", whole) if whole else (text, [])
-
-
-class _HeldSpeech:
-    """Sentences of a streamed reply, holding back what may be a tool call written as text.
-
-    Such text starts with `{`, `[`, a ```json fence or `<tool_call>`; it is held until the end.
-    """
-
-    def __init__(self, names: set[str]):
-        self.names, self.text, self.splitter = names, "", SentenceSplitter()
-        self.held: bool | None = None if names else False     # None: not decided yet
-
-    def feed(self, piece: str) -> list[str]:
-        if not piece:
-            return []
-        self.text += piece
-        if self.held is None:
-            head = self.text.lstrip()
-            if not head:
-                return []
-            if head[0] in "{[`<":
-                if len(head) < 11 and "<tool_call>".startswith(head):
-                    return []          # could still become a tag
-                self.held = head[0] != "<" or head.startswith("<tool_call>")
-            else:
-                self.held = False
-            if not self.held:
-                return list(self.splitter.feed(self.text))
-            return []
-        if self.held:
-            return []
-        return list(self.splitter.feed(piece))
-
-    def finish(self) -> tuple[list[str], list[tuple[str, str, str]]]:
-        """(sentences still to say, calls written as text)."""
-        if self.held is False:
-            return list(self.splitter.flush()), []
-        rest, calls = calls_written_as_text(self.text, self.names)
-        if self.held is None or not calls:
-            rest = self.text
-        splitter = SentenceSplitter()
-        return list(splitter.feed(rest)) + list(splitter.flush()), calls

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 __all__ = ["ToolOutcome", "ToolRecord", "AgentResult", "run_tool_loop", "stream_tool_loop",
-           "TOOLS_NOTE", "FINAL_NOTE"]
+           "TOOLS_NOTE", "FINAL_NOTE", "outcome_note", "round_note"]
 
 _log = logging.getLogger("vision_dialogue.tool_loop")
 
@@ -44,6 +44,30 @@ TOOLS_NOTE = (
 #: Note added before the last request once the round limit is reached.
 FINAL_NOTE = ("[No more tools this turn. Answer the person now, in character, with what you "
               "have.]")
+
+
+def outcome_note(records: Sequence["ToolRecord"]) -> str:
+    """The last request's note for a small model (`one_round`): how its calls went.
+
+    A 1.5B model given only the tool message repeats the call or reads the result out; told
+    in one line what worked, it says so in its own words (benchmarks/bench_robot_tools.py).
+    """
+    return (f"[{_went(records)}. Now tell the person in one short sentence, speaking as "
+            "\"I\", what you did or could not do. No tool call, no JSON.]")
+
+
+def round_note(records: Sequence["ToolRecord"]) -> str:
+    """The note after a round's tool messages: how the calls went, in words.
+
+    Read from the tool messages alone, the 1.5B model behind llama.cpp's server answered a
+    walk that arrived with "I'm sorry, but I cannot assist with that."
+    """
+    return f"[{_went(records)}. Tell the person, speaking as \"I\", what you did or could not do.]"
+
+
+def _went(records: Sequence["ToolRecord"]) -> str:
+    return "; ".join(f"{r.name} worked" if r.outcome.ok else
+                     f"{r.name} did NOT work ({r.outcome.error})" for r in records)
 
 
 @dataclass
@@ -116,17 +140,22 @@ class AgentResult:
 
 
 # --- the loop --------------------------------------------------------------------------------
+def _is_text(prop: dict) -> bool:
+    """A parameter the VFM tools take as text (string type, or none declared)."""
+    return prop.get("type", "string") == "string"
+
+
 def _check_args(schema: dict, args: dict) -> str | None:
     params = schema["function"].get("parameters", {})
     props = params.get("properties", {})
     for key in params.get("required", []):
         v = args.get(key)
-        if not isinstance(v, str) or not v.strip():
+        if v is None or isinstance(v, str) and not v.strip():
             return f"missing argument {key!r} ({props.get(key, {}).get('description', '')})"
     for key, v in args.items():
         if key not in props:
             return f"unknown argument {key!r}; this tool takes {', '.join(props) or 'none'}"
-        if v is not None and not isinstance(v, (str, int, float)):
+        if v is not None and _is_text(props[key]) and not isinstance(v, (str, int, float)):
             return f"argument {key!r} must be a string"
     return None
 
@@ -136,14 +165,15 @@ def run_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dict],
                   model: str | None = None, max_tokens: int | None = None,
                   image_parts: bool = False, image_detail: str = "low",
                   on_tool: Callable[[ToolRecord], None] | None = None,
-                  logger: Any = None) -> AgentResult:
+                  logger: Any = None, one_round: bool = False) -> AgentResult:
     """Let the LLM call `tools` for at most `max_rounds` rounds, then return its reply.
 
     backend.complete_with_tools(messages, tools, model=, tool_choice=, max_tokens=) ->
     (text, [ToolCall(id, name, arguments)]). `run_tool(name, args)` runs one tool and returns
     a ToolOutcome; it may raise, which counts as a tool error. `image_parts`: after the tool
     messages of a round, add one user message with the new images (their `image_url`) so a
-    vision LLM sees them. `on_tool(record)` is called after every tool call.
+    vision LLM sees them. `on_tool(record)` is called after every tool call. `one_round` (a
+    small model): one round of calls, then the answer, told how they went (outcome_note).
     Raises BackendError (from the backend) when an LLM request fails, ValueError for
     max_rounds < 0.
     """
@@ -153,6 +183,8 @@ def run_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dict],
     rounds = _Rounds(tools, run_tool, image_parts, image_detail, on_tool, log)
     msgs = list(messages)
     result = AgentResult("", 0, messages=msgs)
+    if one_round:
+        max_rounds, rounds.tell = min(max_rounds, 1), False
     for round_no in range(1, max_rounds + 1):
         text, calls = backend.complete_with_tools(msgs, tools, model=model, tool_choice="auto",
                                                   max_tokens=max_tokens)
@@ -161,11 +193,11 @@ def run_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dict],
             result.text = text
             return result
         msgs.extend(rounds.run(round_no, text, calls, result.records))
-    # round limit reached (or no rounds allowed): one last answer without tools
-    result.hit_limit = max_rounds > 0
-    if result.hit_limit:
-        log.warning(f"tool round limit ({max_rounds}) reached; asking for the answer now")
-    msgs.append({"role": "system", "content": FINAL_NOTE})
+        if rounds.only_repeats:
+            break
+    # round limit reached, no rounds allowed, or only repeats: one last answer without tools
+    msgs.append({"role": "system", "content": _last_note(
+        result, max_rounds, one_round or rounds.only_repeats, log)})
     text, calls = backend.complete_with_tools(msgs, tools, model=model, tool_choice="none",
                                               max_tokens=max_tokens)
     if calls:
@@ -181,7 +213,7 @@ def stream_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dic
                      max_tokens: int | None = None, image_parts: bool = False,
                      image_detail: str = "low",
                      on_tool: Callable[[ToolRecord], None] | None = None,
-                     logger: Any = None) -> Iterator[str]:
+                     logger: Any = None, one_round: bool = False) -> Iterator[str]:
     """`run_tool_loop`, streamed: yield the reply's sentences as they come.
 
     Every round is one streamed request with the tools offered
@@ -195,14 +227,13 @@ def stream_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dic
     rounds = _Rounds(tools, run_tool, image_parts, image_detail, on_tool, log)
     msgs = result.messages = list(messages)
     said: list[str] = []
+    if one_round:
+        max_rounds, rounds.tell = min(max_rounds, 1), False
     for round_no in range(1, max_rounds + 2):
-        last = round_no > max_rounds
+        last = round_no > max_rounds or rounds.only_repeats
         if last:
-            result.hit_limit = max_rounds > 0
-            if result.hit_limit:
-                log.warning(f"tool round limit ({max_rounds}) reached; asking for the answer "
-                            "now")
-            msgs.append({"role": "system", "content": FINAL_NOTE})
+            msgs.append({"role": "system", "content": _last_note(
+                result, max_rounds, one_round or rounds.only_repeats, log)})
         calls: list = []
         this_round: list[str] = []
         for sentence in backend.stream_with_tools(
@@ -220,6 +251,20 @@ def stream_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dic
         msgs.extend(rounds.run(round_no, " ".join(this_round), calls, result.records))
 
 
+def _last_note(result: AgentResult, max_rounds: int, told: bool, log) -> str:
+    """The note before the answer without tools (the limit reached is logged).
+
+    `told`: the LLM is told how its calls went (one round for a small model, or a round of
+    repeats), instead of FINAL_NOTE.
+    """
+    if told and result.records:
+        return outcome_note(result.records)
+    result.hit_limit = max_rounds > 0
+    if result.hit_limit:
+        log.warning(f"tool round limit ({max_rounds}) reached; asking for the answer now")
+    return FINAL_NOTE
+
+
 class _Rounds:
     """One round of tool calls: the assistant message, each tool run, the tool messages."""
 
@@ -227,17 +272,37 @@ class _Rounds:
         self.by_name = {t["function"]["name"]: t for t in tools}
         self.run_tool, self.image_parts, self.image_detail = run_tool, image_parts, image_detail
         self.on_tool, self.log = on_tool, log
+        self.done: dict[str, ToolOutcome] = {}   # this turn's calls, by name and arguments
+        self.tell = True          # a round note after the tool messages (not before the last)
+        self.only_repeats = False                # the last round only asked again
 
     def run(self, round_no: int, text: str, calls, records: list) -> list[dict]:
-        """The messages this round adds; every call made is appended to `records`."""
+        """The messages this round adds; every call made is appended to `records`.
+
+        A call made before in this turn (same name and arguments) is not run again (a robot
+        would wave twice): the LLM reads the earlier outcome, and a round of nothing but
+        repeats ends the calls (`only_repeats`).
+        """
         ids = [c.id or f"call_{round_no}_{k}" for k, c in enumerate(calls)]
-        msgs = [{"role": "assistant", "content": text or None, "tool_calls": [
+        # content "" (not null): llama.cpp's server answers HTTP 500 to an assistant message
+        # whose content is null
+        msgs = [{"role": "assistant", "content": text or "", "tool_calls": [
             {"id": i, "type": "function",
              "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
             for i, c in zip(ids, calls)]}]
         shown: list = []
+        repeats = 0
         for call_id, c in zip(ids, calls):
+            key = f"{c.name} {json.dumps(c.arguments, sort_keys=True)}"
+            if key in self.done:
+                repeats += 1
+                self.log.warning(f"the LLM called {c.name} again with the same arguments; "
+                                 "not run twice")
+                msgs.append({"role": "tool", "tool_call_id": call_id, "content":
+                             f"(Already done this turn.) {self.done[key].message()}"})
+                continue
             outcome = _run_one(self.by_name, self.run_tool, c.name, dict(c.arguments), self.log)
+            self.done[key] = outcome
             rec = ToolRecord(call_id, c.name, dict(c.arguments), outcome)
             records.append(rec)
             msgs.append({"role": "tool", "tool_call_id": call_id, "content": outcome.message()})
@@ -248,7 +313,11 @@ class _Rounds:
                 shown.append({"type": "text", "text": f"[{label}:]"})
                 shown.append({"type": "image_url", "image_url": {"url": outcome.image_url,
                                                                  "detail": self.image_detail}})
-        if shown:
+        self.only_repeats = repeats == len(calls)
+        if not self.only_repeats and self.tell:
+            msgs.append({"role": "system", "content": round_note(records[-(len(calls) -
+                                                                           repeats):])})
+        if shown:             # last: what the LLM looks at next
             msgs.append({"role": "user", "content": shown})
         return msgs
 
@@ -272,9 +341,12 @@ def _run_one(by_name: dict, run_tool: Callable[[str, dict], ToolOutcome], name: 
     if err:
         log.warning(f"tool {name}: {err}")
         return ToolOutcome(error=f"{name}: {err}")
-    # numbers as text: local models write {"seconds_ago": 30} for a string parameter
-    args = {k: str(v).strip() for k, v in args.items()
-            if isinstance(v, (str, int, float)) and not isinstance(v, bool) and str(v).strip()}
+    # numbers as text: local models write {"seconds_ago": 30} for a string parameter; other
+    # types (a robot tool's) go as they are, to the provider's own checks
+    props = schema["function"].get("parameters", {}).get("properties", {})
+    args = {k: str(v).strip() if _is_text(props[k]) else v for k, v in args.items()
+            if v is not None and not (_is_text(props[k]) and (isinstance(v, bool)
+                                                              or not str(v).strip()))}
     try:
         out = run_tool(name, args)
     except Exception as e:  # noqa: BLE001 - a tool failure goes back to the LLM

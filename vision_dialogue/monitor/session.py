@@ -49,6 +49,15 @@ def note_item(kind: str, record: dict, t: float) -> dict:
                 "text": f"intent {record.get('intent')} "
                         f"{json.dumps(record.get('data') or {}, ensure_ascii=False)} "
                         f"from {record.get('source', '')}: \"{record.get('utterance', '')}\""}
+    if kind == "robot_action":
+        stage = record.get("stage", "")
+        detail = record.get("text", "")
+        if stage == "sent":
+            detail = json.dumps(record.get("arguments") or {}, ensure_ascii=False)
+        return {"kind": "note", "t": t,
+                "level": "warning" if stage in ("failed", "cancelled") else "info",
+                "text": f"robot {record.get('kind', 'action')} {record.get('tool')} {stage}: "
+                        f"{detail}"}
     if kind == "fold":
         return {"kind": "note", "t": t, "level": "info",
                 "text": "older dialogue folded into the memory: "

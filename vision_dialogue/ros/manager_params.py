@@ -182,6 +182,9 @@ PARAMS = [
     Param("intents_file", "", "YAML of the intents the robot can be asked for "
           "(config/intents.yaml shows the format); each person's turn that asks for one is "
           "published on `intents`; empty = off.", check=_file_or_empty),
+    Param("robot_tools_file", "", "YAML of the robot's own services and actions the LLM may "
+          "call as tools (config/robot_tools.yaml shows the format; README 'Let the LLM use "
+          "your robot'); empty = none.", check=_file_or_empty),
 ]
 
 

@@ -69,6 +69,7 @@ class ManagerSkillHost:
         self.listening_to: str | None = None     # an Ask listens (to this person, "" = anyone)
         self.chat_active = False
         self.chat_person = ""          # the Chat goal's person_id: its turns are theirs
+        self.on_chat_end: Callable[[], None] = lambda: None     # stops a robot action
         conversation.add_listener(self._on_event)
 
     # --- saying -------------------------------------------------------------------------------
@@ -179,6 +180,7 @@ class ManagerSkillHost:
 
     def end_chat(self) -> None:
         self.chat_active = False
+        self.on_chat_end()
         self.conversation.builder.notes.pop("purpose", None)
         self.conversation.warmer.soon()
 

@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Benchmark: the robot's own actions as LLM tools (README "Let the LLM use your robot").
+
+The battery in robot_tools_battery.yaml: five declared tools (two Trigger services, three
+actions with a place, an object or a target) and 26 requests: 13 that need a tool (some with an
+argument) and 13 that must not call one (small talk, questions about abilities or places, lines
+that only mention waving, going or bringing). Each request is one turn of the real Conversation
+(persona, prompt, streamed tool loop) with the robot tools offered; the robot is played (every
+call succeeds at once and is recorded), so the seconds are ours and the LLM's.
+
+Counted per request: right (the expected tool with the expected words in its arguments, or no
+call where none is wanted), wrong (a call where none is wanted, another tool, or arguments
+that miss; worse than none: the robot acts wrongly), missed (no call where one is wanted);
+and replies that say the robot could not ("sorry", "cannot") after a call that ran.
+Also the time to the first spoken sentence, p50, with tools offered and without (the baseline
+a user has today: the same turn, no tools; the robot can only talk), interleaved request by
+request, for the turns that call nothing and for those that do.
+
+Engines (`--engines`): `local` = the embedded default (1.5B) on llama.cpp in this process,
+`server` = the same GGUF behind llama.cpp's OpenAI-compatible server (the openai backend).
+
+Prints a table and one JSON line. Usage:
+    source env.sh && python benchmarks/bench_robot_tools.py [--engines local,server] [-v]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from bench_skills import make_engine  # noqa: E402
+from vision_dialogue.core.conversation import Conversation, ConversationConfig  # noqa: E402
+from vision_dialogue.core.persona import default_persona_file, load_persona  # noqa: E402
+from vision_dialogue.core.robot_tools import ArgumentError, action_words, load_robot_tools, \
+    reply_text, tools_note  # noqa: E402
+from vision_dialogue.llm.tool_loop import ToolOutcome  # noqa: E402
+
+BATTERY = Path(__file__).with_name("robot_tools_battery.yaml")
+
+
+class PlayedRobot:
+    """The ToolProvider of the declared tools, with a robot that does everything at once."""
+
+    def __init__(self, tools):
+        self.tools = {t.name: t for t in tools}
+        self.note = tools_note(tools)
+        self.standing = True                 # as the manager's RobotTools
+        self.verbs = action_words(tools)
+        self.calls: list[tuple[str, dict]] = []
+
+    def schemas(self):
+        return [t.schema() for t in self.tools.values()]
+
+    def run(self, name, args):
+        tool = self.tools[name]
+        try:
+            values = tool.check(args)
+        except ArgumentError as e:
+            self.calls.append((name, dict(args)))
+            return ToolOutcome(error=f"{e}; nothing was sent to the robot")
+        self.calls.append((name, values))
+        return ToolOutcome(text=reply_text(tool, {"success": True}))
+
+
+_DENIES = re.compile(r"\b(sorry|cannot|can't|can not|unable|could not|couldn't)\b", re.I)
+
+
+def denies(row: dict) -> bool:
+    """A reply that says the robot could not, after a call that worked (it did act)."""
+    return bool(row["calls"]) and bool(_DENIES.search(row["reply"]))
+
+
+def score(item: dict, calls: list) -> str:
+    """right, wrong or missed (see the module docstring)."""
+    want = item.get("call")
+    if not calls:
+        return "missed" if want else "right"
+    if not want or len(calls) != 1 or calls[0][0] != want:
+        return "wrong"
+    args = calls[0][1]
+    for key, words in (item.get("args") or {}).items():
+        if str(words).lower() not in str(args.get(key, "")).lower():
+            return "wrong"
+    return "right"
+
+
+class Shared:
+    """The engine, shared by the battery's conversations: closing one does not stop it."""
+
+    def __init__(self, backend):
+        self._backend = backend
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def stop_background(self) -> None:
+        pass
+
+
+def one_turn(backend, persona, item, tools) -> dict:
+    """One request in a fresh conversation: its calls, reply and first-sentence time."""
+    conv = Conversation(Shared(backend), persona,
+                        ConversationConfig(stream=True, warm_cache=False))
+    robot = None
+    if tools is not None:
+        robot = PlayedRobot(tools)
+        conv.add_tools(robot)
+    try:
+        as_before(backend, conv.reply_messages(), robot.schemas() if robot else [])
+        r = conv.turn(item["say"], on_sentence=lambda *a, **k: None)
+    finally:
+        conv.close(0)
+    return {"say": item["say"], "calls": robot.calls if robot else [], "reply": r.text,
+            "fallback": r.fallback, "first_s": r.first_sentence_s}
+
+
+def as_before(backend, messages, schemas) -> None:
+    """Leave the cache as a session's previous turn would: the prompt so far, same tools.
+
+    The manager warms a local model between turns; a server keeps its last prompt. Without
+    this, interleaving would measure a whole prompt re-read on every turn.
+    """
+    if callable(getattr(backend, "warm", None)):
+        backend.warm(messages, tools=schemas)
+    elif schemas:
+        backend.complete_with_tools(messages, schemas, max_tokens=1)
+    else:
+        backend.complete(messages, max_tokens=1)
+
+
+def run_engine(backend, battery, persona, verbose) -> dict:
+    tools = load_robot_tools(BATTERY)
+    rows = {"tools": [], "none": []}
+    for item in battery["requests"]:                     # interleaved, request by request
+        for method, offered in (("tools", tools), ("none", None)):
+            row = one_turn(backend, persona, item, offered)
+            row["score"] = score(item, row["calls"]) if offered else \
+                ("missed" if item.get("call") else "right")
+            row["needs_tool"] = bool(item.get("call"))
+            rows[method].append(row)
+            if verbose:
+                print(f"  [{method}] {item['say']!r} -> {row['calls']} {row['score']} "
+                      f"{row['first_s']} s: {row['reply']!r}", flush=True)
+    out = {}
+    for method, rs in rows.items():
+        def p50(sel):
+            xs = [r["first_s"] for r in rs if sel(r) and r["first_s"] is not None]
+            return round(statistics.median(xs), 2) if xs else None
+        out[method] = {k: sum(r["score"] == k for r in rs) for k in ("right", "wrong", "missed")}
+        out[method].update(
+            wrong_when_none_wanted=sum(r["score"] == "wrong" and not r["needs_tool"]
+                                       for r in rs),
+            fallbacks=sum(r["fallback"] for r in rs),
+            denied_after_acting=sum(denies(r) for r in rs),
+            first_s_p50_plain=p50(lambda r: not r["needs_tool"]),
+            first_s_p50_tool=p50(lambda r: r["needs_tool"]), n=len(rs))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--engines", default="local,server")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args(argv)
+    battery = yaml.safe_load(BATTERY.read_text())
+    persona = load_persona(default_persona_file())
+    result: dict = {"machine": f"{os.cpu_count()} cores", "requests": len(battery["requests"])}
+    for engine in a.engines.split(","):
+        backend, close = make_engine(engine)
+        try:
+            backend.complete([{"role": "user", "content": "Hi"}], max_tokens=1)   # loaded
+            result[engine] = run_engine(backend, battery, persona, a.verbose)
+            print(json.dumps({engine: result[engine]}), flush=True)
+        finally:
+            close()
+    print("\n| engine | tools offered | right | wrong (of them: none wanted) | missed | "
+          "said it could not, after acting | fallbacks | first sentence p50, no call wanted "
+          "(s) | same, a call wanted (s) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for engine in a.engines.split(","):
+        for method, r in result[engine].items():
+            print(f"| {engine} | {'yes' if method == 'tools' else 'no (baseline)'} | "
+                  f"{r['right']} | {r['wrong']} ({r['wrong_when_none_wanted']}) | "
+                  f"{r['missed']} | {r['denied_after_acting']} | {r['fallbacks']} | "
+                  f"{r['first_s_p50_plain']} | "
+                  f"{r['first_s_p50_tool']} |")
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
