@@ -16,6 +16,9 @@ Also the time to the first spoken sentence, p50, with tools offered and without 
 a user has today: the same turn, no tools; the robot can only talk), interleaved request by
 request, for the turns that call nothing and for those that do.
 
+`--session`: all 26 requests in one conversation per method, in order (a session's history:
+its earlier calls and replies), instead of a fresh conversation each.
+
 Engines (`--engines`): `local` = the embedded default (1.5B) on llama.cpp in this process,
 `server` = the same GGUF behind llama.cpp's OpenAI-compatible server (the openai backend).
 
@@ -54,7 +57,7 @@ class PlayedRobot:
     def __init__(self, tools):
         self.tools = {t.name: t for t in tools}
         self.note = tools_note(tools)
-        self.standing = True                 # as the manager's RobotTools
+        self.standing = self.acts = True     # as the manager's RobotTools
         self.verbs = action_words(tools)
         self.calls: list[tuple[str, dict]] = []
 
@@ -107,21 +110,24 @@ class Shared:
         pass
 
 
-def one_turn(backend, persona, item, tools) -> dict:
-    """One request in a fresh conversation: its calls, reply and first-sentence time."""
+def session(backend, persona, tools) -> tuple[Conversation, PlayedRobot | None]:
+    """A conversation on the shared engine, with the robot's tools or without."""
     conv = Conversation(Shared(backend), persona,
                         ConversationConfig(stream=True, warm_cache=False))
     robot = None
     if tools is not None:
         robot = PlayedRobot(tools)
         conv.add_tools(robot)
-    try:
-        as_before(backend, conv.reply_messages(), robot.schemas() if robot else [])
-        r = conv.turn(item["say"], on_sentence=lambda *a, **k: None)
-    finally:
-        conv.close(0)
-    return {"say": item["say"], "calls": robot.calls if robot else [], "reply": r.text,
-            "fallback": r.fallback, "first_s": r.first_sentence_s}
+    return conv, robot
+
+
+def one_turn(backend, item, conv, robot) -> dict:
+    """One request in `conv`: its calls, reply and first-sentence time."""
+    before = len(robot.calls) if robot else 0
+    as_before(backend, conv.reply_messages(), robot.schemas() if robot else [])
+    r = conv.turn(item["say"], on_sentence=lambda *a, **k: None)
+    return {"say": item["say"], "calls": robot.calls[before:] if robot else [],
+            "reply": r.text, "fallback": r.fallback, "first_s": r.first_sentence_s}
 
 
 def as_before(backend, messages, schemas) -> None:
@@ -138,12 +144,17 @@ def as_before(backend, messages, schemas) -> None:
         backend.complete(messages, max_tokens=1)
 
 
-def run_engine(backend, battery, persona, verbose) -> dict:
+def run_engine(backend, battery, persona, verbose, in_session=False) -> dict:
+    """Every request in a fresh conversation, or (`in_session`) all in one per method."""
     tools = load_robot_tools(BATTERY)
     rows = {"tools": [], "none": []}
+    kept = {m: session(backend, persona, t) for m, t in (("tools", tools), ("none", None))}
     for item in battery["requests"]:                     # interleaved, request by request
         for method, offered in (("tools", tools), ("none", None)):
-            row = one_turn(backend, persona, item, offered)
+            conv, robot = kept[method] if in_session else session(backend, persona, offered)
+            row = one_turn(backend, item, conv, robot)
+            if not in_session:
+                conv.close(0)
             row["score"] = score(item, row["calls"]) if offered else \
                 ("missed" if item.get("call") else "right")
             row["needs_tool"] = bool(item.get("call"))
@@ -170,16 +181,19 @@ def run_engine(backend, battery, persona, verbose) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--engines", default="local,server")
+    ap.add_argument("--session", action="store_true",
+                    help="all requests in one conversation per method (a session's history)")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
     battery = yaml.safe_load(BATTERY.read_text())
     persona = load_persona(default_persona_file())
-    result: dict = {"machine": f"{os.cpu_count()} cores", "requests": len(battery["requests"])}
+    result: dict = {"machine": f"{os.cpu_count()} cores", "requests": len(battery["requests"]),
+                    "session": a.session}
     for engine in a.engines.split(","):
         backend, close = make_engine(engine)
         try:
             backend.complete([{"role": "user", "content": "Hi"}], max_tokens=1)   # loaded
-            result[engine] = run_engine(backend, battery, persona, a.verbose)
+            result[engine] = run_engine(backend, battery, persona, a.verbose, a.session)
             print(json.dumps({engine: result[engine]}), flush=True)
         finally:
             close()

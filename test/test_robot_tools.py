@@ -202,7 +202,10 @@ def robot_workspace(tmp_path_factory):
 
 
 def tool_messages(req):
-    return [m["content"] for m in req["messages"] if m["role"] == "tool"]
+    """This turn's tool messages (earlier turns' calls are in the history too)."""
+    msgs = req["messages"]
+    line = max((i for i, m in enumerate(msgs) if m["role"] == "user"), default=0)
+    return [m["content"] for m in msgs[line:] if m["role"] == "tool"]
 
 
 def robot_llm(req):
@@ -305,6 +308,10 @@ def test_the_llm_calls_the_robots_service_and_action(fake_openai, tmp_path, robo
     assert [t["name"] for r in replies for t in r["tools"]] == \
         ["wave_hand", "go_to", "go_to", "go_to", "go_to", "wave_hand"]
     assert not any(r["fallback"] for r in records if r["type"] == "reply")
+    # the earlier turns' calls stay in the history as the calls they were
+    history = fake_openai.requests[-1]["messages"]
+    assert [m["tool_calls"][0]["function"]["name"] for m in history if m.get("tool_calls")][
+        :2] == ["wave_hand", "go_to"]
     # what the LLM was offered: the declared tools and their note, nothing else
     offered = next(r for r in fake_openai.requests if "tools" in r)
     assert [t["function"]["name"] for t in offered["tools"]] == ["wave_hand", "go_to"]

@@ -404,3 +404,32 @@ def test_set_tools_rejects_zero_rounds():
     with pytest.raises(ValueError):
         conv.set_tools(Provider(TOOLS, Executor({})), max_rounds=0)
     conv.close()
+
+
+def test_the_robots_calls_stay_in_the_history_as_the_calls_they_were():
+    """A later turn shows the model its own call and result, not the reply text alone."""
+    class RobotActs(Provider):
+        acts = True
+
+    wave = [{"type": "function", "function": {"name": "wave_hand", "description": "Wave.",
+                                              "parameters": {"type": "object",
+                                                             "properties": {}}}}]
+
+    def script(messages, tools, choice):
+        if messages[-1]["content"] == "Could you wave at me?":
+            return "", [ToolCall("c", "wave_hand", {})]
+        return "There, I waved." if tool_messages(messages[-3:]) else "Hello again.", []
+
+    be = ToolBackend(script)
+    conv = make_conv(be)
+    conv.add_tools(RobotActs(wave, Executor({"wave_hand": ToolOutcome(text="waved")})))
+    conv.turn("Could you wave at me?")
+    conv.turn("Thank you!")
+    conv.close()
+    later = be.scripted.calls[-1]["messages"]
+    i = next(k for k, m in enumerate(later) if m.get("tool_calls"))
+    assert later[i - 1]["content"] == "Could you wave at me?"
+    assert later[i]["tool_calls"][0]["function"] == {"name": "wave_hand", "arguments": "{}"}
+    assert later[i + 1] == {"role": "tool", "tool_call_id": later[i]["tool_calls"][0]["id"],
+                            "content": "waved"}
+    assert later[i + 2] == {"role": "assistant", "content": "There, I waved."}

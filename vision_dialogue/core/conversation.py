@@ -11,6 +11,7 @@ of the timeline under a short lock and calls the LLM with no lock held.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 import time
@@ -288,7 +289,10 @@ class Conversation(DirectedLines):
         t1 = time.perf_counter()
         reply = " ".join(sentences)
         note = AgentResult("", 0, records).memory_note()   # kept even after a fallback
-        self.timeline.add_line(ROBOT, f"{reply} {note}" if note else reply)
+        acting = self.turn_tools.acting_names()
+        self.timeline.add_line(ROBOT, f"{reply} {note}" if note else reply, calls=tuple(
+            (r.name, json.dumps(r.arguments), r.outcome.message()) for r in records
+            if r.name in acting))
         self.folder.check()
         overhead += time.perf_counter() - t1
         return TurnResult(turn_id, text or "", reply, list(sentences), error is not None, error,

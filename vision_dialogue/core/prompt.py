@@ -93,6 +93,9 @@ class PromptBuilder:
         packer = _Packer(msgs)
         for it in items:
             if it.kind == "line" and it.role == ROBOT:
+                if it.calls:
+                    packer.flush()
+                    msgs.extend(_calls_made(it))
                 packer.add("assistant", [{"type": "text", "text": it.text}], merge=False)
             elif not self.supports_images and it.kind in ("frame", "summary", "event"):
                 # Text-only backend: what the robot saw goes in as system messages at its place
@@ -191,6 +194,16 @@ class PromptBuilder:
                 + "\n".join(lines))
         return [{"role": "system", "content": self.persona.history_instruction.strip()},
                 {"role": "user", "content": body}]
+
+
+def _calls_made(line) -> list[dict]:
+    """A robot line's tool calls as the messages they were: the call, then each result."""
+    ids = [f"call_{line.seq}_{k}" for k in range(len(line.calls))]
+    return [{"role": "assistant", "content": "", "tool_calls": [
+        {"id": i, "type": "function", "function": {"name": name, "arguments": args}}
+        for i, (name, args, _) in zip(ids, line.calls)]}] + [
+        {"role": "tool", "tool_call_id": i, "content": result}
+        for i, (_, _, result) in zip(ids, line.calls)]
 
 
 class _Packer:

@@ -60,6 +60,10 @@ class LineItem:
     pending_fold: bool = False
     kind: str = "line"
     speaker: str = ""             # who said a user line, when the speech backend knows
+    # a robot line's calls of the robot's own tools: (name, arguments JSON, what came back),
+    # shown to the LLM as the calls they were (a small model copies its past replies: with
+    # the text alone it stopped calling and said "I will go to the kitchen.")
+    calls: tuple = ()
 
 
 @dataclass(eq=False)
@@ -130,11 +134,12 @@ class Timeline:
             self._items.append(item)
         return item
 
-    def add_line(self, role: str, text: str, speaker: str = "") -> LineItem:
+    def add_line(self, role: str, text: str, speaker: str = "", calls: tuple = ()) -> LineItem:
         if role not in (USER, ROBOT):
             raise ValueError(f"role must be {USER!r} or {ROBOT!r}, got {role!r}")
         with self._lock:
-            item = LineItem(role, text, next(self._line_seq), speaker=speaker)
+            item = LineItem(role, text, next(self._line_seq), speaker=speaker,
+                            calls=tuple(calls))
             self._items.append(item)
             self._text_chars += len(text)
         return item

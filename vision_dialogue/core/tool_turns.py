@@ -87,6 +87,11 @@ class TurnTools:
             return []          # the VFM tools are gone this turn: stream as usual
         return schemas
 
+    def acting_names(self) -> set[str]:
+        """The names of the tools that move the robot (a provider's `acts`)."""
+        return {s["function"]["name"] for p in self.providers if getattr(p, "acts", False)
+                for s in p.schemas()}
+
     def verbs(self) -> set[str]:
         """The verbs of the actions the providers offer (`verbs`: the robot's tools)."""
         if not self.supported:

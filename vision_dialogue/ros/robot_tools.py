@@ -20,7 +20,8 @@ from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 
 from vision_dialogue.core.robot_tools import ACTION, SERVICE, ArgumentError, RobotTool, \
-    RobotToolsError, action_words, feedback_text, load_robot_tools, reply_text, tools_note
+    RobotToolsError, action_words, feedback_text, load_robot_tools, reply_text, \
+    tools_note
 from vision_dialogue.llm.tool_loop import ToolOutcome
 from vision_dialogue.ros.params import ParameterError
 
