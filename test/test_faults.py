@@ -477,7 +477,8 @@ def test_transcript_survives_kill_9_mid_turn(ros_context, tmp_path):
 
     from conftest import REPO, spin_until
     from vision_dialogue.core.transcript import read_transcript
-    from vision_dialogue.msg import Utterance
+    from vision_dialogue.msg import PromptState, Utterance
+    from vision_dialogue.ros.qos import LATCHED_QOS
     with FakeOpenAI() as fake:
         fake.responder = lambda req: time.sleep(30) or "never"
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO),
@@ -490,6 +491,9 @@ def test_transcript_survives_kill_9_mid_turn(ros_context, tmp_path):
         io_node = rclpy.create_node("killer", context=ros_context)
         img = io_node.create_publisher(CompressedImage, "camera/image_raw/compressed", 10)
         utt = io_node.create_publisher(Utterance, "dialogue/utterance", 10)
+        state: list = []
+        io_node.create_subscription(PromptState, "dialogue/prompt_state", state.append,
+                                    LATCHED_QOS)
         ex = SingleThreadedExecutor(context=ros_context)
         ex.add_node(io_node)
         try:
@@ -498,6 +502,10 @@ def test_transcript_survives_kill_9_mid_turn(ros_context, tmp_path):
             for _ in range(3):
                 img.publish(to_compressed_msg(photo()))
                 time.sleep(0.2)
+            # frames and the utterance come on different topics, in no set order: the
+            # utterance goes once the manager holds the three frames
+            assert spin_until(ex, lambda: state and state[-1].frames_received >= 3,
+                              timeout=20)
             utt.publish(Utterance(text="tell me a story"))
             assert fake.wait_for_requests(1, timeout=10)        # the turn is under way
             proc.send_signal(signal.SIGKILL)
