@@ -19,7 +19,10 @@ the other, `--reps` times, interleaved. The default pair:
   a user following the paper would run on the same model.
 
 `--busy N` keeps N other processes busy during each session; `engine=llamacpp` in a setup runs
-the GGUF with llama.cpp (`--model default` or a GGUF path).
+the GGUF with llama.cpp (`--model default` or a GGUF path). `face=true` in a setup runs the
+expressive face beside the conversation in this process (face/controller.py: a reaction to each
+question, each sentence's expression as it comes, gaze aversion and idle movements on their
+clock), as the speech node runs it, to measure what it costs the reply (issue 31).
 
 Goals (issues 11, 21): first sentence <= 2 s p50 and <= 4 s p95; turn 8 and turn 10 no slower
 than turn 2 (1.3x), on a quiet machine and with one busy process. Prints a table and one JSON line.
@@ -67,6 +70,11 @@ def run_session(backend, observer, setup: dict, questions: list[str], video, arg
     from vision_dialogue.core.conversation import Conversation, ConversationConfig
     from vision_dialogue.core.persona import load_persona
     frames, fps = video
+    setup = dict(setup)
+    face = None
+    if str(setup.pop("face", "false")).lower() in ("1", "true", "yes"):
+        from vision_dialogue.face.controller import FaceConfig, FaceController, FaceOutput
+        face = FaceController(FaceConfig(), FaceOutput())
     conv = Conversation(backend, load_persona(), ConversationConfig(**{**DEMO_MANAGER, **setup}),
                         observer=observer)
     stop = threading.Event()
@@ -92,13 +100,20 @@ def run_session(backend, observer, setup: dict, questions: list[str], video, arg
 
             def first(sentence, index, fallback=False, rec=rec, start=start):
                 rec.setdefault("first_s", time.monotonic() - start)
+                if face is not None:
+                    face.sentence(len(turns) + 1, sentence, first=index == 0)
 
+            if face is not None:
+                face.heard(q)
             res = conv.turn(q, on_sentence=first, deadline=start + args.deadline)
             rec.update(total_s=time.monotonic() - start, reply=res.text, fallback=res.fallback,
                        frames_in_prompt=len(res.frame_ids),
                        prompt_chars=conv.state()["prompt_chars"])
             most_frames[0] = max(most_frames[0], len(res.frame_ids))
             turns.append(rec)
+            if face is not None:
+                face.reply_done(len(turns))
+                face.state("listening")
             if args.verbose:
                 print(f"  {rec['turn']:3} {rec.get('first_s', 0):5.1f}/{rec['total_s']:5.1f} s "
                       f"frames={rec['frames_in_prompt']} you: {q!r} robot: {res.text!r}",
@@ -108,6 +123,8 @@ def run_session(backend, observer, setup: dict, questions: list[str], video, arg
         stop.set()
         cam.join(args.frame_period + 30)
         conv.close(timeout=1.0)
+        if face is not None:
+            face.close()
     return turns
 
 

@@ -5,7 +5,9 @@ GET /furhat/listen takes its result from `listen_results` (a queue of texts or t
 SILENCE/INTERRUPTED/FAILED), waiting up to `listen_wait` seconds, then SILENCE.
 POST /furhat/say?blocking=true lasts `say_seconds` unless /furhat/say/stop comes first.
 `stop()` takes the robot down; `start()` on the same port brings it back. Paths in
-`fail_paths` answer HTTP 500 (the client raises ApiException).
+`fail_paths` answer HTTP 500 (the client raises ApiException); paths in `hang_paths` answer
+only after that many seconds (a robot part that does not answer). A JSON body (a gesture
+definition) is kept in the call's params as "body", with the time it came as "t".
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ class FakeFurhat:
         self.calls: list[tuple[str, str, dict]] = []
         self.listen_results: "queue.Queue[str]" = queue.Queue()
         self.fail_paths: set[str] = set()    # answer these with HTTP 500 (-> ApiException)
+        self.hang_paths: dict[str, float] = {}  # path -> seconds before answering
         # GET /furhat/users: [{"id": "1", "location": {"x": .., "y": .., "z": ..}}, ...]
         self.users: list[dict] = []
         self._lock = threading.Lock()
@@ -80,12 +83,12 @@ class FakeFurhat:
         for _, path, q in calls:
             name = path.removeprefix("/furhat/").replace("/", "_") or "root"
             if name == "attend":
-                arg = " ".join(f"{k}={v}" for k, v in q.items())
+                arg = " ".join(f"{k}={v}" for k, v in q.items() if k not in ("t", "body"))
                 out.append(f"attend {arg}")
             elif name == "say":
                 out.append(f"say {q.get('text', '')}")
             elif name == "gesture":
-                out.append(f"gesture {q.get('name', '')}")
+                out.append(f"gesture {q.get('name', '') or q.get('body', {}).get('name', '')}")
             else:
                 out.append(name)
         return out
@@ -103,11 +106,18 @@ class FakeFurhat:
         url = urlsplit(req.path)
         params = dict(parse_qsl(url.query))
         length = int(req.headers.get("Content-Length") or 0)
+        params["t"] = time.monotonic()
         if length:
-            req.rfile.read(length)
+            body = req.rfile.read(length)
+            try:
+                params["body"] = json.loads(body)
+            except ValueError:
+                pass
         with self._lock:
             self.calls.append((method, url.path, params))
         path = url.path
+        if path in self.hang_paths:
+            time.sleep(self.hang_paths[path])
         if path in self.fail_paths:
             self._reply(req, 500, {"success": False, "message": "internal error"})
         elif path == "/furhat/listen" and method == "GET":

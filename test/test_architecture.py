@@ -23,7 +23,8 @@ ALLOWED = {
     "camera": {"core"},
     "speech": {"llm"},
     "vfm": {"core"},
-    "furhat": {"core", "camera", "speech", "llm"},
+    "furhat": {"core", "camera", "speech", "llm", "face"},
+    "face": set(),
     "monitor": {"core"},
     "voice": {"speech", "llm"},
 }
@@ -185,7 +186,8 @@ ROS_FREE_TESTS = ("test_timeline.py", "test_summariser.py", "test_intake_and_tur
                   "test_history.py", "test_conversation.py", "test_lookback.py",
                   "test_people.py", "test_proactive.py", "test_sentences.py",
                   "test_variants.py", "test_images.py", "test_speech_turns.py",
-                  "test_tool_loop.py", "test_objects.py", "test_face_tracks.py")
+                  "test_tool_loop.py", "test_objects.py", "test_face_tracks.py",
+                  "test_face.py")
 
 
 def test_the_ros_free_tests_run_without_ros():

@@ -551,3 +551,32 @@ def test_a_silent_raw_publisher_is_reported_and_compressed_frames_taken(ros_cont
     assert err.count("are lost between processes") == 1
     assert "frames from /usb_cam (best effort) are lost between processes" in err
     assert "/camera/image_raw/compressed is published: using it instead" in err
+
+
+def test_the_faces_records_reach_the_transcript_and_the_monitor(ros_context, fake, tmp_path):
+    """What the speech node's face showed (dialogue/face) is recorded beside the lines."""
+    from std_msgs.msg import String
+
+    from vision_dialogue.monitor.session import SessionView
+    rig = Rig(ros_context, fake, tmp_path)
+    face_pub = rig.io.create_publisher(String, "dialogue/face", 10)
+    events = _event_sink(rig)
+    try:
+        assert rig.wait(lambda: face_pub.get_subscription_count() >= 1)
+        rig.say("My dog died yesterday.")
+        record = {"moment": "heard", "line": "My dog died yesterday.", "turn_id": 0,
+                  "expression": "sad", "valence": -0.56, "arousal": -0.3, "confidence": 0.8,
+                  "gesture": "vd_sad"}
+        face_pub.publish(String(data=json.dumps(record)))
+        face_pub.publish(String(data="not json"))          # dropped with a warning
+        assert rig.wait(lambda: any(e["type"] == "face" for e in events))
+        assert rig.wait(lambda: len(rig.finals()) == 1)
+        face = next(e for e in events if e["type"] == "face")
+        assert {k: face[k] for k in record} == record
+        view = SessionView()
+        for e in events:
+            view.ingest(e)
+        notes = [i["text"] for i in view.snapshot()["items"] if i.get("level") == "face"]
+        assert notes and "sad" in notes[0] and "My dog died yesterday." in notes[0]
+    finally:
+        rig.close()

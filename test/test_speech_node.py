@@ -104,6 +104,9 @@ def terminal(rig, **params):
     ({"backoff_initial": 5.0, "backoff_max": 1.0}, "backoff_initial"),
     ({"furhat_port": 70000}, "furhat_port"),
     ({"backend": "terminal", "script_file": "/s.yaml"}, "script_file"),
+    ({"gaze_contact": [5.0, 2.0]}, "gaze_contact"),
+    ({"gesture_style": "wild"}, "gesture_style"),
+    ({"max_head_angle": 90.0}, "max_head_angle"),
 ])
 def test_invalid_parameters_fail_at_startup(ros_context, params, name):
     overrides = [Parameter(k, value=v) for k, v in params.items()]
@@ -137,6 +140,40 @@ def test_invalid_script_content_names_file_and_item(ros_context, tmp_path):
 
 
 # ------------------------------------------------------------------ terminal + replies
+def test_the_face_follows_the_conversation_on_its_topics(rig, spin):
+    """Default names: hri_msgs/Expression, the gesture JSON, the gaze target and the records."""
+    import json
+    from geometry_msgs.msg import PointStamped
+    from std_msgs.msg import String
+    from vision_dialogue.ros import perception_msgs as pm
+    from vision_dialogue.ros.qos import LATCHED_QOS
+    node, peer, ex, w, out = terminal(rig, gaze_contact=[0.1, 0.15], gaze_away=[0.1, 0.15],
+                                      face_frame="head_link")
+    seen = {"expression": [], "gesture": [], "gaze": [], "record": []}
+    n = peer.node
+    n.create_subscription(pm.Expression, "robot_face/expression", seen["expression"].append,
+                          LATCHED_QOS)
+    n.create_subscription(String, "robot_face/gesture",
+                          lambda m: seen["gesture"].append(json.loads(m.data)), 10)
+    n.create_subscription(PointStamped, "robot_face/gaze_target", seen["gaze"].append, 10)
+    n.create_subscription(String, "dialogue/face",
+                          lambda m: seen["record"].append(json.loads(m.data)), 10)
+    assert spin(ex, lambda: node.face.publish.records_pub.get_subscription_count() >= 1)
+    os.write(w, "My dog died yesterday.\n".encode())
+    assert spin(ex, lambda: seen["record"], timeout=5)
+    assert [m.expression for m in seen["expression"]][-1:] == ["sad"]
+    assert seen["expression"][-1].valence < 0 and seen["expression"][-1].header.frame_id == \
+        "head_link"
+    assert seen["record"][0]["moment"] == "heard" and seen["record"][0]["line"] == \
+        "My dog died yesterday." and seen["record"][0]["gesture"] == "vd_sad"
+    assert seen["gesture"][0]["name"] == "vd_sad" and seen["gesture"][0]["frames"]
+    peer.reply(1, "I'm so sorry to hear that.", final=True)
+    assert spin(ex, lambda: len(seen["record"]) >= 2, timeout=5)
+    assert seen["record"][1]["moment"] == "sentence" and seen["record"][1]["turn_id"] == 1
+    assert spin(ex, lambda: node.state == LISTENING, timeout=5)
+    os.close(w)
+
+
 def test_terminal_utterance_message_and_state_transitions(rig, spin):
     node, peer, ex, w, out = terminal(rig, language="en-GB", speaker="tester")
     os.write(w, "what do you see?\n".encode())
@@ -262,9 +299,11 @@ def test_script_backend_end_to_end_with_shutdown(rig, spin, tmp_path, ros_contex
 
 
 # ------------------------------------------------------------------ Furhat Remote API
+# the exact call sequences below leave the face's own calls out (test_face.py has them)
 FURHAT = {"backend": "furhat", "furhat_host": "127.0.0.1", "backoff_initial": 0.05,
           "backoff_max": 0.2, "request_timeout": 2.0, "voice": "Matthew",
-          "gaze_away_gesture": "GazeAway", "gaze_away_location": [0.5, 0.4, 1.0]}
+          "gaze_away_gesture": "GazeAway", "gaze_away_location": [0.5, 0.4, 1.0],
+          "idle_movements": False, "expressions": False, "gaze_aversion": False}
 
 
 @pytest.fixture
@@ -303,6 +342,31 @@ def test_furhat_turn_taking_exact_sequence(fake_remote, rig, spin):
     assert spin(ex, lambda: contains_in_order(peer.states,
                                               [LISTENING, THINKING, SPEAKING, LISTENING]),
                 timeout=5), peer.states
+
+
+def test_furhat_gaze_target_moves_away_and_back_while_the_robot_speaks(fake_remote, rig, spin):
+    from geometry_msgs.msg import PointStamped
+    srv = fake_remote
+    srv.say_seconds = 1.5
+    node, peer, ex = rig({**FURHAT, "furhat_port": srv.port, "gaze_aversion": True,
+                          "gaze_contact": [0.2, 0.3], "gaze_away": [0.2, 0.3]})
+    gaze = []
+    peer.node.create_subscription(PointStamped, "robot_face/gaze_target", gaze.append, 10)
+    peer.reply(1, "Let me tell you about the red cup on the table.", final=True)
+    assert spin(ex, lambda: len(gaze) >= 3 and node.state == LISTENING
+                and (gaze[-1].point.x, gaze[-1].point.y, gaze[-1].point.z) == (1.0, 0.0, 0.0),
+                timeout=10)
+    away = [g.point for g in gaze if g.point.x < 1.0]
+    assert away and all(0.5 < p.x < 1.0 for p in away)     # within +-20 pan, +-15 tilt
+
+    def bodies():
+        return [q["body"] for _, p, q in list(srv.calls) if p == "/furhat/gesture"
+                and "body" in q]
+
+    contact = {"GAZE_PAN": 0.0, "GAZE_TILT": 0.0}
+    assert spin(ex, lambda: bodies()[-1:] and bodies()[-1]["frames"][0]["params"] == contact,
+                timeout=3)
+    assert len(bodies()) >= 3 and all(b["name"] == "vd_gaze" for b in bodies())
 
 
 def test_furhat_answers_looking_at_the_user_who_spoke(fake_remote, rig, spin):

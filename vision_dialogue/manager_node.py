@@ -46,7 +46,8 @@ from vision_dialogue.core.images import ImagePolicy
 from vision_dialogue.core.persona import PersonaError, default_persona_file, load_persona
 from vision_dialogue.core.people import PeopleInView, TrackedPerson
 from vision_dialogue.core.proactive import ProactiveConfig, ProactivePolicy
-from vision_dialogue.core.transcript import TranscriptWriter, describe_record, event_record
+from vision_dialogue.core.transcript import TranscriptWriter, describe_record, event_record, \
+    record_from_json
 from vision_dialogue.core.turn_server import ReplyChunk, TurnServer
 from vision_dialogue.camera.intake import FrameIntake
 from vision_dialogue.ros.dialogue_tools import DialogueTools
@@ -61,6 +62,7 @@ from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC, LATCHED_QOS, RELIA
     VISUAL_EVENTS_TOPIC
 from vision_dialogue.ros.manager_params import PARAMS, cross_check
 from vision_dialogue.ros.skill_host import ManagerSkillHost
+from vision_dialogue.ros.topics import FACE_RECORDS_TOPIC
 from vision_dialogue.ros.skill_servers import IntentOutput, SkillServers
 from vision_dialogue.ros.params import ParameterError, declare_params
 
@@ -329,6 +331,8 @@ class ManagerNode(Node):
                                  callback_group=MutuallyExclusiveCallbackGroup(),
                                  qos_overriding_options=QoSOverridingOptions
                                  .with_default_policies())
+        # what the robot's face showed (the speech node's face), into the transcript
+        self.create_subscription(String, FACE_RECORDS_TOPIC, self._on_face_record, RELIABLE_QOS)
         self._frame_width = 0
         # vision_msgs detections and ROS4HRI in, where those packages are installed
         self.detections, self.voices = connect_standard_inputs(
@@ -337,6 +341,16 @@ class ManagerNode(Node):
         if p["prompt_state_period"] > 0:
             self.create_timer(p["prompt_state_period"], self.publish_state,
                               callback_group=MutuallyExclusiveCallbackGroup())
+
+    def _on_face_record(self, msg: String) -> None:
+        """An expression the robot's face showed, for the transcript and the monitor."""
+        try:
+            record = record_from_json(msg.data)
+        except ValueError as e:
+            self.get_logger().warning(f"{FACE_RECORDS_TOPIC}: ignoring a record ({e})",
+                                      throttle_duration_sec=10.0)
+            return
+        self.conversation.notify("face", record)
 
     def _on_engaging(self, label: str) -> None:
         """A ROS4HRI person starts engaging with the robot: the opening remark, once."""

@@ -19,13 +19,13 @@ instead (no topics needed).
 from __future__ import annotations
 
 import ipaddress
-import json
 from pathlib import Path
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from std_msgs.msg import String
 
+from vision_dialogue.core.transcript import record_from_json
 from vision_dialogue.monitor.session import SessionView, load_run
 from vision_dialogue.msg import SpeechState
 from vision_dialogue.ros.node_runner import run_node
@@ -120,9 +120,7 @@ class MonitorNode(Node):
 
     def _on_event(self, msg: String) -> None:
         try:
-            record = json.loads(msg.data)
-            if not isinstance(record, dict):
-                raise ValueError("not a JSON object")
+            record = record_from_json(msg.data)
         except ValueError as e:
             self.get_logger().warning(f"{EVENTS_TOPIC}: unreadable record skipped ({e})",
                                       throttle_duration_sec=30.0)

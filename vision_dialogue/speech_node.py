@@ -18,6 +18,10 @@ Topics (relative, remappable):
   publishes  audio/output          vision_dialogue/AudioChunk  backend=local: each sentence said
   subscribes audio/input           vision_dialogue/AudioChunk  backend=local, audio_in=topic
                                                                (a bag replayed)
+  publishes  robot_face/expression hri_msgs/Expression         the robot's face (expressions)
+  publishes  robot_face/gesture    std_msgs/String             Furhat-style gestures, JSON
+  publishes  robot_face/gaze_target geometry_msgs/PointStamped where the eyes look
+  publishes  dialogue/face         std_msgs/String             face records for the transcript
 
 `speech_node --list-devices` prints the audio devices and exits.
 
@@ -43,6 +47,7 @@ from vision_dialogue.msg import AudioChunk, DetectedUsers, Reply, SpeechState, S
 from vision_dialogue.ros.console import hold_logs, show_prompt
 from vision_dialogue.speech.terminal import TerminalBackend
 from vision_dialogue.ros import perception_msgs as pm
+from vision_dialogue.ros.face_output import FACE_PARAMS, make_face
 from vision_dialogue.ros.hri_output import HriSpeechOutput
 from vision_dialogue.ros.standard_inputs import HriBargeIn
 from vision_dialogue.ros.node_runner import run_node
@@ -145,7 +150,7 @@ VOICE_PARAMS = [
     Param("publish_audio", True, "backend=local: publish microphone audio on audio/input and "
           "spoken sentences on audio/output (for bags)."),
 ]
-PARAMS += VOICE_PARAMS
+PARAMS += VOICE_PARAMS + FACE_PARAMS
 # The backend is built from these at startup: none is live (ros/params.py), so
 # `ros2 param set` refuses instead of pretending.
 
@@ -191,6 +196,7 @@ class SpeechNode(Node):
                  output_stream: TextIO | None = None,
                  on_done: Callable[[], None] | None = None, **kwargs):
         self.turns: SpeechTurns | None = None
+        self.face = None
         self._closed = threading.Event()
         super().__init__(name, **kwargs)
         self.p = declare_params(self, PARAMS, _cross_check)
@@ -222,11 +228,13 @@ class SpeechNode(Node):
             self.create_subscription(DetectedUsers, "camera/users", self._on_users, 10)
         if isinstance(self.backend, TerminalBackend):   # logs stay off the dialogue's lines
             self.backend.hold_logs, self.backend.show_prompt = hold_logs, show_prompt
+        self.face = make_face(self, self.p, self.backend, self.log)
         self.turns = SpeechTurns(self.backend, publish=self._publish_utterance,
                                  on_state=self._publish_state,
                                  on_input_finished=self._on_input_finished,
                                  on_spoken=self._publish_spoken,
-                                 reply_timeout=self.p["reply_timeout"], logger=self.log)
+                                 reply_timeout=self.p["reply_timeout"], logger=self.log,
+                                 observer=self.face)
         if self.p["ros4hri"] and self.p["barge_in"] and pm.IdsList is not None:
             # a ROS4HRI recogniser hears the user talk over the robot: stop speaking
             self.hri_ear = HriBargeIn(self, lambda voice: self.turns.barge_in(
@@ -388,6 +396,8 @@ class SpeechNode(Node):
             self._starter.join(timeout=2.0)
         if self.turns is not None:
             self.turns.close()
+        if getattr(self, "face", None) is not None:
+            self.face.close()
 
     def destroy_node(self):
         self.close()

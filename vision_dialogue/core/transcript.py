@@ -178,7 +178,7 @@ def event_record(kind: str, data: dict) -> dict | None:
                 "error": data["error"], "attempts": data["attempts"],
                 "marker": data["marker"] is not None}
     if kind in ("summarising", "summary_deferred", "fold", "fold_failed", "dropped", "person",
-                "event", "intent", "skill", "robot_action"):
+                "event", "intent", "skill", "robot_action", "face"):
         return {"type": kind, **data}
     return None
 
@@ -196,6 +196,14 @@ def describe_record(r: dict) -> str:
                 f"reply {r['reply_s']:.2f} s, {len(r['frames_in_prompt'])} frames and "
                 f"{r['prompt_chars']} characters in the prompt")
     return ""
+
+
+def record_from_json(text: str) -> dict:
+    """A record sent as JSON text (dialogue/events, dialogue/face); ValueError if it is not one."""
+    record = json.loads(text)
+    if not isinstance(record, dict):
+        raise ValueError("not a JSON object")
+    return record
 
 
 def read_transcript(path: str | os.PathLike) -> list[dict]:

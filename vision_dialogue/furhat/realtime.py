@@ -65,6 +65,7 @@ EVENTS = {
     "attend_location": "request.attend.location",  # {x, y, z} metres, robot frame
     "gesture": "request.gesture.start",          # {name, intensity, duration, monitor}
     "gesture_end": "response.gesture.end",
+    "face_params": "request.face.params",        # {params: {GAZE_PAN: deg, SMILE_OPEN: 0..1}}
     "voice_config": "request.voice.config",      # {name, language, input_language}
     "voice_status": "response.voice.status",
     "camera_once": "request.camera.once",
@@ -299,6 +300,10 @@ class FurhatRealtimeClient:
             self._request(event, [EVENTS["gesture_end"]], self.timeout + duration)
         else:
             self._send(event)
+
+    def face_params(self, params: dict) -> None:
+        """Set face parameters directly (blend shapes, GAZE_PAN/TILT, NECK_*) at once."""
+        self._send({"type": EVENTS["face_params"], "params": dict(params)})
 
     def set_voice(self, name: str | None = None, language: str | None = None) -> None:
         """Change the voice and/or language (``request.voice.config``)."""

@@ -31,6 +31,7 @@ class FurhatRealtimeBackend(RobotTurnTaking):
         self.gaze_away_gesture = gaze_away_gesture
         self.gaze_away_location = tuple(float(v) for v in gaze_away_location)
         self.listen_timeout = listen_timeout
+        self._face = None
         # The client's own reconnect is off: RobotTurnTaking's loop owns backoff + reconnect.
         self.client = FurhatRealtimeClient(host, port, key=key or None, timeout=request_timeout,
                                            speak_timeout=say_timeout, reconnect=False,
@@ -78,7 +79,14 @@ class FurhatRealtimeBackend(RobotTurnTaking):
     def _robot_stop_speaking(self) -> None:
         self._call(self.client.stop_speaking)
 
+    def face(self, max_gaze: float):
+        from vision_dialogue.furhat.face import RealtimeApiFace
+        self._face = RealtimeApiFace(self.client, self._call)
+        return self._face
+
     def close(self) -> None:
         self._stop.set()
+        if self._face is not None:
+            self._face.cancel()
         self.client.close()                # ends a pending listen at once
         super().close()

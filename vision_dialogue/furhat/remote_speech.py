@@ -120,6 +120,10 @@ class FurhatRemoteBackend(RobotTurnTaking):
     def _robot_stop_speaking(self) -> None:
         self._call(self.client.say_stop)
 
+    def face(self, max_gaze: float):
+        from vision_dialogue.furhat.face import RemoteApiFace
+        return RemoteApiFace(self.client, self._call, max_gaze)
+
     def close(self) -> None:
         self._stop.set()
         try:                                 # end a pending listen so the thread can exit

@@ -58,6 +58,8 @@ def note_item(kind: str, record: dict, t: float) -> dict:
                 "level": "warning" if stage in ("failed", "cancelled") else "info",
                 "text": f"robot {record.get('kind', 'action')} {record.get('tool')} {stage}: "
                         f"{detail}"}
+    if kind == "face":
+        return face_note(record, t)
     if kind == "fold":
         return {"kind": "note", "t": t, "level": "info",
                 "text": "older dialogue folded into the memory: "
@@ -65,6 +67,22 @@ def note_item(kind: str, record: dict, t: float) -> dict:
     return {"kind": "note", "t": t, "level": "info",
             "text": f"{kind}: " + ", ".join(f"{k}={v}" for k, v in record.items()
                                             if k not in ("t",))}
+
+
+FACE_SIGNS = {"happy": "🙂", "excited": "😃", "sad": "😢", "surprised": "😮", "confused": "🤔",
+              "disgusted": "😖", "scared": "😟", "angry": "😠", "neutral": "😐"}
+
+
+def face_note(record: dict, t: float) -> dict:
+    """The robot's face at a line: the expression, valence/arousal, its gesture and the line."""
+    name = str(record.get("expression", ""))
+    gesture = f", gesture {record['gesture']}" if record.get("gesture") else ""
+    whose = "reacting to" if record.get("moment") == "heard" else "saying"
+    return {"kind": "note", "t": t, "level": "face",
+            "text": f"face {FACE_SIGNS.get(name, '')} {name} (valence "
+                    f"{float(record.get('valence', 0)):+.2f}, arousal "
+                    f"{float(record.get('arousal', 0)):+.2f}{gesture}) {whose} "
+                    f"\"{record.get('line', '')}\""}
 
 
 class SessionView:

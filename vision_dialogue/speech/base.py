@@ -112,6 +112,10 @@ class SpeechBackend(ABC):
     def end_reply(self, text: str, timed_out: bool = False) -> None:
         """The reply is complete (`timed_out`: none came in time); input may resume."""
 
+    def face(self, max_gaze: float):
+        """The robot face this backend drives (a face.controller.FaceOutput), or None."""
+        return None
+
     def close(self) -> None:
         """Stop threads and release resources; idempotent."""
 

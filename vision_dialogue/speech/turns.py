@@ -15,6 +15,10 @@ queued or being spoken stops speech (`backend.stop_speaking()`), drops the rest 
 (later chunks of its turn are ignored) and is published as usual. No reply within
 `reply_timeout` seconds: the backend is told (`end_reply(..., timed_out=True)`) and the robot
 listens again.
+
+An `observer` (the robot's face, face/controller.py) hears of each moment as it happens:
+`heard(text)`, `sentence(turn_id, text, first)` just before a sentence is said,
+`reply_done(turn_id)`, `interrupted()` and `state(name)`; its failures are logged, not raised.
 """
 from __future__ import annotations
 
@@ -64,8 +68,9 @@ class SpeechTurns:
                  on_state: Callable[[int], None] = lambda state: None,
                  on_input_finished: Callable[[], None] = lambda: None,
                  on_spoken: Callable[[int, int, str], None] = lambda tid, event, text: None,
-                 reply_timeout: float = 30.0, logger=None):
+                 reply_timeout: float = 30.0, logger=None, observer=None):
         self.backend, self.publish, self.on_state = backend, publish, on_state
+        self.observer = observer
         self.on_spoken = on_spoken
         self.on_input_finished, self.reply_timeout = on_input_finished, float(reply_timeout)
         self.log = logger or _log
@@ -98,6 +103,7 @@ class SpeechTurns:
             self.log.debug(f"turn state: {STATE_NAMES[state]}")
             if not self._closed.is_set():
                 self.on_state(state)
+                self._observe("state", STATE_NAMES[state])
             self._cv.notify_all()
 
     def _idle(self) -> bool:
@@ -130,6 +136,7 @@ class SpeechTurns:
             return
         self.barge_in("the user spoke during the reply", awaiting=True)
         self.publish(HeardUtterance(text, speaker, language, float(confidence)))
+        self._observe("heard", text)
         self.set_state(THINKING)
         self._backend_call(self.backend.on_thinking)
 
@@ -185,8 +192,18 @@ class SpeechTurns:
 
     def _stopped(self, turns: list[int]) -> None:
         self._backend_call(self.backend.stop_speaking)
+        self._observe("interrupted")
         for t in turns:
             self._report(t, INTERRUPTED)
+
+    def _observe(self, moment: str, *args) -> None:
+        fn = getattr(self.observer, moment, None)
+        if fn is None:
+            return
+        try:
+            fn(*args)
+        except Exception as e:  # noqa: BLE001 - the face must not stop speech
+            self.log.error(f"turn observer {moment} failed: {e!r}")
 
     def _report(self, turn_id: int, event: int, text: str = "") -> None:
         try:
@@ -266,6 +283,7 @@ class SpeechTurns:
         if begin:
             self._backend_call(self.backend.begin_reply)
             self._report(tid, BEGAN, text)
+        self._observe("sentence", tid, text, begin)
         if self._backend_call(self.backend.speak, text) is False:
             self.log.debug(f"turn {tid}: sentence not (fully) spoken")
         elif tid not in self._interrupted:
@@ -279,6 +297,7 @@ class SpeechTurns:
             if self._reply_turn == tid:
                 self._reply_turn = None
         self._backend_call(self.backend.end_reply, text)
+        self._observe("reply_done", tid)
         self._report(tid, DONE, text)
         self._listen_if_idle()
 
