@@ -136,6 +136,7 @@ class FaceController:
         self.shown: list[FaceCue] = []                       # the newest cues, for tests/benches
         self._thread = threading.Thread(target=self._clock_loop, name="face-clock", daemon=True)
         self._thread.start()
+        read_affect("warm")           # the lexicon loads now (~20 ms), not at the first line
 
     # ------------------------------------------------------------------ turn events
     def heard(self, text: str) -> Affect:
