@@ -285,3 +285,22 @@ def test_a_detectors_late_note_reaches_its_frame_on_the_page_model():
     frame = next(it for it in view.snapshot()["items"] if it["kind"] == "frame")
     assert frame["objects"] == "a cup in the middle"
     assert frame["observation"] == "no one there; a cup in the middle"
+
+
+def test_the_faces_shown_for_a_line_sit_right_after_it():
+    """The speech node's face comes before the manager records the line: moved after it."""
+    from vision_dialogue.monitor.session import SessionView
+    view = SessionView()
+    face = {"type": "face", "moment": "heard", "line": "My dog died.", "expression": "sad",
+            "valence": -0.6, "arousal": -0.2, "gesture": "vd_sad"}
+    said = {"type": "face", "moment": "sentence", "line": "I'm so sorry.", "expression": "sad",
+            "valence": -0.5, "arousal": -0.2, "gesture": ""}
+    other = {"type": "face", "moment": "heard", "line": "Never said.", "expression": "happy",
+             "valence": 0.6, "arousal": 0.3, "gesture": ""}
+    for r in (other, face, {"type": "user", "text": "My dog died.", "turn_id": 1}, said,
+              {"type": "reply", "text": "I'm so sorry. Do you want to talk?", "turn_id": 1}):
+        view.ingest(r)
+    kinds = [(i["kind"], i.get("line", i.get("text"))) for i in view.snapshot()["items"]]
+    assert kinds == [("note", "Never said."), ("user", "My dog died."),
+                     ("note", "My dog died."), ("robot", "I'm so sorry. Do you want to talk?"),
+                     ("note", "I'm so sorry.")]

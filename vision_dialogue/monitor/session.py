@@ -69,17 +69,14 @@ def note_item(kind: str, record: dict, t: float) -> dict:
                                             if k not in ("t",))}
 
 
-FACE_SIGNS = {"happy": "🙂", "excited": "😃", "sad": "😢", "surprised": "😮", "confused": "🤔",
-              "disgusted": "😖", "scared": "😟", "angry": "😠", "neutral": "😐"}
-
-
 def face_note(record: dict, t: float) -> dict:
     """The robot's face at a line: the expression, valence/arousal, its gesture and the line."""
     name = str(record.get("expression", ""))
     gesture = f", gesture {record['gesture']}" if record.get("gesture") else ""
     whose = "reacting to" if record.get("moment") == "heard" else "saying"
-    return {"kind": "note", "t": t, "level": "face",
-            "text": f"face {FACE_SIGNS.get(name, '')} {name} (valence "
+    return {"kind": "note", "t": t, "level": "face", "moment": record.get("moment", ""),
+            "line": str(record.get("line", "")),
+            "text": f"face: {name} (valence "
                     f"{float(record.get('valence', 0)):+.2f}, arousal "
                     f"{float(record.get('arousal', 0)):+.2f}{gesture}) {whose} "
                     f"\"{record.get('line', '')}\""}
@@ -230,7 +227,26 @@ class SessionView:
 
     def _append(self, item: dict) -> None:
         self._items.append(item)
+        if item["kind"] in ("user", "robot"):
+            self._gather_faces(item)
         self._append_trim()
+
+    def _gather_faces(self, line: dict, look_back: int = 16) -> None:
+        """Move the faces shown for `line` to right after it.
+
+        The speech node reacts as it hears a line and shows a sentence's face as it says it:
+        before the manager records the line.
+        """
+        text = line.get("text", "")
+        moment = "heard" if line["kind"] == "user" else "sentence"
+        start = max(0, len(self._items) - 1 - look_back)
+        faces = [it for it in self._items[start:-1] if it.get("level") == "face"
+                 and it.get("moment") == moment and it.get("line")
+                 and (it["line"] == text if moment == "heard" else it["line"] in text)]
+        if faces:
+            self._items[start:-1] = [it for it in self._items[start:-1]
+                                     if not any(it is f for f in faces)]
+            self._items.extend(faces)
 
     def _place_summary(self, item: dict) -> None:
         """Put a summary right after the last frame it replaced, where it sits in the prompt.
