@@ -20,7 +20,7 @@ import sys
 import time
 
 import rclpy
-from hri_msgs.msg import EngagementLevel, Gesture, IdsList, LiveSpeech, \
+from hri_msgs.msg import EngagementLevel, Expression, Gesture, IdsList, LiveSpeech, \
     NormalizedRegionOfInterest2D
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Bool, String
@@ -139,6 +139,10 @@ def listen(node, args):
                              lambda m: say(event="voices", ids=list(m.ids)), 10)
     node.create_subscription(IdsList, "/humans/faces/tracked",
                              lambda m: say(event="faces", ids=list(m.ids)), 10)
+    # a robot face: a plain reliable subscriber of the robot's expressions
+    node.create_subscription(Expression, "/robot_face/expression",
+                             lambda m: say(event="expression", expression=m.expression,
+                                           valence=m.valence), 10)
     node.create_subscription(
         Detection2DArray, args.topic, lambda m: say(event="detections", classes=[
             d.results[0].hypothesis.class_id for d in m.detections if d.results]), 10)

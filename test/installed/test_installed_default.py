@@ -83,6 +83,13 @@ def test_bringup_demo_converses_on_the_embedded_default(installed, gguf):
     speaking = [e["value"] for e in heard if e["event"] == "robot_speaking"]
     assert True in speaking and speaking[-1] is False, speaking
     assert any(e["event"] == "speech" and e["final"] for e in heard), heard[-20:]
+    # the robot's face, as a face of the robot's own hears it: "Thank you, that was fun.
+    # Goodbye!" gets a happy reaction; the transcript has each face beside its line
+    faces = [e["expression"] for e in heard if e["event"] == "expression"]
+    assert "happy" in faces and "neutral" in faces, faces
+    recorded = _records(installed.home, out, "face")
+    assert any(r["moment"] == "heard" and r["line"] == "Thank you, that was fun. Goodbye!"
+               and r["expression"] == "happy" for r in recorded), recorded
     # "Is there a cat with us?" is answered as the newest frame shows it: yes while the cat is
     # in view (the script asks at 32 s; the video shows it from 26 to 34 s), no once it has gone
     # (on a machine whose replies take 3-5 s the question comes after the cat has left)
@@ -91,15 +98,24 @@ def test_bringup_demo_converses_on_the_embedded_default(installed, gguf):
     assert yes_or_no(cat) == ("yes" if "cat" in shown else "no"), (cat, shown)
 
 
-def _objects_when_asked(home: Path, out: str, word: str) -> str:
-    """The newest frame's objects note when the question with `word` was asked."""
+def _transcript(home: Path, out: str) -> list[dict]:
+    """The records of the run whose output is `out`."""
     from vision_dialogue.core.transcript import read_transcript
     found = re.search(r"transcript: (\S+transcript\.jsonl)", out)
     assert found, out[-2000:]
     path = Path(found.group(1))
+    return read_transcript(path if path.is_absolute() else home / path)
+
+
+def _records(home: Path, out: str, kind: str) -> list[dict]:
+    return [r for r in _transcript(home, out) if r["type"] == kind]
+
+
+def _objects_when_asked(home: Path, out: str, word: str) -> str:
+    """The newest frame's objects note when the question with `word` was asked."""
     objects: dict[int, str] = {}
     newest = None
-    for rec in read_transcript(path if path.is_absolute() else home / path):
+    for rec in _transcript(home, out):
         if rec["type"] == "frame":
             newest, objects[rec["frame_id"]] = rec["frame_id"], rec.get("objects") or ""
         elif rec["type"] == "objects":
