@@ -210,7 +210,12 @@ def test_ctrl_c_and_sigterm_end_every_node_quietly(installed, ros2, tmp_path, wh
             os.killpg(proc.pid, sig)
         else:
             proc.send_signal(sig)
-        code = ended(proc, 30)
+        try:
+            code = ended(proc, 30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"ros2 launch still ran 30 s after {sig.name} to {who}; nodes "
+                                 f"alive: {[p for p in pids if alive(p)]}:\n"
+                                 f"{log.read_text()[-6000:]}") from None
         while any(alive(p) for p in pids) and time.monotonic() - t0 < 30:
             time.sleep(0.1)
         took = time.monotonic() - t0

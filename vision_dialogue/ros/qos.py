@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from rclpy._rclpy_pybind11 import RCLError
 from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
                        qos_profile_sensor_data)
@@ -153,9 +154,12 @@ class FollowingSubscription:
 
     def poll(self) -> None:
         """Re-subscribe if the publishers now call for another reliability/durability."""
-        if not self.follow:
+        if not self.follow or not self.node.context.ok():
             return
-        offers = self.offered()
+        try:
+            offers = self.offered()
+        except RCLError:        # the context went invalid between the check and the call
+            return              # (Ctrl-C while the timer fired): nothing to follow any more
         if self.sub is None and not offers:
             return
         want = matching_qos(offers, self.base)
