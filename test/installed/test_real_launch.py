@@ -40,11 +40,22 @@ def ros2(installed) -> str:
     return str(real_launch.install(installed.env) / "ros2")
 
 
+def _as_a_terminal() -> None:
+    """Leave SIGINT and SIGQUIT at their defaults, as a terminal does.
+
+    A test run started in the background of a non-interactive shell inherits SIGINT and
+    SIGQUIT ignored, and `ros2 launch` would then never hear the Ctrl-C the test sends.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def launch(installed, ros2, *args, log: Path, env=None) -> subprocess.Popen:
     """`ros2 launch vision_dialogue ...` in its own process group, as a terminal starts it."""
     return subprocess.Popen([ros2, "launch", "vision_dialogue", *args], cwd=installed.home,
                             env=env or installed.env, stdout=open(log, "w"),
-                            stderr=subprocess.STDOUT, start_new_session=True, text=True)
+                            stderr=subprocess.STDOUT, start_new_session=True, text=True,
+                            preexec_fn=_as_a_terminal)
 
 
 def wait_for_log(log: Path, pattern: str, proc: subprocess.Popen, timeout: float = 120.0,
