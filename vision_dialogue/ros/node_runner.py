@@ -153,6 +153,7 @@ def _create(factory: Callable[[], "Node"], name: str, program: bool):
 
 def _spin(node: "Node", threads: int | None, drain: bool, program: bool) -> None:
     """Spin until Ctrl-C or shutdown, then close and destroy the node."""
+    from rclpy._rclpy_pybind11 import RCLError
     from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
     executor = MultiThreadedExecutor(num_threads=threads)
     executor.add_node(node)
@@ -163,6 +164,11 @@ def _spin(node: "Node", threads: int | None, drain: bool, program: bool) -> None
             executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except RCLError:
+        # Ctrl-C shut the context down while the executor built its next wait set ("the
+        # given context is not valid"): a shutdown like the others, not a failure
+        if node.context.ok():
+            raise
     finally:
         # Ctrl-C in a `ros2 launch` terminal reaches a node twice (the terminal's SIGINT to
         # the process group, then launch's own): the repeat must not break the clean-up
