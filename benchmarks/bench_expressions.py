@@ -112,12 +112,11 @@ def reply(backend, persona, line: str) -> tuple[Affect, str]:
 
 
 def score(rows: list[dict], key: str) -> dict:
-    signed = [r for r in rows]
     named = [r for r in rows if r["expression"]]
     neutral = [r for r in rows if r["category"] in ("question", "small_talk")]
     times = sorted(r[f"{key}_s"] for r in rows if r.get(f"{key}_s") is not None)
     return {
-        "valence_right": sum(sign(r[key]) == r["valence"] for r in signed), "n": len(signed),
+        "valence_right": sum(sign(r[key]) == r["valence"] for r in rows), "n": len(rows),
         "named_right": sum(r[key].expression == r["expression"] for r in named),
         "named_n": len(named),
         "false_alarms": sum(r[key].strong for r in neutral), "neutral_n": len(neutral),
@@ -146,8 +145,7 @@ def run_engine(backend, battery, persona, verbose) -> dict:
                   f"{row['asked'].expression}; reply {row['reply'].expression}: {text!r}",
                   flush=True)
     out = {"ours": score(rows, "ours"), "asked": score(rows, "asked")}
-    reply_rows = [{**r, "reply": r["reply"]} for r in rows]
-    out["reply"] = {k: v for k, v in score(reply_rows, "reply").items()
+    out["reply"] = {k: v for k, v in score(rows, "reply").items()
                     if not k.startswith("first_expression")}
     return out
 

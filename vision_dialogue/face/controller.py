@@ -133,7 +133,6 @@ class FaceController:
         self._listening = False
         self._shown: tuple[str, float] = (NEUTRAL, 0.0)     # expression, when
         self._idle_at = self._next_idle(self.clock())
-        self.shown: list[FaceCue] = []                       # the newest cues, for tests/benches
         self._thread = threading.Thread(target=self._clock_loop, name="face-clock", daemon=True)
         self._thread.start()
         read_affect("warm")           # the lexicon loads now (~20 ms), not at the first line
@@ -189,8 +188,6 @@ class FaceController:
     def _show(self, cue: FaceCue, record: bool = False) -> None:
         with self._cv:
             self._shown = (cue.affect.expression, self.clock())
-            self.shown.append(cue)
-            del self.shown[:-64]
             self._cv.notify()
         self._safely(self.publish.expression, cue)
         if cue.gesture:

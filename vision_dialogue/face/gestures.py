@@ -153,9 +153,3 @@ def gaze_gesture(pan: float, tilt: float, move_s: float, max_gaze: float = 30.0)
     return checked_gesture({"name": "vd_gaze", "frames": [
         {"time": [0.0, max(0.01, move_s)], "persist": True,
          "params": {"GAZE_PAN": pan, "GAZE_TILT": tilt}}]}, max_gaze=max_gaze)
-
-
-def peak_params(gesture: dict) -> dict[str, float]:
-    """The parameters of a gesture's strongest frame (for APIs that set parameters directly)."""
-    frames = [f["params"] for f in gesture["frames"] if "reset" not in f["params"]]
-    return max(frames, key=lambda p: sum(abs(v) for v in p.values()), default={})
