@@ -142,13 +142,19 @@ class _WarmBackend(FakeChatBackend):
         return 1
 
 
-def test_a_changed_prompt_is_warmed_between_turns_with_the_reply_prompt():
+def _warmed_after_a_frame() -> tuple[_WarmBackend, Conversation]:
+    """A conversation whose first frame has been warmed."""
     be = _WarmBackend()
     c = Conversation(be, load_persona(), ConversationConfig(n=4, m=3),
                      observer=lambda bgr: "one person, close, in the middle")
+    c.add_frame(np.full((60, 80, 3), 120, np.uint8))
+    assert c.wait_idle() and _until(lambda: be.warmed)
+    return be, c
+
+
+def test_a_changed_prompt_is_warmed_between_turns_with_the_reply_prompt():
+    be, c = _warmed_after_a_frame()
     try:
-        c.add_frame(np.full((60, 80, 3), 120, np.uint8))
-        assert c.wait_idle() and _until(lambda: be.warmed)
         assert be.warmed[-1] == c.reply_messages()
         c.turn("Hello!")
         reply_prompt = be.calls[-1][1]
@@ -161,6 +167,28 @@ def test_a_changed_prompt_is_warmed_between_turns_with_the_reply_prompt():
         c.add_frame(np.full((60, 80, 3), 120, np.uint8))
         c.turn("Hello!")
         assert off.warmed == []
+    finally:
+        c.close()
+
+
+def test_the_words_so_far_are_read_ahead_into_the_reply_prompt():
+    """A partial line warms the prompt the turn will send, without entering the timeline."""
+    be, c = _warmed_after_a_frame()
+    try:
+        lines = len(c.timeline)
+        c.hear_ahead("What colour is   my")
+        assert _until(lambda: be.warmed[-1][-1]["content"] == "What colour is my")
+        ahead = be.warmed[-1]
+        assert len(c.timeline) == lines                # nothing entered the prompt
+        c.turn("What colour is my jacket?")
+        sent = be.calls[-1][1]
+        # everything before the person's line is what was read ahead (the focus note too)
+        assert sent[:-1] == ahead[:-1] and sent[-1]["content"] == "What colour is my jacket?"
+        n = len(be.warmed)
+        c._no_turn.clear()                             # a turn under way: nothing is read
+        c.hear_ahead("And")
+        assert c.wait_idle() and len(be.warmed) == n
+        c._no_turn.set()
     finally:
         c.close()
 

@@ -22,9 +22,12 @@ from vision_dialogue.voice.sources import (AudioSource, AudioSourceError,  # noq
                                            MicSource, WavSource, load_wav_items)
 from vision_dialogue.voice.stt import Recognizer  # noqa: E402
 from vision_dialogue.voice.tts import EspeakTTS, PiperTTS, make_tts  # noqa: E402
-from vision_dialogue.voice.vad import SpeechSegmenter, load_vad_model  # noqa: E402
+from vision_dialogue.voice.turn_end import (COMPLETE, INCOMPLETE, UNSURE,  # noqa: E402
+                                            silence_needed, turn_end)
+from vision_dialogue.voice.vad import (MIN_SILENCE_S, SpeechSegmenter,  # noqa: E402
+                                       load_vad_model)
 from voice_samples import (SENTENCES, Rig, silence, speech, wav,  # noqa: E402
-                           word_error_rate)
+                           word_error_rate, words)
 
 
 @pytest.fixture(scope="module")
@@ -173,11 +176,61 @@ def test_a_two_minute_monologue_is_cut_into_sensible_utterances(tmp_path, rig, p
     path = wav(tmp_path / "monologue.wav", *parts)
     with caplog.at_level(logging.INFO):       # pauses never long enough to end an utterance
         r = rig(path, realtime=False, reply=lambda t: "", max_segment=15.0,
-                min_silence=1.0).run(timeout=240)
+                min_silence=1.0, ends_by_meaning=False).run(timeout=240)
     said = [u.text for u in r.utterances]
     assert len(said) >= 8, said                          # 120 s in pieces of at most 15 s
     assert caplog.text.count("a long utterance: cut after 15 s") >= 7
     assert word_error_rate([" ".join(spoken)], [" ".join(said)]) <= 0.25, said
+
+
+@pytest.mark.parametrize("text, rule", [
+    ("What colour is the cup on the table?", COMPLETE), ("Where are you from?", COMPLETE),
+    ("I am wearing a blue jacket today.", COMPLETE), ("Stop!", COMPLETE),
+    ("Yesterday I went to the", INCOMPLETE), ("My name is Anna and", INCOMPLETE),
+    ("I was wondering if", INCOMPLETE), ("So the thing is,", INCOMPLETE),
+    ("What colour is", INCOMPLETE), ("Well, um...", INCOMPLETE),
+    ("Hello robot.", UNSURE), ("Thanks", UNSURE), ("", UNSURE)])
+def test_the_words_decide_how_long_a_turn_waits(text, rule):
+    assert turn_end(text) == rule
+    assert silence_needed(text, 0.3, 0.5, 1.5) == {COMPLETE: 0.3, UNSURE: 0.5,
+                                                   INCOMPLETE: 1.5}[rule]
+
+
+def test_a_pause_after_an_open_word_does_not_cut_the_person_off(tmp_path, rig, piper):
+    """0.8 s after "went to the": one turn when the words decide, two on silence alone."""
+    path = wav(tmp_path / "paused.wav", silence(0.5), speech(piper, "Yesterday I went to the"),
+               silence(0.8), speech(piper, "park with my dog."), silence(0.6))
+    heard = {}
+    for by_meaning in (True, False):
+        r = rig(path, reply=lambda t: "Yes.", ends_by_meaning=by_meaning,
+                partial_every=0).run()
+        heard[by_meaning] = [u.text for u in r.utterances]
+    assert len(heard[True]) == 1 and "park" in heard[True][0].lower(), heard
+    assert len(heard[False]) == 2, heard
+
+
+def test_a_complete_question_ends_the_turn_sooner(tmp_path, rig, piper):
+    path = wav(tmp_path / "q.wav", silence(0.5), speech(piper, SENTENCES[1]), silence(1.0))
+    waits = {}
+    for by_meaning in (True, False):
+        r = rig(path, reply=lambda t: "Yes.", ends_by_meaning=by_meaning,
+                partial_every=0).run()
+        [timing] = r.backend.timings
+        waits[by_meaning] = (timing["vad_end"] - timing["speech_end"], timing["end_rule"])
+    assert waits[True][1] == COMPLETE and waits[False][1] == ""
+    assert waits[True][0] < MIN_SILENCE_S - 0.04 <= waits[False][0], waits
+
+
+def test_partial_lines_come_while_the_person_speaks(tmp_path, rig, piper):
+    line = "Please tell me what you saw a minute ago, and what the cat did next to the window."
+    path = wav(tmp_path / "long.wav", silence(0.5), speech(piper, line), silence(0.8))
+    r = rig(path, reply=lambda t: "Yes.", partial_every=0.6).run()
+    [timing] = r.backend.timings
+    during = [(t, text) for t, text in r.partials if t < timing["vad_end"]]
+    assert len(during) >= 2, r.partials
+    # each is the line so far: it begins as the line does, and they grow
+    assert all(words(text)[:2] == ["please", "tell"] for _, text in during), during
+    assert len(words(during[-1][1])) > len(words(during[0][1])), during
 
 
 def test_barge_in_stops_the_robot_and_the_new_utterance_goes_out(tmp_path, rig, piper):

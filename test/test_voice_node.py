@@ -15,7 +15,7 @@ from rclpy.parameter import Parameter
 pytest.importorskip("faster_whisper")
 pytest.importorskip("piper")
 
-from vision_dialogue.msg import AudioChunk, SpeechState  # noqa: E402
+from vision_dialogue.msg import AudioChunk, SpeechState, Utterance  # noqa: E402
 from vision_dialogue.ros.params import ParameterError  # noqa: E402
 from vision_dialogue.speech_node import SpeechNode  # noqa: E402
 from vision_dialogue.voice.audio import SAMPLE_RATE, from_pcm16  # noqa: E402
@@ -52,9 +52,11 @@ class Listener:
 
 def test_wav_in_utterances_out_sentences_to_wav(ros_context, spin, tmp_path, spoken):
     node = local_node(ros_context, audio_in=str(spoken), audio_out_dir=str(tmp_path / "out"),
-                      reply_timeout=20.0)
+                      reply_timeout=20.0, partial_every=0.6)
     peer = Peer(ros_context)
     heard, said = Listener(ros_context, "audio/input"), Listener(ros_context, "audio/output")
+    partials: list[Utterance] = []
+    peer.node.create_subscription(Utterance, "dialogue/partial", partials.append, 50)
     ex = MultiThreadedExecutor(num_threads=3, context=ros_context)
     for n in (node, peer.node, heard.node, said.node):
         ex.add_node(n)
@@ -84,6 +86,10 @@ def test_wav_in_utterances_out_sentences_to_wav(ros_context, spin, tmp_path, spo
     assert [m.text for m in said.msgs] == ["I can see you clearly.", "The cup is red."]
     assert SpeechState.SPEAKING in peer.states and peer.states[-1] in (SpeechState.LISTENING,
                                                                        SpeechState.IDLE)
+    # the words so far went out while each line was said (the manager reads ahead with them)
+    firsts = {m.text.split()[0].lower().strip(",.?") for m in partials}
+    assert {"hello", "what"} <= firsts, [m.text for m in partials]
+    assert all(m.source == "local" and m.header.stamp.sec > 0 for m in partials)
 
 
 @pytest.mark.parametrize("params, name", [

@@ -69,6 +69,7 @@ class Rig:
                  reply=lambda text: "I see a red cup on the table.", realtime=True,
                  reply_delay=0.2, source=None, **backend_kw):
         self.utterances, self.states, self.done = [], [], threading.Event()
+        self.partials: list[tuple[float, str]] = []     # (monotonic time, words so far)
         self.source = source or WavSource(load_wav_items(audio_in), realtime=realtime,
                                           reply_timeout=20.0)
         self.sink = WavFolderSink(out_dir, realtime=realtime)
@@ -86,7 +87,9 @@ class Rig:
         self.reply, self.reply_delay = reply, reply_delay
         self.turns = SpeechTurns(self.backend, publish=self._publish,
                                  on_state=self.states.append,
-                                 on_input_finished=self.done.set, reply_timeout=20.0)
+                                 on_input_finished=self.done.set, reply_timeout=20.0,
+                                 on_partial=lambda h: self.partials.append(
+                                     (time.monotonic(), h.text)))
 
     def _publish(self, heard) -> None:
         self.utterances.append(heard)

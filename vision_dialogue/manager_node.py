@@ -7,6 +7,8 @@ A thin ROS adapter around `vision_dialogue.core.conversation.Conversation`:
   for stock drivers, best effort for sensor-data publishers), as `ros2 bag record` does;
 * `dialogue/utterance` (vision_dialogue/Utterance) -> a FIFO queue served by one turn worker
   thread, so LLM calls never block the executor and frames keep flowing during a reply;
+* `dialogue/partial` (vision_dialogue/Utterance): the words so far of a line still being said;
+  a local LLM reads the prompt with them ahead of the turn (`warm_cache`);
 * `dialogue/reply` (vision_dialogue/Reply): one message per streamed sentence (final=false),
   then the whole text (final=true);
 * `dialogue/prompt_state` (vision_dialogue/PromptState, transient local, depth 1): after
@@ -62,7 +64,7 @@ from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC, LATCHED_QOS, RELIA
     VISUAL_EVENTS_TOPIC
 from vision_dialogue.ros.manager_params import PARAMS, cross_check
 from vision_dialogue.ros.skill_host import ManagerSkillHost
-from vision_dialogue.ros.topics import FACE_RECORDS_TOPIC
+from vision_dialogue.ros.topics import FACE_RECORDS_TOPIC, PARTIAL_TOPIC
 from vision_dialogue.ros.skill_servers import IntentOutput, SkillServers
 from vision_dialogue.ros.params import ParameterError, declare_params
 
@@ -331,6 +333,8 @@ class ManagerNode(Node):
                                  callback_group=MutuallyExclusiveCallbackGroup(),
                                  qos_overriding_options=QoSOverridingOptions
                                  .with_default_policies())
+        # the words so far of a line still being said: the prompt is read ahead (a local LLM)
+        self.create_subscription(Utterance, PARTIAL_TOPIC, self._on_partial, 10)
         # what the robot's face showed (the speech node's face), into the transcript
         self.create_subscription(String, FACE_RECORDS_TOPIC, self._on_face_record, RELIABLE_QOS)
         self._frame_width = 0
@@ -396,6 +400,9 @@ class ManagerNode(Node):
     # --- turns -----------------------------------------------------------------------------
     def _on_utterance(self, msg: Utterance) -> None:
         self.turns.utterance(msg.text, msg.speaker, msg.language)
+
+    def _on_partial(self, msg: Utterance) -> None:
+        self.conversation.hear_ahead(msg.text, msg.speaker, msg.language)
 
     def _on_users(self, msg: DetectedUsers) -> None:
         """The people the camera tracks (Furhat): a note in the prompt, arrivals, departures."""

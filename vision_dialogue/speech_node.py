@@ -5,6 +5,8 @@ out, with sentence-by-sentence speech of streamed replies, barge-in and a turn s
 
 Topics (relative, remappable):
   publishes  dialogue/utterance    vision_dialogue/Utterance   what the user said
+  publishes  dialogue/partial      vision_dialogue/Utterance   backend=local: the words so far
+                                                               of a line still being said
   subscribes dialogue/reply        vision_dialogue/Reply       chunks (final=false), then final
   publishes  dialogue/speech_state vision_dialogue/SpeechState IDLE/LISTENING/THINKING/SPEAKING
                                                                (transient local: late joiners
@@ -53,13 +55,14 @@ from vision_dialogue.ros.standard_inputs import HriBargeIn
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 from vision_dialogue.ros.qos import RELIABLE_QOS, SPEECH_STATE_QOS
-from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, SPOKEN_TOPIC
+from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, PARTIAL_TOPIC, SPOKEN_TOPIC
 from vision_dialogue.speech import BACKEND_NAMES, SpeechBackend, backend_class
 from vision_dialogue.speech.base import RobotTurnTaking, SpeechIO
 from vision_dialogue.speech.script import ScriptError, load_script
 from vision_dialogue.speech.turns import HeardUtterance, SpeechTurns
 from vision_dialogue.voice.audio import AudioFileError
 from vision_dialogue.voice.sources import MIC, TOPIC, load_wav_items
+from vision_dialogue.voice.turn_end import HOLD_SILENCE_S, PARTIAL_EVERY_S, QUICK_SILENCE_S
 from vision_dialogue.voice.vad import MIN_SILENCE_S
 
 
@@ -130,8 +133,20 @@ VOICE_PARAMS = [
           "audio lasts, like a microphone and a speaker; false: as fast as possible (tests)."),
     Param("vad_threshold", 0.5, "backend=local: Silero VAD speech probability that starts "
           "speech.", range=(0.05, 0.95)),
-    Param("min_silence", MIN_SILENCE_S, "backend=local: silence that ends an utterance, s.",
-          range=(0.05, 5.0)),
+    Param("min_silence", MIN_SILENCE_S, "backend=local: silence that ends an utterance, s "
+          "(with ends_by_meaning: a line whose end the words leave open).", range=(0.05, 5.0)),
+    Param("ends_by_meaning", True, "backend=local: the words at the first silent chunk set "
+          "the silence that ends the turn: quick_silence after a complete question or "
+          "statement, hold_silence after a line that goes on (\"and then I\"), else "
+          "min_silence; false: min_silence always."),
+    Param("quick_silence", QUICK_SILENCE_S, "backend=local: silence that ends a complete "
+          "line, s.", range=(0.05, 5.0)),
+    Param("hold_silence", HOLD_SILENCE_S, "backend=local: silence a line that goes on may "
+          "keep before the turn ends, s.", range=(0.05, 10.0)),
+    Param("partial_every", PARTIAL_EVERY_S, "backend=local: recognise the speech so far every "
+          "this many seconds and publish it on dialogue/partial, so the manager reads the "
+          "prompt before the person ends; 0 (default: slower on 2 cores, README): none.",
+          range=(0.0, 10.0)),
     Param("min_speech", 0.25, "backend=local: shortest sound taken as speech, s.",
           range=(0.03, 5.0)),
     Param("max_segment", 20.0, "backend=local: a longer monologue is cut into utterances of "
@@ -207,6 +222,7 @@ class SpeechNode(Node):
         overridable = QoSOverridingOptions.with_default_policies()
         self.pub_utterance = self.create_publisher(Utterance, "dialogue/utterance", 10,
                                                    qos_overriding_options=overridable)
+        self.pub_partial = self.create_publisher(Utterance, PARTIAL_TOPIC, 10)
         self.pub_state = self.create_publisher(SpeechState, "dialogue/speech_state",
                                                SPEECH_STATE_QOS)
         self.hri = HriSpeechOutput(self, self.p["speaker"]) if self.p["ros4hri"] else None
@@ -233,6 +249,7 @@ class SpeechNode(Node):
                                  on_state=self._publish_state,
                                  on_input_finished=self._on_input_finished,
                                  on_spoken=self._publish_spoken,
+                                 on_partial=self._publish_partial,
                                  reply_timeout=self.p["reply_timeout"], logger=self.log,
                                  observer=self.face)
         if self.p["ros4hri"] and self.p["barge_in"] and pm.IdsList is not None:
@@ -339,6 +356,18 @@ class SpeechNode(Node):
         self.turns.utterance(text, speaker, language, confidence)
 
     def _publish_utterance(self, heard: HeardUtterance) -> None:
+        msg = self._utterance_msg(heard)
+        self.pub_utterance.publish(msg)
+        if self.hri is not None:
+            self.hri.heard(msg)
+
+    def _publish_partial(self, heard: HeardUtterance) -> None:
+        msg = self._utterance_msg(heard)
+        self.pub_partial.publish(msg)
+        if self.hri is not None:
+            self.hri.hearing(msg)
+
+    def _utterance_msg(self, heard: HeardUtterance) -> Utterance:
         msg = Utterance()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.header.frame_id = self.p["frame_id"]
@@ -347,9 +376,7 @@ class SpeechNode(Node):
         msg.source = self.backend_kind
         msg.language = heard.language or self.p["language"]
         msg.confidence = heard.confidence
-        self.pub_utterance.publish(msg)
-        if self.hri is not None:
-            self.hri.heard(msg)
+        return msg
 
     def _publish_state(self, state: int) -> None:
         msg = SpeechState()

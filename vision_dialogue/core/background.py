@@ -62,13 +62,19 @@ class PromptWarmer:
         self._pool, self._messages, self._idle, self.log = pool, messages, idle, logger
         self._lock = threading.Lock()
         self._pending = False
+        self._next: Callable[[], list] | None = None
         self.closed = False
 
-    def soon(self) -> None:
-        """Warm the prompt on the pool, unless a warm-up is already waiting."""
+    def soon(self, messages: Callable[[], list] | None = None) -> None:
+        """Warm the prompt on the pool, unless a warm-up is already waiting.
+
+        `messages`: a prompt other than the next reply's as it stands (the person's words so
+        far added); the newest request decides what the waiting warm-up reads.
+        """
         if not callable(self._warm):
             return
         with self._lock:
+            self._next = messages
             if self._pending or self.closed:
                 return
             self._pending = True
@@ -78,11 +84,13 @@ class PromptWarmer:
             self._pending = False
 
     def _run(self) -> None:
-        self._pending = False       # a change from now on asks for another warm-up
+        with self._lock:
+            self._pending = False       # a change from now on asks for another warm-up
+            messages = self._next or self._messages
         if not self._idle.is_set():
             return
         try:
-            read = self._warm(self._messages())
+            read = self._warm(messages())
             self.log.debug(f"warmed the reply prompt: {read} new tokens read")
         except Preempted:
             pass

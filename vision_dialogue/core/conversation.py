@@ -230,6 +230,17 @@ class Conversation(DirectedLines):
             raise ValueError("utterance text is empty")
         return self._serve(text, on_sentence, speaker, deadline, language)
 
+    def hear_ahead(self, text: str, speaker: str = "", language: str = "") -> None:
+        """The person still speaks: a local model reads the prompt with their words so far.
+
+        Nothing enters the timeline; a turn is never held up (the warm-up yields to it).
+        """
+        text = " ".join(str(text).split())
+        if text and not self._closed:
+            self.warmer.soon(lambda: self._turn_messages(
+                text, speaker, language, "", about_the_past(text),
+                self._prompt_items() + [LineItem(USER, text, speaker=speaker)])[1])
+
     def greet(self, on_sentence: SentenceCallback | None = None,
               deadline: float | None = None, instruction: str = "") -> TurnResult:
         """Speak first: an opening remark about the person in view (the paper's persona).
@@ -302,9 +313,9 @@ class Conversation(DirectedLines):
                           prompt_size(msgs)[0])
 
     def _turn_messages(self, text: str | None, speaker: str, language: str, instruction: str,
-                       past: bool) -> tuple[list, list]:
+                       past: bool, items: list | None = None) -> tuple[list, list]:
         """The timeline items a reply shows and its prompt, with this turn's notes."""
-        items = self._prompt_items()
+        items = self._prompt_items() if items is None else items
         msgs = self.builder.reply_messages(items, self.timeline.history_summary,
                                            self.camera_lost())
         if text is None:   # last, as the model's instruction (as a user line it is echoed)

@@ -97,7 +97,7 @@ class LlamaCppChatBackend:
                                f"{exc.__class__.__name__}: {exc}") from exc
         self._turns = OneAtATime()            # one generation at a time, replies first
         self._reply_tools = None              # the tools the last reply was offered
-        self.reused_tokens = 0
+        self.reused_tokens = self.prompt_tokens = 0    # of the last reply's prompt
         _LOG.info("loaded GGUF model %s with llama.cpp", path)
 
     # -- ChatBackend -------------------------------------------------------------------------
@@ -263,6 +263,7 @@ class LlamaCppChatBackend:
                 if lane == "reply":
                     self._reply_tools = tools
                     self.reused_tokens = _common_prefix(llm._input_ids.tolist(), tokens)
+                    self.prompt_tokens = len(tokens)
                 else:       # a long prompt read in one go would hold a reply up for seconds
                     self._read(llm, tokens[:-1])
                 chunks = llm.create_completion(tokens, max_tokens=n, temperature=t, stop=stop,

@@ -72,12 +72,18 @@ class HriSpeechOutput:
 
     def heard(self, utterance) -> None:
         """An utterance our recogniser published, as the speaker's LiveSpeech final."""
+        self._live_speech(utterance, final=utterance.text)
+
+    def hearing(self, utterance) -> None:
+        """The words so far of a line still being said, as LiveSpeech incremental."""
+        self._live_speech(utterance, incremental=utterance.text)
+
+    def _live_speech(self, utterance, **text) -> None:
         if self.tracked_pub is None:
             return
         pub = self._voice(voice_id(utterance.speaker))
-        pub.publish(pm.LiveSpeech(
-            header=utterance.header, final=utterance.text, confidence=float(
-                max(utterance.confidence, 0.0)), locale=utterance.language))
+        pub.publish(pm.LiveSpeech(header=utterance.header, confidence=float(
+            max(utterance.confidence, 0.0)), locale=utterance.language, **text))
 
 
 class HriFacesOutput:

@@ -48,6 +48,9 @@ class SpeechEvents(Protocol):
     def utterance(self, text: str, speaker: str = "", language: str = "",
                   confidence: float = -1.0) -> None: ...
 
+    def partial(self, text: str, speaker: str = "") -> None:
+        """The words so far of a line still being said (optional: backends check for it)."""
+
     def listening(self) -> None:
         """The backend is now waiting for the user."""
 

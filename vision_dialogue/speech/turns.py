@@ -61,6 +61,8 @@ class SpeechTurns:
     on_input_finished(): the backend has no more input (end of script or of stdin).
     on_spoken(turn_id, event, text): a reply turn BEGAN, a SENTENCE was said, the turn is DONE
     or was INTERRUPTED (barge-in, cancel) (the node publishes dialogue/spoken).
+    on_partial(utterance): the words so far of a line still being said, while the robot
+    listens (the node publishes dialogue/partial; the manager reads its prompt ahead).
     """
 
     def __init__(self, backend: SpeechBackend, *,
@@ -68,8 +70,10 @@ class SpeechTurns:
                  on_state: Callable[[int], None] = lambda state: None,
                  on_input_finished: Callable[[], None] = lambda: None,
                  on_spoken: Callable[[int, int, str], None] = lambda tid, event, text: None,
+                 on_partial: Callable[[HeardUtterance], None] = lambda utterance: None,
                  reply_timeout: float = 30.0, logger=None, observer=None):
         self.backend, self.publish, self.on_state = backend, publish, on_state
+        self.on_partial = on_partial
         self.observer = observer
         self.on_spoken = on_spoken
         self.on_input_finished, self.reply_timeout = on_input_finished, float(reply_timeout)
@@ -139,6 +143,12 @@ class SpeechTurns:
         self._observe("heard", text)
         self.set_state(THINKING)
         self._backend_call(self.backend.on_thinking)
+
+    def partial(self, text: str, speaker: str = "") -> None:
+        """The words so far of a line the person is still saying (a head start, no turn)."""
+        text = (text or "").strip()
+        if text and not self._closed.is_set() and self._state == LISTENING:
+            self.on_partial(HeardUtterance(text, speaker))
 
     def barge_in(self, why: str, awaiting: bool = False) -> bool:
         """Stop the reply being spoken or awaited (the user talks); whether there was one.

@@ -14,7 +14,12 @@ a segment that overlapped the robot's speech and reads like the sentence it was 
 dropped as echo.
 
 Recognition starts at the first silent chunk after speech (VAD `pause`) and is kept if no
-speech follows, so most of the end-of-speech wait overlaps recognition.
+speech follows, so most of the end-of-speech wait overlaps recognition. Its words decide how
+long the silence must last (voice/turn_end.py, `ends_by_meaning`): a complete question ends
+the turn as soon as it is recognised, "and then I..." waits longer. While the person speaks,
+the growing segment may be recognised every `partial_every` seconds and reported as a
+partial line (`events.partial`, also the words at each pause), so the LLM can read the prompt
+and most of the line before the end (off by default: measured slower on 2 cores).
 """
 from __future__ import annotations
 
@@ -35,6 +40,8 @@ from vision_dialogue.voice.sinks import AudioSink
 from vision_dialogue.voice.sources import AudioSource, AudioSourceError
 from vision_dialogue.voice.stt import Recognition, Recognizer
 from vision_dialogue.voice.tts import TTSError
+from vision_dialogue.voice.turn_end import HOLD_SILENCE_S, PARTIAL_EVERY_S, \
+    QUICK_SILENCE_S, silence_needed, turn_end
 from vision_dialogue.voice.vad import SpeechSegmenter, VadEvent
 
 #: a segment overlapping the robot's speech that matches a sentence it said this closely is echo
@@ -63,6 +70,8 @@ class LocalVoiceBackend(SpeechBackend):
                       segmenter=parts.segmenter, language=p["language"],
                       speaker=p["speaker"], barge_in=p["barge_in"], echo_gain=p["echo_gain"],
                       reply_timeout=p["reply_timeout"], backoff_initial=p["backoff_initial"],
+                      ends_by_meaning=p["ends_by_meaning"], quick_silence=p["quick_silence"],
+                      hold_silence=p["hold_silence"], partial_every=p["partial_every"],
                       backoff_max=p["backoff_max"], on_audio_in=io.on_audio_in,
                       on_audio_out=io.on_audio_out, logger=io.logger)
         build.connect(parts.source, backend)
@@ -78,10 +87,18 @@ class LocalVoiceBackend(SpeechBackend):
                  on_audio_in: Callable[[np.ndarray], None] | None = None,
                  on_audio_out: Callable[[np.ndarray, int, str], None] | None = None,
                  output_stream: TextIO | None = None, early_recognition: bool = True,
+                 ends_by_meaning: bool = True, quick_silence: float = QUICK_SILENCE_S,
+                 hold_silence: float = HOLD_SILENCE_S, partial_every: float = PARTIAL_EVERY_S,
                  logger: logging.Logger | None = None):
         super().__init__(logger)
         self.output = output_stream or sys.stdout   # the dialogue as text: you: / robot:
         self.early_recognition = early_recognition  # recognise from the first silent chunk
+        # the words at the first silent chunk set the silence that ends the turn (turn_end.py)
+        self.ends_by_meaning = ends_by_meaning and early_recognition
+        self.quick_silence, self.hold_silence = float(quick_silence), float(hold_silence)
+        self.partial_every = float(partial_every)   # s of speech between partials; 0: none
+        self._partials = ThreadPoolExecutor(1, thread_name_prefix="voice-partial")
+        self._partial_busy = False
         self._out_lock = threading.Lock()
         self.source, self.sink, self.recognizer, self.tts = source, sink, recognizer, tts
         self.segmenter = segmenter
@@ -189,6 +206,7 @@ class LocalVoiceBackend(SpeechBackend):
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5.0)
         self._stt.shutdown(wait=False, cancel_futures=True)
+        self._partials.shutdown(wait=False, cancel_futures=True)
 
     # ---------------------------------------------------------------- capture loop
     def _loop(self) -> None:
@@ -236,8 +254,60 @@ class LocalVoiceBackend(SpeechBackend):
             self._segment = {}
             return
         self._levels.append((rms(chunk), self.echo_gain * self.sink.level_at(now)))
+        self._decide_end()
         for event in self.segmenter.feed(chunk):
             self._on_vad(event, now)
+        self._maybe_partial(now)
+
+    def _decide_end(self) -> None:
+        """Once the words at the pause are known, they set the silence that ends the turn."""
+        seg = self._segment
+        future = seg.get("speculative")
+        if not self.ends_by_meaning or future is None or "end_rule" in seg:
+            return
+        if not future.done() and getattr(self.source, "realtime", True):
+            return
+        try:   # audio faster than real time (a WAV test): the words come at the pause
+            text = future.result(timeout=30.0).text
+        except Exception:  # noqa: BLE001 - reported when the segment ends
+            return
+        seg["end_rule"] = turn_end(text)
+        self.segmenter.wait_for(silence_needed(
+            text, self.quick_silence, self.segmenter.min_silence * CHUNK_S, self.hold_silence))
+
+    def _maybe_partial(self, now: float) -> None:
+        """Every `partial_every` s of a segment's speech: recognise it so far, as a partial."""
+        seg = self._segment
+        if not self.partial_every or "started_at" not in seg or "paused_at" in seg or \
+                seg.get("echo") or self._partial_busy or \
+                now - seg.get("partial_at", seg["started_at"]) < self.partial_every:
+            return
+        seg["partial_at"] = now
+        self._partial_busy = True
+        try:
+            self._partials.submit(self._partial, self.segmenter.audio_so_far(), seg)
+        except RuntimeError:        # closing
+            self._partial_busy = False
+
+    def _partial(self, audio: np.ndarray, seg: dict) -> None:
+        try:
+            self._report_partial(self.recognizer.transcribe(audio).text, seg)
+        except Exception as e:  # noqa: BLE001 - a partial is only a head start
+            self.log.debug(f"partial recognition failed: {e!r}")
+        finally:
+            self._partial_busy = False
+
+    def _speculated(self, future: Future, seg: dict) -> None:
+        """The words at a pause are a partial too, while the turn may still go on."""
+        if not future.cancelled() and future.exception() is None:
+            self._report_partial(future.result().text, seg)
+
+    def _report_partial(self, text: str, seg: dict) -> None:
+        """The words so far of the segment still being heard go to the owner (a head start)."""
+        text = text.strip()
+        partial = getattr(self.events, "partial", None)
+        if text and seg is self._segment and not seg.get("echo") and callable(partial):
+            partial(text, self.speaker)
 
     def _on_vad(self, event: VadEvent, now: float) -> None:
         seg = self._segment
@@ -247,7 +317,7 @@ class LocalVoiceBackend(SpeechBackend):
             mic_level = float(np.sqrt(np.mean([m * m for m, _ in voiced])))
             echo_level = float(np.sqrt(np.mean([e * e for _, e in voiced])))
             loud = mic_level > ECHO_MARGIN * echo_level
-            self._segment = seg = {}
+            self._segment = seg = {"started_at": now}
             if over_robot and self.barge_in and loud:
                 self.log.info("barge-in: the user speaks over the robot; stopping speech")
                 self._barged.set()
@@ -257,11 +327,16 @@ class LocalVoiceBackend(SpeechBackend):
                 seg["echo"] = True
         elif event.kind == "pause":
             seg["paused_at"] = now
+            if self.ends_by_meaning:      # no end before the words are known (or the longest)
+                self.segmenter.wait_for(self.hold_silence)
             if self.early_recognition:
-                seg["speculative"] = self._stt.submit(self.recognizer.transcribe, event.audio)
+                seg["speculative"] = future = self._stt.submit(self.recognizer.transcribe,
+                                                               event.audio)
+                if self.partial_every:
+                    future.add_done_callback(lambda f: self._speculated(f, seg))
         elif event.kind == "resume":
-            seg.pop("speculative", None)
-            seg.pop("paused_at", None)
+            for key in ("speculative", "paused_at", "end_rule"):
+                seg.pop(key, None)
         elif event.kind == "end":
             self._segment = {}
             speech_end = (seg.get("paused_at") or now) - CHUNK_S
@@ -274,6 +349,7 @@ class LocalVoiceBackend(SpeechBackend):
                 future = self._stt.submit(self.recognizer.transcribe, event.audio)
             timing = {"speech_end": speech_end, "vad_end": now,
                       "speech_s": len(event.audio) / SAMPLE_RATE,
+                      "end_rule": seg.get("end_rule", ""),
                       "speculative": "speculative" in seg and not event.cut}
             with self._count_lock:
                 self._recognising += 1

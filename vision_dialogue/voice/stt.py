@@ -40,7 +40,11 @@ class Recognition:
 
 
 class Recognizer:
-    """One faster-whisper model; `transcribe` is not thread-safe (one caller at a time)."""
+    """One faster-whisper model; `transcribe` may run in two threads at once.
+
+    Two CTranslate2 workers: a partial line being recognised while the person speaks does not
+    hold up the recognition of the line's end.
+    """
 
     def __init__(self, model: str = "", language: str = "", threads: int = 2,
                  beam_size: int = 1):
@@ -55,7 +59,7 @@ class Recognizer:
                                     "(no model.bin)")
         self.path = path
         self.model = WhisperModel(str(path), device="cpu", compute_type="int8",
-                                  cpu_threads=threads)
+                                  cpu_threads=threads, num_workers=2)
         self.multilingual = bool(self.model.model.is_multilingual)
         self.language = (language.split("-")[0].lower() if language else "") or \
             ("" if self.multilingual else "en")

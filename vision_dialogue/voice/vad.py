@@ -4,7 +4,8 @@ Events, in order, for each segment: `start` once it has `min_speech_s` of speech
 listens for this), `pause` at the first silent chunk after speech (the backend may start
 recognising there, before the end is certain), `resume` if speech comes back, and `end` after
 `min_silence_s` of silence, or at `max_segment_s` (a monologue is cut into pieces; `cut` is set).
-Blips shorter than `min_speech_s` never start a segment.
+Blips shorter than `min_speech_s` never start a segment. `wait_for(seconds)` changes the silence
+that ends the segment in progress (the backend decides it from the words: voice/turn_end.py).
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ class SpeechSegmenter:
                  min_speech_s: float = 0.25, max_segment_s: float = 20.0, pad_s: float = 0.4):
         self.model = model if model is not None else load_vad_model()
         self.threshold = threshold
-        self.min_silence = max(1, round(min_silence_s * SAMPLE_RATE / CHUNK))
+        self.min_silence = self.chunks(min_silence_s)
         self.min_speech = max(1, round(min_speech_s * SAMPLE_RATE / CHUNK))
         self.max_chunks = max(2, round(max_segment_s * SAMPLE_RATE / CHUNK))
         self._pre: deque[np.ndarray] = deque(maxlen=max(1, round(pad_s * SAMPLE_RATE / CHUNK)))
@@ -58,8 +59,24 @@ class SpeechSegmenter:
         self._buf: list[np.ndarray] = []
         self._voiced = self._silent = 0
         self._started = False
+        self._need = self.min_silence       # silent chunks that end this segment
         self._pre.clear()
         self.model.reset_states()
+
+    @staticmethod
+    def chunks(seconds: float) -> int:
+        """Whole chunks in `seconds` (at least one)."""
+        return max(1, round(seconds * SAMPLE_RATE / CHUNK))
+
+    def wait_for(self, seconds: float) -> None:
+        """The segment in progress ends after `seconds` of silence (the next chunk, if past)."""
+        if self._buf:
+            self._need = self.chunks(seconds)
+
+    @property
+    def silent_s(self) -> float:
+        """Seconds of silence since the last speech in the segment in progress."""
+        return self._silent * CHUNK / SAMPLE_RATE
 
     @property
     def busy(self) -> bool:
@@ -85,6 +102,7 @@ class SpeechSegmenter:
         if p >= self.threshold - _HYSTERESIS:
             if self._silent and self._started:
                 events.append(VadEvent("resume"))
+                self._need = self.min_silence   # what was decided at the pause is stale
             self._voiced += 1
             self._silent = 0
             events += self._maybe_start()
@@ -92,7 +110,7 @@ class SpeechSegmenter:
             self._silent += 1
             if self._silent == 1 and self._started:
                 events.append(VadEvent("pause", self._audio()))
-            if self._silent >= self.min_silence:
+            if self._silent >= self._need:
                 events += self._finish(cut=False)
                 return events
         if len(self._buf) >= self.max_chunks:
@@ -105,11 +123,16 @@ class SpeechSegmenter:
             return [VadEvent("start")]
         return []
 
+    def audio_so_far(self) -> np.ndarray:
+        """The segment in progress (empty when there is none)."""
+        return self._audio() if self._buf else np.zeros(0, np.float32)
+
     def _audio(self) -> np.ndarray:
         return np.concatenate(self._buf)
 
     def _finish(self, cut: bool) -> list[VadEvent]:
         started, audio = self._started, self._audio()
         self._buf, self._voiced, self._silent = [], 0, 0
+        self._need = self.min_silence
         self._started = False         # after a cut, the next speech chunk starts the next piece
         return [VadEvent("end", audio, cut=cut)] if started else []

@@ -1,0 +1,71 @@
+"""Is the person done? The end of a turn decided by what was said, not only by silence.
+
+A silence-only end-pointer waits the same `min_silence` after "Can you see me?" as after
+"and then I...". Here the words recognised at the first silent chunk decide how long to wait:
+
+* `COMPLETE` (a question, an exclamation, or a statement of a few words whose last word can
+  end a sentence): the turn ends after `quick_silence`, as soon as the words are known;
+* `INCOMPLETE` (the last word cannot end a line: "and", "the", "my", "um"...; a statement
+  ending in "to", "is", "I"...; or the recogniser wrote a trailing comma, dash or ellipsis):
+  the wait grows to `hold_silence`, so a pause to think does not cut the person off;
+* `UNSURE` (anything else: a short line, a statement without a clear end): `min_silence`, as
+  before.
+
+Rules, not a model: they cost nothing on the cores the reply needs, and their cut-offs and
+waits are measured on a set of lines with real mid-sentence pauses (benchmarks/bench_voice.py).
+"""
+from __future__ import annotations
+
+import re
+
+COMPLETE, UNSURE, INCOMPLETE = "complete", "unsure", "incomplete"
+
+#: words no line ends with, not even a question: articles, conjunctions, possessives, fillers
+NEVER_LAST = frozenset("""
+a an the and or but because if than my your his her our their every um uh er erm
+""".split())
+#: words after which a statement usually goes on (a question may end with them: "Where are
+#: you from?", "Can you?"): prepositions, auxiliaries, pronouns, hedges
+GOES_ON = NEVER_LAST | frozenset("""
+so when while then that which who whose where as to of in on at by for with from about into
+onto over under like between through after before its this these those some any no i you he
+she we they it's i'm you're we're they're is are was were am be been being do does did have
+has had can could will would should may might must shall hmm well also just really very maybe
+""".split())
+
+#: silence that ends a complete line (a question...) once its words are known, s
+QUICK_SILENCE_S = 0.3
+#: silence a line that goes on ("and then I...") may keep before the turn ends, s
+HOLD_SILENCE_S = 1.5
+#: seconds of speech between two recognitions of the growing segment (partial lines); 0: none.
+#: Off by default: on 2 cores the extra recognitions and the LLM's reading ahead slowed the
+#: reply they were meant to speed up (benchmarks/bench_voice.py --read-ahead, README)
+PARTIAL_EVERY_S = 0.0
+
+#: a statement with at least this many words whose last word can end it counts as complete
+MIN_STATEMENT_WORDS = 4
+
+_TRAILING_OPEN = re.compile(r"(,|;|:|-|—|–|\.\.\.|…)\s*$")
+_WORD = re.compile(r"[A-Za-z']+")
+
+
+def turn_end(text: str) -> str:
+    """COMPLETE, UNSURE or INCOMPLETE for the words heard so far (see the module docstring)."""
+    text = (text or "").strip()
+    words = _WORD.findall(text.lower())
+    if not words:
+        return UNSURE
+    if _TRAILING_OPEN.search(text) or words[-1] in NEVER_LAST:
+        return INCOMPLETE
+    if text.endswith(("?", "!")):
+        return COMPLETE
+    if words[-1] in GOES_ON:
+        return INCOMPLETE
+    if text.endswith(".") and len(words) >= MIN_STATEMENT_WORDS:
+        return COMPLETE
+    return UNSURE
+
+
+def silence_needed(text: str, quick: float, usual: float, hold: float) -> float:
+    """Seconds of silence that end a turn whose words so far are `text`."""
+    return {COMPLETE: quick, UNSURE: usual, INCOMPLETE: hold}[turn_end(text)]
