@@ -21,7 +21,8 @@ speakers ask. The setup `events=false` is the baseline: the paper's frames only.
 `objects=true` adds the offline object detector's notes to each frame (the detector node's
 path; `objects=false`, the default, is the baseline without it).
 
-Backends: `--llm local` (the embedded default: the local model with frame perception) or
+Backends: `--llm local` (the embedded model as it ships, the 1.5B on llama.cpp, with frame
+perception; `--engines` for others) or
 `--llm openai --base-url URL --model NAME` (any OpenAI-compatible server; frames go as images
 unless --no-images). `--setup NAME:key=value,...` (repeatable) runs several conversation
 settings (ConversationConfig fields) interleaved, battery by battery, against the same backend;
@@ -60,6 +61,7 @@ PERSONA_LEAKS = ("[", "]", "you see:", "you saw:", "what you see now", "earlier 
 PERSONA_INVENTORY = ("background", "the scene", "clothes mostly", "arms down", "no one there",
                      "things")
 EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF]")
+SHIPPED_ENGINE = "llamacpp@default:1.5b"    # what the offline setups run (config/*_setup.yaml)
 DEMO_MANAGER = dict(n=4, m=3, max_reply_tokens=60, stream=True)   # config/demo_setup.yaml
 
 
@@ -396,13 +398,13 @@ def main(argv=None) -> int:
     ap.add_argument("--no-images", action="store_true",
                     help="send text observations to the server instead of images")
     ap.add_argument("--timeout", type=float, default=60.0)
-    ap.add_argument("--dtype", default="auto",
-                    help="local model precision(s), comma-separated to compare them interleaved "
-                    "(auto, float32, bfloat16, int8)")
+    ap.add_argument("--dtype", default="",
+                    help="transformers: the precision(s), comma-separated to compare them "
+                    "interleaved (auto, float32, bfloat16, int8)")
     ap.add_argument("--engines", default="",
                     help="local engines to compare interleaved, comma-separated "
                     "KIND[/DTYPE][@MODEL]: transformers/float32@default,llamacpp@default:1.5b "
-                    "(replaces --dtype)")
+                    "(replaces --dtype; default: llamacpp@default:1.5b, what ships)")
     ap.add_argument("--deadline", type=float, default=60.0,
                     help="reply deadline per turn in seconds (the demo's reply_deadline)")
     ap.add_argument("--setup", action="append", default=[],
@@ -421,7 +423,8 @@ def main(argv=None) -> int:
         return rescore(args.rescore, battery)
     setups = [parse_setup(s) for s in args.setup] or [("default", {})]
     dtypes = [e.strip() for e in args.engines.split(",") if e.strip()] or [
-        f"transformers/{d.strip()}" for d in args.dtype.split(",") if d.strip()]
+        f"transformers/{d.strip()}" for d in args.dtype.split(",") if d.strip()] or [
+        SHIPPED_ENGINE]
     backends = {d: make_backend(args, d) for d in dtypes}
     observer = None
     if not getattr(backends[dtypes[0]], "supports_images", True):

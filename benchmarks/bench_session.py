@@ -18,8 +18,9 @@ the other, `--reps` times, interleaved. The default pair:
   before issue 21. `--setup paper:summary_mode=llm,prefix_cache=false,warm_cache=false` is what
   a user following the paper would run on the same model.
 
-`--busy N` keeps N other processes busy during each session; `engine=llamacpp` in a setup runs
-the GGUF with llama.cpp (`--model default` or a GGUF path). `face=true` in a setup runs the
+`--busy N` keeps N other processes busy during each session. The default is what ships: the
+embedded 1.5B on llama.cpp (`--model default` for the 0.5B, `--engine transformers` or
+`engine=transformers` in a setup for PyTorch). `face=true` in a setup runs the
 expressive face beside the conversation in this process (face/controller.py: a reaction to each
 question, each sentence's expression as it comes, gaze aversion and idle movements on their
 clock), as the speech node runs it, to measure what it costs the reply (issue 31).
@@ -158,7 +159,10 @@ def main(argv=None) -> int:
     ap.add_argument("--pause", type=float, default=6.0,
                     help="seconds between a reply's end and the next question")
     ap.add_argument("--deadline", type=float, default=30.0, help="reply deadline (the demo's)")
-    ap.add_argument("--model", default="default", help="local checkpoint, or default[:1.5b]")
+    ap.add_argument("--model", default="default:1.5b",
+                    help="local checkpoint or GGUF, or default[:1.5b] (default: what ships)")
+    ap.add_argument("--engine", default="llamacpp", choices=("llamacpp", "transformers"),
+                    help="the engine of setups that name none (default: what ships)")
     ap.add_argument("--dtype", default="auto", help="local model precision (auto, float32, "
                     "bfloat16, int8); a setup may set its own dtype=")
     ap.add_argument("--setup", action="append", default=[],
@@ -193,7 +197,7 @@ def main(argv=None) -> int:
             setup = dict(setup)
             cache = bool(setup.pop("prefix_cache", True))
             dtype = str(setup.pop("dtype", args.dtype))
-            engine = str(setup.pop("engine", "transformers"))
+            engine = str(setup.pop("engine", args.engine))
             setup.setdefault("focus_note", measured_focus_note(engine, args.model))
             threads = int(setup.pop("threads", 0))
             print(f"session {rep + 1}/{args.reps}, setup {name} {setup} prefix_cache={cache} "

@@ -202,13 +202,19 @@ def synthesise(parts: dict, tmp: Path) -> tuple[list[Path], list[Path]]:
     return questions, paused
 
 
-def camera(conv, stop: threading.Event) -> None:
-    """A demo-video frame every FRAME_PERIOD_S to the conversation."""
+def camera(conv, stop: threading.Event, wait_for_turns: bool = False) -> None:
+    """A demo-video frame every FRAME_PERIOD_S to the conversation.
+
+    wait_for_turns: a frame that comes during a turn waits for its end (an experiment: what a
+    budget of the cores while a turn is answered would give).
+    """
     from bench_dialogue import demo_video
     frames, manifest = demo_video()
     t0 = time.monotonic()
     while not stop.is_set():
         frame = frames[int((time.monotonic() - t0) * manifest["fps"]) % len(frames)]
+        if wait_for_turns:
+            conv._no_turn.wait(30.0)
         conv.add_frame(frame)
         stop.wait(FRAME_PERIOD_S)
 
@@ -228,6 +234,8 @@ def main() -> int:
     ap.add_argument("--busy", type=int, default=0, help="other busy processes meanwhile")
     ap.add_argument("--no-pauses", action="store_true", help="skip the cut-off lines")
     ap.add_argument("--pauses-only", action="store_true", help="only the cut-off lines")
+    ap.add_argument("--frames-wait-for-turns", action="store_true",
+                    help="a frame that comes during a turn waits for its end (experiment)")
     ap.add_argument("--read-ahead", type=float, nargs="?", const=READ_AHEAD_S, default=0.0,
                     help="'now' also publishes partial lines every S s and reads them ahead")
     args = ap.parse_args()
@@ -243,7 +251,8 @@ def main() -> int:
             for _ in range(args.busy)]
     conv = conversation(args, observer)
     stop = threading.Event()
-    cam = threading.Thread(target=camera, args=(conv, stop), daemon=True)
+    cam = threading.Thread(target=camera, args=(conv, stop, args.frames_wait_for_turns),
+                           daemon=True)
     cam.start()
     rows: dict[str, list[dict]] = {s: [] for s in SETUPS}
     cuts: dict[str, list[dict]] = {s: [] for s in SETUPS}

@@ -315,7 +315,11 @@ def test_server_that_appears_later_is_picked_up_at_the_next_turn(ros_context, fa
             Parameter("image_dir", value=str(rig.store)), Parameter("load", value="canny_cpu")])
         rig.nodes.insert(0, server)
         rig.ex.add_node(server)
-        assert rig.wait(lambda: rig.node.conversation.tools.client.available())
+        client = rig.node.conversation.tools.client
+        # appeared: its list service and its action (DDS discovers them one by one; on a
+        # loaded CI machine the action once took over the client's 10 s wait)
+        assert rig.wait(lambda: client.available()
+                        and client.actions["image_to_image"].server_is_ready(), timeout=30)
         rig.say("Now show me the edges")
         assert rig.wait(lambda: len(rig.finals()) == 2, timeout=30)
         assert rig.finals()[1].text == FINAL and rig.node.conversation.tools.ops == ["canny"]
