@@ -271,9 +271,9 @@ class LocalVoiceBackend(SpeechBackend):
             text = future.result(timeout=30.0).text
         except Exception:  # noqa: BLE001 - reported when the segment ends
             return
-        seg["end_rule"] = turn_end(text)
+        rule = seg["end_rule"] = turn_end(text)
         self.segmenter.wait_for(silence_needed(
-            text, self.quick_silence, self.segmenter.min_silence * CHUNK_S, self.hold_silence))
+            rule, self.quick_silence, self.segmenter.min_silence * CHUNK_S, self.hold_silence))
 
     def _maybe_partial(self, now: float) -> None:
         """Every `partial_every` s of a segment's speech: recognise it so far, as a partial."""

@@ -66,6 +66,6 @@ def turn_end(text: str) -> str:
     return UNSURE
 
 
-def silence_needed(text: str, quick: float, usual: float, hold: float) -> float:
-    """Seconds of silence that end a turn whose words so far are `text`."""
-    return {COMPLETE: quick, UNSURE: usual, INCOMPLETE: hold}[turn_end(text)]
+def silence_needed(rule: str, quick: float, usual: float, hold: float) -> float:
+    """Seconds of silence that end a turn whose words so far are judged `rule` (turn_end)."""
+    return {COMPLETE: quick, UNSURE: usual, INCOMPLETE: hold}[rule]

@@ -74,11 +74,6 @@ class SpeechSegmenter:
             self._need = self.chunks(seconds)
 
     @property
-    def silent_s(self) -> float:
-        """Seconds of silence since the last speech in the segment in progress."""
-        return self._silent * CHUNK / SAMPLE_RATE
-
-    @property
     def busy(self) -> bool:
         """Sound that may become a segment is being collected."""
         return bool(self._buf)
