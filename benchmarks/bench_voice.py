@@ -5,11 +5,14 @@ Questions synthesised with Piper play in real time through the local voice backe
 source -> Silero VAD -> Whisper tiny.en -> the conversation -> Piper -> WAV sink in real time)
 while a camera thread gives the conversation a demo-video frame every 5 s (observed,
 summarised), as in a session. Two setups take turns in that one conversation, on one LLM, so
-both meet the same prompt and the same load, question by question (ABBA):
+both meet the same prompt and the same load: question i goes to one setup and question i+1 to
+the other, in the order A B B A (each pass starts a new conversation and gives every question
+to the other setup than the pass before):
 
 - now: the end of a turn decided by its words (voice/turn_end.py); with `--read-ahead S` also
   the speech so far recognised every S seconds and read by the LLM while the person speaks
   (partial lines -> Conversation.hear_ahead);
+  The reply's first clause is spoken while the model writes the rest (llm/sentences.py).
 - before: the previous design: a fixed 0.5 s of silence ends a turn, recognition begun at the
   first silent chunk, the reply's first sentence spoken while the rest is written.
 
@@ -19,7 +22,8 @@ first audio sample. The goal (issue 32): total p50 <= 1.0 s, p95 <= 1.6 s.
 
 Cut-offs: lines with a pause of 0.4-1.2 s in the middle; a line is cut off when a turn ends
 at its pause (the robot would start answering half a question). Both end-pointers hear the same
-audio.
+audio. Barge-in: the person speaks over a long reply 1.0, 1.8 and 2.6 s into it; the time from
+their first sound to the robot's voice stopping.
 
     source env.sh && python benchmarks/bench_voice.py                 # the shipped default
     python benchmarks/bench_voice.py --model default --reps 2 --busy 1   # the 0.5B, loaded
@@ -46,6 +50,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from vision_dialogue.llm import sentences  # noqa: E402
 from vision_dialogue.speech.turns import SpeechTurns  # noqa: E402
 from vision_dialogue.voice.audio import SAMPLE_RATE, resample, write_wav  # noqa: E402
 from vision_dialogue.voice.backend import LocalVoiceBackend  # noqa: E402
@@ -59,7 +64,14 @@ from vision_dialogue.voice.vad import SpeechSegmenter, load_vad_model  # noqa: E
 QUESTIONS = ["Hello robot, can you see me?", "What colour is the cup on the table?",
              "Is there anyone else in the room?", "What did you see a minute ago?",
              "Do you like the pictures on the wall?", "Can you tell me what I am holding?",
-             "What is the weather like where you come from?", "Thank you, goodbye!"]
+             "What is the weather like where you come from?", "How many chairs can you see?",
+             "What am I wearing today?", "Do you remember my name?",
+             "Is the door open or closed?", "What would you like to do this afternoon?",
+             "Can you describe the room for me?", "Did anything change since I came in?",
+             "What is your favourite colour?", "Thank you, goodbye!"]
+"""A session's questions, each asked once per conversation: the setups take them in turn
+(ABBA), so that no setup meets a question the robot has just answered (a repeat the reply
+filter asks again for)."""
 #: (words before the pause, words after it, pause in seconds): a person thinking mid-line
 PAUSE_LINES = [("I was wondering if", "you could see my cup.", 0.6),
                ("What colour is", "the jacket I am wearing?", 0.8),
@@ -73,6 +85,10 @@ PAUSE_LINES = [("I was wondering if", "you could see my cup.", 0.6),
                ("I like cats.", "Do you?", 0.8)]
 SETUPS = {"now": dict(ends_by_meaning=True, partial_every=PARTIAL_EVERY_S),
           "before": dict(ends_by_meaning=False, partial_every=0.0)}
+FIRST_CLAUSE = {"now": sentences.FIRST_CLAUSE_WORDS, "before": 0}
+"""Words from which the reply's first clause is spoken on its own (0: whole sentences)."""
+HOLD = {"now": True, "before": False}
+"""Whether frame summaries wait while the person speaks (Conversation.hearing)."""
 READ_AHEAD_S = 0.6
 FRAME_PERIOD_S = 5.0
 
@@ -126,6 +142,7 @@ def voice(setup: str, wav: Path, parts: dict, out: Path, **kw) -> LocalVoiceBack
 
 def ask(setup: str, wav: Path, parts: dict, conv, out: Path) -> dict:
     """One question through the voice loop and `conv`; the turn's timings."""
+    sentences.FIRST_CLAUSE_WORDS = FIRST_CLAUSE[setup]
     backend = voice(setup, wav, parts, out)
     done, llm_first = threading.Event(), []
 
@@ -137,23 +154,37 @@ def ask(setup: str, wav: Path, parts: dict, conv, out: Path) -> dict:
         result = conv.turn(text, on_sentence=said, deadline=time.monotonic() + 15.0)
         turns.on_reply(1, getattr(result, "text", ""), True)
 
-    turns = SpeechTurns(backend, publish=lambda h: threading.Thread(
-        target=answer, args=(h.text,), daemon=True).start(),
-        on_partial=(lambda h: conv.hear_ahead(h.text)) if setup == "now" else
-        (lambda h: None), on_input_finished=done.set,
-        reply_timeout=30.0)
+    answering: list[threading.Thread] = []
+
+    def publish(heard) -> None:
+        answering.append(threading.Thread(target=answer, args=(heard.text,), daemon=True))
+        answering[-1].start()
+
+    read_ahead = (lambda h: conv.hear_ahead(h.text)) if setup == "now" else (lambda h: None)
+    hearing = getattr(conv, "hearing", None) if HOLD[setup] else None
+    turns = SpeechTurns(backend, publish=publish, on_partial=read_ahead,
+                        on_speaking=hearing or (lambda on: None),
+                        on_input_finished=done.set, reply_timeout=30.0)
     backend.start(turns)
     done.wait(60.0)
+    for thread in answering:       # the whole reply, as a person waits for it to be said
+        thread.join(60.0)
     turns.wait_idle(30.0)
     turns.close()
     backend.close()
     t = backend.timings[0]
-    return {"vad": t["vad_end"] - t["speech_end"], "stt": t["recognised"] - t["vad_end"],
+    llm = getattr(conv, "backend", None)
+    rt = getattr(llm, "reply_times", {})
+    return {"prompt": rt.get("asked", 0) - t["recognised"],
+            "wait": rt.get("free", 0) - rt.get("asked", 0),
+            "read": rt.get("first_token", 0) - rt.get("free", 0),
+            "decode": (llm_first[0] - rt["first_token"]) if "first_token" in rt else 0,
+            "vad": t["vad_end"] - t["speech_end"], "stt": t["recognised"] - t["vad_end"],
             "llm": llm_first[0] - t["recognised"], "tts": t["tts_s"],
             "total": t["first_audio"] - t["speech_end"], "text": t["text"],
-            "rule": t["end_rule"], "reused": "{}/{}".format(*(
-                getattr(getattr(conv, "backend", None), k, 0)
-                for k in ("reused_tokens", "prompt_tokens")))}
+            "rule": t["end_rule"],
+            "reused": f"{getattr(llm, 'reused_tokens', 0)}/{getattr(llm, 'prompt_tokens', 0)}",
+            "threads": getattr(getattr(llm, "cpu", None), "last", 0)}
 
 
 class Heard:
@@ -189,6 +220,74 @@ def cut_offs(setup: str, wavs: list[Path], parts: dict, out: Path) -> list[dict]
     return rows
 
 
+STORY = ("Once upon a time there was a small robot. It lived in a quiet house by the sea. "
+         "Every morning it looked at the waves and counted the boats. Then it went inside.")
+BARGE_DELAYS = (1.0, 1.8, 2.6)
+"""Seconds into the robot's story at which the person speaks over it."""
+
+
+class Storyteller(Heard):
+    """Answers the first line with a long story said in real time, the next one briefly."""
+
+    def utterance(self, text, *_a, **_k):
+        self.lines.append(text)
+        reply = STORY if len(self.lines) == 1 else "Yes?"
+        threading.Thread(target=self._say, args=(reply,), daemon=True).start()
+
+    def _say(self, reply: str) -> None:
+        self.backend.begin_reply()
+        for sentence in sentences.split_sentences(reply):
+            if not self.backend.speak(sentence):
+                break
+        self.backend.end_reply(reply)
+
+
+class Onset:
+    """The first chunk with the person's voice while the robot speaks (monotonic time)."""
+
+    def __init__(self, inner, in_reply: threading.Event):
+        self.inner, self.in_reply, self.at = inner, in_reply, None
+
+    def chunks(self, stop):
+        for chunk in self.inner.chunks(stop):
+            if self.at is None and self.in_reply.is_set() and \
+                    float(np.sqrt(np.mean(chunk * chunk))) > 0.01:
+                self.at = time.monotonic()
+            yield chunk
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def barge_in_stops(parts: dict, tmp: Path) -> list[float]:
+    """Seconds from the person's first sound over the robot's story to its voice stopping."""
+    silence = np.zeros(SAMPLE_RATE // 2, np.float32)
+    ask = write_wav(tmp / "story.wav", np.concatenate(
+        [silence, resample(*parts["tts"].synthesize("Tell me a long story please."))]),
+        SAMPLE_RATE)
+    stop_wav = write_wav(tmp / "stop.wav", resample(*parts["tts"].synthesize(
+        "Stop, what colour is the cup?")), SAMPLE_RATE)
+    out = []
+    for delay in BARGE_DELAYS:
+        seq = tmp / f"barge_{delay}.yaml"
+        seq.write_text(f"- wav: {ask.name}\n- wav: {stop_wav.name}\n  delay: {delay}\n"
+                       "  interrupt: true\n")
+        backend, heard = voice("now", seq, parts, tmp / "barge", barge_in=True), Storyteller()
+        source = backend.source = Onset(backend.source, backend._in_reply)
+        stopped = []
+        sink_stop = backend.sink.stop
+        backend.sink.stop = lambda: (stopped.append(time.monotonic()), sink_stop())
+        heard.backend = backend
+        backend.start(heard)
+        heard.finished.wait(60.0)
+        backend.close()
+        if stopped and source.at is not None:
+            out.append(stopped[0] - source.at)
+        else:
+            print(f"  barge-in at {delay} s: not heard ({heard.lines})", flush=True)
+    return out
+
+
 def synthesise(parts: dict, tmp: Path) -> tuple[list[Path], list[Path]]:
     silence = np.zeros(SAMPLE_RATE // 2, np.float32)
 
@@ -217,6 +316,35 @@ def camera(conv, stop: threading.Event, wait_for_turns: bool = False) -> None:
             conv._no_turn.wait(30.0)
         conv.add_frame(frame)
         stop.wait(FRAME_PERIOD_S)
+
+
+def session(args, observer, rep: int, questions: list[Path], parts: dict, tmp: Path,
+            rows: dict[str, list[dict]]) -> None:
+    """One pass: a new conversation with the camera on, the questions shared ABBA."""
+    conv = conversation(args, observer)
+    stop = threading.Event()
+    cam = threading.Thread(target=camera, args=(conv, stop, args.frames_wait_for_turns),
+                           daemon=True)
+    cam.start()
+    names = list(SETUPS)
+    warm = getattr(getattr(conv, "backend", None), "warm", None)
+    if warm is not None:          # on for a while before the person speaks: the prompt is read
+        while not len(conv.timeline):
+            stop.wait(0.1)
+        warm(conv.reply_messages())
+    try:
+        for i, wav in enumerate(questions):
+            s = names[((i + 1) // 2 + rep) % 2]           # A B B A A B B A ..., swapped per pass
+            rows[s].append(ask(s, wav, parts, conv, tmp / f"out_{s}"))
+            r = rows[s][-1]
+            print(f"  {s:<7} {r['total']:5.2f} s (vad {r['vad']:.2f} stt {r['stt']:.2f} llm "
+                  f"{r['llm']:.2f}) [{r['rule']}] {r['reused']} reused, {r['threads']} threads "
+                  + " ".join(f"{k} {r[k]:.2f}" for k in ("prompt", "wait", "read", "decode"))
+                  + f" {r['text']!r}", flush=True)
+    finally:
+        stop.set()
+        cam.join(10.0)
+        conv.close(timeout=1.0)
 
 
 def pct(xs, q: float) -> float:
@@ -249,56 +377,54 @@ def main() -> int:
         observer = make_observer()
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
             for _ in range(args.busy)]
-    conv = conversation(args, observer)
-    stop = threading.Event()
-    cam = threading.Thread(target=camera, args=(conv, stop, args.frames_wait_for_turns),
-                           daemon=True)
-    cam.start()
     rows: dict[str, list[dict]] = {s: [] for s in SETUPS}
     cuts: dict[str, list[dict]] = {s: [] for s in SETUPS}
     try:
         for rep in range(0 if args.pauses_only else args.reps):
-            for i, wav in enumerate(questions):
-                order = list(SETUPS) if (rep * len(questions) + i) % 2 == 0 else \
-                    list(SETUPS)[::-1]
-                for s in order:
-                    rows[s].append(ask(s, wav, parts, conv, tmp / f"out_{s}"))
-                    r = rows[s][-1]
-                    print(f"  {s:<7} {r['total']:5.2f} s (vad {r['vad']:.2f} stt "
-                          f"{r['stt']:.2f} llm {r['llm']:.2f}) [{r['rule']}] {r['reused']} reused "
-                          f"{r['text']!r}",
-                          flush=True)
+            session(args, observer, rep, questions, parts, tmp, rows)
+        barge: list[float] = []
         if not args.no_pauses:
             for s in SETUPS:
                 cuts[s] = cut_offs(s, paused, parts, tmp / f"cut_{s}")
+            barge = barge_in_stops(parts, tmp)
     finally:
-        stop.set()
         for p in busy:
             p.kill()
-        conv.close(timeout=1.0)
     keys = ("vad", "stt", "llm", "tts", "total")
     summary = {s: {k: pct([r[k] for r in rows[s]] or [0], 50) for k in keys}
                | {"p95_total": pct([r["total"] for r in rows[s]] or [0], 95), "n": len(rows[s]),
+                  "first_half": pct([r["total"] for r in rows[s][:len(rows[s]) // 2]] or [0],
+                                    50),
+                  "second_half": pct([r["total"] for r in rows[s][len(rows[s]) // 2:]] or [0],
+                                     50),
                   "cut_offs": sum(c["cut"] for c in cuts[s]), "pause_lines": len(cuts[s])}
                for s in SETUPS}
     print(f"\nspoken loop, end of speech -> first robot audio ({args.reps} x {len(QUESTIONS)} "
           f"questions, LLM {args.llm} {args.model if args.llm != 'fake' else ''}, "
           f"{args.busy} busy processes, read ahead every {args.read_ahead or '-'} s; "
           "seconds, p50)")
-    print(f"{'setup':<8}" + "".join(f"{k:>7}" for k in keys) + f"{'p95':>7}{'cut-offs':>10}")
+    print(f"{'setup':<8}" + "".join(f"{k:>7}" for k in keys) + f"{'p95':>7}{'cut-offs':>10}"
+          "  first half -> second half of the session")
     for s in SETUPS:
         m = summary[s]
         print(f"{s:<8}" + "".join(f"{m[k]:7.2f}" for k in keys)
-              + f"{m['p95_total']:7.2f}{m['cut_offs']:>6} / {m['pause_lines']}")
+              + f"{m['p95_total']:7.2f}{m['cut_offs']:>6} / {m['pause_lines']}"
+              f"    {m['first_half']:.2f} -> {m['second_half']:.2f}")
     for s in SETUPS:
         for line, c in zip(PAUSE_LINES, cuts[s]):
             if c["cut"]:
                 print(f"  {s}: cut off {line[0]!r} | {line[1]!r} ({line[2]} s): {c['heard']}")
+    if barge:
+        print(f"barge-in: the robot's voice stopped {pct(barge, 50):.2f} s (p50; longest "
+              f"{max(barge):.2f} s) after the person began speaking over it "
+              f"({len(barge)} of {len(BARGE_DELAYS)} heard)")
     now = summary["now"]
     goal = now["total"] <= 1.0 and now["p95_total"] <= 1.6
     print(f"goal (p50 <= 1.0 s, p95 <= 1.6 s): {'met' if goal else 'NOT met'}")
     print(json.dumps({"benchmark": "voice", "llm": args.llm, "model": args.model,
                       "busy": args.busy, "read_ahead": args.read_ahead, "summary": summary,
+                      "barge_in_stop_s": {"p50": pct(barge, 50) if barge else None,
+                                          "max": max(barge, default=None), "n": len(barge)},
                       "goal_met": goal}))
     return 0
 

@@ -66,6 +66,22 @@ def test_near_repeats():
     assert f.said_before == ["I can see you in the middle, wearing orange!"]
 
 
+def test_a_first_clause_spoken_alone_is_judged_with_its_sentence():
+    """A clause that starts a sentence said before waits for its rest; the whole is judged."""
+    f = NoteFilter(said=["I see you in the middle, wearing orange."])
+    assert f.feed("I see you in the middle,") == ""           # held: it may be a repeat
+    assert f.feed("wearing orange.") == ""
+    assert f.said_before == ["I see you in the middle, wearing orange."]
+    f = NoteFilter(said=["I see you in the middle, wearing orange."])
+    assert f.feed("I see you in the middle,") == ""
+    assert f.feed("next to a tall green plant.") == \
+        "I see you in the middle, next to a tall green plant."   # new: said, once
+    f = NoteFilter(said=["I see you in the middle, wearing orange."])
+    assert f.feed("Hello there my friend,") == "Hello there my friend,"    # said at once
+    assert f.feed("how are you today?") == "how are you today?"
+    assert f.feed("Hello there my friend, how are you today?") == ""     # kept as one sentence
+
+
 def _conv(supports_images: bool, **cfg):
     be = FakeChatBackend(supports_images=supports_images,
                          responder=lambda m, k: "Yes, you are.")
@@ -92,8 +108,8 @@ def test_a_text_model_gets_the_note_right_before_the_question(supports_images, f
 class _Stat:
     """A /proc/stat whose busy and idle ticks the test moves."""
 
-    def __init__(self, path):
-        self.path, self.busy, self.idle = path, 0, 0
+    def __init__(self, path, running=None):
+        self.path, self.busy, self.idle, self.running = path, 0, 0, running
         self.write()
 
     def add(self, busy, idle):
@@ -102,7 +118,9 @@ class _Stat:
         self.write()
 
     def write(self):
-        self.path.write_text(f"cpu {self.busy} 0 0 {self.idle} 0 0 0 0 0 0\ncpu0 1 2 3 4\n")
+        running = "" if self.running is None else f"procs_running {self.running}\n"
+        self.path.write_text(f"cpu {self.busy} 0 0 {self.idle} 0 0 0 0 0 0\ncpu0 1 2 3 4\n"
+                             + running)
 
 
 def test_threads_follow_the_free_cores(tmp_path, monkeypatch):
@@ -128,6 +146,30 @@ def test_threads_follow_the_free_cores(tmp_path, monkeypatch):
     with pytest.raises(ValueError):
         CpuShare(fixed=-1)
     assert CpuShare(stat=tmp_path / "missing").threads() >= 1
+
+
+def test_work_that_has_ended_leaves_its_cores_to_the_reply(tmp_path, monkeypatch):
+    """Work that ended frees its core for the reply; work that keeps running still counts.
+
+    The recogniser kept a core busy until the person's words were known.
+    """
+    import vision_dialogue.llm.cpu_threads as ct
+    monkeypatch.setattr(ct.os, "cpu_count", lambda: 2)
+    clock = [100.0]
+    monkeypatch.setattr(ct.time, "monotonic", lambda: clock[0])
+    stat = _Stat(tmp_path / "stat", running=1)          # only the caller runs now
+    share = CpuShare(cores=2, stat=stat.path)
+    share.threads()
+    share.done()
+    clock[0] += 5
+    stat.add(busy=500, idle=500)
+    assert share.threads() == 2 and share.others_busy == 0
+    share.done()
+    clock[0] += 5
+    stat.add(busy=500, idle=500)
+    stat.running = 2                                    # and another process still runs
+    stat.write()
+    assert share.threads() == 1 and round(share.others_busy, 2) == 1.0
 
 
 class _WarmBackend(FakeChatBackend):
@@ -167,6 +209,92 @@ def test_a_changed_prompt_is_warmed_between_turns_with_the_reply_prompt():
         c.add_frame(np.full((60, 80, 3), 120, np.uint8))
         c.turn("Hello!")
         assert off.warmed == []
+    finally:
+        c.close()
+
+
+def test_a_frame_that_came_during_a_turn_is_read_after_it():
+    """Not at the next turn: a warm-up during a turn is skipped, so one follows the turn."""
+    be, c = _warmed_after_a_frame()
+    try:
+        during = []
+
+        def camera(kind, _data):
+            if kind == "user" and not during:       # the turn is under way
+                during.append(c.add_frame(np.full((60, 80, 3), 90, np.uint8)))
+                assert _until(lambda: not c.warmer._pending)    # its warm-up was skipped
+        c.add_listener(camera)
+        n = len(be.warmed)
+        c.turn("Hello!")
+        assert during
+        assert _until(lambda: len(be.warmed) > n and be.warmed[-1] == c.reply_messages())
+        roles = [m["role"] for m in be.warmed[-1]]
+        assert roles[-2:] == ["assistant", "system"]            # the reply, then what it sees
+        assert be.warmed[-1][-1]["content"].startswith(load_persona().frame_label)
+    finally:
+        c.close()
+
+
+def _chat_text(msgs: list) -> str:
+    """The prompt as a chat template writes it, without the last message's end marker."""
+    return "".join(f"<{m['role']}>{m['content']}</>" for m in msgs)[:-len("</>")]
+
+
+def test_a_text_prompt_only_grows_at_its_end_as_frames_and_turns_come():
+    """What a local model read stays valid: frames, people and turns change the prompt's end.
+
+    llama.cpp reads only what follows the longest common prefix.
+    """
+    be = _WarmBackend()
+    c = Conversation(be, load_persona(), ConversationConfig(n=8, m=3),
+                     observer=lambda bgr: f"something at level {int(bgr.mean())}")
+    try:
+        c.add_frame(np.full((60, 80, 3), 60, np.uint8))
+        before = c.reply_messages()
+        c.add_frame(np.full((60, 80, 3), 90, np.uint8))
+        after = c.reply_messages()
+        assert _chat_text(after).startswith(_chat_text(before[:-1]))    # the "now" note went
+        assert after[-1]["content"] == f"{load_persona().frame_label} something at level 90"
+        c.set_people("one person, close, in the middle")
+        c.turn("What do you see?")
+        sent = be.calls[-1][1]
+        assert _chat_text(sent).startswith(_chat_text(after[:-1]))      # notes after it
+        assert sent[-1]["content"] == "What do you see?"
+        assert any("one person, close" in m["content"] for m in sent[len(after) - 1:])
+        c.add_frame(np.full((60, 80, 3), 120, np.uint8))
+        later = c.reply_messages()
+        assert _chat_text(later).startswith(_chat_text(after[:-1]))     # and go with it
+        assert "What do you see?" in _chat_text(later)[len(_chat_text(after[:-1])):]
+    finally:
+        c.close()
+
+
+def test_summaries_wait_while_the_person_speaks():
+    """A summary rewrites the prompt's middle: not while the person speaks (bounded)."""
+    from vision_dialogue.core import summariser
+    from vision_dialogue.core.timeline import FrameItem, SummaryItem
+    be = _WarmBackend()
+    c = Conversation(be, load_persona(), ConversationConfig(n=2, m=1),
+                     observer=lambda bgr: "one person, close, in the middle")
+    try:
+        def kinds():
+            return [type(it).__name__ for it in c.timeline.snapshot()
+                    if isinstance(it, (FrameItem, SummaryItem))]
+        c.hearing(True)
+        for level in (60, 90, 120):
+            c.add_frame(np.full((60, 80, 3), level, np.uint8))
+        assert kinds() == ["FrameItem"] * 3                 # held: nothing rewritten
+        c.hearing(False)
+        assert kinds() == ["FrameItem"] * 3          # the turn that follows reads it as it is
+        c.turn("What do you see?")
+        assert kinds().count("FrameItem") == 1 and kinds()[-1] == "FrameItem", kinds()
+        c.hearing(True)                                     # a "stopped" that never came
+        summariser.HOLD_MAX_S, old = 0.0, summariser.HOLD_MAX_S
+        try:
+            c.add_frame(np.full((60, 80, 3), 150, np.uint8))
+        finally:
+            summariser.HOLD_MAX_S = old
+        assert kinds().count("FrameItem") == 1, kinds()      # not held for ever
     finally:
         c.close()
 

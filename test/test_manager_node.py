@@ -580,3 +580,29 @@ def test_the_faces_records_reach_the_transcript_and_the_monitor(ros_context, fak
         assert notes and "sad" in notes[0] and "My dog died yesterday." in notes[0]
     finally:
         rig.close()
+
+
+def test_summaries_wait_while_dialogue_hearing_says_the_person_speaks(
+        ros_context, fake, tmp_path):
+    """The speech node's dialogue/hearing: the 4th frame's summary comes after the turn."""
+    from std_msgs.msg import Bool
+    from vision_dialogue.ros.qos import RELIABLE_QOS
+    rig = Rig(ros_context, fake, tmp_path, n=4, m=3, newest_max_side=320, older_max_side=128)
+    try:
+        hearing = rig.io.create_publisher(Bool, "dialogue/hearing", RELIABLE_QOS)
+        assert rig.wait(lambda: hearing.get_subscription_count() >= 1)
+        hearing.publish(Bool(data=True))
+        held = rig.node.conversation.summariser
+        assert rig.wait(lambda: held._held_since is not None)
+        img = photo()
+        for i in range(4):
+            rig.img_pub.publish(to_image_msg(img, frame_id="cam"))
+            assert rig.wait(lambda: len(rig.node.conversation.timeline) > i)
+        assert rig.node.conversation.state()["frame_summaries"] == 0     # held
+        hearing.publish(Bool(data=False))
+        assert rig.wait(lambda: held._held_since is None)
+        rig.say("Hi robot!")
+        assert rig.wait(lambda: rig.finals())
+        assert rig.wait(lambda: any(s.frame_summaries == 1 for s in rig.states))
+    finally:
+        rig.close()

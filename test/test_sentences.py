@@ -122,3 +122,28 @@ def test_iter_sentences_is_lazy():
     assert next(it) == "One."
     assert consumed == ["One. "]          # the rest was not read yet
     assert list(it) == ["Two.", "Three"]
+
+
+def test_the_first_clause_of_a_spoken_reply_comes_on_its_own():
+    """From 4 words, the first piece ends at a comma, semicolon, colon or spaced dash."""
+    def pieces(text, words=4):
+        s = SentenceSplitter(first_clause_words=words)
+        out = []
+        for token in text.split(" "):          # streamed word by word, as a model writes
+            out.extend(s.feed(token + " "))
+        return out + s.flush()
+    assert pieces("Yes, I can see you sitting there, with a cup. It is blue, and big.") == [
+        "Yes, I can see you sitting there,", "with a cup.", "It is blue, and big."]
+    assert pieces("I see two people - one is waving. Hi.") == [
+        "I see two people -", "one is waving.", "Hi."]
+    assert pieces("Hi! I can see you, over there.") == ["Hi!", "I can see you, over there."]
+    assert pieces("A well-known old painting, I think.") == [
+        "A well-known old painting,", "I think."]
+    assert pieces("A well-known painting, I think.") == ["A well-known painting, I think."]
+    assert pieces("It costs 1,000 euros and more.") == ["It costs 1,000 euros and more."]
+    assert pieces("Yes, I can see you, there.", words=0) == ["Yes, I can see you, there."]
+    assert split_sentences("Yes, I can see you, there.") == ["Yes, I can see you, there."]
+    s = SentenceSplitter(first_clause_words=4)
+    assert s.feed("One two three four,") == []              # undecided until more comes
+    assert s.feed(" five.") == ["One two three four,"] and s.flush() == ["five."]
+    assert s.feed("One two three four, five. ") == ["One two three four,", "five."]

@@ -15,7 +15,9 @@ from rclpy.parameter import Parameter
 pytest.importorskip("faster_whisper")
 pytest.importorskip("piper")
 
+from std_msgs.msg import Bool  # noqa: E402
 from vision_dialogue.msg import AudioChunk, SpeechState, Utterance  # noqa: E402
+from vision_dialogue.ros.qos import RELIABLE_QOS  # noqa: E402
 from vision_dialogue.ros.params import ParameterError  # noqa: E402
 from vision_dialogue.speech_node import SpeechNode  # noqa: E402
 from vision_dialogue.voice.audio import SAMPLE_RATE, from_pcm16  # noqa: E402
@@ -57,6 +59,9 @@ def test_wav_in_utterances_out_sentences_to_wav(ros_context, spin, tmp_path, spo
     heard, said = Listener(ros_context, "audio/input"), Listener(ros_context, "audio/output")
     partials: list[Utterance] = []
     peer.node.create_subscription(Utterance, "dialogue/partial", partials.append, 50)
+    hearing: list[bool] = []
+    peer.node.create_subscription(Bool, "dialogue/hearing", lambda m: hearing.append(m.data),
+                                  RELIABLE_QOS)
     ex = MultiThreadedExecutor(num_threads=3, context=ros_context)
     for n in (node, peer.node, heard.node, said.node):
         ex.add_node(n)
@@ -90,6 +95,8 @@ def test_wav_in_utterances_out_sentences_to_wav(ros_context, spin, tmp_path, spo
     firsts = {m.text.split()[0].lower().strip(",.?") for m in partials}
     assert {"hello", "what"} <= firsts, [m.text for m in partials]
     assert all(m.source == "local" and m.header.stamp.sec > 0 for m in partials)
+    # the person began and stopped speaking, once per line (the manager holds summaries)
+    assert hearing == [True, False, True, False], hearing
 
 
 @pytest.mark.parametrize("params, name", [

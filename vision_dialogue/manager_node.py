@@ -9,6 +9,8 @@ A thin ROS adapter around `vision_dialogue.core.conversation.Conversation`:
   thread, so LLM calls never block the executor and frames keep flowing during a reply;
 * `dialogue/partial` (vision_dialogue/Utterance): the words so far of a line still being said;
   a local LLM reads the prompt with them ahead of the turn (`warm_cache`);
+* `dialogue/hearing` (std_msgs/Bool): the person is speaking; frame summaries wait meanwhile
+  (a summary rewrites the prompt's middle, which the reply would then read again);
 * `dialogue/reply` (vision_dialogue/Reply): one message per streamed sentence (final=false),
   then the whole text (final=true);
 * `dialogue/prompt_state` (vision_dialogue/PromptState, transient local, depth 1): after
@@ -37,7 +39,7 @@ import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.qos_overriding_options import QoSOverridingOptions
-from std_msgs.msg import String
+from std_msgs.msg import Bool, String
 
 from vision_dialogue.ros.console import VERBOSE_ENV
 from vision_dialogue.llm.base import BackendError
@@ -64,7 +66,7 @@ from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC, LATCHED_QOS, RELIA
     VISUAL_EVENTS_TOPIC
 from vision_dialogue.ros.manager_params import PARAMS, cross_check
 from vision_dialogue.ros.skill_host import ManagerSkillHost
-from vision_dialogue.ros.topics import FACE_RECORDS_TOPIC, PARTIAL_TOPIC
+from vision_dialogue.ros.topics import FACE_RECORDS_TOPIC, HEARING_TOPIC, PARTIAL_TOPIC
 from vision_dialogue.ros.skill_servers import IntentOutput, SkillServers
 from vision_dialogue.ros.params import ParameterError, declare_params
 
@@ -335,6 +337,8 @@ class ManagerNode(Node):
                                  .with_default_policies())
         # the words so far of a line still being said: the prompt is read ahead (a local LLM)
         self.create_subscription(Utterance, PARTIAL_TOPIC, self._on_partial, 10)
+        self.create_subscription(Bool, HEARING_TOPIC,
+                                 lambda msg: self.conversation.hearing(msg.data), RELIABLE_QOS)
         # what the robot's face showed (the speech node's face), into the transcript
         self.create_subscription(String, FACE_RECORDS_TOPIC, self._on_face_record, RELIABLE_QOS)
         self._frame_width = 0

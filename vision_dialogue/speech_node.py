@@ -7,6 +7,9 @@ Topics (relative, remappable):
   publishes  dialogue/utterance    vision_dialogue/Utterance   what the user said
   publishes  dialogue/partial      vision_dialogue/Utterance   backend=local: the words so far
                                                                of a line still being said
+  publishes  dialogue/hearing      std_msgs/Bool               backend=local: true when the
+                                                               person begins speaking, false
+                                                               when the line ends
   subscribes dialogue/reply        vision_dialogue/Reply       chunks (final=false), then final
   publishes  dialogue/speech_state vision_dialogue/SpeechState IDLE/LISTENING/THINKING/SPEAKING
                                                                (transient local: late joiners
@@ -40,7 +43,7 @@ from typing import Callable, TextIO
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos_overriding_options import QoSOverridingOptions
-from std_msgs.msg import UInt32
+from std_msgs.msg import Bool, UInt32
 
 from vision_dialogue.core.people import PEOPLE_FRESH_S, TrackedPerson, closest
 from vision_dialogue.core.variants import AUTO, choose_variant
@@ -55,7 +58,8 @@ from vision_dialogue.ros.standard_inputs import HriBargeIn
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 from vision_dialogue.ros.qos import RELIABLE_QOS, SPEECH_STATE_QOS
-from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, PARTIAL_TOPIC, SPOKEN_TOPIC
+from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, HEARING_TOPIC, PARTIAL_TOPIC, \
+    SPOKEN_TOPIC
 from vision_dialogue.speech import BACKEND_NAMES, SpeechBackend, backend_class
 from vision_dialogue.speech.base import RobotTurnTaking, SpeechIO
 from vision_dialogue.speech.script import ScriptError, load_script
@@ -223,6 +227,7 @@ class SpeechNode(Node):
         self.pub_utterance = self.create_publisher(Utterance, "dialogue/utterance", 10,
                                                    qos_overriding_options=overridable)
         self.pub_partial = self.create_publisher(Utterance, PARTIAL_TOPIC, 10)
+        self.pub_hearing = self.create_publisher(Bool, HEARING_TOPIC, RELIABLE_QOS)
         self.pub_state = self.create_publisher(SpeechState, "dialogue/speech_state",
                                                SPEECH_STATE_QOS)
         self.hri = HriSpeechOutput(self, self.p["speaker"]) if self.p["ros4hri"] else None
@@ -250,6 +255,7 @@ class SpeechNode(Node):
                                  on_input_finished=self._on_input_finished,
                                  on_spoken=self._publish_spoken,
                                  on_partial=self._publish_partial,
+                                 on_speaking=lambda on: self.pub_hearing.publish(Bool(data=on)),
                                  reply_timeout=self.p["reply_timeout"], logger=self.log,
                                  observer=self.face)
         if self.p["ros4hri"] and self.p["barge_in"] and pm.IdsList is not None:

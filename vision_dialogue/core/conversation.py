@@ -5,8 +5,8 @@ persona together. It has no ROS imports; the manager node is a thin adapter arou
 
 Threading: `add_frame` and `turn` may be called from any threads at once. Turns are serialised
 by a turn lock (the caller decides their order; the node feeds them from one FIFO queue).
-Summaries and folds run on a small worker pool and never block a turn: a turn takes a snapshot
-of the timeline under a short lock and calls the LLM with no lock held.
+Summaries and folds run on a small worker pool and never block a turn (a turn snapshots the
+timeline under a short lock); they wait while the person speaks (`hearing`).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from vision_dialogue.core.images import Frame, as_bgr, downscale, is_dark
 from vision_dialogue.core.lookback import FrameArchive, LookBack, about_the_past
 from vision_dialogue.core.people import PEOPLE_FRESH_S, is_a_name
 from vision_dialogue.core.persona import Persona, language_instruction
-from vision_dialogue.core.prompt import PromptBuilder, prompt_size
+from vision_dialogue.core.prompt import PromptBuilder, now_index, prompt_size
 from vision_dialogue.core.reply_filter import NoteFilter, clean_reply, turn_filter
 from vision_dialogue.core.summariser import FrameSummariser, SummaryRule, bounded
 from vision_dialogue.core.timeline import ROBOT, USER, EventItem, FrameItem, LineItem, \
@@ -217,24 +217,24 @@ class Conversation(DirectedLines):
              language: str = "") -> TurnResult:
         """Answer one user utterance.
 
-        Streams sentences to on_sentence(sentence, index, fallback=False) when the config
-        asks for streaming; on an LLM failure the fallback line is streamed too
-        (fallback=True). `deadline` (time.monotonic()): when no sentence is ready by then,
-        the fallback line is the reply and the late answer is only logged. Never raises for
-        LLM failures: returns the persona's fallback line with fallback=True. Raises
-        ValueError for an empty utterance. `language` (BCP-47, from the recogniser): a reply
-        in that language is asked for when it is not the persona's (English).
+        Streams sentences to on_sentence(sentence, index, fallback=False) when the config asks
+        for streaming; on an LLM failure the fallback line is streamed too (fallback=True).
+        `deadline` (time.monotonic()): when no sentence is ready by then, the fallback line is
+        the reply and the late answer is only logged. Never raises for LLM failures. Raises
+        ValueError for an empty utterance. `language` (BCP-47, from the recogniser): a reply in
+        that language is asked for when it is not the persona's (English).
         """
         text = " ".join(str(text).split())
         if not text:
             raise ValueError("utterance text is empty")
         return self._serve(text, on_sentence, speaker, deadline, language)
 
-    def hear_ahead(self, text: str, speaker: str = "", language: str = "") -> None:
-        """The person still speaks: a local model reads the prompt with their words so far.
+    def hearing(self, speaking: bool) -> None:
+        """The person began or stopped speaking: frame summaries wait meanwhile (summariser)."""
+        self.summariser.hold(speaking)
 
-        Nothing enters the timeline; a turn is never held up (the warm-up yields to it).
-        """
+    def hear_ahead(self, text: str, speaker: str = "", language: str = "") -> None:
+        """The person still speaks: a local model reads the prompt with their words so far."""
         text = " ".join(str(text).split())
         if text and not self._closed:
             self.warmer.soon(lambda: self._turn_messages(
@@ -264,6 +264,7 @@ class Conversation(DirectedLines):
             self._no_turn.set()
         self._emit("reply", {"result": result})
         self.summariser.check()     # summaries that gave way to this reply go again
+        self.warmer.soon()          # then what came meanwhile (frames, this turn's lines)
         return result
 
     def _turn(self, text: str | None, on_sentence: SentenceCallback | None, speaker: str,
@@ -325,9 +326,10 @@ class Conversation(DirectedLines):
             msgs.append({"role": "system",
                          "content": self.persona.addressee_note.format(speaker=speaker)})
         people = self.people_now()
-        if people:
-            msgs.insert(1, {"role": "system",
-                            "content": self.persona.people_note.format(people=people)})
+        if people:      # at the end: a local model keeps the prompt read before (now_index)
+            msgs.insert(now_index(msgs), {"role": "system",
+                                          "content": self.persona.people_note.format(
+                                              people=people)})
         answer_in = language_instruction(language)
         if answer_in:
             msgs.append({"role": "system", "content": answer_in})
@@ -338,8 +340,7 @@ class Conversation(DirectedLines):
                               objects=newest.objects if newest is not None else "",
                               acts=self.turn_tools.verbs())
             if note:       # right before the person's line: their question stays last
-                last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
-                msgs.insert(last, {"role": "system", "content": note})
+                msgs.insert(now_index(msgs), {"role": "system", "content": note})
         return items, msgs
 
     def _memories(self) -> list[str]:

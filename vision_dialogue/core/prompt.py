@@ -6,7 +6,10 @@ user lines as `user`, robot lines as `assistant`; adjacent user-side items share
 for a text-only backend, frame observations and summaries are `system` messages in place);
 and, in the system message, a note when no frame has arrived yet or the newest frame is dark.
 The newest frame goes in at full configured size, older ones downscaled (ImagePolicy). With a
-text-only backend a frame goes in as its text observation instead.
+text-only backend a frame goes in as its text observation instead ("You saw: ..."), and what the
+robot sees now is said again right before the person's last line (`now_index`): a local model
+keeps the prompt it has read (llama.cpp's prefix cache) when a frame comes, instead of reading
+again everything after a frame whose label changed from "now" to "saw".
 """
 from __future__ import annotations
 
@@ -46,6 +49,12 @@ class PromptBuilder:
     def _observation_text(self, item: FrameItem, newest: bool) -> str:
         obs = item.frame.observation or "nothing I can make out"
         return f"{self.persona.frame_label} {obs}" if newest else f"You saw: {obs}"
+
+    def _add_now_note(self, msgs: list, newest: FrameItem | None) -> None:
+        """A text-only prompt: what the robot sees now, at the end (`now_index`)."""
+        if newest is not None:
+            msgs.insert(now_index(msgs), {"role": "system",
+                                          "content": self._observation_text(newest, True)})
 
     def _summary_part(self, item: SummaryItem) -> dict:
         return {"type": "text", "text": f"[{self.persona.summary_label} {item.text}]"}
@@ -100,11 +109,14 @@ class PromptBuilder:
             elif not self.supports_images and it.kind in ("frame", "summary", "event"):
                 # Text-only backend: what the robot saw goes in as system messages at its place
                 # in the timeline, so the user turns hold only what the person said (small
-                # models otherwise echo or continue the user turn).
-                packer.add("system", [{"type": "text", "text": self._seen_text(it, newest)}])
+                # models otherwise echo or continue the user turn); each keeps its text as
+                # frames come (what it sees now is said at the end)
+                packer.add("system", [{"type": "text", "text": self._seen_text(it, None)}])
             else:
                 packer.add("user", self._user_parts(it, newest))
         packer.flush()
+        if not self.supports_images:
+            self._add_now_note(msgs, newest)
         self._add_eyes_note(msgs, newest, camera_lost)
         return msgs
 
@@ -145,9 +157,7 @@ class PromptBuilder:
         if self.supports_images:
             msgs[0] = {"role": "system", "content": f"{msgs[0]['content']}\n\n{note.strip()}"}
             return
-        last_user = max((i for i, m in enumerate(msgs) if m["role"] == "user"), default=None)
-        at = len(msgs) if last_user is None else last_user
-        msgs.insert(at, {"role": "system", "content": note.strip().strip("[]")})
+        msgs.insert(now_index(msgs), {"role": "system", "content": note.strip().strip("[]")})
 
     def summary_messages(self, items: Sequence[Item], frames: Sequence[FrameItem],
                          history_summary: str = "") -> list:
@@ -194,6 +204,17 @@ class PromptBuilder:
                 + "\n".join(lines))
         return [{"role": "system", "content": self.persona.history_instruction.strip()},
                 {"role": "user", "content": body}]
+
+
+def now_index(msgs: list) -> int:
+    """Where a note about now goes: before the person's unanswered line, else at the end.
+
+    (System notes after that line do not count.) Such notes change every turn; at the end, a
+    local model reads only them again (the prompt before them is the one it read, llama.cpp's
+    prefix cache).
+    """
+    last = next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i]["role"] != "system"), None)
+    return last if last is not None and msgs[last]["role"] == "user" else len(msgs)
 
 
 def _calls_made(line) -> list[dict]:

@@ -44,6 +44,9 @@ REPEAT_MIN_WORDS = 4
 """A sentence of at least this many words that the robot already said is not said again (small
 models loop on a closing question)."""
 
+CLAUSE_MARKS = (",", ";", ":", "-", "–", "—")
+"""How a streamed reply's first clause ends when it comes on its own (llm/sentences.py)."""
+
 REPEAT_SIMILARITY = 0.8
 """Word-sequence similarity (difflib ratio) from which a sentence counts as said before: "I can
 see you in the middle, wearing orange" repeats "I see you in the middle wearing orange"."""
@@ -121,6 +124,10 @@ class NoteFilter:
         self.said_before: list[str] = []     # of those, the ones the robot said in earlier turns
         self.echoes = 0                      # sentences dropped as a note read out
         self._earlier = len(self.said)
+        # a reply's first clause, spoken on its own (llm/sentences.py): its words, and one held
+        # back because it starts a sentence said before
+        self._clause: list[str] = []
+        self._held = ""
         # prompt labels a small model may echo at the start of a sentence ("You saw: ...")
         self.labels = tuple(sorted({lb.strip() for lb in labels if lb.strip()}, key=len,
                                    reverse=True))
@@ -164,13 +171,26 @@ class NoteFilter:
                     return ""
                 self._stood_in.add(line)
                 spoken, words = line, _words(line)
+        if self._held:                   # a first clause held back: judged with its rest
+            spoken, self._held = f"{self._held} {spoken}", ""
+            words = _words(spoken)
+        clause = spoken.endswith(CLAUSE_MARKS)
+        if clause and near_repeat(words, [e[:len(words)] for e in self.said
+                                          if len(e) > len(words)]):
+            self._held = spoken              # it starts a sentence said before: wait for it all
+            return ""
         if len(words) >= REPEAT_MIN_WORDS:
             if near_repeat(words, self.said):
                 self.repeats.append(spoken)
                 if near_repeat(words, self.said[:self._earlier]):
                     self.said_before.append(spoken)
                 return ""
-            self.said.append(tuple(words))
+        if clause:
+            self._clause = words             # said now; kept as said with the sentence's rest
+        else:
+            if len(self._clause + words) >= REPEAT_MIN_WORDS:
+                self.said.append(tuple(self._clause + words))
+            self._clause = []
         return spoken
 
 

@@ -21,6 +21,7 @@ that, still waiting for their summary, go in as a provisional summary.
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -154,6 +155,11 @@ def clean_sentence(text: str) -> str:
     return ""
 
 
+HOLD_MAX_S = 20.0
+"""Longest a person's speaking holds summaries back (a lost "stopped speaking" must not stop
+them for good)."""
+
+
 class FrameSummariser:
     """Applies the summarisation rule after each frame and runs the requests on `pool`."""
 
@@ -174,6 +180,7 @@ class FrameSummariser:
         self._jobs = BackgroundJobs(pool)
         self.completed = 0
         self.failed = 0
+        self._held_since: float | None = None
 
     @property
     def pending(self) -> int:
@@ -182,12 +189,23 @@ class FrameSummariser:
     def futures(self) -> list[Future]:
         return self._jobs.futures()
 
+    def hold(self, on: bool) -> None:
+        """Hold summaries back while the person speaks (on) until the next check (off).
+
+        A summary rewrites the prompt's middle: the reply would read everything after it again
+        (seconds for a local model, measured by bench_voice) instead of the last words only.
+        So the end of their speech does not summarise: the turn's end does, or the next frame.
+        """
+        self._held_since = time.monotonic() if on else None
+
     def check(self) -> None:
-        """Apply the rule (after a frame, after a turn).
+        """Apply the rule (after a frame, after a turn), unless held (`hold`).
 
         Merge mode summarises every run the rule selects, at once; LLM mode starts one
         background summary per trigger (a failed one is retried at the next trigger).
         """
+        if self._held_since is not None and time.monotonic() - self._held_since < HOLD_MAX_S:
+            return
         self._limit_backlog()
         while True:
             frames = self.timeline.take(self.rule.due)

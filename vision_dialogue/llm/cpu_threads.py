@@ -6,7 +6,10 @@ waits for its descheduled thread at every layer. Measured here (2 cores, the 0.5
 40 tokens from a 500-token prompt): quiet, 2 threads 2.5 s and 1 thread 3.5 s; with one busy
 process, 2 threads 5.7 s and 1 thread 3.5 s. So before each generation `CpuShare.threads()`
 looks at how busy the machine was since the previous generation ended (the model itself idle)
-and leaves out the cores that other work used.
+and leaves out the cores that other work used, unless that work has ended: what still runs
+right now (`procs_running`) bounds it. A reply comes right after the recogniser and the voice
+of the previous reply were busy, and they are done by then (bench_voice measured replies on one
+thread for that reason).
 """
 from __future__ import annotations
 
@@ -41,6 +44,38 @@ def read_busy(stat: Path = PROC_STAT) -> tuple[int, int] | None:
     ticks = [int(x) for x in fields[1:9]]          # user nice system idle iowait irq ...
     idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
     return sum(ticks) - idle, sum(ticks)
+
+
+def read_runnable(stat: Path = PROC_STAT) -> int | None:
+    """Threads of the whole machine runnable right now (`procs_running`); None if unknown."""
+    try:
+        with open(stat, encoding="ascii") as f:
+            for line in f:
+                if line.startswith("procs_running "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def others_running_now(stat: Path = PROC_STAT, looks: int = 3) -> int | None:
+    """Threads other than the caller that keep running now: the fewest of a few looks.
+
+    A burst (a ROS callback) shows in one look, not in all of them.
+    """
+    seen = []
+    for i in range(looks):
+        if i:
+            time.sleep(LOOK_APART_S)
+        n = read_runnable(stat)
+        if n is None:
+            return None
+        seen.append(max(0, n - 1))         # the caller itself is running
+    return min(seen)
+
+
+LOOK_APART_S = 0.005
+"""Seconds between the looks at what runs now."""
 
 
 class CpuShare:
@@ -92,5 +127,8 @@ class CpuShare:
             share = (busy[0] - b0[0]) / max(busy[1] - b0[1], 1e-9)
             machine_cores = os.cpu_count() or self.cores
             self.others_busy = share * machine_cores
+            now_running = others_running_now(self._stat)
+            if now_running is not None:     # work that has ended (the recogniser) frees its core
+                self.others_busy = min(self.others_busy, now_running)
             self.last = max(1, min(self.cores, round(machine_cores - self.others_busy)))
             return self.last

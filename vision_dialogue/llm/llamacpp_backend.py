@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -98,6 +99,8 @@ class LlamaCppChatBackend:
         self._turns = OneAtATime()            # one generation at a time, replies first
         self._reply_tools = None              # the tools the last reply was offered
         self.reused_tokens = self.prompt_tokens = 0    # of the last reply's prompt
+        # the last reply's times (monotonic): asked, the model free for it, its first token
+        self.reply_times: dict[str, float] = {}
         _LOG.info("loaded GGUF model %s with llama.cpp", path)
 
     # -- ChatBackend -------------------------------------------------------------------------
@@ -176,7 +179,9 @@ class LlamaCppChatBackend:
 
     def _stream(self, conversation, max_tokens, temperature, avoid, tools=None,
                 calls: list | None = None) -> Iterator[str]:
+        self.reply_times = {"asked": time.monotonic()}
         with self._turns.reply():
+            self.reply_times["free"] = time.monotonic()
             speech = HeldSpeech(tool_names(tools) if tools else set())
             pieces = self._pieces(conversation, max_tokens, temperature, "reply", avoid,
                                   tools=tools)
@@ -223,10 +228,10 @@ class LlamaCppChatBackend:
         common = _common_prefix(llm._input_ids.tolist(), tokens)
         if common >= len(tokens):
             return 0
-        llm.n_tokens = common                # eval() drops the cache from here on
         for i in range(common, len(tokens), WARM_CHUNK):
-            if self._turns.give_way:
+            if self._turns.give_way:     # before the cache is cut: a reply may still use it
                 raise Preempted("stopped reading a prompt for a reply")
+            llm.n_tokens = i                 # eval() drops the cache from here on
             llm.eval(tokens[i:i + WARM_CHUNK])
         return len(tokens) - common
 
@@ -273,6 +278,8 @@ class LlamaCppChatBackend:
                     if lane == "background" and self._turns.give_way:
                         raise Preempted("stopped for a reply")
                     text = chunk["choices"][0].get("text")
+                    if lane == "reply":
+                        self.reply_times.setdefault("first_token", time.monotonic())
                     if text:
                         yield text
             except (BackendError, GeneratorExit):

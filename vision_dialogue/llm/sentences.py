@@ -20,6 +20,10 @@ Rules (deliberately small and predictable):
 * Not a sentence end: a decimal point (``3.5``), a single ``.`` after a common abbreviation
   (``Mr.``, ``Dr.``, ``e.g.``, ``i.e.``, ``vs.`` ... see ``ABBREVIATIONS``), and an ellipsis
   (``...`` or ``…``), which only ends a sentence at a newline or the end of the text.
+* With ``first_clause_words`` N > 0, the reply's first piece may end sooner: at a ``,``,
+  ``;``, ``:`` or a spaced dash (once whitespace follows) after at least N words, so the robot
+  starts saying "Yes, I can see you sitting there," while the rest of the sentence is written
+  (`speech_splitter`). Only the first piece: the others are whole sentences.
 * Sentences are stripped of surrounding whitespace; empty sentences are never produced.
   Joining the output with single spaces gives the input with whitespace normalised at the
   boundaries.
@@ -29,7 +33,15 @@ from __future__ import annotations
 import re
 from typing import Iterable, Iterator
 
-__all__ = ["ABBREVIATIONS", "SentenceSplitter", "split_sentences", "iter_sentences"]
+__all__ = ["ABBREVIATIONS", "CLAUSE_ENDS", "FIRST_CLAUSE_WORDS", "SentenceSplitter",
+           "speech_splitter", "split_sentences", "iter_sentences"]
+
+FIRST_CLAUSE_WORDS = 4
+"""A streamed reply's first clause is spoken on its own from this many words (0: whole
+sentences only). Measured on the spoken loop (benchmarks/bench_voice.py): the robot starts on
+the clause while the model writes the rest of the sentence."""
+CLAUSE_ENDS = ",;:"
+"""Marks that end a first clause (a dash between spaces too)."""
 
 #: Words (lower case, without the final dot) after which a single "." does not end a sentence.
 ABBREVIATIONS = frozenset({
@@ -51,9 +63,11 @@ class SentenceSplitter:
     resets the splitter. Not thread-safe: use one splitter per stream.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, first_clause_words: int = 0) -> None:
         self._buf = ""
         self._pos = 0  # index in _buf where scanning resumes
+        self.first_clause_words = int(first_clause_words)
+        self._clause = self.first_clause_words > 0    # the first piece may still be a clause
 
     @property
     def pending(self) -> str:
@@ -79,9 +93,10 @@ class SentenceSplitter:
         return out
 
     def reset(self) -> None:
-        """Drop any pending text."""
+        """Drop any pending text (the next piece may be a first clause again)."""
         self._buf = ""
         self._pos = 0
+        self._clause = self.first_clause_words > 0
 
     # -- internals ---------------------------------------------------------------------------
     def _scan(self) -> list[str]:
@@ -95,6 +110,15 @@ class SentenceSplitter:
             if c == "\n":
                 _emit(buf[start:i], out)
                 start = i = i + 1
+                continue
+            if self._clause and not out and (c in CLAUSE_ENDS or c in "-–—"):
+                if i + 1 == n:          # cannot decide yet
+                    break
+                if buf[i + 1].isspace() and _ends_clause(buf[start:i], c,
+                                                         self.first_clause_words):
+                    _emit(buf[start:i + 1], out)
+                    start = i + 1
+                i += 1
                 continue
             if c in _TERMINATORS:
                 j = i
@@ -112,6 +136,8 @@ class SentenceSplitter:
             i += 1
         self._buf = buf[start:]
         self._pos = i - start
+        if out:
+            self._clause = False
         return out
 
 
@@ -119,6 +145,18 @@ def _emit(text: str, out: list[str]) -> None:
     text = text.strip()
     if text:
         out.append(text)
+
+
+def _ends_clause(before: str, mark: str, words: int) -> bool:
+    """Whether `mark` after `before` ends a first clause of at least `words` words."""
+    if mark not in CLAUSE_ENDS and not before.endswith(" "):
+        return False                   # a dash inside a word ("well-known") is no break
+    return len(before.split()) >= words
+
+
+def speech_splitter() -> SentenceSplitter:
+    """The splitter for a reply the robot speaks as it is written (first clause on its own)."""
+    return SentenceSplitter(first_clause_words=FIRST_CLAUSE_WORDS)
 
 
 def _is_boundary(before: str, run: str) -> bool:

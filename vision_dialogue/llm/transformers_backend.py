@@ -40,7 +40,7 @@ from vision_dialogue.llm.cpu_threads import CpuShare
 from vision_dialogue.llm.one_at_a_time import OneAtATime
 from vision_dialogue.llm.avoid import AVOID_BIAS, token_triples
 from vision_dialogue.llm.options import DTYPES, BackendOptions, default_variant
-from vision_dialogue.llm.sentences import SentenceSplitter
+from vision_dialogue.llm.sentences import speech_splitter
 
 _LOG = logging.getLogger(__name__)
 
@@ -369,7 +369,7 @@ class TransformersChatBackend:
         with self._turns.reply():
             thread = threading.Thread(target=run, name="local-llm-generate", daemon=True)
             thread.start()
-            splitter = SentenceSplitter()
+            splitter = speech_splitter()
             try:
                 for delta in streamer:
                     if failure:

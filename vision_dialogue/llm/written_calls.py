@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from vision_dialogue.llm.sentences import SentenceSplitter
+from vision_dialogue.llm.sentences import SentenceSplitter, speech_splitter
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ class HeldSpeech:
     """
 
     def __init__(self, names: set[str]):
-        self.names, self.text, self.splitter = names, "", SentenceSplitter()
+        self.names, self.text, self.splitter = names, "", speech_splitter()
         self.held: bool | None = None if names else False     # None: not decided yet
 
     def feed(self, piece: str) -> list[str]:

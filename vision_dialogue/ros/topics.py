@@ -12,6 +12,7 @@ SPOKEN_TOPIC = "dialogue/spoken"            # speech node -> anyone: a reply tur
 CANCEL_REPLY_TOPIC = "dialogue/cancel_reply"  # manager -> speech node: stop saying turn N
 REPLY_TOPIC = "dialogue/reply"
 PARTIAL_TOPIC = "dialogue/partial"          # speech node -> manager: the words so far of a line
+HEARING_TOPIC = "dialogue/hearing"          # speech node -> manager: the person speaks (Bool)
 FACE_EXPRESSION_TOPIC = "robot_face/expression"   # hri_msgs/Expression: the robot's face
 FACE_GESTURE_TOPIC = "robot_face/gesture"         # std_msgs/String: a Furhat-style gesture, JSON
 FACE_GAZE_TOPIC = "robot_face/gaze_target"        # geometry_msgs/PointStamped: where eyes look

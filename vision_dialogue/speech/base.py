@@ -51,6 +51,9 @@ class SpeechEvents(Protocol):
     def partial(self, text: str, speaker: str = "") -> None:
         """The words so far of a line still being said (optional: backends check for it)."""
 
+    def speaking(self, on: bool) -> None:
+        """Report that the person's voice began (True) or ended (False); optional."""
+
     def listening(self) -> None:
         """The backend is now waiting for the user."""
 

@@ -63,6 +63,8 @@ class SpeechTurns:
     or was INTERRUPTED (barge-in, cancel) (the node publishes dialogue/spoken).
     on_partial(utterance): the words so far of a line still being said, while the robot
     listens (the node publishes dialogue/partial; the manager reads its prompt ahead).
+    on_speaking(on): the person began or stopped speaking (the node publishes it on
+    dialogue/hearing; the manager holds its frame summaries back meanwhile).
     """
 
     def __init__(self, backend: SpeechBackend, *,
@@ -71,9 +73,10 @@ class SpeechTurns:
                  on_input_finished: Callable[[], None] = lambda: None,
                  on_spoken: Callable[[int, int, str], None] = lambda tid, event, text: None,
                  on_partial: Callable[[HeardUtterance], None] = lambda utterance: None,
+                 on_speaking: Callable[[bool], None] = lambda on: None,
                  reply_timeout: float = 30.0, logger=None, observer=None):
         self.backend, self.publish, self.on_state = backend, publish, on_state
-        self.on_partial = on_partial
+        self.on_partial, self.on_speaking = on_partial, on_speaking
         self.observer = observer
         self.on_spoken = on_spoken
         self.on_input_finished, self.reply_timeout = on_input_finished, float(reply_timeout)
@@ -143,6 +146,11 @@ class SpeechTurns:
         self._observe("heard", text)
         self.set_state(THINKING)
         self._backend_call(self.backend.on_thinking)
+
+    def speaking(self, on: bool) -> None:
+        """Report that the person's voice began or ended, as the voice backend's VAD heard it."""
+        if not self._closed.is_set():
+            self.on_speaking(bool(on))
 
     def partial(self, text: str, speaker: str = "") -> None:
         """The words so far of a line the person is still saying (a head start, no turn)."""

@@ -115,6 +115,7 @@ class LocalVoiceBackend(SpeechBackend):
         self._levels: deque[tuple[float, float]] = deque(maxlen=64)  # (mic, predicted echo)
         self._spoken: deque[str] = deque(maxlen=4)      # sentences said lately (echo check)
         self._segment: dict = {}                        # the segment being heard
+        self._person_speaking = False                   # as last told to the owner
         self._pending: dict | None = None               # the turn waiting for its first audio
         self._recognising = 0                            # segments sent to the recogniser
         self._count_lock = threading.Lock()
@@ -252,6 +253,7 @@ class LocalVoiceBackend(SpeechBackend):
         if self._replying.is_set() and not self.barge_in:
             self.segmenter.reset()          # half duplex: deaf until the reply ends
             self._segment = {}
+            self._speaking(False)
             return
         self._levels.append((rms(chunk), self.echo_gain * self.sink.level_at(now)))
         self._decide_end()
@@ -318,6 +320,8 @@ class LocalVoiceBackend(SpeechBackend):
             echo_level = float(np.sqrt(np.mean([e * e for _, e in voiced])))
             loud = mic_level > ECHO_MARGIN * echo_level
             self._segment = seg = {"started_at": now}
+            if not over_robot or (self.barge_in and loud):
+                self._speaking(True)
             if over_robot and self.barge_in and loud:
                 self.log.info("barge-in: the user speaks over the robot; stopping speech")
                 self._barged.set()
@@ -339,6 +343,7 @@ class LocalVoiceBackend(SpeechBackend):
                 seg.pop(key, None)
         elif event.kind == "end":
             self._segment = {}
+            self._speaking(False)
             speech_end = (seg.get("paused_at") or now) - CHUNK_S
             if event.cut:
                 speech_end = now
@@ -354,6 +359,13 @@ class LocalVoiceBackend(SpeechBackend):
             with self._count_lock:
                 self._recognising += 1
             future.add_done_callback(lambda f: self._recognised(f, seg, timing))
+
+    def _speaking(self, on: bool) -> None:
+        """Tell the owner the person began or stopped speaking (once per change)."""
+        report = getattr(self.events, "speaking", None)
+        if on != self._person_speaking and callable(report):
+            self._person_speaking = on
+            report(on)
 
     def _recognised(self, future: Future, seg: dict, timing: dict) -> None:
         try:
