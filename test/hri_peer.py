@@ -39,10 +39,13 @@ def say(**kw):
 
 def detector(node, args):
     pub = node.create_publisher(Detection2DArray, args.topic, 10)
+    names = ["zebra" if i == 24 else f"mine{i}" for i in range(30)] if args.zebra \
+        else COCO_FIRST                 # --zebra: a robot's own numbering, class 24 a zebra
+    main_id = "24" if args.zebra else "41"
     if args.ids:
         labels = node.create_publisher(LabelInfo, "label_info", LATCHED)
         info = LabelInfo(threshold=0.25)
-        info.class_map = [VisionClass(class_id=i, class_name=n) for i, n in enumerate(COCO_FIRST)]
+        info.class_map = [VisionClass(class_id=i, class_name=n) for i, n in enumerate(names)]
         labels.publish(info)
 
     def tick():
@@ -53,7 +56,7 @@ def detector(node, args):
         det.bbox.center.position.x, det.bbox.center.position.y = 320.0, 240.0
         det.bbox.size_x, det.bbox.size_y = 120.0, 100.0
         hyp = ObjectHypothesisWithPose()
-        hyp.hypothesis.class_id = "41" if args.ids else "cup"
+        hyp.hypothesis.class_id = main_id if args.ids else "cup"
         hyp.hypothesis.score = 0.83
         det.results.append(hyp)
         edge = Detection2D()          # something on the right edge, so the width is known
@@ -165,6 +168,8 @@ def main() -> int:
     ap.add_argument("mode", choices=("detector", "voice", "listen", "talk"))
     ap.add_argument("--ids", action="store_true")
     ap.add_argument("--names", action="store_true")
+    ap.add_argument("--zebra", action="store_true", help="ids numbered as a robot's own")
+    ap.add_argument("--node", default="", help="node name (default third_party_<mode>)")
     ap.add_argument("--topic", default="detections")
     ap.add_argument("--rate", type=float, default=5.0)
     ap.add_argument("--name", default="Zebulon")
@@ -172,7 +177,7 @@ def main() -> int:
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: rclpy.try_shutdown())
     with rclpy.init():
-        node = rclpy.create_node(f"third_party_{args.mode}")
+        node = rclpy.create_node(args.node or f"third_party_{args.mode}")
         {"detector": detector, "voice": voice, "listen": listen,
          "talk": talk}[args.mode](node, args)
         try:

@@ -97,6 +97,20 @@ def test_class_ids_resolve_through_label_info_then_the_parameter():
     assert labels.name("traffic_light") == "traffic light"   # a name is kept
 
 
+def test_each_detector_names_its_ids_with_its_own_label_map():
+    """A robot's detector and another on the same topics: class 24 is each one's own."""
+    labels = LabelMap()
+    labels.update([(24, "zebra")], source="/robot/detector")
+    assert labels.name("24", "/robot/detector") == "zebra"
+    assert labels.name("24", "") == "zebra"             # the only map there is
+    labels.update([(24, "backpack"), (41, "cup")], source="/other/detector")
+    assert labels.name("24", "/robot/detector") == "zebra"
+    assert labels.name("24", "/other/detector") == "backpack"
+    assert labels.name("41", "/robot/detector") is None  # not in its map: not another's name
+    assert labels.name("24", "/third") is None           # which of two maps: not known
+    assert labels.known == 3
+
+
 # --- the conversation --------------------------------------------------------------------------
 def _conversation(supports_images: bool):
     backend = FakeChatBackend(supports_images=supports_images)

@@ -111,6 +111,33 @@ def test_a_third_party_detectors_objects_reach_the_llm(ros_context, tmp_path, ho
         peer.close()
 
 
+def test_two_detectors_on_the_default_topics_each_name_their_own_ids(ros_context, tmp_path):
+    """Two detectors on `detections` and `label_info` whose numbers clash: each its own names.
+
+    A robot's detector (class 24: zebra) beside another (41: cup, 24: class24).
+    """
+    peers = [Peer("detector", "--ids", "--node", "coco_detector"),
+             Peer("detector", "--ids", "--zebra", "--node", "robot_detector")]
+    try:
+        with running_manager(ros_context, tmp_path) as (rig, fake):
+            labels = rig.node.detections.labels
+            assert rig.wait(lambda: labels.known >= 72, timeout=60), \
+                {k: len(v) for k, v in labels._from_topic.items()}
+            assert labels.name("24", "/robot_detector") == "zebra"
+            assert labels.name("24", "/coco_detector") == "class24"
+            assert labels.name("41", "/coco_detector") == "cup"
+            assert labels.name("41", "/robot_detector") is None
+            received = rig.node.detections.received
+            assert rig.wait(lambda: rig.node.detections.received >= received + 4, timeout=60)
+            events = [it.text for it in rig.node.conversation.timeline.snapshot()
+                      if it.kind == "event"]
+            assert {"a cup came into view", "a zebra came into view"} & set(events), events
+            assert not any("class24" in e or "mine" in e for e in events), events
+    finally:
+        for peer in peers:
+            peer.close()
+
+
 def test_ros4hri_persons_speech_engagement_and_gestures_reach_the_conversation(ros_context,
                                                                                tmp_path):
     """A ROS4HRI stack in another process: the person, their turn, greeting and wave.
@@ -212,7 +239,7 @@ def test_a_set_that_comes_while_its_frame_is_placed_waits_for_it(ros_context, tm
 
     with running_manager(ros_context, tmp_path) as (rig, _fake):
         node = rig.node
-        node.detections._on_detections(detections("cup", 100))      # the older set
+        node.detections._on_detections(detections("cup", 100), None)      # the older set
         placing, go = threading.Event(), threading.Event()
         add_frame = node.conversation.add_frame
 
@@ -227,7 +254,7 @@ def test_a_set_that_comes_while_its_frame_is_placed_waits_for_it(ros_context, tm
         intake.start()
         assert placing.wait(30)
         detector = threading.Thread(target=node.detections._on_detections,
-                                    args=(detections("cat", 101),))
+                                    args=(detections("cat", 101), None))
         detector.start()
         detector.join(0.2)        # the set waits for the frame (without the wait: it is lost)
         go.set()
@@ -419,6 +446,8 @@ def test_the_detector_node_publishes_objects_faces_hands_and_words(ros_context):
     ex.add_node(io_node)
     try:
         assert spin_until(ex, lambda: pub.get_subscription_count() >= 1, 10)
+        # names in class_id, no map by index that could rename a robot's own detector's ids
+        assert io_node.get_publishers_info_by_topic("/label_info") == []
         person = cv2.cvtColor(cv2.resize(skimage.data.astronaut(), (640, 480)),
                               cv2.COLOR_RGB2BGR)
         sign = np.full((480, 640, 3), 235, np.uint8)

@@ -2,8 +2,9 @@
 
 Subscribes to ``camera/image_raw`` (and its image_transport ``/compressed`` companion) and
 publishes ``detections`` (vision_msgs/Detection2DArray: class names in ``class_id``, the
-runner-up classes as further hypotheses, boxes in image pixels, the image's header) and, latched,
-``label_info`` (vision_msgs/LabelInfo: COCO's 80 names by index); with ``faces``, faces too
+runner-up classes as further hypotheses, boxes in image pixels, the image's header; no
+``label_info``: names need no map, and a map by index would clash with a robot's own detector
+on the same topics); with ``faces``, faces too
 (``face`` detections, and REP-155 ``/humans/faces/tracked`` with each face's ``roi`` and
 ``expression``). The manager reads
 ``detections`` exactly as it reads a robot's YOLO, Isaac ROS or depthai detector (remap one onto
@@ -17,15 +18,14 @@ from __future__ import annotations
 from rclpy.node import Node
 
 from vision_dialogue.camera.intake import FrameIntake
-from vision_dialogue.perception.objects import COCO_LABELS, Detected, ObjectDetector, \
-    ObjectModelMissing
+from vision_dialogue.perception.objects import Detected, ObjectDetector, ObjectModelMissing
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.image_input import ImageTopicInput
 from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionError, \
     stamp_from_ns
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, declare_params
-from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES, LATCHED_QOS
+from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES
 
 IMAGE_TOPIC = "camera/image_raw"
 
@@ -59,9 +59,6 @@ class DetectorNode(Node):
         if self.detector is None:
             return            # idle, not gone: in a launch, a node's exit ends every node
         self.pub = self.create_publisher(pm.Detection2DArray, pm.DETECTIONS_TOPIC, 10)
-        self.labels_pub = self.create_publisher(pm.LabelInfo, pm.LABEL_INFO_TOPIC, LATCHED_QOS)
-        header = self._header(self.get_clock().now().nanoseconds, "")
-        self.labels_pub.publish(pm.label_info(header, COCO_LABELS, p["min_score"]))
         self.observer = self.face_tracker = self.hri_faces = None
         parts = (("faces", "expressions", "hands") if p["faces"] else ()) + (
             ("ocr",) if p["text"] else ())

@@ -229,27 +229,36 @@ class ObjectNotes:
 
 
 class LabelMap:
-    """Class ids to names: a vision_msgs/LabelInfo's class_map, then a `labels` list parameter.
+    """Class ids to names: the publisher's vision_msgs/LabelInfo, then a `labels` parameter.
 
     Detectors that put the index in class_id (Isaac ROS, depthai) need one of them; an id with
     no name is None (a number means nothing in a conversation), and a class_id that is already
-    a name is kept.
+    a name is kept. Maps are kept per `source` (the publishing node): two detectors on the same
+    topics number their classes each their own way, and one's map must not name the other's
+    ids. Detections from a source without a map use the only map there is, if one; with maps
+    from several other sources it is not known which applies, and the id stays unnamed.
     """
 
     def __init__(self, labels: Sequence[str] = ()):
         self._from_param = {str(i): name for i, name in enumerate(labels) if name}
-        self._from_topic: dict[str, str] = {}
+        self._from_topic: dict[str, dict[str, str]] = {}
 
-    def update(self, class_map: Iterable[tuple[int | str, str]]) -> None:
-        self._from_topic = {str(i): str(name) for i, name in class_map if str(name)}
+    def update(self, class_map: Iterable[tuple[int | str, str]], source: str = "") -> None:
+        self._from_topic[source] = {str(i): str(name) for i, name in class_map if str(name)}
 
-    def name(self, class_id: str) -> str | None:
+    def _map(self, source: str) -> dict[str, str]:
+        if source in self._from_topic:
+            return self._from_topic[source]
+        maps = list(self._from_topic.values())
+        return maps[0] if len(maps) == 1 else {}
+
+    def name(self, class_id: str, source: str = "") -> str | None:
         cid = str(class_id).strip()
-        found = self._from_topic.get(cid) or self._from_param.get(cid)
+        found = self._map(source).get(cid) or self._from_param.get(cid)
         if found:
             return found
         return None if cid.lstrip("-").isdigit() or not cid else cid.replace("_", " ")
 
     @property
     def known(self) -> int:
-        return len(self._from_topic) or len(self._from_param)
+        return sum(map(len, self._from_topic.values())) or len(self._from_param)

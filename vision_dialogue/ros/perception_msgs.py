@@ -13,8 +13,8 @@ from vision_dialogue.core.objects import DetectionSet, LabelMap, ObjectSighting
 from vision_dialogue.ros.image_msgs import stamp_to_ns
 
 try:
-    from vision_msgs.msg import (BoundingBox2D, Detection2D, Detection2DArray, LabelInfo,
-                                 ObjectHypothesisWithPose, VisionClass)
+    from vision_msgs.msg import BoundingBox2D, Detection2D, Detection2DArray, LabelInfo, \
+        ObjectHypothesisWithPose
 except ImportError:           # optional: see missing()
     Detection2DArray = LabelInfo = None
 try:
@@ -54,12 +54,14 @@ def follow_ids(table: dict, ids, make: Callable, release: Callable) -> tuple[set
     return added, removed
 
 
-def from_detection_array(msg, labels: LabelMap, width: float = 0.0) -> DetectionSet:
+def from_detection_array(msg, labels: LabelMap, width: float = 0.0,
+                         source: str = "") -> DetectionSet:
     """A Detection2DArray as a DetectionSet.
 
-    Each detection's best hypothesis, its class name through `labels`, its centre as a fraction
-    of `width` (0: the detections' widest extent, as no image size is in the message).
-    Detections whose class id has no name are left out and counted in `unnamed`.
+    Each detection's best hypothesis, its class name through `labels` (the map of `source`,
+    the publishing node), its centre as a fraction of `width` (0: the detections' widest
+    extent, as no image size is in the message). Detections whose class id has no name are
+    left out and counted in `unnamed`.
     """
     sightings, unnamed = [], 0
     span = width or max((d.bbox.center.position.x + d.bbox.size_x / 2
@@ -69,12 +71,12 @@ def from_detection_array(msg, labels: LabelMap, width: float = 0.0) -> Detection
             continue
         ranked = sorted(det.results, key=lambda r: -r.hypothesis.score)
         best = ranked[0].hypothesis
-        name = labels.name(best.class_id)
+        name = labels.name(best.class_id, source)
         if name is None:
             unnamed += 1
             continue
         alts = tuple((alt, float(r.hypothesis.score)) for r in ranked[1:4]
-                     if (alt := labels.name(r.hypothesis.class_id)))
+                     if (alt := labels.name(r.hypothesis.class_id, source)))
         cx = det.bbox.center.position.x / span if span > 0 else 0.5
         sightings.append(ObjectSighting(name, float(best.score), min(max(cx, 0.0), 1.0), alts))
     return DetectionSet(stamp_to_ns(msg.header.stamp) / 1e9, tuple(sightings), unnamed=unnamed)
@@ -94,10 +96,3 @@ def to_detection_array(header, detected: Iterable):
             det.results.append(h)
         out.detections.append(det)
     return out
-
-
-def label_info(header, names: Iterable[str], threshold: float):
-    """A LabelInfo naming each class index (for consumers that read ids)."""
-    msg = LabelInfo(header=header, threshold=float(threshold))
-    msg.class_map = [VisionClass(class_id=i, class_name=n) for i, n in enumerate(names)]
-    return msg

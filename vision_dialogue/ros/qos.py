@@ -38,6 +38,10 @@ EVENTS_QOS = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE,
 #: the newest message kept for subscribers that join later (a state, an id list, LabelInfo)
 LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
+#: a latched topic that several nodes publish (label_info from two detectors): a subscription
+#: that joins late gets each one's message (with depth 1 the second would replace the first)
+LATCHED_FROM_MANY_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                                   durability=DurabilityPolicy.TRANSIENT_LOCAL)
 #: reliable and volatile: as a subscription it matches latched and plain publishers alike
 RELIABLE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 #: dialogue/speech_state: the speech node's states, the last 10 kept for a late monitor

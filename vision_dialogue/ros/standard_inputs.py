@@ -1,7 +1,8 @@
 """What other perception stacks tell the conversation, over the standard interfaces.
 
 * ``detections`` (vision_msgs/Detection2DArray, any publisher QoS) with ``label_info``
-  (vision_msgs/LabelInfo, latched) or the ``labels`` parameter for numeric class ids: objects
+  (vision_msgs/LabelInfo, latched; each publishing node's map names its own detections'
+  ids) or the ``labels`` parameter for numeric class ids: objects
   noted on the frame nearest in time, classes coming and going as visual events
   (core/objects.py).
 * ROS4HRI (REP-155): voices' final ``speech`` become user turns, spoken by the person whose
@@ -25,7 +26,7 @@ from std_msgs.msg import Bool, String
 from vision_dialogue.core.objects import DetectionSet, LabelMap, ObjectNotes
 from vision_dialogue.core.people import TrackedPerson
 from vision_dialogue.ros import perception_msgs as pm
-from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS
+from vision_dialogue.ros.qos import LATCHED_FROM_MANY_QOS, LATCHED_QOS, RELIABLE_QOS
 
 T = TypeVar("T")
 
@@ -67,6 +68,29 @@ def connect_standard_inputs(node, p, conversation, turns, people, *,
     return detections, voices
 
 
+class PublishingNodes:
+    """The node that published a message, from its MessageInfo's publisher GID.
+
+    A detector's ``detections`` and ``label_info`` come from two publishers of one node: the
+    node's name ties a label map to its detections. Looked up in the ROS graph once per
+    publisher; "" when unknown (no MessageInfo, or the publisher left the graph).
+    """
+
+    def __init__(self, node):
+        self.node = node
+        self._known: dict[bytes, str] = {}
+
+    def node_of(self, topic: str, info) -> str:
+        gid = bytes(((info or {}).get("publisher_gid") or {}).get("data") or b"")
+        if not gid:
+            return ""
+        if gid not in self._known:
+            for e in self.node.get_publishers_info_by_topic(topic):
+                key = bytes(e.endpoint_gid)[:len(gid)]
+                self._known[key] = f"{e.node_namespace.rstrip('/')}/{e.node_name}"
+        return self._known.get(gid, "")
+
+
 class DetectionsInput:
     """``detections`` (+ ``label_info``) into ObjectNotes; the manager asks `attach(stamp)`.
 
@@ -80,13 +104,14 @@ class DetectionsInput:
         self.notes, self.labels = notes, labels
         self.on_note, self.on_event, self.frame_width = on_note, on_event, frame_width
         self.received = 0
+        self.sources = PublishingNodes(node)
         group = MutuallyExclusiveCallbackGroup()
         # best effort matches both reliable and best-effort detectors
         self.sub = node.create_subscription(pm.Detection2DArray, pm.DETECTIONS_TOPIC,
                                             self._on_detections, qos_profile_sensor_data,
                                             callback_group=group)
         self.labels_sub = node.create_subscription(
-            pm.LabelInfo, pm.LABEL_INFO_TOPIC, self._on_label_info, LATCHED_QOS,
+            pm.LabelInfo, pm.LABEL_INFO_TOPIC, self._on_label_info, LATCHED_FROM_MANY_QOS,
             callback_group=group)
         self.topic = node.resolve_topic_name(pm.DETECTIONS_TOPIC)
         self.labels_topic = node.resolve_topic_name(pm.LABEL_INFO_TOPIC)
@@ -98,11 +123,13 @@ class DetectionsInput:
         with self.notes.in_order:
             return place(self.notes.attach(frame_stamp))
 
-    def _on_label_info(self, msg) -> None:
-        self.labels.update((c.class_id, c.class_name) for c in msg.class_map)
+    def _on_label_info(self, msg, info) -> None:
+        source = self.sources.node_of(self.labels_topic, info)
+        self.labels.update(((c.class_id, c.class_name) for c in msg.class_map), source)
 
-    def _on_detections(self, msg) -> None:
-        det: DetectionSet = pm.from_detection_array(msg, self.labels, self.frame_width())
+    def _on_detections(self, msg, info) -> None:
+        det: DetectionSet = pm.from_detection_array(
+            msg, self.labels, self.frame_width(), self.sources.node_of(self.topic, info))
         if det.unnamed and not self._warned_unnamed:
             self._warned_unnamed = True
             self.log.warning(
