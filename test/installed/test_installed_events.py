@@ -13,7 +13,7 @@ import skimage.data
 import yaml
 
 from fake_openai import FakeOpenAI
-from installed.user_env import stop
+from installed.user_env import stop, wait_for_log
 
 
 def write_arrival_video(path: Path, fps: float = 10.0) -> Path:
@@ -46,6 +46,11 @@ def test_stream_events_reach_the_prompt_between_frames(installed, tmp_path):
                 log=tmp_path / "manager.log"),
             "events": installed.popen(installed.exe("events_node") + ros + [
                 "-p", "cooldown:=1.0"], log=tmp_path / "events.log"),
+        }
+        # camera/events is not latched: the video starts once the manager listens (on a busy
+        # machine it came up after the arrival and missed it)
+        wait_for_log(tmp_path / "manager.log", r"transcript: ", procs["manager"], 60.0)
+        procs |= {
             "camera": installed.popen(installed.exe("camera_node") + ros + [
                 "-p", "source:=video", "-p", f"video_path:={video}", "-p", "loop:=false",
                 "-p", "frame_period:=5.0", "-p", "publish_rate:=8.0"],

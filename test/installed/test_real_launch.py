@@ -23,7 +23,7 @@ import yaml
 
 from fake_openai import FakeOpenAI
 import real_launch
-from installed.user_env import REPO
+from installed.user_env import REPO, wait_for_log
 from vision_dialogue.camera.demo_video import ensure_demo_video
 from vision_dialogue.ros.setups import NODES, SETUPS
 
@@ -56,19 +56,6 @@ def launch(installed, ros2, *args, log: Path, env=None) -> subprocess.Popen:
                             env=env or installed.env, stdout=open(log, "w"),
                             stderr=subprocess.STDOUT, start_new_session=True, text=True,
                             preexec_fn=_as_a_terminal)
-
-
-def wait_for_log(log: Path, pattern: str, proc: subprocess.Popen, timeout: float = 120.0,
-                 count: int = 1) -> list[str]:
-    """The matches of `pattern` once `count` are in the log (the launch still running)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = re.findall(pattern, log.read_text())
-        if len(found) >= count:
-            return found
-        assert proc.poll() is None, f"launch ended ({proc.returncode}):\n{log.read_text()}"
-        time.sleep(0.2)
-    raise AssertionError(f"no {pattern!r} x{count} in {timeout} s:\n{log.read_text()}")
 
 
 def ended(proc: subprocess.Popen, timeout: float) -> int:

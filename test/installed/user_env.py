@@ -9,6 +9,7 @@ hooks' defaults (the Fast DDS profile) as a user's shell has them.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -85,6 +86,19 @@ class Installed:
         out = open(log, "w") if log else subprocess.DEVNULL
         return subprocess.Popen(argv, cwd=self.home, env=env or self.env, stdout=out,
                                 stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def wait_for_log(log: Path, pattern: str, proc: subprocess.Popen, timeout: float = 120.0,
+                 count: int = 1) -> list[str]:
+    """The matches of `pattern` once `count` are in the log (the process still running)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.findall(pattern, log.read_text())
+        if len(found) >= count:
+            return found
+        assert proc.poll() is None, f"it ended ({proc.returncode}):\n{log.read_text()}"
+        time.sleep(0.2)
+    raise AssertionError(f"no {pattern!r} x{count} in {timeout} s:\n{log.read_text()}")
 
 
 def stop(proc: subprocess.Popen, timeout: float = 15.0) -> int:
