@@ -499,13 +499,15 @@ def test_transcript_survives_kill_9_mid_turn(ros_context, tmp_path):
         try:
             assert spin_until(ex, lambda: utt.get_subscription_count() and
                               img.get_subscription_count(), timeout=20)
-            for _ in range(3):
-                img.publish(to_compressed_msg(photo()))
-                time.sleep(0.2)
             # frames and the utterance come on different topics, in no set order: the
-            # utterance goes once the manager holds the three frames
-            assert spin_until(ex, lambda: state and state[-1].frames_received >= 3,
-                              timeout=20)
+            # utterance goes once the manager holds three frames (sent until it does: on a
+            # busy machine the first went before the manager took any)
+
+            def three_frames():
+                img.publish(to_compressed_msg(photo()))
+                return spin_until(ex, lambda: state and state[-1].frames_received >= 3,
+                                  timeout=0.3)
+            assert spin_until(ex, three_frames, timeout=30)
             utt.publish(Utterance(text="tell me a story"))
             assert fake.wait_for_requests(1, timeout=10)        # the turn is under way
             proc.send_signal(signal.SIGKILL)
@@ -518,7 +520,7 @@ def test_transcript_survives_kill_9_mid_turn(ros_context, tmp_path):
     (run,) = (tmp_path / "tr").iterdir()
     recs = read_transcript(run / "transcript.jsonl")
     frames = [r for r in recs if r["type"] == "frame"]
-    assert len(frames) == 3 and all((run / r["file"]).is_file() for r in frames)
+    assert len(frames) >= 3 and all((run / r["file"]).is_file() for r in frames)
     assert [r["text"] for r in recs if r["type"] == "user"] == ["tell me a story"]
 
 

@@ -80,6 +80,10 @@ def test_a_first_clause_spoken_alone_is_judged_with_its_sentence():
     assert f.feed("Hello there my friend,") == "Hello there my friend,"    # said at once
     assert f.feed("how are you today?") == "how are you today?"
     assert f.feed("Hello there my friend, how are you today?") == ""     # kept as one sentence
+    f = NoteFilter()
+    assert f.feed("Oh dear, I could not go,") == "Oh dear, I could not go,"
+    assert f.feed("speed: 'very fast' is not a number.") == \
+        "speed: 'very fast' is not a number."            # the rest keeps its first word
 
 
 def _conv(supports_images: bool, **cfg):

@@ -134,6 +134,8 @@ def test_the_first_clause_of_a_spoken_reply_comes_on_its_own():
         return out + s.flush()
     assert pieces("Yes, I can see you sitting there, with a cup. It is blue, and big.") == [
         "Yes, I can see you sitting there,", "with a cup.", "It is blue, and big."]
+    assert pieces("Oh dear, Error: go_to: speed is wrong. Ok.") == [
+        "Oh dear, Error: go_to: speed is wrong.", "Ok."]            # not at a colon
     assert pieces("I see two people - one is waving. Hi.") == [
         "I see two people -", "one is waving.", "Hi."]
     assert pieces("Hi! I can see you, over there.") == ["Hi!", "I can see you, over there."]

@@ -132,13 +132,18 @@ class NoteFilter:
         self.labels = tuple(sorted({lb.strip() for lb in labels if lb.strip()}, key=len,
                                    reverse=True))
 
-    def feed(self, text: str) -> str:
-        text = (text or "").lstrip()
+    def _unlabelled(self, text: str) -> str:
+        """`text` without a prompt label a small model echoed at its start ("You saw: ...")."""
         for lb in self.labels:
             if text.lower().startswith(lb.lower()):
                 text = text[len(lb):]
                 break
-        text = _LABEL.sub("", text, count=1)
+        return _LABEL.sub("", text, count=1)
+
+    def feed(self, text: str) -> str:
+        text = (text or "").lstrip()
+        if not (self._clause or self._held):   # the rest of a sentence: no label starts it
+            text = self._unlabelled(text)
         out = []
         for ch in _EMOJI.sub("", text or ""):
             if ch in "[(":

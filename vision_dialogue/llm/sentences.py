@@ -21,7 +21,7 @@ Rules (deliberately small and predictable):
   (``Mr.``, ``Dr.``, ``e.g.``, ``i.e.``, ``vs.`` ... see ``ABBREVIATIONS``), and an ellipsis
   (``...`` or ``…``), which only ends a sentence at a newline or the end of the text.
 * With ``first_clause_words`` N > 0, the reply's first piece may end sooner: at a ``,``,
-  ``;``, ``:`` or a spaced dash (once whitespace follows) after at least N words, so the robot
+  ``;`` or a spaced dash (once whitespace follows) after at least N words, so the robot
   starts saying "Yes, I can see you sitting there," while the rest of the sentence is written
   (`speech_splitter`). Only the first piece: the others are whole sentences.
 * Sentences are stripped of surrounding whitespace; empty sentences are never produced.
@@ -40,8 +40,9 @@ FIRST_CLAUSE_WORDS = 4
 """A streamed reply's first clause is spoken on its own from this many words (0: whole
 sentences only). Measured on the spoken loop (benchmarks/bench_voice.py): the robot starts on
 the clause while the model writes the rest of the sentence."""
-CLAUSE_ENDS = ",;:"
-"""Marks that end a first clause (a dash between spaces too)."""
+CLAUSE_ENDS = ",;"
+"""Marks that end a first clause (a dash between spaces too). Not a colon: what follows one
+("Error: go_to: speed ...") reads as a label on its own."""
 
 #: Words (lower case, without the final dot) after which a single "." does not end a sentence.
 ABBREVIATIONS = frozenset({
