@@ -125,7 +125,7 @@ def test_iter_sentences_is_lazy():
 
 
 def test_the_first_clause_of_a_spoken_reply_comes_on_its_own():
-    """From 4 words, the first piece ends at a comma, semicolon, colon or spaced dash."""
+    """From 4 words, the first piece ends at a comma, semicolon or spaced dash (not a colon)."""
     def pieces(text, words=4):
         s = SentenceSplitter(first_clause_words=words)
         out = []
