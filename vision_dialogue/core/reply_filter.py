@@ -12,7 +12,7 @@ from typing import Callable, Iterable, Sequence
 
 from vision_dialogue.core.focus import FOCUS_INSTRUCTIONS
 from vision_dialogue.core.timeline import ROBOT, Item
-from vision_dialogue.llm.sentences import split_sentences
+from vision_dialogue.llm.sentences import CLAUSE_DASHES, CLAUSE_ENDS, split_sentences
 
 # Emoji and pictographs (the persona forbids them; speech engines read them out).
 _EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]")
@@ -44,7 +44,7 @@ REPEAT_MIN_WORDS = 4
 """A sentence of at least this many words that the robot already said is not said again (small
 models loop on a closing question)."""
 
-CLAUSE_MARKS = (",", ";", ":", "-", "–", "—")
+CLAUSE_MARKS = tuple(CLAUSE_ENDS + CLAUSE_DASHES)
 """How a streamed reply's first clause ends when it comes on its own (llm/sentences.py)."""
 
 REPEAT_SIMILARITY = 0.8

@@ -43,6 +43,8 @@ the clause while the model writes the rest of the sentence."""
 CLAUSE_ENDS = ",;"
 """Marks that end a first clause (a dash between spaces too). Not a colon: what follows one
 ("Error: go_to: speed ...") reads as a label on its own."""
+CLAUSE_DASHES = "-–—"
+"""Dashes that end a first clause when spaced ("I see two people - one is waving")."""
 
 #: Words (lower case, without the final dot) after which a single "." does not end a sentence.
 ABBREVIATIONS = frozenset({
@@ -112,7 +114,7 @@ class SentenceSplitter:
                 _emit(buf[start:i], out)
                 start = i = i + 1
                 continue
-            if self._clause and not out and (c in CLAUSE_ENDS or c in "-–—"):
+            if self._clause and not out and (c in CLAUSE_ENDS or c in CLAUSE_DASHES):
                 if i + 1 == n:          # cannot decide yet
                     break
                 if buf[i + 1].isspace() and _ends_clause(buf[start:i], c,
