@@ -22,6 +22,7 @@ from vision_dialogue.ros.params import ParameterError  # noqa: E402
 from vision_dialogue.speech_node import SpeechNode  # noqa: E402
 from vision_dialogue.voice.audio import SAMPLE_RATE, from_pcm16  # noqa: E402
 from vision_dialogue.voice.tts import PiperTTS  # noqa: E402
+from vision_dialogue.voice.turn_end import HOLD_SILENCE_S  # noqa: E402
 from conftest import start_bag_player  # noqa: E402
 from test_speech_node import Peer  # noqa: E402
 from voice_samples import SENTENCES, silence, speech, wav, word_error_rate  # noqa: E402
@@ -31,10 +32,15 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def spoken(tmp_path_factory):
-    """Two utterances in one WAV file, with a pause between them."""
+    """Two utterances in one WAV file, with a pause between them.
+
+    The pause is longer than the longest wait for the words (HOLD_SILENCE_S): in real time the
+    turn ends once the words at the pause are known, and on loaded cores the second line began
+    after a 1.2 s pause before they were, so both came as one utterance (a fresh-clone CI run).
+    """
     tts = PiperTTS()
     path = tmp_path_factory.mktemp("voice") / "two.wav"
-    return wav(path, silence(0.5), speech(tts, SENTENCES[0]), silence(1.2),
+    return wav(path, silence(0.5), speech(tts, SENTENCES[0]), silence(HOLD_SILENCE_S + 0.5),
                speech(tts, SENTENCES[1]), silence(0.3))
 
 
