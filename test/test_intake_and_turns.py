@@ -105,6 +105,66 @@ def test_turn_queue_bound_expiry_order_and_close():
     assert q.get(timeout=0.1) is None and dropped[-1][0] == "u5" and q.dropped == 5
 
 
+def test_a_run_of_lines_leaves_together_and_only_when_its_newest_has_expired():
+    now = [100.0]
+    dropped = []
+    q = TurnQueue(10, on_drop=lambda item, why: dropped.append(item.payload), clock=lambda: now[0])
+    line = lambda text, age=0: PendingTurn("turn", text, deadline=now[0] + 10 - age)  # noqa
+    q.put(line("a", age=20))                        # expired, but a newer line follows it
+    q.put(line("b"))
+    q.put(PendingTurn("say", "said"))               # not a person's line: ends the run
+    q.put(line("c"))
+    joins = lambda item: item.kind == "turn"        # noqa: E731
+    assert [i.payload for i in q.get_run(joins, timeout=0.1)] == ["a", "b"] and not dropped
+    assert [i.payload for i in q.get_run(joins, timeout=0.1)] == ["said"]
+    q.put(line("d"))
+    now[0] += 11                                    # c and d expire: the whole run goes
+    assert q.get_run(joins, timeout=0.05) is None and dropped == ["c", "d"]
+    q.put(line("e"))
+    assert [i.payload for i in q.get_run(joins, timeout=0.1)] == ["e"]
+
+
+def test_lines_said_while_the_robot_is_busy_get_one_reply_in_order():
+    """A person says three things while the robot answers: one reply takes them all."""
+    from fake_chat_backend import FakeChatBackend
+    from vision_dialogue.core.proactive import ProactiveConfig, ProactivePolicy
+    from vision_dialogue.core.turn_server import TurnServer
+
+    backend = FakeChatBackend()
+    backend.gate["reply"] = threading.Event()               # the first reply waits
+    conv = Conversation(backend, load_persona(), ConversationConfig())
+    settings = {"reply_deadline": 30.0, "greet_first": False, "stream": False,
+                "proactive": "paper"}
+    out, heard, waited = [], [], []
+    received = [0]
+    server = TurnServer(conv, ProactivePolicy(ProactiveConfig("paper")), settings, out.append,
+                        max_waiting=4, frames_received=lambda: received[0],
+                        wait_frames=lambda n: waited.append(n) or True)
+    server.on_person_line = lambda text, speaker: heard.append(text)
+    try:
+        server.utterance("hello robot")
+        assert until(lambda: backend.calls, timeout=10)      # the first reply is being asked
+        for i, text in enumerate(["what is on the table?", "the red thing", "on the left"]):
+            received[0] = i + 1                              # a frame came before each
+            server.utterance(text, "ada")
+        backend.gate["reply"].set()
+        assert until(lambda: sum(c.final for c in out) == 2, timeout=10)
+        assert until(lambda: len(heard) == 4, timeout=5)
+    finally:
+        server.close()
+        conv.close()
+    finals = [c for c in out if c.final]
+    assert [c.in_reply_to for c in finals] == ["hello robot", "on the left"]
+    assert len(backend.calls) == 2 and server.queue.dropped == 0
+    prompt = " ".join(str(m["content"]) for m in backend.calls[1][1])
+    spots = [prompt.find(t) for t in ("what is on the table?", "the red thing", "on the left")]
+    assert -1 not in spots and spots == sorted(spots), prompt
+    assert heard == ["hello robot", "what is on the table?", "the red thing", "on the left"]
+    assert waited == [0, 1, 2, 3]                            # each line after its frames
+    user = [line for line in conv.state()["timeline"] if line.startswith("user")]
+    assert len(user) == 4
+
+
 class SlowBackend:
     """Streams its reply after `delay` seconds; records whether its stream was closed."""
 

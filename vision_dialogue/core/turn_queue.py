@@ -4,7 +4,10 @@ The manager answers one utterance at a time. While it does, new ones wait here. 
 talks over a slow robot should not get answers to stale lines minutes later, so:
 - at most `max_waiting` wait; one more pushes the oldest waiting one out;
 - each has a deadline (its arrival + the reply deadline); one still waiting at its deadline
-  is dropped when its turn would come.
+  is dropped when its turn would come;
+- `get_run(joins)` takes the next item with the ones right behind it that join it (a person's
+  lines said while the robot was busy: one reply takes them all); a run goes only when its
+  newest item's deadline has passed, so an older line is not lost while a newer one is served.
 Every drop is reported to `on_drop(item, reason)` (the node logs it and writes it to the
 transcript). ROS-free.
 """
@@ -65,20 +68,32 @@ class TurnQueue:
 
         None after close() or on timeout.
         """
-        end = None if timeout is None else self.clock() + timeout
+        run = self.get_run(lambda item: False, timeout)
+        return None if run is None else run[0]
+
+    def get_run(self, joins: Callable[[PendingTurn], bool],
+                timeout: float | None = None) -> list[PendingTurn] | None:
+        """The next item and, if `joins(item)`, the joining ones right behind it, in order.
+
+        Dropped when the newest in the run has expired. None after close() or on timeout.
+        """
+        end = None if timeout is None else time.monotonic() + timeout   # a wait, not a deadline
         while True:
             with self._cv:
                 while not self._items and not self._closed:
-                    left = None if end is None else end - self.clock()
+                    left = None if end is None else end - time.monotonic()
                     if left is not None and left <= 0:
                         return None
                     self._cv.wait(left)
                 if self._closed:
                     return None
-                item = self._items.popleft()
-            if item.deadline > self.clock():
-                return item
-            self._drop(item, "expired: its reply deadline passed while it waited")
+                run = [self._items.popleft()]
+                while joins(run[0]) and self._items and joins(self._items[0]):
+                    run.append(self._items.popleft())
+            if run[-1].deadline > self.clock():
+                return run
+            for item in run:
+                self._drop(item, "expired: its reply deadline passed while it waited")
 
     def remove(self, item: PendingTurn) -> bool:
         """Take a waiting item out unserved and unreported (a cancelled skill).

@@ -5,6 +5,8 @@ picture) and publishes what comes out (`publish(ReplyChunk)`). Here is decided:
 * the order: one FIFO of user turns, remarks unasked and shared pictures, served by one worker
   thread so an LLM call never blocks the ROS executor; a turn first waits for the camera
   frames that came before its utterance (`wait_frames`), so the prompt keeps arrival order;
+  a person's lines that waited together while the robot was busy get one reply that takes
+  them all (each enters the prompt in order; the bound `max_waiting` still holds for floods);
 * the opening remark (`greet_first`), once, when someone is first in view or engages;
 * a remark on an arrival, a changed scene or a wave (core/proactive.py), never while a turn
   waits or runs;
@@ -44,6 +46,11 @@ class ReplyChunk:
     in_reply_to: str
     final: bool
     fallback: bool
+
+
+def _person_line(item: PendingTurn) -> bool:
+    """A person's line to answer (not a skill's turn): lines that wait together join."""
+    return item.kind == "turn" and item.done is None
 
 
 class TurnServer:
@@ -185,12 +192,14 @@ class TurnServer:
     def _serve(self) -> None:
         self._on_start()
         while True:
-            item = self.queue.get()
-            if item is None:
+            run = self.queue.get_run(_person_line)
+            if run is None:
                 return
+            item = run[-1]
             self._answering = 1
             result = None
             try:
+                self._hear_first(run[:-1])
                 result = self._serve_one(item)
             except Exception as e:  # noqa: BLE001 - the worker must survive anything
                 self.log.error(f"turn failed unexpectedly: {type(e).__name__}: {e}")
@@ -199,7 +208,17 @@ class TurnServer:
                 if item.done is not None:
                     item.done(result)
             if item.kind == "turn" and result is not None:
-                self.on_person_line(item.payload, item.speaker)
+                for line in run:
+                    self.on_person_line(line.payload, line.speaker)
+
+    def _hear_first(self, lines: list[PendingTurn]) -> None:
+        """A person's lines that waited before the last one: heard, in order, then one reply."""
+        if lines:
+            self.log.info(f"{len(lines) + 1} lines waited while the robot was busy: "
+                          "one reply takes them all")
+        for line in lines:
+            self._wait_frames(line.frames_before)
+            self.conversation.hear(line.payload, line.speaker)
 
     def _serve_one(self, item: PendingTurn) -> TurnResult | None:
         if item.kind == "shared":

@@ -74,9 +74,9 @@ PARAMS = [
           "of its reply; past it the fallback line is spoken and the late answer is only "
           "logged. An utterance still waiting for its turn at its deadline is dropped "
           "(logged, and written to the transcript).", range=(0.5, 3600.0), live=True),
-    Param("max_queued_turns", 4, "Utterances that may wait while a reply is produced; when "
-          "more arrive the oldest waiting one is dropped (logged, and written to the "
-          "transcript).", range=(1, 1000), live=True),
+    Param("max_queued_turns", 4, "Utterances that may wait while a reply is produced (those "
+          "waiting together get one reply); when more arrive the oldest waiting one is "
+          "dropped (logged, and written to the transcript).", range=(1, 1000), live=True),
     Param("request_timeout", 30.0, "Seconds per LLM request.", range=(0.1, 3600.0)),
     Param("max_retries", 2, "Retries of a failed LLM request (with backoff).", range=(0, 20)),
     Param("max_summary_failures", 3, "Failed attempts after which frames are replaced by a "
