@@ -73,6 +73,30 @@ def test_a_set_that_comes_after_its_frame_still_reaches_that_frame():
     assert target is None
 
 
+def test_two_detectors_each_add_their_view_to_the_frame_and_the_note_does_not_flip():
+    """Ours sees a person and a cup, a robot's sees the zebra: the frame holds all three."""
+    notes = ObjectNotes(max_age=5.0)
+    ours = lambda t, *s: DetectionSet(t, s, source="/detector_node")   # noqa: E731
+    robot = lambda t, *s: DetectionSet(t, s, source="/robot_detector")  # noqa: E731
+    notes.add(ours(9.9, sight("person", 0.8, 0.2), sight("cup", 0.6, 0.5)))
+    notes.add(robot(10.0, sight("zebra", 0.7, 0.9)))
+    first = notes.attach(10.0)
+    assert all(x in first for x in ("a person", "a cup", "a zebra")), first
+    # each detector's newer set for the next frame: neither drops the other's classes
+    notes.attach(12.0)
+    for det in (robot(12.0, sight("zebra", 0.7, 0.9)),
+                ours(12.05, sight("person", 0.8, 0.2), sight("cup", 0.6, 0.5))):
+        target, note, events = notes.add(det)
+        assert target == 12.0 and "a zebra" in note and "a person" in note, note
+        assert not any("no longer" in e for e in events)
+    # both see the one person: one person, not two
+    notes.attach(14.0)
+    _target, note, _events = notes.add(robot(14.0, sight("person", 0.9, 0.2)))
+    notes.add(ours(14.0, sight("person", 0.8, 0.2)))
+    assert notes.add(ours(14.01, sight("person", 0.8, 0.2)))[0] is None  # not nearer
+    assert "a person" in note and "two" not in notes.attach(14.0)
+
+
 def test_classes_coming_into_view_and_leaving_are_events():
     notes = ObjectNotes(max_age=5.0)
     assert notes.add(DetectionSet(0.0, (sight("cup", 0.6),)))[2] == ["a cup came into view"]

@@ -133,6 +133,20 @@ def test_two_detectors_on_the_default_topics_each_name_their_own_ids(ros_context
                       if it.kind == "event"]
             assert {"a cup came into view", "a zebra came into view"} & set(events), events
             assert not any("class24" in e or "mine" in e for e in events), events
+            # a frame gets both detectors' objects, and keeps them as each sends newer sets
+            img = to_image_msg(photo())
+            img.header.stamp = rig.io.get_clock().now().to_msg()
+            rig.img_pub.publish(img)
+
+            def note():
+                frames = [it.frame for it in rig.node.conversation.timeline.snapshot()
+                          if it.kind == "frame"]
+                return frames[-1].objects if frames else ""
+            assert rig.wait(lambda: "a cup" in note() and "a zebra" in note(), timeout=30), note()
+            notes, received = set(), rig.node.detections.received
+            assert rig.wait(lambda: notes.add(note()) or
+                            rig.node.detections.received >= received + 10, timeout=30)
+            assert all("a cup" in n and "a zebra" in n for n in notes), notes
     finally:
         for peer in peers:
             peer.close()

@@ -141,6 +141,7 @@ class DetectionSet:
     stamp: float
     sightings: tuple[ObjectSighting, ...]
     unnamed: int = 0          # detections left out: a class id with no name known
+    source: str = ""          # the publishing node: each detector's set is its view only
 
 
 class ObjectNotes:
@@ -149,6 +150,11 @@ class ObjectNotes:
     `attach(frame_stamp)` → note text ("" if none fresh); `add(det_set)` → (frame stamp the
     set belongs to or None, note, events): the caller updates that frame's note and adds the
     events to the timeline.
+
+    A frame's note joins, per source (detector), the set nearest to the frame: two detectors
+    on the same topics each see only their classes, so one's set is not the whole view and
+    the note must not flip between them. A class is gone only when no source saw it for
+    `max_age` s.
 
     Hold `in_order` while attaching a frame's note and putting the frame in place, and while
     adding a set and applying its note: a set that comes for a frame still being put in
@@ -161,7 +167,7 @@ class ObjectNotes:
         self.skip = set(skip)
         self._sets: deque[DetectionSet] = deque(maxlen=64)
         self._frames: deque[float] = deque(maxlen=8)     # stamps of recent frames
-        self._attached: dict[float, float] = {}          # frame stamp -> |det - frame| used
+        self._chosen: dict[float, dict[str, DetectionSet]] = {}  # frame -> source -> set
         self._last_seen: dict[str, float] = {}           # class -> newest stamp it was seen
         self._lock = threading.Lock()
         self.in_order = threading.Lock()
@@ -170,21 +176,47 @@ class ObjectNotes:
         return describe_objects(det.sightings, min_score=self.min_score, sure=self.sure,
                                 skip=self.skip)
 
+    def _frame_note(self, frame_stamp: float) -> str:
+        chosen = self._chosen.get(frame_stamp, {})
+        return self.note(DetectionSet(frame_stamp, self._joined(
+            chosen[source] for source in sorted(chosen))))
+
+    def _joined(self, sets: Iterable[DetectionSet]) -> tuple[ObjectSighting, ...]:
+        """Each class from the source that saw most of it (then the surest).
+
+        Two detectors that both see the one person make one person, not two.
+        """
+        best: dict[str, tuple[int, float, list[ObjectSighting]]] = {}
+        for det in sets:
+            by_class: dict[str, list[ObjectSighting]] = {}
+            for s in det.sightings:
+                by_class.setdefault(s.label, []).append(s)
+            for label, group in by_class.items():
+                rank = (sum(s.score >= self.min_score for s in group), max(s.score for s in group))
+                if label not in best or rank > best[label][:2]:
+                    best[label] = (*rank, group)
+        return tuple(s for *_rank, group in best.values() for s in group)
+
     def attach(self, frame_stamp: float) -> str:
-        """The note for a new frame: the nearest fresh detection set's, or ""."""
+        """The note for a new frame: each source's nearest fresh detection set, or ""."""
         with self._lock:
             self._frames.append(frame_stamp)
-            best = min(self._sets, key=lambda d: abs(d.stamp - frame_stamp), default=None)
-            if best is None or abs(best.stamp - frame_stamp) > self.max_age:
+            chosen = {}
+            for det in self._sets:
+                held = chosen.get(det.source)
+                gap = abs(det.stamp - frame_stamp)
+                if gap <= self.max_age and (held is None or gap < abs(held.stamp - frame_stamp)):
+                    chosen[det.source] = det
+            if not chosen:
                 return ""
-            self._attached[frame_stamp] = abs(best.stamp - frame_stamp)
+            self._chosen[frame_stamp] = chosen
             self._trim()
-        return self.note(best)
+            return self._frame_note(frame_stamp)
 
     def add(self, det: DetectionSet) -> tuple[float | None, str, list[str]]:
         """Take a detection set; returns (frame stamp, note, events).
 
-        The frame stamp is that of the frame whose note this set now is, or None.
+        The frame stamp is that of the frame whose note this set now changes, or None.
         """
         with self._lock:
             self._sets.append(det)
@@ -192,12 +224,13 @@ class ObjectNotes:
             target = min(self._frames, key=lambda f: abs(f - det.stamp), default=None)
             if target is not None:
                 gap = abs(target - det.stamp)
-                if gap > self.max_age or gap >= self._attached.get(target, float("inf")):
+                held = self._chosen.get(target, {}).get(det.source)
+                if gap > self.max_age or (held is not None and gap >= abs(held.stamp - target)):
                     target = None
                 else:
-                    self._attached[target] = gap
+                    self._chosen.setdefault(target, {})[det.source] = det
             self._trim()
-        return target, (self.note(det) if target is not None else ""), events
+            return target, (self._frame_note(target) if target is not None else ""), events
 
     def _events(self, det: DetectionSet) -> list[str]:
         """Classes that came into view with this set (sure), or left before it.
@@ -224,8 +257,8 @@ class ObjectNotes:
 
     def _trim(self) -> None:
         keep = set(self._frames)
-        for stamp in [s for s in self._attached if s not in keep]:
-            del self._attached[stamp]
+        for stamp in [s for s in self._chosen if s not in keep]:
+            del self._chosen[stamp]
 
 
 class LabelMap:

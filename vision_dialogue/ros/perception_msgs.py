@@ -79,7 +79,8 @@ def from_detection_array(msg, labels: LabelMap, width: float = 0.0,
                      if (alt := labels.name(r.hypothesis.class_id, source)))
         cx = det.bbox.center.position.x / span if span > 0 else 0.5
         sightings.append(ObjectSighting(name, float(best.score), min(max(cx, 0.0), 1.0), alts))
-    return DetectionSet(stamp_to_ns(msg.header.stamp) / 1e9, tuple(sightings), unnamed=unnamed)
+    return DetectionSet(stamp_to_ns(msg.header.stamp) / 1e9, tuple(sightings), unnamed=unnamed,
+                        source=source)
 
 
 def to_detection_array(header, detected: Iterable):
