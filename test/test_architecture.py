@@ -187,7 +187,7 @@ ROS_FREE_TESTS = ("test_timeline.py", "test_summariser.py", "test_intake_and_tur
                   "test_people.py", "test_proactive.py", "test_sentences.py",
                   "test_variants.py", "test_images.py", "test_speech_turns.py",
                   "test_tool_loop.py", "test_objects.py", "test_face_tracks.py",
-                  "test_face.py")
+                  "test_face.py", "test_health.py")
 
 
 def test_the_ros_free_tests_run_without_ros():

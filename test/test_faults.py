@@ -397,14 +397,12 @@ def test_store_refuses_an_image_declaring_too_many_pixels(tmp_path):
 
 
 @pytest.mark.fault("VFM", "burst of 20 goals")
-def test_a_burst_of_goals_is_queued_and_every_goal_answered(ros_context, tmp_path):
-    import threading
-
+def test_a_burst_of_goals_is_queued_and_every_goal_answered(tmp_path):
     import tiny_models
     from test_vfm_server import Harness
     from vision_dialogue.action import ImageToImage
     ckpts = tiny_models.cached(tmp_path / "tiny")
-    h = Harness(ros_context, tmp_path / "store", ckpts, load="canny_cpu,text2image_cpu",
+    h = Harness(tmp_path / "store", ckpts, load="canny_cpu,text2image_cpu",
                 max_parallel_goals=1)
     try:
         name = _store_image(h)

@@ -32,9 +32,11 @@ from sensor_msgs.msg import CompressedImage, Image
 from vision_dialogue.camera.acquisition import Acquisition
 from vision_dialogue.camera.sources import SOURCE_KINDS, CameraSource, CapturedFrame, \
     SourceContext, source_class
+from vision_dialogue.core.health import OK, Health, by_age
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, resize_to
 from vision_dialogue.core.variants import AUTO, choose_variant
 from vision_dialogue.ros.dds import MAX_FRAME_BYTES
+from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.msg import DetectedUsers
 from vision_dialogue.ros.image_msgs import stamp_from_ns, to_compressed_msg, to_image_msg
 from vision_dialogue.ros.node_runner import run_node
@@ -161,12 +163,27 @@ class CameraNode(Node):
                        + (f", stream at {rate:g} Hz" if rate > 0 else ""))
         self.context.on_shutdown(self.close)
         self.acquisition.start()
+        DiagnosticsPublisher(self, self._health)
 
     # counters of the acquisition, for monitoring and tests
     failures = property(lambda self: self.acquisition.failures)
     errors_logged = property(lambda self: self.acquisition.errors_logged)
     ended = property(lambda self: self.acquisition.ended)
     tick_period = property(lambda self: self.acquisition.tick_period)
+
+    def _health(self) -> list[Health]:
+        """The source: open and delivering every frame_period, failing, or finished."""
+        a, period = self.acquisition, self.p["frame_period"]
+        values = {"source": a.source.describe() if a.source else "none",
+                  "frames published": self.frames_published, "frame period (s)": period,
+                  "failed attempts": a.failures}
+        if a.ended:
+            return [Health("camera", OK, "the source finished (loop is off)", values)]
+        age = None if a.last_frame_at is None else a.clock() - a.last_frame_at
+        level, message = by_age(age, period, "frame")
+        if a.fault.since is not None:
+            level, message = max(level, a.fault.level()), f"source failing: {a.fault.reason}"
+        return [Health("camera", level, message, values)]
 
     def _image_publishers(self, topic: str, qos: QoSProfile):
         """Return the (raw, compressed or None) publishers of `topic`.

@@ -15,11 +15,15 @@ setup from the npm registry). One frame at a time; the newest wins when it falls
 """
 from __future__ import annotations
 
+import time
+
 from rclpy.node import Node
 
 from vision_dialogue.camera.intake import FrameIntake
+from vision_dialogue.core.health import ERROR, OK, Health, Throughput
 from vision_dialogue.perception.objects import Detected, ObjectDetector, ObjectModelMissing
 from vision_dialogue.ros import perception_msgs as pm
+from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.image_input import ImageTopicInput
 from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionError, \
     stamp_from_ns
@@ -55,7 +59,9 @@ class DetectorNode(Node):
         super().__init__(kwargs.pop("node_name", "detector_node"), **kwargs)
         self.p = p = declare_params(self, PARAMS)
         self.published = 0
+        self.work = Throughput()
         self.detector = detector if detector is not None else self._load_detector()
+        DiagnosticsPublisher(self, self._health)
         if self.detector is None:
             return            # idle, not gone: in a launch, a node's exit ends every node
         self.pub = self.create_publisher(pm.Detection2DArray, pm.DETECTIONS_TOPIC, 10)
@@ -79,6 +85,15 @@ class DetectorNode(Node):
             f"objects in {self.images.topic} (COCO, min_score {p['min_score']:g}) -> "
             f"{self.resolve_topic_name(pm.DETECTIONS_TOPIC)}")
 
+    def _health(self) -> list[Health]:
+        """Detecting (rate, time per frame), waiting for frames, or without a detector."""
+        if self.detector is None:
+            return [Health("detector", ERROR, f"no object detection: {self._why}")]
+        values = {**self.work.values(), "frames rejected": self.intake.rejected}
+        message = ("no frame yet on " + self.images.topic if not self.work.total
+                   else f"{values['rate (Hz)']} frames/s, {values['mean time (ms)']} ms each")
+        return [Health("detector", OK, message, values)]
+
     def _load_detector(self):
         """The CenterNet detector, or None with one error saying what is missing."""
         p, why = self.p, None
@@ -91,6 +106,7 @@ class DetectorNode(Node):
                                       threads=p["threads"])
             except (ObjectModelMissing, OSError, ValueError) as e:
                 why = str(e)
+        self._why = why
         self.get_logger().error(f"no object detection: {why}; the conversation goes on "
                                 "without object names")
         return None
@@ -103,12 +119,14 @@ class DetectorNode(Node):
     def _look(self, bgr, stamp_ns: int) -> None:
         """On the intake worker: one frame through the detector; stamped as the frame."""
         stamp_ns = stamp_ns or self.get_clock().now().nanoseconds
+        t0 = time.monotonic()
         found = self.detector.detect(bgr)
         header = self._header(stamp_ns, self.images.frame_id)
         if self.observer is not None:
             found = found + self._parts(bgr, header)
         self.pub.publish(pm.to_detection_array(header, found))
         self.published += 1
+        self.work.add(time.monotonic() - t0)
         if found:
             self.get_logger().debug(", ".join(f"{d.label} {d.score:.2f}" for d in found))
 

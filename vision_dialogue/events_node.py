@@ -12,11 +12,15 @@ the newest frames win when the detector falls behind.
 """
 from __future__ import annotations
 
+import time
+
 from rclpy.node import Node
 
 from vision_dialogue.camera.intake import FrameIntake
+from vision_dialogue.core.health import OK, WARN, Health, Throughput
 from vision_dialogue.msg import VisualEvent
 from vision_dialogue.perception.events import EVENT_KINDS, EventConfig, EventDetector
+from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.image_input import ImageTopicInput
 from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionError
 from vision_dialogue.ros.node_runner import run_node
@@ -92,6 +96,16 @@ class EventsNode(Node):
         log.info(f"events from {topic} at up to {p['max_rate']:g} Hz: "
                  f"{', '.join(p['kinds'])} -> {self.resolve_topic_name(VISUAL_EVENTS_TOPIC)}")
         self._stream_check = self.create_timer(STREAM_CHECK_S, lambda: self._check_stream(topic))
+        self.work = Throughput()
+        DiagnosticsPublisher(self, self._health)
+
+    def _health(self) -> list[Health]:
+        """Analysing the stream (rate, time per frame), or nothing publishes it."""
+        topic, values = self.stream.topic, {**self.work.values(), "events": self.published}
+        if not (self.count_publishers(topic) or self.count_publishers(topic + "/compressed")):
+            return [Health("events", WARN, f"nothing publishes {topic} (the camera's "
+                           "publish_rate is 0?)", values)]
+        return [Health("events", OK, f"{values['rate (Hz)']} frames/s analysed", values)]
 
     def _check_stream(self, topic: str) -> None:
         """Once: say so when nothing publishes the stream (a camera with publish_rate 0)."""
@@ -105,7 +119,10 @@ class EventsNode(Node):
     def _look(self, bgr, stamp_ns: int) -> None:
         """On the intake worker: one frame through the detector, its events published."""
         stamp_ns = stamp_ns or self.get_clock().now().nanoseconds
-        for event in self.detector.observe(bgr, stamp_ns / 1e9):
+        t0 = time.monotonic()
+        events = list(self.detector.observe(bgr, stamp_ns / 1e9))
+        self.work.add(time.monotonic() - t0)
+        for event in events:
             msg = VisualEvent(kind=event.kind, text=event.text, where=event.where,
                               confidence=float(event.confidence))
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 10 ** 9)

@@ -46,6 +46,8 @@ from vision_dialogue.llm.base import BackendError
 from vision_dialogue.llm.factory import BACKENDS, BackendOptions, backend_class, \
     measured_focus_note
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.health import LLM_CHECK_PERIOD_S, OK, WARN, Health, LlmWatch, \
+    ReplyStats
 from vision_dialogue.core.images import ImagePolicy
 from vision_dialogue.core.persona import PersonaError, default_persona_file, load_persona
 from vision_dialogue.core.people import PeopleInView, TrackedPerson
@@ -54,6 +56,7 @@ from vision_dialogue.core.transcript import TranscriptWriter, describe_record, e
     record_from_json
 from vision_dialogue.core.turn_server import ReplyChunk, TurnServer
 from vision_dialogue.camera.intake import FrameIntake
+from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.dialogue_tools import DialogueTools
 from vision_dialogue.ros.image_input import ImageTopicInput
 from vision_dialogue.ros.standard_inputs import connect_standard_inputs
@@ -135,6 +138,7 @@ class ManagerNode(Node):
         self._create_subscriptions()
         self._application_side()
         self._apply_live_params()
+        self._report_health(probe)
         self._closed = False
         log.info(f"manager ready: backend={p['llm_backend']} "
                  f"({type(self.backend).__name__}) model={p['model']!r} "
@@ -431,6 +435,9 @@ class ManagerNode(Node):
 
     # --- state -----------------------------------------------------------------------------
     def _on_event(self, kind: str, data: dict) -> None:
+        if kind == "reply" and not getattr(data["result"], "skill", ""):
+            r = data["result"]
+            self.reply_stats.add(r.first_sentence_s, r.fallback, r.error)
         self.publish_state()
         record = event_record(kind, data)
         frame = data.get("frame")
@@ -444,6 +451,31 @@ class ManagerNode(Node):
         line = describe_record(record) if self._verbose and record is not None else ""
         if line:
             self.get_logger().info(line)        # bringup --verbose
+
+    def _report_health(self, probe) -> None:
+        """/diagnostics: the LLM server looked at every few seconds, the replies, the prompt."""
+        self.reply_stats = ReplyStats()
+        self.llm_watch = LlmWatch(None if probe is None else lambda: probe(
+            self._backend_options(), timeout=LLM_CHECK_PERIOD_S), self.reply_stats)
+        self.llm_watch.start()
+        DiagnosticsPublisher(self, self._health)
+
+    def _health(self) -> list[Health]:
+        """The LLM (server checked, replies), and the prompt with the frames coming in."""
+        llm = self.llm_watch.health(backend=self.p["llm_backend"], model=self.p["model"])
+        st, losing = self.conversation.state(), self.camera.loss.losing()
+        values = {"frames received": self.frames_received, "frames rejected":
+                  self.intake.rejected, "frames lost between processes": sum(
+                      p.lost for p in self.camera.loss.publishers()),
+                  "turns dropped": self.turns.queue.dropped, "turns waiting":
+                  len(self.turns.queue), "raw frames": st["raw_frames"],
+                  "prompt chars": st["prompt_chars"]}
+        if losing:
+            worst = max(losing, key=lambda p: p.share)
+            return [llm, Health("conversation", WARN, f"a camera publisher lost {worst.lost} of "
+                                f"{worst.announced} frames on the way", values)]
+        return [llm, Health("conversation", OK, f"{st['raw_frames']} raw frames, "
+                            f"{st['prompt_chars']} characters in the prompt", values)]
 
     def publish_event(self, record: dict | None, thumbnail: bytes | None = None) -> None:
         """Publish a record on dialogue/events (`thumbnail`: its JPEG, as base64)."""
@@ -483,6 +515,7 @@ class ManagerNode(Node):
         if self._closed:
             return
         self._closed = True
+        self.llm_watch.close()
         self.intake.close()
         if self.vcg is not None:
             self.vcg.close()

@@ -21,16 +21,19 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from std_msgs.msg import String
 
+from vision_dialogue.core.health import ERROR, OK, StatusBoard
 from vision_dialogue.core.transcript import record_from_json
-from vision_dialogue.monitor.session import SessionView, load_run
+from vision_dialogue.monitor.session import HEALTH_PARTS, SessionView, load_run
 from vision_dialogue.msg import SpeechState
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params
 from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC, SPEECH_STATE_QOS
+from vision_dialogue.ros.topics import DIAGNOSTICS_TOPIC
 from vision_dialogue.ros.vfm_actions import LIST_TOOLS_SERVICE
 from vision_dialogue.srv import ListTools
 
@@ -116,6 +119,9 @@ class MonitorNode(Node):
         self.create_subscription(SpeechState, "dialogue/speech_state", self._on_speech,
                                  SPEECH_STATE_QOS, callback_group=group)
         self.vfm = self.create_client(ListTools, LIST_TOOLS_SERVICE)
+        self.board = StatusBoard()
+        self.create_subscription(DiagnosticArray, DIAGNOSTICS_TOPIC, self._on_diagnostics, 10,
+                                 callback_group=group)
         self.create_timer(self.p["health_period"], self._check_health)
 
     def _on_event(self, msg: String) -> None:
@@ -130,10 +136,23 @@ class MonitorNode(Node):
     def _on_speech(self, msg: SpeechState) -> None:
         self.view.set_speech_state(SPEECH_STATES.get(msg.state, str(msg.state)))
 
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        """The nodes' own statuses decide the badges they name (the page says what they say)."""
+        for s in msg.status:
+            self.board.update(s.name, s.level[0], s.message)
+        for part in HEALTH_PARTS:
+            found = self.board.worst(part)
+            if found is not None:
+                self.view.set_health(part, {OK: True, ERROR: False}.get(found[0]), found[1])
+
     def _check_health(self) -> None:
+        """For parts that publish no /diagnostics (older nodes, other stacks): look ourselves."""
         age = self.view.camera_age()
-        if age is not None and age > self.p["camera_timeout"]:
+        if self.board.worst("camera") is None and age is not None and \
+                age > self.p["camera_timeout"]:
             self.view.set_health("camera", False, f"no frame for {age:.0f} s")
+        if self.board.worst("vfm") is not None:
+            return
         if self.vfm.service_is_ready():
             self.view.set_health("vfm", True, "vfm_server answers")
         else:

@@ -45,11 +45,13 @@ from rclpy.node import Node
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from std_msgs.msg import Bool, UInt32
 
+from vision_dialogue.core.health import ERROR, FAULT_ERROR_S, OK, WARN, Health
 from vision_dialogue.core.people import PEOPLE_FRESH_S, TrackedPerson, closest
 from vision_dialogue.core.variants import AUTO, choose_variant
 from vision_dialogue.msg import AudioChunk, DetectedUsers, Reply, SpeechState, Spoken, \
     Utterance
 from vision_dialogue.ros.console import hold_logs, show_prompt
+from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.speech.terminal import TerminalBackend
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.face_output import FACE_PARAMS, make_face
@@ -63,7 +65,7 @@ from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, HEARING_TOPIC, PARTIA
 from vision_dialogue.speech import BACKEND_NAMES, SpeechBackend, backend_class
 from vision_dialogue.speech.base import RobotTurnTaking, SpeechIO
 from vision_dialogue.speech.script import ScriptError, load_script
-from vision_dialogue.speech.turns import HeardUtterance, SpeechTurns
+from vision_dialogue.speech.turns import STATE_NAMES, HeardUtterance, SpeechTurns
 from vision_dialogue.voice.audio import AudioFileError
 from vision_dialogue.voice.sources import MIC, TOPIC, load_wav_items
 from vision_dialogue.voice.turn_end import HOLD_SILENCE_S, PARTIAL_EVERY_S, QUICK_SILENCE_S
@@ -265,6 +267,21 @@ class SpeechNode(Node):
         self._starter = threading.Thread(target=self._start_backend, name="speech-start",
                                          daemon=True)
         self._starter.start()
+        DiagnosticsPublisher(self, self._health)
+
+    def _health(self) -> list[Health]:
+        """The backend: started, listening or away (a robot that does not answer)."""
+        values = {"backend": self.backend_kind, "state": STATE_NAMES[self.turns.state],
+                  "barge-ins": getattr(self.backend, "barge_ins", 0)}
+        away = self.turns.unavailable_since
+        if away is not None:
+            level = ERROR if time.monotonic() - away >= FAULT_ERROR_S else WARN
+            return [Health("speech", level, f"{self.backend_kind}: unavailable for "
+                           f"{time.monotonic() - away:.0f} s; retrying", values)]
+        if not self.started.is_set():
+            return [Health("speech", WARN, "not started yet: waiting for the manager to "
+                           "subscribe", values)]
+        return [Health("speech", OK, f"{self.backend_kind}: {values['state']}", values)]
 
     def _on_users(self, msg: DetectedUsers) -> None:
         """The users the camera tracks: the closest is whom the robot listens to."""

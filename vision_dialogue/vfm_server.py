@@ -28,7 +28,9 @@ from rclpy.task import Future
 from vision_dialogue.msg import ToolInfo
 from vision_dialogue.ros.image_msgs import ImageConversionError, from_image_msg, to_image_msg
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
+from vision_dialogue.core.health import OK, WARN, Health
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS
+from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.vfm_actions import (ACTIONS, LIST_TOOLS_SERVICE, VFM_ACTION_QOS,
                                              action_name)
 from vision_dialogue.srv import ListTools
@@ -137,6 +139,8 @@ class VfmServer(Node):
         self._list_srv = self.create_service(ListTools, LIST_TOOLS_SERVICE, self._list_tools,
                                              callback_group=self._cb)
         ready, missing = self.toolbox.readiness()
+        self._missing, self._budget = missing, budget
+        DiagnosticsPublisher(self, self._health)
         self.get_logger().info(
             f"{len(ready)} of {len(devices)} tools ready "
             f"({', '.join(f'{o}@{devices[o]}' for o in ready) or 'none'}); "
@@ -282,6 +286,19 @@ class VfmServer(Node):
     def params_now(self, name: str):
         """Current value of a (dynamically settable) parameter."""
         return self.get_parameter(name).value
+
+    def _health(self) -> list[Health]:
+        """Tools offered, loaded and lacking checkpoints; the memory the loaded ones hold."""
+        ops = [t.op for t in self.toolbox.specs]
+        loaded = [op for op in ops if self.toolbox.is_loaded(op)]
+        held = sum(self.toolbox.placement(op)[1] for op in loaded)
+        values = {"tools offered": len(ops), "tools loaded": len(loaded),
+                  "memory held (MiB)": f"{held:.0f}", "memory budget": self._budget.describe(),
+                  "goals running": self._in_flight}
+        if self._missing:
+            return [Health("vfm", WARN, f"{len(self._missing)} of {len(ops)} tools lack "
+                           f"checkpoints: {', '.join(sorted(self._missing)[:5])}", values)]
+        return [Health("vfm", OK, f"{len(ops)} tools, {len(loaded)} loaded", values)]
 
     # ---- list_tools ----------------------------------------------------------------------
     def _list_tools(self, _req, resp):

@@ -19,6 +19,7 @@ import time
 from typing import Callable
 
 from vision_dialogue.camera.sources import CameraSource, CapturedFrame, EndOfStream, SourceError
+from vision_dialogue.core.health import SinceFailing
 
 _log = logging.getLogger("vision_dialogue.camera")
 
@@ -51,6 +52,8 @@ class Acquisition:
         self.failures = 0             # failed open/read attempts
         self.errors_logged = 0        # error lines logged (once per distinct failure)
         self.ended = False
+        self.fault = SinceFailing(clock)      # the source's failure now, for /diagnostics
+        self.last_frame_at: float | None = None   # clock() of the last frame read
         self._failing = False
         self._delay = 0.0
         self._retry_at = 0.0
@@ -102,8 +105,10 @@ class Acquisition:
             frame = self._read(now)
             if frame is None:
                 return None
+            self.last_frame_at = now
             if self._failing:
                 self._failing = False
+                self.fault.succeeded()
                 self._logged.clear()
                 self.log.info(f"camera source recovered: {self.source.describe()}")
             due = self._due(now)
@@ -148,6 +153,7 @@ class Acquisition:
         self._delay = (min(self._delay * 2.0, self.retry_max) if self._failing
                        else self.retry_initial)
         self._failing = True
+        self.fault.failed(msg)
         if msg not in self._logged:   # one error per distinct failure, not one per tick
             self._logged.add(msg)
             self.errors_logged += 1

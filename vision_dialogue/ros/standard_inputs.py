@@ -68,23 +68,40 @@ def connect_standard_inputs(node, p, conversation, turns, people, *,
     return detections, voices
 
 
+#: seconds a label map waits for the graph to name its publisher before it is kept unnamed
+UNPLACED_S = 5.0
+
+
 class PublishingNodes:
     """The node that published a message, from its MessageInfo's publisher GID.
 
     A detector's ``detections`` and ``label_info`` come from two publishers of one node: the
     node's name ties a label map to its detections. Looked up in the ROS graph once per
-    publisher; "" when unknown (no MessageInfo, or the publisher left the graph).
+    publisher (a publisher the graph does not know yet is looked up again at most every
+    LOOKUP_AGAIN_S: a latched message can arrive before discovery names its node); "" when
+    unknown (no MessageInfo, or not in the graph).
     """
+
+    LOOKUP_AGAIN_S = 0.5
 
     def __init__(self, node):
         self.node = node
         self._known: dict[bytes, str] = {}
+        self._looked: dict[bytes, float] = {}      # unknown gid -> when the graph was asked
+
+    @staticmethod
+    def gid_of(info) -> bytes:
+        return bytes(((info or {}).get("publisher_gid") or {}).get("data") or b"")
 
     def node_of(self, topic: str, info) -> str:
-        gid = bytes(((info or {}).get("publisher_gid") or {}).get("data") or b"")
+        return self.node_of_gid(topic, self.gid_of(info))
+
+    def node_of_gid(self, topic: str, gid: bytes) -> str:
         if not gid:
             return ""
-        if gid not in self._known:
+        now = time.monotonic()
+        if gid not in self._known and now - self._looked.get(gid, -1e9) >= self.LOOKUP_AGAIN_S:
+            self._looked[gid] = now
             for e in self.node.get_publishers_info_by_topic(topic):
                 key = bytes(e.endpoint_gid)[:len(gid)]
                 self._known[key] = f"{e.node_namespace.rstrip('/')}/{e.node_name}"
@@ -117,6 +134,7 @@ class DetectionsInput:
         self.labels_topic = node.resolve_topic_name(pm.LABEL_INFO_TOPIC)
         self.log = node.get_logger()
         self._warned_unnamed = False
+        self._unplaced: dict[bytes, tuple[float, list]] = {}   # gid -> (since, class map)
 
     def attach(self, frame_stamp: float, place: Callable[[str], T]) -> T:
         """`place(note)` puts the frame in the timeline; a set for it waits till it is in."""
@@ -124,10 +142,25 @@ class DetectionsInput:
             return place(self.notes.attach(frame_stamp))
 
     def _on_label_info(self, msg, info) -> None:
-        source = self.sources.node_of(self.labels_topic, info)
-        self.labels.update(((c.class_id, c.class_name) for c in msg.class_map), source)
+        class_map = [(c.class_id, c.class_name) for c in msg.class_map]
+        gid = self.sources.gid_of(info)
+        source = self.sources.node_of_gid(self.labels_topic, gid)
+        if gid and not source:         # before discovery names its node: placed when it does
+            self._unplaced[gid] = (time.monotonic(), class_map)
+            return
+        self.labels.update(class_map, source)
+
+    def _place_label_maps(self) -> None:
+        """Maps whose publisher the graph now names go to its node (after UNPLACED_S: to "")."""
+        for gid, (since, class_map) in list(self._unplaced.items()):
+            source = self.sources.node_of_gid(self.labels_topic, gid)
+            if source or time.monotonic() - since > UNPLACED_S:
+                self.labels.update(class_map, source)
+                del self._unplaced[gid]
 
     def _on_detections(self, msg, info) -> None:
+        if self._unplaced:
+            self._place_label_maps()
         det: DetectionSet = pm.from_detection_array(
             msg, self.labels, self.frame_width(), self.sources.node_of(self.topic, info))
         if det.unnamed and not self._warned_unnamed:

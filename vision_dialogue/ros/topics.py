@@ -17,3 +17,4 @@ FACE_EXPRESSION_TOPIC = "robot_face/expression"   # hri_msgs/Expression: the rob
 FACE_GESTURE_TOPIC = "robot_face/gesture"         # std_msgs/String: a Furhat-style gesture, JSON
 FACE_GAZE_TOPIC = "robot_face/gaze_target"        # geometry_msgs/PointStamped: where eyes look
 FACE_RECORDS_TOPIC = "dialogue/face"              # speech node -> manager: face records, JSON
+DIAGNOSTICS_TOPIC = "/diagnostics"                # diagnostic_msgs/DiagnosticArray, every node

@@ -91,6 +91,7 @@ class SpeechTurns:
         self._interrupted: deque[int] = deque(maxlen=16)
         self._awaiting_since: float | None = None
         self._finished = False                  # finish(): IDLE for good
+        self.unavailable_since: float | None = None   # monotonic: the robot went away
         self.input_done = threading.Event()
         self.set_state(IDLE)
         self._speaker = threading.Thread(target=self._speak_loop, name="speech-speaker",
@@ -230,11 +231,14 @@ class SpeechTurns:
             self.log.error(f"spoken report failed: {e!r}")
 
     def listening(self) -> None:
+        self.unavailable_since = None
         with self._cv:
             if self._idle() and not self._finished:
                 self.set_state(LISTENING)
 
     def unavailable(self) -> None:
+        if self.unavailable_since is None:
+            self.unavailable_since = time.monotonic()
         with self._cv:
             if self._idle():
                 self.set_state(IDLE)      # not listening while the robot is away
