@@ -43,12 +43,12 @@ def test_dds_profile_settings(monkeypatch, tmp_path):
     monkeypatch.delenv("RMW_IMPLEMENTATION", raising=False)
     monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", str(REPO / "config" / "fastdds.xml"))
     row = doctor.check_dds(Config())
-    assert row.result == OK and "32 MB" in row.detail
+    assert row.result == OK and "64 MB" in row.detail
     monkeypatch.delenv("FASTDDS_DEFAULT_PROFILES_FILE")
     row = doctor.check_dds(Config())
     assert row.result == WARN and "source install/setup.bash" in row.fix
     small = tmp_path / "small.xml"
-    small.write_text((REPO / "config" / "fastdds.xml").read_text().replace("33554432", "524288"))
+    small.write_text((REPO / "config" / "fastdds.xml").read_text().replace("67108864", "524288"))
     monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", str(small))
     assert doctor.check_dds(Config()).result == WARN
     monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", str(tmp_path / "gone.xml"))

@@ -124,22 +124,33 @@ def test_a_run_of_lines_leaves_together_and_only_when_its_newest_has_expired():
     assert [i.payload for i in q.get_run(joins, timeout=0.1)] == ["e"]
 
 
-def test_lines_said_while_the_robot_is_busy_get_one_reply_in_order():
-    """A person says three things while the robot answers: one reply takes them all."""
+def gated_turn_server(greet_first: bool, stream: bool, **kw):
+    """A TurnServer on a fake LLM whose first reply waits for `backend.gate["reply"]`.
+
+    Returns (backend, conversation, server, published chunks).
+    """
     from fake_chat_backend import FakeChatBackend
     from vision_dialogue.core.proactive import ProactiveConfig, ProactivePolicy
     from vision_dialogue.core.turn_server import TurnServer
 
     backend = FakeChatBackend()
-    backend.gate["reply"] = threading.Event()               # the first reply waits
+    backend.gate["reply"] = threading.Event()
     conv = Conversation(backend, load_persona(), ConversationConfig())
-    settings = {"reply_deadline": 30.0, "greet_first": False, "stream": False,
+    settings = {"reply_deadline": 30.0, "greet_first": greet_first, "stream": stream,
                 "proactive": "paper"}
-    out, heard, waited = [], [], []
-    received = [0]
+    out = []
     server = TurnServer(conv, ProactivePolicy(ProactiveConfig("paper")), settings, out.append,
-                        max_waiting=4, frames_received=lambda: received[0],
-                        wait_frames=lambda n: waited.append(n) or True)
+                        max_waiting=4, **kw)
+    return backend, conv, server, out
+
+
+def test_lines_said_while_the_robot_is_busy_get_one_reply_in_order():
+    """A person says three things while the robot answers: one reply takes them all."""
+    heard, waited = [], []
+    received = [0]
+    backend, conv, server, out = gated_turn_server(
+        False, False, frames_received=lambda: received[0],
+        wait_frames=lambda n: waited.append(n) or True)
     server.on_person_line = lambda text, speaker: heard.append(text)
     try:
         server.utterance("hello robot")
@@ -207,19 +218,14 @@ def test_reply_deadline_gives_the_fallback_and_stops_the_late_stream():
 
 
 def test_turn_server_orders_turns_greets_once_and_reports_an_all_fallback_run():
-    from fake_chat_backend import FakeChatBackend
     from vision_dialogue.core.proactive import ProactiveConfig, ProactivePolicy
     from vision_dialogue.core.turn_server import TurnServer
 
-    backend = FakeChatBackend()
-    backend.gate["reply"] = threading.Event()               # the first reply waits
-    conv = Conversation(backend, load_persona(), ConversationConfig())
-    settings = {"reply_deadline": 30.0, "greet_first": True, "stream": True,
-                "proactive": "paper"}
-    out, frames_waited = [], []
-    server = TurnServer(conv, ProactivePolicy(ProactiveConfig("paper")), settings,
-                        out.append, max_waiting=4, frames_received=lambda: 7,
-                        wait_frames=lambda n: frames_waited.append(n) or True)
+    frames_waited = []
+    backend, conv, server, out = gated_turn_server(
+        True, True, frames_received=lambda: 7,
+        wait_frames=lambda n: frames_waited.append(n) or True)
+    settings = server.settings
     try:
         frame = conv.add_frame(IMG)
         frame.people = 1

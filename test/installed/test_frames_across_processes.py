@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from installed.user_env import stop
+from installed.user_env import stop, wait_for_log
 
 DRIVER = Path(__file__).with_name("frame_driver.py")
 
@@ -87,3 +87,29 @@ def test_raw_frames_reach_the_manager(installed, ros_context, tmp_path, qos, fps
     log = (tmp_path / "manager.log").read_text()
     assert code == 0 and "Traceback" not in log, log[-3000:]
     assert got >= 0.95 * sent, f"{got}/{sent} frames reached the manager\n{log[-2000:]}"
+
+
+def test_a_36_mb_frame_among_small_ones_crosses_best_effort(installed, ros_context, tmp_path):
+    """A driver's 4000x3000 bgr8 frame (36 MB, 550 fragments) between 640x480 ones.
+
+    Best effort it was lost, and nothing said, with Fast DDS' port queue of 512 fragments and
+    32 MB segments; config/fastdds.xml has 64 MB and 2048.
+    """
+    env = dict(installed.env, OPENAI_API_KEY="sk-test")
+    manager = installed.popen(installed.exe("manager_node") + [
+        "--ros-args", "-p", "base_url:=http://127.0.0.1:9/v1", "-p", "n:=1000",
+        "-p", "m:=999", "-p", "transcript_dir:=''", "-p", "prompt_state_period:=0.2"],
+        env=env, log=tmp_path / "manager.log")
+    try:
+        res = installed.run([sys.executable, str(DRIVER), "--qos", "sensor_data", "--rate", "2",
+                             "--count", "9", "--big", "4000x3000", "--big-at", "4"],
+                            timeout=60)
+        assert res.returncode == 0, res.stdout + res.stderr
+        log = tmp_path / "manager.log"
+        wait_for_log(log, "frames of 4000x3000 are downscaled", manager, timeout=20)
+        got = received(ros_context)
+    finally:
+        code = stop(manager)
+    text = (tmp_path / "manager.log").read_text()
+    assert code == 0 and "Traceback" not in text, text[-3000:]
+    assert got >= 8, f"{got}/9 frames reached the manager\n{text[-2000:]}"

@@ -111,7 +111,7 @@ def check_dds(cfg: Config) -> Check:
     if segment is not None and segment < LARGE_SEGMENT:
         return Check(name, WARN, f"{profile}: shared-memory segment {segment >> 10} KB, "
                      "smaller than a raw 640x480 frame (900 KB)",
-                     "use config/fastdds.xml (32 MB segments)")
+                     "use config/fastdds.xml (64 MB segments)")
     return Check(name, OK, f"profile {profile}"
                  + (f" (segment {segment >> 20} MB)" if segment else ""))
 

@@ -2,8 +2,10 @@
 
 Fast DDS' default shared-memory segment (0.5 MB) is smaller than one 640x480 bgr8 Image
 (0.9 MB): such messages fall back to UDP fragments, and best-effort frames between
-processes on one host mostly never arrive. `config/fastdds.xml` uses 32 MB segments, which
-carry frames up to 1920x1080 bgr8 (`MAX_FRAME_BYTES`). It is the default wherever we start
+processes on one host mostly never arrive. `config/fastdds.xml` uses 64 MB segments and a
+port queue of 2048 fragments: our camera publishes frames up to 1920x1080 bgr8
+(`MAX_FRAME_BYTES`, so the segment holds several in flight) and a driver's single frame up to
+64 MB (a 4000x3000 one is 36 MB) crosses, best effort too. It is the default wherever we start
 processes (env.sh, the install's environment hook, bringup, the launch files, every node's
 main); a profile the user chose (FASTDDS_DEFAULT_PROFILES_FILE already set) always wins, and
 VD_NO_DDS_PROFILE=1 keeps Fast DDS' own defaults.
@@ -20,7 +22,7 @@ PROFILE_NAME = "fastdds.xml"
 #: set (e.g. VD_NO_DDS_PROFILE=1) to keep Fast DDS' own defaults (benchmark baseline)
 OPT_OUT_ENV = "VD_NO_DDS_PROFILE"
 #: shared-memory segment size in config/fastdds.xml; one raw frame must fit in it
-SEGMENT_BYTES = 32 * 1024 * 1024
+SEGMENT_BYTES = 64 * 1024 * 1024
 #: the largest raw frame that crosses processes reliably with the profile (1920x1080 bgr8)
 MAX_FRAME_BYTES = 1920 * 1080 * 3
 
