@@ -4,6 +4,7 @@
     doctor --setup standalone                # + that setup's LLM endpoint, camera, robot
     doctor --base-url http://127.0.0.1:8000/v1 --model my-vlm --images
     doctor --furhat-host 192.168.1.10
+    doctor --health                          # + the running nodes' /diagnostics
 
 Checks: ROS import and the package build; the DDS transport settings for large frames; the
 default model's cache; camera devices; the LLM endpoint (reachable, the model listed, images
@@ -61,6 +62,7 @@ class Config:
     voice_in: str = ""        # the local voice's audio_in when a setup uses it ("" = not used)
     frames_topic: str = ""    # an image topic to listen to for lost frames ("" = not checked)
     listen_s: float = 6.0
+    health: bool = False      # also report the running nodes' /diagnostics
 
 
 # ---------------------------------------------------------------------------- checks
@@ -403,7 +405,42 @@ def config_from(ns) -> Config:
     cfg.images = ns.images
     cfg.frames_topic = getattr(ns, "topic", None) or ""
     cfg.listen_s = float(getattr(ns, "listen", None) or cfg.listen_s)
+    cfg.health = bool(getattr(ns, "health", False))
     return cfg
+
+
+def health_rows(cfg: Config) -> list[Check]:
+    """The running nodes' own statuses on /diagnostics, one row each (what the monitor shows).
+
+    Listens `listen_s` s (at least 2: the nodes publish once a second); the newest status of
+    each name counts.
+    """
+    from vision_dialogue.ros.dds import apply_default_profile
+    apply_default_profile()
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    from vision_dialogue.core.health import LEVEL_NAMES
+    from vision_dialogue.ros.topics import DIAGNOSTICS_TOPIC
+    newest: dict[str, tuple[int, str]] = {}
+
+    def on_array(msg):
+        newest.update((s.name, (s.level[0], s.message)) for s in msg.status)
+
+    with rclpy.init(args=["doctor"]):
+        node = rclpy.create_node("vd_doctor_health")
+        node.create_subscription(DiagnosticArray, DIAGNOSTICS_TOPIC, on_array, 50)
+        end = time.monotonic() + max(2.0, cfg.listen_s)
+        while time.monotonic() < end:
+            rclpy.spin_once(node, timeout_sec=0.1)
+        node.destroy_node()
+    if not newest:
+        return [Check("health", WARN, f"no node published {DIAGNOSTICS_TOPIC} in "
+                      f"{max(2.0, cfg.listen_s):g} s", "start the setup (bringup, ros2 launch)")]
+    result = {"OK": OK, "WARN": WARN}
+    return [Check(name, result.get(LEVEL_NAMES[min(level, 3)], FAIL), message,
+                  "see that node's log")
+            for name, (level, message) in sorted(newest.items())]
 
 
 def table(rows: list[Check]) -> str:
@@ -434,7 +471,9 @@ def main(args=None) -> int:
     ap.add_argument("--topic", help="an image topic to listen to for a few seconds: do the "
                     "frames its publishers send arrive here (a stock driver's may not)?")
     ap.add_argument("--listen", type=float, default=6.0,
-                    help="seconds to listen to --topic (default 6)")
+                    help="seconds to listen to --topic or /diagnostics (default 6)")
+    ap.add_argument("--health", action="store_true",
+                    help="also report the running nodes' statuses from /diagnostics")
     ns = ap.parse_args(argv)
     if args is None:
         quiet_console()
@@ -450,6 +489,8 @@ def main(args=None) -> int:
         except Exception as e:  # noqa: BLE001 - one broken check must not hide the others
             rows.append(Check(check.__name__.replace("check_", ""), FAIL,
                               f"the check itself failed: {type(e).__name__}: {e}"))
+    if cfg.health:
+        rows += health_rows(cfg)
     print(table(rows))
     failed = [r.name for r in rows if r.result == FAIL]
     print(f"\n{len(rows) - len(failed)} of {len(rows)} checks passed"
