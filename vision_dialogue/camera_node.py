@@ -24,21 +24,21 @@ import time
 
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import ParameterException
-from rclpy.node import Node
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from sensor_msgs.msg import CompressedImage, Image
 
 from vision_dialogue.camera.acquisition import Acquisition
 from vision_dialogue.camera.sources import SOURCE_KINDS, CameraSource, CapturedFrame, \
-    SourceContext, source_class
-from vision_dialogue.core.health import OK, Health, by_age
+    SourceContext, SourceError, source_class
+from vision_dialogue.core.health import ERROR, OK, Health, by_age
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, resize_to
 from vision_dialogue.core.variants import AUTO, choose_variant
 from vision_dialogue.ros.dds import MAX_FRAME_BYTES
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.msg import DetectedUsers
 from vision_dialogue.ros.image_msgs import stamp_from_ns, to_compressed_msg, to_image_msg
+from vision_dialogue.ros.managed import MANAGED_PARAM, ConfigureError, ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 from vision_dialogue.ros.qos import CAMERA_FRAME_QOS
@@ -81,6 +81,7 @@ PARAMS = [
           range=(0.01, 3600.0)),
     Param("retry_max", 30.0, "Maximum retry delay (s); the delay doubles up to it.",
           range=(0.01, 3600.0)),
+    MANAGED_PARAM,
 ]
 
 
@@ -121,13 +122,21 @@ def _device(value) -> int | str:
     raise ParameterError(f"device={value!r}: expected a camera index (int >= 0) or a path")
 
 
-class CameraNode(Node):
-    """Publishes frames from one camera source; see the module docstring."""
+class CameraNode(ManagedNode):
+    """Publishes frames from one camera source; see the module docstring.
+
+    A managed node (ros/managed.py): configure makes the publishers and the source (managed,
+    it also opens the source once: a missing file or device refuses the transition), activate
+    starts acquisition, deactivate stops it and releases the device, cleanup removes the
+    publishers.
+    """
 
     def __init__(self, node_name: str = "camera_node", **kwargs):
         super().__init__(node_name, **kwargs)
         self._closed = False
         self.acquisition: Acquisition | None = None
+        self.pub_image = self.pub_compressed = None
+        self.pub_stream = self.pub_stream_compressed = self.pub_users = None
         self.p = declare_params(self, PARAMS, _cross_check)
         try:
             dev = self.declare_parameter(
@@ -138,20 +147,37 @@ class CameraNode(Node):
             raise ParameterError(f"device: invalid value ({e})") from None
         self.device = _device(dev)
         self._log = self.get_logger()
+        self._warned_fit = False
+        self.frames_published = 0     # frames sent on camera/image_raw
+        self.stream_published = 0     # frames sent on camera/stream/image_raw
+        self.context.on_shutdown(self.close)
+        DiagnosticsPublisher(self, self._health)
+        self.start_lifecycle(self.p["managed"])
 
+    # --- lifecycle (ros/managed.py) ------------------------------------------------------
+    def configure(self) -> None:
+        if self.p["managed"]:          # a lifecycle manager wants to know now, not retries
+            source = self._make_source()
+            try:
+                source.open()
+            except SourceError as e:
+                raise ConfigureError(f"{source.describe()}: {e}") from None
+            finally:
+                source.close()
         self.pub_image, self.pub_compressed = self._image_publishers("camera/image_raw",
                                                                      CAMERA_FRAME_QOS)
-        self.pub_stream = self.pub_stream_compressed = None
         if self.p["publish_rate"] > 0:
             self.pub_stream, self.pub_stream_compressed = self._image_publishers(
                 "camera/stream/image_raw", qos_profile_sensor_data)
         self.pub_users = self.create_publisher(
             DetectedUsers, "camera/users", QoSProfile(depth=10))
-        self._warned_fit = False
-        self.frames_published = 0     # frames sent on camera/image_raw
-        self.stream_published = 0     # frames sent on camera/stream/image_raw
-        # Acquisition runs on its own thread paced by the wall clock (a camera is a real-time
-        # device): it never blocks the executor, and costs less than a 30 Hz ROS timer.
+
+    def activate(self) -> None:
+        """Start acquisition on its own thread, paced by the wall clock.
+
+        A camera is a real-time device: the thread never blocks the executor, and costs less
+        than a 30 Hz ROS timer.
+        """
         self.acquisition = Acquisition(
             self._make_source, self._publish, frame_period=self.p["frame_period"],
             publish_rate=self.p["publish_rate"], retry_initial=self.p["retry_initial"],
@@ -161,9 +187,21 @@ class CameraNode(Node):
         self._log.info(f"camera source: {self.acquisition.source.describe()}, frame every "
                        f"{self.p['frame_period']:g} s on {self.pub_image.topic_name}"
                        + (f", stream at {rate:g} Hz" if rate > 0 else ""))
-        self.context.on_shutdown(self.close)
         self.acquisition.start()
-        DiagnosticsPublisher(self, self._health)
+
+    def deactivate(self) -> None:
+        """Stop capturing and release the device (publishers stay)."""
+        if self.acquisition is not None:
+            self.acquisition.close()
+        self._log.info("camera inactive: capturing nothing, the device released")
+
+    def cleanup(self) -> None:
+        for pub in (self.pub_image, self.pub_compressed, self.pub_stream,
+                    self.pub_stream_compressed, self.pub_users):
+            if pub is not None:
+                self.destroy_publisher(pub)
+        self.pub_image = self.pub_compressed = None
+        self.pub_stream = self.pub_stream_compressed = self.pub_users = None
 
     # counters of the acquisition, for monitoring and tests
     failures = property(lambda self: self.acquisition.failures)
@@ -174,6 +212,10 @@ class CameraNode(Node):
     def _health(self) -> list[Health]:
         """The source: open and delivering every frame_period, failing, or finished."""
         a, period = self.acquisition, self.p["frame_period"]
+        if not self.active:
+            error = getattr(self, "configure_error", None)
+            return [Health("camera", ERROR, f"cannot configure: {error}") if error else
+                    Health("camera", OK, "inactive (lifecycle): capturing nothing")]
         values = {"source": a.source.describe() if a.source else "none",
                   "frames published": self.frames_published, "frame period (s)": period,
                   "failed attempts": a.failures}
@@ -212,7 +254,7 @@ class CameraNode(Node):
     # ------------------------------------------------------------------ publishing
     def _publish(self, frame: CapturedFrame, due: bool) -> None:
         """One acquired frame: on camera/image_raw when `due`, on the stream when it is on."""
-        if self._closed:
+        if self._closed or self.pub_image is None:
             return
         img = self._fit(resize_to(frame.image, self.p["width"], self.p["height"]))
         jpeg = frame.jpeg if img is frame.image else None   # re-encode only when resized
