@@ -1,7 +1,6 @@
 """The health rules every node reports on /diagnostics (core/health.py), ROS-free."""
 from __future__ import annotations
 
-import threading
 import time
 
 from vision_dialogue.core.health import ERROR, FAULT_ERROR_S, OK, WARN, LlmWatch, ReplyStats, \
@@ -44,30 +43,31 @@ def test_reply_stats_give_the_p50_of_real_replies_and_count_fallbacks():
 
 
 def test_the_llm_watch_follows_a_server_that_stops_and_comes_back():
-    answers = [Probe(True, "serves 'm'")]
-    looked = threading.Event()
+    """Connected to every period (no request); the model list asked once per coming up."""
+    down = [""]
+    probes = []
 
     def probe():
-        looked.set()
-        return answers[-1]
+        probes.append(1)
+        return Probe(True, "serves 'm'")
     stats = ReplyStats()
-    watch = LlmWatch(probe, stats, period=0.02)
+    watch = LlmWatch(probe, stats, period=0.02, unreachable=lambda: down[-1])
     assert watch.health().level == WARN                        # not checked yet
     watch.start()
     try:
-        assert looked.wait(5)
-
         def level_becomes(level):
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline and watch.health().level != level:
                 time.sleep(0.01)
             return watch.health()
         assert level_becomes(OK).message == "serves 'm'"
-        answers.append(Probe(False, "http://x unreachable (ConnectError)"))
+        time.sleep(0.2)                                         # many looks, one probe
+        assert len(probes) == 1
+        down.append("http://127.0.0.1:8080 unreachable (Connection refused)")
         h = level_becomes(ERROR)
         assert h.task == "llm" and "unreachable" in h.message
-        answers.append(Probe(True, "serves 'm'"))
-        assert level_becomes(OK).level == OK
+        down.append("")
+        assert level_becomes(OK).level == OK and len(probes) == 2
         stats.add(None, fallback=True, error="timeout")         # a reply failed meanwhile
         assert watch.health().level == WARN and "timeout" in watch.health().message
         stats.add(0.8, fallback=False)
@@ -78,6 +78,17 @@ def test_the_llm_watch_follows_a_server_that_stops_and_comes_back():
     in_process = LlmWatch(None, ReplyStats())
     in_process.start()                                          # nothing to probe: no thread
     assert in_process.health().level == OK and in_process._thread is None
+
+
+def test_a_closed_port_is_unreachable_and_an_open_one_is_not():
+    import socket
+    from vision_dialogue.llm.probe import unreachable
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert unreachable(f"http://127.0.0.1:{port}/v1") == ""
+    assert "unreachable" in unreachable(f"http://127.0.0.1:{port}/v1")
 
 
 def test_throughput_counts_the_recent_items_and_their_time():

@@ -43,6 +43,7 @@ from std_msgs.msg import Bool, String
 
 from vision_dialogue.ros.console import VERBOSE_ENV
 from vision_dialogue.llm.base import BackendError
+from vision_dialogue.llm.probe import unreachable
 from vision_dialogue.llm.factory import BACKENDS, BackendOptions, backend_class, \
     measured_focus_note
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
@@ -455,8 +456,10 @@ class ManagerNode(Node):
     def _report_health(self, probe) -> None:
         """/diagnostics: the LLM server looked at every few seconds, the replies, the prompt."""
         self.reply_stats = ReplyStats()
-        self.llm_watch = LlmWatch(None if probe is None else lambda: probe(
-            self._backend_options(), timeout=LLM_CHECK_PERIOD_S), self.reply_stats)
+        self.llm_watch = LlmWatch(
+            None if probe is None else lambda: probe(self._backend_options(),
+                                                     timeout=LLM_CHECK_PERIOD_S),
+            self.reply_stats, unreachable=lambda: unreachable(self.p["base_url"]))
         self.llm_watch.start()
         DiagnosticsPublisher(self, self._health)
 

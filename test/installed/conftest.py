@@ -18,3 +18,15 @@ def readme_installed(tmp_path_factory) -> Installed:
         return readme_install(tmp_path_factory.mktemp("readme_user"))
     except FileNotFoundError as e:
         pytest.skip(str(e))
+
+
+@pytest.fixture
+def camera_images(tmp_path):
+    """A folder of three 320x240 colour images, for a camera node's folder source."""
+    import cv2
+    import numpy as np
+    folder = tmp_path / "camera"
+    folder.mkdir()
+    for i, colour in enumerate([(0, 0, 255), (0, 255, 0), (255, 0, 0)]):
+        cv2.imwrite(str(folder / f"{i}.png"), np.full((240, 320, 3), colour, np.uint8))
+    return folder

@@ -6,8 +6,8 @@ sensor-data publisher (best effort, depth 5) do.
     python frame_driver.py --qos reliable --rate 30 --size 1280x720 --encoding rgb8 --count 60
 
 `--compressed` also publishes `<topic>/compressed` (JPEG, as image_transport does); `--name`
-names the node (a driver's, such as usb_cam); `--big WxH --big-at I`: frame I is that size
-(a high-resolution still among the stream's frames).
+names the node (a driver's, such as usb_cam); `--big WxH --big-at I,J`: frames I and J are
+that size (high-resolution stills among the stream's frames).
 
 It waits for a subscriber, lets the subscriber settle (`--settle` s: a subscriber that
 follows the publisher's QoS re-subscribes then), publishes `--count` frames at `--rate`, and
@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     ap.add_argument("--compressed", action="store_true")
     ap.add_argument("--name", default="frame_driver")
     ap.add_argument("--big", default="")
-    ap.add_argument("--big-at", type=int, default=-1)
+    ap.add_argument("--big-at", default="")
     a = ap.parse_args(argv)
     w, h = (int(v) for v in a.size.split("x"))
     with rclpy.init():
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
         period, t = 1.0 / a.rate, time.monotonic()
         for i in range(a.count):
             msg = Image(height=h, width=w, encoding=a.encoding, step=w * 3, data=pixels)
-            if i == a.big_at:
+            if str(i) in a.big_at.split(","):
                 bw, bh = (int(v) for v in a.big.split("x"))
                 msg = Image(height=bh, width=bw, encoding=a.encoding, step=bw * 3,
                             data=bytes(bw * bh * 3))

@@ -90,10 +90,11 @@ def test_raw_frames_reach_the_manager(installed, ros_context, tmp_path, qos, fps
 
 
 def test_a_36_mb_frame_among_small_ones_crosses_best_effort(installed, ros_context, tmp_path):
-    """A driver's 4000x3000 bgr8 frame (36 MB, 550 fragments) between 640x480 ones.
+    """A driver's 4000x3000 bgr8 frames (36 MB, 550 fragments) between 640x480 ones.
 
-    Best effort it was lost, and nothing said, with Fast DDS' port queue of 512 fragments and
-    32 MB segments; config/fastdds.xml has 64 MB and 2048.
+    Best effort each was lost, and nothing said, with Fast DDS' port queue of 512 fragments and
+    32 MB segments; config/fastdds.xml has 64 MB and 2048. Three are sent: best effort on a
+    loaded machine one can still be lost (the suite saw that once); none arrived before.
     """
     env = dict(installed.env, OPENAI_API_KEY="sk-test")
     manager = installed.popen(installed.exe("manager_node") + [
@@ -102,7 +103,7 @@ def test_a_36_mb_frame_among_small_ones_crosses_best_effort(installed, ros_conte
         env=env, log=tmp_path / "manager.log")
     try:
         res = installed.run([sys.executable, str(DRIVER), "--qos", "sensor_data", "--rate", "2",
-                             "--count", "9", "--big", "4000x3000", "--big-at", "4"],
+                             "--count", "11", "--big", "4000x3000", "--big-at", "2,5,8"],
                             timeout=60)
         assert res.returncode == 0, res.stdout + res.stderr
         log = tmp_path / "manager.log"
@@ -112,4 +113,4 @@ def test_a_36_mb_frame_among_small_ones_crosses_best_effort(installed, ros_conte
         code = stop(manager)
     text = (tmp_path / "manager.log").read_text()
     assert code == 0 and "Traceback" not in text, text[-3000:]
-    assert got >= 8, f"{got}/9 frames reached the manager\n{text[-2000:]}"
+    assert got >= 9, f"{got}/11 frames reached the manager\n{text[-2000:]}"

@@ -13,18 +13,11 @@ import subprocess
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
-import cv2
-import numpy as np
-import pytest
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
-from rclpy.executors import SingleThreadedExecutor
 
-from conftest import DOMAIN_ID
 from fake_openai import FakeOpenAI
-from installed.user_env import stop
+from installed.user_env import OwnParticipant, stop
 
 OK, WARN, ERROR = 0, 1, 2
 #: the statuses a full setup reports: "<node>: <task>"
@@ -33,20 +26,15 @@ EXPECTED = ("manager_node: llm", "manager_node: conversation", "camera_node: cam
             "vfm_server: vfm")
 
 
-class Listener:
+class Listener(OwnParticipant):
     """Keeps every status seen on /diagnostics: (stamp s, level, message) by name."""
 
     def __init__(self):
-        self.ctx = rclpy.Context()
-        rclpy.init(context=self.ctx, domain_id=DOMAIN_ID)
-        self.node = rclpy.create_node("diagnostics_listener", context=self.ctx)
+        super().__init__("diagnostics_listener")
         self.seen: dict[str, list[tuple[float, int, str]]] = {}
         self._lock = threading.Lock()
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on, 50)
-        self.ex = SingleThreadedExecutor(context=self.ctx)
-        self.ex.add_node(self.node)
-        self.thread = threading.Thread(target=self.ex.spin, daemon=True)
-        self.thread.start()
+        self.spin()
 
     def _on(self, msg: DiagnosticArray) -> None:
         t = msg.header.stamp.sec + msg.header.stamp.nanosec / 1e9
@@ -72,22 +60,9 @@ class Listener:
             time.sleep(0.1)
         return pred()
 
-    def close(self):
-        self.ex.shutdown()
-        self.node.destroy_node()
-        self.ctx.try_shutdown()
 
-
-@pytest.fixture
-def images(tmp_path) -> Path:
-    folder = tmp_path / "camera"
-    folder.mkdir()
-    for i, colour in enumerate([(0, 0, 255), (0, 255, 0), (255, 0, 0)]):
-        cv2.imwrite(str(folder / f"{i}.png"), np.full((240, 320, 3), colour, np.uint8))
-    return folder
-
-
-def test_every_node_reports_and_faults_show_within_seconds(installed, tmp_path, images):
+def test_every_node_reports_and_faults_show_within_seconds(installed, tmp_path, camera_images):
+    images = camera_images
     fake = FakeOpenAI().start()
     port = fake.port
     with socket.socket() as s:

@@ -7,40 +7,29 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
-import cv2
-import numpy as np
-import pytest
-import rclpy
 from lifecycle_msgs.msg import State, Transition
 from lifecycle_msgs.srv import ChangeState, GetState
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
 
-from conftest import DOMAIN_ID
-from installed.user_env import stop, wait_for_log
+from installed.user_env import OwnParticipant, stop, wait_for_log
 
 PERIOD = 0.3
 
 
-class LifecycleClient:
+class LifecycleClient(OwnParticipant):
     """change_state / get_state of one node, and the frames on camera/image_raw."""
 
     def __init__(self, node_name: str):
-        self.ctx = rclpy.Context()
-        rclpy.init(context=self.ctx, domain_id=DOMAIN_ID)
-        self.node = rclpy.create_node("lifecycle_test_manager", context=self.ctx)
+        super().__init__("lifecycle_test_manager")
         self.change = self.node.create_client(ChangeState, f"/{node_name}/change_state")
         self.get = self.node.create_client(GetState, f"/{node_name}/get_state")
         self.frames: list[float] = []
         self.node.create_subscription(Image, "camera/image_raw",
                                       lambda m: self.frames.append(time.monotonic()),
                                       QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE))
-        self.ex = SingleThreadedExecutor(context=self.ctx)
-        self.ex.add_node(self.node)
-        threading.Thread(target=self.ex.spin, daemon=True).start()
+        self.spin()
         assert self.get.wait_for_service(timeout_sec=60), f"no /{node_name}/get_state"
 
     def _call(self, client, request):
@@ -76,20 +65,6 @@ class LifecycleClient:
         time.sleep(seconds)
         return self.frames_after(t) == 0
 
-    def close(self):
-        self.ex.shutdown()
-        self.node.destroy_node()
-        self.ctx.try_shutdown()
-
-
-@pytest.fixture
-def images(tmp_path) -> Path:
-    folder = tmp_path / "camera"
-    folder.mkdir()
-    for i in range(3):
-        cv2.imwrite(str(folder / f"{i}.png"), np.full((120, 160, 3), 60 * i, np.uint8))
-    return folder
-
 
 def camera(installed, tmp_path, name: str, *params: str):
     args = ["--ros-args", "-r", f"__node:={name}", "-p", f"frame_period:={PERIOD}"]
@@ -100,9 +75,9 @@ def camera(installed, tmp_path, name: str, *params: str):
 
 
 def test_a_lifecycle_manager_configures_activates_deactivates_and_reactivates(
-        installed, tmp_path, images):
+        installed, tmp_path, camera_images):
     proc, log = camera(installed, tmp_path, "camera_node", "managed:=true",
-                       f"folder_path:={images}")
+                       f"folder_path:={camera_images}")
     client = LifecycleClient("camera_node")
     try:
         assert client.state() == State.PRIMARY_STATE_UNCONFIGURED
@@ -141,8 +116,8 @@ def test_an_unconfigurable_camera_fails_its_configure_and_keeps_running(installe
 
 
 def test_unmanaged_it_starts_at_once_and_still_answers_the_lifecycle_services(
-        installed, tmp_path, images):
-    proc, log = camera(installed, tmp_path, "camera_plain", f"folder_path:={images}")
+        installed, tmp_path, camera_images):
+    proc, log = camera(installed, tmp_path, "camera_plain", f"folder_path:={camera_images}")
     client = LifecycleClient("camera_plain")
     try:
         assert client.state() == State.PRIMARY_STATE_ACTIVE and client.frames_come()

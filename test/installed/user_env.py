@@ -157,3 +157,32 @@ def readme_install(home: Path) -> Installed:
     env["PYTHONUNBUFFERED"] = "1"
     home.mkdir(parents=True, exist_ok=True)
     return Installed(ws=REPO, env=env, home=home)
+
+
+class OwnParticipant:
+    """A node of the test in a participant of its own, spun on a thread: what another process
+    on the robot (a lifecycle manager, a diagnostics viewer) sees.
+    """
+
+    def __init__(self, name: str):
+        import threading
+
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+
+        from conftest import DOMAIN_ID
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx, domain_id=DOMAIN_ID)
+        self.node = rclpy.create_node(name, context=self.ctx)
+        self.ex = SingleThreadedExecutor(context=self.ctx)
+        self.ex.add_node(self.node)
+        self._thread = threading.Thread(target=self.ex.spin, daemon=True)
+
+    def spin(self) -> None:
+        """Start spinning (after the subscriptions and clients are made)."""
+        self._thread.start()
+
+    def close(self) -> None:
+        self.ex.shutdown()
+        self.node.destroy_node()
+        self.ctx.try_shutdown()

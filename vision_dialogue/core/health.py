@@ -8,8 +8,10 @@ it without configuration. The rules here are shared by the nodes:
   while it does, WARN after `warn_after(period)` without it, ERROR after `error_after(period)`;
 * `SinceFailing`: a fault known at once (a source that fails to open) is WARN at once and
   ERROR once it lasted `FAULT_ERROR_S`; it clears at the first success;
-* `LlmWatch`: a server backend is asked for its model list every `LLM_CHECK_PERIOD_S` on a
-  thread of its own, so a stopped server is ERROR within a few seconds even when nobody talks;
+* `LlmWatch`: a server backend's port is connected to every `LLM_CHECK_PERIOD_S` on a thread
+  of its own (no request: llama.cpp's Python server cuts a running stream for any new
+  request), so a stopped server is ERROR within a few seconds even when nobody talks; its
+  model list is asked for once each time it becomes reachable;
 * `ReplyStats`: the replies' first-sentence latency (p50 of the last `REPLY_WINDOW`) and the
   fallbacks.
 """
@@ -110,15 +112,27 @@ class ReplyStats:
                 "first sentence p50 (s)": "" if p50 is None else f"{p50:.2f}"}
 
 
-class LlmWatch:
-    """The LLM's status: a server probed on a thread of its own, and the last replies.
+@dataclass
+class _Found:
+    """A look at the server that is not a model probe: ok, detail."""
 
-    `probe()` returns an llm.probe.Probe (None: an in-process model, never probed).
+    ok: bool | None
+    detail: str
+
+
+class LlmWatch:
+    """The LLM's status: a server looked at on a thread of its own, and the last replies.
+
+    `unreachable()` says why the server takes no connection ("" if it does); `probe()` returns
+    an llm.probe.Probe (is the model served), asked once each time the server becomes
+    reachable. Both None: an in-process model, never looked at.
     """
 
     def __init__(self, probe: Callable[[], Any] | None, stats: ReplyStats,
-                 period: float = LLM_CHECK_PERIOD_S):
+                 period: float = LLM_CHECK_PERIOD_S,
+                 unreachable: Callable[[], str] = lambda: ""):
         self.probe, self.stats, self.period = probe, stats, float(period)
+        self.unreachable = unreachable
         self.found: Any = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -131,9 +145,13 @@ class LlmWatch:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self.found = self.probe()
+                why = self.unreachable()
+                if why:
+                    self.found = _Found(False, why)
+                elif self.found is None or self.found.ok is False:
+                    self.found = self.probe()      # (back) up: is the model served?
             except Exception as e:  # noqa: BLE001 - a probe never raises; a bug must not either
-                self.found = type("Found", (), {"ok": False, "detail": repr(e)})()
+                self.found = _Found(False, repr(e))
             self._stop.wait(self.period)
 
     def close(self) -> None:

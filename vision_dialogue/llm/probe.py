@@ -21,6 +21,23 @@ class Probe:
     images: bool | None = None      # with images=True: whether the model took an image
 
 
+def unreachable(base_url: str, timeout: float = 1.0) -> str:
+    """Why the server of `base_url` does not take a TCP connection ("" when it does).
+
+    Connecting sends no request: a server that serves one generation at a time (llama.cpp's
+    Python server interrupts the running stream when another request comes) is not disturbed.
+    """
+    import socket
+    from urllib.parse import urlsplit
+    url = urlsplit(base_url or "https://api.openai.com/v1")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname or "127.0.0.1", port), timeout=timeout):
+            return ""
+    except OSError as e:
+        return f"{url.scheme}://{url.hostname}:{port} unreachable ({e.strerror or e})"
+
+
 def probe_openai(base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
                  timeout: float = 5.0, images: bool = False) -> Probe:
     """GET /models: is the endpoint reachable, the key accepted, `model` served.
