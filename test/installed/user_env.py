@@ -160,8 +160,9 @@ def readme_install(home: Path) -> Installed:
 
 
 class OwnParticipant:
-    """A node of the test in a participant of its own, spun on a thread: what another process
-    on the robot (a lifecycle manager, a diagnostics viewer) sees.
+    """A node of the test in a participant of its own, spun on a thread.
+
+    What another process on the robot (a lifecycle manager, a diagnostics viewer) sees.
     """
 
     def __init__(self, name: str):
