@@ -261,6 +261,10 @@ class ObjectNotes:
             del self._chosen[stamp]
 
 
+#: the source of detections whose publishing node discovery has not named yet
+UNRESOLVED = "?"
+
+
 class LabelMap:
     """Class ids to names: the publisher's vision_msgs/LabelInfo, then a `labels` parameter.
 
@@ -269,7 +273,8 @@ class LabelMap:
     a name is kept. Maps are kept per `source` (the publishing node): two detectors on the same
     topics number their classes each their own way, and one's map must not name the other's
     ids. Detections from a source without a map use the only map there is, if one; with maps
-    from several other sources it is not known which applies, and the id stays unnamed.
+    from several other sources it is not known which applies, and the id stays unnamed; so it
+    does from an UNRESOLVED source (its node not known yet: it may be the one with the map).
     """
 
     def __init__(self, labels: Sequence[str] = ()):
@@ -279,9 +284,15 @@ class LabelMap:
     def update(self, class_map: Iterable[tuple[int | str, str]], source: str = "") -> None:
         self._from_topic[source] = {str(i): str(name) for i, name in class_map if str(name)}
 
+    def has(self, source: str) -> bool:
+        """Whether `source` has given its own map."""
+        return source in self._from_topic
+
     def _map(self, source: str) -> dict[str, str]:
         if source in self._from_topic:
             return self._from_topic[source]
+        if source == UNRESOLVED:
+            return {}
         maps = list(self._from_topic.values())
         return maps[0] if len(maps) == 1 else {}
 

@@ -55,15 +55,17 @@ def follow_ids(table: dict, ids, make: Callable, release: Callable) -> tuple[set
 
 
 def from_detection_array(msg, labels: LabelMap, width: float = 0.0,
-                         source: str = "") -> DetectionSet:
+                         source: str = "", name_as: str | None = None) -> DetectionSet:
     """A Detection2DArray as a DetectionSet.
 
     Each detection's best hypothesis, its class name through `labels` (the map of `source`,
     the publishing node), its centre as a fraction of `width` (0: the detections' widest
     extent, as no image size is in the message). Detections whose class id has no name are
-    left out and counted in `unnamed`.
+    left out and counted in `unnamed`. `name_as`: the source whose map names the ids, if not
+    `source` (UNRESOLVED while `source`'s own map is on its way).
     """
     sightings, unnamed = [], 0
+    namer = source if name_as is None else name_as
     span = width or max((d.bbox.center.position.x + d.bbox.size_x / 2
                          for d in msg.detections), default=0.0)
     for det in msg.detections:
@@ -71,12 +73,12 @@ def from_detection_array(msg, labels: LabelMap, width: float = 0.0,
             continue
         ranked = sorted(det.results, key=lambda r: -r.hypothesis.score)
         best = ranked[0].hypothesis
-        name = labels.name(best.class_id, source)
+        name = labels.name(best.class_id, namer)
         if name is None:
             unnamed += 1
             continue
         alts = tuple((alt, float(r.hypothesis.score)) for r in ranked[1:4]
-                     if (alt := labels.name(r.hypothesis.class_id, source)))
+                     if (alt := labels.name(r.hypothesis.class_id, namer)))
         cx = det.bbox.center.position.x / span if span > 0 else 0.5
         sightings.append(ObjectSighting(name, float(best.score), min(max(cx, 0.0), 1.0), alts))
     return DetectionSet(stamp_to_ns(msg.header.stamp) / 1e9, tuple(sightings), unnamed=unnamed,

@@ -23,7 +23,7 @@ from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.qos import qos_profile_sensor_data
 from std_msgs.msg import Bool, String
 
-from vision_dialogue.core.objects import DetectionSet, LabelMap, ObjectNotes
+from vision_dialogue.core.objects import UNRESOLVED, DetectionSet, LabelMap, ObjectNotes
 from vision_dialogue.core.people import TrackedPerson
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.qos import LATCHED_FROM_MANY_QOS, LATCHED_QOS, RELIABLE_QOS
@@ -78,8 +78,9 @@ class PublishingNodes:
     A detector's ``detections`` and ``label_info`` come from two publishers of one node: the
     node's name ties a label map to its detections. Looked up in the ROS graph once per
     publisher (a publisher the graph does not know yet is looked up again at most every
-    LOOKUP_AGAIN_S: a latched message can arrive before discovery names its node); "" when
-    unknown (no MessageInfo, or not in the graph).
+    LOOKUP_AGAIN_S: a message can arrive before discovery names its node; its node is then
+    UNRESOLVED, and its ids stay unnamed rather than named by another node's map); "" when
+    there is no MessageInfo.
     """
 
     LOOKUP_AGAIN_S = 0.5
@@ -103,9 +104,11 @@ class PublishingNodes:
         if gid not in self._known and now - self._looked.get(gid, -1e9) >= self.LOOKUP_AGAIN_S:
             self._looked[gid] = now
             for e in self.node.get_publishers_info_by_topic(topic):
+                if "_UNKNOWN_" in e.node_name:     # DDS knows the writer, the ROS graph
+                    continue                       # not yet its node: ask again later
                 key = bytes(e.endpoint_gid)[:len(gid)]
                 self._known[key] = f"{e.node_namespace.rstrip('/')}/{e.node_name}"
-        return self._known.get(gid, "")
+        return self._known.get(gid, UNRESOLVED)
 
 
 class DetectionsInput:
@@ -118,7 +121,7 @@ class DetectionsInput:
     def __init__(self, node, notes: ObjectNotes, labels: LabelMap,
                  on_note: Callable[[float, str], None], on_event: Callable[[str, float], None],
                  frame_width: Callable[[], int]):
-        self.notes, self.labels = notes, labels
+        self.node, self.notes, self.labels = node, notes, labels
         self.on_note, self.on_event, self.frame_width = on_note, on_event, frame_width
         self.received = 0
         self.sources = PublishingNodes(node)
@@ -145,7 +148,7 @@ class DetectionsInput:
         class_map = [(c.class_id, c.class_name) for c in msg.class_map]
         gid = self.sources.gid_of(info)
         source = self.sources.node_of_gid(self.labels_topic, gid)
-        if gid and not source:         # before discovery names its node: placed when it does
+        if source == UNRESOLVED:       # before discovery names its node: placed when it does
             self._unplaced[gid] = (time.monotonic(), class_map)
             return
         self.labels.update(class_map, source)
@@ -154,15 +157,24 @@ class DetectionsInput:
         """Maps whose publisher the graph now names go to its node (after UNPLACED_S: to "")."""
         for gid, (since, class_map) in list(self._unplaced.items()):
             source = self.sources.node_of_gid(self.labels_topic, gid)
-            if source or time.monotonic() - since > UNPLACED_S:
-                self.labels.update(class_map, source)
+            if source != UNRESOLVED or time.monotonic() - since > UNPLACED_S:
+                self.labels.update(class_map, "" if source == UNRESOLVED else source)
                 del self._unplaced[gid]
+
+    def _map_coming(self, source: str) -> bool:
+        """`source` publishes label_info but its map is not here yet (it is on its way)."""
+        if source in ("", UNRESOLVED) or self.labels.has(source):
+            return False
+        return any(f"{e.node_namespace.rstrip('/')}/{e.node_name}" == source
+                   for e in self.node.get_publishers_info_by_topic(self.labels_topic))
 
     def _on_detections(self, msg, info) -> None:
         if self._unplaced:
             self._place_label_maps()
+        source = self.sources.node_of(self.topic, info)
         det: DetectionSet = pm.from_detection_array(
-            msg, self.labels, self.frame_width(), self.sources.node_of(self.topic, info))
+            msg, self.labels, self.frame_width(), source,
+            name_as=UNRESOLVED if self._map_coming(source) else None)
         if det.unnamed and not self._warned_unnamed:
             self._warned_unnamed = True
             self.log.warning(
