@@ -436,8 +436,8 @@ class ManagerNode(Node):
 
     # --- state -----------------------------------------------------------------------------
     def _on_event(self, kind: str, data: dict) -> None:
-        if kind == "reply" and not getattr(data["result"], "skill", ""):
-            r = data["result"]
+        r = data.get("result") if kind == "reply" else None
+        if r is not None and not getattr(r, "skill", ""):
             self.reply_stats.add(r.first_sentence_s, r.fallback, r.error)
         self.publish_state()
         record = event_record(kind, data)

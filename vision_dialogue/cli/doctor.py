@@ -420,7 +420,7 @@ def health_rows(cfg: Config) -> list[Check]:
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
 
-    from vision_dialogue.core.health import LEVEL_NAMES
+    from vision_dialogue.core import health
     from vision_dialogue.ros.topics import DIAGNOSTICS_TOPIC
     newest: dict[str, tuple[int, str]] = {}
 
@@ -437,9 +437,8 @@ def health_rows(cfg: Config) -> list[Check]:
     if not newest:
         return [Check("health", WARN, f"no node published {DIAGNOSTICS_TOPIC} in "
                       f"{max(2.0, cfg.listen_s):g} s", "start the setup (bringup, ros2 launch)")]
-    result = {"OK": OK, "WARN": WARN}
-    return [Check(name, result.get(LEVEL_NAMES[min(level, 3)], FAIL), message,
-                  "see that node's log")
+    result = {health.OK: OK, health.WARN: WARN}
+    return [Check(name, result.get(level, FAIL), message, "see that node's log")
             for name, (level, message) in sorted(newest.items())]
 
 
