@@ -105,6 +105,18 @@ def test_turn_queue_bound_expiry_order_and_close():
     assert q.get(timeout=0.1) is None and dropped[-1][0] == "u5" and q.dropped == 5
 
 
+def test_drop_waiting_reports_each_waiting_item_and_the_queue_stays_open():
+    """A deactivated manager drops what waits, on record; later lines are taken as before."""
+    dropped = []
+    q = TurnQueue(10, on_drop=lambda item, why: dropped.append((item.payload, why)))
+    for text in ("a", "b"):
+        q.put(PendingTurn("turn", text, deadline=time.monotonic() + 10))
+    assert q.drop_waiting("deactivated") == 2 and len(q) == 0
+    assert dropped == [("a", "deactivated"), ("b", "deactivated")] and q.dropped == 2
+    q.put(PendingTurn("turn", "c", deadline=time.monotonic() + 10))
+    assert q.get(timeout=0.1).payload == "c"
+
+
 def test_a_run_of_lines_leaves_together_and_only_when_its_newest_has_expired():
     now = [100.0]
     dropped = []

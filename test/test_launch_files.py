@@ -324,3 +324,16 @@ def test_voice_demo_launch_hears_the_demo_script_spoken(launch_api, tmp_path, mo
     assert len(items) == len(script)
     assert [i.wait_for_reply for i in items] == [bool(s.get("wait_for_reply")) for s in script]
     assert speech.params["backend"] == "local"
+
+
+def test_managed_true_starts_every_lifecycle_node_unconfigured(launch_api, tmp_path,
+                                                               monkeypatch):
+    """managed:=true reaches each managed node (not the monitor); by default none gets it."""
+    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    managed = evaluate("demo.launch.py", managed="true").started
+    assert {n.executable: n.params.get("managed") for n in managed} == {
+        NODES[k].executable: (True if NODES[k].managed else None)
+        for k in SETUPS["demo"].nodes}
+    assert all("managed" not in n.params for n in evaluate("demo.launch.py").started)
+    with pytest.raises(Exception, match="managed:=maybe: true or false"):
+        evaluate("demo.launch.py", managed="maybe")

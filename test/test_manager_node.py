@@ -498,7 +498,8 @@ def test_a_session_where_every_reply_is_the_fallback_ends_in_failure(ros_context
             fake.push(*real_replies)
             rig = Rig(ros_context, fake, tmp_path)
             try:
-                rig.say("Hello?")
+                rig.say("Hello?")      # two turns: the second is said after the first reply
+                assert rig.wait(lambda: len(rig.finals()) == 1, timeout=30)
                 rig.say("Are you there?")
                 assert rig.wait(lambda: len(rig.finals()) == 2, timeout=30)
             finally:

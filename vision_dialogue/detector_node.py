@@ -15,9 +15,8 @@ setup from the npm registry). One frame at a time; the newest wins when it falls
 """
 from __future__ import annotations
 
+import threading
 import time
-
-from rclpy.node import Node
 
 from vision_dialogue.camera.intake import FrameIntake
 from vision_dialogue.core.health import ERROR, OK, Health, Throughput
@@ -27,6 +26,7 @@ from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.image_input import ImageTopicInput
 from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionError, \
     stamp_from_ns
+from vision_dialogue.ros.managed import MANAGED_PARAM, ConfigureError, ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, declare_params
 from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES
@@ -49,23 +49,38 @@ PARAMS = [
           "sensor_data or reliable.", choices=IMAGE_QOS_CHOICES),
     Param("max_image_pixels", DEFAULT_MAX_PIXELS, "Largest image (width x height) decoded.",
           range=(64, 10 ** 9)),
+    MANAGED_PARAM,
 ]
 
 
-class DetectorNode(Node):
-    """The object detector's ROS side: frames in, Detection2DArray out."""
+class DetectorNode(ManagedNode):
+    """The object detector's ROS side: frames in, Detection2DArray out.
+
+    A managed node (ros/managed.py): configure loads the models (managed, a missing model
+    refuses the transition; unmanaged, the node stays up without detecting, as a launch needs),
+    activate takes frames, deactivate ignores them (the models stay), cleanup frees the models.
+    """
 
     def __init__(self, detector=None, **kwargs):
         super().__init__(kwargs.pop("node_name", "detector_node"), **kwargs)
-        self.p = p = declare_params(self, PARAMS)
+        self.detector = self.pub = self.images = self.intake = None
+        self.observer = self.face_tracker = self.hri_faces = None
+        self._models = threading.Lock()
+        self.p = declare_params(self, PARAMS)
         self.published = 0
         self.work = Throughput()
-        self.detector = detector if detector is not None else self._load_detector()
+        self._given, self._why = detector, ""
         DiagnosticsPublisher(self, self._health)
+        self.start_lifecycle(self.p["managed"])
+
+    # --- lifecycle (ros/managed.py) ------------------------------------------------------
+    def configure(self) -> None:
+        p = self.p
+        self.detector = self._given if self._given is not None else self._load_detector()
         if self.detector is None:
+            if p["managed"]:
+                raise ConfigureError(f"no object detection: {self._why}")
             return            # idle, not gone: in a launch, a node's exit ends every node
-        self.pub = self.create_publisher(pm.Detection2DArray, pm.DETECTIONS_TOPIC, 10)
-        self.observer = self.face_tracker = self.hri_faces = None
         parts = (("faces", "expressions", "hands") if p["faces"] else ()) + (
             ("ocr",) if p["text"] else ())
         if parts:
@@ -73,6 +88,9 @@ class DetectorNode(Node):
             from vision_dialogue.perception.observer import FrameObserver
             self.observer = FrameObserver(detectors=parts)
             self.face_tracker = FaceTracker()
+        if self.pub is not None:
+            return            # configured before: the publishers and the subscription stay
+        self.pub = self.create_publisher(pm.Detection2DArray, pm.DETECTIONS_TOPIC, 10)
         if p["faces"] and pm.IdsList is not None:
             from vision_dialogue.ros.hri_output import HriFacesOutput
             self.hri_faces = HriFacesOutput(self)
@@ -80,15 +98,32 @@ class DetectorNode(Node):
                                   errors=(ImageConversionError, ValueError),
                                   on_reject=self._bad_frame)
         self.images = ImageTopicInput(self, IMAGE_TOPIC, self.intake, p["image_qos"],
-                                      p["max_image_pixels"])
-        self.get_logger().info(
-            f"objects in {self.images.topic} (COCO, min_score {p['min_score']:g}) -> "
-            f"{self.resolve_topic_name(pm.DETECTIONS_TOPIC)}")
+                                      p["max_image_pixels"],
+                                      taking=lambda: self.active and self.detector is not None)
+
+    def activate(self) -> None:
+        if self.detector is not None:
+            self.get_logger().info(
+                f"objects in {self.images.topic} (COCO, min_score {self.p['min_score']:g}) -> "
+                f"{self.resolve_topic_name(pm.DETECTIONS_TOPIC)}")
+
+    def deactivate(self) -> None:
+        self.get_logger().info("detector inactive: frames ignored, the models kept")
+
+    def cleanup(self) -> None:
+        """Free the models (the next configure loads them again)."""
+        with self._models:
+            if self.observer is not None:
+                self.observer.close()
+            self.detector = self.observer = self.face_tracker = None
 
     def _health(self) -> list[Health]:
         """Detecting (rate, time per frame), waiting for frames, or without a detector."""
-        if self.detector is None:
+        if self.detector is None and self._why:
             return [Health("detector", ERROR, f"no object detection: {self._why}")]
+        inactive = self.lifecycle_health("detector", self.work.values())
+        if inactive:
+            return inactive
         values = {**self.work.values(), "frames rejected": self.intake.rejected}
         message = ("no frame yet on " + self.images.topic if not self.work.total
                    else f"{values['rate (Hz)']} frames/s, {values['mean time (ms)']} ms each")
@@ -120,10 +155,13 @@ class DetectorNode(Node):
         """On the intake worker: one frame through the detector; stamped as the frame."""
         stamp_ns = stamp_ns or self.get_clock().now().nanoseconds
         t0 = time.monotonic()
-        found = self.detector.detect(bgr)
-        header = self._header(stamp_ns, self.images.frame_id)
-        if self.observer is not None:
-            found = found + self._parts(bgr, header)
+        with self._models:               # cleanup frees them between frames, not during one
+            if self.detector is None or not self.active:
+                return
+            found = self.detector.detect(bgr)
+            header = self._header(stamp_ns, self.images.frame_id)
+            if self.observer is not None:
+                found = found + self._parts(bgr, header)
         self.pub.publish(pm.to_detection_array(header, found))
         self.published += 1
         self.work.add(time.monotonic() - t0)
@@ -159,10 +197,9 @@ class DetectorNode(Node):
         self.get_logger().warning(f"dropping a bad frame: {err}", throttle_duration_sec=5.0)
 
     def destroy_node(self):
-        if self.detector is not None:
+        if self.intake is not None:
             self.intake.close()
-            if self.observer is not None:
-                self.observer.close()
+        self.cleanup()
         return super().destroy_node()
 
 

@@ -12,9 +12,8 @@ the newest frames win when the detector falls behind.
 """
 from __future__ import annotations
 
+import threading
 import time
-
-from rclpy.node import Node
 
 from vision_dialogue.camera.intake import FrameIntake
 from vision_dialogue.core.health import OK, WARN, Health, Throughput
@@ -23,6 +22,7 @@ from vision_dialogue.perception.events import EVENT_KINDS, EventConfig, EventDet
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.image_input import ImageTopicInput
 from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionError
+from vision_dialogue.ros.managed import MANAGED_PARAM, ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params
 from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES, VISUAL_EVENTS_TOPIC
@@ -67,40 +67,68 @@ PARAMS = [
           "sensor_data or reliable.", choices=IMAGE_QOS_CHOICES),
     Param("max_image_pixels", DEFAULT_MAX_PIXELS, "Largest image (width x height) decoded.",
           range=(64, 10 ** 9)),
+    MANAGED_PARAM,
 ]
 
 
-class EventsNode(Node):
-    """The event detector's ROS side: stream frames in, VisualEvent messages out."""
+class EventsNode(ManagedNode):
+    """The event detector's ROS side: stream frames in, VisualEvent messages out.
+
+    A managed node (ros/managed.py): configure builds the detector (its MediaPipe models),
+    activate takes stream frames, deactivate ignores them (the models stay), cleanup frees them.
+    """
 
     def __init__(self, detector: EventDetector | None = None, **kwargs):
         super().__init__(kwargs.pop("node_name", "events_node"), **kwargs)
+        self.intake = self.detector = None          # until built (destroy_node after a refusal)
+        self._models = threading.Lock()
         self.p = p = declare_params(self, PARAMS)
         try:
-            config = EventConfig(
+            self.config = EventConfig(
                 confirm_frames=p["confirm_frames"], presence_frames=p["presence_frames"],
                 hold_s=p["hold"], wave_window_s=p["wave_window"], wave_swings=p["wave_swings"],
                 wave_amplitude=p["wave_amplitude"], cooldown_s=p["cooldown"],
                 scene_change_level=p["scene_change_level"], kinds=tuple(p["kinds"]))
         except ValueError as e:
             raise ParameterError(str(e)) from None
-        self.detector = detector or EventDetector(config)
+        self._given = detector
         self.published = 0
+        self.work = Throughput()
         self.pub = self.create_publisher(VisualEvent, VISUAL_EVENTS_TOPIC, 10)
         self.intake = FrameIntake(self._look, min_interval=1.0 / p["max_rate"], backlog=2,
                                   errors=(ImageConversionError, ValueError),
                                   on_reject=self._bad_frame)
         self.stream = ImageTopicInput(self, STREAM_TOPIC, self.intake, p["image_qos"],
-                                      p["max_image_pixels"])
-        topic, log = self.stream.topic, self.get_logger()
-        log.info(f"events from {topic} at up to {p['max_rate']:g} Hz: "
-                 f"{', '.join(p['kinds'])} -> {self.resolve_topic_name(VISUAL_EVENTS_TOPIC)}")
+                                      p["max_image_pixels"], taking=lambda: self.active)
+        topic = self.stream.topic
         self._stream_check = self.create_timer(STREAM_CHECK_S, lambda: self._check_stream(topic))
-        self.work = Throughput()
         DiagnosticsPublisher(self, self._health)
+        self.start_lifecycle(p["managed"])
+
+    # --- lifecycle (ros/managed.py) ------------------------------------------------------
+    def configure(self) -> None:
+        self.detector = self._given or EventDetector(self.config)
+
+    def activate(self) -> None:
+        self.get_logger().info(
+            f"events from {self.stream.topic} at up to {self.p['max_rate']:g} Hz: "
+            f"{', '.join(self.p['kinds'])} -> {self.resolve_topic_name(VISUAL_EVENTS_TOPIC)}")
+
+    def deactivate(self) -> None:
+        self.get_logger().info("events inactive: stream frames ignored, the models kept")
+
+    def cleanup(self) -> None:
+        """Free the models (the next configure builds them again)."""
+        with self._models:
+            if self.detector is not None:
+                self.detector.close()
+            self.detector = None
 
     def _health(self) -> list[Health]:
         """Analysing the stream (rate, time per frame), or nothing publishes it."""
+        inactive = self.lifecycle_health("events", self.work.values())
+        if inactive:
+            return inactive
         topic, values = self.stream.topic, {**self.work.values(), "events": self.published}
         if not (self.count_publishers(topic) or self.count_publishers(topic + "/compressed")):
             return [Health("events", WARN, f"nothing publishes {topic} (the camera's "
@@ -120,7 +148,10 @@ class EventsNode(Node):
         """On the intake worker: one frame through the detector, its events published."""
         stamp_ns = stamp_ns or self.get_clock().now().nanoseconds
         t0 = time.monotonic()
-        events = list(self.detector.observe(bgr, stamp_ns / 1e9))
+        with self._models:               # cleanup frees them between frames, not during one
+            if self.detector is None or not self.active:
+                return
+            events = list(self.detector.observe(bgr, stamp_ns / 1e9))
         self.work.add(time.monotonic() - t0)
         for event in events:
             msg = VisualEvent(kind=event.kind, text=event.text, where=event.where,
@@ -136,8 +167,9 @@ class EventsNode(Node):
                                   throttle_duration_sec=5.0)
 
     def destroy_node(self):
-        self.intake.close()
-        self.detector.close()
+        if self.intake is not None:
+            self.intake.close()
+        self.cleanup()
         return super().destroy_node()
 
 

@@ -37,7 +37,6 @@ import time
 
 import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.node import Node
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from std_msgs.msg import Bool, String
 
@@ -64,6 +63,7 @@ from vision_dialogue.ros.standard_inputs import connect_standard_inputs
 from vision_dialogue.ros.image_msgs import ImageConversionError, stamp_to_ns
 from vision_dialogue.msg import DetectedUsers, PromptState, Reply, SpeechState, Utterance, \
     VisualEvent
+from vision_dialogue.ros.managed import ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.robot_tools import RobotTools
 from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC, LATCHED_QOS, RELIABLE_QOS, \
@@ -81,8 +81,14 @@ THUMBNAIL_SIDE = 192      # longest side of the frame thumbnails in dialogue/eve
 BAD_FRAME_WARN_PERIOD = 5.0
 
 
-class ManagerNode(Node):
+class ManagerNode(ManagedNode):
     """Vision-enabled dialogue manager.
+
+    A managed node (ros/managed.py): built at construction (a bad parameter, persona or
+    transcript folder ends it with the reason); active, it takes frames, lines, events and
+    skill goals and answers; inactive it ignores them and answers nothing (waiting turns are
+    dropped on record, a reply being given is no longer published) and keeps its prompt. The
+    LLM server is first looked at on the first activation.
 
     `backend=` / `observer=` inject a ChatBackend / frame observer (tests, benchmarks); otherwise
     they come from the parameters.
@@ -144,9 +150,19 @@ class ManagerNode(Node):
         log.info(f"manager ready: backend={p['llm_backend']} "
                  f"({type(self.backend).__name__}) model={p['model']!r} "
                  f"n={p['n']} m={p['m']} persona={persona_path}")
-        if probe is not None:
-            threading.Thread(target=self._probe_llm, args=(probe, probed), name="vd-probe",
-                             daemon=True).start()
+        self._probe = None if probe is None else threading.Thread(
+            target=self._probe_llm, args=(probe, probed), name="vd-probe", daemon=True)
+        self.start_lifecycle(p["managed"])
+
+    # --- lifecycle (ros/managed.py) --------------------------------------------------------
+    def activate(self) -> None:
+        if self._probe is not None and self._probe.ident is None:
+            self._probe.start()
+
+    def deactivate(self) -> None:
+        dropped = self.turns.queue.drop_waiting("the manager was deactivated (lifecycle)")
+        self.get_logger().info(f"manager inactive: answering nothing ({dropped} waiting "
+                               "turn(s) dropped), the prompt kept")
 
     # --- construction ------------------------------------------------------------------------
     def _apply_live_params(self) -> None:
@@ -320,10 +336,11 @@ class ManagerNode(Node):
 
     def _create_subscriptions(self) -> None:
         p = self.p
-        self.create_subscription(DetectedUsers, "camera/users", self._on_users, 10)
+        self.create_subscription(DetectedUsers, "camera/users",
+                                 self.when_active(self._on_users, "camera/users"), 10)
         if p["visual_events"]:
-            self.create_subscription(VisualEvent, VISUAL_EVENTS_TOPIC, self._on_visual_event,
-                                     50)
+            self.create_subscription(VisualEvent, VISUAL_EVENTS_TOPIC, self.when_active(
+                self._on_visual_event, "a visual event"), 50)
         # volatile: matches a latched (transient local) speech node and a plain publisher alike
         self.create_subscription(SpeechState, "dialogue/speech_state", self._on_speech_state,
                                  RELIABLE_QOS)
@@ -333,15 +350,16 @@ class ManagerNode(Node):
                                   errors=(ImageConversionError, ValueError),
                                   on_reject=self._bad_frame)
         self.camera = ImageTopicInput(self, "camera/image_raw", self.intake, p["image_qos"],
-                                      p["max_image_pixels"])
+                                      p["max_image_pixels"], taking=lambda: self.active)
         # one callback at a time, so utterances reach the turn queue in the order they came
-        self.create_subscription(Utterance, "dialogue/utterance", self._on_utterance,
-                                 UTTERANCE_DEPTH,
+        self.create_subscription(Utterance, "dialogue/utterance", self.when_active(
+                                 self._on_utterance, "a line (not answered)"), UTTERANCE_DEPTH,
                                  callback_group=MutuallyExclusiveCallbackGroup(),
                                  qos_overriding_options=QoSOverridingOptions
                                  .with_default_policies())
         # the words so far of a line still being said: the prompt is read ahead (a local LLM)
-        self.create_subscription(Utterance, PARTIAL_TOPIC, self._on_partial, 10)
+        self.create_subscription(Utterance, PARTIAL_TOPIC,
+                                 self.when_active(self._on_partial, "a partial line"), 10)
         self.create_subscription(Bool, HEARING_TOPIC,
                                  lambda msg: self.conversation.hearing(msg.data), RELIABLE_QOS)
         # what the robot's face showed (the speech node's face), into the transcript
@@ -427,6 +445,8 @@ class ManagerNode(Node):
         self.proactive.robot_busy(msg.state in (SpeechState.THINKING, SpeechState.SPEAKING))
 
     def _publish_reply(self, c: ReplyChunk) -> None:
+        if not self.active:           # deactivated while answering: nothing more is said
+            return
         r = Reply()
         r.header.stamp = self.get_clock().now().to_msg()
         r.header.frame_id = self.p["frame_id"]
@@ -466,6 +486,9 @@ class ManagerNode(Node):
     def _health(self) -> list[Health]:
         """The LLM (server checked, replies), and the prompt with the frames coming in."""
         llm = self.llm_watch.health(backend=self.p["llm_backend"], model=self.p["model"])
+        inactive = self.lifecycle_health("conversation")
+        if inactive:
+            return [llm] + inactive
         st, losing = self.conversation.state(), self.camera.loss.losing()
         values = {"frames received": self.frames_received, "frames rejected":
                   self.intake.rejected, "frames lost between processes": sum(

@@ -41,7 +41,6 @@ import time
 from typing import Callable, TextIO
 
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from std_msgs.msg import Bool, UInt32
 
@@ -57,6 +56,7 @@ from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.face_output import FACE_PARAMS, make_face
 from vision_dialogue.ros.hri_output import HriSpeechOutput
 from vision_dialogue.ros.standard_inputs import HriBargeIn
+from vision_dialogue.ros.managed import MANAGED_PARAM, ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 from vision_dialogue.ros.qos import RELIABLE_QOS, SPEECH_STATE_QOS
@@ -171,7 +171,7 @@ VOICE_PARAMS = [
     Param("publish_audio", True, "backend=local: publish microphone audio on audio/input and "
           "spoken sentences on audio/output (for bags)."),
 ]
-PARAMS += VOICE_PARAMS + FACE_PARAMS
+PARAMS += VOICE_PARAMS + FACE_PARAMS + [MANAGED_PARAM]
 # The backend is built from these at startup: none is live (ros/params.py), so
 # `ros2 param set` refuses instead of pretending.
 
@@ -203,8 +203,12 @@ def _cross_check(v: dict) -> str | None:
     return None
 
 
-class SpeechNode(Node):
+class SpeechNode(ManagedNode):
     """Speech I/O node.
+
+    A managed node (ros/managed.py): the backend is built at construction and started (the
+    microphone, the robot's connection, the input read) at the first activation; inactive, the
+    node neither publishes what it hears nor speaks (what is said is stopped at once).
 
     kwargs go to Node.__init__ (context=, parameter_overrides=, ...).
 
@@ -234,7 +238,8 @@ class SpeechNode(Node):
                                                SPEECH_STATE_QOS)
         self.hri = HriSpeechOutput(self, self.p["speaker"]) if self.p["ros4hri"] else None
         self.hri_ear = None
-        self.create_subscription(Reply, "dialogue/reply", self._on_reply, 50,
+        self.create_subscription(Reply, "dialogue/reply",
+                                 self.when_active(self._on_reply, "a reply (not spoken)"), 50,
                                  callback_group=ReentrantCallbackGroup(),
                                  qos_overriding_options=overridable)
         # what became of each reply turn (the manager's Say skill waits for it), and the
@@ -252,11 +257,13 @@ class SpeechNode(Node):
         if isinstance(self.backend, TerminalBackend):   # logs stay off the dialogue's lines
             self.backend.hold_logs, self.backend.show_prompt = hold_logs, show_prompt
         self.face = make_face(self, self.p, self.backend, self.log)
-        self.turns = SpeechTurns(self.backend, publish=self._publish_utterance,
+        self.turns = SpeechTurns(self.backend, publish=self.when_active(
+                                     self._publish_utterance, "a line heard (not published)"),
                                  on_state=self._publish_state,
                                  on_input_finished=self._on_input_finished,
                                  on_spoken=self._publish_spoken,
-                                 on_partial=self._publish_partial,
+                                 on_partial=self.when_active(self._publish_partial,
+                                                             "a partial line"),
                                  on_speaking=lambda on: self.pub_hearing.publish(Bool(data=on)),
                                  reply_timeout=self.p["reply_timeout"], logger=self.log,
                                  observer=self.face)
@@ -266,11 +273,25 @@ class SpeechNode(Node):
                 f"ROS4HRI voice {voice} spoke during the reply"))
         self._starter = threading.Thread(target=self._start_backend, name="speech-start",
                                          daemon=True)
-        self._starter.start()
         DiagnosticsPublisher(self, self._health)
+        self.start_lifecycle(self.p["managed"])
+
+    # --- lifecycle (ros/managed.py) ------------------------------------------------------
+    def activate(self) -> None:
+        """The first activation starts the backend; a later one listens and speaks again."""
+        if self._starter.ident is None:
+            self._starter.start()
+
+    def deactivate(self) -> None:
+        """Stop what is being said; lines heard from now on are not published."""
+        self.turns.cancel(0)
+        self.log.info("speech inactive: not listening, not speaking")
 
     def _health(self) -> list[Health]:
         """The backend: started, listening or away (a robot that does not answer)."""
+        inactive = self.lifecycle_health("speech")
+        if inactive:
+            return inactive
         values = {"backend": self.backend_kind, "state": STATE_NAMES[self.turns.state],
                   "barge-ins": getattr(self.backend, "barge_ins", 0)}
         away = self.turns.unavailable_since
@@ -442,7 +463,7 @@ class SpeechNode(Node):
         if self._closed.is_set():
             return
         self._closed.set()
-        if getattr(self, "_starter", None) is not None:
+        if getattr(self, "_starter", None) is not None and self._starter.ident is not None:
             self._starter.join(timeout=2.0)
         if self.turns is not None:
             self.turns.close()

@@ -22,7 +22,6 @@ import cv2
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 from rclpy.task import Future
 
 from vision_dialogue.msg import ToolInfo
@@ -31,6 +30,7 @@ from vision_dialogue.ros.params import Param, ParameterError, declare_params, no
 from vision_dialogue.core.health import OK, WARN, Health
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
+from vision_dialogue.ros.managed import MANAGED_PARAM, ConfigureError, ManagedNode
 from vision_dialogue.ros.vfm_actions import (ACTIONS, LIST_TOOLS_SERVICE, VFM_ACTION_QOS,
                                              action_name)
 from vision_dialogue.srv import ListTools
@@ -90,6 +90,7 @@ PARAMS = [
           "the checkpoint's safety_checker/ folder; without them the diffusion tools refuse "
           "to run. false: generate without it (an explicit choice; the default persona is a "
           "child)."),
+    MANAGED_PARAM,
 ] + [Param(f"checkpoints.{key}", default,
            f"Checkpoint for '{key}': a local directory/file or a Hugging Face repo id "
            f"(looked up in the local cache).",
@@ -97,11 +98,17 @@ PARAMS = [
      for key, default in registry.DEFAULT_CHECKPOINTS.items()]
 
 
-class VfmServer(Node):
-    """The VFM action server node (default name `vfm_server`)."""
+class VfmServer(ManagedNode):
+    """The VFM action server node (default name `vfm_server`).
+
+    A managed node (ros/managed.py): the tools are set up at construction; configure (managed)
+    refuses when none of the offered tools has its checkpoints; active, goals are accepted,
+    inactive they are rejected (running ones finish); cleanup unloads the idle models.
+    """
 
     def __init__(self, name: str = "vfm_server", **kwargs):
         super().__init__(name, **kwargs)
+        self._workers = None                  # until built (destroy_node after a refusal)
         self.params = declare_params(self, PARAMS)
         self._in_flight = 0
         self._count_lock = threading.Lock()
@@ -150,6 +157,21 @@ class VfmServer(Node):
                 f"{len(missing)} tools lack checkpoints and will fail until they are provided "
                 f"(checkpoints.<key> parameters, or allow_download): {', '.join(missing)}; "
                 f"first: {next(iter(missing.values()))}")
+        self.start_lifecycle(self.params["managed"])
+
+    # --- lifecycle (ros/managed.py) ------------------------------------------------------
+    def configure(self) -> None:
+        ready, missing = self.toolbox.readiness()
+        self._missing = missing
+        if self.params["managed"] and missing and not ready:
+            raise ConfigureError(f"none of the {len(missing)} tools has its checkpoints; "
+                                 f"first: {next(iter(missing.values()))}")
+
+    def deactivate(self) -> None:
+        self.get_logger().info("vfm inactive: new goals rejected, the models kept")
+
+    def cleanup(self) -> None:
+        self.toolbox.unload_idle("(lifecycle cleanup)")
 
     # ---- goals ---------------------------------------------------------------------------
     def _goal_error(self, kind: str, tool: str) -> str | None:
@@ -164,7 +186,8 @@ class VfmServer(Node):
 
     def _make_goal_check(self, kind: str):
         def check(goal) -> GoalResponse:
-            err = self._goal_error(kind, goal.tool)
+            err = self._goal_error(kind, goal.tool) if self.active else \
+                "the server is inactive (lifecycle): activate it first"
             if err:
                 self.get_logger().error(f"rejected goal: {err}")
                 return GoalResponse.REJECT
@@ -209,7 +232,8 @@ class VfmServer(Node):
 
     def close(self) -> None:
         """Stop taking work; goals still waiting are not started."""
-        self._workers.shutdown(wait=False, cancel_futures=True)
+        if self._workers is not None:
+            self._workers.shutdown(wait=False, cancel_futures=True)
 
     def destroy_node(self):
         self.close()
@@ -289,6 +313,9 @@ class VfmServer(Node):
 
     def _health(self) -> list[Health]:
         """Tools offered, loaded and lacking checkpoints; the memory the loaded ones hold."""
+        inactive = self.lifecycle_health("vfm")
+        if inactive:
+            return inactive
         ops = [t.op for t in self.toolbox.specs]
         loaded = [op for op in ops if self.toolbox.is_loaded(op)]
         held = sum(self.toolbox.placement(op)[1] for op in loaded)

@@ -5,6 +5,7 @@ nav2's lifecycle_manager or `ros2 lifecycle set` would be) and watches the frame
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -32,19 +33,12 @@ class LifecycleClient(OwnParticipant):
         self.spin()
         assert self.get.wait_for_service(timeout_sec=60), f"no /{node_name}/get_state"
 
-    def _call(self, client, request):
-        done = threading.Event()
-        future = client.call_async(request)
-        future.add_done_callback(lambda _f: done.set())
-        assert done.wait(30), "no answer"
-        return future.result()
-
     def state(self) -> int:
-        return self._call(self.get, GetState.Request()).current_state.id
+        return wait_future(self.get.call_async(GetState.Request()), 30).current_state.id
 
     def transition(self, transition_id: int) -> bool:
-        return self._call(self.change, ChangeState.Request(
-            transition=Transition(id=transition_id))).success
+        return wait_future(self.change.call_async(ChangeState.Request(
+            transition=Transition(id=transition_id))), 30).success
 
     def frames_after(self, t: float) -> int:
         return sum(1 for f in list(self.frames) if f > t)
@@ -128,3 +122,218 @@ def test_unmanaged_it_starts_at_once_and_still_answers_the_lifecycle_services(
         client.close()
         code = stop(proc)
     assert code == 0 and "Traceback" not in log.read_text(), log.read_text()[-3000:]
+
+
+# --- every node of a setup, managed ---------------------------------------------------------
+MANAGED = ("detector_node", "events_node", "manager_node", "speech_node", "vfm_server")
+
+
+class SetupManager(OwnParticipant):
+    """The lifecycle manager of a whole setup, and what it watches of each node's work."""
+
+    def __init__(self):
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rclpy.action import ActionClient
+
+        from vision_dialogue.action import ImageToImage
+        from vision_dialogue.msg import Reply, Utterance
+        from vision_dialogue.ros import perception_msgs as pm
+        from vision_dialogue.ros.vfm_actions import VFM_ACTION_QOS
+        super().__init__("setup_lifecycle_manager")
+        node = self.node
+        self.clients = {n: (node.create_client(ChangeState, f"/{n}/change_state"),
+                            node.create_client(GetState, f"/{n}/get_state")) for n in MANAGED}
+        self.detections, self.replies, self.lines = [], [], []
+        self.done: dict[str, int] = {}           # the work counter each node reports
+        self.messages: dict[str, str] = {}       # and its status message
+        node.create_subscription(pm.Detection2DArray, "detections",
+                                 lambda m: self.detections.append(time.monotonic()), 10)
+        node.create_subscription(Reply, "dialogue/reply", self.replies.append, 50)
+        node.create_subscription(Utterance, "dialogue/utterance",
+                                 lambda m: self.lines.append(m.text), 10)
+        node.create_subscription(DiagnosticArray, "/diagnostics", self._on_status, 50)
+        self.reply_pub = node.create_publisher(Reply, "dialogue/reply", 10)
+        self.vfm = ActionClient(node, ImageToImage, "vfm/image_to_image", **VFM_ACTION_QOS)
+        self.spin()
+        for name, (_change, get) in self.clients.items():
+            assert get.wait_for_service(timeout_sec=90), f"no /{name}/get_state"
+
+    def _on_status(self, msg) -> None:
+        for s in msg.status:
+            values = {kv.key: kv.value for kv in s.values}
+            if "done" in values:
+                self.done[s.name] = int(values["done"])
+                self.messages[s.name] = s.message
+
+    def state(self, name: str) -> int:
+        return wait_future(self.clients[name][1].call_async(GetState.Request()),
+                           30).current_state.id
+
+    def transition(self, name: str, transition_id: int) -> bool:
+        return wait_future(self.clients[name][0].call_async(ChangeState.Request(
+            transition=Transition(id=transition_id))), 30).success
+
+    def bring_up(self, name: str) -> None:
+        assert self.transition(name, Transition.TRANSITION_CONFIGURE), name
+        assert self.transition(name, Transition.TRANSITION_ACTIVATE), name
+        assert self.state(name) == State.PRIMARY_STATE_ACTIVE, name
+
+    def canny(self) -> bool:
+        """Whether the VFM server accepts a canny goal on a stored image (and succeeds)."""
+        from vision_dialogue.action import ImageToImage
+        assert self.vfm.wait_for_server(timeout_sec=60)
+        goal = ImageToImage.Goal(tool="canny", image_file="in.png")
+        handle = wait_future(self.vfm.send_goal_async(goal))
+        if not handle.accepted:
+            return False
+        result = wait_future(handle.get_result_async()).result
+        assert result.success, result.error
+        return True
+
+    @staticmethod
+    def until(pred, timeout: float = 30.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if pred():
+                return True
+            time.sleep(0.05)
+        return pred()
+
+
+def wait_future(future, timeout: float = 60.0):
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    assert done.wait(timeout), "no answer"
+    return future.result()
+
+
+def test_a_lifecycle_manager_drives_every_node_of_a_setup(installed, tmp_path, camera_images):
+    """Detector, events, manager, speech and VFM server, managed, as separate processes.
+
+    Inactive, each stops its work (detections, stream frames analysed, answers, lines heard
+    and replies spoken, goals) and resumes it when activated again; the manager keeps its
+    prompt through it.
+    """
+    import subprocess
+
+    import cv2
+    import numpy as np
+
+    from fake_openai import FakeOpenAI
+    from vision_dialogue.msg import Reply
+    store = tmp_path / "store"
+    store.mkdir()
+    cv2.imwrite(str(store / "in.png"), np.full((64, 64, 3), 200, np.uint8))
+    fake = FakeOpenAI(default_reply="Hello there.").start()
+    ros = ["--ros-args", "--log-level", "info", "-p", "managed:=true"]
+    exe, logs = installed.exe, {n: tmp_path / f"{n}.log" for n in MANAGED + ("camera",)}
+    procs = {
+        "camera": installed.popen(exe("camera_node") + [
+            "--ros-args", "-p", f"folder_path:={camera_images}", "-p", "frame_period:=0.3",
+            "-p", "publish_rate:=3.0"], log=logs["camera"]),
+        "detector_node": installed.popen(exe("detector_node") + ros + [
+            "-p", "faces:=false", "-p", "text:=false"], log=logs["detector_node"]),
+        "events_node": installed.popen(exe("events_node") + ros, log=logs["events_node"]),
+        "manager_node": installed.popen(exe("manager_node") + ros + [
+            "-p", "llm_backend:=openai", "-p", f"base_url:={fake.base_url}",
+            "-p", "model:=fake-vlm", "-p", "max_retries:=0", "-p", "probe_images:=false",
+            "-p", f"transcript_dir:={tmp_path / 'transcripts'}"],
+            env=dict(installed.env, OPENAI_API_KEY="sk-test"), log=logs["manager_node"]),
+        "speech_node": installed.popen(exe("speech_node") + ros + ["-p", "backend:=terminal"],
+                                       log=logs["speech_node"], stdin=subprocess.PIPE),
+        "vfm_server": installed.popen(exe("vfm_server") + ros + [
+            "-p", "load:=canny_cpu", "-p", f"image_dir:={store}"], log=logs["vfm_server"])}
+    speech = procs["speech_node"]
+
+    def say(line: str) -> None:
+        speech.stdin.write(line + "\n")
+        speech.stdin.flush()
+
+    def finals():
+        """The manager's final replies (not the one this test publishes as turn 999)."""
+        return [r for r in list(lm.replies) if r.final and r.turn_id != 999]
+
+    lm = SetupManager()
+    try:
+        # unconfigured: nothing works, and a goal is refused
+        assert all(lm.state(n) == State.PRIMARY_STATE_UNCONFIGURED for n in MANAGED)
+        assert not lm.canny()
+        for name in MANAGED:
+            lm.bring_up(name)
+        assert lm.canny()
+        # active: detections, stream frames analysed, a line heard and answered
+        assert lm.until(lambda: len(lm.detections) >= 2 and lm.done.get(
+            "events_node: events", 0) >= 2, 60), (len(lm.detections), lm.done)
+        say("My name is Ada.")
+        assert lm.until(lambda: finals()), lm.lines
+        assert fake.request_count >= 1
+
+        # the manager inactive: the line is heard (the speech node is active), not answered
+        assert lm.transition("manager_node", Transition.TRANSITION_DEACTIVATE)
+        asked = fake.request_count
+        say("Are you there?")
+        assert lm.until(lambda: "Are you there?" in lm.lines)
+        wait_for_log(logs["manager_node"], r"inactive \(lifecycle\): a line \(not answered\)",
+                     procs["manager_node"], timeout=20)
+        assert fake.request_count == asked and len(finals()) == 1
+        # active again: answers, with the prompt it kept
+        assert lm.transition("manager_node", Transition.TRANSITION_ACTIVATE)
+        say("What is my name?")
+        assert lm.until(lambda: len(finals()) == 2)
+        prompt = json.dumps(fake.requests[-1]["messages"])
+        assert "My name is Ada." in prompt and "What is my name?" in prompt
+
+        # the speech node inactive: neither publishes what it hears nor speaks
+        assert lm.transition("speech_node", Transition.TRANSITION_DEACTIVATE)
+        say("Nobody hears this.")
+        lm.reply_pub.publish(Reply(turn_id=999, text="Nobody says this.", final=True))
+        wait_for_log(logs["speech_node"], r"a line heard \(not published\) ignored",
+                     speech, timeout=20)
+        assert "Nobody hears this." not in lm.lines
+        assert lm.transition("speech_node", Transition.TRANSITION_ACTIVATE)
+        say("I am back.")
+        assert lm.until(lambda: "I am back." in lm.lines)
+        assert lm.until(lambda: len(finals()) == 3)
+
+        # detector, events and VFM server inactive: no detections, no frames analysed, no goal
+        for name in ("detector_node", "events_node", "vfm_server"):
+            assert lm.transition(name, Transition.TRANSITION_DEACTIVATE), name
+        events = "events_node: events"
+        assert lm.until(lambda: lm.messages[events].startswith("inactive"), 10)
+        time.sleep(PERIOD)                   # a frame in flight lands
+        counts = len(lm.detections), lm.done[events]
+        assert not lm.canny()
+        time.sleep(10 * PERIOD)
+        assert lm.messages[events].startswith("inactive"), lm.messages
+        assert (len(lm.detections), lm.done[events]) == counts
+        for name in ("detector_node", "events_node", "vfm_server"):
+            assert lm.transition(name, Transition.TRANSITION_ACTIVATE), name
+        assert lm.until(lambda: len(lm.detections) >= counts[0] + 2
+                        and lm.done[events] >= counts[1] + 2, 60)
+        assert lm.canny()
+    finally:
+        lm.close()
+        fake.close()
+        codes = {name: stop(p) for name, p in procs.items()}
+    text = {n: log.read_text() for n, log in logs.items()}
+    assert "Nobody says this." not in text["speech_node"]
+    assert all(c == 0 for c in codes.values()), (codes, {n: t[-1500:] for n, t in text.items()})
+    for name, t in text.items():
+        assert "Traceback" not in t, f"{name}:\n{t[-3000:]}"
+
+
+def test_a_vfm_server_without_its_checkpoints_fails_its_configure(installed, tmp_path):
+    proc = installed.popen(installed.exe("vfm_server") + [
+        "--ros-args", "-r", "__node:=vfm_missing", "-p", "managed:=true",
+        "-p", "load:=caption_cpu", "-p", f"checkpoints.caption:={tmp_path / 'no_blip'}",
+        "-p", f"image_dir:={tmp_path / 'store'}"], log=tmp_path / "vfm.log")
+    client = LifecycleClient("vfm_missing")
+    try:
+        assert not client.transition(Transition.TRANSITION_CONFIGURE)
+        assert client.state() == State.PRIMARY_STATE_UNCONFIGURED and proc.poll() is None
+        wait_for_log(tmp_path / "vfm.log", r"cannot configure: none of the 1 tools has its "
+                     r"checkpoints", proc, timeout=10)
+    finally:
+        client.close()
+        code = stop(proc)
+    assert code == 0, (tmp_path / "vfm.log").read_text()[-3000:]

@@ -171,6 +171,7 @@ def check_frames(cfg: Config) -> Check:
     from sensor_msgs.msg import Image
 
     from vision_dialogue.camera.loss import LossMeter, loss_fix
+    from vision_dialogue.ros.qos import endpoint_node
     meter, heard = LossMeter(), set()
 
     def on_frame(_msg, info):
@@ -196,7 +197,7 @@ def check_frames(cfg: Config) -> Check:
     by = {p.publisher: p for p in meter.publishers()}
     bad, unsure, good = [], [], []
     for gid, info in publishers.items():
-        who = f"{info.node_namespace.rstrip('/')}/{info.node_name}"
+        who = endpoint_node(info)
         p = by.get(gid)
         if gid not in heard:
             bad.append(f"{who}: no frame arrived in {cfg.listen_s:g} s")

@@ -107,15 +107,21 @@ class TurnQueue:
                 return False
             return True
 
+    def drop_waiting(self, reason: str) -> int:
+        """Drop (and report) every item still waiting; the queue stays open. How many."""
+        with self._cv:
+            left = list(self._items)
+            self._items.clear()
+        for item in left:
+            self._drop(item, reason)
+        return len(left)
+
     def close(self) -> None:
         """Wake the consumer; items still waiting are dropped (reported)."""
         with self._cv:
             self._closed = True
-            left = list(self._items)
-            self._items.clear()
             self._cv.notify_all()
-        for item in left:
-            self._drop(item, "the manager is shutting down")
+        self.drop_waiting("the manager is shutting down")
 
     def _drop(self, item: PendingTurn, reason: str) -> None:
         self.dropped += 1

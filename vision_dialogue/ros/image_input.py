@@ -14,6 +14,7 @@ and the frames come from there. Frames larger than WORK_MAX_SIDE are downscaled 
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import cv2
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -23,7 +24,7 @@ from vision_dialogue.camera.intake import FrameIntake
 from vision_dialogue.camera.loss import LossMeter, loss_fix
 from vision_dialogue.ros.dds import profile_path
 from vision_dialogue.ros.image_msgs import from_compressed_msg, from_image_msg, stamp_to_ns
-from vision_dialogue.ros.qos import FollowingSubscription, image_qos
+from vision_dialogue.ros.qos import FollowingSubscription, endpoint_node, image_qos
 
 #: frames whose longer side is larger are downscaled to it on arrival (a 4000x3000 driver
 #: frame is 36 MB; nothing downstream needs more than this)
@@ -37,13 +38,15 @@ class ImageTopicInput:
     """`topic` (Image) and `<resolved topic>/compressed` (CompressedImage) into `intake`.
 
     qos_choice: an IMAGE_QOS_CHOICES value ("auto" follows the publishers). max_pixels: the
-    largest image decoded. `frame_id` is the newest frame's header frame_id (`default_frame_id`
-    until one comes); `subs` are the two FollowingSubscriptions.
+    largest image decoded. taking(): whether frames go on to the intake now (False: an inactive
+    managed node; their loss is still counted). `frame_id` is the newest frame's header
+    frame_id (`default_frame_id` until one comes); `subs` are the two FollowingSubscriptions.
     """
 
     def __init__(self, node, topic: str, intake: FrameIntake, qos_choice: str,
-                 max_pixels: int, default_frame_id: str = "camera"):
-        self.intake, self.max_pixels = intake, max_pixels
+                 max_pixels: int, default_frame_id: str = "camera",
+                 taking: Callable[[], bool] = lambda: True):
+        self.intake, self.max_pixels, self.taking = intake, max_pixels, taking
         self.frame_id = default_frame_id
         self.node, self.log = node, node.get_logger()
         self.loss = LossMeter()                   # the raw topic's publishers
@@ -72,6 +75,8 @@ class ImageTopicInput:
         if msg.header.frame_id:
             self.frame_id = msg.header.frame_id
         key = (msg.header.frame_id, ns) if ns else None
+        if not self.taking():       # an inactive (lifecycle) node: counted above, not decoded
+            return
         self.intake.offer(key, ns, lambda: self._downscaled(decode(msg, self.max_pixels)))
 
     def _on_image(self, msg: Image, info) -> None:    # info: rclpy passes MessageInfo
@@ -117,7 +122,7 @@ class ImageTopicInput:
 
     def _report(self, info, got: str) -> None:
         raw_sub, comp_sub = self.subs
-        who = (f"{info.node_namespace.rstrip('/')}/{info.node_name}" if info.node_name
+        who = (endpoint_node(info) if info.node_name
                else "a publisher")
         compressed = self.node.get_publishers_info_by_topic(comp_sub.topic)
         qos = info.qos_profile.reliability.name.lower().replace("_", " ")

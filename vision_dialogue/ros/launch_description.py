@@ -52,6 +52,10 @@ COMMON_ARGUMENTS = [
      'e.g. /yolo/detections', ('manager', 'detector')),
     ('label_info_topic', 'label_info', 'Class names by id (vision_msgs/LabelInfo, latched) '
      'for detectors that put numbers in class_id', ('manager', 'detector')),
+    ('managed', 'false', 'Start the nodes unconfigured, for a lifecycle manager (nav2\'s '
+     'lifecycle_manager, `ros2 lifecycle set`) to configure and activate them; false: each '
+     'configures and activates itself (README "Under a lifecycle manager")',
+     tuple(k for k, spec in NODES.items() if spec.managed)),
     ('speech_prefix', '', 'Prefix for the speech_node command; ros2 launch gives nodes no '
      'stdin, so with the terminal backend use e.g. "xterm -e" (or use_speech:=false and `ros2 '
      'run vision_dialogue speech_node` in another terminal)', ('speech',)),
@@ -148,10 +152,16 @@ def _launch_setup(context, setup_name: str | None):
         if arg.get(arg_name) and key in setup.nodes:
             filled.setdefault(key, {}).update({
                 arg_name: _existing_file(arg_name, arg[arg_name]), kind_param: variant})
+    managed = arg.get('managed', 'false').strip().lower()
+    if managed not in ('true', 'false'):
+        raise LaunchArgumentError(f'managed:={managed}: true or false')
     nodes = []
     for key in start_order(setup.nodes):
         wanted = arg.get(f'use_{key}', '') or ('false' if key in setup.optional else 'true')
-        nodes.append(_node(key, wanted, files, filled.get(key, {})))
+        own = filled.get(key, {})
+        if managed == 'true' and NODES[key].managed:
+            own = {**own, 'managed': True}
+        nodes.append(_node(key, wanted, files, own))
     return [GroupAction([PushROSNamespace(LaunchConfiguration('namespace')),
                          SetParameter('use_sim_time', LaunchConfiguration('use_sim_time')),
                          *nodes])]

@@ -19,8 +19,13 @@ a FAILURE of that transition with the reason logged, and the node keeps running.
 """
 from __future__ import annotations
 
+import functools
+import time
+from typing import Callable
+
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
+from vision_dialogue.core.health import ERROR, OK, Health
 from vision_dialogue.ros.params import Param, ParameterError
 
 MANAGED_PARAM = Param("managed", False, "Wait, unconfigured, for a lifecycle manager (nav2's "
@@ -36,10 +41,14 @@ class ConfigureError(Exception):
 class ManagedNode(LifecycleNode):
     """A LifecycleNode whose transitions call configure/activate/deactivate/cleanup."""
 
-    def start_lifecycle(self, managed: bool) -> None:
-        """At the end of the constructor: configure and activate now, unless `managed`."""
+    def __init__(self, node_name: str, **kwargs):
         self.configure_error: Exception | None = None
         self.active = False
+        self.ignored_inactive = 0      # messages a when_active callback ignored
+        super().__init__(node_name, **kwargs)
+
+    def start_lifecycle(self, managed: bool) -> None:
+        """At the end of the constructor: configure and activate now, unless `managed`."""
         if managed:
             self.get_logger().info("managed: waiting for a lifecycle manager to configure "
                                    "and activate this node")
@@ -47,6 +56,39 @@ class ManagedNode(LifecycleNode):
         if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
             raise self.configure_error or ParameterError("configure failed")
         self.trigger_activate()
+
+    def when_active(self, callback: Callable, what: str) -> Callable:
+        """`callback`, which ignores what comes while the node is not active.
+
+        For subscriptions whose work an inactive node must not do (a reply, a line heard);
+        one log line every 10 s says what was ignored. The signature is kept (functools.wraps),
+        so rclpy still passes MessageInfo where `callback` takes it.
+        """
+        last_logged = [-1e9]
+
+        @functools.wraps(callback)
+        def gated(*args):
+            if self.active:
+                return callback(*args)
+            self.ignored_inactive += 1
+            if time.monotonic() - last_logged[0] >= 10.0:     # each kind of message apart
+                last_logged[0] = time.monotonic()
+                self.get_logger().info(f"inactive (lifecycle): {what} ignored")
+            return None
+        return gated
+
+    def lifecycle_health(self, part: str, values: dict | None = None) -> list[Health] | None:
+        """/diagnostics while not active: a refused configure (ERROR, why) or inactive (OK).
+
+        None when active. `values`: the node's counters, shown either way.
+        """
+        if self.active:
+            return None
+        values = values or {}
+        if self.configure_error is not None:
+            return [Health(part, ERROR, f"cannot configure: {self.configure_error}", values)]
+        state = self._state_machine.current_state[1]
+        return [Health(part, OK, f"inactive (lifecycle: {state})", values)]
 
     # what a node fills in
     def configure(self) -> None:
@@ -63,6 +105,7 @@ class ManagedNode(LifecycleNode):
 
     # the lifecycle callbacks
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.configure_error = None
         try:
             self.configure()
         except (ConfigureError, ParameterError) as e:

@@ -14,6 +14,7 @@ from vision_dialogue.core.transcript import parse_retention
 from vision_dialogue.llm.factory import DTYPES, KINDS
 from vision_dialogue.ros.params import Param, nonempty
 from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES
+from vision_dialogue.ros.managed import MANAGED_PARAM
 
 
 def _file_or_empty(v):
@@ -185,6 +186,7 @@ PARAMS = [
     Param("robot_tools_file", "", "YAML of the robot's own services and actions the LLM may "
           "call as tools (config/robot_tools.yaml shows the format; README 'Let the LLM use "
           "your robot'); empty = none.", check=_file_or_empty),
+    MANAGED_PARAM,
 ]
 
 

@@ -81,6 +81,11 @@ def matching_qos(offered: list[QoSProfile], base: QoSProfile) -> QoSProfile:
     return q
 
 
+def endpoint_node(info) -> str:
+    """The full name of the node behind a graph endpoint (TopicEndpointInfo): /ns/name."""
+    return f"{info.node_namespace.rstrip('/')}/{info.node_name}"
+
+
 def describe(q: QoSProfile) -> str:
     return f"{q.reliability.name.lower()}/{q.durability.name.lower()}/depth {q.depth}"
 

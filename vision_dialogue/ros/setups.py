@@ -17,12 +17,16 @@ from vision_dialogue.core.resources import config_file
 
 @dataclass(frozen=True)
 class NodeSpec:
-    """One node of a setup: short key, executable (= default node name), module and class."""
+    """One node of a setup: short key, executable (= default node name), module and class.
+
+    managed: a lifecycle node (ros/managed.py) that takes the `managed` parameter.
+    """
 
     key: str
     executable: str
     module: str
     class_name: str
+    managed: bool = True
 
 
 NODES: dict[str, NodeSpec] = {
@@ -31,7 +35,8 @@ NODES: dict[str, NodeSpec] = {
     "manager": NodeSpec("manager", "manager_node", "vision_dialogue.manager_node",
                         "ManagerNode"),
     "vfm": NodeSpec("vfm", "vfm_server", "vision_dialogue.vfm_server", "VfmServer"),
-    "monitor": NodeSpec("monitor", "monitor", "vision_dialogue.monitor_node", "MonitorNode"),
+    "monitor": NodeSpec("monitor", "monitor", "vision_dialogue.monitor_node", "MonitorNode",
+                        managed=False),
     "events": NodeSpec("events", "events_node", "vision_dialogue.events_node", "EventsNode"),
     "detector": NodeSpec("detector", "detector_node", "vision_dialogue.detector_node",
                          "DetectorNode"),

@@ -43,10 +43,17 @@ class SkillServers:
         self.servers = [
             ActionServer(node, kind, name, execute_callback=_on_own_thread(node, run),
                          callback_group=group,
-                         goal_callback=lambda goal: GoalResponse.ACCEPT,
+                         goal_callback=self._goal_check,
                          cancel_callback=lambda handle: CancelResponse.ACCEPT)
             for kind, name, run in ((Say, SAY_ACTION, self._say), (Ask, ASK_ACTION, self._ask),
                                     (Chat, CHAT_ACTION, self._chat))]
+
+    def _goal_check(self, goal) -> GoalResponse:
+        """Skills only while the manager is active (a managed node: ros/managed.py)."""
+        if getattr(self.node, "active", True):
+            return GoalResponse.ACCEPT
+        self.log.warning("skill goal rejected: the manager is inactive (lifecycle)")
+        return GoalResponse.REJECT
 
     # --- the three skills ---------------------------------------------------------------------
     def _say(self, handle):

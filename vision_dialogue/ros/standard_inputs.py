@@ -26,7 +26,8 @@ from std_msgs.msg import Bool, String
 from vision_dialogue.core.objects import UNRESOLVED, DetectionSet, LabelMap, ObjectNotes
 from vision_dialogue.core.people import TrackedPerson
 from vision_dialogue.ros import perception_msgs as pm
-from vision_dialogue.ros.qos import LATCHED_FROM_MANY_QOS, LATCHED_QOS, RELIABLE_QOS
+from vision_dialogue.ros.qos import LATCHED_FROM_MANY_QOS, LATCHED_QOS, RELIABLE_QOS, \
+    endpoint_node
 
 T = TypeVar("T")
 
@@ -107,7 +108,7 @@ class PublishingNodes:
                 if "_UNKNOWN_" in e.node_name:     # DDS knows the writer, the ROS graph
                     continue                       # not yet its node: ask again later
                 key = bytes(e.endpoint_gid)[:len(gid)]
-                self._known[key] = f"{e.node_namespace.rstrip('/')}/{e.node_name}"
+                self._known[key] = endpoint_node(e)
         return self._known.get(gid, UNRESOLVED)
 
 
@@ -165,7 +166,7 @@ class DetectionsInput:
         """`source` publishes label_info but its map is not here yet (it is on its way)."""
         if source in ("", UNRESOLVED) or self.labels.has(source):
             return False
-        return any(f"{e.node_namespace.rstrip('/')}/{e.node_name}" == source
+        return any(endpoint_node(e) == source
                    for e in self.node.get_publishers_info_by_topic(self.labels_topic))
 
     def _on_detections(self, msg, info) -> None:

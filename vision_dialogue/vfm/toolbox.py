@@ -302,6 +302,16 @@ class Toolbox:
                          f"({memory.mib(used)} + {memory.mib(need)} > {kind} budget "
                          f"{memory.mib(limit)})")
 
+    def unload_idle(self, why: str) -> int:
+        """Drop every loaded model no goal uses (a lifecycle cleanup); how many went."""
+        with self._entries_lock:
+            idle = [e for e in self._entries.values() if e.instance is not None and not e.users]
+            for e in idle:
+                e.instance, e.place = None, ""
+        for e in idle:
+            self.log(f"unloaded {e.name} ({memory.mib(e.size)}) {why}")
+        return len(idle)
+
     def _unload(self, victim: _Entry, why: str) -> None:
         """Drop a model, or move it to the CPU when offloading and the CPU budget allows."""
         with self._entries_lock:
