@@ -58,11 +58,15 @@ def wait_for_tools(rig, ops):
     A startup discovery that lost a DDS service-matching race leaves the list stale until a
     turn refreshes it; here a refresh does (on a thread, while this one spins the executor).
     """
+    from vision_dialogue.vfm.registry import BY_OP
     tools = rig.node.conversation.tools
-    if rig.wait(lambda: tools.ops == ops):
-        return
-    threading.Thread(target=tools.refresh, kwargs={"timeout": 8.0}, daemon=True).start()
-    assert rig.wait(lambda: tools.ops == ops), tools.ops
+    if not rig.wait(lambda: tools.ops == ops):
+        threading.Thread(target=tools.refresh, kwargs={"timeout": 8.0}, daemon=True).start()
+        assert rig.wait(lambda: tools.ops == ops), tools.ops
+    # and their actions: DDS matches a service and an action one by one (a loaded CI machine
+    # once matched the list service, not the action, within the tool call's 10 s)
+    actions = [tools.client.actions[BY_OP[op].action_type] for op in ops]
+    assert rig.wait(lambda: all(a.server_is_ready() for a in actions), timeout=30)
 
 
 class Rig:

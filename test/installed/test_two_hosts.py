@@ -8,6 +8,7 @@ every address is inside the two namespaces this test makes and removes.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -95,3 +96,39 @@ def test_camera_on_one_host_manager_on_another(installed, hosts, tmp_path):
     sent = round((stamps[-1] - stamps[0]) / PERIOD) + 1      # one per period, first to last
     assert sent >= 20 and len(stamps) >= 0.95 * sent, (len(stamps), sent)
     print(f"two hosts: {len(stamps)} of {sent} frames reached the manager")
+
+
+def test_a_best_effort_viewer_on_another_host_gets_the_compressed_frames(installed, hosts,
+                                                                         tmp_path):
+    """A viewer with the sensor-data profile on host B, the camera (defaults) on host A.
+
+    Over 40 s at 2 frames a second, at least 90 % of the `/compressed` frames a reliable
+    viewer on B got reach the best-effort one (raw frames: printed, see README "Two hosts").
+    """
+    a, b = hosts
+    env = dict(installed.env, ROS_AUTOMATIC_DISCOVERY_RANGE="SUBNET")
+    viewer = [sys.executable, str(HERE / "frame_viewer.py"), "--seconds", "40"]
+
+    def on(ns, argv, name, **kw):
+        return installed.popen(["ip", "netns", "exec", ns, *argv], env=env,
+                               log=tmp_path / f"{name}.log", **kw)
+    camera = on(a, installed.exe("camera_node") + [
+        "--ros-args", "-p", f"video_path:={ensure_demo_video()}",
+        "-p", f"frame_period:={PERIOD}"], "camera")
+    try:
+        procs = {qos: subprocess.Popen(["ip", "netns", "exec", b, *viewer, "--qos", qos],
+                                       env=env, stdout=subprocess.PIPE, text=True)
+                 for qos in ("reliable", "sensor_data")}
+        views = {qos: json.loads(p.communicate(timeout=150)[0]) for qos, p in procs.items()}
+    finally:
+        code = stop(camera)
+    assert code == 0, (tmp_path / "camera.log").read_text()
+    sent, got = views["reliable"], views["sensor_data"]
+    shares = {}
+    for topic in ("raw", "compressed"):
+        window = [s for s in sent[topic] if got[topic] and got[topic][0] <= s <= got[topic][-1]]
+        shares[topic] = (len(set(got[topic]) & set(window)), len(window))
+    print("best effort on another host: " + ", ".join(
+        f"{t} {n} of {m} ({100 * n / max(1, m):.0f} %)" for t, (n, m) in shares.items()))
+    n, m = shares["compressed"]
+    assert m >= 70 and n >= 0.9 * m, shares
