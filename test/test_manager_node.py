@@ -75,7 +75,9 @@ def test_llm_down_fallback_then_next_turn_answers_in_order(ros_context, fake, tm
     fake.push(500)
     try:
         rig.say("First question")
-        rig.say("Second question")        # queued while the first is answered
+        # the second once the first is being answered (lines that wait together are one turn)
+        assert rig.wait(lambda: fake.request_count >= 1)
+        rig.say("Second question")
         assert rig.wait(lambda: len(rig.finals()) == 2)
         f1, f2 = rig.finals()
         assert (f1.turn_id, f1.in_reply_to, f1.fallback) == (1, "First question", True)

@@ -84,11 +84,11 @@ BAD_FRAME_WARN_PERIOD = 5.0
 class ManagerNode(ManagedNode):
     """Vision-enabled dialogue manager.
 
-    A managed node (ros/managed.py): built at construction (a bad parameter, persona or
-    transcript folder ends it with the reason); active, it takes frames, lines, events and
-    skill goals and answers; inactive it ignores them and answers nothing (waiting turns are
-    dropped on record, a reply being given is no longer published) and keeps its prompt. The
-    LLM server is first looked at on the first activation.
+    A managed node (ros/managed.py): configure builds it (a missing persona or transcript
+    folder refuses the transition); active, it takes frames, lines, events and skill goals
+    and answers; inactive it ignores them and answers nothing (waiting turns are dropped on
+    record, a reply being given is no longer published) and keeps its prompt. The LLM server
+    is first looked at on the first activation.
 
     `backend=` / `observer=` inject a ChatBackend / frame observer (tests, benchmarks); otherwise
     they come from the parameters.
@@ -96,15 +96,23 @@ class ManagerNode(ManagedNode):
 
     def __init__(self, *, backend=None, observer=None, **kwargs):
         super().__init__(kwargs.pop("node_name", "manager_node"), **kwargs)
-        self._closed = True                  # until everything below is built
-        self.p = p = declare_params(self, PARAMS, cross_check=cross_check)
-        log = self.get_logger()
+        self._closed = True                  # until configure has built everything
+        self.exit_code = 0              # run_node's exit status: 1 when every reply failed
+        self._given = (backend, observer)
+        self._probe = None
+        self.p = declare_params(self, PARAMS, cross_check=cross_check)
+        self._verbose = os.environ.get(VERBOSE_ENV) == "1"      # bringup/node --verbose
+        DiagnosticsPublisher(self, self._health)
+        self.start_lifecycle(self.p["managed"])
+
+    def _build(self, backend, observer) -> None:
+        """Everything the manager is made of (configure: ros/managed.py)."""
+        p, log = self.p, self.get_logger()
         persona_path = p["persona_file"] or str(default_persona_file())
         try:
             persona = load_persona(persona_path)
         except PersonaError as e:
             raise ParameterError(f"persona_file: {e}") from None
-        self._verbose = os.environ.get(VERBOSE_ENV) == "1"      # bringup/node --verbose
         made_here = backend is None
         self.backend = self._make_backend() if made_here else backend
         # a server backend is probed at start (is it there, does it take images)
@@ -132,7 +140,6 @@ class ManagerNode(ManagedNode):
         self.proactive = ProactivePolicy(ProactiveConfig(
             p["proactive"], min_interval_s=p["proactive_interval"], quiet_s=p["proactive_quiet"]))
         self.people = PeopleInView(self.conversation)
-        self.exit_code = 0              # run_node's exit status: 1 when every reply failed
         self._warned_at: dict[str, float] = {}
         # its worker serves nothing before the subscriptions below bring something in
         self.turns = TurnServer(
@@ -152,9 +159,16 @@ class ManagerNode(ManagedNode):
                  f"n={p['n']} m={p['m']} persona={persona_path}")
         self._probe = None if probe is None else threading.Thread(
             target=self._probe_llm, args=(probe, probed), name="vd-probe", daemon=True)
-        self.start_lifecycle(p["managed"])
 
     # --- lifecycle (ros/managed.py) --------------------------------------------------------
+    def configure(self) -> None:
+        """Build it all, once: the persona read, the LLM backend made, the transcript opened.
+
+        A local model loads here. A later configure (after cleanup) finds it built.
+        """
+        if self._closed:
+            self._build(*self._given)
+
     def activate(self) -> None:
         if self._probe is not None and self._probe.ident is None:
             self._probe.start()
@@ -481,10 +495,11 @@ class ManagerNode(ManagedNode):
                                                      timeout=LLM_CHECK_PERIOD_S),
             self.reply_stats, unreachable=lambda: unreachable(self.p["base_url"]))
         self.llm_watch.start()
-        DiagnosticsPublisher(self, self._health)
 
     def _health(self) -> list[Health]:
         """The LLM (server checked, replies), and the prompt with the frames coming in."""
+        if self._closed:                # not configured (yet): nothing built to look at
+            return self.lifecycle_health("conversation") or []
         llm = self.llm_watch.health(backend=self.p["llm_backend"], model=self.p["model"])
         inactive = self.lifecycle_health("conversation")
         if inactive:

@@ -206,9 +206,10 @@ def _cross_check(v: dict) -> str | None:
 class SpeechNode(ManagedNode):
     """Speech I/O node.
 
-    A managed node (ros/managed.py): the backend is built at construction and started (the
-    microphone, the robot's connection, the input read) at the first activation; inactive, the
-    node neither publishes what it hears nor speaks (what is said is stopped at once).
+    A managed node (ros/managed.py): configure builds the backend (a missing script or model
+    refuses the transition), the first activation starts it (the microphone, the robot's
+    connection, the input read); inactive, the node neither publishes what it hears nor
+    speaks (what is said is stopped at once).
 
     kwargs go to Node.__init__ (context=, parameter_overrides=, ...).
 
@@ -249,6 +250,18 @@ class SpeechNode(ManagedNode):
                                  callback_group=ReentrantCallbackGroup())
         self.pub_audio_in = self.pub_audio_out = None
         self._audio_stamp = None
+        self._streams = (input_stream, output_stream)
+        self.backend = self._starter = None
+        DiagnosticsPublisher(self, self._health)
+        self.start_lifecycle(self.p["managed"])
+
+    # --- lifecycle (ros/managed.py) ------------------------------------------------------
+    def configure(self) -> None:
+        """Build the backend once (a voice backend loads its models; a script is read)."""
+        if self.backend is None:
+            self._build(*self._streams)
+
+    def _build(self, input_stream, output_stream) -> None:
         self.backend = self._make_backend(input_stream, output_stream)
         if isinstance(self.backend, RobotTurnTaking):
             self._users: tuple[float, str] = (-1e9, "")
@@ -273,10 +286,7 @@ class SpeechNode(ManagedNode):
                 f"ROS4HRI voice {voice} spoke during the reply"))
         self._starter = threading.Thread(target=self._start_backend, name="speech-start",
                                          daemon=True)
-        DiagnosticsPublisher(self, self._health)
-        self.start_lifecycle(self.p["managed"])
 
-    # --- lifecycle (ros/managed.py) ------------------------------------------------------
     def activate(self) -> None:
         """The first activation starts the backend; a later one listens and speaks again."""
         if self._starter.ident is None:

@@ -9,6 +9,7 @@ import json
 import threading
 import time
 
+import pytest
 from lifecycle_msgs.msg import State, Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -322,18 +323,39 @@ def test_a_lifecycle_manager_drives_every_node_of_a_setup(installed, tmp_path, c
         assert "Traceback" not in t, f"{name}:\n{t[-3000:]}"
 
 
-def test_a_vfm_server_without_its_checkpoints_fails_its_configure(installed, tmp_path):
-    proc = installed.popen(installed.exe("vfm_server") + [
-        "--ros-args", "-r", "__node:=vfm_missing", "-p", "managed:=true",
-        "-p", "load:=caption_cpu", "-p", f"checkpoints.caption:={tmp_path / 'no_blip'}",
-        "-p", f"image_dir:={tmp_path / 'store'}"], log=tmp_path / "vfm.log")
-    client = LifecycleClient("vfm_missing")
+#: node: (its parameters, what its configure says): each valid as a parameter, failing only
+#: when configure builds (a checkpoint, a folder, a model that is not there)
+UNCONFIGURABLE = {
+    "vfm_server": (["load:=caption_cpu", "checkpoints.caption:={tmp}/no_blip",
+                    "image_dir:={tmp}/store"],
+                   r"cannot configure: none of the 1 tools has its checkpoints"),
+    "manager_node": (["llm_backend:=openai", "base_url:=http://127.0.0.1:9/v1",
+                      "transcript_dir:={tmp}/a_file/transcripts"],
+                     r"cannot configure: transcript_dir: cannot write there"),
+    "speech_node": (["backend:=local", "stt_model:={tmp}/no_whisper"],
+                    r"cannot configure: stt_model: .*no_whisper: not a CTranslate2 Whisper"),
+}
+
+
+@pytest.mark.parametrize("exe", sorted(UNCONFIGURABLE))
+def test_an_unconfigurable_node_fails_its_configure_and_keeps_running(installed, tmp_path, exe):
+    """A missing file or checkpoint: a FAILURE of configure with the reason, the node up."""
+    params, said = UNCONFIGURABLE[exe]
+    name = f"{exe}_unconfigurable"
+    args = ["--ros-args", "-r", f"__node:={name}", "-p", "managed:=true"]
+    for p in params:
+        args += ["-p", p.format(tmp=tmp_path)]
+    (tmp_path / "a_file").write_text("a file, not a folder")
+    log = tmp_path / "node.log"
+    proc = installed.popen(installed.exe(exe) + args, log=log,
+                           env=dict(installed.env, OPENAI_API_KEY="sk-test"))
+    client = LifecycleClient(name)
     try:
+        assert client.state() == State.PRIMARY_STATE_UNCONFIGURED
         assert not client.transition(Transition.TRANSITION_CONFIGURE)
         assert client.state() == State.PRIMARY_STATE_UNCONFIGURED and proc.poll() is None
-        wait_for_log(tmp_path / "vfm.log", r"cannot configure: none of the 1 tools has its "
-                     r"checkpoints", proc, timeout=10)
+        wait_for_log(log, said, proc, timeout=10)
     finally:
         client.close()
         code = stop(proc)
-    assert code == 0, (tmp_path / "vfm.log").read_text()[-3000:]
+    assert code == 0 and "Traceback" not in log.read_text(), log.read_text()[-3000:]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import time
+import traceback
 from typing import Callable
 
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -45,6 +46,7 @@ class ManagedNode(LifecycleNode):
         self.configure_error: Exception | None = None
         self.active = False
         self.ignored_inactive = 0      # messages a when_active callback ignored
+        self._quiet = False
         super().__init__(node_name, **kwargs)
 
     def start_lifecycle(self, managed: bool) -> None:
@@ -53,9 +55,13 @@ class ManagedNode(LifecycleNode):
             self.get_logger().info("managed: waiting for a lifecycle manager to configure "
                                    "and activate this node")
             return
-        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-            raise self.configure_error or ParameterError("configure failed")
-        self.trigger_activate()
+        self._quiet = True                  # a failure here is raised, not logged twice
+        try:
+            for step in (self.trigger_configure, self.trigger_activate):
+                if step() != TransitionCallbackReturn.SUCCESS:     # the reason, as raised
+                    raise self.configure_error or ParameterError("the start failed")
+        finally:
+            self._quiet = False
 
     def when_active(self, callback: Callable, what: str) -> Callable:
         """`callback`, which ignores what comes while the node is not active.
@@ -103,35 +109,48 @@ class ManagedNode(LifecycleNode):
     def cleanup(self) -> None:
         """Release what configure built."""
 
-    # the lifecycle callbacks
-    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self.configure_error = None
+    # the lifecycle callbacks (rclpy turns an exception in one into a bare ERROR, unsaid:
+    # each is caught here, logged with its reason and kept for start_lifecycle)
+    def _step(self, what: str, fn) -> TransitionCallbackReturn:
         try:
-            self.configure()
+            fn()
         except (ConfigureError, ParameterError) as e:
             self.configure_error = e
-            self.get_logger().error(f"cannot configure: {e}")
-            self.cleanup()
+            if not self._quiet:
+                self.get_logger().error(f"cannot {what}: {e}")
+            return TransitionCallbackReturn.FAILURE
+        except Exception as e:  # noqa: BLE001 - said, and the node keeps running
+            self.configure_error = e
+            if not self._quiet:
+                self.get_logger().error(f"cannot {what}: {type(e).__name__}: {e}\n"
+                                        + traceback.format_exc())
             return TransitionCallbackReturn.FAILURE
         return TransitionCallbackReturn.SUCCESS
 
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.configure_error = None
+        result = self._step("configure", self.configure)
+        if result != TransitionCallbackReturn.SUCCESS:
+            self._step("clean up", self.cleanup)
+        return result
+
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self.activate()
-        self.active = True
-        return super().on_activate(state)
+        result = self._step("activate", self.activate)
+        if result == TransitionCallbackReturn.SUCCESS:
+            self.active = True
+            return super().on_activate(state)
+        return result
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self.active = False
-        self.deactivate()
+        self._step("deactivate", self.deactivate)
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self.cleanup()
-        return TransitionCallbackReturn.SUCCESS
+        return self._step("clean up", self.cleanup)
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
         if self.active:
             self.active = False
-            self.deactivate()
-        self.cleanup()
-        return TransitionCallbackReturn.SUCCESS
+            self._step("deactivate", self.deactivate)
+        return self._step("clean up", self.cleanup)
