@@ -433,3 +433,17 @@ def test_demo_runs_to_the_end_of_its_script(tmp_path, mode):
     assert len(transcripts) == 1
     text = transcripts[0].read_text()
     assert all(line in text for line in lines)
+
+
+def test_managed_starts_every_lifecycle_node_unconfigured(tmp_path, monkeypatch, capsys):
+    """--managed: managed:=true for each managed node (not the monitor); -p still wins."""
+    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    assert bringup.main(["bringup", "demo", "--dry-run", "--managed",
+                         "-p", "speech.managed:=false"]) == 0
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    assert {key: cmd.split("managed:=")[-1] if "managed:=" in cmd else None
+            for key, cmd in lines.items()} == {
+        "monitor": None, "manager": "true", "detector": "true", "camera": "true",
+        "speech": "false"}
+    assert bringup.main(["bringup", "demo", "--dry-run"]) == 0
+    assert "managed:=" not in capsys.readouterr().out

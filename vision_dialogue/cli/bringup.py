@@ -425,6 +425,9 @@ def parse_cli(argv):
     ap.add_argument("--detector", action=argparse.BooleanOptionalAction, default=None,
                     help="start (or leave out) the object detector (vision_msgs detections; "
                     "default: on except in furhat)")
+    ap.add_argument("--managed", action="store_true",
+                    help="start the nodes unconfigured, for a lifecycle manager to configure "
+                    "and activate (README 'Under a lifecycle manager')")
     ap.add_argument("--verbose", action="store_true",
                     help="show third-party libraries' start-up output (muted by default)")
     return ap.parse_args(argv)
@@ -447,7 +450,8 @@ def main(args=None) -> int:
         for key in inputs:
             if key not in keys:
                 raise BringupError(f"--video/--camera/--script need the {key} node")
-        overrides = setup_overrides(setup, params_file, keys, llm, inputs,
+        managed = {k: {"managed": True} for k in keys if ns.managed and NODES[k].managed}
+        overrides = setup_overrides(setup, params_file, keys, llm, inputs, managed,
                                     param_overrides(ns.param, keys))
         run_args = (setup, params_file, keys, ns.namespace, ns.log_level, overrides)
         if ns.dry_run:
