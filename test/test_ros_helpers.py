@@ -195,3 +195,29 @@ def test_a_node_whose_context_is_shut_down_while_it_starts_exits_quietly(capsys)
         raise RuntimeError("a real bug")
     with pytest.raises(RuntimeError, match="a real bug"):
         run_node(broken, "broken_node", args=["broken_node"])
+
+
+def test_a_failing_callback_is_logged_and_the_node_runs_on(capfd):
+    """One failing callback does not end the node; its error is logged with the traceback.
+
+    rclpy re-raises a callback's exception from the executor (a speech node died of one in CI).
+    """
+    import rclpy
+    from vision_dialogue.ros.node_runner import run_node
+    calls = []
+
+    def make():
+        node = rclpy.create_node("flaky_node")
+
+        def tick():
+            calls.append(1)
+            if len(calls) == 1:
+                raise ValueError("one bad message")
+            if len(calls) == 3:
+                rclpy.try_shutdown()
+        node.create_timer(0.01, tick)
+        return node
+    assert run_node(make, "flaky_node", args=["flaky_node"]) == 0
+    assert len(calls) >= 3
+    err = capfd.readouterr().err
+    assert "a callback failed (the node runs on)" in err and "one bad message" in err

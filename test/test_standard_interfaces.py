@@ -496,3 +496,44 @@ def test_the_detector_node_publishes_objects_faces_hands_and_words(ros_context):
         ex.shutdown()
         node.destroy_node()
         io_node.destroy_node()
+
+
+@pytest.mark.skipif(bool(pm.missing()), reason="vision_msgs/hri_msgs not built")
+def test_an_input_built_while_its_node_spins_takes_a_message_at_once(ros_context):
+    """A managed node builds its inputs in configure, while its executor spins.
+
+    A latched message (a label map, a voices list) can then come before the input's
+    constructor returns. Each message here is given as soon as its subscription exists; a CI
+    run had the speech node die of it (the voices list came before `self.group` was set).
+    """
+    import inspect
+
+    from vision_msgs.msg import VisionClass
+
+    from vision_dialogue.core.objects import LabelMap, ObjectNotes
+    from vision_dialogue.ros.standard_inputs import DetectionsInput, HriBargeIn
+    node = rclpy.create_node("built_while_spinning", context=ros_context)
+    at_once = {pm.LabelInfo: pm.LabelInfo(class_map=[VisionClass(class_id=24,
+                                                                 class_name="zebra")]),
+               pm.IdsList: pm.IdsList(ids=["v1"])}
+    given = []
+    create = node.create_subscription
+
+    def delivering(msg_type, topic, callback, qos, **kw):
+        sub = create(msg_type, topic, callback, qos, **kw)
+        if msg_type in at_once:
+            info = {"publisher_gid": {"data": b"\x01" * 16}}
+            with_info = len(inspect.signature(callback).parameters) == 2
+            callback(*((at_once[msg_type], info) if with_info else (at_once[msg_type],)))
+            given.append(msg_type)
+        return sub
+    node.create_subscription = delivering
+    try:
+        labels = LabelMap()
+        DetectionsInput(node, ObjectNotes(), labels, on_note=lambda *a: None,
+                        on_event=lambda *a: None, frame_width=lambda: 0)
+        ear = HriBargeIn(node, lambda voice: None)
+        assert set(given) == {pm.LabelInfo, pm.IdsList}
+        assert list(ear._subs) == ["v1"]          # the voice it heard of is followed
+    finally:
+        node.destroy_node()

@@ -31,7 +31,7 @@ from sensor_msgs.msg import CompressedImage, Image
 from vision_dialogue.camera.acquisition import Acquisition
 from vision_dialogue.camera.sources import SOURCE_KINDS, CameraSource, CapturedFrame, \
     SourceContext, SourceError, source_class
-from vision_dialogue.core.health import ERROR, OK, Health, by_age
+from vision_dialogue.core.health import OK, Health, by_age
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, resize_to
 from vision_dialogue.core.variants import AUTO, choose_variant
 from vision_dialogue.ros.dds import MAX_FRAME_BYTES
@@ -212,10 +212,9 @@ class CameraNode(ManagedNode):
     def _health(self) -> list[Health]:
         """The source: open and delivering every frame_period, failing, or finished."""
         a, period = self.acquisition, self.p["frame_period"]
-        if not self.active:
-            error = getattr(self, "configure_error", None)
-            return [Health("camera", ERROR, f"cannot configure: {error}") if error else
-                    Health("camera", OK, "inactive (lifecycle): capturing nothing")]
+        inactive = self.lifecycle_health("camera")
+        if inactive is not None:
+            return inactive
         values = {"source": a.source.describe() if a.source else "none",
                   "frames published": self.frames_published, "frame period (s)": period,
                   "failed attempts": a.failures}

@@ -96,7 +96,7 @@ class ManagerNode(ManagedNode):
 
     def __init__(self, *, backend=None, observer=None, **kwargs):
         super().__init__(kwargs.pop("node_name", "manager_node"), **kwargs)
-        self._closed = True                  # until configure has built everything
+        self._built = self._closed = False   # built by configure, closed at the end
         self.exit_code = 0              # run_node's exit status: 1 when every reply failed
         self._given = (backend, observer)
         self._probe = None
@@ -153,7 +153,7 @@ class ManagerNode(ManagedNode):
         self._application_side()
         self._apply_live_params()
         self._report_health(probe)
-        self._closed = False
+        self._built = True
         log.info(f"manager ready: backend={p['llm_backend']} "
                  f"({type(self.backend).__name__}) model={p['model']!r} "
                  f"n={p['n']} m={p['m']} persona={persona_path}")
@@ -166,7 +166,7 @@ class ManagerNode(ManagedNode):
 
         A local model loads here. A later configure (after cleanup) finds it built.
         """
-        if self._closed:
+        if not self._built:
             self._build(*self._given)
 
     def activate(self) -> None:
@@ -498,7 +498,7 @@ class ManagerNode(ManagedNode):
 
     def _health(self) -> list[Health]:
         """The LLM (server checked, replies), and the prompt with the frames coming in."""
-        if self._closed:                # not configured (yet): nothing built to look at
+        if not self._built:             # not configured (yet): nothing built to look at
             return self.lifecycle_health("conversation") or []
         llm = self.llm_watch.health(backend=self.p["llm_backend"], model=self.p["model"])
         inactive = self.lifecycle_health("conversation")
@@ -520,7 +520,7 @@ class ManagerNode(ManagedNode):
 
     def publish_event(self, record: dict | None, thumbnail: bytes | None = None) -> None:
         """Publish a record on dialogue/events (`thumbnail`: its JPEG, as base64)."""
-        if record is None or self._closed or not rclpy.ok(context=self.context):
+        if record is None or not self._open() or not rclpy.ok(context=self.context):
             return
         record = {"t": round(time.time(), 3), **record}
         if thumbnail:
@@ -529,7 +529,7 @@ class ManagerNode(ManagedNode):
 
     def publish_state(self) -> None:
         """Publish a PromptState snapshot now."""
-        if self._closed or not rclpy.ok(context=self.context):
+        if not self._open() or not rclpy.ok(context=self.context):
             return
         st = self.conversation.state()
         msg = PromptState()
@@ -551,9 +551,13 @@ class ManagerNode(ManagedNode):
         except Exception as e:  # noqa: BLE001 - shutting down
             self.get_logger().debug(f"prompt state not published: {e}")
 
+    def _open(self) -> bool:
+        """Built (configured once) and not closed: the parts exist and run."""
+        return self._built and not self._closed
+
     def close(self) -> None:
         """Stop the turn worker, let summaries finish briefly, close the transcript."""
-        if self._closed:
+        if not self._open():
             return
         self._closed = True
         self.llm_watch.close()

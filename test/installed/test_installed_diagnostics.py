@@ -17,7 +17,7 @@ import urllib.request
 from diagnostic_msgs.msg import DiagnosticArray
 
 from fake_openai import FakeOpenAI
-from installed.user_env import OwnParticipant, stop
+from installed.user_env import OwnParticipant, stop, until
 
 OK, WARN, ERROR = 0, 1, 2
 #: the statuses a full setup reports: "<node>: <task>"
@@ -51,14 +51,6 @@ class Listener(OwnParticipant):
         with self._lock:
             return next((s for s in self.seen.get(name, []) if s[0] > since and s[1] == level),
                         None)
-
-    def wait(self, pred, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if pred():
-                return True
-            time.sleep(0.1)
-        return pred()
 
 
 def test_every_node_reports_and_faults_show_within_seconds(installed, tmp_path, camera_images):
@@ -102,9 +94,9 @@ def test_every_node_reports_and_faults_show_within_seconds(installed, tmp_path, 
     listener = Listener()
     try:
         # every node's statuses, with the healthy parts OK
-        assert listener.wait(lambda: all(listener.last(n) for n in EXPECTED), 90), (
+        assert until(lambda: all(listener.last(n) for n in EXPECTED), 90), (
             sorted(listener.seen), {k: p.poll() for k, p in procs.items()})
-        assert listener.wait(lambda: all(listener.last(n)[1] == OK for n in (
+        assert until(lambda: all(listener.last(n)[1] == OK for n in (
             "manager_node: llm", "camera_node: camera", "speech_node: speech",
             "events_node: events", "vfm_server: vfm")), 30), {
                 n: listener.last(n) for n in EXPECTED}
@@ -112,35 +104,35 @@ def test_every_node_reports_and_faults_show_within_seconds(installed, tmp_path, 
         # the LLM server stops: ERROR within 5 s; it comes back on its port: OK again
         fake.close()
         stopped = time.time()
-        assert listener.wait(lambda: listener.first_after(
+        assert until(lambda: listener.first_after(
             "manager_node: llm", stopped, ERROR), 20), listener.last("manager_node: llm")
         error = listener.first_after("manager_node: llm", stopped, ERROR)
         assert error[0] - stopped <= 5.0 and "unreachable" in error[2], error
         print(f"LLM server stopped: ERROR on /diagnostics after {error[0] - stopped:.1f} s")
         # the monitor page says what /diagnostics says
-        assert listener.wait(lambda: (page("llm") or (None, ""))[0] is False, 10), page("llm")
+        assert until(lambda: (page("llm") or (None, ""))[0] is False, 10), page("llm")
         assert "manager_node: llm" in page("llm")[1] and "unreachable" in page("llm")[1]
         fake = FakeOpenAI(port=port).start()
         back = time.time()
-        assert listener.wait(lambda: listener.first_after("manager_node: llm", back, OK), 20)
+        assert until(lambda: listener.first_after("manager_node: llm", back, OK), 20)
         assert listener.first_after("manager_node: llm", back, OK)[0] - back <= 5.0
-        assert listener.wait(lambda: (page("llm") or (None, ""))[0] is True, 10), page("llm")
+        assert until(lambda: (page("llm") or (None, ""))[0] is True, 10), page("llm")
 
         # the camera's images go away: WARN, then ERROR; back: OK
         moved = shutil.move(str(images), str(tmp_path / "away"))
         gone = time.time()
         for level in (WARN, ERROR):
-            assert listener.wait(lambda: listener.first_after(
+            assert until(lambda: listener.first_after(
                 "camera_node: camera", gone, level), 20), listener.last("camera_node: camera")
         warn = listener.first_after("camera_node: camera", gone, WARN)
         error = listener.first_after("camera_node: camera", gone, ERROR)
         assert warn[0] < error[0] and error[0] - gone <= 10.0, (warn, error)
         print(f"camera images gone: WARN after {warn[0] - gone:.1f} s, ERROR after "
               f"{error[0] - gone:.1f} s")
-        assert listener.wait(lambda: (page("camera") or (None, ""))[0] is False, 10)
+        assert until(lambda: (page("camera") or (None, ""))[0] is False, 10)
         shutil.move(moved, str(images))
         returned = time.time()
-        assert listener.wait(lambda: listener.first_after(
+        assert until(lambda: listener.first_after(
             "camera_node: camera", returned, OK), 20), listener.last("camera_node: camera")
     finally:
         listener.close()

@@ -6,16 +6,15 @@ nav2's lifecycle_manager or `ros2 lifecycle set` would be) and watches the frame
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import pytest
 from lifecycle_msgs.msg import State, Transition
-from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
 
-from installed.user_env import OwnParticipant, stop, wait_for_log
+from installed.user_env import (LifecycleCalls, OwnParticipant, ask, stop, until,
+                                wait_for_log)
 
 PERIOD = 0.3
 
@@ -25,33 +24,21 @@ class LifecycleClient(OwnParticipant):
 
     def __init__(self, node_name: str):
         super().__init__("lifecycle_test_manager")
-        self.change = self.node.create_client(ChangeState, f"/{node_name}/change_state")
-        self.get = self.node.create_client(GetState, f"/{node_name}/get_state")
+        self.calls = LifecycleCalls(self.node, node_name)
         self.frames: list[float] = []
         self.node.create_subscription(Image, "camera/image_raw",
                                       lambda m: self.frames.append(time.monotonic()),
                                       QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE))
         self.spin()
-        assert self.get.wait_for_service(timeout_sec=60), f"no /{node_name}/get_state"
-
-    def state(self) -> int:
-        return wait_future(self.get.call_async(GetState.Request()), 30).current_state.id
-
-    def transition(self, transition_id: int) -> bool:
-        return wait_future(self.change.call_async(ChangeState.Request(
-            transition=Transition(id=transition_id))), 30).success
+        self.calls.wait_for_services(60)
+        self.state, self.transition = self.calls.state, self.calls.transition
 
     def frames_after(self, t: float) -> int:
         return sum(1 for f in list(self.frames) if f > t)
 
     def frames_come(self, timeout: float = 20.0) -> bool:
         t = time.monotonic()
-        deadline = t + timeout
-        while time.monotonic() < deadline:
-            if self.frames_after(t) >= 2:
-                return True
-            time.sleep(0.05)
-        return False
+        return until(lambda: self.frames_after(t) >= 2, timeout)
 
     def no_frames_for(self, seconds: float) -> bool:
         """After a frame in flight has landed: none for `seconds` (several periods)."""
@@ -142,8 +129,7 @@ class SetupManager(OwnParticipant):
         from vision_dialogue.ros.vfm_actions import VFM_ACTION_QOS
         super().__init__("setup_lifecycle_manager")
         node = self.node
-        self.clients = {n: (node.create_client(ChangeState, f"/{n}/change_state"),
-                            node.create_client(GetState, f"/{n}/get_state")) for n in MANAGED}
+        self.nodes = {n: LifecycleCalls(node, n) for n in MANAGED}
         self.detections, self.replies, self.lines = [], [], []
         self.done: dict[str, int] = {}           # the work counter each node reports
         self.messages: dict[str, str] = {}       # and its status message
@@ -156,8 +142,8 @@ class SetupManager(OwnParticipant):
         self.reply_pub = node.create_publisher(Reply, "dialogue/reply", 10)
         self.vfm = ActionClient(node, ImageToImage, "vfm/image_to_image", **VFM_ACTION_QOS)
         self.spin()
-        for name, (_change, get) in self.clients.items():
-            assert get.wait_for_service(timeout_sec=90), f"no /{name}/get_state"
+        for calls in self.nodes.values():
+            calls.wait_for_services(90)
 
     def _on_status(self, msg) -> None:
         for s in msg.status:
@@ -167,12 +153,10 @@ class SetupManager(OwnParticipant):
                 self.messages[s.name] = s.message
 
     def state(self, name: str) -> int:
-        return wait_future(self.clients[name][1].call_async(GetState.Request()),
-                           30).current_state.id
+        return self.nodes[name].state()
 
     def transition(self, name: str, transition_id: int) -> bool:
-        return wait_future(self.clients[name][0].call_async(ChangeState.Request(
-            transition=Transition(id=transition_id))), 30).success
+        return self.nodes[name].transition(transition_id)
 
     def bring_up(self, name: str) -> None:
         assert self.transition(name, Transition.TRANSITION_CONFIGURE), name
@@ -184,28 +168,12 @@ class SetupManager(OwnParticipant):
         from vision_dialogue.action import ImageToImage
         assert self.vfm.wait_for_server(timeout_sec=60)
         goal = ImageToImage.Goal(tool="canny", image_file="in.png")
-        handle = wait_future(self.vfm.send_goal_async(goal))
+        handle = ask(lambda: self.vfm.send_goal_async(goal), 60)
         if not handle.accepted:
             return False
-        result = wait_future(handle.get_result_async()).result
+        result = ask(handle.get_result_async, 60).result
         assert result.success, result.error
         return True
-
-    @staticmethod
-    def until(pred, timeout: float = 30.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if pred():
-                return True
-            time.sleep(0.05)
-        return pred()
-
-
-def wait_future(future, timeout: float = 60.0):
-    done = threading.Event()
-    future.add_done_callback(lambda _f: done.set())
-    assert done.wait(timeout), "no answer"
-    return future.result()
 
 
 def test_a_lifecycle_manager_drives_every_node_of_a_setup(installed, tmp_path, camera_images):
@@ -263,24 +231,24 @@ def test_a_lifecycle_manager_drives_every_node_of_a_setup(installed, tmp_path, c
             lm.bring_up(name)
         assert lm.canny()
         # active: detections, stream frames analysed, a line heard and answered
-        assert lm.until(lambda: len(lm.detections) >= 2 and lm.done.get(
+        assert until(lambda: len(lm.detections) >= 2 and lm.done.get(
             "events_node: events", 0) >= 2, 60), (len(lm.detections), lm.done)
         say("My name is Ada.")
-        assert lm.until(lambda: finals()), lm.lines
+        assert until(lambda: finals()), lm.lines
         assert fake.request_count >= 1
 
         # the manager inactive: the line is heard (the speech node is active), not answered
         assert lm.transition("manager_node", Transition.TRANSITION_DEACTIVATE)
         asked = fake.request_count
         say("Are you there?")
-        assert lm.until(lambda: "Are you there?" in lm.lines)
+        assert until(lambda: "Are you there?" in lm.lines)
         wait_for_log(logs["manager_node"], r"inactive \(lifecycle\): a line \(not answered\)",
                      procs["manager_node"], timeout=20)
         assert fake.request_count == asked and len(finals()) == 1
         # active again: answers, with the prompt it kept
         assert lm.transition("manager_node", Transition.TRANSITION_ACTIVATE)
         say("What is my name?")
-        assert lm.until(lambda: len(finals()) == 2)
+        assert until(lambda: len(finals()) == 2)
         prompt = json.dumps(fake.requests[-1]["messages"])
         assert "My name is Ada." in prompt and "What is my name?" in prompt
 
@@ -293,14 +261,14 @@ def test_a_lifecycle_manager_drives_every_node_of_a_setup(installed, tmp_path, c
         assert "Nobody hears this." not in lm.lines
         assert lm.transition("speech_node", Transition.TRANSITION_ACTIVATE)
         say("I am back.")
-        assert lm.until(lambda: "I am back." in lm.lines)
-        assert lm.until(lambda: len(finals()) == 3)
+        assert until(lambda: "I am back." in lm.lines)
+        assert until(lambda: len(finals()) == 3)
 
         # detector, events and VFM server inactive: no detections, no frames analysed, no goal
         for name in ("detector_node", "events_node", "vfm_server"):
             assert lm.transition(name, Transition.TRANSITION_DEACTIVATE), name
         events = "events_node: events"
-        assert lm.until(lambda: lm.messages[events].startswith("inactive"), 10)
+        assert until(lambda: lm.messages[events].startswith("inactive"), 10)
         time.sleep(PERIOD)                   # a frame in flight lands
         counts = len(lm.detections), lm.done[events]
         assert not lm.canny()
@@ -309,8 +277,8 @@ def test_a_lifecycle_manager_drives_every_node_of_a_setup(installed, tmp_path, c
         assert (len(lm.detections), lm.done[events]) == counts
         for name in ("detector_node", "events_node", "vfm_server"):
             assert lm.transition(name, Transition.TRANSITION_ACTIVATE), name
-        assert lm.until(lambda: len(lm.detections) >= counts[0] + 2
-                        and lm.done[events] >= counts[1] + 2, 60)
+        assert until(lambda: len(lm.detections) >= counts[0] + 2
+                     and lm.done[events] >= counts[1] + 2, 60)
         assert lm.canny()
     finally:
         lm.close()

@@ -17,7 +17,7 @@ from rclpy.action import ActionClient
 from rclpy.executors import MultiThreadedExecutor
 
 import tiny_models
-from installed.user_env import stop
+from installed.user_env import ask, stop
 from vision_dialogue.action import ImageToImage
 from vision_dialogue.ros.image_msgs import to_image_msg
 from vision_dialogue.ros.vfm_actions import VFM_ACTION_QOS
@@ -71,26 +71,17 @@ class Server:
         g = ImageToImage.Goal(tool=op, text=text, image_file=image_file)
         if image is not None:
             g.image = to_image_msg(np.ascontiguousarray(image[:, :, ::-1]), frame_id="cam")
-        done = threading.Event()
-        fut = self.action.send_goal_async(g, feedback_callback=lambda m: feedback(m.feedback)
-                                          if feedback else None)
-        fut.add_done_callback(lambda _f: done.set())
-        assert done.wait(60), "no goal response"
-        handle = fut.result()
+        handle = ask(lambda: self.action.send_goal_async(
+            g, feedback_callback=lambda m: feedback(m.feedback) if feedback else None), 60)
         assert handle.accepted
         if cancel_when is not None:
             assert cancel_when.wait(120), self.log()
             handle.cancel_goal_async()
-        res, got = handle.get_result_async(), threading.Event()
-        res.add_done_callback(lambda _f: got.set())
-        assert got.wait(300), self.log()
-        return res.result().result
+        return ask(handle.get_result_async, 300).result
 
     def list_tools(self):
-        fut, got = self.tools.call_async(ListTools.Request()), threading.Event()
-        fut.add_done_callback(lambda _f: got.set())
-        assert got.wait(60)
-        return {t.op: t for t in fut.result().tools}
+        return {t.op: t for t in ask(lambda: self.tools.call_async(ListTools.Request()),
+                                     60).tools}
 
     def close(self):
         self.ex.shutdown()

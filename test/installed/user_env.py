@@ -187,3 +187,90 @@ class OwnParticipant:
         self.ex.shutdown()
         self.node.destroy_node()
         self.ctx.try_shutdown()
+
+
+def until(pred, timeout: float = 30.0, step: float = 0.05) -> bool:
+    """Whether `pred()` holds within `timeout` s (checked every `step` s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(step)
+    return bool(pred())
+
+
+#: an unanswered call is sent again after this many seconds (see `ask`)
+RESEND_S = 5.0
+
+
+def ask(send, timeout: float = 30.0):
+    """The result of the future `send()` returns; sent again while unanswered.
+
+    Just after discovery a service's response can be lost: rmw_fastrtps drops it when the
+    client's response reader has not matched the server yet ("client will not receive
+    response" in the server's log), as a loaded machine makes likely. Only for calls that may
+    be repeated (get_state, a goal that may run twice).
+    """
+    import threading
+    done = threading.Event()
+    deadline = time.monotonic() + timeout
+    futures = []
+    while True:
+        futures.append(send())
+        futures[-1].add_done_callback(lambda _f: done.set())
+        if done.wait(min(RESEND_S, max(0.0, deadline - time.monotonic()))):
+            return next(f.result() for f in futures if f.done())
+        assert time.monotonic() < deadline, f"no answer in {timeout:g} s"
+
+
+class LifecycleCalls:
+    """change_state and get_state of one managed node, as a lifecycle manager calls them."""
+
+    def __init__(self, node, name: str):
+        from lifecycle_msgs.srv import ChangeState, GetState
+        self.name = name
+        self.change = node.create_client(ChangeState, f"/{name}/change_state")
+        self.get = node.create_client(GetState, f"/{name}/get_state")
+
+    def wait_for_services(self, timeout: float) -> None:
+        assert self.get.wait_for_service(timeout_sec=timeout), f"no /{self.name}/get_state"
+        assert self.change.wait_for_service(timeout_sec=timeout), f"no /{self.name}/change_state"
+
+    def state(self, timeout: float = 30.0) -> int:
+        from lifecycle_msgs.srv import GetState
+        return ask(lambda: self.get.call_async(GetState.Request()), timeout).current_state.id
+
+    def transition(self, transition_id: int, timeout: float = 30.0) -> bool:
+        """Whether the transition succeeded.
+
+        Unanswered, the node's state says whether it happened (the response was lost) or is
+        under way (wait for it); only a request the node never saw is sent again.
+        """
+        import threading
+
+        from lifecycle_msgs.msg import State, Transition
+        from lifecycle_msgs.srv import ChangeState
+        goal = {Transition.TRANSITION_CONFIGURE: State.PRIMARY_STATE_INACTIVE,
+                Transition.TRANSITION_ACTIVATE: State.PRIMARY_STATE_ACTIVE,
+                Transition.TRANSITION_DEACTIVATE: State.PRIMARY_STATE_INACTIVE,
+                Transition.TRANSITION_CLEANUP: State.PRIMARY_STATE_UNCONFIGURED}[transition_id]
+        request = ChangeState.Request(transition=Transition(id=transition_id))
+        done = threading.Event()
+        deadline = time.monotonic() + timeout
+        futures, state = [], None
+        while True:
+            if state not in (goal, *TRANSITIONAL):      # not sent yet, or never seen
+                futures.append(self.change.call_async(request))
+                futures[-1].add_done_callback(lambda _f: done.set())
+            if done.wait(min(RESEND_S, max(0.0, deadline - time.monotonic()))):
+                answer = next(f.result() for f in futures if f.done())
+                # a resent request answers "invalid" once the first one has done it
+                return answer.success or (len(futures) > 1 and self.state() == goal)
+            assert time.monotonic() < deadline, f"{self.name}: no answer in {timeout:g} s"
+            state = self.state()
+            if state == goal:
+                return True
+
+
+#: lifecycle_msgs' transition states (a transition under way)
+TRANSITIONAL = tuple(range(10, 16))

@@ -43,7 +43,8 @@ class ManagedNode(LifecycleNode):
     """A LifecycleNode whose transitions call configure/activate/deactivate/cleanup."""
 
     def __init__(self, node_name: str, **kwargs):
-        self.configure_error: Exception | None = None
+        #: why the last transition failed ("configure", the error); None after a good one
+        self.transition_error: tuple[str, Exception] | None = None
         self.active = False
         self.ignored_inactive = 0      # messages a when_active callback ignored
         self._quiet = False
@@ -59,7 +60,8 @@ class ManagedNode(LifecycleNode):
         try:
             for step in (self.trigger_configure, self.trigger_activate):
                 if step() != TransitionCallbackReturn.SUCCESS:     # the reason, as raised
-                    raise self.configure_error or ParameterError("the start failed")
+                    raise (self.transition_error[1] if self.transition_error
+                           else ParameterError("the start failed"))
         finally:
             self._quiet = False
 
@@ -91,8 +93,9 @@ class ManagedNode(LifecycleNode):
         if self.active:
             return None
         values = values or {}
-        if self.configure_error is not None:
-            return [Health(part, ERROR, f"cannot configure: {self.configure_error}", values)]
+        if self.transition_error is not None:
+            what, error = self.transition_error
+            return [Health(part, ERROR, f"cannot {what}: {error}", values)]
         state = self._state_machine.current_state[1]
         return [Health(part, OK, f"inactive (lifecycle: {state})", values)]
 
@@ -112,29 +115,33 @@ class ManagedNode(LifecycleNode):
     # the lifecycle callbacks (rclpy turns an exception in one into a bare ERROR, unsaid:
     # each is caught here, logged with its reason and kept for start_lifecycle)
     def _step(self, what: str, fn) -> TransitionCallbackReturn:
+        """`fn()`; an error fails the transition, is logged and kept.
+
+        The first error of a transition is kept: the clean-up after a refused configure does
+        not hide its reason.
+        """
         try:
             fn()
-        except (ConfigureError, ParameterError) as e:
-            self.configure_error = e
-            if not self._quiet:
-                self.get_logger().error(f"cannot {what}: {e}")
-            return TransitionCallbackReturn.FAILURE
         except Exception as e:  # noqa: BLE001 - said, and the node keeps running
-            self.configure_error = e
+            if self.transition_error is None:
+                self.transition_error = (what, e)
             if not self._quiet:
-                self.get_logger().error(f"cannot {what}: {type(e).__name__}: {e}\n"
+                expected = isinstance(e, (ConfigureError, ParameterError))
+                self.get_logger().error(f"cannot {what}: {e}" if expected else
+                                        f"cannot {what}: {type(e).__name__}: {e}\n"
                                         + traceback.format_exc())
             return TransitionCallbackReturn.FAILURE
         return TransitionCallbackReturn.SUCCESS
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self.configure_error = None
+        self.transition_error = None
         result = self._step("configure", self.configure)
         if result != TransitionCallbackReturn.SUCCESS:
             self._step("clean up", self.cleanup)
         return result
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.transition_error = None
         result = self._step("activate", self.activate)
         if result == TransitionCallbackReturn.SUCCESS:
             self.active = True

@@ -161,7 +161,7 @@ def _spin(node: "Node", threads: int | None, drain: bool, program: bool) -> None
         if drain and _spin_until_signal(executor):
             node.drain(executor)
         elif not drain:
-            executor.spin()
+            _spin_on(executor, node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except RCLError:
@@ -179,6 +179,27 @@ def _spin(node: "Node", threads: int | None, drain: bool, program: bool) -> None
             close()
         executor.remove_node(node)
         node.destroy_node()
+
+
+def _spin_on(executor, node: "Node") -> None:
+    """`executor.spin()`, which a failing callback ends: the error is logged, spinning goes on.
+
+    rclpy re-raises a callback's exception from the executor, and the whole node would die of
+    one bad message; a robot's component logs it (with its traceback) and keeps working.
+    """
+    import traceback
+
+    from rclpy._rclpy_pybind11 import RCLError
+    from rclpy.executors import ExternalShutdownException
+    while node.context.ok():
+        try:
+            executor.spin()
+            return
+        except (KeyboardInterrupt, ExternalShutdownException, RCLError):
+            raise
+        except Exception:  # noqa: BLE001 - logged; the node runs on
+            node.get_logger().error("a callback failed (the node runs on):\n"
+                                    + traceback.format_exc())
 
 
 #: parents a node outlives: shells and terminal multiplexers, service managers

@@ -126,6 +126,13 @@ class DetectionsInput:
         self.on_note, self.on_event, self.frame_width = on_note, on_event, frame_width
         self.received = 0
         self.sources = PublishingNodes(node)
+        self.topic = node.resolve_topic_name(pm.DETECTIONS_TOPIC)
+        self.labels_topic = node.resolve_topic_name(pm.LABEL_INFO_TOPIC)
+        self.log = node.get_logger()
+        self._warned_unnamed = False
+        self._unplaced: dict[bytes, tuple[float, list]] = {}   # gid -> (since, class map)
+        # last: in a managed node's configure the executor spins, and a latched map can come
+        # before this constructor returns
         group = MutuallyExclusiveCallbackGroup()
         # best effort matches both reliable and best-effort detectors
         self.sub = node.create_subscription(pm.Detection2DArray, pm.DETECTIONS_TOPIC,
@@ -134,11 +141,6 @@ class DetectionsInput:
         self.labels_sub = node.create_subscription(
             pm.LabelInfo, pm.LABEL_INFO_TOPIC, self._on_label_info, LATCHED_FROM_MANY_QOS,
             callback_group=group)
-        self.topic = node.resolve_topic_name(pm.DETECTIONS_TOPIC)
-        self.labels_topic = node.resolve_topic_name(pm.LABEL_INFO_TOPIC)
-        self.log = node.get_logger()
-        self._warned_unnamed = False
-        self._unplaced: dict[bytes, tuple[float, list]] = {}   # gid -> (since, class map)
 
     def attach(self, frame_stamp: float, place: Callable[[str], T]) -> T:
         """`place(note)` puts the frame in the timeline; a set for it waits till it is in."""
@@ -385,12 +387,11 @@ class HriBargeIn:
     def __init__(self, node, on_voice: Callable[[str], None]):
         self.node, self.on_voice = node, on_voice
         self._subs: dict[str, list] = {}
-        group = MutuallyExclusiveCallbackGroup()
+        self.group = MutuallyExclusiveCallbackGroup()
         quiet = SubscriptionEventCallbacks(use_default_callbacks=False)
-        for qos in (LATCHED_QOS, RELIABLE_QOS):
+        for qos in (LATCHED_QOS, RELIABLE_QOS):     # a latched list can come at once
             node.create_subscription(pm.IdsList, pm.VOICES_TRACKED_TOPIC, self._on_voices, qos,
-                                     callback_group=group, event_callbacks=quiet)
-        self.group = group
+                                     callback_group=self.group, event_callbacks=quiet)
 
     def _on_voices(self, msg) -> None:
         pm.follow_ids(self._subs, msg.ids, self._follow, lambda subs: _unsubscribe(self.node,
