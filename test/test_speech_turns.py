@@ -154,3 +154,73 @@ def test_input_finished_is_reported_once_and_close_is_idempotent():
     turns.close()
     turns.utterance("after close")                 # ignored, no crash
     assert backend.names() == []
+
+
+# --- an acknowledgement when the reply is late ----------------------------------------------
+def test_the_kind_of_line_picks_the_acknowledgement():
+    from vision_dialogue.speech.acknowledgement import kind_of_line
+    assert kind_of_line("What colour is the cup on the table?") == "looking"
+    assert kind_of_line("how many chairs can you see") == "looking"     # no question mark
+    assert kind_of_line("Do you remember my name?") == "thinking"
+    assert kind_of_line("What would you like to do this afternoon?") == "thinking"
+    assert kind_of_line("I like cats.") == "listening"
+    assert kind_of_line("My name is Anna and I work here.") == "listening"
+
+
+def test_an_acknowledgement_is_never_due_on_two_turns_in_a_row_nor_twice_in_one():
+    from vision_dialogue.speech.acknowledgement import LOOKING_PHRASES, Acknowledger
+    ack = Acknowledger(1.0)
+    said = []
+    for turn in range(6):
+        ack.heard("What do you see?")
+        said.append([ack.due(w) for w in (0.5, 1.0, 2.0)])
+    assert said[0] == [None, LOOKING_PHRASES[0], None]
+    assert said[1] == [None, None, None]                    # the turn after one: none
+    assert said[2] == [None, LOOKING_PHRASES[1], None]      # the phrases take turns
+    assert ack.said == 3
+    assert Acknowledger(0.0).due(99.0) is None               # off
+
+
+def test_a_late_reply_is_acknowledged_first_and_a_prompt_one_is_not():
+    backend = RecordingBackend()
+    states, heard = [], []
+    from vision_dialogue.speech.acknowledgement import Acknowledger
+    turns = SpeechTurns(backend, publish=heard.append, on_state=states.append,
+                        acknowledger=Acknowledger(0.2))
+    try:
+        turns.listening()
+        t0 = time.monotonic()
+        turns.utterance("What colour is my cup?")
+        assert until(lambda: ("say", "Let me have a look.") in backend.calls)
+        late = time.monotonic() - t0
+        assert 0.2 <= late < 0.6, late
+        turns.on_reply(1, "It is red.", False)
+        turns.on_reply(1, "It is red.", True)
+        assert until(lambda: turns.state == LISTENING)
+        said = [c[1] for c in backend.calls if c[0] == "say"]
+        assert said == ["Let me have a look.", "It is red."]
+        # the next turn is late too, but never two in a row; the one after answers in time
+        for line, reply, delay in (("Do you like it?", "I do.", 0.4),
+                                   ("I like cats.", "Me too.", 0.0)):
+            turns.utterance(line)
+            time.sleep(delay)
+            turns.on_reply(2, reply, True)
+            assert until(lambda: ("end", reply, False) in backend.calls)
+        said = [c[1] for c in backend.calls if c[0] == "say"]
+        assert said == ["Let me have a look.", "It is red.", "I do.", "Me too."]
+    finally:
+        turns.close()
+
+
+def test_the_person_speaking_stops_the_acknowledgement():
+    from vision_dialogue.speech.acknowledgement import Acknowledger
+    backend = RecordingBackend(say_seconds=5.0)
+    turns = SpeechTurns(backend, publish=lambda h: None, acknowledger=Acknowledger(0.1))
+    try:
+        turns.listening()
+        turns.utterance("What do you see?")
+        assert until(lambda: ("say", "Let me have a look.") in backend.calls)
+        turns.utterance("Actually, never mind.")
+        assert until(lambda: "stop" in backend.names())
+    finally:
+        turns.close()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vision_dialogue.speech.acknowledgement import Acknowledger
 from vision_dialogue.speech.turns import SpeechTurns
 from vision_dialogue.voice.audio import SAMPLE_RATE, resample, write_wav
 from vision_dialogue.voice.backend import LocalVoiceBackend
@@ -67,7 +68,7 @@ class Rig:
 
     def __init__(self, audio_in: Path, out_dir: Path, *, recognizer, tts, vad_model,
                  reply=lambda text: "I see a red cup on the table.", realtime=True,
-                 reply_delay=0.2, source=None, **backend_kw):
+                 reply_delay=0.2, source=None, acknowledge_after=0.0, **backend_kw):
         self.utterances, self.states, self.done = [], [], threading.Event()
         self.partials: list[tuple[float, str]] = []     # (monotonic time, words so far)
         self.source = source or WavSource(load_wav_items(audio_in), realtime=realtime,
@@ -89,7 +90,8 @@ class Rig:
                                  on_state=self.states.append,
                                  on_input_finished=self.done.set, reply_timeout=20.0,
                                  on_partial=lambda h: self.partials.append(
-                                     (time.monotonic(), h.text)))
+                                     (time.monotonic(), h.text)),
+                                 acknowledger=Acknowledger(acknowledge_after))
 
     def _publish(self, heard) -> None:
         self.utterances.append(heard)

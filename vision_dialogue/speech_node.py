@@ -65,6 +65,7 @@ from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, HEARING_TOPIC, PARTIA
 from vision_dialogue.speech import BACKEND_NAMES, SpeechBackend, backend_class
 from vision_dialogue.speech.base import RobotTurnTaking, SpeechIO
 from vision_dialogue.speech.script import ScriptError, load_script
+from vision_dialogue.speech.acknowledgement import Acknowledger
 from vision_dialogue.speech.turns import STATE_NAMES, HeardUtterance, SpeechTurns
 from vision_dialogue.voice.audio import AudioFileError
 from vision_dialogue.voice.sources import MIC, TOPIC, load_wav_items
@@ -94,6 +95,11 @@ PARAMS = [
           "override it)."),
     Param("reply_timeout", 30.0, "Seconds to wait for a reply before listening again.",
           range=(0.1, 3600.0)),
+    Param("acknowledge_after", 0.0, "A reply whose first words have not come this many "
+          "seconds after the person's line was heard gets a short acknowledgement first "
+          "(\"Let me have a look.\", \"Hmm, let me think.\"), never on two turns in a row; "
+          "0: never.",
+          range=(0.0, 60.0)),
     Param("wait_for_subscriber", 10.0, "Start the backend once dialogue/utterance has a "
           "subscriber (so the first utterances are not lost), or after this many seconds; "
           "0: start at once.", range=(0.0, 3600.0)),
@@ -279,6 +285,7 @@ class SpeechNode(ManagedNode):
                                                              "a partial line"),
                                  on_speaking=lambda on: self.pub_hearing.publish(Bool(data=on)),
                                  reply_timeout=self.p["reply_timeout"], logger=self.log,
+                                 acknowledger=Acknowledger(self.p["acknowledge_after"]),
                                  observer=self.face)
         if self.p["ros4hri"] and self.p["barge_in"] and pm.IdsList is not None:
             # a ROS4HRI recogniser hears the user talk over the robot: stop speaking

@@ -112,6 +112,10 @@ class SpeechBackend(ABC):
     def speak(self, text: str) -> bool:
         """Speak one sentence, blocking until done; False if stopped or it failed."""
 
+    def acknowledge(self, text: str) -> bool:
+        """Say a short acknowledgement while the reply is late ("Let me see."); as `speak`."""
+        return self.speak(text)
+
     def stop_speaking(self) -> None:
         """Stop the sentence being spoken now (barge-in)."""
 

@@ -14,7 +14,8 @@ spoken only if no chunk of its turn came. Barge-in: an utterance that arrives wh
 queued or being spoken stops speech (`backend.stop_speaking()`), drops the rest of that reply
 (later chunks of its turn are ignored) and is published as usual. No reply within
 `reply_timeout` seconds: the backend is told (`end_reply(..., timed_out=True)`) and the robot
-listens again.
+listens again. A reply late by the `acknowledger`'s seconds gets a short acknowledgement first
+("Let me have a look.", speech/acknowledgement.py; `backend.acknowledge`).
 
 An `observer` (the robot's face, face/controller.py) hears of each moment as it happens:
 `heard(text)`, `sentence(turn_id, text, first)` just before a sentence is said,
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from vision_dialogue.llm.sentences import split_sentences
+from vision_dialogue.speech.acknowledgement import Acknowledger
 from vision_dialogue.speech.base import SpeechBackend
 
 #: turn states, the values of vision_dialogue/SpeechState
@@ -41,6 +43,8 @@ STATE_NAMES = {IDLE: "idle", LISTENING: "listening", THINKING: "thinking",
                SPEAKING: "speaking"}
 
 _log = logging.getLogger("vision_dialogue.speech")
+#: how often a late reply is checked for (an acknowledgement is due at most this much late)
+ACK_POLL_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -74,13 +78,16 @@ class SpeechTurns:
                  on_spoken: Callable[[int, int, str], None] = lambda tid, event, text: None,
                  on_partial: Callable[[HeardUtterance], None] = lambda utterance: None,
                  on_speaking: Callable[[bool], None] = lambda on: None,
-                 reply_timeout: float = 30.0, logger=None, observer=None):
+                 reply_timeout: float = 30.0, logger=None, observer=None,
+                 acknowledger: Acknowledger | None = None):
         self.backend, self.publish, self.on_state = backend, publish, on_state
         self.on_partial, self.on_speaking = on_partial, on_speaking
         self.observer = observer
         self.on_spoken = on_spoken
         self.on_input_finished, self.reply_timeout = on_input_finished, float(reply_timeout)
         self.log = logger or _log
+        self.acknowledger = acknowledger or Acknowledger(0.0)
+        self._acking = False                    # an acknowledgement is being said
         self._closed = threading.Event()
         self._cv = threading.Condition(threading.RLock())
         self._state: int | None = None
@@ -143,6 +150,7 @@ class SpeechTurns:
         if not text or self._closed.is_set():
             return
         self.barge_in("the user spoke during the reply", awaiting=True)
+        self.acknowledger.heard(text)
         self.publish(HeardUtterance(text, speaker, language, float(confidence)))
         self._observe("heard", text)
         self.set_state(THINKING)
@@ -169,6 +177,9 @@ class SpeechTurns:
             stopped = self._stop_turns()
             if awaiting:
                 self._awaiting_since = time.monotonic()
+            acking = self._acking
+        if acking and not stopped:         # the acknowledgement stops too
+            self._backend_call(self.backend.stop_speaking)
         if stopped:
             self.log.info(f"barge-in: {why}; stopping speech")
             self._stopped(stopped)
@@ -286,8 +297,10 @@ class SpeechTurns:
     def _speak_loop(self) -> None:
         while not self._closed.is_set():
             try:
-                kind, tid, text = self._speech_q.get(timeout=0.1)
+                late_soon = self._awaiting_since and self.acknowledger.after > 0
+                kind, tid, text = self._speech_q.get(timeout=ACK_POLL_S if late_soon else 0.1)
             except queue.Empty:
+                self._acknowledge_if_late()
                 self._check_reply_timeout()
                 continue
             if kind == "say":
@@ -322,6 +335,21 @@ class SpeechTurns:
         self._observe("reply_done", tid)
         self._report(tid, DONE, text)
         self._listen_if_idle()
+
+    def _acknowledge_if_late(self) -> None:
+        """The reply is late: a short acknowledgement now (the Acknowledger decides)."""
+        with self._cv:
+            since = self._awaiting_since
+            phrase = None if since is None else self.acknowledger.due(time.monotonic() - since)
+            if phrase is None:
+                return
+            self._acking = True
+        self.log.info(f"the reply is late: acknowledging ({phrase!r})")
+        try:
+            self._backend_call(self.backend.acknowledge, phrase)
+        finally:
+            with self._cv:
+                self._acking = False
 
     def _check_reply_timeout(self) -> None:
         with self._cv:

@@ -117,6 +117,7 @@ class LocalVoiceBackend(SpeechBackend):
         self._segment: dict = {}                        # the segment being heard
         self._person_speaking = False                   # as last told to the owner
         self._pending: dict | None = None               # the turn waiting for its first audio
+        self._acknowledgements: dict[str, tuple] = {}   # phrase -> (audio, rate), kept
         self._recognising = 0                            # segments sent to the recogniser
         self._count_lock = threading.Lock()
         self._output_down = False
@@ -155,16 +156,31 @@ class LocalVoiceBackend(SpeechBackend):
         self._in_reply.set()
 
     def speak(self, text: str) -> bool:
+        return self._speak(text, acknowledgement=False)
+
+    def acknowledge(self, text: str) -> bool:
+        """As `speak`, but the reply's first audio is still to come.
+
+        The turn's timing notes when the acknowledgement was heard (`ack_audio`).
+        """
+        return self._speak(text, acknowledgement=True)
+
+    def _speak(self, text: str, acknowledgement: bool) -> bool:
         if self._barged.is_set():
             return False
         t0 = time.monotonic()
         try:
-            audio, rate = self.tts.synthesize(text)
+            said = self._acknowledgements.get(text) if acknowledgement else None
+            audio, rate = said or self.tts.synthesize(text)
         except (TTSError, RuntimeError, OSError) as e:
             self.log.error(f"text-to-speech failed for {text!r}: {e}")
             return False
-        pending, self._pending = self._pending, None
-        if pending is not None:
+        if acknowledgement:
+            self._acknowledgements[text] = (audio, rate)    # a few phrases: said at once again
+            if self._pending is not None:
+                self._pending.setdefault("ack_audio", time.monotonic())
+        elif self._pending is not None:
+            pending, self._pending = self._pending, None
             pending.update(tts_s=time.monotonic() - t0, first_audio=time.monotonic())
             self.timings.append(pending)
         if self.on_audio_out is not None:
