@@ -35,14 +35,15 @@ PARAMS = [
     Param("m", 3, "Frames summarised at once, m < n (the paper's m).", range=(1, 999),
           live=True),
     Param("llm_backend", "openai", "LLM backend: openai (any OpenAI-compatible server), "
-          "transformers or llamacpp (a local model in this process).", choices=KINDS),
+          "transformers or llamacpp (a local model in this process), local (llamacpp where it "
+          "is installed, else transformers).", choices=KINDS),
     Param("base_url", "", "OpenAI-compatible server root incl. /v1; empty = openai default."),
     Param("model", "gpt-4o-mini", "Model name (openai), checkpoint directory (transformers) "
           "or GGUF file (llamacpp); for a local backend empty or 'default' = the embedded "
           "default model, 'default:1.5b' = its larger variant."),
     Param("local_dtype", "auto", "Precision of a local (transformers) model's weights: int8 = "
           "quantised Linear layers (CPU, several times faster); auto = the embedded default "
-          "model's measured best on a CPU (0.5b: int8, 1.5b: bfloat16), else the "
+          "model's measured best on a CPU (0.5b: float32, 1.5b: bfloat16), else the "
           "checkpoint's.", choices=DTYPES),
     Param("local_threads", 0, "CPU threads of a local model (0: before each reply, the cores "
           "other work left free; a busy core makes every thread wait).", range=(0, 256)),
