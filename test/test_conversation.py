@@ -203,6 +203,36 @@ def test_text_only_backend_gets_observations():
         c.close()
 
 
+def test_closing_waits_for_the_frame_being_observed_and_releases_the_observer():
+    """The observer's native models must not outlive the process (std::terminate at exit)."""
+    import threading
+    events, observing = [], threading.Event()
+
+    class Observer:
+        def __init__(self):
+            self.lock = threading.Lock()
+
+        def __call__(self, bgr):
+            with self.lock:
+                observing.set()
+                time.sleep(0.3)
+                events.append("observed")
+                return "a room"
+
+        def close(self):
+            with self.lock:                 # as FrameObserver: waits for the frame in hand
+                events.append("released")
+
+    c = Conversation(FakeChatBackend(supports_images=False), load_persona(),
+                     ConversationConfig(), observer=Observer())
+    adding = threading.Thread(target=c.add_frame, args=(np.full((60, 80, 3), 90, np.uint8),))
+    adding.start()
+    assert observing.wait(5)
+    c.close()
+    adding.join(5)
+    assert events == ["observed", "released"]
+
+
 def test_a_reply_reading_its_notes_out_is_said_in_the_robots_words():
     """A reply that reads an observation out verbatim is said in the robot's words.
 
