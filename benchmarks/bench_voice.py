@@ -90,8 +90,8 @@ FIRST_CLAUSE = {"now": sentences.FIRST_CLAUSE_WORDS, "before": 0}
 """Words from which the reply's first clause is spoken on its own (0: whole sentences)."""
 HOLD = {"now": True, "before": False}
 """Whether frame summaries wait while the person speaks (Conversation.hearing)."""
-ACKNOWLEDGERS = {"now": Acknowledger(0.5), "before": Acknowledger(0.0)}
-"""A late reply's acknowledgement ("now": 0.5 s after the line is heard, as the voice setup
+ACKNOWLEDGERS = {"now": Acknowledger(0.8), "before": Acknowledger(0.0)}
+"""A late reply's acknowledgement ("now": 0.8 s after the line is heard, as the voice setup
 ships; one per setup, shared by its turns, so the never-twice-in-a-row rule holds across the
 session)."""
 READ_AHEAD_S = 0.6
@@ -374,9 +374,9 @@ def main() -> int:
     ap.add_argument("--pauses-only", action="store_true", help="only the cut-off lines")
     ap.add_argument("--frames-wait-for-turns", action="store_true",
                     help="a frame that comes during a turn waits for its end (experiment)")
-    ap.add_argument("--acknowledge-after", type=float, default=0.5,
+    ap.add_argument("--acknowledge-after", type=float, default=0.8,
                     help="'now' acknowledges a reply S s after the line is heard (0: never; "
-                    "0.5 ships)")
+                    "0.8 ships)")
     ap.add_argument("--read-ahead", type=float, nargs="?", const=READ_AHEAD_S, default=0.0,
                     help="'now' also publishes partial lines every S s and reads them ahead")
     args = ap.parse_args()

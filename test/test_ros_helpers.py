@@ -220,4 +220,4 @@ def test_a_failing_callback_is_logged_and_the_node_runs_on(capfd):
     assert run_node(make, "flaky_node", args=["flaky_node"]) == 0
     assert len(calls) >= 3
     err = capfd.readouterr().err
-    assert "a callback failed (the node runs on)" in err and "one bad message" in err
+    assert "a callback failed (1 so far; the node runs on)" in err and "one bad message" in err

@@ -191,14 +191,14 @@ def test_a_late_reply_is_acknowledged_first_and_a_prompt_one_is_not():
         turns.listening()
         t0 = time.monotonic()
         turns.utterance("What colour is my cup?")
-        assert until(lambda: ("say", "Let me have a look.") in backend.calls)
+        assert until(lambda: ("say", "Let me see.") in backend.calls)
         late = time.monotonic() - t0
         assert 0.2 <= late < 0.6, late
         turns.on_reply(1, "It is red.", False)
         turns.on_reply(1, "It is red.", True)
         assert until(lambda: turns.state == LISTENING)
         said = [c[1] for c in backend.calls if c[0] == "say"]
-        assert said == ["Let me have a look.", "It is red."]
+        assert said == ["Let me see.", "It is red."]
         # the next turn is late too, but never two in a row; the one after answers in time
         for line, reply, delay in (("Do you like it?", "I do.", 0.4),
                                    ("I like cats.", "Me too.", 0.0)):
@@ -207,7 +207,7 @@ def test_a_late_reply_is_acknowledged_first_and_a_prompt_one_is_not():
             turns.on_reply(2, reply, True)
             assert until(lambda: ("end", reply, False) in backend.calls)
         said = [c[1] for c in backend.calls if c[0] == "say"]
-        assert said == ["Let me have a look.", "It is red.", "I do.", "Me too."]
+        assert said == ["Let me see.", "It is red.", "I do.", "Me too."]
     finally:
         turns.close()
 
@@ -219,7 +219,7 @@ def test_the_person_speaking_stops_the_acknowledgement():
     try:
         turns.listening()
         turns.utterance("What do you see?")
-        assert until(lambda: ("say", "Let me have a look.") in backend.calls)
+        assert until(lambda: ("say", "Let me see.") in backend.calls)
         turns.utterance("Actually, never mind.")
         assert until(lambda: "stop" in backend.names())
     finally:

@@ -159,7 +159,7 @@ def test_turn_states_follow_the_furhat_backends(tmp_path, rig, piper):
 def test_a_late_reply_is_acknowledged_aloud_before_it(tmp_path, rig, piper):
     """Two questions answered late: the first is acknowledged, the second not (not twice).
 
-    "Let me have a look." comes before the first reply; the turn's timing holds both moments.
+    "Let me see." comes before the first reply; the turn's timing holds both moments.
     """
     lines = tmp_path / "lines"        # a folder: the second waits for the first reply
     lines.mkdir()
@@ -167,7 +167,7 @@ def test_a_late_reply_is_acknowledged_aloud_before_it(tmp_path, rig, piper):
         wav(lines / f"{i}.wav", speech(piper, SENTENCES[1]), silence(0.5))
     r = rig(lines, reply_delay=1.2, acknowledge_after=0.3).run()
     said = [s["text"] for s in r.sentences()]
-    assert said == ["Let me have a look.", "I see a red cup on the table.",
+    assert said == ["Let me see.", "I see a red cup on the table.",
                     "I see a red cup on the table."], said
     first, second = r.backend.timings[:2]
     assert first["speech_end"] < first["ack_audio"] < first["first_audio"]

@@ -97,7 +97,7 @@ PARAMS = [
           range=(0.1, 3600.0)),
     Param("acknowledge_after", 0.0, "A reply whose first words have not come this many "
           "seconds after the person's line was heard gets a short acknowledgement first "
-          "(\"Let me have a look.\", \"Hmm, let me think.\"), never on two turns in a row; "
+          "(\"Let me see.\", \"Let me think.\"), never on two turns in a row; "
           "0: never.",
           range=(0.0, 60.0)),
     Param("wait_for_subscriber", 10.0, "Start the backend once dialogue/utterance has a "

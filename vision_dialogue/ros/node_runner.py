@@ -185,12 +185,14 @@ def _spin_on(executor, node: "Node") -> None:
     """`executor.spin()`, which a failing callback ends: the error is logged, spinning goes on.
 
     rclpy re-raises a callback's exception from the executor, and the whole node would die of
-    one bad message; a robot's component logs it (with its traceback) and keeps working.
+    one bad message; a robot's component logs it (with its traceback, at most every 5 s, with
+    the count) and keeps working.
     """
     import traceback
 
     from rclpy._rclpy_pybind11 import RCLError
     from rclpy.executors import ExternalShutdownException
+    failed = 0
     while node.context.ok():
         try:
             executor.spin()
@@ -198,8 +200,9 @@ def _spin_on(executor, node: "Node") -> None:
         except (KeyboardInterrupt, ExternalShutdownException, RCLError):
             raise
         except Exception:  # noqa: BLE001 - logged; the node runs on
-            node.get_logger().error("a callback failed (the node runs on):\n"
-                                    + traceback.format_exc())
+            failed += 1
+            node.get_logger().error(f"a callback failed ({failed} so far; the node runs on):\n"
+                                    + traceback.format_exc(), throttle_duration_sec=5.0)
 
 
 #: parents a node outlives: shells and terminal multiplexers, service managers

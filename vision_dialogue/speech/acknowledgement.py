@@ -2,7 +2,7 @@
 
 ROS-free. In a spoken conversation the silence after a question is what people notice most
 (issue 32). When the reply's first words have not come `after` seconds after the person's
-line, the robot says "Let me have a look." or "Hmm, let me think." before the answer: only
+line, the robot says "Let me see." or "Let me think." before the answer: only
 then, and never on two turns in a row, so it is not a filler on every turn. The phrase fits
 the line: a question about what the robot sees gets a looking phrase, another question a
 thinking one, a statement a listener's "I see.".
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 
-LOOKING_PHRASES = ("Let me have a look.", "Let me see.", "Let me look.")
-THINKING_PHRASES = ("Hmm, let me think.", "Good question.", "Let me think.")
+#: short (0.3-0.7 s of speech): a reply that comes meanwhile waits for the phrase's end
+LOOKING_PHRASES = ("Let me see.", "Let me look.", "Hmm, let me see.")
+THINKING_PHRASES = ("Hmm.", "Let me think.", "Good question.")
 LISTENING_PHRASES = ("I see.", "Mm-hm.", "Right.")
 #: words that make a line a question without a question mark (a recogniser may omit it)
 QUESTION_OPENERS = frozenset({

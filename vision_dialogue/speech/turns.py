@@ -15,7 +15,7 @@ queued or being spoken stops speech (`backend.stop_speaking()`), drops the rest 
 (later chunks of its turn are ignored) and is published as usual. No reply within
 `reply_timeout` seconds: the backend is told (`end_reply(..., timed_out=True)`) and the robot
 listens again. A reply late by the `acknowledger`'s seconds gets a short acknowledgement first
-("Let me have a look.", speech/acknowledgement.py; `backend.acknowledge`).
+("Let me see.", speech/acknowledgement.py; `backend.acknowledge`).
 
 An `observer` (the robot's face, face/controller.py) hears of each moment as it happens:
 `heard(text)`, `sentence(turn_id, text, first)` just before a sentence is said,
