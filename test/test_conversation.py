@@ -203,34 +203,22 @@ def test_text_only_backend_gets_observations():
         c.close()
 
 
-def test_closing_waits_for_the_frame_being_observed_and_releases_the_observer():
-    """The observer's native models must not outlive the process (std::terminate at exit)."""
-    import threading
-    events, observing = [], threading.Event()
+def test_closing_leaves_the_observer_it_was_given_to_its_owner():
+    """Benchmarks share one observer across conversations: closing one must not release it."""
+    released = []
 
     class Observer:
-        def __init__(self):
-            self.lock = threading.Lock()
-
         def __call__(self, bgr):
-            with self.lock:
-                observing.set()
-                time.sleep(0.3)
-                events.append("observed")
-                return "a room"
+            return "a room"
 
         def close(self):
-            with self.lock:                 # as FrameObserver: waits for the frame in hand
-                events.append("released")
+            released.append(True)
 
     c = Conversation(FakeChatBackend(supports_images=False), load_persona(),
                      ConversationConfig(), observer=Observer())
-    adding = threading.Thread(target=c.add_frame, args=(np.full((60, 80, 3), 90, np.uint8),))
-    adding.start()
-    assert observing.wait(5)
+    c.add_frame(np.full((60, 80, 3), 90, np.uint8))
     c.close()
-    adding.join(5)
-    assert events == ["observed", "released"]
+    assert released == []
 
 
 def test_a_reply_reading_its_notes_out_is_said_in_the_robots_words():

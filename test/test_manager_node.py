@@ -609,3 +609,40 @@ def test_summaries_wait_while_dialogue_hearing_says_the_person_speaks(
         assert rig.wait(lambda: any(s.frame_summaries == 1 for s in rig.states))
     finally:
         rig.close()
+
+
+def test_the_observer_the_manager_made_is_released_after_the_frame_in_hand(
+        ros_context, fake, tmp_path, monkeypatch):
+    """Its native models must not outlive the process.
+
+    A manager stopped mid-frame died of std::terminate (exit -6) in a launch test.
+    """
+    events, observing = [], threading.Event()
+
+    class Observer:
+        def __init__(self):
+            self.lock = threading.Lock()
+
+        def __call__(self, bgr):
+            with self.lock:
+                observing.set()
+                time.sleep(0.3)
+                events.append("observed")
+                return "a room"
+
+        def close(self):
+            with self.lock:                  # as FrameObserver: waits for the frame in hand
+                events.append("released")
+
+    monkeypatch.setattr(ManagerNode, "_make_observer", lambda self: Observer())
+    rig = Rig(ros_context, fake, tmp_path, supports_images=False)
+    try:
+        adding = threading.Thread(target=rig.node.conversation.add_frame,
+                                  args=(np.full((60, 80, 3), 90, np.uint8),))
+        adding.start()
+        assert observing.wait(5)
+        rig.node.close()
+        adding.join(5)
+        assert events == ["observed", "released"]
+    finally:
+        rig.close()

@@ -298,3 +298,16 @@ def test_face_cues_from_mesh_geometry():
     assert face_cues(mesh(0.48, 0.06, 0.5)) == (True, True)       # wide, lifted: a smile
     assert face_cues(mesh(0.37, 0.0, 0.5)) == (False, True)       # neutral, frontal
     assert face_cues(mesh(0.37, 0.0, 0.95)) == (False, False)     # turned away
+
+
+def test_the_notes_observer_releases_its_frame_observer():
+    """The manager closes what it made; NotesObserver passes it on to the models' owner."""
+    from vision_dialogue.perception.observer import NotesObserver
+    closed = []
+
+    class Frames:
+        def close(self):
+            closed.append(True)
+
+    NotesObserver(Frames()).close()
+    assert closed == [True]

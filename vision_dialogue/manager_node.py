@@ -99,7 +99,7 @@ class ManagerNode(ManagedNode):
         self._built = self._closed = False   # built by configure, closed at the end
         self.exit_code = 0              # run_node's exit status: 1 when every reply failed
         self._given = (backend, observer)
-        self._probe = None
+        self._probe = self._observer_made = None
         self.p = declare_params(self, PARAMS, cross_check=cross_check)
         self._verbose = os.environ.get(VERBOSE_ENV) == "1"      # bringup/node --verbose
         DiagnosticsPublisher(self, self._health)
@@ -121,7 +121,7 @@ class ManagerNode(ManagedNode):
         if probe is not None and self.backend.supports_images and p["probe_images"]:
             probed = self._check_images(probe)
         if observer is None and not getattr(self.backend, "supports_images", True):
-            observer = self._make_observer()
+            observer = self._observer_made = self._make_observer()
         self.policy = ImagePolicy(p["newest_max_side"], p["older_max_side"], p["jpeg_quality"],
                                   p["image_detail"])
         self.conversation = Conversation(self.backend, persona, self._conversation_config(),
@@ -570,6 +570,10 @@ class ManagerNode(ManagedNode):
             self.intents.close()
         self.turns.close()
         self.conversation.close(timeout=2.0)
+        if self._observer_made is not None:
+            # after the frame in hand: MediaPipe's threads must not outlive the process (a
+            # manager stopped mid-frame died of std::terminate); one given to us is the giver's
+            self._observer_made.close()
         if self.transcript is not None:
             self.transcript.close()
         if self.turns.every_reply_failed:

@@ -583,18 +583,18 @@ class Conversation(DirectedLines):
         return not (self.summariser.futures() or self.folder.futures())
 
     def close(self, timeout: float = 5.0) -> None:
-        """Let in-flight summaries finish (bounded by `timeout`), then stop.
+        """Let in-flight summaries finish (bounded by `timeout`) and stop the pool.
 
-        Frames without a summary get one without the LLM; a background generation stops; the
-        observer's native models are released (exiting mid-frame died of std::terminate).
+        Frames whose summary is still not in get one without the LLM ("summary" events), so the
+        transcript holds every frame's summary; a background generation still running is asked
+        to stop, so exit is not held up by a slow local model.
         """
         if self._closed:
             return
         self._closed = self.warmer.closed = True
         self.wait_idle(timeout)
         self._pool.shutdown(wait=False, cancel_futures=True)
-        for end in (getattr(self._summary_backend, "stop_background", None),
-                    getattr(self.observer, "close", None)):
-            if callable(end):
-                end()
+        stop = getattr(self._summary_backend, "stop_background", None)
+        if callable(stop):
+            stop()
         self.summariser.flush()

@@ -455,6 +455,10 @@ class NotesObserver:
     def __call__(self, bgr: np.ndarray) -> Observation:
         return self.frames.analyse(bgr)
 
+    def close(self) -> None:
+        """Release the models (after a frame being analysed, FrameObserver.close)."""
+        self.frames.close()
+
     speak = staticmethod(speak_notes)
 
 
