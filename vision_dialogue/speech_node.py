@@ -63,9 +63,9 @@ from vision_dialogue.ros.qos import RELIABLE_QOS, SPEECH_STATE_QOS
 from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, HEARING_TOPIC, PARTIAL_TOPIC, \
     SPOKEN_TOPIC
 from vision_dialogue.speech import BACKEND_NAMES, SpeechBackend, backend_class
+from vision_dialogue.speech.acknowledgement import Acknowledger
 from vision_dialogue.speech.base import RobotTurnTaking, SpeechIO
 from vision_dialogue.speech.script import ScriptError, load_script
-from vision_dialogue.speech.acknowledgement import Acknowledger
 from vision_dialogue.speech.turns import STATE_NAMES, HeardUtterance, SpeechTurns
 from vision_dialogue.voice.audio import AudioFileError
 from vision_dialogue.voice.sources import MIC, TOPIC, load_wav_items

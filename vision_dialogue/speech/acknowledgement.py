@@ -55,7 +55,6 @@ class Acknowledger:
         self._acked_turn = -2
         self._kind = "listening"
         self._said = {kind: 0 for kind in PHRASES}
-        self.said = 0           # acknowledgements said
 
     def heard(self, line: str) -> None:
         self._turn += 1
@@ -69,5 +68,9 @@ class Acknowledger:
         phrases = PHRASES[self._kind]
         phrase = phrases[self._said[self._kind] % len(phrases)]
         self._said[self._kind] += 1
-        self.said += 1
         return phrase
+
+    @property
+    def said(self) -> int:
+        """Acknowledgements said so far."""
+        return sum(self._said.values())
