@@ -9,9 +9,10 @@ both meet the same prompt and the same load: question i goes to one setup and qu
 the other, in the order A B B A (each pass starts a new conversation and gives every question
 to the other setup than the pass before):
 
-- now: the end of a turn decided by its words (voice/turn_end.py); with `--read-ahead S` also
-  the speech so far recognised every S seconds and read by the LLM while the person speaks
-  (partial lines -> Conversation.hear_ahead);
+- now: the end of a turn decided by its words, judged by the embedded 0.5B
+  (voice/turn_model.py, as voice_demo ships; `--turn-judge rules`: turn_end.py's rules); with
+  `--read-ahead S` also the speech so far recognised every S seconds and read by the LLM while
+  the person speaks (partial lines -> Conversation.hear_ahead);
   The reply's first clause is spoken while the model writes the rest (llm/sentences.py).
 - before: the previous design: a fixed 0.5 s of silence ends a turn, recognition begun at the
   first silent chunk, the reply's first sentence spoken while the rest is written.
@@ -59,7 +60,7 @@ from vision_dialogue.voice.sinks import WavFolderSink  # noqa: E402
 from vision_dialogue.voice.sources import WavSource, load_wav_items  # noqa: E402
 from vision_dialogue.voice.stt import Recognizer  # noqa: E402
 from vision_dialogue.voice.tts import PiperTTS  # noqa: E402
-from vision_dialogue.voice.turn_end import PARTIAL_EVERY_S  # noqa: E402
+from vision_dialogue.voice.turn_end import PARTIAL_EVERY_S, TURN_JUDGES, turn_end  # noqa: E402
 from vision_dialogue.voice.vad import SpeechSegmenter, load_vad_model  # noqa: E402
 
 QUESTIONS = ["Hello robot, can you see me?", "What colour is the cup on the table?",
@@ -90,12 +91,24 @@ FIRST_CLAUSE = {"now": sentences.FIRST_CLAUSE_WORDS, "before": 0}
 """Words from which the reply's first clause is spoken on its own (0: whole sentences)."""
 HOLD = {"now": True, "before": False}
 """Whether frame summaries wait while the person speaks (Conversation.hearing)."""
-ACKNOWLEDGERS = {"now": Acknowledger(0.8), "before": Acknowledger(0.0)}
-"""A late reply's acknowledgement ("now": 0.8 s after the line is heard, as the voice setup
+ACKNOWLEDGERS = {"now": Acknowledger(1.0), "before": Acknowledger(0.0)}
+"""A late reply's acknowledgement ("now": 1.0 s after the line is heard, as the voice setup
 ships; one per setup, shared by its turns, so the never-twice-in-a-row rule holds across the
 session)."""
 READ_AHEAD_S = 0.6
 FRAME_PERIOD_S = 5.0
+
+
+def model_judge():
+    """The embedded 0.5B judging the words at a pause (voice/turn_model.py), loaded once."""
+    if not hasattr(model_judge, "judge"):
+        from vision_dialogue.voice.turn_model import ModelTurnJudge
+        model_judge.judge = ModelTurnJudge.embedded()
+    return model_judge.judge
+
+
+JUDGES = {"rules": lambda: turn_end, "model": model_judge}
+"""What may judge the words at a pause, made when asked for."""
 
 
 class FakeLLM:
@@ -140,7 +153,7 @@ def voice(setup: str, wav: Path, parts: dict, out: Path, **kw) -> LocalVoiceBack
     backend = LocalVoiceBackend(source, WavFolderSink(out, realtime=True),
                                 recognizer=parts["stt"], tts=parts["tts"],
                                 segmenter=SpeechSegmenter(parts["vad"]), reply_timeout=30.0,
-                                output_stream=open(os.devnull, "w"), **SETUPS[setup], **kw)
+                                output_stream=open(os.devnull, "w"), **{**SETUPS[setup], **kw})
     source.turn_ready, source.robot_quiet = backend.turn_ready, backend.robot_quiet
     return backend
 
@@ -215,11 +228,11 @@ class Heard:
         self.finished.set()
 
 
-def cut_offs(setup: str, wavs: list[Path], parts: dict, out: Path) -> list[dict]:
+def cut_offs(setup: str, wavs: list[Path], parts: dict, out: Path, **kw) -> list[dict]:
     """Each pause line through the setup's end-pointer: cut off when heard as two turns."""
     rows = []
     for wav in wavs:
-        backend, heard = voice(setup, wav, parts, out, wait=1.0, barge_in=True), Heard()
+        backend, heard = voice(setup, wav, parts, out, wait=1.0, barge_in=True, **kw), Heard()
         heard.backend = backend
         backend.start(heard)
         heard.finished.wait(60.0)
@@ -345,6 +358,7 @@ def session(args, observer, rep: int, questions: list[Path], parts: dict, tmp: P
             s = names[((i + 1) // 2 + rep) % 2]           # A B B A A B B A ..., swapped per pass
             rows[s].append(ask(s, wav, parts, conv, tmp / f"out_{s}"))
             r = rows[s][-1]
+            r["turn"] = (i + 2) // 2          # the setup's own turns in this session: 1..8
             acked = f" (acknowledged at {r['heard']:.2f})" if r["acked"] else ""
             print(f"  {s:<7} {r['total']:5.2f} s{acked} (vad {r['vad']:.2f} stt "
                   f"{r['stt']:.2f} llm {r['llm']:.2f}) [{r['rule']}] {r['reused']} reused, "
@@ -374,13 +388,17 @@ def main() -> int:
     ap.add_argument("--pauses-only", action="store_true", help="only the cut-off lines")
     ap.add_argument("--frames-wait-for-turns", action="store_true",
                     help="a frame that comes during a turn waits for its end (experiment)")
-    ap.add_argument("--acknowledge-after", type=float, default=0.8,
+    ap.add_argument("--acknowledge-after", type=float, default=1.0,
                     help="'now' acknowledges a reply S s after the line is heard (0: never; "
-                    "0.8 ships)")
+                    "1.0 ships)")
     ap.add_argument("--read-ahead", type=float, nargs="?", const=READ_AHEAD_S, default=0.0,
                     help="'now' also publishes partial lines every S s and reads them ahead")
+    ap.add_argument("--turn-judge", choices=TURN_JUDGES, default="model",
+                    help="what judges the words at a pause in 'now' (model: as voice_demo "
+                    "ships; the cut-offs are also counted with the other judge)")
     args = ap.parse_args()
     SETUPS["now"]["partial_every"] = args.read_ahead
+    SETUPS["now"]["turn_judge"] = JUDGES[args.turn_judge]()
     ACKNOWLEDGERS["now"].after = args.acknowledge_after
     parts = {"stt": Recognizer(), "tts": PiperTTS(), "vad": load_vad_model()}
     tmp = Path(tempfile.mkdtemp(prefix="bench_voice_"))
@@ -400,6 +418,9 @@ def main() -> int:
         if not args.no_pauses:
             for s in SETUPS:
                 cuts[s] = cut_offs(s, paused, parts, tmp / f"cut_{s}")
+            other = "rules" if args.turn_judge == "model" else "model"    # for comparison
+            cuts[f"now, {other}"] = cut_offs("now", paused, parts, tmp / f"cut_{other}",
+                                             turn_judge=JUDGES[other]())
             barge = barge_in_stops(parts, tmp)
     finally:
         for p in busy:
@@ -414,7 +435,9 @@ def main() -> int:
                   "cut_offs": sum(c["cut"] for c in cuts[s]), "pause_lines": len(cuts[s]),
                   "heard": pct([r["heard"] for r in rows[s]] or [0], 50),
                   "p95_heard": pct([r["heard"] for r in rows[s]] or [0], 95),
-                  "acknowledged": sum(r["acked"] for r in rows[s])}
+                  "acknowledged": sum(r["acked"] for r in rows[s]),
+                  "turn_2": pct([r["total"] for r in rows[s] if r["turn"] == 2] or [0], 50),
+                  "turn_8": pct([r["total"] for r in rows[s] if r["turn"] == 8] or [0], 50)}
                for s in SETUPS}
     print(f"\nspoken loop, end of speech -> first robot audio ({args.reps} x {len(QUESTIONS)} "
           f"questions, LLM {args.llm} {args.model if args.llm != 'fake' else ''}, "
@@ -426,10 +449,12 @@ def main() -> int:
         m = summary[s]
         print(f"{s:<8}" + "".join(f"{m[k]:7.2f}" for k in keys)
               + f"{m['p95_total']:7.2f}{m['cut_offs']:>6} / {m['pause_lines']}"
-              f"    {m['first_half']:.2f} -> {m['second_half']:.2f}"
+              f"    {m['first_half']:.2f} -> {m['second_half']:.2f} (turn 2 {m['turn_2']:.2f}, "
+              f"turn 8 {m['turn_8']:.2f})"
               f"          {m['heard']:.2f} ({m['p95_heard']:.2f}), {m['acknowledged']} of "
               f"{m['n']} turns acknowledged")
-    for s in SETUPS:
+    for s in cuts:
+        print(f"cut-offs, {s}: {sum(c['cut'] for c in cuts[s])} of {len(cuts[s])}")
         for line, c in zip(PAUSE_LINES, cuts[s]):
             if c["cut"]:
                 print(f"  {s}: cut off {line[0]!r} | {line[1]!r} ({line[2]} s): {c['heard']}")
@@ -438,12 +463,15 @@ def main() -> int:
               f"{max(barge):.2f} s) after the person began speaking over it "
               f"({len(barge)} of {len(BARGE_DELAYS)} heard)")
     now = summary["now"]
-    goal = now["total"] <= 1.0 and now["p95_total"] <= 1.6
+    goal = now["n"] > 0 and now["total"] <= 1.0 and now["p95_total"] <= 1.6
     print(f"goal (p50 <= 1.0 s, p95 <= 1.6 s) by the reply's first words: "
           f"{'met' if goal else 'NOT met'}; by the first sound: "
-          f"{'met' if now['heard'] <= 1.0 and now['p95_heard'] <= 1.6 else 'NOT met'}")
+          f"{'met' if now['n'] and now['heard'] <= 1.0 and now['p95_heard'] <= 1.6 else 'NOT'}"
+          " met")
     print(json.dumps({"benchmark": "voice", "llm": args.llm, "model": args.model,
                       "busy": args.busy, "read_ahead": args.read_ahead, "summary": summary,
+                      "turn_judge": args.turn_judge,
+                      "cut_offs": {s: sum(c["cut"] for c in cuts[s]) for s in cuts},
                       "barge_in_stop_s": {"p50": pct(barge, 50) if barge else None,
                                           "max": max(barge, default=None), "n": len(barge)},
                       "goal_met": goal}))

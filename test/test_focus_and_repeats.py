@@ -217,6 +217,25 @@ def test_a_changed_prompt_is_warmed_between_turns_with_the_reply_prompt():
         c.close()
 
 
+def test_the_people_note_is_warmed_so_a_turn_reads_only_its_line_and_focus_note():
+    """The warm-up reads the note on who is there, right before the person's line.
+
+    The reply's prompt is then the warmed one plus this turn's focus note and line.
+    """
+    be, c = _warmed_after_a_frame()
+    try:
+        c.set_people("Anna in front of you")
+        c.add_frame(np.full((60, 80, 3), 110, np.uint8))
+        assert _until(lambda: "Anna" in str(be.warmed[-1][-1]["content"]))
+        warmed = be.warmed[-1]
+        c.turn("Is anyone with you?")
+        prompt = be.calls[-1][1]
+        assert prompt[:len(warmed)] == warmed
+        assert [m["role"] for m in prompt[len(warmed):]] == ["system", "user"]   # focus, line
+    finally:
+        c.close()
+
+
 def test_a_frame_that_came_during_a_turn_is_read_after_it():
     """Not at the next turn: a warm-up during a turn is skipped, so one follows the turn."""
     be, c = _warmed_after_a_frame()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -244,6 +245,49 @@ def test_a_complete_question_ends_the_turn_sooner(tmp_path, rig, piper):
     assert kept[True][1] == COMPLETE and kept[False][1] == ""
     assert kept[False][0] - kept[True][0] == pytest.approx(MIN_SILENCE_S - QUICK_SILENCE_S,
                                                            abs=0.04), kept
+
+
+class SlowJudge:
+    """Judges the words at a pause as a model would: slowly, off the audio thread."""
+
+    instant = False
+
+    def __init__(self, verdict=lambda text: INCOMPLETE if "robot" in text.lower() else COMPLETE):
+        self.verdict, self.heard, self.threads = verdict, [], []
+
+    def __call__(self, text: str) -> str:
+        self.heard.append(text)
+        self.threads.append(threading.current_thread().name)
+        time.sleep(0.2)
+        return self.verdict(text)
+
+
+def test_a_slow_turn_judge_decides_the_wait_off_the_audio_thread(tmp_path, rig, piper):
+    """A judge that holds "Hello robot." open keeps it one turn, on the recogniser's thread.
+
+    The rules are unsure of it (min_silence: two turns at a 0.8 s pause).
+    """
+    path = wav(tmp_path / "hello.wav", silence(0.5), speech(piper, "Hello robot."),
+               silence(0.8), speech(piper, "Can you hear me?"), silence(0.8))
+    judge = SlowJudge()
+    heard = [u.text for u in rig(path, reply=lambda t: "Yes.", turn_judge=judge,
+                                 partial_every=0).run().utterances]
+    assert len(heard) == 1 and "hear" in heard[0].lower(), heard
+    assert "robot" in judge.heard[0].lower() and len(judge.heard) == 2, judge.heard
+    assert all(name.startswith("voice-stt") for name in judge.threads), judge.threads
+    rules = [u.text for u in rig(path, reply=lambda t: "Yes.", partial_every=0).run().utterances]
+    assert len(rules) == 2, rules
+
+
+def test_a_failing_turn_judge_falls_back_to_min_silence(tmp_path, rig, piper, caplog):
+    def fail(text):
+        raise RuntimeError("no model")
+    path = wav(tmp_path / "q.wav", silence(0.5), speech(piper, SENTENCES[1]), silence(1.0))
+    with caplog.at_level(logging.WARNING):
+        r = rig(path, reply=lambda t: "Yes.", turn_judge=SlowJudge(fail),
+                partial_every=0).run()
+    assert [t["end_rule"] for t in r.backend.timings] == [UNSURE]
+    assert len(r.utterances) == 1 and "the turn judge failed" in caplog.text
 
 
 def test_partial_lines_come_while_the_person_speaks(tmp_path, rig, piper):

@@ -69,7 +69,8 @@ from vision_dialogue.speech.script import ScriptError, load_script
 from vision_dialogue.speech.turns import STATE_NAMES, HeardUtterance, SpeechTurns
 from vision_dialogue.voice.audio import AudioFileError
 from vision_dialogue.voice.sources import MIC, TOPIC, load_wav_items
-from vision_dialogue.voice.turn_end import HOLD_SILENCE_S, PARTIAL_EVERY_S, QUICK_SILENCE_S
+from vision_dialogue.voice.turn_end import HOLD_SILENCE_S, PARTIAL_EVERY_S, QUICK_SILENCE_S, \
+    TURN_JUDGES
 from vision_dialogue.voice.vad import MIN_SILENCE_S
 
 
@@ -151,6 +152,10 @@ VOICE_PARAMS = [
           "the silence that ends the turn: quick_silence after a complete question or "
           "statement, hold_silence after a line that goes on (\"and then I\"), else "
           "min_silence; false: min_silence always."),
+    Param("turn_judge", "rules", "backend=local, with ends_by_meaning: what judges whether "
+          "the words at a pause can end the line: rules (word lists, instant) or model (the "
+          "embedded 0.5B scores the line's end, about 0.1 s; README, the spoken loop).",
+          choices=TURN_JUDGES),
     Param("quick_silence", QUICK_SILENCE_S, "backend=local: silence that ends a complete "
           "line, s.", range=(0.05, 5.0)),
     Param("hold_silence", HOLD_SILENCE_S, "backend=local: silence a line that goes on may "

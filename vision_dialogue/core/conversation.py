@@ -317,19 +317,13 @@ class Conversation(DirectedLines):
                        past: bool, items: list | None = None) -> tuple[list, list]:
         """The timeline items a reply shows and its prompt, with this turn's notes."""
         items = self._prompt_items() if items is None else items
-        msgs = self.builder.reply_messages(items, self.timeline.history_summary,
-                                           self.camera_lost())
+        msgs = self.reply_messages(items)
         if text is None:   # last, as the model's instruction (as a user line it is echoed)
             msgs.append({"role": "system", "content": instruction})
         if text is not None and speaker and self.builder.label_speakers and \
                 self.persona.addressee_note:
             msgs.append({"role": "system",
                          "content": self.persona.addressee_note.format(speaker=speaker)})
-        people = self.people_now()
-        if people:      # at the end: a local model keeps the prompt read before (now_index)
-            msgs.insert(now_index(msgs), {"role": "system",
-                                          "content": self.persona.people_note.format(
-                                              people=people)})
         answer_in = language_instruction(language)
         if answer_in:
             msgs.append({"role": "system", "content": answer_in})
@@ -549,10 +543,16 @@ class Conversation(DirectedLines):
         t = self.config.camera_timeout_s
         return bool(t and self._newest is not None and time.monotonic() - self._newest_at > t)
 
-    def reply_messages(self) -> list:
-        """The prompt a reply would get now (without a new user line)."""
-        return self.builder.reply_messages(self._prompt_items(), self.timeline.history_summary,
+    def reply_messages(self, items: list | None = None) -> list:
+        """The prompt up to the person's line, the people note last (the warm-up reads it)."""
+        items = self._prompt_items() if items is None else items
+        msgs = self.builder.reply_messages(items, self.timeline.history_summary,
                                            self.camera_lost())
+        people = self.people_now()
+        if people:
+            msgs.insert(now_index(msgs), {"role": "system", "content":
+                                          self.persona.people_note.format(people=people)})
+        return msgs
 
     def state(self) -> dict:
         """Counts and texts for monitoring (the node's PromptState)."""

@@ -41,7 +41,7 @@ from vision_dialogue.voice.sources import AudioSource, AudioSourceError
 from vision_dialogue.voice.stt import Recognition, Recognizer
 from vision_dialogue.voice.tts import TTSError
 from vision_dialogue.voice.turn_end import HOLD_SILENCE_S, PARTIAL_EVERY_S, \
-    QUICK_SILENCE_S, silence_needed, turn_end
+    QUICK_SILENCE_S, UNSURE, silence_needed, turn_end
 from vision_dialogue.voice.vad import SpeechSegmenter, VadEvent
 
 #: a segment overlapping the robot's speech that matches a sentence it said this closely is echo
@@ -72,6 +72,7 @@ class LocalVoiceBackend(SpeechBackend):
                       reply_timeout=p["reply_timeout"], backoff_initial=p["backoff_initial"],
                       ends_by_meaning=p["ends_by_meaning"], quick_silence=p["quick_silence"],
                       hold_silence=p["hold_silence"], partial_every=p["partial_every"],
+                      turn_judge=parts.turn_judge,
                       backoff_max=p["backoff_max"], on_audio_in=io.on_audio_in,
                       on_audio_out=io.on_audio_out, logger=io.logger)
         build.connect(parts.source, backend)
@@ -89,6 +90,7 @@ class LocalVoiceBackend(SpeechBackend):
                  output_stream: TextIO | None = None, early_recognition: bool = True,
                  ends_by_meaning: bool = True, quick_silence: float = QUICK_SILENCE_S,
                  hold_silence: float = HOLD_SILENCE_S, partial_every: float = PARTIAL_EVERY_S,
+                 turn_judge: Callable[[str], str] = turn_end,
                  logger: logging.Logger | None = None):
         super().__init__(logger)
         self.output = output_stream or sys.stdout   # the dialogue as text: you: / robot:
@@ -96,6 +98,7 @@ class LocalVoiceBackend(SpeechBackend):
         # the words at the first silent chunk set the silence that ends the turn (turn_end.py)
         self.ends_by_meaning = ends_by_meaning and early_recognition
         self.quick_silence, self.hold_silence = float(quick_silence), float(hold_silence)
+        self.turn_judge = turn_judge     # words -> COMPLETE / UNSURE / INCOMPLETE (turn_end)
         self.partial_every = float(partial_every)   # s of speech between partials; 0: none
         self._partials = ThreadPoolExecutor(1, thread_name_prefix="voice-partial")
         self._partial_busy = False
@@ -283,13 +286,21 @@ class LocalVoiceBackend(SpeechBackend):
         future = seg.get("speculative")
         if not self.ends_by_meaning or future is None or "end_rule" in seg:
             return
-        if not future.done() and getattr(self.source, "realtime", True):
+        realtime = getattr(self.source, "realtime", True)
+        if not getattr(self.turn_judge, "instant", True):   # a model: off the audio thread
+            future = seg.get("judged") or seg.setdefault("judged", self._stt.submit(
+                lambda heard=future: self.turn_judge(heard.result().text)))
+        if not future.done() and realtime:
             return
         try:   # audio faster than real time (a WAV test): the words come at the pause
-            text = future.result(timeout=30.0).text
-        except Exception:  # noqa: BLE001 - reported when the segment ends
-            return
-        rule = seg["end_rule"] = turn_end(text)
+            result = future.result(timeout=30.0)
+        except Exception as e:  # noqa: BLE001 - a failed recognition is reported at the end
+            if "judged" not in seg:
+                return
+            self.log.warning(f"the turn judge failed ({e!r}); min_silence ends the turn")
+            result = UNSURE
+        rule = seg["end_rule"] = result if isinstance(result, str) else \
+            self.turn_judge(result.text)
         self.segmenter.wait_for(silence_needed(
             rule, self.quick_silence, self.segmenter.min_silence * CHUNK_S, self.hold_silence))
 
@@ -355,7 +366,7 @@ class LocalVoiceBackend(SpeechBackend):
                 if self.partial_every:
                     future.add_done_callback(lambda f: self._speculated(f, seg))
         elif event.kind == "resume":
-            for key in ("speculative", "paused_at", "end_rule"):
+            for key in ("speculative", "judged", "paused_at", "end_rule"):
                 seg.pop(key, None)
         elif event.kind == "end":
             self._segment = {}

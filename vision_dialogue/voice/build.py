@@ -12,6 +12,7 @@ from vision_dialogue.voice.audio import AudioFileError
 from vision_dialogue.voice.sinks import AudioSink, SpeakerSink, WavFolderSink
 from vision_dialogue.voice.sources import (MIC, TOPIC, AudioSource, MicSource, TopicSource,
                                            WavSource, load_wav_items)
+from vision_dialogue.voice.turn_end import turn_end
 
 
 class VoicePartError(ValueError):
@@ -25,6 +26,7 @@ class VoiceParts:
     recognizer: object
     tts: object
     segmenter: object
+    turn_judge: object = turn_end
 
 
 def voice_parts(p: dict, logger: logging.Logger | None = None) -> VoiceParts:
@@ -65,7 +67,27 @@ def voice_parts(p: dict, logger: logging.Logger | None = None) -> VoiceParts:
                                     max_segment_s=p["max_segment"])
     except ImportError as e:
         raise VoicePartError(f"vad_threshold: the VAD cannot load: {e}") from None
-    return VoiceParts(source, sink, recognizer, tts, segmenter)
+    return VoiceParts(source, sink, recognizer, tts, segmenter, turn_judge(p, log))
+
+
+def turn_judge(p: dict, log: logging.Logger | None = None):
+    """What judges the words at a pause (turn_judge): the rules, or the embedded 0.5B.
+
+    Without llama.cpp the rules judge (as llm_backend local falls back), and the log says so.
+    """
+    if p["turn_judge"] == "rules" or not p["ends_by_meaning"]:
+        return turn_end
+    try:
+        from vision_dialogue.voice.turn_model import ModelTurnJudge
+    except ImportError:
+        (log or logging.getLogger(__name__)).warning(
+            "turn_judge 'model' needs llama-cpp-python (pip install -r "
+            "requirements/llamacpp.txt); the rules judge the words instead")
+        return turn_end
+    try:
+        return ModelTurnJudge.embedded()
+    except Exception as e:  # noqa: BLE001 - llama.cpp missing, a model part missing
+        raise VoicePartError(f"turn_judge: the model cannot load: {e}") from None
 
 
 def connect(source: AudioSource, backend) -> None:

@@ -42,10 +42,14 @@ HOLD_SILENCE_S = 1.5
 #: reply they were meant to speed up (benchmarks/bench_voice.py --read-ahead, README)
 PARTIAL_EVERY_S = 0.0
 
+#: what may judge the words (speech node parameter turn_judge): these rules, or the model of
+#: voice/turn_model.py
+TURN_JUDGES = ("rules", "model")
+
 #: a statement with at least this many words whose last word can end it counts as complete
 MIN_STATEMENT_WORDS = 4
 
-_TRAILING_OPEN = re.compile(r"(,|;|:|-|—|–|\.\.\.|…)\s*$")
+TRAILING_OPEN = re.compile(r"(,|;|:|-|—|–|\.\.\.|…)\s*$")
 _WORD = re.compile(r"[A-Za-z']+")
 
 
@@ -55,7 +59,7 @@ def turn_end(text: str) -> str:
     words = _WORD.findall(text.lower())
     if not words:
         return UNSURE
-    if _TRAILING_OPEN.search(text) or words[-1] in NEVER_LAST:
+    if TRAILING_OPEN.search(text) or words[-1] in NEVER_LAST:
         return INCOMPLETE
     if text.endswith(("?", "!")):
         return COMPLETE
