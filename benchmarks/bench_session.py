@@ -27,6 +27,8 @@ clock), as the speech node runs it, to measure what it costs the reply (issue 31
 
 Goals (issues 11, 21): first sentence <= 2 s p50 and <= 4 s p95; turn 8 and turn 10 no slower
 than turn 2 (1.3x), on a quiet machine and with one busy process. Prints a table and one JSON line.
+The same session spoken (the local voice, Whisper and Piper, about 5 minutes, turn 2 against
+turn 8): benchmarks/bench_voice.py.
 
     source env.sh && python benchmarks/bench_session.py --minutes 10
 """

@@ -60,7 +60,8 @@ from vision_dialogue.voice.sinks import WavFolderSink  # noqa: E402
 from vision_dialogue.voice.sources import WavSource, load_wav_items  # noqa: E402
 from vision_dialogue.voice.stt import Recognizer  # noqa: E402
 from vision_dialogue.voice.tts import PiperTTS  # noqa: E402
-from vision_dialogue.voice.turn_end import PARTIAL_EVERY_S, TURN_JUDGES, turn_end  # noqa: E402
+from vision_dialogue.voice.turn_end import (PARTIAL_EVERY_S, QUICK_SILENCE_S,  # noqa: E402
+                                            TURN_JUDGES, turn_end)
 from vision_dialogue.voice.vad import SpeechSegmenter, load_vad_model  # noqa: E402
 
 QUESTIONS = ["Hello robot, can you see me?", "What colour is the cup on the table?",
@@ -396,8 +397,11 @@ def main() -> int:
     ap.add_argument("--turn-judge", choices=TURN_JUDGES, default="model",
                     help="what judges the words at a pause in 'now' (model: as voice_demo "
                     "ships; the cut-offs are also counted with the other judge)")
+    ap.add_argument("--quick-silence", type=float, default=QUICK_SILENCE_S,
+                    help="'now': silence that ends a line judged complete, s")
     args = ap.parse_args()
     SETUPS["now"]["partial_every"] = args.read_ahead
+    SETUPS["now"]["quick_silence"] = args.quick_silence
     SETUPS["now"]["turn_judge"] = JUDGES[args.turn_judge]()
     ACKNOWLEDGERS["now"].after = args.acknowledge_after
     parts = {"stt": Recognizer(), "tts": PiperTTS(), "vad": load_vad_model()}
@@ -469,6 +473,8 @@ def main() -> int:
           f"{'met' if now['n'] and now['heard'] <= 1.0 and now['p95_heard'] <= 1.6 else 'NOT'}"
           " met")
     print(json.dumps({"benchmark": "voice", "llm": args.llm, "model": args.model,
+                      "acknowledge_after": args.acknowledge_after,
+                      "quick_silence": args.quick_silence,
                       "busy": args.busy, "read_ahead": args.read_ahead, "summary": summary,
                       "turn_judge": args.turn_judge,
                       "cut_offs": {s: sum(c["cut"] for c in cuts[s]) for s in cuts},

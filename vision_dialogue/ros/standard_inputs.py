@@ -198,8 +198,11 @@ GESTURES = {6: ("wave", "waved"), 3: ("raised_hand", "raised a hand"),
             9: ("point", "pointed up"), 11: ("thumbs_up", "gave a thumbs up")}
 ENGAGING = 2          # hri_msgs/EngagementLevel.ENGAGING
 #: a new person is reported once their name came, or after this long without one (their
-#: latched topics arrive a moment after the person is first tracked)
-NAME_WAIT_S = 0.5
+#: latched topics arrive after the subscriptions made when the person is first tracked have
+#: matched: 0.5 s was too short on a loaded machine, and the arrival went out as "someone")
+NAME_WAIT_S = 2.0
+#: how often the persons are reported (departures are noticed by time)
+REPORT_EVERY_S = 0.5
 
 
 class Ros4hriInput:
@@ -248,7 +251,7 @@ class Ros4hriInput:
                                          lambda m, k=kind: self._on_tracked(k, m.ids), qos,
                                          callback_group=self.group, event_callbacks=quiet)
         if on_people is not None:        # a list latched once is reported too
-            node.create_timer(NAME_WAIT_S, self._report, callback_group=self.group)
+            node.create_timer(REPORT_EVERY_S, self._report, callback_group=self.group)
 
     # --- who is who -----------------------------------------------------------------------
     def _name(self, pid: str) -> str:
@@ -293,7 +296,7 @@ class Ros4hriInput:
         self._report()
 
     def _report(self) -> None:
-        """The persons to on_people, on each list and every NAME_WAIT_S.
+        """The persons to on_people, on each list and every REPORT_EVERY_S.
 
         Once anyone was tracked: departures are noticed by time, so an empty list must keep
         coming.
