@@ -218,3 +218,53 @@ def test_the_architecture_map_names_every_module_and_conventions_every_executabl
     assert not missing, f"docs/CONVENTIONS.md does not name {missing}"
     rooms = [r for r in ALLOWED if f"`{r}/`" not in conventions]
     assert not rooms, f"docs/CONVENTIONS.md's ROS-free rooms miss {rooms}"
+
+
+#: names the docs use that belong to other projects: ROS 2, Python, transformers, the Furhat
+#: Remote API's gestures and errors; a name of ours that the docs use must exist in the code
+OTHER_PROJECTS = frozenset("""
+ApiException AutoModelForCausalLM AutoModelForImageTextToText AutoProcessor BigSmile
+CompressedImage Context ExpressAnger ExpressDisgust ExpressFear ExpressSad GazeAway GroupAction
+Image LiveSpeech LlavaProcessor MaxRetryError MultiThreadedExecutor Node OpaqueFunction
+PushROSNamespace PyYAML ReentrantCallbackGroup Result RewrittenYaml SetEnvironmentVariable
+Surprise TextIteratorStreamer Thoughtful ThreadingHTTPServer Trigger True None ValueError
+WIDTHxHEIGHT gc torch generate get_part_path repr
+""".split())
+FILE_SUFFIXES = ("txt", "pth", "wav", "yaml", "py", "json", "md", "gguf", "onnx", "xml")
+
+
+def defined_names() -> set[str]:
+    """Name the package's classes, functions, assigned names and message types."""
+    names = set()
+    for path in PKG.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for n in (x for t in targets for x in ast.walk(t)):
+                    names.add(n.id if isinstance(n, ast.Name) else getattr(n, "attr", ""))
+    for folder in GENERATED:
+        names |= {p.stem for p in (REPO / folder).glob("*")}
+    return names
+
+
+def test_the_docs_name_only_classes_and_functions_that_exist():
+    """A `ClassName`, `ClassName.member` or `function()` the docs name is in the code.
+
+    Or in another project (OTHER_PROJECTS): a rename that leaves the docs behind fails here.
+    """
+    defined = defined_names()
+    named = re.compile(r"`([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(\(\))?`")
+    stale = set()
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for m in named.finditer(doc.read_text()):
+            parts = m.group(1).split(".")
+            camel = parts[0][0].isupper() and any(c.islower() for c in parts[0])
+            if parts[-1] in FILE_SUFFIXES or parts[0] in OTHER_PROJECTS or \
+                    not (camel or m.group(2)):
+                continue
+            wanted = parts if camel else parts[-1:]
+            if any(x not in defined for x in wanted):
+                stale.add(f"{doc.name}: {m.group(0)}")
+    assert not stale, f"the docs name what the code does not have: {sorted(stale)}"
