@@ -28,7 +28,8 @@ from vision_dialogue.ros.image_msgs import from_image_msg, to_image_msg
 from vision_dialogue.manager_node import ManagerNode
 from vision_dialogue.msg import Reply as ReplyMsg, Utterance
 from vision_dialogue.ros.params import ParameterError
-from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC
+from vision_dialogue.ros.qos import EVENTS_QOS
+from vision_dialogue.ros.topics import EVENTS_TOPIC
 from vision_dialogue.vfm_server import VfmServer
 
 FINAL = "I traced all the edges for you. They look like a drawing!"

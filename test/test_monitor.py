@@ -24,7 +24,8 @@ from vision_dialogue.core.transcript import TranscriptWriter, event_record
 from vision_dialogue.monitor.session import SessionView, load_run
 from vision_dialogue.monitor.web import MonitorServer
 from vision_dialogue.ros.params import ParameterError
-from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC
+from vision_dialogue.ros.qos import EVENTS_QOS
+from vision_dialogue.ros.topics import EVENTS_TOPIC
 
 
 def get(url, timeout=5.0):

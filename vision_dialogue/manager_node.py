@@ -66,11 +66,11 @@ from vision_dialogue.msg import DetectedUsers, PromptState, Reply, SpeechState, 
 from vision_dialogue.ros.managed import ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.robot_tools import RobotTools
-from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC, LATCHED_QOS, RELIABLE_QOS, \
-    VISUAL_EVENTS_TOPIC
+from vision_dialogue.ros.qos import EVENTS_QOS, LATCHED_QOS, RELIABLE_QOS
 from vision_dialogue.ros.manager_params import PARAMS, cross_check
 from vision_dialogue.ros.skill_host import ManagerSkillHost
-from vision_dialogue.ros.topics import FACE_RECORDS_TOPIC, HEARING_TOPIC, PARTIAL_TOPIC
+from vision_dialogue.ros.topics import EVENTS_TOPIC, FACE_RECORDS_TOPIC, HEARING_TOPIC, \
+    PARTIAL_TOPIC, VISUAL_EVENTS_TOPIC
 from vision_dialogue.ros.skill_servers import IntentOutput, SkillServers
 from vision_dialogue.ros.params import ParameterError, declare_params
 

@@ -32,8 +32,8 @@ from vision_dialogue.monitor.session import HEALTH_PARTS, SessionView, load_run
 from vision_dialogue.msg import SpeechState
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params
-from vision_dialogue.ros.qos import EVENTS_QOS, EVENTS_TOPIC, SPEECH_STATE_QOS
-from vision_dialogue.ros.topics import DIAGNOSTICS_TOPIC
+from vision_dialogue.ros.qos import EVENTS_QOS, SPEECH_STATE_QOS
+from vision_dialogue.ros.topics import DIAGNOSTICS_TOPIC, EVENTS_TOPIC
 from vision_dialogue.ros.vfm_actions import LIST_TOOLS_SERVICE
 from vision_dialogue.srv import ListTools
 

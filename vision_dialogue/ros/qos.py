@@ -28,10 +28,6 @@ IMAGE_DEPTH = 10
 #: The fast stream (camera/stream/*) stays best effort, as a driver's: late is useless there.
 CAMERA_FRAME_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
 
-#: what a detector saw between frames (vision_dialogue/VisualEvent), read by the manager
-VISUAL_EVENTS_TOPIC = "camera/events"
-#: the manager's event records (std_msgs/String, JSON), read by the monitor
-EVENTS_TOPIC = "dialogue/events"
 #: the manager keeps its last 200 records for a monitor that joins mid-session
 EVENTS_QOS = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE,
                         durability=DurabilityPolicy.TRANSIENT_LOCAL)

@@ -1,4 +1,4 @@
-"""Names of the topics and actions the application-facing side uses (relative, remappable).
+"""Names of the topics and actions between our nodes and for applications (relative, remappable).
 
 The skills (`skill/say`, `skill/ask`, `skill/chat`) keep ROS4HRI's names, so a robot in the root
 namespace serves `/skill/say` as communication_skills does; `intents` is hri_actions_msgs'.
@@ -18,3 +18,5 @@ FACE_GESTURE_TOPIC = "robot_face/gesture"         # std_msgs/String: a Furhat-st
 FACE_GAZE_TOPIC = "robot_face/gaze_target"        # geometry_msgs/PointStamped: where eyes look
 FACE_RECORDS_TOPIC = "dialogue/face"              # speech node -> manager: face records, JSON
 DIAGNOSTICS_TOPIC = "/diagnostics"                # diagnostic_msgs/DiagnosticArray, every node
+VISUAL_EVENTS_TOPIC = "camera/events"       # events node -> manager: what was seen between frames
+EVENTS_TOPIC = "dialogue/events"            # manager -> monitor: its event records (JSON)
