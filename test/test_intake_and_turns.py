@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from vision_dialogue.camera.intake import FrameIntake
+from vision_dialogue.core.frame_intake import FrameIntake
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.images import ImageDecodeError
 from vision_dialogue.core.persona import load_persona
@@ -136,14 +136,14 @@ def test_a_run_of_lines_leaves_together_and_only_when_its_newest_has_expired():
     assert [i.payload for i in q.get_run(joins, timeout=0.1)] == ["e"]
 
 
-def gated_turn_server(greet_first: bool, stream: bool, **kw):
-    """A TurnServer on a fake LLM whose first reply waits for `backend.gate["reply"]`.
+def gated_turn_taker(greet_first: bool, stream: bool, **kw):
+    """A TurnTaker on a fake LLM whose first reply waits for `backend.gate["reply"]`.
 
-    Returns (backend, conversation, server, published chunks).
+    Returns (backend, conversation, turn taker, published chunks).
     """
     from fake_chat_backend import FakeChatBackend
     from vision_dialogue.core.proactive import ProactiveConfig, ProactivePolicy
-    from vision_dialogue.core.turn_server import TurnServer
+    from vision_dialogue.core.turn_taking import TurnTaker
 
     backend = FakeChatBackend()
     backend.gate["reply"] = threading.Event()
@@ -151,34 +151,34 @@ def gated_turn_server(greet_first: bool, stream: bool, **kw):
     settings = {"reply_deadline": 30.0, "greet_first": greet_first, "stream": stream,
                 "proactive": "paper"}
     out = []
-    server = TurnServer(conv, ProactivePolicy(ProactiveConfig("paper")), settings, out.append,
-                        max_waiting=4, **kw)
-    return backend, conv, server, out
+    turns = TurnTaker(conv, ProactivePolicy(ProactiveConfig("paper")), settings, out.append,
+                      max_waiting=4, **kw)
+    return backend, conv, turns, out
 
 
 def test_lines_said_while_the_robot_is_busy_get_one_reply_in_order():
     """A person says three things while the robot answers: one reply takes them all."""
     heard, waited = [], []
     received = [0]
-    backend, conv, server, out = gated_turn_server(
+    backend, conv, turns, out = gated_turn_taker(
         False, False, frames_received=lambda: received[0],
         wait_frames=lambda n: waited.append(n) or True)
-    server.on_person_line = lambda text, speaker: heard.append(text)
+    turns.on_person_line = lambda text, speaker: heard.append(text)
     try:
-        server.utterance("hello robot")
+        turns.utterance("hello robot")
         assert until(lambda: backend.calls, timeout=10)      # the first reply is being asked
         for i, text in enumerate(["what is on the table?", "the red thing", "on the left"]):
             received[0] = i + 1                              # a frame came before each
-            server.utterance(text, "ada")
+            turns.utterance(text, "ada")
         backend.gate["reply"].set()
         assert until(lambda: sum(c.final for c in out) == 2, timeout=10)
         assert until(lambda: len(heard) == 4, timeout=5)
     finally:
-        server.close()
+        turns.close()
         conv.close()
     finals = [c for c in out if c.final]
     assert [c.in_reply_to for c in finals] == ["hello robot", "on the left"]
-    assert len(backend.calls) == 2 and server.queue.dropped == 0
+    assert len(backend.calls) == 2 and turns.queue.dropped == 0
     prompt = " ".join(str(m["content"]) for m in backend.calls[1][1])
     spots = [prompt.find(t) for t in ("what is on the table?", "the red thing", "on the left")]
     assert -1 not in spots and spots == sorted(spots), prompt
@@ -229,23 +229,23 @@ def test_reply_deadline_gives_the_fallback_and_stops_the_late_stream():
         conv.close()
 
 
-def test_turn_server_orders_turns_greets_once_and_reports_an_all_fallback_run():
+def test_turn_taker_orders_turns_greets_once_and_reports_an_all_fallback_run():
     from vision_dialogue.core.proactive import ProactiveConfig, ProactivePolicy
-    from vision_dialogue.core.turn_server import TurnServer
+    from vision_dialogue.core.turn_taking import TurnTaker
 
     frames_waited = []
-    backend, conv, server, out = gated_turn_server(
+    backend, conv, turns, out = gated_turn_taker(
         True, True, frames_received=lambda: 7,
         wait_frames=lambda n: frames_waited.append(n) or True)
-    settings = server.settings
+    settings = turns.settings
     try:
         frame = conv.add_frame(IMG)
         frame.people = 1
-        server.frame_added(frame, IMG)                      # someone in view: the greeting
-        server.frame_added(frame, IMG)                      # ... only once
+        turns.frame_added(frame, IMG)                      # someone in view: the greeting
+        turns.frame_added(frame, IMG)                      # ... only once
         assert until(lambda: backend.calls, timeout=10)     # the greeting is being asked for
-        assert not server.utterance("   ")                  # empty: refused, nothing queued
-        assert server.utterance("what is this?", "ada")
+        assert not turns.utterance("   ")                  # empty: refused, nothing queued
+        assert turns.utterance("what is this?", "ada")
         backend.gate["reply"].set()
         assert until(lambda: sum(c.final for c in out) == 2, timeout=10)
         finals = [c for c in out if c.final]
@@ -253,12 +253,12 @@ def test_turn_server_orders_turns_greets_once_and_reports_an_all_fallback_run():
         assert [c.turn_id for c in finals] == [1, 2] and frames_waited == [7]
         chunks = [c for c in out if not c.final and c.turn_id == 2]
         assert [c.index for c in chunks] == list(range(len(chunks))) and chunks
-        assert not server.every_reply_failed
+        assert not turns.every_reply_failed
         backend.fail["reply"] = 99                           # from now on the LLM fails
     finally:
-        server.close()
-    failing = TurnServer(conv, ProactivePolicy(ProactiveConfig("paper")),
-                         {**settings, "greet_first": False}, out.append, max_waiting=4)
+        turns.close()
+    failing = TurnTaker(conv, ProactivePolicy(ProactiveConfig("paper")),
+                        {**settings, "greet_first": False}, out.append, max_waiting=4)
     try:
         failing.utterance("hello?")
         assert until(lambda: failing.replies == 1, timeout=10)

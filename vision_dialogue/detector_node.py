@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 
-from vision_dialogue.camera.intake import FrameIntake
+from vision_dialogue.core.frame_intake import FrameIntake
 from vision_dialogue.core.health import ERROR, OK, Health, Throughput
 from vision_dialogue.perception.objects import Detected, ObjectDetector, ObjectModelMissing
 from vision_dialogue.ros import perception_msgs as pm

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 
-from vision_dialogue.camera.intake import FrameIntake
+from vision_dialogue.core.frame_intake import FrameIntake
 from vision_dialogue.core.health import OK, WARN, Health, Throughput
 from vision_dialogue.msg import VisualEvent
 from vision_dialogue.perception.events import EVENT_KINDS, EventConfig, EventDetector

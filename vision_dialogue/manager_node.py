@@ -54,8 +54,8 @@ from vision_dialogue.core.people import PeopleInView, TrackedPerson
 from vision_dialogue.core.proactive import ProactiveConfig, ProactivePolicy
 from vision_dialogue.core.transcript import TranscriptWriter, describe_record, event_record, \
     record_from_json
-from vision_dialogue.core.turn_server import ReplyChunk, TurnServer
-from vision_dialogue.camera.intake import FrameIntake
+from vision_dialogue.core.turn_taking import ReplyChunk, TurnTaker
+from vision_dialogue.core.frame_intake import FrameIntake
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.dialogue_tools import DialogueTools
 from vision_dialogue.ros.image_input import ImageTopicInput
@@ -142,7 +142,7 @@ class ManagerNode(ManagedNode):
         self.people = PeopleInView(self.conversation)
         self._warned_at: dict[str, float] = {}
         # its worker serves nothing before the subscriptions below bring something in
-        self.turns = TurnServer(
+        self.turns = TurnTaker(
             self.conversation, self.proactive, p, self._publish_reply,
             max_waiting=p["max_queued_turns"], frames_received=lambda: self.intake.received,
             wait_frames=lambda count: self.intake.wait_through(count),
@@ -359,7 +359,7 @@ class ManagerNode(ManagedNode):
         self.create_subscription(SpeechState, "dialogue/speech_state", self._on_speech_state,
                                  RELIABLE_QOS)
         # camera_node publishes each frame on both image topics with one stamp: keep one copy.
-        # Callbacks only queue; one worker decodes (see camera/intake.py).
+        # Callbacks only queue; one worker decodes (see core/frame_intake.py).
         self.intake = FrameIntake(self._take_frame, min_interval=p["min_frame_interval"],
                                   errors=(ImageConversionError, ValueError),
                                   on_reject=self._bad_frame)

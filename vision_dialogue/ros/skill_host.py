@@ -55,7 +55,7 @@ class SpokenTracker:
 
 
 class ManagerSkillHost:
-    """SkillHost and ChatHost on the manager's turn server and conversation."""
+    """SkillHost and ChatHost on the manager's turn taking and conversation."""
 
     def __init__(self, node, conversation, turns, people, logger):
         self.node, self.conversation, self.turns, self.people = node, conversation, turns, \

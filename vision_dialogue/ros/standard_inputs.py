@@ -37,7 +37,7 @@ def connect_standard_inputs(node, p, conversation, turns, people, *,
     """The manager's standard inputs: (DetectionsInput or None, Ros4hriInput or None).
 
     `p`: the manager's parameters (detections, ros4hri, labels, objects_*); `turns`: its
-    TurnServer (utterances, gestures); `people`: its PeopleInView. One log line names an input
+    TurnTaker (utterances, gestures); `people`: its PeopleInView. One log line names an input
     asked for whose message package is not installed.
     """
     off = [f"{name} ({pkg} not installed)" for name, pkg, on in (

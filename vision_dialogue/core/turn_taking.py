@@ -53,7 +53,7 @@ def _person_line(item: PendingTurn) -> bool:
     return item.kind == "turn" and item.done is None
 
 
-class TurnServer:
+class TurnTaker:
     """The manager's turn-taking, with its worker thread (see the module docstring).
 
     `on_start()`: run once on the worker before the first turn (tool discovery);
