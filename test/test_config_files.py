@@ -37,7 +37,7 @@ def test_manager_yaml_applies_in_a_namespace(ros_context_args, tmp_path):
     node = ManagerNode(context=ctx, backend=FakeChatBackend())
     try:
         assert node.get_namespace() == "/robot1"
-        assert node.p["n"] == 7 and node.p["m"] == 2
+        assert node.params["n"] == 7 and node.params["m"] == 2
         assert node.camera.topic == "/robot1/camera/image_raw"
     finally:
         node.close()

@@ -375,11 +375,17 @@ def test_realtime_api_gaze_and_gesture_frames_as_face_parameters():
 
         assert wait_until(lambda: gaze()[-1] == {"GAZE_PAN": 0.0, "GAZE_TILT": 0.0})
         assert any(p["GAZE_PAN"] != 0 and abs(p["GAZE_PAN"]) <= 20 for p in gaze())
-        # the gesture's frames, played at their times: the smile, then the reset frame's zero
-        assert wait_until(lambda: [p["SMILE_OPEN"] for p in params() if "SMILE_OPEN" in p]
+        # the gestures' frames, played at their times: smiles, then the reset frame's zero
+        # (the reaction to the line and the reply's joy; an open or a closed smile, and the
+        # reply's second smile or not, as the face's threads meet: any of these is right)
+
+        def smile(p):
+            return p.get("SMILE_OPEN", p.get("SMILE_CLOSED"))
+
+        assert wait_until(lambda: [smile(p) for p in params() if smile(p) is not None]
                           [-1:] == [0.0], timeout=6.0)
-        smiles = [p["SMILE_OPEN"] for p in params() if "SMILE_OPEN" in p]
-        assert len(smiles) == 3 and all(0 < v <= 1.0 for v in smiles[:2])
+        smiles = [smile(p) for p in params() if smile(p) is not None]
+        assert len(smiles) >= 3 and all(0 < v <= 1.0 for v in smiles[:-1]), smiles
     finally:
         turns.close()
         face.close()

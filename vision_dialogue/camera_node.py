@@ -137,7 +137,7 @@ class CameraNode(ManagedNode):
         self.acquisition: Acquisition | None = None
         self.pub_image = self.pub_compressed = None
         self.pub_stream = self.pub_stream_compressed = self.pub_users = None
-        self.p = declare_params(self, PARAMS, _cross_check)
+        self.params = declare_params(self, PARAMS, _cross_check)
         try:
             dev = self.declare_parameter(
                 "device", "0", ParameterDescriptor(
@@ -152,11 +152,11 @@ class CameraNode(ManagedNode):
         self.stream_published = 0     # frames sent on camera/stream/image_raw
         self.context.on_shutdown(self.close)
         DiagnosticsPublisher(self, self._health)
-        self.start_lifecycle(self.p["managed"])
+        self.start_lifecycle(self.params["managed"])
 
     # --- lifecycle (ros/managed.py) ------------------------------------------------------
     def configure(self) -> None:
-        if self.p["managed"]:          # a lifecycle manager wants to know now, not retries
+        if self.params["managed"]:          # a lifecycle manager wants to know now, not retries
             source = self._make_source()
             try:
                 source.open()
@@ -166,7 +166,7 @@ class CameraNode(ManagedNode):
                 source.close()
         self.pub_image, self.pub_compressed = self._image_publishers("camera/image_raw",
                                                                      CAMERA_FRAME_QOS)
-        if self.p["publish_rate"] > 0:
+        if self.params["publish_rate"] > 0:
             self.pub_stream, self.pub_stream_compressed = self._image_publishers(
                 "camera/stream/image_raw", qos_profile_sensor_data)
         self.pub_users = self.create_publisher(
@@ -179,13 +179,13 @@ class CameraNode(ManagedNode):
         than a 30 Hz ROS timer.
         """
         self.acquisition = Acquisition(
-            self._make_source, self._publish, frame_period=self.p["frame_period"],
-            publish_rate=self.p["publish_rate"], retry_initial=self.p["retry_initial"],
-            retry_max=self.p["retry_max"], logger=self._log)
+            self._make_source, self._publish, frame_period=self.params["frame_period"],
+            publish_rate=self.params["publish_rate"], retry_initial=self.params["retry_initial"],
+            retry_max=self.params["retry_max"], logger=self._log)
         self.acquisition.source = self._make_source()   # opened by the acquisition thread
-        rate = self.p["publish_rate"]
+        rate = self.params["publish_rate"]
         self._log.info(f"camera source: {self.acquisition.source.describe()}, frame every "
-                       f"{self.p['frame_period']:g} s on {self.pub_image.topic_name}"
+                       f"{self.params['frame_period']:g} s on {self.pub_image.topic_name}"
                        + (f", stream at {rate:g} Hz" if rate > 0 else ""))
         self.acquisition.start()
 
@@ -211,7 +211,7 @@ class CameraNode(ManagedNode):
 
     def _health(self) -> list[Health]:
         """The source: open and delivering every frame_period, failing, or finished."""
-        a, period = self.acquisition, self.p["frame_period"]
+        a, period = self.acquisition, self.params["frame_period"]
         inactive = self.lifecycle_health("camera")
         if inactive is not None:
             return inactive
@@ -236,7 +236,7 @@ class CameraNode(ManagedNode):
         overridable = QoSOverridingOptions.with_default_policies()
         raw = self.create_publisher(Image, resolved, qos, qos_overriding_options=overridable)
         comp = None
-        if self.p["publish_compressed"]:
+        if self.params["publish_compressed"]:
             comp = self.create_publisher(CompressedImage, resolved + "/compressed", qos,
                                          qos_overriding_options=overridable)
         return raw, comp
@@ -248,17 +248,17 @@ class CameraNode(ManagedNode):
 
     def _make_source(self) -> CameraSource:
         ctx = SourceContext(device=self.device, on_users=self._on_users, logger=self._log)
-        return source_class(source_kind(self.p)).from_params(self.p, ctx)
+        return source_class(source_kind(self.params)).from_params(self.params, ctx)
 
     # ------------------------------------------------------------------ publishing
     def _publish(self, frame: CapturedFrame, due: bool) -> None:
         """One acquired frame: on camera/image_raw when `due`, on the stream when it is on."""
         if self._closed or self.pub_image is None:
             return
-        img = self._fit(resize_to(frame.image, self.p["width"], self.p["height"]))
+        img = self._fit(resize_to(frame.image, self.params["width"], self.params["height"]))
         jpeg = frame.jpeg if img is frame.image else None   # re-encode only when resized
-        out = _Outgoing(img, self._clock_stamp(frame.stamp_ns), self.p["frame_id"],
-                        self.p["jpeg_quality"], jpeg, self._log)
+        out = _Outgoing(img, self._clock_stamp(frame.stamp_ns), self.params["frame_id"],
+                        self.params["jpeg_quality"], jpeg, self._log)
         if due:
             out.send(self.pub_image, self.pub_compressed, always=True)
             self.frames_published += 1
@@ -294,7 +294,7 @@ class CameraNode(ManagedNode):
             return
         try:
             self.pub_users.publish(users_to_msg(data, self._clock_stamp(stamp_ns),
-                                                self.p["frame_id"]))
+                                                self.params["frame_id"]))
         except Exception as e:  # noqa: BLE001 - e.g. publishing after shutdown
             self._log.warning(f"cannot publish camera/users: {e}", throttle_duration_sec=60.0)
 

@@ -66,16 +66,16 @@ class DetectorNode(ManagedNode):
         self.detector = self.pub = self.images = self.intake = None
         self.observer = self.face_tracker = self.hri_faces = None
         self._models = threading.Lock()
-        self.p = declare_params(self, PARAMS)
+        self.params = declare_params(self, PARAMS)
         self.published = 0
         self.work = Throughput()
         self._given, self._why = detector, ""
         DiagnosticsPublisher(self, self._health)
-        self.start_lifecycle(self.p["managed"])
+        self.start_lifecycle(self.params["managed"])
 
     # --- lifecycle (ros/managed.py) ------------------------------------------------------
     def configure(self) -> None:
-        p = self.p
+        p = self.params
         self.detector = self._given if self._given is not None else self._load_detector()
         if self.detector is None:
             if p["managed"]:
@@ -104,7 +104,8 @@ class DetectorNode(ManagedNode):
     def activate(self) -> None:
         if self.detector is not None:
             self.get_logger().info(
-                f"objects in {self.images.topic} (COCO, min_score {self.p['min_score']:g}) -> "
+                f"objects in {self.images.topic} (COCO, min_score "
+                f"{self.params['min_score']:g}) -> "
                 f"{self.resolve_topic_name(pm.DETECTIONS_TOPIC)}")
 
     def deactivate(self) -> None:
@@ -131,7 +132,7 @@ class DetectorNode(ManagedNode):
 
     def _load_detector(self):
         """The CenterNet detector, or None with one error saying what is missing."""
-        p, why = self.p, None
+        p, why = self.params, None
         if pm.Detection2DArray is None:
             why = ("vision_msgs is not installed: run scripts/setup.sh (it builds "
                    "third_party/interfaces) or install ros-$ROS_DISTRO-vision-msgs")

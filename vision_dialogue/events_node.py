@@ -83,7 +83,7 @@ class EventsNode(ManagedNode):
         super().__init__(kwargs.pop("node_name", "events_node"), **kwargs)
         self.intake = self.detector = None          # until built (destroy_node after a refusal)
         self._models = threading.Lock()
-        self.p = p = declare_params(self, PARAMS)
+        self.params = p = declare_params(self, PARAMS)
         try:
             self.config = EventConfig(
                 confirm_frames=p["confirm_frames"], presence_frames=p["presence_frames"],
@@ -112,8 +112,8 @@ class EventsNode(ManagedNode):
 
     def activate(self) -> None:
         self.get_logger().info(
-            f"events from {self.stream.topic} at up to {self.p['max_rate']:g} Hz: "
-            f"{', '.join(self.p['kinds'])} -> {self.resolve_topic_name(VISUAL_EVENTS_TOPIC)}")
+            f"events from {self.stream.topic} at up to {self.params['max_rate']:g} Hz: "
+            f"{', '.join(self.params['kinds'])} -> {self.resolve_topic_name(VISUAL_EVENTS_TOPIC)}")
 
     def deactivate(self) -> None:
         self.get_logger().info("events inactive: stream frames ignored, the models kept")

@@ -100,14 +100,14 @@ class ManagerNode(ManagedNode):
         self.exit_code = 0              # run_node's exit status: 1 when every reply failed
         self._given = (backend, observer)
         self._probe = self._observer_made = None
-        self.p = declare_params(self, PARAMS, cross_check=cross_check)
+        self.params = declare_params(self, PARAMS, cross_check=cross_check)
         self._verbose = os.environ.get(VERBOSE_ENV) == "1"      # bringup/node --verbose
         DiagnosticsPublisher(self, self._health)
-        self.start_lifecycle(self.p["managed"])
+        self.start_lifecycle(self.params["managed"])
 
     def _build(self, backend, observer) -> None:
         """Everything the manager is made of (configure: ros/managed.py)."""
-        p, log = self.p, self.get_logger()
+        p, log = self.params, self.get_logger()
         persona_path = p["persona_file"] or str(default_persona_file())
         try:
             persona = load_persona(persona_path)
@@ -127,7 +127,7 @@ class ManagerNode(ManagedNode):
         self.conversation = Conversation(self.backend, persona, self._conversation_config(),
                                          observer=observer, logger=log)
         self.redact = None
-        if self.p["blur_faces"]:
+        if self.params["blur_faces"]:
             from vision_dialogue.perception.privacy import FaceBlurrer
             self.redact = FaceBlurrer()         # thumbnails and stored frames
         self.transcript = self._open_transcript()
@@ -185,7 +185,7 @@ class ManagerNode(ManagedNode):
         Those read at each use need nothing here; these are copied into the conversation and the
         frame intake, so a change is pushed.
         """
-        p, conv = self.p, self.conversation
+        p, conv = self.params, self.conversation
         p.on_change("n", lambda v: conv.set_summary_rule(v, p["m"]))
         p.on_change("m", lambda v: conv.set_summary_rule(p["n"], v))
         p.on_change("min_frame_interval", lambda v: setattr(self.intake, "min_interval", v))
@@ -198,7 +198,7 @@ class ManagerNode(ManagedNode):
 
     def _application_side(self) -> None:
         """skill/say, skill/ask, skill/chat and the intents (README 'Drive the conversation')."""
-        p, log = self.p, self.get_logger()
+        p, log = self.params, self.get_logger()
         self.skill_host = host = ManagerSkillHost(self, self.conversation, self.turns,
                                                   self.people, log)
         self.turns.converse = lambda: bool(p["free_conversation"] or host.chat_active)
@@ -213,7 +213,7 @@ class ManagerNode(ManagedNode):
 
     def _robot_tools(self) -> RobotTools | None:
         """The robot's own services and actions as the LLM's tools (`robot_tools_file`)."""
-        conv, p, log = self.conversation, self.p, self.get_logger()
+        conv, p, log = self.conversation, self.params, self.get_logger()
         if not conv.tools_supported:
             log.warning(f"robot_tools_file: the {p['llm_backend']!r} backend cannot call "
                         "tools; answering without the robot's tools")
@@ -233,7 +233,7 @@ class ManagerNode(ManagedNode):
     def _dialogue_tools(self) -> DialogueTools:
         try:
             return DialogueTools(
-                self, self.conversation, self.p, camera_frame_id=lambda: self.camera.frame_id,
+                self, self.conversation, self.params, camera_frame_id=lambda: self.camera.frame_id,
                 publish_event=self.publish_event,
                 on_shared=lambda bgr: self.turns.shared_image(bgr),
                 thumbnail_side=THUMBNAIL_SIDE)
@@ -250,7 +250,7 @@ class ManagerNode(ManagedNode):
             self.transcript.close()
 
     def _backend_options(self) -> BackendOptions:
-        p = self.p
+        p = self.params
         return BackendOptions(
             base_url=p["base_url"], model=p["model"], api_key_env=p["api_key_env"],
             timeout=p["request_timeout"], max_retries=p["max_retries"],
@@ -258,7 +258,7 @@ class ManagerNode(ManagedNode):
             dtype=p["local_dtype"], temperature=p["temperature"], threads=p["local_threads"])
 
     def _make_backend(self):
-        kind = self.p["llm_backend"]
+        kind = self.params["llm_backend"]
         try:
             return backend_class(kind).from_options(self._backend_options())
         except (BackendError, ValueError, OSError) as e:
@@ -272,7 +272,7 @@ class ManagerNode(ManagedNode):
         instead of a session of fallback replies. Unreachable: as configured (the probe thread
         warns). Returns the Probe.
         """
-        o, timeout = self._backend_options(), self.p["request_timeout"]
+        o, timeout = self._backend_options(), self.params["request_timeout"]
         found = probe(o, timeout=min(10.0, timeout), images=True)
         if found.images is False:
             self.backend.supports_images = False
@@ -289,7 +289,8 @@ class ManagerNode(ManagedNode):
         goes to dialogue/events (the monitor's LLM badge). `found`: the image check's answer.
         """
         if found is None:
-            found = probe(self._backend_options(), timeout=min(5.0, self.p["request_timeout"]))
+            found = probe(self._backend_options(),
+                          timeout=min(5.0, self.params["request_timeout"]))
         if found.ok is False:
             self.get_logger().warning(f"LLM check at startup: {found.detail}; {found.fix}. "
                                       "Turns get the fallback line until it answers.")
@@ -307,7 +308,7 @@ class ManagerNode(ManagedNode):
             return None
 
     def _conversation_config(self) -> ConversationConfig:
-        p = self.p
+        p = self.params
         return ConversationConfig(
             n=p["n"], m=p["m"], policy=self.policy,
             history_budget_chars=p["history_budget_chars"],
@@ -321,18 +322,18 @@ class ManagerNode(ManagedNode):
 
     def _focus_note(self) -> str:
         """focus_note as set, or (auto) what the battery measured for the embedded model."""
-        p = self.p
+        p = self.params
         if p["focus_note"] != "auto":
             return p["focus_note"]
         return measured_focus_note(p["llm_backend"], p["model"])
 
     def _open_transcript(self) -> TranscriptWriter | None:
-        if not self.p["transcript_dir"]:
+        if not self.params["transcript_dir"]:
             return None
         try:
-            transcript = TranscriptWriter(self.p["transcript_dir"], self.policy,
+            transcript = TranscriptWriter(self.params["transcript_dir"], self.policy,
                                           logger=self.get_logger(),
-                                          retention=self.p["frame_retention"],
+                                          retention=self.params["frame_retention"],
                                           redact=self.redact)
         except OSError as e:
             self.conversation.close(0)
@@ -349,7 +350,7 @@ class ManagerNode(ManagedNode):
         self.events_pub = self.create_publisher(String, EVENTS_TOPIC, EVENTS_QOS)
 
     def _create_subscriptions(self) -> None:
-        p = self.p
+        p = self.params
         self.create_subscription(DetectedUsers, "camera/users",
                                  self.when_active(self._on_users, "camera/users"), 10)
         if p["visual_events"]:
@@ -463,7 +464,7 @@ class ManagerNode(ManagedNode):
             return
         r = Reply()
         r.header.stamp = self.get_clock().now().to_msg()
-        r.header.frame_id = self.p["frame_id"]
+        r.header.frame_id = self.params["frame_id"]
         r.turn_id, r.chunk_index, r.text = int(c.turn_id), int(c.index), c.text
         r.in_reply_to, r.final, r.fallback = c.in_reply_to, bool(c.final), bool(c.fallback)
         self.reply_pub.publish(r)
@@ -479,7 +480,7 @@ class ManagerNode(ManagedNode):
         thumb = None
         if frame is not None:
             try:
-                thumb = frame.stored_jpeg(THUMBNAIL_SIDE, self.p["jpeg_quality"], self.redact)
+                thumb = frame.stored_jpeg(THUMBNAIL_SIDE, self.params["jpeg_quality"], self.redact)
             except Exception:  # noqa: BLE001 - no thumbnail (never an unblurred one)
                 pass            # the record still goes out
         self.publish_event(record, thumb)
@@ -493,14 +494,14 @@ class ManagerNode(ManagedNode):
         self.llm_watch = LlmWatch(
             None if probe is None else lambda: probe(self._backend_options(),
                                                      timeout=LLM_CHECK_PERIOD_S),
-            self.reply_stats, unreachable=lambda: unreachable(self.p["base_url"]))
+            self.reply_stats, unreachable=lambda: unreachable(self.params["base_url"]))
         self.llm_watch.start()
 
     def _health(self) -> list[Health]:
         """The LLM (server checked, replies), and the prompt with the frames coming in."""
         if not self._built:             # not configured (yet): nothing built to look at
             return self.lifecycle_health("conversation") or []
-        llm = self.llm_watch.health(backend=self.p["llm_backend"], model=self.p["model"])
+        llm = self.llm_watch.health(backend=self.params["llm_backend"], model=self.params["model"])
         inactive = self.lifecycle_health("conversation")
         if inactive:
             return [llm] + inactive
@@ -534,7 +535,7 @@ class ManagerNode(ManagedNode):
         st = self.conversation.state()
         msg = PromptState()
         msg.header.stamp = self.get_clock().now().to_msg()
-        msg.header.frame_id = self.p["frame_id"]
+        msg.header.frame_id = self.params["frame_id"]
         msg.frames_received = int(min(self.frames_received, 2 ** 32 - 1))
         msg.frames_rejected = int(min(self.intake.rejected, 2 ** 32 - 1))
         causes = sorted(self.intake.rejected_by_cause.items())
@@ -580,8 +581,8 @@ class ManagerNode(ManagedNode):
             self.exit_code = 1
             self.get_logger().error(
                 f"every reply of this session ({self.turns.replies}) was the fallback line: the "
-                f"LLM never answered ({self.p['llm_backend']}, model {self.p['model']!r}; see "
-                "the errors above)")
+                f"LLM never answered ({self.params['llm_backend']}, model "
+                f"{self.params['model']!r}; see the errors above)")
 
 
 def main(args=None):

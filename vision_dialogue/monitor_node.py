@@ -73,7 +73,7 @@ class MonitorNode(Node):
 
     def __init__(self, **kwargs):
         super().__init__(kwargs.pop("node_name", "monitor"), **kwargs)
-        self.p = p = declare_params(self, PARAMS)
+        self.params = p = declare_params(self, PARAMS)
         log = self.get_logger()
         if p["transcript"]:
             try:
@@ -122,7 +122,7 @@ class MonitorNode(Node):
         self.board = StatusBoard()
         self.create_subscription(DiagnosticArray, DIAGNOSTICS_TOPIC, self._on_diagnostics, 10,
                                  callback_group=group)
-        self.create_timer(self.p["health_period"], self._check_health)
+        self.create_timer(self.params["health_period"], self._check_health)
 
     def _on_event(self, msg: String) -> None:
         try:
@@ -149,7 +149,7 @@ class MonitorNode(Node):
         """For parts that publish no /diagnostics (older nodes, other stacks): look ourselves."""
         age = self.view.camera_age()
         if self.board.worst("camera") is None and age is not None and \
-                age > self.p["camera_timeout"]:
+                age > self.params["camera_timeout"]:
             self.view.set_health("camera", False, f"no frame for {age:.0f} s")
         if self.board.worst("vfm") is not None:
             return

@@ -236,8 +236,8 @@ class SpeechNode(ManagedNode):
         self.face = None
         self._closed = threading.Event()
         super().__init__(name, **kwargs)
-        self.p = declare_params(self, PARAMS, _cross_check)
-        self.backend_kind = backend_name(self.p)   # auto resolved: what runs
+        self.params = declare_params(self, PARAMS, _cross_check)
+        self.backend_kind = backend_name(self.params)   # auto resolved: what runs
         self.log = self.get_logger()
         self._on_done = on_done or (lambda: self.context.try_shutdown())
         self.started = threading.Event()     # the backend is running
@@ -248,7 +248,8 @@ class SpeechNode(ManagedNode):
         self.pub_hearing = self.create_publisher(Bool, HEARING_TOPIC, RELIABLE_QOS)
         self.pub_state = self.create_publisher(SpeechState, "dialogue/speech_state",
                                                SPEECH_STATE_QOS)
-        self.hri = HriSpeechOutput(self, self.p["speaker"]) if self.p["ros4hri"] else None
+        self.hri = HriSpeechOutput(self, self.params["speaker"]) if self.params["ros4hri"] \
+            else None
         self.hri_ear = None
         self.create_subscription(Reply, "dialogue/reply",
                                  self.when_active(self._on_reply, "a reply (not spoken)"), 50,
@@ -264,7 +265,7 @@ class SpeechNode(ManagedNode):
         self._streams = (input_stream, output_stream)
         self.backend = self._starter = None
         DiagnosticsPublisher(self, self._health)
-        self.start_lifecycle(self.p["managed"])
+        self.start_lifecycle(self.params["managed"])
 
     # --- lifecycle (ros/managed.py) ------------------------------------------------------
     def configure(self) -> None:
@@ -280,7 +281,7 @@ class SpeechNode(ManagedNode):
             self.create_subscription(DetectedUsers, "camera/users", self._on_users, 10)
         if isinstance(self.backend, TerminalBackend):   # logs stay off the dialogue's lines
             self.backend.hold_logs, self.backend.show_prompt = hold_logs, show_prompt
-        self.face = make_face(self, self.p, self.backend, self.log)
+        self.face = make_face(self, self.params, self.backend, self.log)
         self.turns = SpeechTurns(self.backend, publish=self.when_active(
                                      self._publish_utterance, "a line heard (not published)"),
                                  on_state=self._publish_state,
@@ -289,10 +290,10 @@ class SpeechNode(ManagedNode):
                                  on_partial=self.when_active(self._publish_partial,
                                                              "a partial line"),
                                  on_speaking=lambda on: self.pub_hearing.publish(Bool(data=on)),
-                                 reply_timeout=self.p["reply_timeout"], logger=self.log,
-                                 acknowledger=Acknowledger(self.p["acknowledge_after"]),
+                                 reply_timeout=self.params["reply_timeout"], logger=self.log,
+                                 acknowledger=Acknowledger(self.params["acknowledge_after"]),
                                  observer=self.face)
-        if self.p["ros4hri"] and self.p["barge_in"] and pm.IdsList is not None:
+        if self.params["ros4hri"] and self.params["barge_in"] and pm.IdsList is not None:
             # a ROS4HRI recogniser hears the user talk over the robot: stop speaking
             self.hri_ear = HriBargeIn(self, lambda voice: self.turns.barge_in(
                 f"ROS4HRI voice {voice} spoke during the reply"))
@@ -346,7 +347,7 @@ class SpeechNode(ManagedNode):
 
     def _start_backend(self) -> None:
         """Start the backend when someone listens to our utterances (or after the wait)."""
-        wait = self.p["wait_for_subscriber"]
+        wait = self.params["wait_for_subscriber"]
         deadline = time.monotonic() + wait
         while wait > 0 and self.pub_utterance.get_subscription_count() == 0:
             if time.monotonic() >= deadline:
@@ -365,7 +366,7 @@ class SpeechNode(ManagedNode):
 
     def _make_backend(self, input_stream, output_stream) -> SpeechBackend:
         """The chosen backend (speech.BACKEND_CLASSES), built from the parameters."""
-        p, cls = self.p, backend_class(self.backend_kind)
+        p, cls = self.params, backend_class(self.backend_kind)
         io = SpeechIO(input_stream, output_stream, self.log)
         if cls.uses_audio_topics:
             io.on_audio_in, io.on_audio_out = self._audio_topics()
@@ -376,7 +377,7 @@ class SpeechNode(ManagedNode):
 
     def _audio_topics(self):
         """audio/input and audio/output (publish_audio, audio_in:=topic): the callbacks."""
-        p = self.p
+        p = self.params
         publish = p["publish_audio"] and p["audio_in"] != TOPIC
         if publish:
             self.pub_audio_in = self.create_publisher(AudioChunk, "audio/input", 50)
@@ -393,7 +394,7 @@ class SpeechNode(ManagedNode):
         from vision_dialogue.voice.audio import PCM16, to_pcm16
         msg = AudioChunk()
         msg.header.stamp = self.get_clock().now().to_msg()
-        msg.header.frame_id = self.p["frame_id"]
+        msg.header.frame_id = self.params["frame_id"]
         msg.sample_rate, msg.channels, msg.encoding = int(rate), 1, PCM16
         msg.data = to_pcm16(samples)
         msg.text = text
@@ -436,18 +437,18 @@ class SpeechNode(ManagedNode):
     def _utterance_msg(self, heard: HeardUtterance) -> Utterance:
         msg = Utterance()
         msg.header.stamp = self.get_clock().now().to_msg()
-        msg.header.frame_id = self.p["frame_id"]
+        msg.header.frame_id = self.params["frame_id"]
         msg.text = heard.text
-        msg.speaker = heard.speaker or self.p["speaker"]
+        msg.speaker = heard.speaker or self.params["speaker"]
         msg.source = self.backend_kind
-        msg.language = heard.language or self.p["language"]
+        msg.language = heard.language or self.params["language"]
         msg.confidence = heard.confidence
         return msg
 
     def _publish_state(self, state: int) -> None:
         msg = SpeechState()
         msg.header.stamp = self.get_clock().now().to_msg()
-        msg.header.frame_id = self.p["frame_id"]
+        msg.header.frame_id = self.params["frame_id"]
         msg.state = state
         msg.backend = self.backend_kind
         self.pub_state.publish(msg)
@@ -462,7 +463,7 @@ class SpeechNode(ManagedNode):
             return
         msg = Spoken(turn_id=int(turn_id), event=int(event), text=text)
         msg.header.stamp = self.get_clock().now().to_msg()
-        msg.header.frame_id = self.p["frame_id"]
+        msg.header.frame_id = self.params["frame_id"]
         self.pub_spoken.publish(msg)
 
     def _on_cancel_reply(self, msg: UInt32) -> None:
@@ -470,11 +471,11 @@ class SpeechNode(ManagedNode):
             self.turns.cancel(int(msg.data))
 
     def _on_input_finished(self) -> None:
-        if self.p["exit_when_done"]:
+        if self.params["exit_when_done"]:
             threading.Thread(target=self._finish, name="speech-finish", daemon=True).start()
 
     def _finish(self) -> None:
-        if not self.turns.finish(self.p["reply_timeout"]):
+        if not self.turns.finish(self.params["reply_timeout"]):
             self.log.warning("input finished; stopping without the last reply")
         self.log.info("exit_when_done: shutting down")
         self._on_done()

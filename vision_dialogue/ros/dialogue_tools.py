@@ -37,7 +37,7 @@ class DialogueTools:
     def __init__(self, node, conversation, p, *, camera_frame_id: Callable[[], str],
                  publish_event: Callable[[dict, bytes | None], None],
                  on_shared: Callable, thumbnail_side: int):
-        self.node, self.conversation, self.p = node, conversation, p
+        self.node, self.conversation, self.params = node, conversation, p
         self._publish_event, self._on_shared = publish_event, on_shared
         self._thumbnail_side = thumbnail_side
         self.log = node.get_logger()
@@ -65,24 +65,25 @@ class DialogueTools:
     def discover(self) -> None:
         """At startup (on the turn worker): wait for vfm/list_tools a little, once."""
         if self.tools is not None and \
-                not self.tools.refresh(timeout=self.p["tool_discovery_timeout"]):
+                not self.tools.refresh(timeout=self.params["tool_discovery_timeout"]):
             self.log.warning("use_tools: no VFM server (vfm/list_tools); answering without "
                              "tools until one appears")
 
     def _publish_tool_image(self, image_file: str, img: Image) -> None:
         img.header.stamp = self.node.get_clock().now().to_msg()
-        img.header.frame_id = self.p["frame_id"]
+        img.header.frame_id = self.params["frame_id"]
         self.image_pub.publish(img)
         self.log.info(f"tool image {image_file} published on {TOOL_IMAGE_TOPIC}")
         try:
-            thumb = jpeg_bytes(from_image_msg(img), self._thumbnail_side, self.p["jpeg_quality"])
+            thumb = jpeg_bytes(from_image_msg(img), self._thumbnail_side,
+                               self.params["jpeg_quality"])
         except (ImageConversionError, ValueError):
             thumb = None
         self._publish_event({"type": "tool_image", "image_file": image_file}, thumb)
 
     def _on_shared_msg(self, msg: Image) -> None:
         try:
-            bgr = from_image_msg(msg, self.p["max_image_pixels"])
+            bgr = from_image_msg(msg, self.params["max_image_pixels"])
         except ImageConversionError as e:
             self.log.warning(f"ignoring a bad shared image: {e}")
             return

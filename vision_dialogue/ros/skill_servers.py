@@ -36,7 +36,7 @@ class SkillServers:
     """The three skill actions on the manager node (see the module docstring)."""
 
     def __init__(self, node, conversation, host: ManagerSkillHost, params, logger):
-        self.node, self.conversation, self.p, self.log = node, conversation, params, logger
+        self.node, self.conversation, self.params, self.log = node, conversation, params, logger
         self.host = host
         self.arbiter = SkillArbiter(params["max_waiting_skills"])
         group = ReentrantCallbackGroup()
@@ -80,7 +80,7 @@ class SkillServers:
                                self.conversation.persona.ask_wording_instruction, self.log)
             finally:
                 self.host.end_listening()
-        timeout = goal.timeout if goal.timeout > 0 else self.p["ask_timeout"]
+        timeout = goal.timeout if goal.timeout > 0 else self.params["ask_timeout"]
         out = self._run(handle, "ask", goal.priority, timeout, body,
                         lambda stage, text, answers=None: Ask.Feedback(
                             stage=stage, text=text, answers=_json(answers)))
@@ -99,7 +99,7 @@ class SkillServers:
                 return SkillOutcome("error", error=bad)
             self.host.chat_person = goal.person_id
             return run_chat(self.host, control, feedback, role, goal.initiate,
-                            goal.initial_input, self.p["chat_person_lost"],
+                            goal.initial_input, self.params["chat_person_lost"],
                             self.conversation.persona.chat_opening_instruction, self.log)
         out = self._run(handle, "chat", goal.priority, goal.timeout, body,
                         lambda stage, text, results=None: Chat.Feedback(
