@@ -443,7 +443,7 @@ def test_focus_note_auto_follows_the_measurement_per_model(setting, backend, mod
     from types import SimpleNamespace
     pytest.importorskip("rclpy")
     from vision_dialogue.manager_node import ManagerNode
-    node = SimpleNamespace(p={"focus_note": setting, "llm_backend": backend, "model": model})
+    node = SimpleNamespace(params={"focus_note": setting, "llm_backend": backend, "model": model})
     assert ManagerNode._focus_note(node) == on
 
 
