@@ -198,7 +198,8 @@ def test_the_ros_free_tests_run_without_ros():
            f"for m in {blocked!r}:\n"
            "    sys.modules[m] = None      # `import m` raises ImportError\n"
            "import pytest\n"
-           "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-o', 'addopts=-ra', *sys.argv[1:]]))\n")
+           "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-o', 'addopts=-ra',\n"
+           "                      *sys.argv[1:]]))\n")
     res = subprocess.run([sys.executable, "-c", run, *ROS_FREE_TESTS], cwd=REPO / "test",
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]

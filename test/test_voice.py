@@ -311,7 +311,9 @@ def test_barge_in_stops_the_robot_and_the_new_utterance_goes_out(tmp_path, rig, 
     story = ("Once upon a time there was a small robot. It lived in a quiet house by the sea. "
              "Every morning it looked at the waves and counted the boats.")
     r = rig(seq, reply=lambda t: story if "story" in t else "The cup is red.").run()
-    assert r.backend.barge_ins == 1
+    # one barge-in, or two where a loaded machine heard "Stop," as a line of its own while the
+    # story's echo was still expected (the fresh-clone CI once): the story stops either way
+    assert 1 <= r.backend.barge_ins <= 2
     assert [u.text.lower().startswith(w) for u, w in zip(r.utterances, ("tell", "stop"))] \
         == [True, True], r.utterances
     said = r.sentences()
