@@ -225,7 +225,7 @@ class LlamaCppChatBackend:
         Only what the cache does not hold yet is read (what was read stays when Preempted is
         raised). Returns the tokens read.
         """
-        common = _common_prefix(llm._input_ids.tolist(), tokens)
+        common = common_prefix(llm._input_ids.tolist(), tokens)
         if common >= len(tokens):
             return 0
         for i in range(common, len(tokens), WARM_CHUNK):
@@ -267,7 +267,7 @@ class LlamaCppChatBackend:
                 tokens, stop = self._tokens(llm, conversation, tools=tools)
                 if lane == "reply":
                     self._reply_tools = tools
-                    self.reused_tokens = _common_prefix(llm._input_ids.tolist(), tokens)
+                    self.reused_tokens = common_prefix(llm._input_ids.tolist(), tokens)
                     self.prompt_tokens = len(tokens)
                 else:       # a long prompt read in one go would hold a reply up for seconds
                     self._read(llm, tokens[:-1])
@@ -314,7 +314,8 @@ def _chat_formatter(llm, generation: bool):
         add_generation_prompt=generation, stop_token_ids=[eos])
 
 
-def _common_prefix(a, b) -> int:
+def common_prefix(a, b) -> int:
+    """How many leading tokens two token lists share (what a llama.cpp cache still holds)."""
     n = 0
     for x, y in zip(a, b):
         if x != y:

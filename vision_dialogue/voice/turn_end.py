@@ -17,6 +17,7 @@ waits are measured on a set of lines with real mid-sentence pauses (benchmarks/b
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 COMPLETE, UNSURE, INCOMPLETE = "complete", "unsure", "incomplete"
 
@@ -49,7 +50,7 @@ TURN_JUDGES = ("rules", "model")
 #: a statement with at least this many words whose last word can end it counts as complete
 MIN_STATEMENT_WORDS = 4
 
-TRAILING_OPEN = re.compile(r"(,|;|:|-|—|–|\.\.\.|…)\s*$")
+_TRAILING_OPEN = re.compile(r"(,|;|:|-|—|–|\.\.\.|…)\s*$")
 _WORD = re.compile(r"[A-Za-z']+")
 
 
@@ -59,7 +60,7 @@ def turn_end(text: str) -> str:
     words = _WORD.findall(text.lower())
     if not words:
         return UNSURE
-    if TRAILING_OPEN.search(text) or words[-1] in NEVER_LAST:
+    if open_for_sure(text, words):
         return INCOMPLETE
     if text.endswith(("?", "!")):
         return COMPLETE
@@ -68,6 +69,14 @@ def turn_end(text: str) -> str:
     if text.endswith(".") and len(words) >= MIN_STATEMENT_WORDS:
         return COMPLETE
     return UNSURE
+
+
+def open_for_sure(text: str, words: Sequence[str]) -> bool:
+    """Whether the line goes on whatever follows.
+
+    A trailing comma, dash or ellipsis, or a last word no line ends with ("and", "the", "um").
+    """
+    return bool(_TRAILING_OPEN.search(text)) or bool(words) and words[-1] in NEVER_LAST
 
 
 def silence_needed(rule: str, quick: float, usual: float, hold: float) -> float:

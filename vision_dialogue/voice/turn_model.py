@@ -22,8 +22,8 @@ import threading
 import llama_cpp
 import numpy as np
 
-from vision_dialogue.voice.turn_end import COMPLETE, INCOMPLETE, NEVER_LAST, TRAILING_OPEN, \
-    UNSURE, turn_end
+from vision_dialogue.llm.llamacpp_backend import common_prefix
+from vision_dialogue.voice.turn_end import COMPLETE, INCOMPLETE, UNSURE, open_for_sure, turn_end
 
 #: probability of an end from which a line the rules are unsure of is over
 COMPLETE_AT = 0.5
@@ -74,11 +74,9 @@ class ModelTurnJudge:
         tokens = self._prefix + self._tokens(normalise(text))
         with self._lock:
             llm = self._llm
-            kept = 0       # the part of the last prompt still in the cache (the prefix)
-            for a, b in zip(llm._input_ids[:llm.n_tokens], tokens[:-1]):
-                if a != b:
-                    break
-                kept += 1
+            # the part of the last prompt still in the cache (the prefix); the last token is
+            # always read, for its logits
+            kept = common_prefix(llm._input_ids[:llm.n_tokens].tolist(), tokens[:-1])
             llm.n_tokens = kept
             llm.eval(tokens[kept:])      # the last token's logits only (no logits_all)
             logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1),
@@ -89,7 +87,7 @@ class ModelTurnJudge:
     def __call__(self, text: str) -> str:
         words = normalise(text).split()
         rule = turn_end(text)
-        if not words or words[-1] in NEVER_LAST or TRAILING_OPEN.search(text.strip()):
+        if not words or open_for_sure(text.strip(), words):
             return rule       # nothing, "and", "the", a trailing comma: the rules are sure
         p = self.last_probability = self.probability(text)
         if p < self.open_below:
