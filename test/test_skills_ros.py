@@ -221,12 +221,15 @@ def test_intents_priorities_and_a_robot_without_a_speech_node(fake_openai, tmp_p
              "goal": {"input": "Thank you.", "priority": 10}},
             {"skill": "say", "after": [0, "queued"], "wait": False,
              "goal": {"input": "Bye.", "priority": 10}},
+            {"skill": "say", "after": [0, "queued"], "wait": False,
+             "goal": {"input": "See you.", "priority": 10}},
         ])
         assert json.loads(results[0]["answers"]) == {"name": "Zebulon"}
-        assert results[1]["status"] == results[2]["status"] == "spoken"
+        assert results[1]["status"] == results[2]["status"] == results[3]["status"] == "spoken"
+        # sent back to back at one priority: said in the order they were sent
         robot = [line for line in speech.seen if line.startswith("robot:")]
-        assert robot[-3:] == ["robot: And what is your name?", "robot: Thank you.",
-                              "robot: Bye."]
+        assert robot[-4:] == ["robot: And what is your name?", "robot: Thank you.",
+                              "robot: Bye.", "robot: See you."]
         assert spin_until(ex, lambda: len(intents) == 1, 1.0)
     finally:
         if speech is not None:

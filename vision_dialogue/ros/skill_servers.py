@@ -17,14 +17,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.task import Future
 
 from vision_dialogue.action import Ask, Chat, Say
 from vision_dialogue.core.answers import SchemaError
 from vision_dialogue.core.intents import IntentReader, IntentsError, load_intents
 from vision_dialogue.core.skills import ChatRole, Control, SkillArbiter, SkillOutcome, \
-    SkillRejected, run_ask, run_chat
+    SkillRejected, Ticket, run_ask, run_chat
 from vision_dialogue.msg import Intent
 from vision_dialogue.ros.params import ParameterError
 from vision_dialogue.ros.qos import RELIABLE_QOS
@@ -39,14 +39,19 @@ class SkillServers:
         self.node, self.conversation, self.params, self.log = node, conversation, params, logger
         self.host = host
         self.arbiter = SkillArbiter(params["max_waiting_skills"])
-        group = ReentrantCallbackGroup()
+        self._tickets: dict[bytes, Ticket | SkillRejected] = {}
+        # one goal request at a time (each is quick; the skills run on threads of their own):
+        # goals join the line in the order they came, as the README's "first come" says
+        group = MutuallyExclusiveCallbackGroup()
         self.servers = [
             ActionServer(node, kind, name, execute_callback=_on_own_thread(node, run),
                          callback_group=group,
                          goal_callback=self._goal_check,
+                         handle_accepted_callback=self._join_line(skill),
                          cancel_callback=lambda handle: CancelResponse.ACCEPT)
-            for kind, name, run in ((Say, SAY_ACTION, self._say), (Ask, ASK_ACTION, self._ask),
-                                    (Chat, CHAT_ACTION, self._chat))]
+            for kind, name, skill, run in ((Say, SAY_ACTION, "say", self._say),
+                                           (Ask, ASK_ACTION, "ask", self._ask),
+                                           (Chat, CHAT_ACTION, "chat", self._chat))]
 
     def _goal_check(self, goal) -> GoalResponse:
         """Skills only while the manager is active (a managed node: ros/managed.py)."""
@@ -54,6 +59,21 @@ class SkillServers:
             return GoalResponse.ACCEPT
         self.log.warning("skill goal rejected: the manager is inactive (lifecycle)")
         return GoalResponse.REJECT
+
+    def _join_line(self, skill: str):
+        """An accepted goal takes its ticket at once, before its thread starts.
+
+        Two goals sent back to back run on two threads that start in either order; the ticket
+        taken here, one accepted goal at a time, keeps the order they were sent in.
+        """
+        def accepted(handle) -> None:
+            try:
+                ticket = self.arbiter.enter(skill, handle.request.priority)
+            except SkillRejected as e:
+                ticket = e
+            self._tickets[bytes(handle.goal_id.uuid)] = ticket
+            handle.execute()
+        return accepted
 
     # --- the three skills ---------------------------------------------------------------------
     def _say(self, handle):
@@ -64,7 +84,7 @@ class SkillServers:
             if not text:
                 return SkillOutcome("error", error="input is empty: nothing to say")
             return self.host.say(text, control, lambda stage, t: feedback(stage, t))
-        out = self._run(handle, "say", goal.priority, 0.0, body,
+        out = self._run(handle, "say", 0.0, body,
                         lambda stage, text: Say.Feedback(stage=stage, text=text))
         return Say.Result(success=out.success, status=out.status, error=out.error,
                           turn_id=int(out.turn_id))
@@ -81,7 +101,7 @@ class SkillServers:
             finally:
                 self.host.end_listening()
         timeout = goal.timeout if goal.timeout > 0 else self.params["ask_timeout"]
-        out = self._run(handle, "ask", goal.priority, timeout, body,
+        out = self._run(handle, "ask", timeout, body,
                         lambda stage, text, answers=None: Ask.Feedback(
                             stage=stage, text=text, answers=_json(answers)))
         return Ask.Result(success=out.success, status=out.status, error=out.error,
@@ -101,24 +121,23 @@ class SkillServers:
             return run_chat(self.host, control, feedback, role, goal.initiate,
                             goal.initial_input, self.params["chat_person_lost"],
                             self.conversation.persona.chat_opening_instruction, self.log)
-        out = self._run(handle, "chat", goal.priority, goal.timeout, body,
+        out = self._run(handle, "chat", goal.timeout, body,
                         lambda stage, text, results=None: Chat.Feedback(
                             stage=stage, text=text, role_results=_json(results)))
         return Chat.Result(success=out.success, status=out.status, error=out.error,
                            role_results=out.json())
 
     # --- what every skill does ----------------------------------------------------------------
-    def _run(self, handle, name: str, priority: int, timeout: float, body, make_feedback):
+    def _run(self, handle, name: str, timeout: float, body, make_feedback):
         """Wait for the turn, run `body(control, feedback)`, end the goal as its outcome says."""
         gid = bytes(handle.goal_id.uuid).hex()[:8]
 
         def feedback(stage, text, *extra):
             handle.publish_feedback(make_feedback(stage, text, *extra))
 
-        try:
-            ticket = self.arbiter.enter(name, priority)
-        except SkillRejected as e:
-            out = SkillOutcome("rejected", error=str(e))
+        ticket = self._tickets.pop(bytes(handle.goal_id.uuid))
+        if isinstance(ticket, SkillRejected):
+            out = SkillOutcome("rejected", error=str(ticket))
         else:
             out = self._take_turn(handle, ticket, timeout, body, feedback, name, gid)
         self._record(name, gid, "end", out)
