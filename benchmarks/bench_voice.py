@@ -60,8 +60,8 @@ from vision_dialogue.voice.sinks import WavFolderSink  # noqa: E402
 from vision_dialogue.voice.sources import WavSource, load_wav_items  # noqa: E402
 from vision_dialogue.voice.stt import Recognizer  # noqa: E402
 from vision_dialogue.voice.tts import PiperTTS  # noqa: E402
-from vision_dialogue.voice.turn_end import (PARTIAL_EVERY_S, QUICK_SILENCE_S,  # noqa: E402
-                                            TURN_JUDGES, turn_end)
+from vision_dialogue.voice.turn_end import (PARTIAL_AT_PAUSE, PARTIAL_EVERY_S,  # noqa: E402
+                                            QUICK_SILENCE_S, TURN_JUDGES, turn_end)
 from vision_dialogue.voice.vad import SpeechSegmenter, load_vad_model  # noqa: E402
 
 QUESTIONS = ["Hello robot, can you see me?", "What colour is the cup on the table?",
@@ -86,13 +86,20 @@ PAUSE_LINES = [("I was wondering if", "you could see my cup.", 0.6),
                ("I think that", "you are a nice robot.", 0.9),
                ("Hello robot.", "Can you hear me?", 0.6),
                ("I like cats.", "Do you?", 0.8)]
-SETUPS = {"now": dict(ends_by_meaning=True, partial_every=PARTIAL_EVERY_S),
-          "before": dict(ends_by_meaning=False, partial_every=0.0)}
-FIRST_CLAUSE = {"now": sentences.FIRST_CLAUSE_WORDS, "before": 0}
+SETUPS = {"now": dict(ends_by_meaning=True, partial_every=PARTIAL_EVERY_S,
+                      partial_at_pause=PARTIAL_AT_PAUSE),
+          "before": dict(ends_by_meaning=False, partial_every=0.0, partial_at_pause=False),
+          "unread": dict(ends_by_meaning=True, partial_every=PARTIAL_EVERY_S,
+                         partial_at_pause=False)}
+"""The setups a run may compare (`--against`): "unread" is "now" without the line read at
+the pause (the design of the round before)."""
+FIRST_CLAUSE = {"now": sentences.FIRST_CLAUSE_WORDS, "before": 0,
+                "unread": sentences.FIRST_CLAUSE_WORDS}
 """Words from which the reply's first clause is spoken on its own (0: whole sentences)."""
-HOLD = {"now": True, "before": False}
+HOLD = {"now": True, "before": False, "unread": True}
 """Whether frame summaries wait while the person speaks (Conversation.hearing)."""
-ACKNOWLEDGERS = {"now": Acknowledger(1.0), "before": Acknowledger(0.0)}
+ACKNOWLEDGERS = {"now": Acknowledger(1.0), "before": Acknowledger(0.0),
+                 "unread": Acknowledger(1.0)}
 """A late reply's acknowledgement ("now": 1.0 s after the line is heard, as the voice setup
 ships; one per setup, shared by its turns, so the never-twice-in-a-row rule holds across the
 session)."""
@@ -179,7 +186,8 @@ def ask(setup: str, wav: Path, parts: dict, conv, out: Path) -> dict:
         answering.append(threading.Thread(target=answer, args=(heard.text,), daemon=True))
         answering[-1].start()
 
-    read_ahead = (lambda h: conv.hear_ahead(h.text)) if setup == "now" else (lambda h: None)
+    read_ahead = (lambda h: conv.hear_ahead(h.text)) if setup != "before" else \
+        (lambda h: None)
     hearing = getattr(conv, "hearing", None) if HOLD[setup] else None
     turns = SpeechTurns(backend, publish=publish, on_partial=read_ahead,
                         on_speaking=hearing or (lambda on: None),
@@ -348,7 +356,7 @@ def session(args, observer, rep: int, questions: list[Path], parts: dict, tmp: P
     cam = threading.Thread(target=camera, args=(conv, stop, args.frames_wait_for_turns),
                            daemon=True)
     cam.start()
-    names = list(SETUPS)
+    names = list(rows)
     warm = getattr(getattr(conv, "backend", None), "warm", None)
     if warm is not None:          # on for a while before the person speaks: the prompt is read
         while not len(conv.timeline):
@@ -397,13 +405,18 @@ def main() -> int:
     ap.add_argument("--turn-judge", choices=TURN_JUDGES, default="model",
                     help="what judges the words at a pause in 'now' (model: as voice_demo "
                     "ships; the cut-offs are also counted with the other judge)")
+    ap.add_argument("--against", choices=("before", "unread"), default="before",
+                    help="the setup 'now' is compared with: the previous design, or 'now' "
+                    "without the line read at the pause")
     ap.add_argument("--quick-silence", type=float, default=QUICK_SILENCE_S,
                     help="'now': silence that ends a line judged complete, s")
     args = ap.parse_args()
-    SETUPS["now"]["partial_every"] = args.read_ahead
-    SETUPS["now"]["quick_silence"] = args.quick_silence
-    SETUPS["now"]["turn_judge"] = JUDGES[args.turn_judge]()
-    ACKNOWLEDGERS["now"].after = args.acknowledge_after
+    for name in ("now", "unread"):
+        SETUPS[name].update(partial_every=args.read_ahead, quick_silence=args.quick_silence,
+                            turn_judge=JUDGES[args.turn_judge]())
+        ACKNOWLEDGERS[name].after = args.acknowledge_after
+    for name in set(SETUPS) - {"now", args.against}:
+        del SETUPS[name]
     parts = {"stt": Recognizer(), "tts": PiperTTS(), "vad": load_vad_model()}
     tmp = Path(tempfile.mkdtemp(prefix="bench_voice_"))
     questions, paused = synthesise(parts, tmp)

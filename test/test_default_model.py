@@ -327,4 +327,4 @@ def test_llm_backend_local_takes_llama_cpp_where_installed(monkeypatch, caplog):
     assert [k for k, _ in built] == ["llamacpp", "transformers"]
     assert built[0][1].threads == 1 and built[1][1].model == "default:1.5b"
     assert "llama-cpp-python is not installed" in caplog.text
-    assert "local" in factory.LOCAL_KINDS and set(factory.KINDS) >= {"openai", "llamacpp"}
+    assert "local" in factory.local_kinds() and set(factory.KINDS) >= {"openai", "llamacpp"}

@@ -58,7 +58,7 @@ PARAMS = [
     Param("n", 4, "frames that trigger a summary", range=(2, 100), live=True),
     Param("m", 3, "frames summarised", range=(1, 99), live=True),
     Param("mode", "a", "mode", choices=("a", "b")),
-    Param("names", [], "names", ptype=Parameter.Type.STRING_ARRAY),
+    Param("names", [], "names", array_of="string"),
 ]
 
 

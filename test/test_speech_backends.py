@@ -16,7 +16,7 @@ import pytest
 
 from fake_furhat import FakeFurhat
 from fake_furhat_realtime import FakeFurhatRealtime
-from vision_dialogue.speech import backend_class
+from vision_dialogue.speech import SPEECH_BACKENDS
 from vision_dialogue.furhat.realtime_speech import FurhatRealtimeBackend
 from vision_dialogue.furhat.remote_speech import FurhatRemoteBackend
 from vision_dialogue.speech.script import ScriptBackend, ScriptError, ScriptItem, load_script
@@ -209,10 +209,10 @@ def remote_backend(srv, **kw):
 
 
 def test_backend_class_names():
-    assert backend_class("furhat") is FurhatRemoteBackend
-    assert backend_class("furhat_realtime") is FurhatRealtimeBackend
-    with pytest.raises(ValueError, match="unknown speech backend 'x'"):
-        backend_class("x")
+    assert SPEECH_BACKENDS.load("furhat") is FurhatRemoteBackend
+    assert SPEECH_BACKENDS.load("furhat_realtime") is FurhatRealtimeBackend
+    with pytest.raises(ValueError, match="backend: unknown speech backend 'x'"):
+        SPEECH_BACKENDS.load("x")
 
 
 def test_remote_silence_interrupted_failed_then_text(furhat):

@@ -101,7 +101,7 @@ def terminal(rig, **params):
     ({"backend": "script", "script_file": "/no/such/script.yaml"}, "script_file"),
     ({"reply_timeout": 0.0}, "reply_timeout"),
     ({"gaze_away_location": [1.0, 2.0]}, "gaze_away_location"),
-    ({"backoff_initial": 5.0, "backoff_max": 1.0}, "backoff_initial"),
+    ({"backend": "furhat", "backoff_initial": 5.0, "backoff_max": 1.0}, "backoff_initial"),
     ({"furhat_port": 70000}, "furhat_port"),
     ({"backend": "terminal", "script_file": "/s.yaml"}, "script_file"),
     ({"gaze_contact": [5.0, 2.0]}, "gaze_contact"),

@@ -1,7 +1,7 @@
-"""core/variants: a file given chooses the variant that plays it (ROS-free)."""
+"""variants/choice.py: a file given chooses the variant that plays it (ROS-free)."""
 import pytest
 
-from vision_dialogue.core.variants import AUTO, choose_variant
+from vision_dialogue.variants import AUTO, choose_variant
 
 FILES = {"video": ("video_path", ""), "folder": ("folder_path", "")}
 

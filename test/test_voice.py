@@ -302,6 +302,24 @@ def test_partial_lines_come_while_the_person_speaks(tmp_path, rig, piper):
     assert len(words(during[-1][1])) > len(words(during[0][1])), during
 
 
+def test_the_words_at_each_pause_go_out_as_partial_lines(tmp_path, rig, piper):
+    """partial_at_pause: the words recognised at a pause are a partial before the turn ends.
+
+    Two pauses (mid-line, then the end): two partials, the half line and the whole line,
+    both before the turn's end; without it, none (no periodic partials either).
+    """
+    path = wav(tmp_path / "paused.wav", silence(0.5), speech(piper, "Yesterday I went to the"),
+               silence(0.8), speech(piper, "park with my dog."), silence(0.8))
+    r = rig(path, reply=lambda t: "Yes.", partial_every=0, partial_at_pause=True).run()
+    [timing] = r.backend.timings
+    before_end = [text for t, text in r.partials if t < timing["vad_end"]]
+    assert len(before_end) == 2, r.partials
+    assert "park" not in before_end[0].lower() and "park" in before_end[1].lower(), before_end
+    assert words(before_end[1]) == words(r.utterances[0].text)
+    r = rig(path, reply=lambda t: "Yes.", partial_every=0, partial_at_pause=False).run()
+    assert r.partials == [] and len(r.utterances) == 1
+
+
 def test_barge_in_stops_the_robot_and_the_new_utterance_goes_out(tmp_path, rig, piper):
     first = wav(tmp_path / "a.wav", speech(piper, "Tell me a long story please."))
     second = wav(tmp_path / "b.wav", speech(piper, "Stop, what colour is the cup?"))

@@ -29,11 +29,10 @@ from rclpy.qos_overriding_options import QoSOverridingOptions
 from sensor_msgs.msg import CompressedImage, Image
 
 from vision_dialogue.camera.acquisition import Acquisition
-from vision_dialogue.camera.sources import SOURCE_KINDS, CameraSource, CapturedFrame, \
-    SourceContext, SourceError, source_class
+from vision_dialogue.camera.sources import CAMERA_SOURCES, FALLBACK_SOURCE, CameraSource, \
+    CapturedFrame, SourceContext, SourceError
 from vision_dialogue.core.health import OK, Health, by_age
-from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, resize_to
-from vision_dialogue.core.variants import AUTO, choose_variant
+from vision_dialogue.core.images import resize_to
 from vision_dialogue.ros.dds import MAX_FRAME_BYTES
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.msg import DetectedUsers
@@ -42,25 +41,12 @@ from vision_dialogue.ros.managed import MANAGED_PARAM, ConfigureError, ManagedNo
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 from vision_dialogue.ros.qos import CAMERA_FRAME_QOS
+from vision_dialogue.variants import AUTO
 
 EXTRA_PARAMS = ("device",)   # declared apart: an index or a path (dynamic typing)
 PARAMS = [
     Param("source", AUTO, "Where frames come from; auto: the video_path or folder_path given, "
-          "else the webcam.", choices=(AUTO,) + SOURCE_KINDS),
-    Param("video_path", "", "Video file to play (source=video or auto; a missing file is "
-          "retried, not a startup error)."),
-    Param("video_mode", "realtime", "realtime: play the file at its fps and publish the "
-          "current frame each tick; step: one file frame per tick.",
-          choices=("realtime", "step")),
-    Param("loop", True, "Restart the video/folder at its end (else stop publishing)."),
-    Param("folder_path", "", "Folder of .png/.jpg images to play (source=folder or auto; "
-          "natural name order)."),
-    Param("furhat_host", "127.0.0.1", "Furhat robot host for source=furhat/furhat_realtime."),
-    Param("furhat_camera_port", 3000, "Port of the Furhat camera feed (ZeroMQ).",
-          range=(1, 65535)),
-    Param("furhat_realtime_port", 9000, "Port of the Furhat Realtime API (websocket).",
-          range=(1, 65535)),
-    Param("furhat_realtime_key", "", "Furhat Realtime API key (empty: none)."),
+          "else the webcam.", choices=CAMERA_SOURCES.choices()),
     Param("frame_period", 5.0, "Seconds between frames on camera/image_raw (the paper's "
           "5 s).", range=(1e-3, 86400.0)),
     Param("publish_rate", 0.0, "Hz of the extra camera/stream/* topics; 0 = no stream "
@@ -71,38 +57,25 @@ PARAMS = [
     Param("height", 0, "Resize to this height (0 = native; with width 0 keeps aspect).",
           range=(0, 16384)),
     Param("jpeg_quality", 85, "JPEG quality of compressed images.", range=(1, 100)),
-    Param("max_image_pixels", DEFAULT_MAX_PIXELS, "Largest image (width x height) decoded "
-          "from the Furhat feeds and image folders, checked before decoding; larger ones are "
-          "skipped.", range=(1, 2**31 - 1)),
     Param("publish_compressed", True, "Also publish <topic>/compressed (JPEG)."),
-    Param("source_timeout", 5.0, "Seconds without data from a Furhat source before it "
-          "counts as failed.", range=(0.1, 3600.0)),
     Param("retry_initial", 1.0, "First retry delay (s) after a source failure.",
           range=(0.01, 3600.0)),
     Param("retry_max", 30.0, "Maximum retry delay (s); the delay doubles up to it.",
           range=(0.01, 3600.0)),
-    MANAGED_PARAM,
 ]
+PARAMS += CAMERA_SOURCES.params() + [MANAGED_PARAM]
 
 
 def source_kind(v) -> str:
-    """The source to start: a video_path or folder_path given means that file (core/variants)."""
-    return choose_variant("source", v["source"], {"video": ("video_path", v["video_path"]),
-                                                  "folder": ("folder_path", v["folder_path"])},
-                          fallback="webcam")
+    """The source to start: a video_path or folder_path given means that file (variants)."""
+    return CAMERA_SOURCES.choose(v, FALLBACK_SOURCE)
 
 
 def _cross_check(v: dict) -> str | None:
-    try:
-        kind = source_kind(v)
-    except ValueError as e:
-        return str(e)
-    if kind == "video" and not v["video_path"].strip():
-        return "video_path: required when source=video"
-    if kind == "folder" and not v["folder_path"].strip():
-        return "folder_path: required when source=folder"
-    if kind.startswith("furhat") and not v["furhat_host"].strip():
-        return "furhat_host: required when source=" + kind
+    """The chosen source's own checks, then the retry delays."""
+    err = CAMERA_SOURCES.check(v, FALLBACK_SOURCE)
+    if err:
+        return err
     if v["retry_max"] < v["retry_initial"]:
         return f"retry_max={v['retry_max']} is less than retry_initial={v['retry_initial']}"
     return None
@@ -248,7 +221,7 @@ class CameraNode(ManagedNode):
 
     def _make_source(self) -> CameraSource:
         ctx = SourceContext(device=self.device, on_users=self._on_users, logger=self._log)
-        return source_class(source_kind(self.params)).from_params(self.params, ctx)
+        return CAMERA_SOURCES.load(source_kind(self.params)).from_params(self.params, ctx)
 
     # ------------------------------------------------------------------ publishing
     def _publish(self, frame: CapturedFrame, due: bool) -> None:

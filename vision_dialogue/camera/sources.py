@@ -9,15 +9,15 @@ Every source has ``open()``, ``read() -> CapturedFrame | None`` and ``close()``:
   non-looping video or folder is finished.
 - ``close()`` releases everything; it is safe to call twice, and ``open()`` may follow again.
 
-`SOURCE_CLASSES` is the one table of sources; each builds itself from the camera node's
-parameters (`from_params(p, ctx)`), and `make_source(kind, **options)` builds one by name
-with explicit options. The camera node retries a failing source with backoff; the sources
-themselves never sleep or retry. A new source is one module and one row (docs/camera.md).
+`CAMERA_SOURCES` is the one table of sources; each lists the parameters it reads (`PARAMS`,
+declared by the camera node) and builds itself from them (`from_params(p, ctx)`), and
+`make_source(kind, **options)` builds one by name with explicit options. The camera node
+retries a failing source with backoff; the sources themselves never sleep or retry. A new
+source is one module and one row (docs/camera.md).
 """
 from __future__ import annotations
 
 import glob
-import importlib
 import os
 import re
 import time
@@ -29,6 +29,7 @@ import cv2
 import numpy as np
 
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_guarded
+from vision_dialogue.variants import Param, VariantTable
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
@@ -76,10 +77,24 @@ class SourceContext:
     logger: object = None
 
 
+LOOP = Param("loop", True, "Restart the video/folder at its end (else stop publishing).")
+MAX_IMAGE_PIXELS = Param("max_image_pixels", DEFAULT_MAX_PIXELS, "Largest image (width x "
+                         "height) decoded from the Furhat feeds and image folders, checked "
+                         "before decoding; larger ones are skipped.", range=(1, 2**31 - 1))
+"""Parameters more than one source reads (the same Param in each one's PARAMS)."""
+
+
 class CameraSource:
     """Base class: the common interface (see module docstring)."""
 
     kind = "base"
+    PARAMS: list[Param] = []      # the node parameters this source reads besides the node's
+    FILE_PARAM = ""               # a file parameter that, given, means this source
+
+    @classmethod
+    def check(cls, p) -> str | None:
+        """This source's checks of the node's parameters together (an error or None)."""
+        return None
 
     @classmethod
     def from_params(cls, p, ctx: SourceContext) -> "CameraSource":
@@ -168,6 +183,18 @@ class VideoFileSource(CameraSource):
     """
 
     kind = "video"
+    FILE_PARAM = "video_path"
+    PARAMS = [
+        Param("video_path", "", "Video file to play (source=video or auto; a missing file is "
+              "retried, not a startup error)."),
+        Param("video_mode", "realtime", "realtime: play the file at its fps and publish the "
+              "current frame each tick; step: one file frame per tick.",
+              choices=("realtime", "step")),
+        LOOP]
+
+    @classmethod
+    def check(cls, p) -> str | None:
+        return None if p["video_path"].strip() else "video_path: required when source=video"
 
     @classmethod
     def from_params(cls, p, ctx: SourceContext) -> "VideoFileSource":
@@ -267,6 +294,13 @@ class ImageFolderSource(CameraSource):
     """
 
     kind = "folder"
+    FILE_PARAM = "folder_path"
+    PARAMS = [Param("folder_path", "", "Folder of .png/.jpg images to play (source=folder or "
+                    "auto; natural name order)."), LOOP, MAX_IMAGE_PIXELS]
+
+    @classmethod
+    def check(cls, p) -> str | None:
+        return None if p["folder_path"].strip() else "folder_path: required when source=folder"
 
     @classmethod
     def from_params(cls, p, ctx: SourceContext) -> "ImageFolderSource":
@@ -332,27 +366,18 @@ class ImageFolderSource(CameraSource):
         self._opened = False
 
 
-#: kind -> "module:Class"; imported only when used (the Furhat ones need zmq / websockets)
-SOURCE_CLASSES = {
+CAMERA_SOURCES = VariantTable("source", "camera source", {
     "webcam": "vision_dialogue.camera.sources:WebcamSource",
     "video": "vision_dialogue.camera.sources:VideoFileSource",
     "folder": "vision_dialogue.camera.sources:ImageFolderSource",
     "furhat": "vision_dialogue.furhat.camera_sources:FurhatFeedSource",
     "furhat_realtime": "vision_dialogue.furhat.camera_sources:FurhatRealtimeSource",
-}
-SOURCE_KINDS = tuple(SOURCE_CLASSES)
-
-
-def source_class(kind: str) -> type[CameraSource]:
-    """The class of a source kind (SOURCE_KINDS); ValueError for an unknown kind."""
-    try:
-        module, cls = SOURCE_CLASSES[kind].split(":")
-    except KeyError:
-        raise ValueError(f"unknown camera source {kind!r}; one of {list(SOURCE_KINDS)}") \
-            from None
-    return getattr(importlib.import_module(module), cls)
+})
+"""The camera node's `source` parameter value -> "module:Class" (variants/table.py)."""
+FALLBACK_SOURCE = "webcam"
+"""What `source: auto` starts when no source's file is given."""
 
 
 def make_source(kind: str, **options) -> CameraSource:
     """Build a source by kind ("webcam", "video", "folder", "furhat", "furhat_realtime")."""
-    return source_class(kind)(**options)
+    return CAMERA_SOURCES.load(kind)(**options)

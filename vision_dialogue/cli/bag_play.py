@@ -50,7 +50,7 @@ PARAMS = [
     Param("start_delay", 0.5, "Seconds to wait after creating publishers before the first "
           "message, so subscribers can match.", range=(0.0, 60.0)),
     Param("topics", [], "Topics to play (absolute names as stored in the bag); empty: all.",
-          ptype=Parameter.Type.STRING_ARRAY),
+          array_of="string"),
     Param("wait_for_subscribers", 0.0, "After start_delay, wait up to this many seconds until "
           "every played topic has a subscriber (0 = don't wait).", range=(0.0, 3600.0)),
 ]

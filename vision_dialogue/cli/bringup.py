@@ -27,7 +27,7 @@ import yaml
 
 from vision_dialogue.ros.console import VERBOSE_ENV, quiet_console, restore_console
 from vision_dialogue.core.resources import PACKAGE, SOURCE_ROOT, ResourceNotFound
-from vision_dialogue.llm.factory import KINDS, LOCAL_KINDS, SERVER_KIND
+from vision_dialogue.llm.factory import KINDS, SERVER_KIND, local_kinds
 from vision_dialogue.ros.setups import (NODES, SETUPS, Setup, default_params_file,
                                         node_overrides, start_order)
 
@@ -45,12 +45,12 @@ def llm_overrides(llm: str | None, base_url: str | None = None,
         return {}
     llm = llm or (SERVER_KIND if base_url else "")
     out: dict = {}
-    if llm and llm not in LOCAL_KINDS:
+    if llm and llm not in local_kinds():
         out = {"llm_backend": llm, "model": model or "gpt-4o-mini",
                "supports_images": True}
         if base_url:
             out["base_url"] = base_url
-    elif llm in LOCAL_KINDS:
+    elif llm in local_kinds():
         if base_url:
             raise BringupError(f"--base-url needs --llm {SERVER_KIND}")
         out = {"llm_backend": llm, "model": model or "default",

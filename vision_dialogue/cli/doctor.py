@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from vision_dialogue.llm.factory import KINDS, LOCAL_KINDS, SERVER_KIND, BackendOptions, \
-    backend_class, default_variant
+from vision_dialogue.llm.factory import KINDS, SERVER_KIND, BackendOptions, backend_class, \
+    default_variant, local_kinds
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 FREE_DISK_WARN = 1 << 30          # less free space than this for transcripts: a warning
@@ -134,7 +134,7 @@ def check_default_model(cfg: Config) -> Check:
     from vision_dialogue.llm.probe import probe_default_model
     variant = cfg.model.partition(":")[2] if cfg.model.startswith("default:") else ""
     p = probe_default_model(variant)
-    needed = cfg.llm_backend in LOCAL_KINDS and default_variant(cfg.model) is not None
+    needed = cfg.llm_backend in local_kinds() and default_variant(cfg.model) is not None
     if p.ok:
         return Check(name, OK, p.detail)
     return Check(name, FAIL if needed else SKIP,
@@ -220,36 +220,21 @@ def check_frames(cfg: Config) -> Check:
 
 
 def check_llm(cfg: Config) -> Check:
+    """The backend's own check: an in-process engine (`check_engine`), a server (`probe`)."""
     name = "LLM endpoint"
-    if cfg.llm_backend in LOCAL_KINDS:
-        return check_local_engine(cfg)
-    probe = getattr(backend_class(cfg.llm_backend), "probe", None) \
-        if cfg.llm_backend in KINDS else None
+    cls = backend_class(cfg.llm_backend) if cfg.llm_backend in KINDS else None
+    engine = getattr(cls, "check_engine", None)
+    if engine is not None:
+        found = engine()
+        return Check("local LLM engine", {True: OK, False: FAIL, None: WARN}[found.ok],
+                     found.detail, found.fix)
+    probe = getattr(cls, "probe", None)
     if probe is None:
         return Check(name, SKIP, f"llm_backend {cfg.llm_backend}: no endpoint "
                      "(give --base-url or --setup to check one)")
     p = probe(BackendOptions(base_url=cfg.base_url, model=cfg.model,
                              api_key_env=cfg.api_key_env), timeout=5.0, images=cfg.images)
     return Check(name, {True: OK, False: FAIL, None: WARN}[p.ok], p.detail, p.fix)
-
-
-def check_local_engine(cfg: Config) -> Check:
-    """Which engine a local model runs on: llama.cpp (the measured best) or transformers."""
-    import importlib.util
-    name = "local LLM engine"
-    fix = 'VD_EXTRAS="model llamacpp" scripts/setup.sh (compiles llama.cpp once, ~2.5 min)'
-    if importlib.util.find_spec("llama_cpp") is not None:
-        from importlib.metadata import version
-        return Check(name, OK, f"llama.cpp (llama-cpp-python {version('llama_cpp_python')})"
-                     + ("" if cfg.llm_backend != "transformers" else "; not used: "
-                        "llm_backend transformers"))
-    if cfg.llm_backend == "llamacpp":
-        return Check(name, FAIL, "llm_backend llamacpp, but llama-cpp-python is not installed",
-                     fix)
-    return Check(name, WARN if cfg.llm_backend == "local" else OK,
-                 "transformers (llama-cpp-python is not installed: replies about 2x slower)"
-                 if cfg.llm_backend == "local" else "transformers", fix
-                 if cfg.llm_backend == "local" else "")
 
 
 def check_perception_interfaces(cfg: Config) -> Check:
@@ -385,7 +370,7 @@ def config_from(ns) -> Config:
         speech = load_node_params(path, "speech_node")
         cfg.llm_backend = man.get("llm_backend", SERVER_KIND)
         cfg.base_url = man.get("base_url", "")
-        cfg.model = man.get("model", "default" if cfg.llm_backend in LOCAL_KINDS
+        cfg.model = man.get("model", "default" if cfg.llm_backend in local_kinds()
                             else "gpt-4o-mini")
         cfg.api_key_env = man.get("api_key_env", cfg.api_key_env)
         cfg.transcript_dir = man.get("transcript_dir", cfg.transcript_dir)

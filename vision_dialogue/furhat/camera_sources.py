@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import time
 
-from vision_dialogue.camera.sources import CameraSource, CapturedFrame, SourceContext, \
-    SourceError, decode_jpeg
+from vision_dialogue.camera.sources import MAX_IMAGE_PIXELS, CameraSource, CapturedFrame, \
+    SourceContext, SourceError, decode_jpeg
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS
+from vision_dialogue.variants import Param, nonempty
+
+
+FURHAT_HOST = Param("furhat_host", "127.0.0.1", "Furhat robot host for "
+                    "source=furhat/furhat_realtime.", check=nonempty)
+SOURCE_TIMEOUT = Param("source_timeout", 5.0, "Seconds without data from a Furhat source "
+                       "before it counts as failed.", range=(0.1, 3600.0))
 
 
 class FurhatFeedSource(CameraSource):
@@ -20,6 +27,10 @@ class FurhatFeedSource(CameraSource):
     """
 
     kind = "furhat"
+    PARAMS = [FURHAT_HOST,
+              Param("furhat_camera_port", 3000, "Port of the Furhat camera feed (ZeroMQ).",
+                    range=(1, 65535)),
+              SOURCE_TIMEOUT, MAX_IMAGE_PIXELS]
 
     @classmethod
     def from_params(cls, p, ctx: SourceContext) -> "FurhatFeedSource":
@@ -80,6 +91,11 @@ class FurhatRealtimeSource(CameraSource):
     """
 
     kind = "furhat_realtime"
+    PARAMS = [FURHAT_HOST,
+              Param("furhat_realtime_port", 9000, "Port of the Furhat Realtime API (websocket).",
+                    range=(1, 65535)),
+              Param("furhat_realtime_key", "", "Furhat Realtime API key (empty: none)."),
+              SOURCE_TIMEOUT, MAX_IMAGE_PIXELS]
 
     @classmethod
     def from_params(cls, p, ctx: SourceContext) -> "FurhatRealtimeSource":

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from vision_dialogue.furhat.realtime import (FurhatAuthError, FurhatRealtimeClient,
                                              FurhatRealtimeError)
-from vision_dialogue.speech.base import ListenResult, RobotTurnTaking, RobotUnavailable, \
-    SpeechIO, robot_options
+from vision_dialogue.speech.base import ROBOT_PARAMS, ListenResult, RobotTurnTaking, \
+    RobotUnavailable, SpeechIO, robot_options
+from vision_dialogue.variants import Param
 
 
 class FurhatRealtimeBackend(RobotTurnTaking):
     """Speech I/O through a Furhat's Realtime API; one websocket client per backend."""
 
     name = "furhat_realtime"
+    PARAMS = ROBOT_PARAMS + [Param("furhat_key", "", "Realtime API key, if the robot requires "
+                                   "one.")]
 
     @classmethod
     def from_params(cls, p, io: SpeechIO) -> "FurhatRealtimeBackend":

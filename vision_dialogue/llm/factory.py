@@ -1,28 +1,23 @@
 """Choosing the LLM backend by name: one table, each backend builds itself.
 
-A row names the class ("module:Class", imported only when chosen) and whether it runs the
-model in this process. A backend class has `from_options(BackendOptions)` and `in_process`;
-a server backend may add `probe(options, timeout=, images=)`, which the manager runs at
-start. A new backend is one module and one row (docs/llm_client.md).
+A row names the class ("module:Class", variants/table.py). A backend class has
+`from_options(BackendOptions)`, `in_process` (it runs the model in this process: text
+observations, the embedded default model) and `PARAMS` (the manager's parameters it reads,
+from `BackendOptions.params` when they are not common options); a server backend may add
+`probe(options, timeout=, images=)`, which the manager runs at start. A backend module imports
+its heavy libraries when it is built, not when the table is read. A new backend is one module
+and one row (docs/llm_client.md).
 """
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import logging
-from dataclasses import dataclass
 
-from vision_dialogue.llm.options import DTYPES, BackendOptions, default_variant
+from vision_dialogue.llm.options import DTYPES, LOCAL_DTYPE, LOCAL_THREADS, BackendOptions, \
+    default_variant
+from vision_dialogue.variants import VariantTable
 
 _LOG = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class BackendRow:
-    """One row of BACKENDS (the table can be read without importing any backend)."""
-
-    path: str           # "module:Class"
-    in_process: bool    # runs a model here: text observations, the embedded default model
 
 
 class LocalEngine:
@@ -34,6 +29,18 @@ class LocalEngine:
     """
 
     in_process = True
+    PARAMS = [LOCAL_DTYPE, LOCAL_THREADS]
+
+    @staticmethod
+    def check_engine():
+        """doctor: which engine runs the model; transformers is slower, so a warning."""
+        from vision_dialogue.llm.llamacpp_backend import LLAMACPP_FIX, llamacpp_version
+        from vision_dialogue.llm.probe import Probe
+        found = llamacpp_version()
+        if found is not None:
+            return Probe(True, f"llama.cpp (llama-cpp-python {found})")
+        return Probe(None, "transformers (llama-cpp-python is not installed: replies about 2x "
+                     "slower)", LLAMACPP_FIX)
 
     @classmethod
     def from_options(cls, o: BackendOptions):
@@ -46,33 +53,32 @@ class LocalEngine:
         return backend_class(kind).from_options(o)
 
 
-BACKENDS: dict[str, BackendRow] = {
+LLM_BACKENDS = VariantTable("llm_backend", "LLM backend", {
     # any OpenAI-compatible server (images when it takes them)
-    "openai": BackendRow("vision_dialogue.llm.openai_backend:OpenAIChatBackend", False),
+    "openai": "vision_dialogue.llm.openai_backend:OpenAIChatBackend",
     # a local checkpoint in this process (torch)
-    "transformers": BackendRow(
-        "vision_dialogue.llm.transformers_backend:TransformersChatBackend", True),
+    "transformers": "vision_dialogue.llm.transformers_backend:TransformersChatBackend",
     # a local GGUF file in this process (llama.cpp)
-    "llamacpp": BackendRow("vision_dialogue.llm.llamacpp_backend:LlamaCppChatBackend", True),
+    "llamacpp": "vision_dialogue.llm.llamacpp_backend:LlamaCppChatBackend",
     # llamacpp where installed, else transformers
-    "local": BackendRow("vision_dialogue.llm.factory:LocalEngine", True),
-}
-KINDS = tuple(BACKENDS)
-LOCAL_KINDS = tuple(k for k, row in BACKENDS.items() if row.in_process)
-"""Kinds that run a model in this process (text observations, the embedded default model)."""
+    "local": "vision_dialogue.llm.factory:LocalEngine",
+})
+KINDS = LLM_BACKENDS.names
 SERVER_KIND = "openai"
 """The kind `--base-url` alone means (bringup, doctor)."""
 
-__all__ = ["BACKENDS", "DTYPES", "KINDS", "LOCAL_KINDS", "SERVER_KIND", "BackendOptions",
-           "backend_class", "default_variant", "make_backend", "measured_focus_note"]
+__all__ = ["DTYPES", "KINDS", "LLM_BACKENDS", "SERVER_KIND", "BackendOptions", "backend_class",
+           "default_variant", "local_kinds", "make_backend", "measured_focus_note"]
 
 
 def backend_class(kind: str) -> type:
-    """The class of a backend kind; ValueError for an unknown kind."""
-    if kind not in BACKENDS:
-        raise ValueError(f"llm_backend={kind!r} must be one of {list(KINDS)}")
-    module, name = BACKENDS[kind].path.split(":")
-    return getattr(importlib.import_module(module), name)
+    """The class of a backend kind; ValueError (naming llm_backend) for an unknown kind."""
+    return LLM_BACKENDS.load(kind)
+
+
+def local_kinds() -> tuple[str, ...]:
+    """Kinds that run a model in this process (text observations, the embedded default model)."""
+    return tuple(k for k, cls in LLM_BACKENDS.classes().items() if cls.in_process)
 
 
 def measured_focus_note(kind: str, model: str) -> str:
@@ -80,7 +86,7 @@ def measured_focus_note(kind: str, model: str) -> str:
 
     core/focus.py STYLES; `soft` for any other text-only model.
     """
-    variant = default_variant(model) if kind in LOCAL_KINDS else None
+    variant = default_variant(model) if kind in local_kinds() else None
     if variant is None:
         return "soft"
     from vision_dialogue.llm.default_model import VARIANTS

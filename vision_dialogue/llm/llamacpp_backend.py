@@ -26,7 +26,8 @@ from vision_dialogue.llm.base import BackendError, Message, Preempted
 from vision_dialogue.llm.chat_messages import text_conversation
 from vision_dialogue.llm.cpu_threads import CpuShare
 from vision_dialogue.llm.one_at_a_time import OneAtATime
-from vision_dialogue.llm.options import BackendOptions, default_variant
+from vision_dialogue.llm.options import LOCAL_THREADS, BackendOptions, default_variant
+from vision_dialogue.llm.probe import Probe
 from vision_dialogue.llm.written_calls import HeldSpeech, ToolCall, tool_names, \
     written_tool_calls
 
@@ -34,10 +35,20 @@ _LOG = logging.getLogger(__name__)
 
 CONTEXT_TOKENS = 4096
 """The context window each llama.cpp context is made with (the prompt is bounded well below)."""
-
 WARM_CHUNK = 32
 """Prompt tokens read per step while warming or in a background call (a reply waits at most
 one step for the CPU: about 0.7 s for the 1.5B on one core)."""
+LLAMACPP_FIX = 'VD_EXTRAS="model llamacpp" scripts/setup.sh (compiles llama.cpp once, ~2.5 min)'
+"""How a machine gets llama.cpp (doctor's advice)."""
+
+
+def llamacpp_version() -> str | None:
+    """The installed llama-cpp-python's version, or None (not installed); imports nothing."""
+    import importlib.util
+    if importlib.util.find_spec("llama_cpp") is None:
+        return None
+    from importlib.metadata import version
+    return version("llama_cpp_python")
 
 
 class LlamaCppChatBackend:
@@ -54,6 +65,16 @@ class LlamaCppChatBackend:
     json_schema = True         # complete takes `json_schema` (output constrained by a grammar)
 
     in_process = True
+    PARAMS = [LOCAL_THREADS]
+
+    @staticmethod
+    def check_engine() -> Probe:
+        """doctor: is llama.cpp installed?"""
+        found = llamacpp_version()
+        if found is None:
+            return Probe(False, "llm_backend llamacpp, but llama-cpp-python is not installed",
+                         LLAMACPP_FIX)
+        return Probe(True, f"llama.cpp (llama-cpp-python {found})")
     simple_tool_use = True     # only the turn's tools, one round (core/tool_turns.py)
 
     @classmethod

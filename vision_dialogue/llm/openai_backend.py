@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 from urllib.parse import urlparse
 
-import openai
-
 from vision_dialogue.llm.base import BackendError, Message
 from vision_dialogue.llm.options import BackendOptions
+from vision_dialogue.variants import Param, nonempty
 from vision_dialogue.llm.written_calls import HeldSpeech, ToolCall, calls_written_as_text, \
     tool_names
 
@@ -104,6 +103,20 @@ def _is_local(base_url: str | None) -> bool:
     return host in _LOCAL_HOSTS or host.startswith("127.") or host.endswith(".local")
 
 
+SERVER_PARAMS = [
+    Param("base_url", "", "OpenAI-compatible server root incl. /v1; empty = openai default."),
+    Param("api_key_env", "OPENAI_API_KEY", "Environment variable holding the API key "
+          "(the key itself is never logged).", check=nonempty),
+    Param("supports_images", True, "Whether the model takes images; false: frames go in as "
+          "text observations (always false for text-only local models)."),
+    Param("probe_images", True, "With an OpenAI-compatible server and supports_images: send "
+          "one tiny image at start; a model that refuses it gets frames as text observations "
+          "(one log line) instead of failing every turn."),
+    Param("max_retries", 2, "Retries of a failed LLM request (with backoff).", range=(0, 20)),
+]
+"""The manager's parameters for a server (the backend's PARAMS)."""
+
+
 class OpenAIChatBackend:
     """Chat backend for any OpenAI-compatible server (implements `ChatBackend`).
 
@@ -123,6 +136,7 @@ class OpenAIChatBackend:
     """
 
     in_process = False          # a server: the manager probes it and names the model per call
+    PARAMS = SERVER_PARAMS
     json_schema = True          # complete takes `json_schema` (response_format)
 
     @classmethod
@@ -181,6 +195,7 @@ class OpenAIChatBackend:
             kwargs["base_url"] = self.base_url
         if http_client is not None:
             kwargs["http_client"] = http_client
+        import openai    # here, not at import: the table's other rows do not pay for it
         self._client = openai.OpenAI(**kwargs)
 
     def __repr__(self) -> str:
@@ -418,6 +433,7 @@ class OpenAIChatBackend:
         return _KEYLIKE.sub("[redacted]", text)
 
     def _classify(self, exc: BaseException) -> _Failure:
+        import openai
         detail = self._scrub(str(exc))[:_MAX_DETAIL]
         if isinstance(exc, _Truncated):
             return _Failure("stream_interrupted", None,

@@ -5,7 +5,10 @@ importing the table that imports it. ROS-free.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
+
+from vision_dialogue.variants import Param
 
 DTYPES = ("auto", "float32", "bfloat16", "float16", "int8")
 """Precisions of a local model's weights (int8: quantised Linear layers)."""
@@ -32,6 +35,8 @@ class BackendOptions:
     dtype: str = "auto"
     temperature: float = 0.0
     threads: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+    """The node's parameter values: a backend reads its own `PARAMS` from here."""
 
 
 def default_variant(model: str) -> str | None:
@@ -40,3 +45,13 @@ def default_variant(model: str) -> str | None:
         from vision_dialogue.llm.default_model import DEFAULT_VARIANT
         return model.partition(":")[2] or DEFAULT_VARIANT
     return None
+
+
+LOCAL_DTYPE = Param("local_dtype", "auto", "Precision of a local (transformers) model's weights: "
+                    "int8 = quantised Linear layers (CPU, several times faster); auto = the "
+                    "embedded default model's measured best on a CPU (0.5b: float32, 1.5b: "
+                    "bfloat16), else the checkpoint's.", choices=DTYPES)
+LOCAL_THREADS = Param("local_threads", 0, "CPU threads of a local model (0: before each reply, "
+                      "the cores other work left free; a busy core makes every thread wait).",
+                      range=(0, 256))
+"""Parameters of the backends that run a model in this process (their PARAMS)."""

@@ -39,8 +39,11 @@ from vision_dialogue.llm.chat_messages import check_message, text_conversation
 from vision_dialogue.llm.cpu_threads import CpuShare
 from vision_dialogue.llm.one_at_a_time import OneAtATime
 from vision_dialogue.llm.avoid import AVOID_BIAS, token_triples
-from vision_dialogue.llm.options import DTYPES, BackendOptions, default_variant
+from vision_dialogue.llm.options import DTYPES, LOCAL_DTYPE, LOCAL_THREADS, BackendOptions, \
+    default_variant
 from vision_dialogue.llm.sentences import speech_splitter
+from vision_dialogue.llm.llamacpp_backend import llamacpp_version
+from vision_dialogue.llm.probe import Probe
 
 _LOG = logging.getLogger(__name__)
 
@@ -100,6 +103,15 @@ class TransformersChatBackend:
     avoids = True              # complete/stream take `avoid` (texts not to say again)
 
     in_process = True
+    PARAMS = [LOCAL_DTYPE, LOCAL_THREADS]
+
+    @staticmethod
+    def check_engine() -> Probe:
+        """doctor: transformers runs the model (and llama.cpp, if installed, is not used)."""
+        found = llamacpp_version()
+        unused = "" if found is None else (f"; llama.cpp (llama-cpp-python {found}) is "
+                                           "installed, not used: llm_backend transformers")
+        return Probe(True, "transformers" + unused)
 
     @classmethod
     def from_options(cls, o: BackendOptions) -> "TransformersChatBackend":

@@ -11,7 +11,7 @@ from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS
 from vision_dialogue.core.proactive import PROACTIVE_MODES
 from vision_dialogue.core.summariser import SummaryRule
 from vision_dialogue.core.transcript import parse_retention
-from vision_dialogue.llm.factory import DTYPES, KINDS
+from vision_dialogue.llm.factory import LLM_BACKENDS
 from vision_dialogue.ros.params import Param, nonempty
 from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES
 from vision_dialogue.ros.managed import MANAGED_PARAM
@@ -36,22 +36,11 @@ PARAMS = [
           live=True),
     Param("llm_backend", "openai", "LLM backend: openai (any OpenAI-compatible server), "
           "transformers or llamacpp (a local model in this process), local (llamacpp where it "
-          "is installed, else transformers).", choices=KINDS),
-    Param("base_url", "", "OpenAI-compatible server root incl. /v1; empty = openai default."),
+          "is installed, else transformers).", choices=LLM_BACKENDS.names),
     Param("model", "gpt-4o-mini", "Model name (openai), checkpoint directory (transformers) "
           "or GGUF file (llamacpp); for a local backend empty or 'default' = the embedded "
           "default model, 'default:1.5b' = its larger variant."),
-    Param("local_dtype", "auto", "Precision of a local (transformers) model's weights: int8 = "
-          "quantised Linear layers (CPU, several times faster); auto = the embedded default "
-          "model's measured best on a CPU (0.5b: float32, 1.5b: bfloat16), else the "
-          "checkpoint's.", choices=DTYPES),
-    Param("local_threads", 0, "CPU threads of a local model (0: before each reply, the cores "
-          "other work left free; a busy core makes every thread wait).", range=(0, 256)),
     Param("summary_model", "", "Model for frame summaries and history folding; empty = model."),
-    Param("api_key_env", "OPENAI_API_KEY", "Environment variable holding the API key "
-          "(the key itself is never logged).", check=nonempty),
-    Param("supports_images", True, "Whether the model takes images; false: frames go in as "
-          "text observations (always false for text-only local models)."),
     Param("persona_file", "", "Persona/instructions YAML; empty = packaged config/persona.yaml.",
           check=_file_or_empty),
     Param("newest_max_side", 640, "Longest side (px) of the newest frame in the prompt.",
@@ -66,9 +55,6 @@ PARAMS = [
     Param("keep_recent_lines", 6, "Newest dialogue lines that always stay verbatim.",
           range=(0, 10_000), live=True),
     Param("max_reply_tokens", 150, "Token cap of a reply.", range=(1, 32768), live=True),
-    Param("probe_images", True, "With an OpenAI-compatible server and supports_images: send "
-          "one tiny image at start; a model that refuses it gets frames as text observations "
-          "(one log line) instead of failing every turn."),
     Param("temperature", 0.0, "Sampling temperature of the LLM, for every backend (0.0: greedy, "
           "the same reply to the same prompt; a server's own default is not used).",
           range=(0.0, 2.0)),
@@ -80,7 +66,6 @@ PARAMS = [
           "waiting together get one reply); when more arrive the oldest waiting one is "
           "dropped (logged, and written to the transcript).", range=(1, 1000), live=True),
     Param("request_timeout", 30.0, "Seconds per LLM request.", range=(0.1, 3600.0)),
-    Param("max_retries", 2, "Retries of a failed LLM request (with backoff).", range=(0, 20)),
     Param("max_summary_failures", 3, "Failed attempts after which frames are replaced by a "
           "neutral marker (they stay in the transcript).", range=(1, 1000)),
     Param("image_qos", "auto", "QoS of the camera subscriptions: auto = follow the "
@@ -187,8 +172,10 @@ PARAMS = [
     Param("robot_tools_file", "", "YAML of the robot's own services and actions the LLM may "
           "call as tools (config/robot_tools.yaml shows the format; README 'Let the LLM use "
           "your robot'); empty = none.", check=_file_or_empty),
+
     MANAGED_PARAM,
 ]
+PARAMS[-1:-1] = LLM_BACKENDS.params()     # each backend's own (llm/factory.py)
 
 
 def cross_check(v: dict) -> str | None:

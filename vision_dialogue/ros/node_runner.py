@@ -24,7 +24,7 @@ def help_text(name: str, doc: str | None, params: Sequence = ()) -> str:
     if params:
         lines.append("parameters (default):")
         for p in params:
-            desc = " ".join(p.descriptor().description.split())
+            desc = " ".join(p.text().split())
             live = " [settable at run time]" if p.live else ""
             lines.append(f"  {p.name} ({p.default!r}){live}")
             lines.append(f"      {desc}")

@@ -11,8 +11,6 @@ Every other parameter is declared read-only.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
@@ -21,71 +19,36 @@ from rclpy.exceptions import (InvalidParameterTypeException, InvalidParameterVal
                               ParameterException, ParameterUninitializedException)
 from rclpy.parameter import Parameter
 
+from vision_dialogue.variants.params import Param, nonempty
+
+__all__ = ["Param", "ParamValues", "ParameterError", "declare_params", "descriptor",
+           "nonempty"]
+
 
 class ParameterError(ValueError):
     """An invalid parameter value; the message starts with the parameter's name."""
 
 
-def nonempty(value) -> str | None:
-    """A `Param.check` for text parameters that must not be empty or blank."""
-    return None if str(value).strip() else "must not be empty"
+ARRAY_TYPES = {"string": Parameter.Type.STRING_ARRAY, "integer": Parameter.Type.INTEGER_ARRAY,
+               "double": Parameter.Type.DOUBLE_ARRAY, "bool": Parameter.Type.BOOL_ARRAY}
+"""Param.array_of -> the ROS type an empty list default is declared with."""
 
 
-@dataclass(frozen=True)
-class Param:
-    """One parameter: name, default, description and its constraints.
-
-    range: (low, high) inclusive, for int/float. choices: allowed string values.
-    check: callable(value) -> error message or None, for anything else.
-    live: the node applies a change while it runs; otherwise the parameter is read-only.
-    ptype: needed only when the default is an empty list (e.g. Parameter.Type.STRING_ARRAY).
-    """
-
-    name: str
-    default: Any
-    description: str
-    range: tuple[float, float] | None = None
-    choices: Sequence[str] | None = None
-    check: Callable[[Any], str | None] | None = None
-    live: bool = False
-    ptype: Parameter.Type | None = None
-
-    @property
-    def read_only(self) -> bool:
-        return not self.live
-
-    def descriptor(self) -> ParameterDescriptor:
-        text = self.description
-        if self.choices:
-            text += f" One of: {', '.join(self.choices)}."
-        d = ParameterDescriptor(description=text, read_only=self.read_only)
-        if self.range is not None:
-            lo, hi = self.range
-            if isinstance(self.default, bool):
-                pass
-            elif isinstance(self.default, int):
-                d.integer_range = [IntegerRange(from_value=int(lo), to_value=int(hi), step=0)]
-            elif isinstance(self.default, float):
-                d.floating_point_range = [FloatingPointRange(
-                    from_value=float(lo), to_value=float(hi), step=0.0)]
-        if self.choices:
-            d.additional_constraints = "one of: " + ", ".join(self.choices)
-        return d
-
-    def error(self, value: Any) -> str | None:
-        """Why `value` is invalid for this parameter, or None."""
-        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if self.range is not None and numeric:
-            lo, hi = self.range
-            if isinstance(value, float) and math.isnan(value) or not (lo <= value <= hi):
-                return f"{self.name}={value!r} is out of range [{lo}, {hi}]"
-        if self.choices and value not in self.choices:
-            return f"{self.name}={value!r} is not one of {list(self.choices)}"
-        if self.check is not None:
-            msg = self.check(value)
-            if msg:
-                return f"{self.name}={value!r}: {msg}"
-        return None
+def descriptor(p: Param) -> ParameterDescriptor:
+    """The ParameterDescriptor of `p`: its text, read-only unless live, its range."""
+    d = ParameterDescriptor(description=p.text(), read_only=p.read_only)
+    if p.range is not None:
+        lo, hi = p.range
+        if isinstance(p.default, bool):
+            pass
+        elif isinstance(p.default, int):
+            d.integer_range = [IntegerRange(from_value=int(lo), to_value=int(hi), step=0)]
+        elif isinstance(p.default, float):
+            d.floating_point_range = [FloatingPointRange(
+                from_value=float(lo), to_value=float(hi), step=0.0)]
+    if p.choices:
+        d.additional_constraints = "one of: " + ", ".join(p.choices)
+    return d
 
 
 class ParamValues(dict):
@@ -139,15 +102,15 @@ def declare_params(node, params: Sequence[Param],
 def _declare(node, p: Param) -> Any:
     """Declare one parameter; its value (lists as lists), ParameterError on a wrong type."""
     try:
-        if p.ptype is not None and p.default in ([], None):
-            node.declare_parameter(p.name, p.ptype, p.descriptor())
+        if p.array_of is not None and p.default in ([], None):
+            node.declare_parameter(p.name, ARRAY_TYPES[p.array_of], descriptor(p))
             try:
                 v = node.get_parameter(p.name).value
             except ParameterUninitializedException:
                 v = None
             v = list(v) if v is not None else []
         else:
-            v = node.declare_parameter(p.name, p.default, p.descriptor()).value
+            v = node.declare_parameter(p.name, p.default, descriptor(p)).value
     except InvalidParameterTypeException as e:
         raise ParameterError(
             f"{p.name}: wrong type, expected {type(p.default).__name__} ({e})") from None

@@ -20,10 +20,13 @@ robot calls.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Protocol
+
+from vision_dialogue.variants import Param, nonempty
 
 
 class SpeechBackendError(RuntimeError):
@@ -83,11 +86,20 @@ class SpeechBackend(ABC):
     """Base class of every speech I/O backend.
 
     A backend builds itself from the speech node's parameters (`from_params`); the node
-    imports it by name from speech.BACKEND_CLASSES.
+    declares the parameters it lists in `PARAMS` and imports it by name from
+    speech.SPEECH_BACKENDS (variants/table.py: `FILE_PARAM`, `check`).
     """
 
     name = "base"
+    PARAMS: list[Param] = []      # the node parameters this backend reads besides the node's
+    FILE_PARAM = ""               # a file parameter that, given, means this backend
     uses_audio_topics = False     # the node wires audio/input and audio/output for it
+    reads_text_input = False      # lines are read at once (terminal, script): listening at start
+
+    @classmethod
+    def check(cls, p) -> str | None:
+        """This backend's checks of the node's parameters together (an error or None)."""
+        return None
 
     @classmethod
     def from_params(cls, p, io: SpeechIO) -> "SpeechBackend":
@@ -130,6 +142,53 @@ class SpeechBackend(ABC):
         """Stop threads and release resources; idempotent."""
 
 
+def _xyz(v) -> str | None:
+    if len(v) != 3 or not all(math.isfinite(float(x)) for x in v):
+        return "must be 3 finite numbers [x, y, z] in metres"
+    return None
+
+
+BARGE_IN = Param("barge_in", True, "Furhat and local backends: keep listening while the robot "
+                 "speaks, so the user can interrupt (speech stops and the new utterance is "
+                 "published).")
+BACKOFF = [
+    Param("backoff_initial", 0.5, "Robot or microphone unreachable: first retry delay, s "
+          "(doubles).", range=(0.01, 60.0)),
+    Param("backoff_max", 10.0, "Robot or microphone unreachable: longest retry delay, s.",
+          range=(0.01, 600.0)),
+]
+"""Retrying an unreachable robot or microphone (RobotTurnTaking, the local voice)."""
+
+
+def check_backoff(p) -> str | None:
+    if p["backoff_initial"] > p["backoff_max"]:
+        return (f"backoff_initial: {p['backoff_initial']} is larger than "
+                f"backoff_max={p['backoff_max']}")
+    return None
+
+
+ROBOT_PARAMS = [
+    Param("voice", "", "Furhat voice name; empty keeps the robot's current voice."),
+    Param("gaze_away_gesture", "GazeAway", "Gesture played while the reply is produced; "
+          "empty for none."),
+    Param("gaze_away_location", [0.5, 0.4, 1.0], "Point [x, y, z] (metres, robot frame) "
+          "attended while the reply is produced.", check=_xyz),
+    BARGE_IN,
+    Param("listen_timeout", 30.0, "Furhat: longest wait for one listen to return, s.",
+          range=(0.5, 600.0)),
+    Param("say_timeout", 120.0, "Furhat: longest a blocking say may take, s.",
+          range=(1.0, 3600.0)),
+    Param("request_timeout", 5.0, "Furhat: timeout of other robot calls, s.",
+          range=(0.05, 60.0)),
+    *BACKOFF,
+    Param("furhat_host", "localhost", "Furhat robot (or SDK) host name or IP.",
+          check=nonempty),
+    Param("furhat_port", 0, "Furhat port; 0: the API's default (54321 Remote API, "
+          "9000 Realtime API).", range=(0, 65535)),
+]
+"""What every robot backend (RobotTurnTaking) reads: robot_options, and where the robot is."""
+
+
 def robot_options(p, logger) -> dict:
     """RobotTurnTaking's keyword arguments from the speech node's parameters."""
     return dict(voice=p["voice"], language=p["language"],
@@ -155,6 +214,12 @@ class RobotTurnTaking(SpeechBackend):
     `backoff_initial` up to `backoff_max` seconds, and the robot is set up again
     (`_robot_setup`) when it answers.
     """
+
+    PARAMS = ROBOT_PARAMS
+
+    @classmethod
+    def check(cls, p) -> str | None:
+        return check_backoff(p)
 
     def __init__(self, *, language: str = "en-US", barge_in: bool = False,
                  reply_timeout: float = 30.0, backoff_initial: float = 0.5,

@@ -33,6 +33,7 @@ import yaml
 
 from vision_dialogue.speech.base import SpeechBackendError, SpeechIO
 from vision_dialogue.speech.terminal import TerminalBackend
+from vision_dialogue.variants import Param
 
 _ITEM_KEYS = {"say", "delay", "at", "wait_for_reply", "wait_for_greeting", "language",
               "speaker"}
@@ -128,6 +129,18 @@ class ScriptBackend(TerminalBackend):
     """Says the script's items in order (on a thread) and prints replies like the terminal."""
 
     name = "script"
+    FILE_PARAM = "script_file"
+    PARAMS = [Param("script_file", "", "YAML/JSON script to play (backend=script or auto): a "
+                    "list of {say: text, delay: s} or {say: text, wait_for_reply: true}.")]
+
+    @classmethod
+    def check(cls, p) -> str | None:
+        """The script is read at startup: a missing or malformed file is a parameter error."""
+        try:
+            load_script(p["script_file"])
+        except ScriptError as e:
+            return f"script_file: {e}"
+        return None
 
     @classmethod
     def from_params(cls, p, io: SpeechIO) -> "ScriptBackend":

@@ -19,6 +19,7 @@ class TerminalBackend(SpeechBackend):
 
     name = "terminal"
     PROMPT = "you: "
+    reads_text_input = True
 
     @classmethod
     def from_params(cls, p, io: SpeechIO) -> "TerminalBackend":

@@ -4,7 +4,7 @@ Audio in and out, voice activity detection, speech-to-text, text-to-speech and t
 speech backend built from them.
 
 May import: speech (the backend interface, turn states), llm (sentence splitting). The speech
-node's `backend:=local` names `voice.backend:LocalVoiceBackend` in `speech.BACKEND_CLASSES`, so
+node's `backend:=local` names `voice.backend:LocalVoiceBackend` in `speech.SPEECH_BACKENDS`, so
 `speech` never imports this room; its libraries (faster-whisper, piper-tts, silero-vad,
 sounddevice) load only when the backend is chosen.
 """

@@ -18,8 +18,10 @@ speech follows, so most of the end-of-speech wait overlaps recognition. Its word
 long the silence must last (voice/turn_end.py, `ends_by_meaning`): a complete question ends
 the turn as soon as it is recognised, "and then I..." waits longer. While the person speaks,
 the growing segment may be recognised every `partial_every` seconds and reported as a
-partial line (`events.partial`, also the words at each pause), so the LLM can read the prompt
-and most of the line before the end (off by default: measured slower on 2 cores).
+partial line (`events.partial`), so the LLM can read the prompt and most of the line before
+the end (off by default: measured slower on 2 cores). With `partial_at_pause` the words
+recognised at each pause (already there for the end of the turn, so no extra recognition)
+are reported as a partial line: the LLM reads the line while the silence that ends it runs.
 """
 from __future__ import annotations
 
@@ -34,13 +36,15 @@ from typing import Callable, TextIO
 
 import numpy as np
 
-from vision_dialogue.speech.base import SpeechBackend, SpeechEvents, SpeechIO
+from vision_dialogue.speech.base import BACKOFF, BARGE_IN, SpeechBackend, SpeechEvents, \
+    SpeechIO, check_backoff
+from vision_dialogue.voice import build
 from vision_dialogue.voice.audio import CHUNK, SAMPLE_RATE, rms
 from vision_dialogue.voice.sinks import AudioSink
 from vision_dialogue.voice.sources import AudioSource, AudioSourceError
 from vision_dialogue.voice.stt import Recognition, Recognizer
 from vision_dialogue.voice.tts import TTSError
-from vision_dialogue.voice.turn_end import HOLD_SILENCE_S, PARTIAL_EVERY_S, \
+from vision_dialogue.voice.turn_end import HOLD_SILENCE_S, PARTIAL_AT_PAUSE, PARTIAL_EVERY_S, \
     QUICK_SILENCE_S, UNSURE, silence_needed, turn_end
 from vision_dialogue.voice.vad import SpeechSegmenter, VadEvent
 
@@ -55,8 +59,12 @@ class LocalVoiceBackend(SpeechBackend):
     """See the module docstring. `timings` holds one dict per utterance, for the benchmark."""
 
     name = "local"
-
+    PARAMS = build.VOICE_PARAMS + [BARGE_IN] + BACKOFF
     uses_audio_topics = True
+
+    @classmethod
+    def check(cls, p) -> str | None:
+        return check_backoff(p) or build.check_audio_in(p)
 
     @classmethod
     def from_params(cls, p, io: SpeechIO) -> "LocalVoiceBackend":
@@ -64,7 +72,6 @@ class LocalVoiceBackend(SpeechBackend):
 
         Raises VoicePartError (a ValueError naming the parameter) for a part that cannot load.
         """
-        from vision_dialogue.voice import build
         parts = build.voice_parts(p, logger=io.logger)
         backend = cls(parts.source, parts.sink, recognizer=parts.recognizer, tts=parts.tts,
                       segmenter=parts.segmenter, language=p["language"],
@@ -72,7 +79,7 @@ class LocalVoiceBackend(SpeechBackend):
                       reply_timeout=p["reply_timeout"], backoff_initial=p["backoff_initial"],
                       ends_by_meaning=p["ends_by_meaning"], quick_silence=p["quick_silence"],
                       hold_silence=p["hold_silence"], partial_every=p["partial_every"],
-                      turn_judge=parts.turn_judge,
+                      partial_at_pause=p["partial_at_pause"], turn_judge=parts.turn_judge,
                       backoff_max=p["backoff_max"], on_audio_in=io.on_audio_in,
                       on_audio_out=io.on_audio_out, logger=io.logger)
         build.connect(parts.source, backend)
@@ -90,6 +97,7 @@ class LocalVoiceBackend(SpeechBackend):
                  output_stream: TextIO | None = None, early_recognition: bool = True,
                  ends_by_meaning: bool = True, quick_silence: float = QUICK_SILENCE_S,
                  hold_silence: float = HOLD_SILENCE_S, partial_every: float = PARTIAL_EVERY_S,
+                 partial_at_pause: bool = PARTIAL_AT_PAUSE,
                  turn_judge: Callable[[str], str] = turn_end,
                  logger: logging.Logger | None = None):
         super().__init__(logger)
@@ -100,6 +108,8 @@ class LocalVoiceBackend(SpeechBackend):
         self.quick_silence, self.hold_silence = float(quick_silence), float(hold_silence)
         self.turn_judge = turn_judge     # words -> COMPLETE / UNSURE / INCOMPLETE (turn_end)
         self.partial_every = float(partial_every)   # s of speech between partials; 0: none
+        # the words recognised at a pause (for the end of the turn) are a partial too
+        self.partial_at_pause = bool(partial_at_pause) and early_recognition
         self._partials = ThreadPoolExecutor(1, thread_name_prefix="voice-partial")
         self._partial_busy = False
         self._out_lock = threading.Lock()
@@ -363,7 +373,7 @@ class LocalVoiceBackend(SpeechBackend):
             if self.early_recognition:
                 seg["speculative"] = future = self._stt.submit(self.recognizer.transcribe,
                                                                event.audio)
-                if self.partial_every:
+                if self.partial_every or self.partial_at_pause:
                     future.add_done_callback(lambda f: self._speculated(f, seg))
         elif event.kind == "resume":
             for key in ("speculative", "judged", "paused_at", "end_rule"):

