@@ -232,7 +232,7 @@ def bench_prompt_growth(persona, imgs, minutes=30):
             if name == "ours":
                 mgr.wait_idle(5)
             if sec in (60, minutes * 60):
-                msgs = mgr.reply_messages() if name == "ours" else mgr.messages()
+                msgs = mgr.prompt.reply_messages() if name == "ours" else mgr.messages()
                 chars, img_bytes = prompt_size(msgs)
                 sizes[sec // 60] = chars + img_bytes
                 sizes[f"chars{sec // 60}"] = chars

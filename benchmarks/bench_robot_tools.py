@@ -124,7 +124,7 @@ def session(backend, persona, tools) -> tuple[Conversation, PlayedRobot | None]:
 def one_turn(backend, item, conv, robot) -> dict:
     """One request in `conv`: its calls, reply and first-sentence time."""
     before = len(robot.calls) if robot else 0
-    as_before(backend, conv.reply_messages(), robot.schemas() if robot else [])
+    as_before(backend, conv.prompt.reply_messages(), robot.schemas() if robot else [])
     r = conv.turn(item["say"], on_sentence=lambda *a, **k: None)
     return {"say": item["say"], "calls": robot.calls[before:] if robot else [],
             "reply": r.text, "fallback": r.fallback, "first_s": r.first_sentence_s}

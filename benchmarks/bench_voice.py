@@ -361,7 +361,7 @@ def session(args, observer, rep: int, questions: list[Path], parts: dict, tmp: P
     if warm is not None:          # on for a while before the person speaks: the prompt is read
         while not len(conv.timeline):
             stop.wait(0.1)
-        warm(conv.reply_messages())
+        warm(conv.prompt.reply_messages())
     try:
         for i, wav in enumerate(questions):
             s = names[((i + 1) // 2 + rep) % 2]           # A B B A A B B A ..., swapped per pass

@@ -264,7 +264,7 @@ def test_a_reply_that_repeats_an_earlier_one_is_asked_for_again(stream):
         second = c.turn("Did you see a drink?", on_sentence=lambda s, i, fallback=False:
                         heard.append(s))
         assert second.text == "Maybe you had one before I woke up!"
-        assert not second.fallback and c.repeats_avoided == 1
+        assert not second.fallback and c.replies.repeats_avoided == 1
         assert heard == (["Maybe you had one before I woke up!"] if stream else [])
         retry_msgs, retry_kw = be.calls[-1][1], be.calls[-1][2]
         assert retry_kw["temperature"] > 0 and be.calls[-2][2]["temperature"] is None
@@ -281,10 +281,10 @@ def test_a_repeat_is_said_when_asked_for_or_when_nothing_else_comes():
     try:
         assert c.turn("Did you see a drink?").text == line
         assert c.turn("Sorry, can you say that again?").text == line
-        assert len(be.calls) == 2 and c.repeats_avoided == 0
+        assert len(be.calls) == 2 and c.replies.repeats_avoided == 0
         again = c.turn("Did you see a drink?")
         assert again.text == line and not again.fallback          # better than a fallback
-        assert len(be.calls) == 4 and c.repeats_avoided == 1
+        assert len(be.calls) == 4 and c.replies.repeats_avoided == 1
     finally:
         c.close()
 

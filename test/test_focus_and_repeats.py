@@ -201,7 +201,7 @@ def _warmed_after_a_frame() -> tuple[_WarmBackend, Conversation]:
 def test_a_changed_prompt_is_warmed_between_turns_with_the_reply_prompt():
     be, c = _warmed_after_a_frame()
     try:
-        assert be.warmed[-1] == c.reply_messages()
+        assert be.warmed[-1] == c.prompt.reply_messages()
         c.turn("Hello!")
         reply_prompt = be.calls[-1][1]
         assert reply_prompt[:len(be.warmed[-1]) - 1] == be.warmed[-1][:-1]
@@ -250,7 +250,7 @@ def test_a_frame_that_came_during_a_turn_is_read_after_it():
         n = len(be.warmed)
         c.turn("Hello!")
         assert during
-        assert _until(lambda: len(be.warmed) > n and be.warmed[-1] == c.reply_messages())
+        assert _until(lambda: len(be.warmed) > n and be.warmed[-1] == c.prompt.reply_messages())
         roles = [m["role"] for m in be.warmed[-1]]
         assert roles[-2:] == ["assistant", "system"]            # the reply, then what it sees
         assert be.warmed[-1][-1]["content"].startswith(load_persona().frame_label)
@@ -273,9 +273,9 @@ def test_a_text_prompt_only_grows_at_its_end_as_frames_and_turns_come():
                      observer=lambda bgr: f"something at level {int(bgr.mean())}")
     try:
         c.add_frame(np.full((60, 80, 3), 60, np.uint8))
-        before = c.reply_messages()
+        before = c.prompt.reply_messages()
         c.add_frame(np.full((60, 80, 3), 90, np.uint8))
-        after = c.reply_messages()
+        after = c.prompt.reply_messages()
         assert _chat_text(after).startswith(_chat_text(before[:-1]))    # the "now" note went
         assert after[-1]["content"] == f"{load_persona().frame_label} something at level 90"
         c.set_people("one person, close, in the middle")
@@ -285,7 +285,7 @@ def test_a_text_prompt_only_grows_at_its_end_as_frames_and_turns_come():
         assert sent[-1]["content"] == "What do you see?"
         assert any("one person, close" in m["content"] for m in sent[len(after) - 1:])
         c.add_frame(np.full((60, 80, 3), 120, np.uint8))
-        later = c.reply_messages()
+        later = c.prompt.reply_messages()
         assert _chat_text(later).startswith(_chat_text(after[:-1]))     # and go with it
         assert "What do you see?" in _chat_text(later)[len(_chat_text(after[:-1])):]
     finally:
@@ -457,7 +457,7 @@ def test_a_reply_that_only_read_its_notes_out_is_asked_again_in_own_words():
         res = c.turn("What do you see now?")
         assert res.text == "It is too dark for me, sorry!" and not res.fallback
         assert be.calls[-1][1][-1]["content"] == persona.own_words_note
-        assert be.calls[-1][2]["temperature"] > 0 and c.repeats_avoided == 0
+        assert be.calls[-1][2]["temperature"] > 0 and c.replies.repeats_avoided == 0
     finally:
         c.close()
 

@@ -452,7 +452,7 @@ def test_a_text_only_server_model_is_noticed_at_start_and_talked_to_in_text(ros_
             assert rig.node.backend.supports_images is False
             assert rig.node.conversation.supports_images is False
             rig.img_pub.publish(to_image_msg(photo()))
-            assert rig.wait(lambda: rig.node.conversation.newest_frame() is not None)
+            assert rig.wait(lambda: rig.node.conversation.prompt.newest is not None)
             rig.say("What do you see?")
             assert rig.wait(lambda: len(rig.finals()) == 1, timeout=30)
         finally:
@@ -539,7 +539,7 @@ def test_a_silent_raw_publisher_is_reported_and_compressed_frames_taken(ros_cont
             camera.seen_at[gid] -= image_input.SILENT_S
         for _ in range(2):                          # a frame from the rig: heard from
             rig.img_pub.publish(to_image_msg(photo()))
-        assert rig.wait(lambda: rig.node.conversation.newest_frame() is not None)
+        assert rig.wait(lambda: rig.node.conversation.prompt.newest is not None)
         camera.check_loss()
         raw_sub, _ = camera.subs
         assert raw_sub.sub is None                  # dropped: frames come from /compressed

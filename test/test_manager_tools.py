@@ -60,7 +60,7 @@ def wait_for_tools(rig, ops):
     turn refreshes it; here a refresh does (on a thread, while this one spins the executor).
     """
     from vision_dialogue.vfm.registry import BY_OP
-    tools = rig.node.conversation.tools
+    tools = rig.node.conversation.turn_tools.provider
     if not rig.wait(lambda: tools.ops == ops):
         threading.Thread(target=tools.refresh, kwargs={"timeout": 8.0}, daemon=True).start()
         assert rig.wait(lambda: tools.ops == ops), tools.ops
@@ -143,7 +143,7 @@ def test_llm_calls_canny_on_the_newest_frame_through_the_real_vfm_server(
         ros_context, fake, tmp_path):
     rig = Rig(ros_context, fake, tmp_path)
     try:
-        assert rig.wait(lambda: rig.node.conversation.tools.ops == ["canny"])
+        assert rig.wait(lambda: rig.node.conversation.turn_tools.provider.ops == ["canny"])
         old, img = np.zeros((240, 320, 3), np.uint8) + 90, photo()
         rig.frame(old)
         rig.frame(img)                                      # the newest frame
@@ -251,7 +251,7 @@ def test_tool_error_and_chained_file_reach_the_llm_and_the_node_keeps_going(
 def test_shared_image_is_stored_and_received_exchange_added(ros_context, fake, tmp_path):
     rig = Rig(ros_context, fake, tmp_path)
     try:
-        assert rig.wait(lambda: rig.node.conversation.tools.ops == ["canny"])
+        assert rig.wait(lambda: rig.node.conversation.turn_tools.provider.ops == ["canny"])
         pic = cv2.resize(np.ascontiguousarray(data.chelsea()[:, :, ::-1]), (200, 150))
         rig.shared_pub.publish(to_image_msg(pic, frame_id="phone"))
         assert rig.wait(lambda: "robot: Received." in rig.node.conversation.state()["timeline"])
@@ -281,7 +281,7 @@ def test_without_vfm_server_the_manager_starts_and_answers_without_tools(
         assert rig.wait(lambda: rig.finals())
         assert rig.finals()[0].text == "Plain answer." and not rig.finals()[0].fallback
         assert fake.requests and all("tools" not in r for r in fake.requests)
-        assert rig.node.conversation.tools.ops == []
+        assert rig.node.conversation.turn_tools.provider.ops == []
     finally:
         rig.close()
 
@@ -291,7 +291,7 @@ def test_use_tools_off_is_the_papers_setup(ros_context, fake, tmp_path):
         Parameter("base_url", value=fake.base_url), Parameter("transcript_dir", value=""),
         Parameter("image_dir", value=str(tmp_path / "never"))])
     try:
-        assert node.vcg is None and node.conversation.tools is None
+        assert node.vcg is None and node.conversation.turn_tools.provider is None
         assert not (tmp_path / "never").exists()
         topics = [n for n, _ in node.get_topic_names_and_types()]
         assert "/dialogue/tool_image" not in topics
@@ -320,14 +320,15 @@ def test_server_that_appears_later_is_picked_up_at_the_next_turn(ros_context, fa
             Parameter("image_dir", value=str(rig.store)), Parameter("load", value="canny_cpu")])
         rig.nodes.insert(0, server)
         rig.ex.add_node(server)
-        client = rig.node.conversation.tools.client
+        client = rig.node.conversation.turn_tools.provider.client
         # appeared: its list service and its action (DDS discovers them one by one; on a
         # loaded CI machine the action once took over the client's 10 s wait)
         assert rig.wait(lambda: client.available()
                         and client.actions["image_to_image"].server_is_ready(), timeout=30)
         rig.say("Now show me the edges")
         assert rig.wait(lambda: len(rig.finals()) == 2, timeout=30)
-        assert rig.finals()[1].text == FINAL and rig.node.conversation.tools.ops == ["canny"]
+        assert rig.finals()[1].text == FINAL
+        assert rig.node.conversation.turn_tools.provider.ops == ["canny"]
         assert len(list(rig.store.glob("*_canny_*.png"))) == 1
     finally:
         rig.close()

@@ -175,7 +175,7 @@ def test_ros4hri_persons_speech_engagement_and_gestures_reach_the_conversation(r
             ("Is there a cup on the table?", "Zebulon")]
         events = [it.text for it in timeline if it.kind == "event"]
         assert "Zebulon came into view" in events and "someone waved" in events, events
-        assert rig.node.conversation.people_now() == "Zebulon to your left"
+        assert rig.node.conversation.prompt.people_now() == "Zebulon to your left"
         assert "Zebulon to your left" in json.dumps(fake.requests[-1]["messages"])
 
 

@@ -321,7 +321,7 @@ def test_conversation_without_tools_or_tool_support_answers_as_before():
     plain = FakeChatBackend()
     conv = make_conv(plain)
     conv.set_tools(Provider(TOOLS, Executor({})))
-    assert not conv.tools_supported
+    assert not conv.turn_tools.supported
     assert conv.turn("Hi").text == "Hello there. Lovely day!"
     conv.close()
 
@@ -382,9 +382,9 @@ def test_conversation_tool_turn_llm_failure_gives_the_fallback():
 
 def test_add_exchange_and_newest_frame():
     conv = make_conv(FakeChatBackend())
-    assert conv.newest_frame() is None
+    assert conv.prompt.newest is None
     f = conv.add_frame(frame())
-    assert conv.newest_frame() is f
+    assert conv.prompt.newest is f
     got = []
     conv.add_listener(lambda k, d: got.append((k, d)))
     human, ai = registry.image_received_turn("abcd1234.png", "a cat on a sofa")

@@ -214,7 +214,7 @@ class ManagerNode(ManagedNode):
     def _robot_tools(self) -> RobotTools | None:
         """The robot's own services and actions as the LLM's tools (`robot_tools_file`)."""
         conv, p, log = self.conversation, self.params, self.get_logger()
-        if not conv.tools_supported:
+        if not conv.turn_tools.supported:
             log.warning(f"robot_tools_file: the {p['llm_backend']!r} backend cannot call "
                         "tools; answering without the robot's tools")
             return None

@@ -1,7 +1,10 @@
 """The conversation: frames and utterances in, replies out, with a bounded, summarised prompt.
 
-`Conversation` ties the timeline, the image policy, frame summaries, history folding and the
-persona together. It has no ROS imports; the manager node is a thin adapter around it.
+`Conversation` takes a turn: the person's line into the prompt (`prompt`, a PromptAssembly:
+the timeline, the people, the turn's notes), the reply out of the LLM (`replies`, a
+ReplyMaker: filtered, on time, asked again, or the fallback), the reply's line back into the
+prompt; around it, frame summaries, history folding, the warm-up and the listeners. It has no
+ROS imports; the manager node is a thin adapter around it.
 
 Threading: `add_frame` and `turn` may be called from any threads at once. Turns are serialised
 by a turn lock (the caller decides their order; the node feeds them from one FIFO queue).
@@ -10,7 +13,6 @@ timeline under a short lock); they wait while the person speaks (`hearing`).
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import threading
@@ -24,21 +26,18 @@ from vision_dialogue.core.background import PromptWarmer
 from vision_dialogue.core.conversation_types import ConversationConfig, SentenceCallback, \
     TurnResult
 from vision_dialogue.core.directed import DirectedLines
-from vision_dialogue.core.deadlines import DeadlineExceeded, FirstBy, TimedSentences, \
-    YieldToTurns
-from vision_dialogue.core.focus import asks_to_repeat, focus_note
+from vision_dialogue.core.deadlines import DeadlineExceeded, TimedSentences, YieldToTurns
 from vision_dialogue.core.history import HistoryFolder
-from vision_dialogue.core.images import Frame, as_bgr, downscale, is_dark
-from vision_dialogue.core.lookback import FrameArchive, LookBack, about_the_past
-from vision_dialogue.core.people import PEOPLE_FRESH_S, is_a_name
-from vision_dialogue.core.persona import Persona, language_instruction
-from vision_dialogue.core.prompt import PromptBuilder, now_index, prompt_size
-from vision_dialogue.core.reply_filter import NoteFilter, clean_reply, turn_filter
-from vision_dialogue.core.summariser import FrameSummariser, SummaryRule, bounded
-from vision_dialogue.core.timeline import ROBOT, USER, EventItem, FrameItem, LineItem, \
-    SummaryItem, Timeline, describe
+from vision_dialogue.core.images import Frame
+from vision_dialogue.core.lookback import LookBack, about_the_past
+from vision_dialogue.core.persona import Persona
+from vision_dialogue.core.prompt import prompt_size
+from vision_dialogue.core.prompt_assembly import PromptAssembly
+from vision_dialogue.core.reply_filter import clean_reply
+from vision_dialogue.core.reply_maker import ReplyMaker
+from vision_dialogue.core.summariser import FrameSummariser, SummaryRule
+from vision_dialogue.core.timeline import ROBOT
 from vision_dialogue.core.tool_turns import ToolProvider, TurnTools
-from vision_dialogue.llm.sentences import split_sentences
 from vision_dialogue.llm.tool_loop import AgentResult, ToolRecord
 
 __all__ = ["Conversation", "ConversationConfig", "DeadlineExceeded", "SentenceCallback",
@@ -47,9 +46,6 @@ __all__ = ["Conversation", "ConversationConfig", "DeadlineExceeded", "SentenceCa
 _log = logging.getLogger("vision_dialogue.conversation")
 
 Listener = Callable[[str, dict], None]
-
-REPEAT_RETRY_TEMPERATURE = 0.7
-"""Sampling for the second try after a repeated reply (greedy decoding would say it again)."""
 
 
 class Conversation(DirectedLines):
@@ -79,8 +75,10 @@ class Conversation(DirectedLines):
         self.observer = observer
         self.log = logger or _log
         self.supports_images = bool(getattr(backend, "supports_images", True))
-        self.timeline = Timeline()
-        self.builder = PromptBuilder(persona, cfg.policy, self.supports_images)
+        self.prompt = PromptAssembly(persona, cfg, self.supports_images, rule, observer,
+                                     self.log)
+        self.timeline, self.builder = self.prompt.timeline, self.prompt.builder
+        self.archive = self.prompt.archive
         self._pool = ThreadPoolExecutor(max_workers=cfg.workers,
                                         thread_name_prefix="vd-summary")
         self._no_turn = threading.Event()   # set while no user turn is being answered
@@ -103,18 +101,14 @@ class Conversation(DirectedLines):
         self._turn_lock = threading.Lock()
         self._turn_id = 0
         self._closed = False
-        self.warmer = PromptWarmer(backend, self._pool, self.reply_messages, self._no_turn,
-                                   self.log, enabled=cfg.warm_cache)
-        self._newest: Frame | None = None
-        self._newest_at = 0.0                 # time.monotonic() of the newest frame
-        self._speakers: set[str] = set()
-        self.repeats_avoided = 0          # replies asked for again because they repeated one
-        self._people: tuple[float, str] = (0.0, "")   # (monotonic time, description)
-        self.archive = FrameArchive(cfg.archive_frames)
-        self.look_back = LookBack(self.archive, self._prompt_frame_ids,
-                                  self._look_back_image if self.supports_images else None)
+        self.warmer = PromptWarmer(backend, self._pool, self.prompt.reply_messages,
+                                   self._no_turn, self.log, enabled=cfg.warm_cache)
+        self.look_back = LookBack(self.archive, self.prompt.frame_ids,
+                                  self.prompt.look_back_image if self.supports_images else None)
         self.turn_tools = TurnTools(backend, cfg, self.look_back, self._emit, self.log,
                                     show_images=self.supports_images)
+        self.replies = ReplyMaker(backend, persona, cfg, self.turn_tools,
+                                  self.prompt.note_filter, self.log)
 
     def set_tools(self, provider: ToolProvider | None, *, max_rounds: int = 3,
                   show_images: bool = True) -> None:
@@ -140,16 +134,6 @@ class Conversation(DirectedLines):
         if getattr(provider, "standing", False) and self.turn_tools.supported:
             self.builder.notes[f"tools {len(self.turn_tools.providers)}"] = provider.note
             self.warmer.soon()
-
-    @property
-    def tools(self) -> ToolProvider | None:
-        """The first provider whose tools every turn offers (None: none)."""
-        return self.turn_tools.provider
-
-    @property
-    def tools_supported(self) -> bool:
-        """Whether the backend can call tools (has complete_with_tools)."""
-        return self.turn_tools.supported
 
     # --- events ----------------------------------------------------------------------------
     def add_listener(self, fn: Listener) -> None:
@@ -184,29 +168,7 @@ class Conversation(DirectedLines):
         applies the summary rule. `objects`: an object detector's note for it. Raises
         ValueError on a malformed image.
         """
-        bgr = as_bgr(image)
-        pol = self.config.policy
-        bgr = downscale(bgr, max(pol.newest_max_side, pol.older_max_side))
-        frame = Frame(bgr=bgr, stamp=time.time() if stamp is None else float(stamp))
-        frame.dark = is_dark(bgr, pol.dark_threshold)
-        if self.supports_images:
-            pol.prepare(frame)
-        elif self.observer is not None:
-            try:
-                seen = self.observer(bgr)
-                if not isinstance(seen, str):          # perception's Observation
-                    frame.people = len(seen.people)
-                    seen = seen.text
-                frame.observation = str(seen).strip()
-            except Exception as e:  # noqa: BLE001
-                self.log.warning(f"frame observer failed ({e}); frame goes in unobserved")
-        if frame.dark and not frame.observation and not self.supports_images:
-            frame.observation = "darkness"
-        if objects and not frame.dark:
-            frame.set_objects(objects, text_only=not self.supports_images)
-        self.timeline.add_frame(frame)
-        self.archive.add(frame)
-        self._newest, self._newest_at = frame, time.monotonic()
+        frame = self.prompt.add_frame(image, stamp, objects)
         self._emit("frame", {"frame": frame})
         self.summariser.check()
         self.warmer.soon()
@@ -237,9 +199,9 @@ class Conversation(DirectedLines):
         """The person still speaks: a local model reads the prompt with their words so far."""
         text = " ".join(str(text).split())
         if text and not self._closed:
-            self.warmer.soon(lambda: self._turn_messages(
+            self.warmer.soon(lambda: self.prompt.turn_messages(
                 text, speaker, language, "", about_the_past(text),
-                self._prompt_items() + [LineItem(USER, text, speaker=speaker)])[1])
+                self.prompt.ahead(text, speaker), self.turn_tools.verbs())[1])
 
     def greet(self, on_sentence: SentenceCallback | None = None,
               deadline: float | None = None, instruction: str = "") -> TurnResult:
@@ -277,27 +239,24 @@ class Conversation(DirectedLines):
         self._turn_id += 1
         turn_id = self._turn_id
         if text is not None:
-            self.timeline.add_line(USER, text, speaker)
-            if speaker:       # labelled once two people speak, or one gives a name
-                self._speakers.add(speaker)
-                self.builder.label_speakers = self.builder.label_speakers or \
-                    len(self._speakers) > 1 or is_a_name(speaker)
+            self.prompt.add_person_line(text, speaker)
             self._emit("user", {"turn_id": turn_id, "text": text, "speaker": speaker})
         self.folder.check()
         past = about_the_past(text or "")
-        items, msgs = self._turn_messages(text, speaker, language, instruction, past)
+        items, msgs = self.prompt.turn_messages(text, speaker, language, instruction, past,
+                                                acts=self.turn_tools.verbs())
         overhead = time.perf_counter() - t0
         records: list[ToolRecord] = []
         sentences = TimedSentences()
         error = None
         try:
-            self._reply(msgs, turn_id, on_sentence, sentences, records, deadline, past,
-                        text or "")
+            self.replies.make(msgs, turn_id, on_sentence, sentences, records, deadline, past,
+                              text or "")
         except Exception as e:  # noqa: BLE001 - any backend failure gives the fallback
             error = f"{type(e).__name__}: {e}"
             self.log.error(f"turn {turn_id}: {error}; answering with the fallback line")
-            sentences.append(self._fallback(turn_id, len(sentences), on_sentence,
-                                            greeting=text is None))
+            sentences.append(self.replies.fallback(turn_id, len(sentences), on_sentence,
+                                                   greeting=text is None))
         t1 = time.perf_counter()
         reply = " ".join(sentences)
         note = AgentResult("", 0, records).memory_note()   # kept even after a fallback
@@ -313,187 +272,15 @@ class Conversation(DirectedLines):
                           round(sentences.first_at - t0, 3), round(t1 - t0, 3),
                           prompt_size(msgs)[0])
 
-    def _turn_messages(self, text: str | None, speaker: str, language: str, instruction: str,
-                       past: bool, items: list | None = None) -> tuple[list, list]:
-        """The timeline items a reply shows and its prompt, with this turn's notes."""
-        items = self._prompt_items() if items is None else items
-        msgs = self.reply_messages(items)
-        if text is None:   # last, as the model's instruction (as a user line it is echoed)
-            msgs.append({"role": "system", "content": instruction})
-        if text is not None and speaker and self.builder.label_speakers and \
-                self.persona.addressee_note:
-            msgs.append({"role": "system",
-                         "content": self.persona.addressee_note.format(speaker=speaker)})
-        answer_in = language_instruction(language)
-        if answer_in:
-            msgs.append({"role": "system", "content": answer_in})
-        if text is not None and self.config.focus_note != "none" and not self.supports_images:
-            newest = self._newest
-            note = focus_note(text, past, self._memories() if past else (),
-                              self.config.focus_note,
-                              objects=newest.objects if newest is not None else "",
-                              acts=self.turn_tools.verbs())
-            if note:       # right before the person's line: their question stays last
-                msgs.insert(now_index(msgs), {"role": "system", "content": note})
-        return items, msgs
-
-    def _memories(self) -> list[str]:
-        """What the robot remembers seeing, oldest first, in its words (for a past question)."""
-        first = self.archive.frames()[:1]
-        texts = [f.observation for f in first if f.observation] + [
-            it.text for it in self.timeline.snapshot() if it.kind == "summary"]
-        speak = getattr(self.observer, "speak", None)
-        return [(speak(t, True) if callable(speak) else "") or t for t in texts]
-
-    def _reply(self, msgs: list, turn_id: int, on_sentence: SentenceCallback | None,
-               sentences: list[str], records: list[ToolRecord],
-               deadline: float | None, past: bool = False, question: str = "") -> None:
-        """Ask the LLM (tools, streamed, or whole) and append the spoken sentences.
-
-        A reply that only says again what the robot said before is asked for once more, with
-        what not to say and some sampling (`avoid_repeats`). Raises on a failed, empty or late
-        reply (the sentences already spoken stay).
-        """
-        cfg = self.config
-        tools = self.turn_tools
-        schemas = tools.schemas(past)
-        made: list[ToolRecord] = []
-
-        def ask() -> Iterable[str]:
-            if schemas and tools.streamed:
-                return tools.stream(msgs, schemas, turn_id, made)
-            if schemas:
-                text = self._note_filter().feed(tools.reply(msgs, schemas, turn_id, made))
-                if not text:
-                    raise ValueError("empty reply after tool calls")
-                return split_sentences(text)
-            if cfg.stream:
-                return self.backend.stream(msgs, model=cfg.model,
-                                           max_tokens=cfg.max_reply_tokens)
-            return split_sentences(self.backend.complete(msgs, model=cfg.model,
-                                                         max_tokens=cfg.max_reply_tokens))
-
-        repeat_ok = asks_to_repeat(question)
-        notes = self._note_filter(allow_repeats=repeat_ok)
-        first: list[FirstBy] = []      # the robot acting for a tool pauses the deadline
-        tools.pausing = lambda: first[0].pause() if first else contextlib.nullcontext()
-        try:
-            if deadline is not None:
-                first.append(FirstBy(ask, deadline, self._late(turn_id)))
-            self._say(first[0] if first else ask(), notes, sentences, on_sentence)
-        finally:
-            records.extend(made)
-        if not sentences and cfg.avoid_repeats and (notes.said_before or notes.echoes):
-            # nothing left to say: it repeated an earlier reply, or read its notes out
-            notes = self._ask_again(msgs, notes, turn_id, deadline, sentences, on_sentence,
-                                    repeat_ok)
-        elif not sentences and not (notes.said_before or notes.echoes or notes.repeats):
-            # nothing came at all (a small model may end its reply at once): once more
-            notes = self._ask_again(msgs, notes, turn_id, deadline, sentences, on_sentence,
-                                    repeat_ok)
-        if not sentences and notes.repeats:   # the same question again, or a note: said anyway
-            for s in notes.repeats:
-                self._keep(s, sentences, on_sentence)
-        if not sentences:
-            raise ValueError("empty reply")
-
-    def _say(self, parts: Iterable[str], notes: NoteFilter, sentences: list[str],
-             on_sentence: SentenceCallback | None) -> None:
-        """Speak (stream) and keep each part that survives the reply filter."""
-        for s in parts:
-            s = notes.feed(s)
-            if not s:
-                continue
-            if isinstance(parts, FirstBy):
-                parts.met = True
-            self._keep(s, sentences, on_sentence)
-
-    def _keep(self, sentence: str, sentences: list[str],
-              on_sentence: SentenceCallback | None) -> None:
-        """One sentence of the reply: streamed now (when streaming) and kept."""
-        if self.config.stream and on_sentence is not None:
-            on_sentence(sentence, len(sentences))
-        sentences.append(sentence)
-
-    def _ask_again(self, msgs: list, notes: NoteFilter, turn_id: int, deadline: float | None,
-                   sentences: list[str], on_sentence: SentenceCallback | None,
-                   repeat_ok: bool) -> NoteFilter:
-        """One more try, sampled: the reply repeated, read its notes out or was empty.
-
-        The first two get a note saying what to do instead. Returns the second try's filter
-        (its `repeats` may still be said).
-        """
-        cfg = self.config
-        repeated = list(notes.said_before)
-        self.repeats_avoided += bool(repeated)
-        if repeated:
-            why, note = (f"repeated an earlier one ({' '.join(repeated)[:80]!r})",
-                         self.persona.repeat_note)
-        elif notes.echoes:
-            why, note = "read its notes out", self.persona.own_words_note
-        else:
-            why, note = "was empty", ""
-        self.log.info(f"turn {turn_id}: the reply {why}; asking for a new one")
-        notes = self._note_filter(allow_repeats=repeat_ok)
-        again = msgs + ([{"role": "system", "content": note}] if note else [])
-        # a local model is also kept off the repeated lines' word runs (llm/avoid.py)
-        avoid = {"avoid": repeated} if repeated and getattr(self.backend, "avoids",
-                                                            False) else {}
-
-        def ask_again() -> Iterable[str]:
-            return self.backend.stream(again, model=cfg.model, max_tokens=cfg.max_reply_tokens,
-                                       temperature=REPEAT_RETRY_TEMPERATURE, **avoid)
-        self._say(ask_again() if deadline is None else
-                  FirstBy(ask_again, max(deadline, time.monotonic() + 1.0), self._late(turn_id)),
-                  notes, sentences, on_sentence)
-        return notes
-
-    def _late(self, turn_id: int) -> Callable[[str], None]:
-        def log_late(text: str) -> None:
-            self.log.warning(f"turn {turn_id}: the LLM answered after the reply deadline; "
-                             f"not spoken: {text[:200]!r}")
-        return log_late
-
-    def _fallback(self, turn_id: int, index: int, on_sentence: SentenceCallback | None,
-                  greeting: bool = False) -> str:
-        """The persona's fallback line, streamed like a sentence when streaming is on."""
-        line = self.persona.fallback(greeting=greeting)
-        if self.config.stream and on_sentence is not None:
-            try:
-                on_sentence(line, index, fallback=True)
-            except Exception as e:  # noqa: BLE001
-                self.log.error(f"turn {turn_id}: sentence callback failed ({e})")
-        return line
-
-    def _note_filter(self, allow_repeats: bool = False) -> NoteFilter:
-        return turn_filter(self.persona, self.timeline.snapshot(), self._newest,
-                           self._newest is None or self.camera_lost(),
-                           getattr(self.observer, "speak", None), allow_repeats)
-
-    def _prompt_frame_ids(self) -> set[int]:
-        return {i.frame.id for i in self._prompt_items() if i.kind == "frame"}
-
-    def _look_back_image(self, frame: Frame) -> str:
-        return frame.data_url(self.config.policy.newest_max_side, self.config.policy.jpeg_quality)
-
     def set_summary_rule(self, n: int, m: int) -> None:
         """Change the paper's n and m while running (ValueError if m >= n)."""
-        self.summariser.rule = SummaryRule(n, m)
+        self.prompt.rule = self.summariser.rule = SummaryRule(n, m)
 
     # --- inspection ------------------------------------------------------------------------
-    def newest_frame(self) -> Frame | None:
-        """The newest camera frame added (None before the first)."""
-        return self._newest
-
     @property
     def turn_count(self) -> int:
         """Turns answered or in progress (the last turn_id)."""
         return self._turn_id
-
-    def _prompt_items(self) -> list:
-        """The timeline as a reply prompt shows it: at most `n` raw frames."""
-        return bounded(self.timeline.snapshot(), self.summariser.rule.n,
-                       self.persona.pending_frames_marker)
 
     def set_people(self, description: str, arrived=(), left=()) -> None:
         """Who the camera tracks now, in words (Furhat's users; "" for nobody).
@@ -501,7 +288,7 @@ class Conversation(DirectedLines):
         `arrived`, `left`: ids that came into view or went; each is a "person" event (the
         transcript, the monitor).
         """
-        self._people = (time.monotonic(), description)
+        self.prompt.set_people(description)
         for event, ids in (("arrived", arrived), ("left", left)):
             for i in ids:
                 self._emit("person", {"event": event, "id": str(i)})
@@ -526,51 +313,14 @@ class Conversation(DirectedLines):
         For detections that came after their frame; False if that frame is no longer raw in
         the timeline.
         """
-        for item in reversed(self.timeline.snapshot()):
-            if item.kind == "frame" and abs(item.frame.stamp - frame_stamp) < 1e-6:
-                if not item.frame.dark:
-                    item.frame.set_objects(note, text_only=not self.supports_images)
-                    self._emit("objects", {"frame": item.frame, "text": note})
-                return True
-        return False
-
-    def people_now(self) -> str:
-        t, description = self._people
-        return description if time.monotonic() - t <= PEOPLE_FRESH_S else ""
-
-    def camera_lost(self) -> bool:
-        """No frame came for camera_timeout_s (after at least one did)."""
-        t = self.config.camera_timeout_s
-        return bool(t and self._newest is not None and time.monotonic() - self._newest_at > t)
-
-    def reply_messages(self, items: list | None = None) -> list:
-        """The prompt up to the person's line, the people note last (the warm-up reads it)."""
-        items = self._prompt_items() if items is None else items
-        msgs = self.builder.reply_messages(items, self.timeline.history_summary,
-                                           self.camera_lost())
-        people = self.people_now()
-        if people:
-            msgs.insert(now_index(msgs), {"role": "system", "content":
-                                          self.persona.people_note.format(people=people)})
-        return msgs
+        frame = self.prompt.objects_for(frame_stamp, note)
+        if isinstance(frame, Frame):
+            self._emit("objects", {"frame": frame, "text": note})
+        return frame is not None
 
     def state(self) -> dict:
         """Counts and texts for monitoring (the node's PromptState)."""
-        items = self.timeline.snapshot()
-        chars, image_bytes = prompt_size(self.reply_messages())
-        return {
-            "raw_frames": sum(isinstance(i, FrameItem) for i in items),
-            "frame_summaries": sum(isinstance(i, SummaryItem) for i in items),
-            "dialogue_lines": sum(isinstance(i, LineItem) for i in items),
-            "events": sum(isinstance(i, EventItem) for i in items),
-            "folded_lines": self.timeline.folded_lines,
-            "pending_summaries": self.summariser.pending,
-            "prompt_chars": chars,
-            "prompt_image_bytes": image_bytes,
-            "summaries": [i.text for i in items if isinstance(i, SummaryItem)],
-            "history_summary": self.timeline.history_summary,
-            "timeline": [describe(i) for i in items],
-        }
+        return self.prompt.counts() | {"pending_summaries": self.summariser.pending}
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Wait until no summary or fold is in flight (tests, shutdown)."""

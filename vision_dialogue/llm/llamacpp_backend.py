@@ -69,7 +69,7 @@ class LlamaCppChatBackend:
 
     @staticmethod
     def check_engine() -> Probe:
-        """doctor: is llama.cpp installed?"""
+        """doctor: whether llama.cpp is installed."""
         found = llamacpp_version()
         if found is None:
             return Probe(False, "llm_backend llamacpp, but llama-cpp-python is not installed",

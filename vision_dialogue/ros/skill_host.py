@@ -149,8 +149,8 @@ class ManagerSkillHost:
 
     # --- seeing and the LLM -------------------------------------------------------------------
     def seen(self) -> str:
-        frame = self.conversation.newest_frame()
-        if frame is None or self.conversation.camera_lost():
+        frame = self.conversation.prompt.newest
+        if frame is None or self.conversation.prompt.camera_lost():
             return ""
         return " ".join(t for t in (frame.observation, frame.objects) if t).strip()
 
@@ -201,8 +201,8 @@ class ManagerSkillHost:
         tracked = self.people.count()
         if tracked is not None:
             return tracked > 0
-        frame = self.conversation.newest_frame()
-        if frame is None or frame.people is None or self.conversation.camera_lost():
+        frame = self.conversation.prompt.newest
+        if frame is None or frame.people is None or self.conversation.prompt.camera_lost():
             return None
         return frame.people > 0
 

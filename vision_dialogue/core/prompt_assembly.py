@@ -1,0 +1,198 @@
+"""What a reply's prompt is made of, and the prompt itself.
+
+`PromptAssembly` is the prompt half of a conversation (core/conversation.py holds the turn,
+core/reply_maker.py the reply): the timeline of frames, summaries, lines and events (each
+frame encoded, or observed for a text-only model, on its way in), the frame archive look_back
+reads, who is in view and who speaks, and the messages a reply or a warm-up reads: the
+bounded timeline, the people note, the turn's notes (addressee, language, focus). ROS-free.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import numpy as np
+
+from vision_dialogue.core.conversation_types import ConversationConfig
+from vision_dialogue.core.focus import focus_note
+from vision_dialogue.core.images import Frame, as_bgr, downscale, is_dark
+from vision_dialogue.core.lookback import FrameArchive
+from vision_dialogue.core.people import PEOPLE_FRESH_S, is_a_name
+from vision_dialogue.core.persona import Persona, language_instruction
+from vision_dialogue.core.prompt import PromptBuilder, now_index, prompt_size
+from vision_dialogue.core.reply_filter import NoteFilter, turn_filter
+from vision_dialogue.core.summariser import SummaryRule, bounded
+from vision_dialogue.core.timeline import USER, EventItem, FrameItem, LineItem, SummaryItem, \
+    Timeline, describe
+
+
+class PromptAssembly:
+    """The prompt's contents and messages (see the module docstring).
+
+    rule: the paper's n and m (a reply's prompt shows at most n raw frames; the conversation
+    sets a new one here and in its summariser). observer: callable(bgr) -> str or an
+    Observation, for a backend without images.
+    """
+
+    def __init__(self, persona: Persona, config: ConversationConfig, supports_images: bool,
+                 rule: SummaryRule, observer=None, logger: logging.Logger | None = None):
+        self.persona, self.config, self.supports_images = persona, config, supports_images
+        self.rule, self.observer = rule, observer
+        self.log = logger or logging.getLogger("vision_dialogue.conversation")
+        self.timeline = Timeline()
+        self.builder = PromptBuilder(persona, config.policy, supports_images)
+        self.archive = FrameArchive(config.archive_frames)
+        self.newest: Frame | None = None      # the newest camera frame (None before the first)
+        self._newest_at = 0.0                 # time.monotonic() of the newest frame
+        self._people: tuple[float, str] = (0.0, "")   # (monotonic time, description)
+        self._speakers: set[str] = set()
+
+    # --- what comes in ---------------------------------------------------------------------
+    def add_frame(self, image: np.ndarray, stamp: float | None = None,
+                  objects: str = "") -> Frame:
+        """A camera frame encoded (or observed) into the timeline; ValueError if malformed."""
+        bgr = as_bgr(image)
+        pol = self.config.policy
+        bgr = downscale(bgr, max(pol.newest_max_side, pol.older_max_side))
+        frame = Frame(bgr=bgr, stamp=time.time() if stamp is None else float(stamp))
+        frame.dark = is_dark(bgr, pol.dark_threshold)
+        if self.supports_images:
+            pol.prepare(frame)
+        elif self.observer is not None:
+            try:
+                seen = self.observer(bgr)
+                if not isinstance(seen, str):          # perception's Observation
+                    frame.people = len(seen.people)
+                    seen = seen.text
+                frame.observation = str(seen).strip()
+            except Exception as e:  # noqa: BLE001
+                self.log.warning(f"frame observer failed ({e}); frame goes in unobserved")
+        if frame.dark and not frame.observation and not self.supports_images:
+            frame.observation = "darkness"
+        if objects and not frame.dark:
+            frame.set_objects(objects, text_only=not self.supports_images)
+        self.timeline.add_frame(frame)
+        self.archive.add(frame)
+        self.newest, self._newest_at = frame, time.monotonic()
+        return frame
+
+    def add_person_line(self, text: str, speaker: str) -> None:
+        """The person's line; speakers are labelled once two speak, or one gives a name."""
+        self.timeline.add_line(USER, text, speaker)
+        if speaker:
+            self._speakers.add(speaker)
+            self.builder.label_speakers = self.builder.label_speakers or \
+                len(self._speakers) > 1 or is_a_name(speaker)
+
+    def objects_for(self, frame_stamp: float, note: str) -> Frame | None | bool:
+        """A detector's note onto the recent raw frame stamped `frame_stamp`.
+
+        The frame that took it; True if that frame is dark (no note); None if it is no longer
+        raw in the timeline.
+        """
+        for item in reversed(self.timeline.snapshot()):
+            if item.kind == "frame" and abs(item.frame.stamp - frame_stamp) < 1e-6:
+                if item.frame.dark:
+                    return True
+                item.frame.set_objects(note, text_only=not self.supports_images)
+                return item.frame
+        return None
+
+    def set_people(self, description: str) -> None:
+        """Who the camera tracks now, in words ("" for nobody)."""
+        self._people = (time.monotonic(), description)
+
+    # --- what is known now -----------------------------------------------------------------
+    def people_now(self) -> str:
+        t, description = self._people
+        return description if time.monotonic() - t <= PEOPLE_FRESH_S else ""
+
+    def camera_lost(self) -> bool:
+        """No frame came for camera_timeout_s (after at least one did)."""
+        t = self.config.camera_timeout_s
+        return bool(t and self.newest is not None and time.monotonic() - self._newest_at > t)
+
+    def items(self) -> list:
+        """The timeline as a reply prompt shows it: at most `n` raw frames."""
+        return bounded(self.timeline.snapshot(), self.rule.n,
+                       self.persona.pending_frames_marker)
+
+    def frame_ids(self) -> set[int]:
+        """Ids of the raw frames a reply's prompt shows now (look_back skips them)."""
+        return {i.frame.id for i in self.items() if i.kind == "frame"}
+
+    def memories(self) -> list[str]:
+        """What the robot remembers seeing, oldest first, in its words (for a past question)."""
+        first = self.archive.frames()[:1]
+        texts = [f.observation for f in first if f.observation] + [
+            it.text for it in self.timeline.snapshot() if it.kind == "summary"]
+        speak = getattr(self.observer, "speak", None)
+        return [(speak(t, True) if callable(speak) else "") or t for t in texts]
+
+    # --- the messages ----------------------------------------------------------------------
+    def reply_messages(self, items: list | None = None) -> list:
+        """The prompt up to the person's line, the people note last (the warm-up reads it)."""
+        items = self.items() if items is None else items
+        msgs = self.builder.reply_messages(items, self.timeline.history_summary,
+                                           self.camera_lost())
+        people = self.people_now()
+        if people:
+            msgs.insert(now_index(msgs), {"role": "system", "content":
+                                          self.persona.people_note.format(people=people)})
+        return msgs
+
+    def turn_messages(self, text: str | None, speaker: str, language: str, instruction: str,
+                      past: bool, items: list | None = None,
+                      acts: tuple[str, ...] = ()) -> tuple[list, list]:
+        """The timeline items a reply shows and its prompt, with this turn's notes.
+
+        acts: the verbs of the robot's own actions on offer (for the focus note).
+        """
+        items = self.items() if items is None else items
+        msgs = self.reply_messages(items)
+        if text is None:   # last, as the model's instruction (as a user line it is echoed)
+            msgs.append({"role": "system", "content": instruction})
+        if text is not None and speaker and self.builder.label_speakers and \
+                self.persona.addressee_note:
+            msgs.append({"role": "system",
+                         "content": self.persona.addressee_note.format(speaker=speaker)})
+        answer_in = language_instruction(language)
+        if answer_in:
+            msgs.append({"role": "system", "content": answer_in})
+        if text is not None and self.config.focus_note != "none" and not self.supports_images:
+            newest = self.newest
+            note = focus_note(text, past, self.memories() if past else (),
+                              self.config.focus_note,
+                              objects=newest.objects if newest is not None else "", acts=acts)
+            if note:       # right before the person's line: their question stays last
+                msgs.insert(now_index(msgs), {"role": "system", "content": note})
+        return items, msgs
+
+    def ahead(self, text: str, speaker: str) -> list:
+        """The items with the person's words so far as their line (a warm-up reads them)."""
+        return self.items() + [LineItem(USER, text, speaker=speaker)]
+
+    def note_filter(self, allow_repeats: bool = False) -> NoteFilter:
+        """The reply filter for the prompt as it is now (core/reply_filter.py)."""
+        return turn_filter(self.persona, self.timeline.snapshot(), self.newest,
+                           self.newest is None or self.camera_lost(),
+                           getattr(self.observer, "speak", None), allow_repeats)
+
+    def look_back_image(self, frame: Frame) -> str:
+        return frame.data_url(self.config.policy.newest_max_side, self.config.policy.jpeg_quality)
+
+    def counts(self) -> dict:
+        """The prompt's contents counted and in words (the node's PromptState)."""
+        items = self.timeline.snapshot()
+        chars, image_bytes = prompt_size(self.reply_messages())
+        return {
+            "raw_frames": sum(isinstance(i, FrameItem) for i in items),
+            "frame_summaries": sum(isinstance(i, SummaryItem) for i in items),
+            "dialogue_lines": sum(isinstance(i, LineItem) for i in items),
+            "events": sum(isinstance(i, EventItem) for i in items),
+            "folded_lines": self.timeline.folded_lines,
+            "prompt_chars": chars,
+            "prompt_image_bytes": image_bytes,
+            "summaries": [i.text for i in items if isinstance(i, SummaryItem)],
+            "history_summary": self.timeline.history_summary,
+            "timeline": [describe(i) for i in items],
+        }

@@ -1,0 +1,160 @@
+"""A turn's reply from its prompt: asked, filtered, on time, asked again, or the fallback.
+
+`ReplyMaker` is the reply half of a conversation (core/conversation.py holds the turn and
+core/prompt_assembly.py the prompt): it asks the LLM (with the turn's tools, streamed or
+whole), passes every sentence through the reply filter (notes read out, labels, echoes,
+repeats), speaks each as it comes, meets the first sentence's deadline, asks once more for a
+reply that only repeated an earlier one or came empty, and gives the persona's fallback line
+when nothing usable came. ROS-free.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Callable, Iterable
+
+from vision_dialogue.core.conversation_types import ConversationConfig, SentenceCallback
+from vision_dialogue.core.deadlines import FirstBy
+from vision_dialogue.core.focus import asks_to_repeat
+from vision_dialogue.core.persona import Persona
+from vision_dialogue.core.reply_filter import NoteFilter
+from vision_dialogue.core.tool_turns import TurnTools
+from vision_dialogue.llm.sentences import split_sentences
+from vision_dialogue.llm.tool_loop import ToolRecord
+
+REPEAT_RETRY_TEMPERATURE = 0.7
+"""Sampling for the second try after a repeated reply (greedy decoding would say it again)."""
+
+
+class ReplyMaker:
+    """Produces the sentences of one reply (see the module docstring).
+
+    note_filter(allow_repeats) -> NoteFilter: the reply filter for the prompt as it is now.
+    """
+
+    def __init__(self, backend, persona: Persona, config: ConversationConfig,
+                 tools: TurnTools, note_filter: Callable[[bool], NoteFilter],
+                 logger: logging.Logger):
+        self.backend, self.persona, self.config = backend, persona, config
+        self.tools, self.note_filter, self.log = tools, note_filter, logger
+        self.repeats_avoided = 0          # replies asked for again because they repeated one
+
+    def make(self, msgs: list, turn_id: int, on_sentence: SentenceCallback | None,
+             sentences: list[str], records: list[ToolRecord],
+             deadline: float | None, past: bool = False, question: str = "") -> None:
+        """Ask the LLM (tools, streamed, or whole) and append the spoken sentences.
+
+        A reply that only says again what the robot said before is asked for once more, with
+        what not to say and some sampling (`avoid_repeats`). Raises on a failed, empty or late
+        reply (the sentences already spoken stay).
+        """
+        cfg, tools = self.config, self.tools
+        schemas = tools.schemas(past)
+        made: list[ToolRecord] = []
+
+        def ask() -> Iterable[str]:
+            if schemas and tools.streamed:
+                return tools.stream(msgs, schemas, turn_id, made)
+            if schemas:
+                text = self.note_filter(False).feed(tools.reply(msgs, schemas, turn_id, made))
+                if not text:
+                    raise ValueError("empty reply after tool calls")
+                return split_sentences(text)
+            if cfg.stream:
+                return self.backend.stream(msgs, model=cfg.model,
+                                           max_tokens=cfg.max_reply_tokens)
+            return split_sentences(self.backend.complete(msgs, model=cfg.model,
+                                                         max_tokens=cfg.max_reply_tokens))
+
+        repeat_ok = asks_to_repeat(question)
+        notes = self.note_filter(repeat_ok)
+        first: list[FirstBy] = []      # the robot acting for a tool pauses the deadline
+        tools.pausing = lambda: first[0].pause() if first else contextlib.nullcontext()
+        try:
+            if deadline is not None:
+                first.append(FirstBy(ask, deadline, self._late(turn_id)))
+            self._say(first[0] if first else ask(), notes, sentences, on_sentence)
+        finally:
+            records.extend(made)
+        if not sentences and cfg.avoid_repeats and (notes.said_before or notes.echoes):
+            # nothing left to say: it repeated an earlier reply, or read its notes out
+            notes = self._ask_again(msgs, notes, turn_id, deadline, sentences, on_sentence,
+                                    repeat_ok)
+        elif not sentences and not (notes.said_before or notes.echoes or notes.repeats):
+            # nothing came at all (a small model may end its reply at once): once more
+            notes = self._ask_again(msgs, notes, turn_id, deadline, sentences, on_sentence,
+                                    repeat_ok)
+        if not sentences and notes.repeats:   # the same question again, or a note: said anyway
+            for s in notes.repeats:
+                self._keep(s, sentences, on_sentence)
+        if not sentences:
+            raise ValueError("empty reply")
+
+    def fallback(self, turn_id: int, index: int, on_sentence: SentenceCallback | None,
+                 greeting: bool = False) -> str:
+        """The persona's fallback line, streamed like a sentence when streaming is on."""
+        line = self.persona.fallback(greeting=greeting)
+        if self.config.stream and on_sentence is not None:
+            try:
+                on_sentence(line, index, fallback=True)
+            except Exception as e:  # noqa: BLE001
+                self.log.error(f"turn {turn_id}: sentence callback failed ({e})")
+        return line
+
+    def _say(self, parts: Iterable[str], notes: NoteFilter, sentences: list[str],
+             on_sentence: SentenceCallback | None) -> None:
+        """Speak (stream) and keep each part that survives the reply filter."""
+        for s in parts:
+            s = notes.feed(s)
+            if not s:
+                continue
+            if isinstance(parts, FirstBy):
+                parts.met = True
+            self._keep(s, sentences, on_sentence)
+
+    def _keep(self, sentence: str, sentences: list[str],
+              on_sentence: SentenceCallback | None) -> None:
+        """One sentence of the reply: streamed now (when streaming) and kept."""
+        if self.config.stream and on_sentence is not None:
+            on_sentence(sentence, len(sentences))
+        sentences.append(sentence)
+
+    def _ask_again(self, msgs: list, notes: NoteFilter, turn_id: int, deadline: float | None,
+                   sentences: list[str], on_sentence: SentenceCallback | None,
+                   repeat_ok: bool) -> NoteFilter:
+        """One more try, sampled: the reply repeated, read its notes out or was empty.
+
+        The first two get a note saying what to do instead. Returns the second try's filter
+        (its `repeats` may still be said).
+        """
+        cfg = self.config
+        repeated = list(notes.said_before)
+        self.repeats_avoided += bool(repeated)
+        if repeated:
+            why, note = (f"repeated an earlier one ({' '.join(repeated)[:80]!r})",
+                         self.persona.repeat_note)
+        elif notes.echoes:
+            why, note = "read its notes out", self.persona.own_words_note
+        else:
+            why, note = "was empty", ""
+        self.log.info(f"turn {turn_id}: the reply {why}; asking for a new one")
+        notes = self.note_filter(repeat_ok)
+        again = msgs + ([{"role": "system", "content": note}] if note else [])
+        # a local model is also kept off the repeated lines' word runs (llm/avoid.py)
+        avoid = {"avoid": repeated} if repeated and getattr(self.backend, "avoids",
+                                                            False) else {}
+
+        def ask_again() -> Iterable[str]:
+            return self.backend.stream(again, model=cfg.model, max_tokens=cfg.max_reply_tokens,
+                                       temperature=REPEAT_RETRY_TEMPERATURE, **avoid)
+        self._say(ask_again() if deadline is None else
+                  FirstBy(ask_again, max(deadline, time.monotonic() + 1.0), self._late(turn_id)),
+                  notes, sentences, on_sentence)
+        return notes
+
+    def _late(self, turn_id: int) -> Callable[[str], None]:
+        def log_late(text: str) -> None:
+            self.log.warning(f"turn {turn_id}: the LLM answered after the reply deadline; "
+                             f"not spoken: {text[:200]!r}")
+        return log_late
