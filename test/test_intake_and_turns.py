@@ -136,6 +136,17 @@ def test_a_run_of_lines_leaves_together_and_only_when_its_newest_has_expired():
     assert [i.payload for i in q.get_run(joins, timeout=0.1)] == ["e"]
 
 
+class Arrived:
+    """Frames that arrived before each line (a frame intake, as a test sets it)."""
+
+    def __init__(self, received: int = 0):
+        self.received, self.waited = received, []
+
+    def wait_through(self, count: int) -> bool:
+        self.waited.append(count)
+        return True
+
+
 def gated_turn_taker(greet_first: bool, stream: bool, **kw):
     """A TurnTaker on a fake LLM whose first reply waits for `backend.gate["reply"]`.
 
@@ -153,22 +164,22 @@ def gated_turn_taker(greet_first: bool, stream: bool, **kw):
     out = []
     turns = TurnTaker(conv, ProactivePolicy(ProactiveConfig("paper")), settings, out.append,
                       max_waiting=4, **kw)
+    turns.start_worker()
     return backend, conv, turns, out
 
 
 def test_lines_said_while_the_robot_is_busy_get_one_reply_in_order():
     """A person says three things while the robot answers: one reply takes them all."""
-    heard, waited = [], []
-    received = [0]
-    backend, conv, turns, out = gated_turn_taker(
-        False, False, frames_received=lambda: received[0],
-        wait_frames=lambda n: waited.append(n) or True)
+    heard = []
+    frames = Arrived()
+    waited = frames.waited
+    backend, conv, turns, out = gated_turn_taker(False, False, frames=frames)
     turns.on_person_line = lambda text, speaker: heard.append(text)
     try:
         turns.utterance("hello robot")
         assert until(lambda: backend.calls, timeout=10)      # the first reply is being asked
         for i, text in enumerate(["what is on the table?", "the red thing", "on the left"]):
-            received[0] = i + 1                              # a frame came before each
+            frames.received = i + 1                          # a frame came before each
             turns.utterance(text, "ada")
         backend.gate["reply"].set()
         assert until(lambda: sum(c.final for c in out) == 2, timeout=10)
@@ -233,15 +244,13 @@ def test_turn_taker_orders_turns_greets_once_and_reports_an_all_fallback_run():
     from vision_dialogue.core.proactive import ProactiveConfig, ProactivePolicy
     from vision_dialogue.core.turn_taking import TurnTaker
 
-    frames_waited = []
-    backend, conv, turns, out = gated_turn_taker(
-        True, True, frames_received=lambda: 7,
-        wait_frames=lambda n: frames_waited.append(n) or True)
+    frames = Arrived(7)
+    frames_waited = frames.waited
+    backend, conv, turns, out = gated_turn_taker(True, True, frames=frames)
     settings = turns.settings
     try:
-        frame = conv.add_frame(IMG)
+        frame = conv.add_frame(IMG)     # the turn-taker hears of it: maybe someone, the greeting
         frame.people = 1
-        turns.frame_added(frame, IMG)                      # someone in view: the greeting
         turns.frame_added(frame, IMG)                      # ... only once
         assert until(lambda: backend.calls, timeout=10)     # the greeting is being asked for
         assert not turns.utterance("   ")                  # empty: refused, nothing queued
@@ -259,6 +268,7 @@ def test_turn_taker_orders_turns_greets_once_and_reports_an_all_fallback_run():
         turns.close()
     failing = TurnTaker(conv, ProactivePolicy(ProactiveConfig("paper")),
                         {**settings, "greet_first": False}, out.append, max_waiting=4)
+    failing.start_worker()
     try:
         failing.utterance("hello?")
         assert until(lambda: failing.replies == 1, timeout=10)

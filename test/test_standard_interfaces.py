@@ -263,7 +263,7 @@ def test_a_set_that_comes_while_its_frame_is_placed_waits_for_it(ros_context, tm
             return add_frame(*args, **kwargs)
 
         node.conversation.add_frame = slow_add_frame
-        intake = threading.Thread(target=node._take_frame,
+        intake = threading.Thread(target=node.frames.take,
                                   args=(photo(), 101_000_000_000))
         intake.start()
         assert placing.wait(30)

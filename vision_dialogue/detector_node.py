@@ -96,7 +96,7 @@ class DetectorNode(ManagedNode):
             self.hri_faces = HriFacesOutput(self)
         self.intake = FrameIntake(self._look, min_interval=1.0 / p["max_rate"], backlog=1,
                                   errors=(ImageConversionError, ValueError),
-                                  on_reject=self._bad_frame)
+                                  warn=self.get_logger().warning, what="frame")
         self.images = ImageTopicInput(self, IMAGE_TOPIC, self.intake, p["image_qos"],
                                       p["max_image_pixels"],
                                       taking=lambda: self.active and self.detector is not None)
@@ -193,9 +193,6 @@ class DetectorNode(ManagedNode):
                    for hand in seen.hands if hand.box is not None]
                 + [Detected("text", round(score, 3), pixels(box), track=words)
                    for words, box, score in seen.text_boxes])
-
-    def _bad_frame(self, err: BaseException) -> None:
-        self.get_logger().warning(f"dropping a bad frame: {err}", throttle_duration_sec=5.0)
 
     def destroy_node(self):
         if self.intake is not None:

@@ -98,7 +98,7 @@ class EventsNode(ManagedNode):
         self.pub = self.create_publisher(VisualEvent, VISUAL_EVENTS_TOPIC, 10)
         self.intake = FrameIntake(self._look, min_interval=1.0 / p["max_rate"], backlog=2,
                                   errors=(ImageConversionError, ValueError),
-                                  on_reject=self._bad_frame)
+                                  warn=self.get_logger().warning, what="stream frame")
         self.stream = ImageTopicInput(self, STREAM_TOPIC, self.intake, p["image_qos"],
                                       p["max_image_pixels"], taking=lambda: self.active)
         topic = self.stream.topic
@@ -162,10 +162,6 @@ class EventsNode(ManagedNode):
             self.pub.publish(msg)
             self.published += 1
             self.get_logger().info(f"seen: {event.text}")
-
-    def _bad_frame(self, err: BaseException) -> None:
-        self.get_logger().warning(f"dropping a bad stream frame: {err}",
-                                  throttle_duration_sec=5.0)
 
     def destroy_node(self):
         if self.intake is not None:

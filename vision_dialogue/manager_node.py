@@ -43,23 +43,22 @@ from std_msgs.msg import Bool, String
 from vision_dialogue.ros.console import VERBOSE_ENV
 from vision_dialogue.llm.base import BackendError
 from vision_dialogue.llm.probe import unreachable
-from vision_dialogue.llm.factory import BackendOptions, backend_class, \
-    measured_focus_note
-from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.llm.factory import backend_class
+from vision_dialogue.core.conversation import Conversation
 from vision_dialogue.core.health import LLM_CHECK_PERIOD_S, OK, WARN, Health, LlmWatch, \
     ReplyStats
-from vision_dialogue.core.images import ImagePolicy
 from vision_dialogue.core.persona import PersonaError, default_persona_file, load_persona
 from vision_dialogue.core.people import PeopleInView, TrackedPerson
-from vision_dialogue.core.proactive import ProactiveConfig, ProactivePolicy
+from vision_dialogue.core.proactive import ProactivePolicy
 from vision_dialogue.core.transcript import TranscriptWriter, describe_record, event_record, \
     record_from_json
 from vision_dialogue.core.turn_taking import ReplyChunk, TurnTaker
+from vision_dialogue.core.frame_input import FrameInput
 from vision_dialogue.core.frame_intake import FrameIntake
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.dialogue_tools import DialogueTools
 from vision_dialogue.ros.image_input import ImageTopicInput
-from vision_dialogue.ros.standard_inputs import connect_standard_inputs
+from vision_dialogue.ros.standard_inputs import connect_standard_inputs, object_notes
 from vision_dialogue.ros.image_msgs import ImageConversionError, stamp_to_ns
 from vision_dialogue.msg import DetectedUsers, PromptState, Reply, SpeechState, Utterance, \
     VisualEvent
@@ -67,7 +66,8 @@ from vision_dialogue.ros.managed import ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.robot_tools import RobotTools
 from vision_dialogue.ros.qos import EVENTS_QOS, LATCHED_QOS, RELIABLE_QOS
-from vision_dialogue.ros.manager_params import PARAMS, cross_check
+from vision_dialogue.ros.manager_params import PARAMS, backend_options, conversation_config, \
+    cross_check, image_policy, proactive_config
 from vision_dialogue.ros.skill_host import ManagerSkillHost
 from vision_dialogue.ros.topics import EVENTS_TOPIC, FACE_RECORDS_TOPIC, HEARING_TOPIC, \
     PARTIAL_TOPIC, VISUAL_EVENTS_TOPIC
@@ -77,8 +77,6 @@ from vision_dialogue.ros.params import ParameterError, declare_params
 #: utterances the subscription holds while the callback is busy (a burst must not be lost)
 UTTERANCE_DEPTH = 100
 THUMBNAIL_SIDE = 192      # longest side of the frame thumbnails in dialogue/events
-#: seconds between two warnings about bad frames of one cause
-BAD_FRAME_WARN_PERIOD = 5.0
 
 
 class ManagerNode(ManagedNode):
@@ -106,7 +104,7 @@ class ManagerNode(ManagedNode):
         self.start_lifecycle(self.params["managed"])
 
     def _build(self, backend, observer) -> None:
-        """Everything the manager is made of (configure: ros/managed.py)."""
+        """Everything the manager is made of, in the order it needs (configure)."""
         p, log = self.params, self.get_logger()
         persona_path = p["persona_file"] or str(default_persona_file())
         try:
@@ -122,37 +120,39 @@ class ManagerNode(ManagedNode):
             probed = self._check_images(probe)
         if observer is None and not getattr(self.backend, "supports_images", True):
             observer = self._observer_made = self._make_observer()
-        self.policy = ImagePolicy(p["newest_max_side"], p["older_max_side"], p["jpeg_quality"],
-                                  p["image_detail"])
-        self.conversation = Conversation(self.backend, persona, self._conversation_config(),
-                                         observer=observer, logger=log)
+        self.policy = image_policy(p)
+        self.conversation = conv = Conversation(self.backend, persona,
+                                                conversation_config(p, self.policy),
+                                                observer=observer, logger=log)
         self.redact = None
-        if self.params["blur_faces"]:
+        if p["blur_faces"]:
             from vision_dialogue.perception.privacy import FaceBlurrer
             self.redact = FaceBlurrer()         # thumbnails and stored frames
         self.transcript = self._open_transcript()
-        self.conversation.add_listener(self._on_event)
-        self.vcg: DialogueTools | None = None         # Visual ChatGPT's side (use_tools)
-        if p["use_tools"]:
-            self.vcg = self._dialogue_tools()
-        self.robot_tools = self._robot_tools() if p["robot_tools_file"] else None
+        conv.add_listener(self._on_event)
         self._create_publishers()
-        self.proactive = ProactivePolicy(ProactiveConfig(
-            p["proactive"], min_interval_s=p["proactive_interval"], quiet_s=p["proactive_quiet"]))
-        self.people = PeopleInView(self.conversation)
-        self._warned_at: dict[str, float] = {}
-        # its worker serves nothing before the subscriptions below bring something in
-        self.turns = TurnTaker(
-            self.conversation, self.proactive, p, self._publish_reply,
-            max_waiting=p["max_queued_turns"], frames_received=lambda: self.intake.received,
-            wait_frames=lambda count: self.intake.wait_through(count),
-            on_start=self.vcg.discover if self.vcg else lambda: None,
-            on_shared=self.vcg.shared_image if self.vcg else lambda bgr: None,
-            on_dropped=self.publish_state, logger=log)
-        self._create_subscriptions()
+        self.proactive = ProactivePolicy(proactive_config(p))
+        self.people = PeopleInView(conv)
+        # a frame's one way: the intake's worker -> FrameInput (its detections' note) -> the
+        # conversation, whose "frame" event the turn-taker hears
+        notes = object_notes(p, observed_people=observer is not None)
+        self.frames = FrameInput(conv, notes, lambda: self.get_clock().now().nanoseconds)
+        self.intake = FrameIntake(self.frames.take, min_interval=p["min_frame_interval"],
+                                  errors=(ImageConversionError, ValueError),
+                                  warn=log.warning, what="camera frame")
+        self.turns = TurnTaker(conv, self.proactive, p, self._publish_reply,
+                               max_waiting=p["max_queued_turns"], frames=self.intake,
+                               tracked=self.people.count, on_dropped=self.publish_state,
+                               logger=log)
+        self.camera = ImageTopicInput(self, "camera/image_raw", self.intake, p["image_qos"],
+                                      p["max_image_pixels"], taking=lambda: self.active)
+        self.vcg = self._dialogue_tools() if p["use_tools"] else None   # Visual ChatGPT
+        self.robot_tools = self._robot_tools() if p["robot_tools_file"] else None
+        self._create_subscriptions(notes)
         self._application_side()
         self._apply_live_params()
         self._report_health(probe)
+        self.turns.start_worker()
         self._built = True
         log.info(f"manager ready: backend={p['llm_backend']} "
                  f"({type(self.backend).__name__}) model={p['model']!r} "
@@ -231,37 +231,33 @@ class ManagerNode(ManagedNode):
         return tools
 
     def _dialogue_tools(self) -> DialogueTools:
+        """Visual ChatGPT's side: the VFM tools, found by the turn worker before its first turn."""
+        camera = self.camera
         try:
-            return DialogueTools(
-                self, self.conversation, self.params, camera_frame_id=lambda: self.camera.frame_id,
-                publish_event=self.publish_event,
-                on_shared=lambda bgr: self.turns.shared_image(bgr),
+            vcg = DialogueTools(
+                self, self.conversation, self.params, camera_frame_id=lambda: camera.frame_id,
+                publish_event=self.publish_event, on_shared=self.turns.shared_image,
                 thumbnail_side=THUMBNAIL_SIDE)
         except ParameterError:
             self.close_early()
             raise
+        self.turns.on_start, self.turns.on_shared = vcg.discover, vcg.shared_image
+        return vcg
 
     def close_early(self) -> None:
         """A part failed while the node was built: stop what already runs."""
+        self.intake.close()
+        self.turns.close()
         self.conversation.close(0)
-        if self.vcg is not None:
+        if getattr(self, "vcg", None) is not None:
             self.vcg.close()
         if self.transcript is not None:
             self.transcript.close()
 
-    def _backend_options(self) -> BackendOptions:
-        p = self.params
-        return BackendOptions(
-            base_url=p["base_url"], model=p["model"], api_key_env=p["api_key_env"],
-            timeout=p["request_timeout"], max_retries=p["max_retries"],
-            supports_images=p["supports_images"], max_new_tokens=p["max_reply_tokens"],
-            dtype=p["local_dtype"], temperature=p["temperature"], threads=p["local_threads"],
-            params=dict(p))
-
     def _make_backend(self):
         kind = self.params["llm_backend"]
         try:
-            return backend_class(kind).from_options(self._backend_options())
+            return backend_class(kind).from_options(backend_options(self.params))
         except (BackendError, ValueError, OSError) as e:
             raise ParameterError(f"llm_backend: cannot start {kind!r} ({e})") from None
 
@@ -273,7 +269,7 @@ class ManagerNode(ManagedNode):
         instead of a session of fallback replies. Unreachable: as configured (the probe thread
         warns). Returns the Probe.
         """
-        o, timeout = self._backend_options(), self.params["request_timeout"]
+        o, timeout = backend_options(self.params), self.params["request_timeout"]
         found = probe(o, timeout=min(10.0, timeout), images=True)
         if found.images is False:
             self.backend.supports_images = False
@@ -290,7 +286,7 @@ class ManagerNode(ManagedNode):
         goes to dialogue/events (the monitor's LLM badge). `found`: the image check's answer.
         """
         if found is None:
-            found = probe(self._backend_options(),
+            found = probe(backend_options(self.params),
                           timeout=min(5.0, self.params["request_timeout"]))
         if found.ok is False:
             self.get_logger().warning(f"LLM check at startup: {found.detail}; {found.fix}. "
@@ -307,26 +303,6 @@ class ManagerNode(ManagedNode):
             self.get_logger().warning(f"no frame observer ({e}); frames go in without "
                                       "observations")
             return None
-
-    def _conversation_config(self) -> ConversationConfig:
-        p = self.params
-        return ConversationConfig(
-            n=p["n"], m=p["m"], policy=self.policy,
-            history_budget_chars=p["history_budget_chars"],
-            keep_recent_lines=p["keep_recent_lines"], max_reply_tokens=p["max_reply_tokens"],
-            model=None if backend_class(p["llm_backend"]).in_process else p["model"],
-            summary_model=p["summary_model"] or None, stream=p["stream"],
-            max_summary_failures=p["max_summary_failures"], summary_mode=p["summary_mode"],
-            camera_timeout_s=p["camera_timeout"], look_back=p["look_back"],
-            focus_note=self._focus_note(), avoid_repeats=p["avoid_repeats"],
-            warm_cache=p["warm_cache"])
-
-    def _focus_note(self) -> str:
-        """focus_note as set, or (auto) what the battery measured for the embedded model."""
-        p = self.params
-        if p["focus_note"] != "auto":
-            return p["focus_note"]
-        return measured_focus_note(p["llm_backend"], p["model"])
 
     def _open_transcript(self) -> TranscriptWriter | None:
         if not self.params["transcript_dir"]:
@@ -350,7 +326,8 @@ class ManagerNode(ManagedNode):
         self.state_pub = self.create_publisher(PromptState, "dialogue/prompt_state", LATCHED_QOS)
         self.events_pub = self.create_publisher(String, EVENTS_TOPIC, EVENTS_QOS)
 
-    def _create_subscriptions(self) -> None:
+    def _create_subscriptions(self, notes) -> None:
+        """The inputs besides the camera's (created in _build, beside the frame intake)."""
         p = self.params
         self.create_subscription(DetectedUsers, "camera/users",
                                  self.when_active(self._on_users, "camera/users"), 10)
@@ -360,13 +337,6 @@ class ManagerNode(ManagedNode):
         # volatile: matches a latched (transient local) speech node and a plain publisher alike
         self.create_subscription(SpeechState, "dialogue/speech_state", self._on_speech_state,
                                  RELIABLE_QOS)
-        # camera_node publishes each frame on both image topics with one stamp: keep one copy.
-        # Callbacks only queue; one worker decodes (see core/frame_intake.py).
-        self.intake = FrameIntake(self._take_frame, min_interval=p["min_frame_interval"],
-                                  errors=(ImageConversionError, ValueError),
-                                  on_reject=self._bad_frame)
-        self.camera = ImageTopicInput(self, "camera/image_raw", self.intake, p["image_qos"],
-                                      p["max_image_pixels"], taking=lambda: self.active)
         # one callback at a time, so utterances reach the turn queue in the order they came
         self.create_subscription(Utterance, "dialogue/utterance", self.when_active(
                                  self._on_utterance, "a line (not answered)"), UTTERANCE_DEPTH,
@@ -380,11 +350,11 @@ class ManagerNode(ManagedNode):
                                  lambda msg: self.conversation.hearing(msg.data), RELIABLE_QOS)
         # what the robot's face showed (the speech node's face), into the transcript
         self.create_subscription(String, FACE_RECORDS_TOPIC, self._on_face_record, RELIABLE_QOS)
-        self._frame_width = 0
         # vision_msgs detections and ROS4HRI in, where those packages are installed
+        frames = self.frames
         self.detections, self.voices = connect_standard_inputs(
-            self, p, self.conversation, self.turns, self.people,
-            frame_width=lambda: self._frame_width, on_engaging=self._on_engaging)
+            self, p, self.conversation, self.turns, self.people, notes,
+            frame_width=lambda: frames.width, on_engaging=self._on_engaging)
         if p["prompt_state_period"] > 0:
             self.create_timer(p["prompt_state_period"], self.publish_state,
                               callback_group=MutuallyExclusiveCallbackGroup())
@@ -405,33 +375,6 @@ class ManagerNode(ManagedNode):
             self.get_logger().info(f"{label} is engaging: greeting")
 
     # --- frames ----------------------------------------------------------------------------
-    def _take_frame(self, bgr, stamp_ns: int) -> None:
-        """Add a frame the intake worker accepted to the prompt timeline.
-
-        Stamped with the node clock if the camera gave no stamp.
-        """
-        stamp = stamp_ns or self.get_clock().now().nanoseconds
-        self._frame_width = bgr.shape[1]
-
-        def place(objects: str):
-            return self.conversation.add_frame(bgr, stamp=stamp / 1e9, objects=objects)
-        frame = self.detections.attach(stamp / 1e9, place) if self.detections else place("")
-        self.turns.frame_added(frame, bgr, self.people.count())
-
-    def _bad_frame(self, err: BaseException) -> None:
-        """Warn about a rejected frame: once per cause every 5 s, with the count so far.
-
-        So one kind of bad frame cannot hide another; every rejection is counted in
-        prompt_state.
-        """
-        cause = getattr(err, "cause", None) or type(err).__name__
-        now = time.monotonic()
-        if now - self._warned_at.get(cause, -1e9) >= BAD_FRAME_WARN_PERIOD:
-            self._warned_at[cause] = now
-            total = self.intake.rejected_by_cause[cause]
-            self.get_logger().warning(f"dropping a bad camera frame ({cause}; {total} so far): "
-                                      f"{err}")
-
     @property
     def frames_received(self) -> int:
         return self.intake.received
@@ -493,7 +436,7 @@ class ManagerNode(ManagedNode):
         """/diagnostics: the LLM server looked at every few seconds, the replies, the prompt."""
         self.reply_stats = ReplyStats()
         self.llm_watch = LlmWatch(
-            None if probe is None else lambda: probe(self._backend_options(),
+            None if probe is None else lambda: probe(backend_options(self.params),
                                                      timeout=LLM_CHECK_PERIOD_S),
             self.reply_stats, unreachable=lambda: unreachable(self.params["base_url"]))
         self.llm_watch.start()
@@ -537,15 +480,15 @@ class ManagerNode(ManagedNode):
         msg = PromptState()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.header.frame_id = self.params["frame_id"]
-        msg.frames_received = int(min(self.frames_received, 2 ** 32 - 1))
-        msg.frames_rejected = int(min(self.intake.rejected, 2 ** 32 - 1))
+        msg.frames_received = _u32(self.frames_received)
+        msg.frames_rejected = _u32(self.intake.rejected)
         causes = sorted(self.intake.rejected_by_cause.items())
         msg.rejected_causes = [c for c, _ in causes]
-        msg.rejected_counts = [int(min(n, 2 ** 32 - 1)) for _, n in causes]
-        msg.turns_dropped = int(min(self.turns.queue.dropped, 2 ** 32 - 1))
+        msg.rejected_counts = [_u32(n) for _, n in causes]
+        msg.turns_dropped = _u32(self.turns.queue.dropped)
         for k in ("raw_frames", "frame_summaries", "dialogue_lines", "folded_lines",
                   "pending_summaries", "prompt_chars", "prompt_image_bytes"):
-            setattr(msg, k, int(min(st[k], 2 ** 32 - 1)))
+            setattr(msg, k, _u32(st[k]))
         msg.summaries, msg.history_summary = st["summaries"], st["history_summary"]
         msg.timeline = [t[:200] for t in st["timeline"]]
         try:
@@ -584,6 +527,11 @@ class ManagerNode(ManagedNode):
                 f"every reply of this session ({self.turns.replies}) was the fallback line: the "
                 f"LLM never answered ({self.params['llm_backend']}, model "
                 f"{self.params['model']!r}; see the errors above)")
+
+
+def _u32(n: int) -> int:
+    """A count for a uint32 message field (a very long session saturates, never wraps)."""
+    return int(min(n, 2 ** 32 - 1))
 
 
 def main(args=None):

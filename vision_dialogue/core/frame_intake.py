@@ -30,16 +30,20 @@ class FrameIntake:
     """Decode-and-add worker with de-duplication by key, a minimum interval and counters.
 
     add(bgr, stamp_ns) is called on the worker thread for every accepted frame.
-    on_reject(error) is called for a frame whose decode raised one of `errors`, or that
-    `add` refused (ValueError); `rejected_by_cause` counts them by the error's `cause`
-    attribute (else its type name). `min_interval` may change at any time.
+    A frame whose decode raised one of `errors`, or that `add` refused (ValueError), is
+    rejected: `rejected_by_cause` counts them by the error's `cause` attribute (else its type
+    name), and `warn(text)` says so once per cause every WARN_PERIOD_S with the count so far
+    (one kind of bad frame cannot hide another). `min_interval` may change at any time.
     """
+
+    WARN_PERIOD_S = 5.0
 
     def __init__(self, add: Callable[[np.ndarray, int], None], *, min_interval: float = 0.0,
                  errors: tuple[type[BaseException], ...] = (ValueError,),
-                 on_reject: Callable[[BaseException], None] | None = None,
+                 warn: Callable[[str], None] | None = None, what: str = "frame",
                  backlog: int = BACKLOG, clock: Callable[[], float] = time.monotonic):
-        self._add, self._errors, self._on_reject = add, errors, on_reject
+        self._add, self._errors, self._warn, self._what = add, errors, warn, what
+        self._warned_at: dict[str, float] = {}
         self.min_interval = min_interval
         self._clock = clock
         self._items: collections.deque = collections.deque()
@@ -108,12 +112,17 @@ class FrameIntake:
 
     def _reject(self, error: BaseException) -> None:
         self.rejected += 1
-        self.rejected_by_cause[getattr(error, "cause", None) or type(error).__name__] += 1
-        if self._on_reject is not None:
-            try:
-                self._on_reject(error)
-            except Exception:  # noqa: BLE001 - a logging failure must not stop the worker
-                pass
+        cause = getattr(error, "cause", None) or type(error).__name__
+        self.rejected_by_cause[cause] += 1
+        now = self._clock()
+        if self._warn is None or now - self._warned_at.get(cause, -1e9) < self.WARN_PERIOD_S:
+            return
+        self._warned_at[cause] = now
+        try:
+            self._warn(f"dropping a bad {self._what} ({cause}; "
+                       f"{self.rejected_by_cause[cause]} so far): {error}")
+        except Exception:  # noqa: BLE001 - a logging failure must not stop the worker
+            pass
 
     def close(self, timeout: float = 2.0) -> None:
         with self._cv:

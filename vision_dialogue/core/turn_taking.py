@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
 
@@ -53,26 +53,35 @@ def _person_line(item: PendingTurn) -> bool:
     return item.kind == "turn" and item.done is None
 
 
+class ArrivingFrames(Protocol):
+    """What a turn waits on: frames that arrived before its utterance (core/frame_intake.py)."""
+
+    received: int
+
+    def wait_through(self, count: int) -> bool: ...
+
+
 class TurnTaker:
     """The manager's turn-taking, with its worker thread (see the module docstring).
 
-    `on_start()`: run once on the worker before the first turn (tool discovery);
-    `on_shared(bgr)`: serve a shared picture; `on_dropped()`: after a turn was dropped
-    unanswered (publish the state).
+    `frames`: the frame intake a turn waits on (None: no camera); `tracked()`: how many people
+    a camera that tracks users counts now. It hears of each frame the conversation takes (its
+    "frame" event). Hooks an owner may set before `start_worker()`: `on_start()`, run once on
+    the worker before the first turn (tool discovery); `on_shared(bgr)`, serve a shared
+    picture. `on_dropped()`: after a turn was dropped unanswered (publish the state).
     """
 
     def __init__(self, conversation: Conversation, proactive: ProactivePolicy,
                  settings: Mapping[str, Any], publish: Callable[[ReplyChunk], None], *,
-                 max_waiting: int, frames_received: Callable[[], int] = lambda: 0,
-                 wait_frames: Callable[[int], bool] = lambda count: True,
-                 on_start: Callable[[], None] = lambda: None,
-                 on_shared: Callable[[np.ndarray], None] = lambda bgr: None,
+                 max_waiting: int, frames: ArrivingFrames | None = None,
+                 tracked: Callable[[], int | None] = lambda: None,
                  on_dropped: Callable[[], None] = lambda: None,
                  logger: logging.Logger | None = None):
         self.conversation, self.proactive, self.settings = conversation, proactive, settings
-        self._publish, self._frames_received, self._wait_frames = publish, frames_received, \
-            wait_frames
-        self._on_start, self._on_shared, self._on_dropped = on_start, on_shared, on_dropped
+        self._publish, self._frames, self._tracked = publish, frames, tracked
+        self._on_dropped = on_dropped
+        self.on_start: Callable[[], None] = lambda: None
+        self.on_shared: Callable[[np.ndarray], None] = lambda bgr: None
         self.claim: Callable[[str, str], bool] | None = None   # a skill takes the line
         self.converse: Callable[[], bool] = lambda: True       # unclaimed lines get a reply
         self.on_person_line: Callable[[str, str], None] = lambda text, speaker: None
@@ -83,7 +92,16 @@ class TurnTaker:
         self._answering = 0             # 1 while the worker serves an item
         self.replies = self.fallback_replies = 0
         self._worker = threading.Thread(target=self._serve, name="vd-turns", daemon=True)
+        conversation.add_listener(self._on_conversation)
+
+    def start_worker(self) -> None:
+        """Serve the queue from now on (what came before waits in it)."""
         self._worker.start()
+
+    def _on_conversation(self, kind: str, data: dict) -> None:
+        if kind == "frame":
+            frame = data["frame"]
+            self.frame_added(frame, frame.bgr, self._tracked())
 
     # --- what comes in -----------------------------------------------------------------------
     def utterance(self, text: str, speaker: str = "", language: str = "") -> bool:
@@ -107,7 +125,7 @@ class TurnTaker:
         if waiting:
             self.log.info(f"utterance queued behind {waiting} waiting turn(s)")
         self.queue.put(PendingTurn("turn", text, speaker, deadline=self._deadline(),
-                                   language=language, frames_before=self._frames_received()))
+                                   language=language, frames_before=self._received()))
         return True
 
     def frame_added(self, frame: Frame, bgr: np.ndarray, tracked: int | None = None) -> None:
@@ -146,7 +164,7 @@ class TurnTaker:
                                        done=done))
             return
         self.queue.put(PendingTurn("turn", text, speaker, deadline=self._deadline(),
-                                   frames_before=self._frames_received(), done=done))
+                                   frames_before=self._received(), done=done))
 
     def shared_image(self, bgr: np.ndarray) -> None:
         """Queue a picture the person shared (served by `on_shared`, in turn order)."""
@@ -189,8 +207,15 @@ class TurnTaker:
             self.log.warning(f"shared image dropped ({reason})")
         self._on_dropped()
 
+    def _received(self) -> int:
+        return self._frames.received if self._frames is not None else 0
+
+    def _wait_frames(self, count: int) -> None:
+        if self._frames is not None:
+            self._frames.wait_through(count)
+
     def _serve(self) -> None:
-        self._on_start()
+        self.on_start()
         while True:
             run = self.queue.get_run(_person_line)
             if run is None:
@@ -222,7 +247,7 @@ class TurnTaker:
 
     def _serve_one(self, item: PendingTurn) -> TurnResult | None:
         if item.kind == "shared":
-            self._on_shared(item.payload)
+            self.on_shared(item.payload)
             return None
         if item.kind == "say":
             return self._answer(lambda chunk: self.conversation.say(
@@ -277,4 +302,5 @@ class TurnTaker:
     def close(self, timeout: float = 5.0) -> None:
         """Drop what waits and stop the worker (a turn in progress may finish)."""
         self.queue.close()
-        self._worker.join(timeout=timeout)
+        if self._worker.ident is not None:
+            self._worker.join(timeout=timeout)

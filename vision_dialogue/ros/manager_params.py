@@ -1,4 +1,5 @@
-"""The manager node's parameters: the table `declare_params` reads, and their cross-check.
+"""The manager node's parameters: the table `declare_params` reads, their cross-check, and
+what the core is built from them (the LLM backend's options, the conversation's config).
 
 Apart from manager_node.py so the node only wires ROS to the core; `manager_node --help`, the
 docs test and `bringup -p manager.NAME:=...` read the same table.
@@ -7,11 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS
-from vision_dialogue.core.proactive import PROACTIVE_MODES
+from vision_dialogue.core.conversation_types import ConversationConfig
+from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy
+from vision_dialogue.core.proactive import PROACTIVE_MODES, ProactiveConfig
 from vision_dialogue.core.summariser import SummaryRule
 from vision_dialogue.core.transcript import parse_retention
-from vision_dialogue.llm.factory import LLM_BACKENDS
+from vision_dialogue.llm.factory import LLM_BACKENDS, BackendOptions, backend_class, \
+    measured_focus_note
 from vision_dialogue.ros.params import Param, nonempty
 from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES
 from vision_dialogue.ros.managed import MANAGED_PARAM
@@ -184,3 +187,44 @@ def cross_check(v: dict) -> str | None:
         return (f"objects_sure ({v['objects_sure']:g}) must be at least objects_min_score "
                 f"({v['objects_min_score']:g})")
     return SummaryRule.problem(v["n"], v["m"])
+
+
+def backend_options(p) -> BackendOptions:
+    """The LLM backend's options (llm/options.py): the common ones, and every value."""
+    return BackendOptions(
+        base_url=p["base_url"], model=p["model"], api_key_env=p["api_key_env"],
+        timeout=p["request_timeout"], max_retries=p["max_retries"],
+        supports_images=p["supports_images"], max_new_tokens=p["max_reply_tokens"],
+        dtype=p["local_dtype"], temperature=p["temperature"], threads=p["local_threads"],
+        params=dict(p))
+
+
+def image_policy(p) -> ImagePolicy:
+    return ImagePolicy(p["newest_max_side"], p["older_max_side"], p["jpeg_quality"],
+                       p["image_detail"])
+
+
+def focus_note_style(p) -> str:
+    """focus_note as set, or (auto) what the battery measured for the embedded model."""
+    if p["focus_note"] != "auto":
+        return p["focus_note"]
+    return measured_focus_note(p["llm_backend"], p["model"])
+
+
+def conversation_config(p, policy: ImagePolicy) -> ConversationConfig:
+    """The conversation's settings from the manager's parameters."""
+    return ConversationConfig(
+        n=p["n"], m=p["m"], policy=policy,
+        history_budget_chars=p["history_budget_chars"],
+        keep_recent_lines=p["keep_recent_lines"], max_reply_tokens=p["max_reply_tokens"],
+        model=None if backend_class(p["llm_backend"]).in_process else p["model"],
+        summary_model=p["summary_model"] or None, stream=p["stream"],
+        max_summary_failures=p["max_summary_failures"], summary_mode=p["summary_mode"],
+        camera_timeout_s=p["camera_timeout"], look_back=p["look_back"],
+        focus_note=focus_note_style(p), avoid_repeats=p["avoid_repeats"],
+        warm_cache=p["warm_cache"])
+
+
+def proactive_config(p) -> ProactiveConfig:
+    return ProactiveConfig(p["proactive"], min_interval_s=p["proactive_interval"],
+                           quiet_s=p["proactive_quiet"])

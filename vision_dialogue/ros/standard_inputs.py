@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, TypeVar
+from typing import Callable
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.event_handler import SubscriptionEventCallbacks
@@ -29,16 +29,29 @@ from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.qos import LATCHED_FROM_MANY_QOS, LATCHED_QOS, RELIABLE_QOS, \
     endpoint_node
 
-T = TypeVar("T")
+
+def object_notes(p, observed_people: bool) -> ObjectNotes | None:
+    """Where detections will come in (`detections` on, vision_msgs installed): their notes.
+
+    `observed_people`: the manager's own observer describes people (faces, pose: where, how
+    close, what they wear), so a detector's persons are left to it.
+    """
+    if not p["detections"] or "vision_msgs" in pm.missing():
+        return None
+    # faces, hands and words are parts of a person or a scene, not objects
+    skip = ("face", "hand", "text") + (("person",) if observed_people else ())
+    return ObjectNotes(max_age=p["objects_max_age"], min_score=p["objects_min_score"],
+                       sure=p["objects_sure"], skip=skip)
 
 
-def connect_standard_inputs(node, p, conversation, turns, people, *,
-                            frame_width: Callable[[], int], on_engaging: Callable[[str], None]):
+def connect_standard_inputs(node, p, conversation, turns, people, notes: ObjectNotes | None,
+                            *, frame_width: Callable[[], int],
+                            on_engaging: Callable[[str], None]):
     """The manager's standard inputs: (DetectionsInput or None, Ros4hriInput or None).
 
-    `p`: the manager's parameters (detections, ros4hri, labels, objects_*); `turns`: its
-    TurnTaker (utterances, gestures); `people`: its PeopleInView. One log line names an input
-    asked for whose message package is not installed.
+    `p`: the manager's parameters (detections, ros4hri, labels); `turns`: its TurnTaker
+    (utterances, gestures); `people`: its PeopleInView; `notes`: `object_notes(p, ...)`. One
+    log line names an input asked for whose message package is not installed.
     """
     off = [f"{name} ({pkg} not installed)" for name, pkg, on in (
         ("detections", "vision_msgs", p["detections"]),
@@ -47,13 +60,7 @@ def connect_standard_inputs(node, p, conversation, turns, people, *,
         node.get_logger().info(f"standard perception inputs off: {', '.join(off)}; "
                                "scripts/setup.sh builds them")
     detections = voices = None
-    if p["detections"] and "vision_msgs" not in pm.missing():
-        # faces, hands and words are parts of a person or a scene, not objects; people are
-        # our observer's where it runs (faces, pose: where, how close, what they wear)
-        skip = ("face", "hand", "text") + (
-            ("person",) if conversation.observer is not None else ())
-        notes = ObjectNotes(max_age=p["objects_max_age"], min_score=p["objects_min_score"],
-                            sure=p["objects_sure"], skip=skip)
+    if notes is not None:
         detections = DetectionsInput(
             node, notes, LabelMap([x for x in p["labels"] if x]),
             on_note=conversation.set_objects,
@@ -113,7 +120,7 @@ class PublishingNodes:
 
 
 class DetectionsInput:
-    """``detections`` (+ ``label_info``) into ObjectNotes; the manager asks `attach(stamp)`.
+    """``detections`` (+ ``label_info``) into ObjectNotes; frames take them in frame_input.
 
     on_note(frame_stamp, note): a set arrived after its frame; on_event(text, stamp): a class
     came or went. `frame_width()`: the newest frame's width, for positions.
@@ -141,11 +148,6 @@ class DetectionsInput:
         self.labels_sub = node.create_subscription(
             pm.LabelInfo, pm.LABEL_INFO_TOPIC, self._on_label_info, LATCHED_FROM_MANY_QOS,
             callback_group=group)
-
-    def attach(self, frame_stamp: float, place: Callable[[str], T]) -> T:
-        """`place(note)` puts the frame in the timeline; a set for it waits till it is in."""
-        with self.notes.in_order:
-            return place(self.notes.attach(frame_stamp))
 
     def _on_label_info(self, msg, info) -> None:
         class_map = [(c.class_id, c.class_name) for c in msg.class_map]
