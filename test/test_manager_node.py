@@ -207,11 +207,11 @@ def test_greet_first_speaks_once_when_a_person_appears(ros_context, tmp_path):
 def _event_sink(rig):
     from std_msgs.msg import String
 
-    from vision_dialogue.ros.qos import EVENTS_QOS
-    from vision_dialogue.ros.topics import EVENTS_TOPIC
+    from vision_dialogue.ros.qos import RECORDS_QOS
+    from vision_dialogue.ros.topics import RECORDS_TOPIC
     got = []
-    rig.io.create_subscription(String, EVENTS_TOPIC, lambda m: got.append(json.loads(m.data)),
-                               EVENTS_QOS)
+    rig.io.create_subscription(String, RECORDS_TOPIC, lambda m: got.append(json.loads(m.data)),
+                               RECORDS_QOS)
     return got
 
 

@@ -28,8 +28,8 @@ from vision_dialogue.ros.image_msgs import from_image_msg, to_image_msg
 from vision_dialogue.manager_node import ManagerNode
 from vision_dialogue.msg import Reply as ReplyMsg, Utterance
 from vision_dialogue.ros.params import ParameterError
-from vision_dialogue.ros.qos import EVENTS_QOS
-from vision_dialogue.ros.topics import EVENTS_TOPIC
+from vision_dialogue.ros.qos import RECORDS_QOS
+from vision_dialogue.ros.topics import RECORDS_TOPIC
 from vision_dialogue.vfm_server import VfmServer
 
 FINAL = "I traced all the edges for you. They look like a drawing!"
@@ -100,8 +100,8 @@ class Rig:
         self.io.create_subscription(ReplyMsg, "dialogue/reply", self.replies.append, 50)
         self.io.create_subscription(Image, "dialogue/tool_image", self.tool_images.append, 10)
         self.events = []
-        self.io.create_subscription(String, EVENTS_TOPIC,
-                                    lambda m: self.events.append(json.loads(m.data)), EVENTS_QOS)
+        self.io.create_subscription(String, RECORDS_TOPIC,
+                                    lambda m: self.events.append(json.loads(m.data)), RECORDS_QOS)
         for n in self.nodes:
             self.ex.add_node(n)
         assert self.wait(lambda: self.img_pub.get_subscription_count() >= 1

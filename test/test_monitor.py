@@ -24,8 +24,8 @@ from vision_dialogue.core.transcript import TranscriptWriter, event_record
 from vision_dialogue.monitor.session import SessionView, load_run
 from vision_dialogue.monitor.web import MonitorServer
 from vision_dialogue.ros.params import ParameterError
-from vision_dialogue.ros.qos import EVENTS_QOS
-from vision_dialogue.ros.topics import EVENTS_TOPIC
+from vision_dialogue.ros.qos import RECORDS_QOS
+from vision_dialogue.ros.topics import RECORDS_TOPIC
 
 
 def get(url, timeout=5.0):
@@ -184,7 +184,7 @@ def test_node_shows_the_managers_event_records(ros_context):
     from vision_dialogue.monitor_node import MonitorNode
     node = MonitorNode(context=ros_context, parameter_overrides=[Parameter("port", value=0)])
     io = rclpy.create_node("test_io", context=ros_context)
-    pub = io.create_publisher(String, EVENTS_TOPIC, EVENTS_QOS)
+    pub = io.create_publisher(String, RECORDS_TOPIC, RECORDS_QOS)
     ex = MultiThreadedExecutor(num_threads=2, context=ros_context)
     ex.add_node(node)
     ex.add_node(io)

@@ -16,7 +16,7 @@ from vision_dialogue.core.images import ImagePolicy
 from vision_dialogue.core.objects import DetectionSet, LabelMap, ObjectNotes, ObjectSighting, \
     describe_objects, object_phrases
 from vision_dialogue.core.persona import load_persona
-from vision_dialogue.perception import objects as detector_mod
+from vision_dialogue.perception import object_detector as detector_mod
 
 
 def sight(label, score, cx=0.5, alts=()):
@@ -176,7 +176,7 @@ def test_a_dark_frame_gets_no_objects():
 needs_weights = pytest.mark.skipif(
     not detector_mod.model_installed(),
     reason="object detector weights not installed: scripts/setup.sh fetches them "
-           "(python -m vision_dialogue.perception.objects --install)")
+           "(python -m vision_dialogue.perception.object_detector --install)")
 
 
 def _photo(name):

@@ -434,7 +434,7 @@ def test_a_ros4hri_voice_talking_over_the_robot_stops_its_speech(ros_context, tm
         manager.destroy_node()
 
 
-@pytest.mark.skipif(not __import__("vision_dialogue.perception.objects", fromlist=["x"])
+@pytest.mark.skipif(not __import__("vision_dialogue.perception.object_detector", fromlist=["x"])
                     .model_installed(), reason="object detector weights not installed "
                     "(scripts/setup.sh fetches them)")
 def test_the_detector_node_publishes_objects_faces_hands_and_words(ros_context):

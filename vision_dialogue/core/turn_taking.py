@@ -160,7 +160,7 @@ class TurnTaker:
         A person's line to answer, or (text None) a remark with `instruction` (an opening).
         """
         if text is None:
-            self.queue.put(PendingTurn("greet", instruction, "", deadline=self._deadline(),
+            self.queue.put(PendingTurn("remark", instruction, "", deadline=self._deadline(),
                                        done=done))
             return
         self.queue.put(PendingTurn("turn", text, speaker, deadline=self._deadline(),
@@ -175,7 +175,7 @@ class TurnTaker:
         if not self.settings["greet_first"] or self._spoken_to:
             return False
         self._spoken_to = True
-        self.queue.put(PendingTurn("greet", "", "", deadline=self._deadline()))
+        self.queue.put(PendingTurn("remark", "", "", deadline=self._deadline()))
         self.proactive.remark_made()
         return True
 
@@ -192,7 +192,7 @@ class TurnTaker:
             return
         self.proactive.remark_made()
         self.log.info(f"speaking first: {trigger} (proactive:={self.settings['proactive']})")
-        self.queue.put(PendingTurn("greet", trigger, "", deadline=self._deadline()))
+        self.queue.put(PendingTurn("remark", trigger, "", deadline=self._deadline()))
 
     def _dropped(self, item: PendingTurn, reason: str) -> None:
         if item.done is not None:
@@ -201,7 +201,7 @@ class TurnTaker:
             self.log.warning(f"line not said ({reason}): {item.payload[:80]!r}")
         elif item.kind == "turn":
             self.conversation.note_dropped(item.payload, reason, item.speaker)
-        elif item.kind == "greet":
+        elif item.kind == "remark":
             self.log.info(f"{item.payload or 'opening'} remark skipped ({reason})")
         else:
             self.log.warning(f"shared image dropped ({reason})")
@@ -252,14 +252,14 @@ class TurnTaker:
         if item.kind == "say":
             return self._answer(lambda chunk: self.conversation.say(
                 item.payload, on_sentence=chunk), "", counted=False)
-        if item.kind == "greet":
-            return self._greet(item.deadline, item.payload)
+        if item.kind == "remark":
+            return self._remark(item.deadline, item.payload)
         self._wait_frames(item.frames_before)
         return self._answer(lambda chunk: self.conversation.turn(
             item.payload, on_sentence=chunk, speaker=item.speaker,
             deadline=item.deadline, language=item.language), item.payload)
 
-    def _greet(self, deadline: float, trigger: str = "") -> TurnResult | None:
+    def _remark(self, deadline: float, trigger: str = "") -> TurnResult | None:
         """A remark unasked, or with an application's instruction (a Chat's opening).
 
         trigger: "" (the opening one), "arrival", "scene", "wave", or the instruction itself.
@@ -272,7 +272,7 @@ class TurnTaker:
         if unasked and (len(self.queue) or (not trigger and self.conversation.turn_count)):
             return None
         instruction = known.get(trigger, trigger)
-        return self._answer(lambda chunk: self.conversation.greet(
+        return self._answer(lambda chunk: self.conversation.remark(
             on_sentence=chunk, deadline=deadline, instruction=instruction), "")
 
     def _answer(self, ask: Callable[..., TurnResult], in_reply_to: str,

@@ -75,7 +75,7 @@ class LlamaCppChatBackend:
             return Probe(False, "llm_backend llamacpp, but llama-cpp-python is not installed",
                          LLAMACPP_FIX)
         return Probe(True, f"llama.cpp (llama-cpp-python {found})")
-    simple_tool_use = True     # only the turn's tools, one round (core/tool_turns.py)
+    simple_tool_use = True     # only the turn's tools, one round (core/turn_tools.py)
 
     @classmethod
     def from_options(cls, o: BackendOptions) -> "LlamaCppChatBackend":

@@ -11,7 +11,7 @@ import secrets
 import string
 from dataclasses import dataclass
 
-from vision_dialogue.perception.objects import box_iou
+from vision_dialogue.perception.object_detector import box_iou
 
 
 def new_id() -> str:

@@ -1,5 +1,7 @@
-"""The manager node's parameters: the table `declare_params` reads, their cross-check, and
-what the core is built from them (the LLM backend's options, the conversation's config).
+"""The manager node's parameters: their table, their cross-check, what is built from them.
+
+The table is what `declare_params` reads; from the values come the LLM backend's options
+and the conversation's config.
 
 Apart from manager_node.py so the node only wires ROS to the core; `manager_node --help`, the
 docs test and `bringup -p manager.NAME:=...` read the same table.

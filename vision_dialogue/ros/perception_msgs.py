@@ -86,7 +86,7 @@ def from_detection_array(msg, labels: LabelMap, width: float = 0.0,
 
 
 def to_detection_array(header, detected: Iterable):
-    """perception.objects.Detected boxes as a Detection2DArray (class_id = the class name)."""
+    """perception.object_detector.Detected boxes as a Detection2DArray (class_id: the name)."""
     out = Detection2DArray(header=header)
     for i, d in enumerate(detected):
         x1, y1, x2, y2 = d.box

