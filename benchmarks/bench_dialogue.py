@@ -4,7 +4,8 @@
 Walks through the demo video's scenes (a person in an orange suit, a cup of coffee, darkness,
 a cat, a rocket) with the conversation core and the battery in dialogue_battery.yaml: 22
 questions, each asked right after a new frame of the current scene, as the camera would give
-them. Every reply is scored automatically:
+them (`--frame-lead S`: S seconds after it, as in a session, where a frame comes every 5 s
+and the prompt is read between them). Every reply is scored automatically:
 
 - grounding: a question about now is answered with what is there (the question's `expect`);
 - hallucination: a reply about now names what is not there (`forbid`, the scene's `absent`);
@@ -280,8 +281,11 @@ class ObjectsNote:
 
 
 def run_battery(backend, observer, setup: dict, battery: dict, deadline_s: float,
-                verbose: bool) -> list[Exchange]:
-    """One conversation through the whole battery; the scored exchanges."""
+                verbose: bool, frame_lead: float = 0.0) -> list[Exchange]:
+    """One conversation through the whole battery; the scored exchanges.
+
+    frame_lead: seconds between a question's frame and the question (0: right after it).
+    """
     from vision_dialogue.core.conversation import Conversation, ConversationConfig
     from vision_dialogue.core.persona import load_persona
     setup = dict(setup)
@@ -307,11 +311,15 @@ def run_battery(backend, observer, setup: dict, battery: dict, deadline_s: float
                 continue
             if frames is not None:
                 conv.add_frame(frames.take(scene))
+                time.sleep(frame_lead)      # the camera's frame came that long before
             out.append(ask(conv, step, scene, battery["scenes"][scene], deadline_s, earlier))
             if verbose:
                 ex = out[-1]
+                read = getattr(backend, "reply_times", {})
+                new = getattr(backend, "prompt_tokens", 0) - getattr(backend, "reused_tokens", 0)
                 print(f"  [{scene:9}] you: {ex.question}\n              robot: {ex.reply}"
-                      f"   ({ex.first_s or 0:.1f}/{ex.total_s:.1f} s"
+                      f"   ({ex.first_s or 0:.1f}/{ex.total_s:.1f} s, {new} new tokens, first "
+                      f"token {read.get('first_token', 0) - read.get('asked', 0):.2f} s"
                       + (f", grounded={ex.grounded}" if ex.grounded is not None else "")
                       + (f", answered={ex.answered}" if ex.answered is not None else "")
                       + (", REPEATED" if ex.repeated else "")
@@ -411,6 +419,9 @@ def main(argv=None) -> int:
     ap.add_argument("--setup", action="append", default=[],
                     help="NAME:key=value,... conversation settings; repeatable (interleaved)")
     ap.add_argument("--reps", type=int, default=1, help="batteries per setup")
+    ap.add_argument("--frame-lead", type=float, default=0.0,
+                    help="seconds between each question's new frame and the question (0: "
+                    "right after it, the worst case; in a session a frame comes every 5 s)")
     ap.add_argument("--battery", type=Path, default=BATTERY)
     ap.add_argument("--label", default="", help="a name for this run in the JSON line")
     ap.add_argument("--save", type=Path, help="write every exchange to this JSON file")
@@ -441,7 +452,7 @@ def main(argv=None) -> int:
         for name, setup, dtype in (runs if rep % 2 == 0 else runs[::-1]):
             print(f"battery {rep + 1}/{args.reps}, {name} {setup}", flush=True)
             results[name] += run_battery(backends[dtype], observer, setup, battery,
-                                         args.deadline, args.verbose)
+                                         args.deadline, args.verbose, args.frame_lead)
     scores = {name: summarise(ex) for name, ex in results.items()}
     if args.save:
         args.save.write_text(json.dumps({n: [asdict(e) for e in ex] for n, ex in results.items()},
@@ -449,6 +460,7 @@ def main(argv=None) -> int:
     print_table(scores)
     print(json.dumps({"benchmark": "dialogue", "label": args.label, "llm": args.llm,
                       "model": args.model or "default", "dtype": args.dtype, "reps": args.reps,
+                      "frame_lead": args.frame_lead,
                       "scores": scores}))
     return 0
 
