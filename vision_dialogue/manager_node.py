@@ -47,23 +47,21 @@ from vision_dialogue.core.turn_taking import ReplyChunk, TurnTaker
 from vision_dialogue.core.frame_input import FrameInput
 from vision_dialogue.core.frame_intake import FrameIntake
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
-from vision_dialogue.ros.dialogue_tools import DialogueTools
 from vision_dialogue.ros.image_input import ImageTopicInput
 from vision_dialogue.ros.standard_inputs import connect_standard_inputs, object_notes
 from vision_dialogue.ros.image_msgs import ImageConversionError, stamp_to_ns
 from vision_dialogue.msg import DetectedUsers, SpeechState, Utterance, VisualEvent
 from vision_dialogue.ros.managed import ManagedNode
 from vision_dialogue.ros.node_runner import run_node
-from vision_dialogue.ros.robot_tools import RobotTools
 from vision_dialogue.ros.qos import RELIABLE_QOS
 from vision_dialogue.ros.llm_check import LlmCheck
-from vision_dialogue.ros.manager_outputs import THUMBNAIL_SIDE, ManagerOutputs
+from vision_dialogue.ros.manager_outputs import ManagerOutputs
 from vision_dialogue.ros.manager_params import PARAMS, conversation_config, cross_check, \
     image_policy, proactive_config
-from vision_dialogue.ros.skill_host import ManagerSkillHost
+from vision_dialogue.ros.manager_tools import connect_application, connect_robot_tools, \
+    connect_vfm_tools
 from vision_dialogue.ros.topics import FACE_RECORDS_TOPIC, HEARING_TOPIC, PARTIAL_TOPIC, \
     VISUAL_EVENTS_TOPIC
-from vision_dialogue.ros.skill_servers import IntentOutput, SkillServers
 from vision_dialogue.ros.params import ParameterError, declare_params
 
 #: utterances the subscription holds while the callback is busy (a burst must not be lost)
@@ -133,10 +131,19 @@ class ManagerNode(ManagedNode):
                                logger=log)
         self.camera = ImageTopicInput(self, "camera/image_raw", self.intake, p["image_qos"],
                                       p["max_image_pixels"], taking=lambda: self.active)
-        self.vcg = self._dialogue_tools() if p["use_tools"] else None   # Visual ChatGPT
-        self.robot_tools = self._robot_tools() if p["robot_tools_file"] else None
+        self.vcg = self.robot_tools = None
+        try:
+            if p["use_tools"]:       # Visual ChatGPT
+                self.vcg = connect_vfm_tools(self, conv, self.turns, self.camera, p,
+                                             self.out.record)
+            if p["robot_tools_file"]:
+                self.robot_tools = connect_robot_tools(self, conv, p, log)
+        except ParameterError:
+            self.close_early()
+            raise
         self._create_subscriptions(notes)
-        self._application_side()
+        self.skill_host, self.skills, self.intents = connect_application(
+            self, conv, self.turns, self.people, self.robot_tools, p, log)
         self._apply_live_params()
         self.llm.watch.start()
         self.turns.start_worker()
@@ -180,60 +187,12 @@ class ManagerNode(ManagedNode):
         p.on_change("max_tool_rounds", lambda v: setattr(conv.turn_tools, "max_rounds", v))
         p.on_change("max_queued_turns", lambda v: setattr(self.turns.queue, "max_waiting", v))
 
-    def _application_side(self) -> None:
-        """skill/say, skill/ask, skill/chat and the intents (README 'Drive the conversation')."""
-        p, log = self.params, self.get_logger()
-        self.skill_host = host = ManagerSkillHost(self, self.conversation, self.turns,
-                                                  self.people, log)
-        self.turns.converse = lambda: bool(p["free_conversation"] or host.chat_active)
-        self.skills = SkillServers(self, self.conversation, host, p, log) if p["skills"] \
-            else None
-        self.intents = IntentOutput(self, self.conversation, self.turns, host,
-                                    p["intents_file"], log) if p["intents_file"] else None
-        tools = self.robot_tools
-        if tools is not None:           # barge-in, or the chat ending, stops a robot action
-            self.turns.on_heard = lambda text: tools.interrupt("the person spoke")
-            host.on_chat_end = lambda: tools.interrupt("the chat skill ended")
-
-    def _robot_tools(self) -> RobotTools | None:
-        """The robot's own services and actions as the LLM's tools (`robot_tools_file`)."""
-        conv, p, log = self.conversation, self.params, self.get_logger()
-        if not conv.turn_tools.supported:
-            log.warning(f"robot_tools_file: the {p['llm_backend']!r} backend cannot call "
-                        "tools; answering without the robot's tools")
-            return None
-        try:
-            tools = RobotTools.from_file(
-                self, p["robot_tools_file"], logger=log,
-                on_event=lambda record: conv.notify("robot_action", record))
-        except ParameterError:
-            self.close_early()
-            raise
-        conv.add_tools(tools)
-        conv.turn_tools.max_rounds = p["max_tool_rounds"]
-        log.info(f"robot tools for the LLM: {', '.join(tools.tools)}")
-        return tools
-
-    def _dialogue_tools(self) -> DialogueTools:
-        """Visual ChatGPT's side: the VFM tools, found by the turn worker before its first turn."""
-        camera = self.camera
-        try:
-            vcg = DialogueTools(
-                self, self.conversation, self.params, camera_frame_id=lambda: camera.frame_id,
-                publish_event=self.out.record, on_shared=self.turns.shared_image,
-                thumbnail_side=THUMBNAIL_SIDE)
-        except ParameterError:
-            self.close_early()
-            raise
-        self.turns.on_start, self.turns.on_shared = vcg.discover, vcg.shared_image
-        return vcg
-
     def close_early(self) -> None:
         """A part failed while the node was built: stop what already runs."""
         self.intake.close()
         self.turns.close()
         self.conversation.close(0)
-        if getattr(self, "vcg", None) is not None:
+        if self.vcg is not None:
             self.vcg.close()
         if self.transcript is not None:
             self.transcript.close()
