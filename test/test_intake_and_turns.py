@@ -251,7 +251,7 @@ def test_turn_taker_orders_turns_greets_once_and_reports_an_all_fallback_run():
     try:
         frame = conv.add_frame(IMG)     # the turn-taker hears of it: maybe someone, the greeting
         frame.people = 1
-        turns.frame_added(frame, IMG)                      # ... only once
+        turns.frame_added(frame)                           # ... only once
         assert until(lambda: backend.calls, timeout=10)     # the greeting is being asked for
         assert not turns.utterance("   ")                  # empty: refused, nothing queued
         assert turns.utterance("what is this?", "ada")

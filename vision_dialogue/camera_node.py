@@ -29,8 +29,8 @@ from rclpy.qos_overriding_options import QoSOverridingOptions
 from sensor_msgs.msg import CompressedImage, Image
 
 from vision_dialogue.camera.acquisition import Acquisition
-from vision_dialogue.camera.sources import CAMERA_SOURCES, FALLBACK_SOURCE, CameraSource, \
-    CapturedFrame, SourceContext, SourceError
+from vision_dialogue.camera.sources import CAMERA_SOURCES, CameraSource, CapturedFrame, \
+    SourceContext, SourceError
 from vision_dialogue.core.health import OK, Health, by_age
 from vision_dialogue.core.images import resize_to
 from vision_dialogue.ros.dds import MAX_FRAME_BYTES
@@ -68,12 +68,12 @@ PARAMS += CAMERA_SOURCES.params() + [MANAGED_PARAM]
 
 def source_kind(v) -> str:
     """The source to start: a video_path or folder_path given means that file (variants)."""
-    return CAMERA_SOURCES.choose(v, FALLBACK_SOURCE)
+    return CAMERA_SOURCES.choose(v)
 
 
 def _cross_check(v: dict) -> str | None:
     """The chosen source's own checks, then the retry delays."""
-    err = CAMERA_SOURCES.check(v, FALLBACK_SOURCE)
+    err = CAMERA_SOURCES.check(v)
     if err:
         return err
     if v["retry_max"] < v["retry_initial"]:

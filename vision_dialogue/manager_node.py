@@ -110,10 +110,9 @@ class ManagerNode(ManagedNode):
         self.conversation = conv = Conversation(self.backend, persona,
                                                 conversation_config(p, self.policy),
                                                 observer=observer, logger=log)
-        self.redact = None
         if p["blur_faces"]:
             from vision_dialogue.perception.privacy import FaceBlurrer
-            self.redact = self.out.redact = FaceBlurrer()   # thumbnails and stored frames
+            self.out.redact = FaceBlurrer()   # thumbnails and stored frames
         self.transcript = self._open_transcript()
         conv.add_listener(self._on_event)
         self.proactive = ProactivePolicy(proactive_config(p))
@@ -214,7 +213,7 @@ class ManagerNode(ManagedNode):
             transcript = TranscriptWriter(self.params["transcript_dir"], self.policy,
                                           logger=self.get_logger(),
                                           retention=self.params["frame_retention"],
-                                          redact=self.redact)
+                                          redact=self.out.redact)
         except OSError as e:
             self.conversation.close(0)
             raise ParameterError(f"transcript_dir: cannot write there ({e})") from None

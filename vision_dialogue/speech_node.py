@@ -59,7 +59,7 @@ from vision_dialogue.ros.params import Param, ParameterError, declare_params, no
 from vision_dialogue.ros.qos import RELIABLE_QOS, SPEECH_STATE_QOS
 from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, HEARING_TOPIC, PARTIAL_TOPIC, \
     SPOKEN_TOPIC
-from vision_dialogue.speech import FALLBACK_BACKEND, SPEECH_BACKENDS, SpeechBackend
+from vision_dialogue.speech import SPEECH_BACKENDS, SpeechBackend
 from vision_dialogue.speech.acknowledgement import Acknowledger
 from vision_dialogue.speech.base import RobotTurnTaking, SpeechIO
 from vision_dialogue.speech.turns import STATE_NAMES, HeardUtterance, SpeechTurns
@@ -102,12 +102,12 @@ PARAMS += SPEECH_BACKENDS.params() + FACE_PARAMS + [MANAGED_PARAM]
 
 def backend_name(v) -> str:
     """The backend to start: a script_file given means the script (variants/choice.py)."""
-    return SPEECH_BACKENDS.choose(v, FALLBACK_BACKEND)
+    return SPEECH_BACKENDS.choose(v)
 
 
 def _cross_check(v: dict) -> str | None:
     """The chosen backend's own checks (a script that cannot be read, a WAV input...)."""
-    return SPEECH_BACKENDS.check(v, FALLBACK_BACKEND)
+    return SPEECH_BACKENDS.check(v)
 
 
 class SpeechNode(ManagedNode):

@@ -372,10 +372,9 @@ CAMERA_SOURCES = VariantTable("source", "camera source", {
     "folder": "vision_dialogue.camera.sources:ImageFolderSource",
     "furhat": "vision_dialogue.furhat.camera_sources:FurhatFeedSource",
     "furhat_realtime": "vision_dialogue.furhat.camera_sources:FurhatRealtimeSource",
-})
-"""The camera node's `source` parameter value -> "module:Class" (variants/table.py)."""
-FALLBACK_SOURCE = "webcam"
-"""What `source: auto` starts when no source's file is given."""
+}, fallback="webcam")
+"""The camera node's `source` parameter value -> "module:Class" (variants/table.py); auto: the
+video_path or folder_path given, else the webcam."""
 
 
 def make_source(kind: str, **options) -> CameraSource:

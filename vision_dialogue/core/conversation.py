@@ -313,10 +313,13 @@ class Conversation(DirectedLines):
         For detections that came after their frame; False if that frame is no longer raw in
         the timeline.
         """
-        frame = self.prompt.objects_for(frame_stamp, note)
-        if isinstance(frame, Frame):
+        frame = self.prompt.raw_frame(frame_stamp)
+        if frame is None:
+            return False
+        if not frame.dark:
+            frame.set_objects(note, text_only=not self.supports_images)
             self._emit("objects", {"frame": frame, "text": note})
-        return frame is not None
+        return True
 
     def state(self) -> dict:
         """Counts and texts for monitoring (the node's PromptState)."""

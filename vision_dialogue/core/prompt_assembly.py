@@ -83,17 +83,10 @@ class PromptAssembly:
             self.builder.label_speakers = self.builder.label_speakers or \
                 len(self._speakers) > 1 or is_a_name(speaker)
 
-    def objects_for(self, frame_stamp: float, note: str) -> Frame | None | bool:
-        """A detector's note onto the recent raw frame stamped `frame_stamp`.
-
-        The frame that took it; True if that frame is dark (no note); None if it is no longer
-        raw in the timeline.
-        """
+    def raw_frame(self, stamp: float) -> Frame | None:
+        """The frame stamped `stamp` while it is still raw in the timeline (None after)."""
         for item in reversed(self.timeline.snapshot()):
-            if item.kind == "frame" and abs(item.frame.stamp - frame_stamp) < 1e-6:
-                if item.frame.dark:
-                    return True
-                item.frame.set_objects(note, text_only=not self.supports_images)
+            if item.kind == "frame" and abs(item.frame.stamp - stamp) < 1e-6:
                 return item.frame
         return None
 

@@ -100,8 +100,7 @@ class TurnTaker:
 
     def _on_conversation(self, kind: str, data: dict) -> None:
         if kind == "frame":
-            frame = data["frame"]
-            self.frame_added(frame, frame.bgr, self._tracked())
+            self.frame_added(data["frame"], self._tracked())
 
     # --- what comes in -----------------------------------------------------------------------
     def utterance(self, text: str, speaker: str = "", language: str = "") -> bool:
@@ -128,7 +127,7 @@ class TurnTaker:
                                    language=language, frames_before=self._received()))
         return True
 
-    def frame_added(self, frame: Frame, bgr: np.ndarray, tracked: int | None = None) -> None:
+    def frame_added(self, frame: Frame, tracked: int | None = None) -> None:
         """After a camera frame entered the prompt: the opening remark, or one unasked.
 
         `tracked`: how many people a camera that tracks users counts now (None: unknown);
@@ -137,7 +136,7 @@ class TurnTaker:
         if frame.people != 0 and self.greet_once():
             return
         people = frame.people if frame.people is not None else tracked
-        self._maybe_speak(self.proactive.on_frame(bgr, people, self._busy()))
+        self._maybe_speak(self.proactive.on_frame(frame.bgr, people, self._busy()))
 
     def seen(self, kind: str, text: str, stamp: float | None = None) -> None:
         """Something seen between frames into the prompt; a wave may be answered."""

@@ -10,7 +10,6 @@ and one row (docs/llm_client.md).
 """
 from __future__ import annotations
 
-import importlib.util
 import logging
 
 from vision_dialogue.llm.options import DTYPES, LOCAL_DTYPE, LOCAL_THREADS, BackendOptions, \
@@ -34,18 +33,17 @@ class LocalEngine:
     @staticmethod
     def check_engine():
         """doctor: which engine runs the model; transformers is slower, so a warning."""
-        from vision_dialogue.llm.llamacpp_backend import LLAMACPP_FIX, llamacpp_version
         from vision_dialogue.llm.probe import Probe
-        found = llamacpp_version()
-        if found is not None:
-            return Probe(True, f"llama.cpp (llama-cpp-python {found})")
+        llamacpp = backend_class("llamacpp").check_engine()
+        if llamacpp.ok:
+            return llamacpp
         return Probe(None, "transformers (llama-cpp-python is not installed: replies about 2x "
-                     "slower)", LLAMACPP_FIX)
+                     "slower)", llamacpp.fix)
 
     @classmethod
     def from_options(cls, o: BackendOptions):
-        kind = "llamacpp" if importlib.util.find_spec("llama_cpp") is not None \
-            else "transformers"
+        from vision_dialogue.llm.llamacpp_backend import llamacpp_installed
+        kind = "llamacpp" if llamacpp_installed() else "transformers"
         if kind == "transformers":
             _LOG.info("llm_backend local: llama-cpp-python is not installed, so the model runs "
                       "on transformers (VD_EXTRAS=llamacpp scripts/setup.sh for the faster "

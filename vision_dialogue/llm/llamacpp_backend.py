@@ -42,10 +42,15 @@ LLAMACPP_FIX = 'VD_EXTRAS="model llamacpp" scripts/setup.sh (compiles llama.cpp 
 """How a machine gets llama.cpp (doctor's advice)."""
 
 
+def llamacpp_installed() -> bool:
+    """Whether llama-cpp-python is installed (found, not imported)."""
+    import importlib.util
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
 def llamacpp_version() -> str | None:
     """The installed llama-cpp-python's version, or None (not installed); imports nothing."""
-    import importlib.util
-    if importlib.util.find_spec("llama_cpp") is None:
+    if not llamacpp_installed():
         return None
     from importlib.metadata import version
     return version("llama_cpp_python")

@@ -20,11 +20,10 @@ SPEECH_BACKENDS = VariantTable("backend", "speech backend", {
     "furhat": "vision_dialogue.furhat.remote_speech:FurhatRemoteBackend",
     "furhat_realtime": "vision_dialogue.furhat.realtime_speech:FurhatRealtimeBackend",
     "local": "vision_dialogue.voice.backend:LocalVoiceBackend",
-})
-"""backend parameter value -> "module:Class" (variants/table.py)."""
-FALLBACK_BACKEND = "terminal"
-"""What `backend: auto` starts when no backend's file is given."""
+}, fallback="terminal")
+"""backend parameter value -> "module:Class" (variants/table.py); auto: the script_file given,
+else the terminal."""
 
 
-__all__ = ["FALLBACK_BACKEND", "ListenResult", "RobotTurnTaking", "RobotUnavailable",
+__all__ = ["ListenResult", "RobotTurnTaking", "RobotUnavailable",
            "SPEECH_BACKENDS", "SpeechBackend", "SpeechBackendError", "SpeechEvents"]

@@ -30,6 +30,7 @@ class VariantTable:
     param: str                   # the parameter that chooses: "backend", "source", ...
     what: str                    # for messages: "speech backend"
     rows: Mapping[str, str]      # name -> "module:Class"
+    fallback: str = ""           # what AUTO starts when no variant's file is given
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -59,19 +60,19 @@ class VariantTable:
                                      "differently by another variant")
         return list(out.values())
 
-    def choose(self, values: Mapping[str, Any], fallback: str) -> str:
+    def choose(self, values: Mapping[str, Any]) -> str:
         """The variant to start: `param`'s value, or with AUTO the one whose file is given.
 
         ValueError (naming a parameter) for a contradiction (variants/choice.py).
         """
         files = {name: (cls.FILE_PARAM, values.get(cls.FILE_PARAM, ""))
                  for name, cls in self.classes().items() if getattr(cls, "FILE_PARAM", "")}
-        return choose_variant(self.param, values[self.param], files, fallback)
+        return choose_variant(self.param, values[self.param], files, self.fallback)
 
-    def check(self, values: Mapping[str, Any], fallback: str) -> str | None:
+    def check(self, values: Mapping[str, Any]) -> str | None:
         """The chosen variant's own checks of the values together; an error or None."""
         try:
-            cls = self.load(self.choose(values, fallback))
+            cls = self.load(self.choose(values))
         except ValueError as e:
             return str(e)
         check = getattr(cls, "check", None)
