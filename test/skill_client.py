@@ -75,7 +75,9 @@ def main():
         started = []
         for i, spec in enumerate(steps):
             after = spec.get("after")
-            while after and after[1] not in started[after[0]].stages:
+            # the stage, or that step's end (its result can come before its last feedback)
+            while after and after[1] not in started[after[0]].stages and \
+                    started[after[0]].result is None:
                 rclpy.spin_once(node, timeout_sec=0.05)
             step = Step(i, spec, node, clients)
             started.append(step)
