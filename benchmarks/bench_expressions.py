@@ -41,7 +41,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_robot_tools import Shared  # noqa: E402
 from bench_skills import make_engine  # noqa: E402
 from vision_dialogue.core.conversation import Conversation, ConversationConfig  # noqa: E402
 from vision_dialogue.core.persona import default_persona_file, load_persona  # noqa: E402
@@ -100,7 +99,7 @@ def reply(backend, persona, line: str) -> tuple[Affect, str]:
     """One real turn; each sentence is shown as the speech node shows it when it is said."""
     out = Timed()
     face = FaceController(FaceConfig(idle=False, gaze_aversion=False), out)
-    conv = Conversation(Shared(backend), persona, ConversationConfig(
+    conv = Conversation(backend, persona, ConversationConfig(
         stream=True, warm_cache=False, max_reply_tokens=60))
     try:
         r = conv.turn(line, on_sentence=lambda sentence, index, fallback=False: face.sentence(

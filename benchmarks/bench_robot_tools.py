@@ -97,22 +97,9 @@ def score(item: dict, calls: list) -> str:
     return "right"
 
 
-class Shared:
-    """The engine, shared by the battery's conversations: closing one does not stop it."""
-
-    def __init__(self, backend):
-        self._backend = backend
-
-    def __getattr__(self, name):
-        return getattr(self._backend, name)
-
-    def stop_background(self) -> None:
-        pass
-
-
 def session(backend, persona, tools) -> tuple[Conversation, PlayedRobot | None]:
     """A conversation on the shared engine, with the robot's tools or without."""
-    conv = Conversation(Shared(backend), persona,
+    conv = Conversation(backend, persona,
                         ConversationConfig(stream=True, warm_cache=False))
     robot = None
     if tools is not None:

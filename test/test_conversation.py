@@ -192,7 +192,7 @@ def test_text_only_backend_gets_observations():
         msgs = be.of_kind("reply")[-1][1]
         text = json.dumps(msgs)
         assert "image_url" not in text
-        assert "You saw: a scene of mean 100" in text
+        assert "Earlier you saw: a scene of mean 100" in text
         assert "your eyes): a scene of mean 200" in text
         assert isinstance(msgs[1]["content"], str)       # plain strings for text-only models
         c.add_frame(np.full((60, 80, 3), 50, np.uint8))   # summary on observations

@@ -354,7 +354,13 @@ def test_background_call_gives_way_to_a_reply(text_model_dir):
     t.join(60)
     assert reply and len(outcome) == 1
     assert isinstance(outcome[0], Preempted), outcome
-    backend.stop_background()   # shutting down: no background call starts any more
+    backend.stop_background()   # its conversation closes: no background call starts any more
     with pytest.raises(Preempted):
         backend.complete(MESSAGES, background=True)
     assert backend.complete(MESSAGES, max_tokens=3)
+    # a new conversation on the same engine takes background calls again (a benchmark's
+    # second battery read no warm-up at all: every turn read its prompt anew)
+    from vision_dialogue.core.conversation import Conversation
+    from vision_dialogue.core.persona import load_persona
+    Conversation(backend, load_persona())
+    assert backend.complete(MESSAGES, max_tokens=3, background=True)

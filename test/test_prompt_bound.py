@@ -25,14 +25,14 @@ def img(v):
     return np.full((48, 64, 3), v % 200 + 30, np.uint8)
 
 
-def frames_in(msgs, supports_images: bool) -> int:
-    """Raw frames a reply prompt shows: image parts, or the observation notes of a text model."""
-    if supports_images:
-        return sum(1 for m in msgs if isinstance(m["content"], list)
-                   for p in m["content"] if p.get("type") == "image_url")
-    labels = (load_persona().frame_label + " seen:", "You saw: seen:")
-    return sum(m["content"].count(lb) for m in msgs if isinstance(m["content"], str)
-               for lb in labels)
+def images_in(msgs) -> int:
+    """Raw frames a vision model's reply prompt shows: its image parts.
+
+    (A text model's earlier frame reads as its one-frame summary, so its raw frames are
+    counted from the reply's frame ids.)
+    """
+    return sum(1 for m in msgs if isinstance(m["content"], list)
+               for p in m["content"] if p.get("type") == "image_url")
 
 
 def run_session(backend, n, m, pace=0.005, **cfg):
@@ -71,7 +71,7 @@ def test_llm_summaries_on_a_slow_model_never_hold_up_a_reply_or_break_the_bound(
     assert len(results) == TURNS and not any(r.fallback for r in results)
     replies = be.of_kind("reply")
     assert len(replies) == TURNS
-    shown = [frames_in(msgs, True) for _, msgs, _ in replies]
+    shown = [images_in(msgs) for _, msgs, _ in replies]
     assert max(shown) <= n, shown
     assert all(len(r.frame_ids) <= n for r in results)
     # a reply waits at most for the token the background call is computing
@@ -88,12 +88,39 @@ def test_text_only_model_summarises_without_the_llm():
     c, events, results = run_session(be, 4, 3)           # summary_mode auto -> merge
     assert c.summary_mode == "merge"
     assert not be.of_kind("summary"), "the slow model was asked for a summary"
-    assert all(frames_in(msgs, False) <= 4 for _, msgs, _ in be.of_kind("reply"))
+    assert all(len(r.frame_ids) <= 4 for r in results)
     assert max(be.reply_waits) == 0
     check_nothing_lost(c, events)
     summaries = [d for k, d in events if k == "summary"]
     assert summaries and all(d["method"] == "merge" for d in summaries)
     assert "seen: grey level" in summaries[0]["text"]
+
+
+def test_a_one_frame_summary_leaves_a_text_models_prompt_as_it_was_read():
+    """Frames between lines (a question after each frame, as in a session): their summaries
+    change nothing the model has read, so a local model's prefix cache holds across them
+    (issue 32: before, each summary made the next turn read everything after it again).
+    """
+    from fake_chat_backend import FakeChatBackend
+    be = FakeChatBackend(supports_images=False)
+    events = []
+    c = Conversation(be, load_persona(), ConversationConfig(n=4, m=3),
+                     observer=lambda bgr: f"seen: grey level {int(bgr.mean())}; a cup.",
+                     listeners=[lambda k, d: events.append((k, d))])
+    try:
+        for i in range(8):
+            c.add_frame(img(i * 20))
+            c.turn(f"question {i}")
+    finally:
+        c.close(timeout=0.2)
+    methods = [d["method"] for k, d in events if k == "summary"]
+    assert len(methods) >= 4 and set(methods) == {"merge"}, methods    # one per frame from the 4th
+    prompts = [msgs for _, msgs, _ in be.of_kind("reply")]
+    assert len(prompts) == 8
+    for before, after in zip(prompts, prompts[1:]):
+        read = before[:-2]               # all but the note of what it sees now and the line
+        assert after[:len(read)] == read
+        assert after[len(read)] == before[-1]        # then the line it answered
 
 
 def test_pending_summaries_are_written_at_exit():

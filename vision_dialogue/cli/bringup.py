@@ -427,7 +427,7 @@ def parse_cli(argv):
                     "default: on except in furhat)")
     ap.add_argument("--managed", action="store_true",
                     help="start the nodes unconfigured, for a lifecycle manager to configure "
-                    "and activate (README 'Under a lifecycle manager')")
+                    "and activate (README 'Run it under a lifecycle manager')")
     ap.add_argument("--verbose", action="store_true",
                     help="show third-party libraries' start-up output (muted by default)")
     return ap.parse_args(argv)

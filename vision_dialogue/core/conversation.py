@@ -84,6 +84,10 @@ class Conversation(DirectedLines):
         self._no_turn = threading.Event()   # set while no user turn is being answered
         self._no_turn.set()
         self._summary_backend = summary_backend or backend
+        for engine in {id(b): b for b in (backend, self._summary_backend)}.values():
+            resume = getattr(engine, "resume_background", None)
+            if callable(resume):     # an earlier conversation on it stopped its background
+                resume()
         sb = YieldToTurns(self._summary_backend, self._no_turn)
         smodel = cfg.summary_model or cfg.model
         self.summary_mode = cfg.summary_mode

@@ -6,10 +6,11 @@ user lines as `user`, robot lines as `assistant`; adjacent user-side items share
 for a text-only backend, frame observations and summaries are `system` messages in place);
 and, in the system message, a note when no frame has arrived yet or the newest frame is dark.
 The newest frame goes in at full configured size, older ones downscaled (ImagePolicy). With a
-text-only backend a frame goes in as its text observation instead ("You saw: ..."), and what the
-robot sees now is said again right before the person's last line (`now_index`): a local model
-keeps the prompt it has read (llama.cpp's prefix cache) when a frame comes, instead of reading
-again everything after a frame whose label changed from "now" to "saw".
+text-only backend a frame goes in as its text observation instead, worded as its one-frame
+summary will be ("Earlier you saw: ..."), and what the robot sees now is said again right
+before the person's last line (`now_index`): a local model keeps the prompt it has read
+(llama.cpp's prefix cache) when a frame comes or is summarised, instead of reading again
+everything after a frame whose text changed.
 """
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from typing import Sequence
 from vision_dialogue.core.images import ImagePolicy
 from vision_dialogue.core.persona import Persona
 from vision_dialogue.core.timeline import ROBOT, EventItem, FrameItem, Item, LineItem, \
-    SummaryItem, run_span
+    SummaryItem, merge_observations, run_span
+
+UNSEEN = "nothing I can make out"     # a frame without an observation (its observer failed)
 
 
 class PromptBuilder:
@@ -35,7 +38,7 @@ class PromptBuilder:
     def _frame_parts(self, item: FrameItem, newest: bool, summary_size: bool = False) -> list:
         f = item.frame
         if not self.supports_images:
-            obs = f.observation or "nothing I can make out"
+            obs = f.observation or UNSEEN
             label = self.persona.frame_label if newest and not summary_size else "You saw:"
             return [{"type": "text", "text": f"[{label} {obs}]"}]
         parts = []
@@ -47,8 +50,17 @@ class PromptBuilder:
         return parts
 
     def _observation_text(self, item: FrameItem, newest: bool) -> str:
-        obs = item.frame.observation or "nothing I can make out"
-        return f"{self.persona.frame_label} {obs}" if newest else f"You saw: {obs}"
+        """What a text-only prompt says of a frame: seen now, or earlier.
+
+        An earlier frame reads as the one-frame summary that replaces it ("merge" mode), so a
+        summary of a frame between two lines leaves the prompt as the model read it (its
+        prefix cache holds) instead of changing every line after it.
+        """
+        if newest:
+            obs = item.frame.observation or UNSEEN
+            return f"{self.persona.frame_label} {obs}"
+        obs = merge_observations([item.frame.observation]) or UNSEEN
+        return f"{self.persona.summary_label} {obs}"
 
     def _add_now_note(self, msgs: list, newest: FrameItem | None) -> None:
         """A text-only prompt: what the robot sees now, at the end (`now_index`)."""

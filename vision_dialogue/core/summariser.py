@@ -28,7 +28,8 @@ from typing import Callable, Sequence
 
 from vision_dialogue.core.background import BackgroundJobs
 from vision_dialogue.core.prompt import PromptBuilder
-from vision_dialogue.core.timeline import EventItem, FrameItem, Item, SummaryItem, Timeline
+from vision_dialogue.core.timeline import EventItem, FrameItem, Item, SummaryItem, Timeline, \
+    merge_observations
 from vision_dialogue.llm.base import Preempted
 
 SUMMARY_MODES = ("llm", "merge")
@@ -87,20 +88,6 @@ class SummaryRule:
             elif chosen and not (isinstance(it, EventItem) and len(chosen) < self.m):
                 break
         return chosen
-
-
-def merge_observations(observations: Sequence[str]) -> str:
-    """One line from consecutive frames' observations, without an LLM.
-
-    Empty ones are skipped and repeats collapse, so what changed stays in order:
-    "a person, close, wearing orange; then no one, brown and orange colours".
-    """
-    kept: list[str] = []
-    for obs in observations:
-        obs = " ".join((obs or "").split()).rstrip(".")
-        if obs and (not kept or kept[-1] != obs):
-            kept.append(obs)
-    return "; then ".join(kept)
 
 
 def merged_text(span: Sequence[Item], fallback: str) -> str:

@@ -98,6 +98,20 @@ def run_span(items: Sequence[Item], frames: Sequence[FrameItem]) -> list[Item]:
             if id(it) in ids or isinstance(it, EventItem)]
 
 
+def merge_observations(observations: Sequence[str]) -> str:
+    """One line from consecutive frames' observations, without an LLM.
+
+    Empty ones are skipped and repeats collapse, so what changed stays in order:
+    "a person, close, wearing orange; then no one, brown and orange colours".
+    """
+    kept: list[str] = []
+    for obs in observations:
+        obs = " ".join((obs or "").split()).rstrip(".")
+        if obs and (not kept or kept[-1] != obs):
+            kept.append(obs)
+    return "; then ".join(kept)
+
+
 def describe(item: Item) -> str:
     """One compact line per item, e.g. "frame 3", "summary 1-2", "user: hi"."""
     if isinstance(item, FrameItem):

@@ -222,8 +222,12 @@ class TransformersChatBackend:
         return self._caches["reply"].reused_tokens
 
     def stop_background(self) -> None:
-        """Stop a background generation now and refuse new ones (shutting down)."""
+        """Stop a background generation now and refuse new ones (its conversation closes)."""
         self._turns.stopping.set()
+
+    def resume_background(self) -> None:
+        """Take background calls again (a new conversation on this engine)."""
+        self._turns.stopping.clear()
 
     def complete(self, messages: Sequence[Message], *, model: str | None = None,
                  max_tokens: int | None = None, temperature: float | None = None,
