@@ -97,9 +97,11 @@ def test_text_only_model_summarises_without_the_llm():
 
 
 def test_a_one_frame_summary_leaves_a_text_models_prompt_as_it_was_read():
-    """Frames between lines (a question after each frame, as in a session): their summaries
-    change nothing the model has read, so a local model's prefix cache holds across them
-    (issue 32: before, each summary made the next turn read everything after it again).
+    """A summary of frames between lines changes nothing a text model has read.
+
+    A question after each frame, as in a session: the prefix cache of a local model holds
+    across their summaries (issue 32: before, each summary made the next turn read everything
+    after it again).
     """
     from fake_chat_backend import FakeChatBackend
     be = FakeChatBackend(supports_images=False)
