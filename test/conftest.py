@@ -18,11 +18,45 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "test"))
 
+#: what the ROS-free tier may not import: rclpy, ROS packages, the generated interfaces
+ROS_MODULES = ("rclpy", "rcl_interfaces", "builtin_interfaces", "std_msgs", "sensor_msgs",
+               "geometry_msgs", "action_msgs", "rosgraph_msgs", "diagnostic_msgs",
+               "lifecycle_msgs", "std_srvs", "vision_msgs", "hri_msgs", "launch", "launch_ros",
+               "ament_index_python", "vision_dialogue.msg", "vision_dialogue.srv",
+               "vision_dialogue.action")
+if os.environ.get("VD_BLOCK_ROS") == "1":       # scripts/test.sh's first tier (test/unit)
+    for _m in ROS_MODULES:
+        sys.modules[_m] = None                  # `import rclpy` raises ImportError
+
 # Keep DDS traffic on this machine and away from other test runs.
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-DOMAIN_ID = int(os.environ.get("VD_TEST_DOMAIN_ID", random.randint(30, 200)))
+
+
+def _domain_id() -> int:
+    """This process's ROS domain: VD_TEST_DOMAIN_ID, else a random one (30..199).
+
+    Under pytest-xdist the workers of one run share a random base (from the run's id) and
+    each takes the next domain, so two workers never share one.
+    """
+    if os.environ.get("VD_TEST_DOMAIN_ID"):
+        return int(os.environ["VD_TEST_DOMAIN_ID"])
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
+    if worker.startswith("gw") and run:
+        base = 30 + int(run[:8], 16) % 150
+        return 30 + (base - 30 + int(worker[2:])) % 170
+    return random.randint(30, 199)
+
+
+DOMAIN_ID = _domain_id()
 os.environ["ROS_DOMAIN_ID"] = str(DOMAIN_ID)
 
+
+#: the demo videos every test shares (the user's cache, as `bringup demo` uses): each is named
+#: by a hash of its recipe and written atomically, so tests and workers can share it, and the
+#: two-person video (seconds of CPU to make) is made once, not once per test
+DEMO_DIR = str(Path(os.environ.get("VD_DEMO_DIR") or
+                    Path.home() / ".cache" / "vision_dialogue" / "demo"))
 
 from fake_openai import fake_openai  # noqa: E402, F401 - a fixture for every test module
 
@@ -110,8 +144,95 @@ def _restore_ros_log_level():
         logging.set_logger_level("", logging.LoggingSeverity.INFO)
 
 
+# ------------------------------------------------------------------ time limits
+#: a test's time limit when it names none (pytest-timeout; setup.cfg sets the same)
+DEFAULT_TIMEOUT_S = 300.0
+#: after a test's limit, this long for pytest-timeout to fail it with its stack; then the
+#: backstop ends the run with every thread's stack (a thread holding the interpreter lock in
+#: C, where pytest-timeout's signal cannot land, must not stall CI for 90 minutes)
+BACKSTOP_S = 60.0
+
+
+def time_limit(item) -> float:
+    """The test's time limit in seconds: its `timeout` mark, else the ini's, else the default."""
+    mark = item.get_closest_marker("timeout")
+    if mark is not None and mark.args:
+        return float(mark.args[0])
+    if mark is not None and "timeout" in mark.kwargs:
+        return float(mark.kwargs["timeout"])
+    try:
+        return float(item.config.getini("timeout") or DEFAULT_TIMEOUT_S)
+    except ValueError:          # pytest-timeout is not installed: its ini is unknown
+        return DEFAULT_TIMEOUT_S
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    import faulthandler
+    faulthandler.dump_traceback_later(time_limit(item) + BACKSTOP_S, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
 # ------------------------------------------------------------------ the fault matrix
 _FAULT_ROWS: dict = {}
+
+
+#: the tiers in the order they run: ROS-free, nodes in this process, processes and the install
+TIERS = ("unit", "", "installed")
+
+
+def tier_of(item) -> int:
+    """0 for test/unit, 2 for test/installed, 1 for the rest (nodes in this process)."""
+    parts = Path(str(item.fspath)).relative_to(REPO / "test").parts
+    return TIERS.index(parts[0]) if len(parts) > 1 and parts[0] in TIERS else 1
+
+
+#: files that take longest (seconds on 2 cores, roughly, from a run of the suite): under
+#: pytest-xdist they start first, so the last file a worker takes is a short one (longest
+#: first packs two workers best); only the order depends on these numbers
+HEAVY_FILES = {
+    # the system tier (wall seconds of a two-worker run): an in-process heavy file first, so
+    # one worker works while the other makes the install tree's clean build (in the first
+    # installed file's time)
+    "test_voice": 200, "test_installed_default": 190, "test_real_launch": 120,
+    "test_llama_server": 110, "test_installed_events": 80, "test_installed_voice": 72,
+    "test_two_hosts": 69, "test_bringup": 66, "test_stock_driver": 60,
+    "test_frames_across_processes": 55, "test_voice_node": 54, "test_docs_site": 52,
+    "test_installed_session": 49, "test_installed_lifecycle": 46, "test_robot_tools": 36,
+    "test_faults": 29, "test_skills_ros": 28, "test_monitor_browser": 25,
+    "test_manager_node": 25, "test_installed_vfm": 25, "test_installed_diagnostics": 20,
+    "test_llamacpp_backend": 19,
+    # the unit tier
+    "test_vfm_tools": 18, "test_lint": 16, "test_face": 14, "test_prompt_bound": 12,
+    "test_doctor": 12, "test_console": 11, "test_events": 10,
+}
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The tiers in order; under pytest-xdist, longest test file first.
+
+    scripts/test.sh runs the workers with `--dist loadfile`: each test file whole on one worker,
+    as its tests share module fixtures (a model, a server, a network namespace); split over two
+    workers, each would make its own. (pytest-xdist's `loadgroup` marks do not reach
+    pytest 9's node ids.) The schedule follows the workers' collection order, sorted here.
+    """
+    items.sort(key=tier_of)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        def weight(item):
+            stem = Path(str(item.fspath)).stem
+            return -HEAVY_FILES.get(stem, 0)
+        items.sort(key=weight)                 # stable: each file's tests keep their order
+
+
+try:
+    import xdist  # noqa: F401 - only whether it is there
+except ImportError:         # without pytest-xdist: one process, the "master"
+    @pytest.fixture(scope="session")
+    def worker_id():
+        return "master"
 
 
 def pytest_configure(config):

@@ -102,9 +102,14 @@ def voice(node, args):
             gesture.publish(Gesture(gesture=Gesture.WAVING))
             state["engaged"] = True
             say(event="engaging")
-        # once the manager listens to this voice (and to the person's name), speak
+        # once the manager listens to this voice, the person's name and the face's place,
+        # speak (the face's place is what "to your left" comes from: a line said before the
+        # manager had subscribed to the face's roi put Zebulon "in front of you")
         if state["sent"] or not state["engaged"] or speech.get_subscription_count() < 1 \
-                or name.get_subscription_count() < 1:
+                or name.get_subscription_count() < 1 or roi.get_subscription_count() < 1:
+            return
+        if state.setdefault("roi_after_match", 0) < 3:     # the place sent since it matched
+            state["roi_after_match"] += 1
             return
         time.sleep(0.5)          # the name's latched sample reaches the new subscription
         for part in args.say.split()[:2]:

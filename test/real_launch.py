@@ -21,9 +21,16 @@ def available() -> bool:
 
 
 def install(env: dict | None = None) -> Path:
-    """Install the tool (once; cached by its stamp); the folder holding `ros2` and `site/`."""
-    out = subprocess.run(["bash", str(TOOL / "install.sh"), str(TARGET)],
-                         env=env or os.environ, capture_output=True, text=True, timeout=600)
+    """Install the tool (once; cached by its stamp); the folder holding `ros2` and `site/`.
+
+    One install at a time (test workers, two runs on one machine): install.sh replaces its
+    folder while it works.
+    """
+    from filelock import FileLock
+    TARGET.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(TARGET) + ".lock"):
+        out = subprocess.run(["bash", str(TOOL / "install.sh"), str(TARGET)],
+                             env=env or os.environ, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"ros2-launch install.sh failed:\n{out.stdout}\n{out.stderr}")
     return TARGET

@@ -58,7 +58,10 @@ class Step:
     def on_result(self, fut):
         r = fut.result().result
         self.result = {k: getattr(r, k) for k in r.get_fields_and_field_types()}
+        # goal_status: action_msgs/GoalStatus (4 succeeded, 5 cancelled, 6 aborted; 0 unknown:
+        # the server that answered did not know the goal)
         out(event="result", step=self.i, skill=self.spec["skill"],
+            goal_status=fut.result().status,
             seconds=round(time.monotonic() - self.sent_at, 3), **self.result)
 
 

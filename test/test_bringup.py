@@ -23,7 +23,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 
-from conftest import DOMAIN_ID, REPO
+from conftest import DEMO_DIR, DOMAIN_ID, REPO
 from vision_dialogue.cli import bringup
 from vision_dialogue.ros import setups
 from vision_dialogue.cli.bringup import BringupError
@@ -69,7 +69,7 @@ def child_env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     env["ROS_DOMAIN_ID"] = str(DOMAIN_ID)
-    env.setdefault("VD_DEMO_DIR", str(Path.home() / ".cache" / "vision_dialogue" / "demo"))
+    env.setdefault("VD_DEMO_DIR", DEMO_DIR)
     return env
 
 
@@ -128,7 +128,7 @@ def test_every_yaml_parameter_is_declared_by_its_node(setup_name, key, tmp_path,
     """
     cls = node_class(key)
     setup, path, exe = _params_case(setup_name, key)
-    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    monkeypatch.setenv("VD_DEMO_DIR", DEMO_DIR)
     given = yaml_node_params(path, exe)
     extra = setups.node_overrides(setup, path, (key,)).get(key, {})
     ctx = rclpy.Context()
@@ -184,11 +184,11 @@ def test_bad_cli_input_gives_clear_errors(tmp_path, capsys):
 
 
 def test_demo_overrides_and_dry_run(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    monkeypatch.setenv("VD_DEMO_DIR", DEMO_DIR)
     setup, path, keys = bringup.resolve("demo", None, None)
     over = setups.node_overrides(setup, path, keys)
     video = Path(over["camera"]["video_path"])
-    assert video.is_file() and video.parent == tmp_path / "demo"
+    assert video.is_file() and video.parent == Path(DEMO_DIR)
     assert over["speech"]["script_file"] == str(CONFIG / "demo_script.yaml")
     # a YAML that sets the paths itself is left alone
     own = tmp_path / "own.yaml"
@@ -207,7 +207,7 @@ def test_demo_overrides_and_dry_run(tmp_path, monkeypatch, capsys):
 def test_node_parameters_video_script_and_camera_from_the_command_line(
         tmp_path, capsys, monkeypatch):
     """-p node.param:=value, --video, --script, --camera reach the nodes' command lines."""
-    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    monkeypatch.setenv("VD_DEMO_DIR", DEMO_DIR)
     clip, script = tmp_path / "clip.avi", tmp_path / "talk.yaml"
     clip.write_bytes(b"x")
     script.write_text("items: [{say: hi}]\n")
@@ -265,7 +265,7 @@ def test_in_process_start_and_stop(tmp_path, monkeypatch, spin):
     node behind.
     """
     node_class("camera")
-    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    monkeypatch.setenv("VD_DEMO_DIR", DEMO_DIR)
     params = tmp_path / "fast.yaml"
     data = yaml.safe_load((CONFIG / "demo_setup.yaml").read_text())
     data["/**/camera_node"]["ros__parameters"]["frame_period"] = 0.2
@@ -347,7 +347,7 @@ def test_cli_runs_and_stops_cleanly(ros_context, tmp_path, mode, sig):
     cam["width"], cam["height"] = 320, 240
     params.write_text(yaml.safe_dump(data))
     env = child_env()
-    env["VD_DEMO_DIR"] = str(tmp_path / "demo")
+    env["VD_DEMO_DIR"] = DEMO_DIR
     ns = f"cli_{mode.replace('-', '_')}"
     cmd = [sys.executable, "-m", "vision_dialogue.cli.bringup", "demo", "--nodes", "camera",
            "--params-file", str(params), "--namespace", ns, "--log-level", "warn"]
@@ -392,12 +392,13 @@ def test_process_group_stops_all_when_one_exits():
     assert time.monotonic() - t0 < 10
 
 
-@pytest.mark.parametrize("mode", ["in-process", "processes"])
+@pytest.mark.parametrize("mode", ["in-process"])
 def test_demo_runs_to_the_end_of_its_script(tmp_path, mode):
     """The whole demo runs to the end of its script with a fake OpenAI server as the LLM.
 
     Video camera + scripted speech + manager: every scripted line gets a streamed reply, the
     transcript is saved, and the end of the script stops bringup by itself with exit code 0.
+    In one process here; `--processes` is test_installed_session's, from the install tree.
     """
     for key in ("camera", "speech", "manager"):
         node_class(key)
@@ -405,7 +406,7 @@ def test_demo_runs_to_the_end_of_its_script(tmp_path, mode):
     script = yaml.safe_load((CONFIG / "demo_script.yaml").read_text())
     lines = [item["say"] for item in script["items"]]
     env = child_env()
-    env["VD_DEMO_DIR"] = str(tmp_path / "demo")
+    env["VD_DEMO_DIR"] = DEMO_DIR
     env["OPENAI_API_KEY"] = "test-key"
     count = iter(range(1, 1000))
 
@@ -437,7 +438,7 @@ def test_demo_runs_to_the_end_of_its_script(tmp_path, mode):
 
 def test_managed_starts_every_lifecycle_node_unconfigured(tmp_path, monkeypatch, capsys):
     """--managed: managed:=true for each managed node (not the monitor); -p still wins."""
-    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    monkeypatch.setenv("VD_DEMO_DIR", DEMO_DIR)
     assert bringup.main(["bringup", "demo", "--dry-run", "--managed",
                          "-p", "speech.managed:=false"]) == 0
     lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())

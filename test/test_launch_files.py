@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 import real_launch
-from conftest import REPO
+from conftest import DEMO_DIR, REPO
 from test_bringup import console_scripts
 from vision_dialogue.ros.setups import NODES, SETUPS, load_node_params, start_order
 
@@ -183,7 +183,7 @@ def test_base_arguments_are_declared_with_descriptions(launch_api):
 
 @pytest.mark.parametrize("setup", sorted(SETUPS))
 def test_launch_defaults_match_bringup(launch_api, setup, tmp_path, monkeypatch):
-    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    monkeypatch.setenv("VD_DEMO_DIR", DEMO_DIR)
     ev = evaluate(SETUPS[setup].launch_file)
     assert [n.executable for n in ev.started] == [NODES[k].executable for k in
                                                   start_order(SETUPS[setup].default_nodes)]
@@ -195,14 +195,14 @@ def test_launch_defaults_match_bringup(launch_api, setup, tmp_path, monkeypatch)
         assert node.respawn == "false"
         # every parameter the launch sets is one the node declares
         module = importlib.import_module(NODES[EXE_TO_KEY[node.executable]].module)
-        names = {p.name for p in module.PARAMS} | set(getattr(module, "EXTRA_PARAMS", ())) \
+        names = {p.name for p in (*module.PARAMS, *getattr(module, "EXTRA_PARAMS", ()))} \
             | {"use_sim_time"}
         assert set(node.params) <= names, set(node.params) - names
 
 
 @pytest.mark.parametrize("setup", sorted(SETUPS))
 def test_launch_arguments_reach_every_node(launch_api, setup, tmp_path, monkeypatch):
-    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    monkeypatch.setenv("VD_DEMO_DIR", DEMO_DIR)
     mine = tmp_path / "my.yaml"
     mine.write_text("/**:\n  ros__parameters:\n    frame_id: mine\n")
     file = SETUPS[setup].launch_file
@@ -226,7 +226,7 @@ def test_launch_arguments_reach_every_node(launch_api, setup, tmp_path, monkeypa
 
 def test_a_params_file_is_layered_over_the_setup_yaml(launch_api, tmp_path, monkeypatch):
     """One override in the user's file; every other setup default stays."""
-    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    monkeypatch.setenv("VD_DEMO_DIR", DEMO_DIR)
     mine = tmp_path / "my.yaml"
     mine.write_text("/**/manager_node:\n  ros__parameters:\n    n: 6\n")
     manager = evaluate("demo.launch.py", params_file=str(mine)).node("manager_node")
@@ -235,7 +235,7 @@ def test_a_params_file_is_layered_over_the_setup_yaml(launch_api, tmp_path, monk
 
 
 def test_the_base_file_runs_any_setup(launch_api, tmp_path, monkeypatch):
-    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    monkeypatch.setenv("VD_DEMO_DIR", DEMO_DIR)
     for setup in SETUPS:
         exes = [n.executable for n in evaluate("bringup.launch.py", setup=setup).started]
         assert exes == [NODES[k].executable for k in start_order(SETUPS[setup].default_nodes)]
@@ -272,7 +272,7 @@ def test_a_robots_detector_is_remapped_onto_detections(launch_api):
 
 @pytest.mark.parametrize("setup", sorted(SETUPS))
 def test_launch_sets_the_dds_profile_unless_set(launch_api, setup, monkeypatch, tmp_path):
-    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    monkeypatch.setenv("VD_DEMO_DIR", DEMO_DIR)
     monkeypatch.delenv("FASTDDS_DEFAULT_PROFILES_FILE", raising=False)
     ev = evaluate(SETUPS[setup].launch_file)
     assert Path(ev.environment["FASTDDS_DEFAULT_PROFILES_FILE"]) == \
@@ -283,6 +283,8 @@ def test_launch_sets_the_dds_profile_unless_set(launch_api, setup, monkeypatch, 
 
 
 def test_demo_launch_paths_and_the_end_of_any_node(launch_api, tmp_path, monkeypatch):
+    # describing the launch builds nothing (an empty folder here); evaluating it does (the
+    # shared one, where the video is usually built already)
     monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
     from launch.actions import EmitEvent
     from launch.events import Shutdown
@@ -291,9 +293,10 @@ def test_demo_launch_paths_and_the_end_of_any_node(launch_api, tmp_path, monkeyp
     spec.loader.exec_module(module)
     module.generate_launch_description()
     assert not (tmp_path / "demo").exists(), "video built while describing the launch"
+    monkeypatch.setenv("VD_DEMO_DIR", DEMO_DIR)
     ev = evaluate("demo.launch.py")
     video = Path(ev.node("camera_node").params["video_path"])
-    assert video.is_file() and video.parent == tmp_path / "demo"
+    assert video.is_file() and video.parent == Path(DEMO_DIR)
     script = Path(ev.node("speech_node").params["script_file"])
     assert script == REPO / "config" / "demo_script.yaml" and script.is_file()
     for node in ev.started:      # any node's end ends the launch, as with bringup
@@ -314,11 +317,11 @@ def test_demo_launch_paths_and_the_end_of_any_node(launch_api, tmp_path, monkeyp
 
 def test_voice_demo_launch_hears_the_demo_script_spoken(launch_api, tmp_path, monkeypatch):
     pytest.importorskip("piper")
-    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    monkeypatch.setenv("VD_DEMO_DIR", DEMO_DIR)
     from vision_dialogue.voice.sources import load_wav_items
     speech = evaluate("voice_demo.launch.py").node("speech_node")
     seq = Path(speech.params["audio_in"])
-    assert seq.name == "sequence.yaml" and seq.parent.parent == tmp_path / "demo"
+    assert seq.name == "sequence.yaml" and seq.parent.parent == Path(DEMO_DIR)
     items = load_wav_items(seq)
     script = yaml.safe_load((REPO / "config" / "demo_script.yaml").read_text())["items"]
     assert len(items) == len(script)
@@ -329,7 +332,7 @@ def test_voice_demo_launch_hears_the_demo_script_spoken(launch_api, tmp_path, mo
 def test_managed_true_starts_every_lifecycle_node_unconfigured(launch_api, tmp_path,
                                                                monkeypatch):
     """managed:=true reaches each managed node (not the monitor); by default none gets it."""
-    monkeypatch.setenv("VD_DEMO_DIR", str(tmp_path / "demo"))
+    monkeypatch.setenv("VD_DEMO_DIR", DEMO_DIR)
     managed = evaluate("demo.launch.py", managed="true").started
     assert {n.executable: n.params.get("managed") for n in managed} == {
         NODES[k].executable: (True if NODES[k].managed else None)

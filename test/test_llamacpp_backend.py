@@ -149,7 +149,7 @@ def test_a_json_schema_constrains_the_reply_and_an_ask_reads_a_name(backend):
 
 
 def test_tools_go_through_the_chat_template_and_a_call_is_never_spoken(backend):
-    """The robot's tools (README 'Let the LLM use your robot') on the local model."""
+    """The robot's tools (docs/robot_tools.md) on the local model."""
     from vision_dialogue.core.robot_tools import RobotTool, tools_note
     from vision_dialogue.llm.tool_loop import ToolOutcome, ToolRecord, outcome_note
     go = RobotTool("go_to", "Walk to a place in the building, with the person following.",

@@ -647,3 +647,14 @@ def test_the_observer_the_manager_made_is_released_after_the_frame_in_hand(
         assert events == ["observed", "released"]
     finally:
         rig.close()
+
+
+@pytest.mark.parametrize("setting, backend, model, on", [
+    ("auto", "local", "default", "strict"), ("auto", "llamacpp", "default:1.5b", "soft"),
+    ("auto", "transformers", "/models/mine", "soft"), ("auto", "openai", "default", "soft"),
+    ("strict", "local", "default:1.5b", "strict"), ("none", "local", "default", "none")])
+def test_focus_note_auto_follows_the_measurement_per_model(setting, backend, model, on):
+    """focus_note auto: strict for the 0.5B, soft for the 1.5B and others (measured)."""
+    from vision_dialogue.ros.manager_params import focus_note_style
+    assert focus_note_style({"focus_note": setting, "llm_backend": backend,
+                             "model": model}) == on

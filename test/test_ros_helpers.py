@@ -138,39 +138,31 @@ def test_a_following_subscription_re_subscribes_while_a_multithreaded_executor_s
     QoS-event handler on each subscription it died (InvalidHandle, 'destruction was
     requested') after about 2000 re-subscriptions here; this runs 6 s of them.
     """
-    import threading
     import time
 
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.qos import qos_profile_sensor_data
     from std_msgs.msg import String
 
+    from spinning import SpinThread
     from vision_dialogue.ros.qos import FollowingSubscription
     node = Node("following", context=ros_context)
     pub = node.create_publisher(String, "chatter", qos_profile_sensor_data)
     sub = FollowingSubscription(node, String, "chatter", lambda m: None,
                                 qos_profile_sensor_data, follow=False, overridable=False)
     node.create_timer(0.001, lambda: pub.publish(String(data="x")))
-    ex = MultiThreadedExecutor(num_threads=4, context=ros_context)
-    ex.add_node(node)
-    died = []
-
-    def spin():
-        try:
-            ex.spin()
-        except Exception as e:  # noqa: BLE001 - what the spin died of
-            died.append(e)
-    t = threading.Thread(target=spin, daemon=True)
-    t.start()
+    spinning = SpinThread(MultiThreadedExecutor(num_threads=4, context=ros_context), [node])
+    spinning.start()
     end, count = time.monotonic() + 6.0, 0
     try:
-        while time.monotonic() < end and not died:
+        while time.monotonic() < end and spinning.alive():
             sub._subscribe(qos_profile_sensor_data)
             count += 1
     finally:
-        ex.shutdown()
-        node.destroy_node()
-    assert not died, (count, died)
+        died = spinning.error
+        spinning.error = None
+        spinning.close()
+    assert died is None, (count, died)
 
 
 def test_a_node_whose_context_is_shut_down_while_it_starts_exits_quietly(capsys):

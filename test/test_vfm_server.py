@@ -18,6 +18,7 @@ from rclpy.parameter import Parameter
 
 import tiny_models
 from conftest import DOMAIN_ID
+from spinning import SpinThread
 from vision_dialogue.action import ImageToImage, ImageToText, TextToImage
 from vision_dialogue.ros.image_msgs import from_image_msg, to_image_msg
 from vision_dialogue.ros.params import ParameterError
@@ -69,11 +70,8 @@ class Harness:
             self._stop()
         else:
             raise AssertionError("; then, in a new participant: ".join(seen))
-        self.ex = MultiThreadedExecutor(num_threads=4, context=self.ctx)
-        self.ex.add_node(self.server)
-        self.ex.add_node(self.client)
-        self.thread = threading.Thread(target=self.ex.spin, daemon=True)
-        self.thread.start()
+        self.spinning = SpinThread(MultiThreadedExecutor(num_threads=4, context=self.ctx),
+                                   [self.server, self.client]).start()
 
     def _start(self, overrides):
         self.ctx = rclpy.Context()
@@ -107,7 +105,8 @@ class Harness:
         self.ctx.try_shutdown()
 
     def send(self, kind, goal, feedback=None, timeout=60.0):
-        assert self.thread.is_alive(), "the test executor's spin thread died"
+        assert self.spinning.alive(), \
+            f"the test executor's spin thread died: {self.spinning.error}"
         fut = self.clients[kind].send_goal_async(goal, feedback_callback=feedback)
         ev = threading.Event()
         fut.add_done_callback(lambda _f: ev.set())
@@ -120,8 +119,10 @@ class Harness:
         return wait(gh.get_result_async()).result
 
     def close(self):
-        self.ex.shutdown()
-        self._stop()
+        try:
+            self.spinning.close()          # joined; it destroys the server and the client
+        finally:
+            self.ctx.try_shutdown()
 
 
 @pytest.fixture

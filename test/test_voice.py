@@ -189,19 +189,24 @@ def test_silence_noise_and_clipping_do_not_break_it(tmp_path, rig, piper, caplog
     assert word_error_rate([SENTENCES[4]], [said[-1]]) <= 0.4, said
 
 
-def test_a_two_minute_monologue_is_cut_into_sensible_utterances(tmp_path, rig, piper, caplog):
+def test_a_long_monologue_is_cut_into_sensible_utterances(tmp_path, rig, piper, caplog):
+    """A monologue with no pause long enough: cut at max_segment, nothing lost between cuts.
+
+    40 s in pieces of at most 6 s: as many cuts as 100 s in pieces of 15 s (the setting a
+    robot uses), for a third of the recognition.
+    """
     spoken, parts = [], []
-    while sum(len(p) for p in parts) < 120 * SAMPLE_RATE:
+    while sum(len(p) for p in parts) < 40 * SAMPLE_RATE:
         for s in SENTENCES:
             spoken.append(s)
             parts += [speech(piper, s), silence(0.1)]
     path = wav(tmp_path / "monologue.wav", *parts)
     with caplog.at_level(logging.INFO):       # pauses never long enough to end an utterance
-        r = rig(path, realtime=False, reply=lambda t: "", max_segment=15.0,
+        r = rig(path, realtime=False, reply=lambda t: "", max_segment=6.0,
                 min_silence=1.0, ends_by_meaning=False).run(timeout=240)
     said = [u.text for u in r.utterances]
-    assert len(said) >= 8, said                          # 120 s in pieces of at most 15 s
-    assert caplog.text.count("a long utterance: cut after 15 s") >= 7
+    assert len(said) >= 7, said                          # 40 s in pieces of at most 6 s
+    assert caplog.text.count("a long utterance: cut after 6 s") >= 6
     assert word_error_rate([" ".join(spoken)], [" ".join(said)]) <= 0.25, said
 
 
@@ -277,7 +282,11 @@ def test_a_slow_turn_judge_decides_the_wait_off_the_audio_thread(tmp_path, rig, 
     assert len(heard) == 1 and "hear" in heard[0].lower(), heard
     assert "robot" in judge.heard[0].lower() and len(judge.heard) == 2, judge.heard
     assert all(name.startswith("voice-stt") for name in judge.threads), judge.threads
-    rules = [u.text for u in rig(path, reply=lambda t: "Yes.", partial_every=0).run().utterances]
+    # the rules alone, faster than real time (the backend waits for the words at the pause,
+    # so the pause is measured in audio: in real time a loaded machine's late words ran the
+    # two lines together)
+    rules = [u.text for u in rig(path, realtime=False, reply=lambda t: "Yes.",
+                                 partial_every=0).run().utterances]
     assert len(rules) == 2, rules
 
 

@@ -40,10 +40,13 @@ from vision_dialogue.ros.image_msgs import stamp_from_ns, to_compressed_msg, to_
 from vision_dialogue.ros.managed import MANAGED_PARAM, ConfigureError, ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
-from vision_dialogue.ros.qos import CAMERA_FRAME_QOS
+from vision_dialogue.ros.qos import CAMERA_FRAME_QOS, no_event_handlers
+from vision_dialogue.ros.topics import USERS_TOPIC
 from vision_dialogue.variants import AUTO
 
-EXTRA_PARAMS = ("device",)   # declared apart: an index or a path (dynamic typing)
+#: declared apart (ROS dynamic typing: an index or a path); listed for --help and the docs
+EXTRA_PARAMS = (Param("device", "0", "Webcam: OpenCV index (0) or device path "
+                      "(/dev/video0)."),)
 PARAMS = [
     Param("source", AUTO, "Where frames come from; auto: the video_path or folder_path given, "
           "else the webcam.", choices=CAMERA_SOURCES.choices()),
@@ -112,10 +115,10 @@ class CameraNode(ManagedNode):
         self.pub_stream = self.pub_stream_compressed = self.pub_users = None
         self.params = declare_params(self, PARAMS, _cross_check)
         try:
+            device = EXTRA_PARAMS[0]
             dev = self.declare_parameter(
-                "device", "0", ParameterDescriptor(
-                    description="Webcam: OpenCV index (0) or device path (/dev/video0).",
-                    dynamic_typing=True)).value
+                device.name, device.default, ParameterDescriptor(
+                    description=device.description, dynamic_typing=True)).value
         except ParameterException as e:
             raise ParameterError(f"device: invalid value ({e})") from None
         self.device = _device(dev)
@@ -143,7 +146,7 @@ class CameraNode(ManagedNode):
             self.pub_stream, self.pub_stream_compressed = self._image_publishers(
                 "camera/stream/image_raw", qos_profile_sensor_data)
         self.pub_users = self.create_publisher(
-            DetectedUsers, "camera/users", QoSProfile(depth=10))
+            DetectedUsers, USERS_TOPIC, QoSProfile(depth=10), **no_event_handlers("publisher"))
 
     def activate(self) -> None:
         """Start acquisition on its own thread, paced by the wall clock.
@@ -207,11 +210,13 @@ class CameraNode(ManagedNode):
         """
         resolved = self.resolve_topic_name(topic)
         overridable = QoSOverridingOptions.with_default_policies()
-        raw = self.create_publisher(Image, resolved, qos, qos_overriding_options=overridable)
+        quiet = no_event_handlers("publisher")         # destroyed by a lifecycle clean-up
+        raw = self.create_publisher(Image, resolved, qos, qos_overriding_options=overridable,
+                                    **quiet)
         comp = None
         if self.params["publish_compressed"]:
             comp = self.create_publisher(CompressedImage, resolved + "/compressed", qos,
-                                         qos_overriding_options=overridable)
+                                         qos_overriding_options=overridable, **quiet)
         return raw, comp
 
     def _clock_stamp(self, wall_ns: int):
@@ -273,9 +278,13 @@ class CameraNode(ManagedNode):
 
     def close(self) -> None:
         """Stop acquisition and the source (threads, devices); called on shutdown."""
-        self._closed = True
+        was_open, self._closed = not self._closed, True
         if self.acquisition is not None:
             self.acquisition.close()
+        if was_open and self.pub_image is not None:
+            # what was sent, for whoever checks what arrived (the log outlives the node)
+            self._log.info(f"camera: {self.frames_published} frames published on "
+                           f"{self.pub_image.topic_name}")
 
     def destroy_node(self):
         self.close()
@@ -296,7 +305,7 @@ class _Outgoing:
         Unless `always`, only where someone subscribes. Whether anything went out. The small
         JPEG goes first: sent right after a raw frame's burst of UDP fragments, a best-effort
         reader on another host lost it with the burst (no repair); first, 96-99 % arrive
-        (README "Across hosts").
+        (docs/robots.md, two hosts).
         """
         sent = False
         if pub_comp is not None and (always or pub_comp.get_subscription_count() > 0):
@@ -320,7 +329,8 @@ class _Outgoing:
 
 
 def main(args=None):
-    return run_node(lambda: CameraNode(), "camera_node", args, params=PARAMS, doc=__doc__)
+    return run_node(lambda: CameraNode(), "camera_node", args, params=[*PARAMS, *EXTRA_PARAMS],
+                    doc=__doc__)
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ from vision_dialogue.ros.managed import MANAGED_PARAM, ConfigureError, ManagedNo
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, declare_params
 from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES
+from vision_dialogue.ros.topics import IMAGE_TOPIC
 
-IMAGE_TOPIC = "camera/image_raw"
 
 PARAMS = [
     Param("min_score", 0.3, "Lowest score published (the manager hedges below its "

@@ -26,9 +26,8 @@ from vision_dialogue.ros.managed import MANAGED_PARAM, ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params
 from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES
-from vision_dialogue.ros.topics import VISUAL_EVENTS_TOPIC
+from vision_dialogue.ros.topics import STREAM_TOPIC, VISUAL_EVENTS_TOPIC
 
-STREAM_TOPIC = "camera/stream/image_raw"
 STREAM_CHECK_S = 10.0
 
 

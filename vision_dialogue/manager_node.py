@@ -318,10 +318,10 @@ class ManagerNode(ManagedNode):
         inactive = self.lifecycle_health("conversation")
         if inactive:
             return [llm] + inactive
-        st, losing = self.conversation.state(), self.camera.loss.losing()
+        st, losing = self.conversation.state(), self.camera.losing()
         values = {"frames received": self.frames_received, "frames rejected":
-                  self.intake.rejected, "frames lost between processes": sum(
-                      p.lost for p in self.camera.loss.publishers()),
+                  self.intake.rejected,
+                  "frames lost between processes": self.camera.loss.total_lost(),
                   "turns dropped": self.turns.queue.dropped, "turns waiting":
                   len(self.turns.queue), "raw frames": st["raw_frames"],
                   "prompt chars": st["prompt_chars"]}

@@ -33,6 +33,7 @@ from vision_dialogue.msg import SpeechState
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params
 from vision_dialogue.ros.qos import RECORDS_QOS, SPEECH_STATE_QOS
+from vision_dialogue.ros.teardown import DestroyedWhole
 from vision_dialogue.ros.topics import DIAGNOSTICS_TOPIC, RECORDS_TOPIC
 from vision_dialogue.ros.vfm_actions import LIST_TOOLS_SERVICE
 from vision_dialogue.srv import ListTools
@@ -68,7 +69,7 @@ PARAMS = [
 ]
 
 
-class MonitorNode(Node):
+class MonitorNode(DestroyedWhole, Node):
     """The monitor's ROS side: topics in, SessionView + MonitorServer out."""
 
     def __init__(self, **kwargs):

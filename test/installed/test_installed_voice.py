@@ -12,6 +12,7 @@ import time
 import pytest
 import yaml
 
+from conftest import DEMO_DIR
 from fake_openai import FakeOpenAI
 from installed.user_env import stop
 from voice_samples import word_error_rate
@@ -23,7 +24,7 @@ pytest.importorskip("piper")
 def test_bringup_voice_demo_as_processes(installed, tmp_path):
     count = iter(range(1, 1000))
     with FakeOpenAI(responder=lambda req: f"Reply number {next(count)}, nice to talk.") as fake:
-        env = dict(installed.env, OPENAI_API_KEY="sk-test", VD_DEMO_DIR=str(tmp_path / "demo"))
+        env = dict(installed.env, OPENAI_API_KEY="sk-test", VD_DEMO_DIR=DEMO_DIR)
         res = installed.run(installed.exe("bringup") + [
             "voice_demo", "--processes", "--llm", "openai", "--base-url", fake.base_url,
             "--model", "fake-vlm", "--no-monitor"], env=env, timeout=300)

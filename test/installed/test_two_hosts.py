@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -93,8 +94,10 @@ def test_camera_on_one_host_manager_on_another(installed, hosts, tmp_path):
     (run,) = transcripts.iterdir()
     stamps = sorted(r["stamp"] for r in read_transcript(run / "transcript.jsonl")
                     if r["type"] == "frame")
-    sent = round((stamps[-1] - stamps[0]) / PERIOD) + 1      # one per period, first to last
-    assert sent >= 20 and len(stamps) >= 0.95 * sent, (len(stamps), sent)
+    # what the camera sent (its closing line), not what a period implies: a loaded machine
+    # decodes the video late and the camera skips a period; the rest crosses, at most one lost
+    sent = int(re.search(r"camera: (\d+) frames published", logs["camera"]).group(1))
+    assert sent >= 20 and len(stamps) >= sent - 1, (len(stamps), sent)
     print(f"two hosts: {len(stamps)} of {sent} frames reached the manager")
 
 

@@ -129,8 +129,26 @@ def stop(proc: subprocess.Popen, timeout: float = 15.0) -> int:
     return proc.wait()
 
 
-def build_workspace(ws: Path) -> Installed:
-    """Copy the committed tree to ws/src, colcon build it (no symlinks) and source it.
+def shared_workspace(root: Path, worker: str) -> Installed:
+    """One clean build for the whole run, shared by the test workers (pytest-xdist).
+
+    The first worker builds it under `root` (a folder every worker sees) while holding a lock;
+    the others wait and use it. Each worker gets a home (working directory) of its own, so
+    their transcripts and runs never mix.
+    """
+    from filelock import FileLock
+    ws = root / "ws"
+    with FileLock(str(root / "ws.lock")):
+        if not (ws / "built").is_file():
+            if ws.exists():
+                shutil.rmtree(ws)          # a build that failed half-way
+            build_workspace(ws)
+            (ws / "built").touch()
+    return use_workspace(ws, ws / f"user-{worker}")
+
+
+def build_workspace(ws: Path) -> None:
+    """Copy the committed tree to ws/src and colcon build it (no symlinks).
 
     The interfaces come from setup's build (`built_interfaces`), else build beside it.
     """
@@ -153,10 +171,15 @@ def build_workspace(ws: Path) -> Installed:
     assert build.returncode == 0, \
         f"colcon build failed:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}"
     print(f"installed tier: clean colcon build in {time.monotonic() - t0:.0f} s")
+
+
+def use_workspace(ws: Path, home: Path) -> Installed:
+    """A user's environment for the built workspace `ws`: `source install/setup.bash`."""
+    base = _without_checkout(os.environ)
+    base["ROS_DOMAIN_ID"] = os.environ["ROS_DOMAIN_ID"]
     env = _sourced_env(ws / "install" / "setup.bash", base)
     env["PYTHONUNBUFFERED"] = "1"
-    home = ws / "user"
-    home.mkdir()
+    home.mkdir(parents=True, exist_ok=True)
     return Installed(ws=ws, env=env, home=home)
 
 
@@ -184,27 +207,27 @@ class OwnParticipant:
     """
 
     def __init__(self, name: str):
-        import threading
-
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
 
         from conftest import DOMAIN_ID
+        from spinning import SpinThread
         self.ctx = rclpy.Context()
         rclpy.init(context=self.ctx, domain_id=DOMAIN_ID)
         self.node = rclpy.create_node(name, context=self.ctx)
-        self.ex = SingleThreadedExecutor(context=self.ctx)
-        self.ex.add_node(self.node)
-        self._thread = threading.Thread(target=self.ex.spin, daemon=True)
+        self._spinning = SpinThread(SingleThreadedExecutor(context=self.ctx), [self.node],
+                                    name=f"spin-{name}")
 
     def spin(self) -> None:
         """Start spinning (after the subscriptions and clients are made)."""
-        self._thread.start()
+        self._spinning.start()
 
     def close(self) -> None:
-        self.ex.shutdown()
-        self.node.destroy_node()
-        self.ctx.try_shutdown()
+        """Stop and join the spin thread, destroy the node, shut the context down."""
+        try:
+            self._spinning.close()
+        finally:
+            self.ctx.try_shutdown()
 
 
 def until(pred, timeout: float = 30.0, step: float = 0.05) -> bool:

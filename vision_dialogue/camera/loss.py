@@ -1,10 +1,17 @@
 """Frames a publisher announced against frames that arrived, to notice loss between processes.
 
-Every DDS message carries its writer's publication sequence number, so a subscriber can tell
-how many frames a publisher sent since it first heard from it, and how many reached it. A
-stock camera driver that publishes large raw frames best effort, without a shared-memory
+Two signals, because a publisher whose frames mostly do not arrive gives few of the first:
+
+* every DDS message carries its writer's publication sequence number, so a subscriber can tell
+  how many frames a publisher sent since it first heard from it, and how many reached it
+  (`arrived()`, per publisher);
+* the middleware reports each sample it knows was lost on the topic (the subscription's
+  "message lost" event: a best-effort sample whose fragments never all came), also when none
+  arrives at all (`lost()`, per topic: the event does not say whose it was).
+
+A stock camera driver that publishes large raw frames best effort, without a shared-memory
 profile, loses most of them between processes, silently; so does a frame bigger than the
-transport carries. ROS-free: the node feeds `arrived()` from each message's info.
+transport carries. ROS-free: the node feeds both from the subscription.
 """
 from __future__ import annotations
 
@@ -47,6 +54,33 @@ class LossMeter:
                  clock: Callable[[], float] = time.monotonic):
         self.min_announced, self.max_loss, self.clock = min_announced, max_loss, clock
         self._pubs: dict[Hashable, list] = {}     # publisher -> [first, last, arrived, since]
+        self.reported_lost = 0          # samples the middleware reported lost on the topic
+        self._lost_at: dict[Hashable, tuple[int, float]] = {}   # publisher -> (lost, time)
+
+    def lost(self, count: int) -> None:
+        """The middleware reported `count` more samples lost on the topic."""
+        self.reported_lost += max(0, int(count))
+
+    def seen(self, publisher: Hashable) -> None:
+        """`publisher` is on the topic (the graph shows it): losses reported now may be its."""
+        self._lost_at.setdefault(publisher, (self.reported_lost, self.clock()))
+
+    def reported_loss(self, publisher: Hashable) -> PublisherLoss | None:
+        """The losses reported since `publisher` was seen, with its own arrivals.
+
+        The reports name no publisher: a caller asks only for publishers that may lose frames
+        (best effort). None until at least `min_announced` were lost and more than `max_loss`
+        of its frames.
+        """
+        if publisher not in self._lost_at:
+            return None
+        before, since = self._lost_at[publisher]
+        lost = self.reported_lost - before
+        entry = self._pubs.get(publisher)
+        arrived = entry[2] if entry else 0
+        if lost < self.min_announced or lost / (lost + arrived) <= self.max_loss:
+            return None
+        return PublisherLoss(publisher, lost + arrived, arrived, since)
 
     def arrived(self, publisher: Hashable, seq: int | None) -> None:
         if seq is None or seq <= 0:
@@ -60,6 +94,10 @@ class LossMeter:
     def publishers(self) -> list[PublisherLoss]:
         return [PublisherLoss(p, last - first + 1, n, since)
                 for p, (first, last, n, since) in self._pubs.items()]
+
+    def total_lost(self) -> int:
+        """Frames lost on the topic: by sequence numbers or as reported, whichever is more."""
+        return max(self.reported_lost, sum(p.lost for p in self.publishers()))
 
     def losing(self) -> list[PublisherLoss]:
         """Publishers that announced enough frames and lost more than `max_loss` of them."""

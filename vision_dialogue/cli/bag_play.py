@@ -30,6 +30,7 @@ from rosgraph_msgs.msg import Clock
 from vision_dialogue.cli.bags import CLOCK_TOPIC, BagError, rclpy_type, replay_qos
 from vision_dialogue.ros.dds import apply_default_profile
 from vision_dialogue.ros.params import Param, ParameterError, declare_params
+from vision_dialogue.ros.teardown import DestroyedWhole
 
 
 def _bag_exists(path: str) -> str | None:
@@ -56,7 +57,7 @@ PARAMS = [
 ]
 
 
-class BagPlayer(Node):
+class BagPlayer(DestroyedWhole, Node):
     """Plays one bag in a background thread; `finished` completes when playback ends."""
 
     def __init__(self, autostart: bool = True, **kwargs):

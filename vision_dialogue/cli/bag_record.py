@@ -27,6 +27,7 @@ from vision_dialogue.cli.bags import (STORAGE_IDS, BagError, default_topics, mak
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.qos import FollowingSubscription
 from vision_dialogue.ros.params import Param, ParameterError, declare_params
+from vision_dialogue.ros.teardown import DestroyedWhole
 
 
 def _check_topics(specs) -> str | None:
@@ -69,7 +70,7 @@ def blur_image_cdr(data: bytes, msgtype: str, blur) -> bytes:
     return serialize_message(out)
 
 
-class BagRecorder(Node):
+class BagRecorder(DestroyedWhole, Node):
     """Records `topics` into a rosbag2 until closed.
 
     Like `ros2 bag record`: each topic is subscribed once it has a publisher, with the QoS

@@ -19,6 +19,7 @@ from rosbags.interfaces import (Qos, QosDurability, QosHistory, QosLiveliness,
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from vision_dialogue.core.resources import PACKAGE, ResourceNotFound, share_dir
+from vision_dialogue.ros.topics import CLOCK_TOPIC  # noqa: F401 - the players' name for it
 
 
 #: topic (relative) -> ROS type name, the default set `bag_record` writes.
@@ -45,7 +46,6 @@ STANDARD_TOPICS: dict[str, str] = {
 #: interface packages whose .msg files are registered when installed (no rosbags store has them)
 INTERFACE_PACKAGES = ("vision_msgs", "hri_msgs")
 
-CLOCK_TOPIC = "/clock"
 CLOCK_TYPE = "rosgraph_msgs/msg/Clock"
 STORAGE_IDS = ("mcap", "sqlite3")
 

@@ -97,7 +97,7 @@ def param_overrides(items, keys) -> dict[str, dict]:
             raise BringupError(f"-p {item!r}: no node {node!r} in this bringup "
                                f"(nodes: {', '.join(keys)})")
         module = importlib.import_module(NODES[key].module)
-        known = {p.name for p in module.PARAMS} | set(getattr(module, "EXTRA_PARAMS", ())) \
+        known = {p.name for p in (*module.PARAMS, *getattr(module, "EXTRA_PARAMS", ()))} \
             | {"use_sim_time"}
         if name not in known:
             raise BringupError(f"-p {item!r}: {NODES[key].executable} has no parameter "
@@ -231,10 +231,26 @@ class InProcessBringup:
             self.done.set_result(reason)
 
     def spin(self, timeout_sec: float | None = None) -> str:
-        """Spin until stopped; returns the reason ('' on timeout)."""
+        """Spin until stopped; returns the reason ('' on timeout).
+
+        A failing callback is logged and the spinning goes on (as each node's own executable
+        does), so one node's error does not end every node of the setup.
+        """
+        import time
+
         from rclpy.executors import ExternalShutdownException
+        from rclpy.logging import get_logger
+
+        from vision_dialogue.ros.node_runner import spin_through_failures
+        end = None if timeout_sec is None else time.monotonic() + timeout_sec
+
+        def spin() -> None:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            self.executor.spin_until_future_complete(self.done, timeout_sec=left)
         try:
-            self.executor.spin_until_future_complete(self.done, timeout_sec=timeout_sec)
+            spin_through_failures(spin, get_logger("bringup"),
+                                  lambda: self.context_ok() and not self.done.done() and
+                                  (end is None or time.monotonic() < end))
         except (KeyboardInterrupt, ExternalShutdownException):
             self.stop("interrupted")
         if not self.done.done() and not self.context_ok():
@@ -427,7 +443,7 @@ def parse_cli(argv):
                     "default: on except in furhat)")
     ap.add_argument("--managed", action="store_true",
                     help="start the nodes unconfigured, for a lifecycle manager to configure "
-                    "and activate (README 'Run it under a lifecycle manager')")
+                    "and activate (docs/lifecycle.md)")
     ap.add_argument("--verbose", action="store_true",
                     help="show third-party libraries' start-up output (muted by default)")
     return ap.parse_args(argv)

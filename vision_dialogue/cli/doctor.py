@@ -95,7 +95,8 @@ def check_dds(cfg: Config) -> Check:
     rmw = os.environ.get("RMW_IMPLEMENTATION", "")
     if rmw and "fastrtps" not in rmw:
         return Check(name, WARN, f"{rmw}: the Fast DDS profile does not apply",
-                     "large best-effort frames need big socket buffers (README, Cyclone DDS)")
+                     "large best-effort frames need big socket buffers "
+                     "(docs/robots.md, Cyclone DDS)")
     if os.environ.get("VD_NO_DDS_PROFILE") == "1":
         return Check(name, WARN, "VD_NO_DDS_PROFILE=1: Fast DDS' 0.5 MB shared-memory "
                      "segments; best-effort raw frames from other processes are lost",
@@ -164,14 +165,14 @@ def check_frames(cfg: Config) -> Check:
     name = "frames"
     if not cfg.frames_topic:
         return Check(name, SKIP, "no --topic given")
-    from vision_dialogue.ros.dds import apply_default_profile, profile_path
+    from vision_dialogue.ros.dds import apply_default_profile
     apply_default_profile()
     import rclpy
+    from rclpy.event_handler import SubscriptionEventCallbacks
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import Image
 
-    from vision_dialogue.camera.loss import LossMeter, loss_fix
-    from vision_dialogue.ros.qos import endpoint_node
+    from vision_dialogue.camera.loss import LossMeter
     meter, heard = LossMeter(), set()
 
     def on_frame(_msg, info):
@@ -182,25 +183,41 @@ def check_frames(cfg: Config) -> Check:
     with rclpy.init(args=["doctor"]):
         node = rclpy.create_node("vd_doctor_frames")
         topic = node.resolve_topic_name(cfg.frames_topic)
-        node.create_subscription(Image, topic, on_frame, qos_profile_sensor_data)
+        node.create_subscription(Image, topic, on_frame, qos_profile_sensor_data,
+                                 event_callbacks=SubscriptionEventCallbacks(
+                                     message_lost=lambda i: meter.lost(i.total_count_change)))
         end = time.monotonic() + cfg.listen_s
         publishers = {}
         while time.monotonic() < end:
             rclpy.spin_once(node, timeout_sec=0.1)
-            publishers.update((bytes(i.endpoint_gid), i)
-                              for i in node.get_publishers_info_by_topic(topic))
+            for info in node.get_publishers_info_by_topic(topic):
+                publishers[bytes(info.endpoint_gid)] = info
+                meter.seen(bytes(info.endpoint_gid))
         compressed = bool(node.get_publishers_info_by_topic(topic + "/compressed"))
         node.destroy_node()
     if not publishers:
         return Check(name, WARN, f"nobody publishes {topic}", "start the camera (driver)")
+    return _frames_verdict(name, cfg, topic, publishers, meter, heard, compressed)
+
+
+def _frames_verdict(name, cfg: Config, topic: str, publishers: dict, meter, heard: set,
+                    compressed: bool) -> Check:
+    """The frames row from what arrived and what the middleware reported lost, per publisher."""
+    from vision_dialogue.camera.loss import loss_fix
+    from vision_dialogue.ros.dds import profile_path
+    from vision_dialogue.ros.qos import endpoint_node
     fix = loss_fix(topic, str(profile_path() or "config/fastdds.xml"))
     by = {p.publisher: p for p in meter.publishers()}
     bad, unsure, good = [], [], []
+    lost = f" ({meter.reported_lost} reported lost on the way)" if meter.reported_lost else ""
     for gid, info in publishers.items():
         who = endpoint_node(info)
-        p = by.get(gid)
+        p, reported = by.get(gid), meter.reported_loss(gid)
         if gid not in heard:
-            bad.append(f"{who}: no frame arrived in {cfg.listen_s:g} s")
+            bad.append(f"{who}: no frame arrived in {cfg.listen_s:g} s{lost}")
+        elif reported is not None and (p is None or p.announced < meter.min_announced):
+            bad.append(f"{who}: {reported.arrived} of {reported.announced} frames "
+                       f"arrived{lost}")
         elif p is None or p.announced < meter.min_announced:
             unsure.append(f"{who}: only {p.arrived if p else 'a few'} frame(s) in "
                           f"{cfg.listen_s:g} s, too few to tell")

@@ -3,6 +3,7 @@
 An application asks with a JSON-schema object (`{"name": {"type": "string"}, "holding":
 {"type": "string"}}`) and wants back only keys it can trust, each valid against its schema. A
 wrong value is worse than a missing key, so:
+
 * plain readers go first where the words decide alone: yes/no for the one boolean key, a
   number for the one integer or number key, an enum value named in the line;
 * the LLM fills the rest as one JSON object (`extraction_messages`; a backend that can constrain

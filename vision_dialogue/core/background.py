@@ -27,7 +27,7 @@ class BackgroundJobs:
             return list(self._inflight)
 
     def submit(self, fn: Callable, *args, on_refused: Callable[[], None]) -> Future | None:
-        """Run fn(*args) in the pool.
+        """Run ``fn(*args)`` in the pool.
 
         If the pool is shut down (closing), call on_refused() (which must give the job's items
         back) and return None.

@@ -112,7 +112,8 @@ class Conversation(DirectedLines):
         self.turn_tools = TurnTools(backend, cfg, self.look_back, self._emit, self.log,
                                     show_images=self.supports_images)
         self.replies = ReplyMaker(backend, persona, cfg, self.turn_tools,
-                                  self.prompt.note_filter, self.log)
+                                  lambda allow: self.prompt.note_filter(
+                                      allow, self.turn_tools.instructions()), self.log)
 
     def set_tools(self, provider: ToolProvider | None, *, max_rounds: int = 3,
                   show_images: bool = True) -> None:

@@ -32,7 +32,7 @@ SOFT_YES_NO_NOTE = ('If the next question can be answered with yes or no, start 
 STYLES = ("strict", "soft")
 """How the yes/no note is put: `strict` for the 0.5B (it otherwise says yes to anything);
 `soft` for larger models, which the strict note made answer a bare "No." and lose the thread
-(measured on the battery, README Benchmarks)."""
+(measured on the battery, docs/results.md)."""
 PAST_NOTE = "From your memory, not from what you see now:"
 NOT_NOW_NOTE = "The next question is about earlier, not now."
 NOW_NOTE = "Your eyes see now:"

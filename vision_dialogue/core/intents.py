@@ -12,12 +12,14 @@ The robot's application declares its intents (the manager's `intents_file`)::
         priority: 128                            # the Intent's priority (default 128)
 
 After each of the person's turns, `IntentReader.read(line)` finds at most one declared intent:
+
 1. a cheap word test drops lines that neither ask for something nor share a word with any
    intent (most small talk never reaches the LLM);
 2. the LLM picks one intent name or "none" and fills its arguments as JSON (constrained to the
    schema where the backend can);
 3. the arguments pass the declared schema and are grounded in the line (answers.keep_valid);
    an intent whose required arguments are missing is not published.
+
 No intent is invented: a name that is not declared, or "none", gives nothing.
 """
 from __future__ import annotations

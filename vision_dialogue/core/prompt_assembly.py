@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Iterable
+
 import numpy as np
 
 from vision_dialogue.core.conversation_types import ConversationConfig
@@ -164,11 +166,17 @@ class PromptAssembly:
         """The items with the person's words so far as their line (a warm-up reads them)."""
         return self.items() + [LineItem(USER, text, speaker=speaker)]
 
-    def note_filter(self, allow_repeats: bool = False) -> NoteFilter:
-        """The reply filter for the prompt as it is now (core/reply_filter.py)."""
+    def note_filter(self, allow_repeats: bool = False,
+                    instructions: Iterable[str] = ()) -> NoteFilter:
+        """The reply filter for the prompt as it is now (core/reply_filter.py).
+
+        `instructions`: notes besides the persona's that the prompt may hold (the tools'); the
+        standing notes (a Chat's purpose, the robot's abilities) are added here.
+        """
         return turn_filter(self.persona, self.timeline.snapshot(), self.newest,
                            self.newest is None or self.camera_lost(),
-                           getattr(self.observer, "speak", None), allow_repeats)
+                           getattr(self.observer, "speak", None), allow_repeats,
+                           instructions=[*self.builder.notes.values(), *instructions])
 
     def look_back_image(self, frame: Frame) -> str:
         return frame.data_url(self.config.policy.newest_max_side, self.config.policy.jpeg_quality)

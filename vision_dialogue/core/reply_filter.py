@@ -201,15 +201,18 @@ class NoteFilter:
 
 def turn_filter(persona, items: Sequence[Item], newest, blind: bool,
                 speak: Callable[[str, bool], str] | None = None,
-                allow_repeats: bool = False) -> NoteFilter:
-    """The filter for one reply: the persona's notes, what the prompt shows, what was said.
+                allow_repeats: bool = False, instructions: Iterable[str] = ()) -> NoteFilter:
+    """The filter for one reply: the prompt's notes, what the prompt shows, what was said.
 
     `newest`: the newest frame (None before one came); `blind`: no camera (lost or none yet).
-    `allow_repeats`: "say that again", the last line may come again.
+    `allow_repeats`: "say that again", the last line may come again. `instructions`: the
+    prompt's notes besides the persona's (the tools', a Chat's purpose): read out, they are
+    dropped as the persona's are.
     """
     p = persona
     notes = [p.system, p.greet_instruction, p.no_frames_note, p.dark_frames_note,
-             p.camera_lost_note, p.repeat_note, p.own_words_note, *FOCUS_INSTRUCTIONS]
+             p.camera_lost_note, p.repeat_note, p.own_words_note, *FOCUS_INSTRUCTIONS,
+             *instructions]
     seen = [it.frame.observation or "" for it in items if it.kind == "frame"]
     memories = [it.text for it in items if it.kind == "summary"]
     lines = [it.text for it in items if it.kind == "line" and it.role == ROBOT]

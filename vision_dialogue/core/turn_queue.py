@@ -2,12 +2,14 @@
 
 The manager answers one utterance at a time. While it does, new ones wait here. A person who
 talks over a slow robot should not get answers to stale lines minutes later, so:
+
 - at most `max_waiting` wait; one more pushes the oldest waiting one out;
 - each has a deadline (its arrival + the reply deadline); one still waiting at its deadline
   is dropped when its turn would come;
 - `get_run(joins)` takes the next item with the ones right behind it that join it (a person's
   lines said while the robot was busy: one reply takes them all); a run goes only when its
   newest item's deadline has passed, so an older line is not lost while a newer one is served.
+
 Every drop is reported to `on_drop(item, reason)` (the node logs it and writes it to the
 transcript). ROS-free.
 """

@@ -2,6 +2,7 @@
 
 The manager node only hands things in (an utterance, a frame added, an event seen, a shared
 picture) and publishes what comes out (`publish(ReplyChunk)`). Here is decided:
+
 * the order: one FIFO of user turns, remarks unasked and shared pictures, served by one worker
   thread so an LLM call never blocks the ROS executor; a turn first waits for the camera
   frames that came before its utterance (`wait_frames`), so the prompt keeps arrival order;

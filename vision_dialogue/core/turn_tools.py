@@ -10,7 +10,7 @@ import contextlib
 import logging
 from typing import Callable, ContextManager, Iterable
 
-from vision_dialogue.core.lookback import LOOK_BACK, LookBack, ToolSet
+from vision_dialogue.core.lookback import LOOK_BACK, LOOK_BACK_NOTE, LookBack, ToolSet
 from vision_dialogue.llm.tool_loop import (TOOLS_NOTE, AgentResult, ToolRecord, run_tool_loop,
                                            stream_tool_loop)
 
@@ -86,6 +86,14 @@ class TurnTools:
                 and not self.streamed:
             return []          # the VFM tools are gone this turn: stream as usual
         return schemas
+
+    def instructions(self) -> list[str]:
+        """Every note the tools may put in a prompt: look-back's and each provider's.
+
+        The reply filter drops a sentence that reads one out (a small model does).
+        """
+        return [LOOK_BACK_NOTE, TOOLS_NOTE] + [getattr(p, "note", TOOLS_NOTE)
+                                               for p in self.providers]
 
     def acting_names(self) -> set[str]:
         """The names of the tools that move the robot (a provider's `acts`)."""

@@ -43,7 +43,7 @@ CUES: tuple[tuple[str, tuple[str, ...], int, float], ...] = (
                 r"|makes no sense)",), 0, 0.2),
     (TIRED, (r"\b(tired|exhausted|sleepy|worn out|bored)\b",), -1, -0.6),
 )
-#: |valence| at which a line with no cue still shows happy or sad
+#: the valence's magnitude at which a line with no cue still shows happy or sad
 VALENCE_ALONE = 0.5
 #: what the robot shows at a person's expression (it shares feelings, and is hurt by insults)
 REACTIONS = {HAPPY: HAPPY, EXCITED: EXCITED, SAD: SAD, SURPRISED: SURPRISED, ANGRY: SAD,

@@ -107,7 +107,7 @@ VARIANTS: dict[str, ModelVariant] = {
         # int8 lost most of its grounding on the battery; bfloat16 kept it, 1.9x faster
         cpu_dtype="bfloat16",
         # the strict note made it answer a bare "Yes."/"No." and lose the thread (grounding
-        # 0.71 -> 0.53, memory 0.75 -> 0.5); the soft one keeps both (README, Benchmarks)
+        # 0.71 -> 0.53, memory 0.75 -> 0.5); the soft one keeps both (docs/results.md)
         focus_note="soft",
     ),
 }

@@ -22,7 +22,7 @@ _LOG = logging.getLogger(__name__)
 class LocalEngine:
     """`local`: the measured best local engine that is installed, llama.cpp, else transformers.
 
-    On the dialogue battery (README, Benchmarks) llama.cpp gave the embedded 0.5B model better
+    On the dialogue battery (docs/results.md) llama.cpp gave the embedded 0.5B model better
     answers at less than half the latency; it has no wheel on PyPI, so a machine set up
     without it (README command 1 on a fresh machine) runs transformers.
     """

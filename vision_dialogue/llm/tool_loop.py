@@ -3,7 +3,7 @@
 ROS-free. Given a backend with ``complete_with_tools`` (see llm/openai_backend.py), the reply
 prompt, the tool schemas and an executor ``run_tool(name, args) -> ToolOutcome``,
 `run_tool_loop` lets the LLM call tools for up to ``max_rounds`` rounds and returns its final
-reply text:
+reply text::
 
     round k: ask the LLM (tools offered) -> no tool calls: its text is the reply
              -> tool calls: append the assistant message with its calls, run each tool,

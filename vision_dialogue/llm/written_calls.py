@@ -36,7 +36,7 @@ def calls_written_as_text(text: str, names: set[str]) -> tuple[str, list[tuple[s
     """Tool calls a model wrote as text instead of `tool_calls`: (text left, raw calls).
 
     Recognised: the whole reply being a JSON object `{"name": N, "arguments": {...}}` (or
-    "parameters"), or a list of them, optionally in a ```json fence; and Qwen/Hermes
+    "parameters"), or a list of them, optionally in a json code fence; and Qwen/Hermes
     `<tool_call>{...}</tool_call>` tags anywhere (the text around them is kept). Only names of
     offered tools count; anything else stays text. The object may sit in doubled braces
     (`{{"name": ...}}}}`): Qwen's template shows the form that way, and a small model copies it.
@@ -94,7 +94,7 @@ def _leading(blob: str) -> tuple[dict | None, str]:
 class HeldSpeech:
     """Sentences of a streamed reply, holding back what may be a tool call written as text.
 
-    Such text starts with `{`, `[`, a ```json fence or `<tool_call>`; it is held until the end.
+    Such text starts with `{`, `[`, a json code fence or `<tool_call>`; it is held until the end.
     """
 
     def __init__(self, names: set[str]):

@@ -1,5 +1,7 @@
 """The monitor's web server (aiohttp): the page, its data, updates pushed as server-sent events.
 
+Its routes::
+
     GET /              the page (static/index.html; no CDN, works offline)
     GET /static/NAME   its script and style sheet
     GET /api/state     SessionView.snapshot() as JSON

@@ -19,10 +19,9 @@ from vision_dialogue.ros.params import ParameterError
 from vision_dialogue.ros.vfm_client import VfmClient, VfmTools, describe_shared, frame_to_rgb
 from vision_dialogue.vfm import registry
 from vision_dialogue.vfm.image_store import ImageStore
+from vision_dialogue.ros.topics import SHARED_IMAGE_TOPIC, TOOL_IMAGE_TOPIC
 
 SHARED_IMAGE_DEFAULT = "a picture the person shared with me"
-TOOL_IMAGE_TOPIC = "dialogue/tool_image"
-SHARED_IMAGE_TOPIC = "dialogue/shared_image"
 
 
 class DialogueTools:

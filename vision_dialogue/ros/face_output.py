@@ -39,7 +39,7 @@ def _span(v) -> str | None:
     return None
 
 
-#: the speech node's parameters of the face (README "An expressive face")
+#: the speech node's parameters of the face (docs/face.md)
 FACE_PARAMS = [
     Param("expressions", True, "Show expressions that follow the conversation: a reaction to "
           "each line the person says, and each reply sentence's own expression as it is said "

@@ -15,7 +15,7 @@ import re
 from std_msgs.msg import Bool
 
 from vision_dialogue.ros import perception_msgs as pm
-from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS
+from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS, no_event_handlers
 
 ANONYMOUS_VOICE = "anonymous_speaker"
 
@@ -116,6 +116,8 @@ class HriFacesOutput:
 
     def _face_publishers(self, fid: str) -> tuple:
         base = f"/humans/faces/{fid}"
+        quiet = no_event_handlers("publisher")         # destroyed when the face goes
         return (self.node.create_publisher(pm.NormalizedRegionOfInterest2D, f"{base}/roi",
-                                           RELIABLE_QOS),
-                self.node.create_publisher(pm.Expression, f"{base}/expression", RELIABLE_QOS))
+                                           RELIABLE_QOS, **quiet),
+                self.node.create_publisher(pm.Expression, f"{base}/expression", RELIABLE_QOS,
+                                           **quiet))

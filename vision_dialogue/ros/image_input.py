@@ -6,7 +6,8 @@ callback group; the callbacks only queue (`core/frame_intake.py`), and a frame t
 topics with one stamp is decoded and added once.
 
 Frames lost between processes are noticed (camera/loss.py): from each message's publication
-sequence number, and from a publisher heard from not at all. One warning names the publisher,
+sequence number, from the middleware's "message lost" reports (which come also when no frame
+arrives at all), and from a publisher heard from not at all. One warning names the publisher,
 the loss and the fix; when `<topic>/compressed` is published, the raw subscription is dropped
 and the frames come from there. Frames larger than WORK_MAX_SIDE are downscaled on arrival
 (one log line).
@@ -18,10 +19,11 @@ from typing import Callable
 
 import cv2
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.qos import ReliabilityPolicy
 from sensor_msgs.msg import CompressedImage, Image
 
 from vision_dialogue.core.frame_intake import FrameIntake
-from vision_dialogue.camera.loss import LossMeter, loss_fix
+from vision_dialogue.camera.loss import LossMeter, PublisherLoss, loss_fix
 from vision_dialogue.ros.dds import profile_path
 from vision_dialogue.ros.image_msgs import from_compressed_msg, from_image_msg, stamp_to_ns
 from vision_dialogue.ros.qos import FollowingSubscription, endpoint_node, image_qos
@@ -29,9 +31,11 @@ from vision_dialogue.ros.qos import FollowingSubscription, endpoint_node, image_
 #: frames whose longer side is larger are downscaled to it on arrival (a 4000x3000 driver
 #: frame is 36 MB; nothing downstream needs more than this)
 WORK_MAX_SIDE = 1920
-#: a publisher matched this long with no frame from it: its frames are lost
+#: a publisher matched this long with no frame from it (and no loss reported): its frames are
+#: lost (a camera publishing more seldom than this is told apart by the loss reports)
 SILENT_S = 8.0
-CHECK_PERIOD_S = 2.0
+#: how often the loss is judged: a warning comes within this of the loss being clear
+CHECK_PERIOD_S = 1.0
 
 
 class ImageTopicInput:
@@ -60,10 +64,12 @@ class ImageTopicInput:
         group, log = MutuallyExclusiveCallbackGroup(), node.get_logger()
         self.subs = [FollowingSubscription(node, msg_type, name, callback, base, follow=follow,
                                            callback_group=group,
-                                           on_change=lambda sub: log.info(sub.status))
-                     for msg_type, name, callback in (
-                         (Image, self.topic, self._on_image),
-                         (CompressedImage, self.topic + "/compressed", self._on_compressed))]
+                                           on_change=lambda sub: log.info(sub.status),
+                                           on_lost=on_lost)
+                     for msg_type, name, callback, on_lost in (
+                         (Image, self.topic, self._on_image, self.loss.lost),
+                         (CompressedImage, self.topic + "/compressed", self._on_compressed,
+                          None))]
         self._timer = node.create_timer(CHECK_PERIOD_S, self.check_loss, callback_group=group)
 
     def _offer(self, decode, msg, info, kind: str) -> None:
@@ -108,17 +114,34 @@ class ImageTopicInput:
             if raw_sub.sub is not None else {}
         for gid in publishers:
             self.seen_at.setdefault(gid, now)
+            self.loss.seen(gid)
         for gid, info in publishers.items():
             if gid in self.reported:
                 continue
+            losing = self._losing(gid, info)
             silent = gid not in self.heard and now - self.seen_at[gid] >= SILENT_S
-            losing = next((p for p in self.loss.losing() if p.publisher == gid), None)
-            if silent or losing:
+            if losing or silent:
                 self.reported.add(gid)
-                got = (f"none of its frames arrived in {now - self.seen_at[gid]:.0f} s"
-                       if silent else f"{losing.arrived} of {losing.announced} frames arrived "
-                       f"in {now - losing.since:.0f} s")
+                got = (f"{losing.arrived} of {losing.announced} frames arrived in "
+                       f"{max(1.0, now - losing.since):.0f} s" if losing else
+                       f"none of its frames arrived in {now - self.seen_at[gid]:.0f} s")
                 self._report(info, got)
+
+    def _losing(self, gid: bytes, info) -> PublisherLoss | None:
+        """`gid`'s loss, by its sequence numbers or, best effort, by the middleware's reports."""
+        by_seq = next((p for p in self.loss.losing() if p.publisher == gid), None)
+        if by_seq is not None or not _best_effort(info):   # reliable frames are not lost
+            return by_seq
+        return self.loss.reported_loss(gid)
+
+    def losing(self) -> list[PublisherLoss]:
+        """The raw topic's publishers that lose frames on the way (for /diagnostics)."""
+        raw_sub = self.subs[0]
+        if raw_sub.sub is None:
+            return []
+        infos = {bytes(i.endpoint_gid): i for i in
+                 self.node.get_publishers_info_by_topic(raw_sub.topic)}
+        return [loss for gid, info in infos.items() if (loss := self._losing(gid, info))]
 
     def _report(self, info, got: str) -> None:
         raw_sub, comp_sub = self.subs
@@ -133,3 +156,8 @@ class ImageTopicInput:
             + (f"; {comp_sub.topic} is published: using it instead" if compressed else ""))
         if compressed:
             raw_sub.destroy()
+
+
+def _best_effort(info) -> bool:
+    """Whether a graph endpoint (TopicEndpointInfo) offers best-effort delivery."""
+    return info.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT

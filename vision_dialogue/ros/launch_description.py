@@ -54,7 +54,7 @@ COMMON_ARGUMENTS = [
      'for detectors that put numbers in class_id', ('manager', 'detector')),
     ('managed', 'false', 'Start the nodes unconfigured, for a lifecycle manager (nav2\'s '
      'lifecycle_manager, `ros2 lifecycle set`) to configure and activate them; false: each '
-     'configures and activates itself (README "Run it under a lifecycle manager")',
+     'configures and activates itself (docs/lifecycle.md)',
      tuple(k for k, spec in NODES.items() if spec.managed)),
     ('speech_prefix', '', 'Prefix for the speech_node command; ros2 launch gives nodes no '
      'stdin, so with the terminal backend use e.g. "xterm -e" (or use_speech:=false and `ros2 '

@@ -28,6 +28,7 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 
 from vision_dialogue.core.health import ERROR, OK, Health
 from vision_dialogue.ros.params import Param, ParameterError
+from vision_dialogue.ros.teardown import DestroyedWhole
 
 MANAGED_PARAM = Param("managed", False, "Wait, unconfigured, for a lifecycle manager (nav2's "
                       "lifecycle_manager, `ros2 lifecycle set`) to configure and activate this "
@@ -39,7 +40,7 @@ class ConfigureError(Exception):
     """What a node needs is not there (a missing file, a device that does not open)."""
 
 
-class ManagedNode(LifecycleNode):
+class ManagedNode(DestroyedWhole, LifecycleNode):
     """A LifecycleNode whose transitions call configure/activate/deactivate/cleanup."""
 
     def __init__(self, node_name: str, **kwargs):

@@ -160,7 +160,7 @@ PARAMS = [
           "(its image_dir), where pictures from dialogue/shared_image are saved.",
           check=nonempty),
     Param("skills", True, "Serve the communication skills skill/say, skill/ask and skill/chat "
-          "(ROS 2 actions an application drives; README 'Drive the conversation')."),
+          "(ROS 2 actions an application drives; docs/application.md)."),
     Param("free_conversation", True, "Answer the person's lines outside a Chat (the paper's "
           "behaviour); false: only inside a Chat or an Ask, other lines are heard (transcript, "
           "prompt) but not answered.", live=True),
@@ -175,8 +175,8 @@ PARAMS = [
           "(config/intents.yaml shows the format); each person's turn that asks for one is "
           "published on `intents`; empty = off.", check=_file_or_empty),
     Param("robot_tools_file", "", "YAML of the robot's own services and actions the LLM may "
-          "call as tools (config/robot_tools.yaml shows the format; README 'Let the LLM use "
-          "your robot'); empty = none.", check=_file_or_empty),
+          "call as tools (config/robot_tools.yaml shows the format; docs/robot_tools.md); "
+          "empty = none.", check=_file_or_empty),
 
     MANAGED_PARAM,
 ]

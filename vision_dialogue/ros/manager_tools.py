@@ -6,7 +6,7 @@
 * the robot's own services and actions as the LLM's tools (`robot_tools_file`,
   ros/robot_tools.py), stopped when the person speaks or a chat ends;
 * the application's skills (`skill/say`, `skill/ask`, `skill/chat`) and intents out
-  (ros/skill_servers.py, README "Drive the conversation").
+  (ros/skill_servers.py, docs/application.md).
 Each raises ParameterError for a setting it cannot take; the manager then stops what runs.
 """
 from __future__ import annotations

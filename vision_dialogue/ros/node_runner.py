@@ -182,27 +182,33 @@ def _spin(node: "Node", threads: int | None, drain: bool, program: bool) -> None
 
 
 def _spin_on(executor, node: "Node") -> None:
-    """`executor.spin()`, which a failing callback ends: the error is logged, spinning goes on.
+    """`executor.spin()`, which a failing callback ends: the error is logged, spinning goes on."""
+    spin_through_failures(executor.spin, node.get_logger(), node.context.ok)
 
-    rclpy re-raises a callback's exception from the executor, and the whole node would die of
-    one bad message; a robot's component logs it (with its traceback, at most every 5 s, with
-    the count) and keeps working.
+
+def spin_through_failures(spin: Callable[[], None], logger, ok: Callable[[], bool]) -> None:
+    """Call `spin()` until it returns, again after each failure, while `ok()`.
+
+    rclpy re-raises a callback's exception from the executor (and an InvalidHandle when an
+    endpoint is destroyed under another thread building its wait set), and the whole process
+    would die of one bad message; a robot's component logs it (with its traceback, at most
+    every 5 s, with the count) and keeps working. Ctrl-C, shutdown and rcl errors end it.
     """
     import traceback
 
     from rclpy._rclpy_pybind11 import RCLError
     from rclpy.executors import ExternalShutdownException
     failed = 0
-    while node.context.ok():
+    while ok():
         try:
-            executor.spin()
+            spin()
             return
         except (KeyboardInterrupt, ExternalShutdownException, RCLError):
             raise
         except Exception:  # noqa: BLE001 - logged; the node runs on
             failed += 1
-            node.get_logger().error(f"a callback failed ({failed} so far; the node runs on):\n"
-                                    + traceback.format_exc(), throttle_duration_sec=5.0)
+            logger.error(f"a callback failed ({failed} so far; the node runs on):\n"
+                         + traceback.format_exc(), throttle_duration_sec=5.0)
 
 
 #: parents a node outlives: shells and terminal multiplexers, service managers

@@ -11,6 +11,9 @@ from typing import Callable, Iterable
 
 from vision_dialogue.core.objects import DetectionSet, LabelMap, ObjectSighting
 from vision_dialogue.ros.image_msgs import stamp_to_ns
+from vision_dialogue.ros.topics import (  # noqa: F401 - the standard topics' names, here too
+    BODIES_TRACKED_TOPIC, DETECTIONS_TOPIC, FACES_TRACKED_TOPIC, LABEL_INFO_TOPIC,
+    PERSONS_TRACKED_TOPIC, ROBOT_SPEAKING_TOPIC, VOICES_TRACKED_TOPIC)
 
 try:
     from vision_msgs.msg import BoundingBox2D, Detection2D, Detection2DArray, LabelInfo, \
@@ -23,15 +26,6 @@ try:
 except ImportError:
     EngagementLevel = Expression = Gesture = IdsList = LiveSpeech = None
     NormalizedRegionOfInterest2D = None
-
-#: topics of REP-155 (ROS4HRI) and the conventional ones around it
-ROBOT_SPEAKING_TOPIC = "/robot_speaking"
-VOICES_TRACKED_TOPIC = "/humans/voices/tracked"
-PERSONS_TRACKED_TOPIC = "/humans/persons/tracked"
-BODIES_TRACKED_TOPIC = "/humans/bodies/tracked"
-FACES_TRACKED_TOPIC = "/humans/faces/tracked"
-DETECTIONS_TOPIC = "detections"
-LABEL_INFO_TOPIC = "label_info"
 
 
 def missing() -> list[str]:

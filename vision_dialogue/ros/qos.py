@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from rclpy._rclpy_pybind11 import RCLError
-from rclpy.event_handler import SubscriptionEventCallbacks
+from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
+from rclpy.exceptions import InvalidHandle
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
                        qos_profile_sensor_data)
 from rclpy.qos_overriding_options import QoSOverridingOptions
@@ -43,6 +44,39 @@ RELIABLE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 #: dialogue/speech_state: the speech node's states, the last 10 kept for a late monitor
 SPEECH_STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
                               durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+def _tolerant(handler) -> None:
+    """An event handler that another thread may destroy while an executor adds it to a wait set.
+
+    rclpy's MultiThreadedExecutor counts its waitables, then adds each to the wait set; a
+    subscription destroyed on another thread in between (a re-subscription) makes its handler
+    raise InvalidHandle there and the whole spin fails. This one leaves that wait set instead
+    (and claims no readiness), as rclpy does for a subscription destroyed the same way.
+    """
+    add = handler.add_to_wait_set
+
+    def add_to_wait_set(wait_set) -> None:
+        try:
+            add(wait_set)
+        except InvalidHandle:
+            handler._event_index = None
+    handler.add_to_wait_set = add_to_wait_set
+
+
+def no_event_handlers(kind: str) -> dict:
+    """`event_callbacks` without rclpy's default QoS-event handlers.
+
+    For an endpoint destroyed while the node spins (a ROS4HRI person's topics, a face's
+    publishers, a lifecycle clean-up). With the defaults, each endpoint adds an event handler
+    to the node's waitables; destroying the endpoint destroys it while another executor thread
+    may be adding it to a wait set, and the spin dies (InvalidHandle: "destruction was
+    requested"; seen in `bringup demo` when the manager stopped following a voice).
+    kind: "subscription" or "publisher".
+    """
+    callbacks = {"subscription": SubscriptionEventCallbacks,
+                 "publisher": PublisherEventCallbacks}[kind]
+    return {"event_callbacks": callbacks(use_default_callbacks=False)}
 
 
 def image_qos(choice: str) -> QoSProfile:
@@ -100,8 +134,10 @@ class FollowingSubscription:
                  *, follow: bool = True, wait_for_publisher: bool = False,
                  callback_group=None, raw: bool = False, overridable: bool = True,
                  poll_period: float = 0.25,
-                 on_change: Callable[["FollowingSubscription"], None] | None = None):
+                 on_change: Callable[["FollowingSubscription"], None] | None = None,
+                 on_lost: Callable[[int], None] | None = None):
         self.node, self.msg_type, self.callback = node, msg_type, callback
+        self.on_lost = on_lost
         self.topic = node.resolve_topic_name(topic)
         self.base, self.raw, self.group = base, raw, callback_group
         self.on_change = on_change
@@ -135,14 +171,24 @@ class FollowingSubscription:
             self.node.destroy_subscription(self.sub)
             self.sub = None
         asked = qos.reliability   # rclpy applies qos_overrides to `qos` in place
-        # No QoS event handlers: a following subscription adapts to the offers itself, and
-        # rclpy's default "incompatible QoS" handler is a waitable that a MultiThreadedExecutor
-        # may still add to its wait set while the subscription is destroyed here (re-subscribe,
-        # a switch to /compressed): InvalidHandle, "destruction was requested", kills the spin.
+        # No default QoS event handlers: a following subscription adapts to the offers itself,
+        # and rclpy's default "incompatible QoS" handler is a waitable that a
+        # MultiThreadedExecutor may still add to its wait set while the subscription is
+        # destroyed here (re-subscribe, a switch to /compressed): InvalidHandle, "destruction
+        # was requested". The "message lost" handler alone, where asked for (`on_lost`): the
+        # one signal of frames that never arrive; it leaves the wait set quietly when that
+        # race comes (`_tolerant`).
+        events = no_event_handlers("subscription")
+        if self.on_lost is not None:
+            on_lost = self.on_lost
+            events = {"event_callbacks": SubscriptionEventCallbacks(
+                message_lost=lambda info: on_lost(int(info.total_count_change)),
+                use_default_callbacks=False)}
         self.sub = self.node.create_subscription(
             self.msg_type, self.topic, self.callback, qos, callback_group=self.group,
-            raw=self.raw, qos_overriding_options=options,
-            event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False))
+            raw=self.raw, qos_overriding_options=options, **events)
+        for handler in self.sub.event_handlers:
+            _tolerant(handler)
         self.qos = qos
         if first and options is not None:
             rel = self._param("reliability")

@@ -135,9 +135,11 @@ class SkillServers:
         def feedback(stage, text, *extra):
             handle.publish_feedback(make_feedback(stage, text, *extra))
 
-        ticket = self._tickets.pop(bytes(handle.goal_id.uuid))
+        ticket = self._tickets.pop(bytes(handle.goal_id.uuid), None)
         if isinstance(ticket, SkillRejected):
             out = SkillOutcome("rejected", error=str(ticket))
+        elif ticket is None:          # never through _join_line: said, not an empty result
+            out = SkillOutcome("error", error="the goal has no place in the skills' line")
         else:
             out = self._take_turn(handle, ticket, timeout, body, feedback, name, gid)
         self._record(name, gid, "end", out)

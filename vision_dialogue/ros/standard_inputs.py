@@ -27,7 +27,7 @@ from vision_dialogue.core.objects import UNRESOLVED, DetectionSet, LabelMap, Obj
 from vision_dialogue.core.people import TrackedPerson
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.qos import LATCHED_FROM_MANY_QOS, LATCHED_QOS, RELIABLE_QOS, \
-    endpoint_node
+    endpoint_node, no_event_handlers
 
 
 def object_notes(p, observed_people: bool) -> ObjectNotes | None:
@@ -308,7 +308,8 @@ class Ros4hriInput:
 
     def _sub(self, msg_type, topic: str, callback, qos=LATCHED_QOS):
         return self.node.create_subscription(msg_type, topic, callback, qos,
-                                             callback_group=self.group)
+                                             callback_group=self.group,
+                                             **no_event_handlers("subscription"))
 
     def _follow_voice(self, vid: str) -> list:
         return [self._sub(pm.LiveSpeech, f"/humans/voices/{vid}/speech",
@@ -406,11 +407,11 @@ class HriBargeIn:
         base = f"/humans/voices/{vid}"
         return [self.node.create_subscription(
                     Bool, f"{base}/is_speaking", lambda m: m.data and self.on_voice(vid),
-                    RELIABLE_QOS, callback_group=self.group),
+                    RELIABLE_QOS, callback_group=self.group, **no_event_handlers("subscription")),
                 self.node.create_subscription(
                     pm.LiveSpeech, f"{base}/speech",
                     lambda m: m.incremental.strip() and self.on_voice(vid), RELIABLE_QOS,
-                    callback_group=self.group)]
+                    callback_group=self.group, **no_event_handlers("subscription"))]
 
 
 def _unsubscribe(node, subs) -> None:

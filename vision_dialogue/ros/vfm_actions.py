@@ -7,11 +7,11 @@ from rclpy.qos import QoSProfile, qos_profile_services_default
 
 from vision_dialogue.action import ImageToImage, ImageToText, TextToImage
 from vision_dialogue.vfm.registry import IMAGE_TO_IMAGE, IMAGE_TO_TEXT, TEXT_TO_IMAGE
+from vision_dialogue.ros.topics import LIST_TOOLS_SERVICE  # noqa: F401 - with the actions
 
 #: tool kind (ToolInfo.action_type) -> action type
 ACTIONS = {IMAGE_TO_TEXT: ImageToText, IMAGE_TO_IMAGE: ImageToImage,
            TEXT_TO_IMAGE: TextToImage}
-LIST_TOOLS_SERVICE = "vfm/list_tools"
 #: goal, result and cancel services keep 100 requests (ROS' default is 10): a burst of goals
 #: is queued, not lost; the same profiles on the server and the client
 _DEEP = QoSProfile(depth=100, reliability=qos_profile_services_default.reliability,

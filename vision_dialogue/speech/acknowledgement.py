@@ -1,7 +1,7 @@
 """A short acknowledgement when a reply is late: what a person says while they think.
 
-ROS-free. In a spoken conversation the silence after a question is what people notice most
-(issue 32). When the reply's first words have not come `after` seconds after the person's
+ROS-free. In a spoken conversation the silence after a question is what people notice most.
+When the reply's first words have not come `after` seconds after the person's
 line, the robot says "Let me see." or "Let me think." before the answer: only
 then, and never on two turns in a row, so it is not a filler on every turn. The phrase fits
 the line: a question about what the robot sees gets a looking phrase, another question a

@@ -40,7 +40,7 @@ VOICE_PARAMS = [
           "min_silence; false: min_silence always."),
     Param("turn_judge", "rules", "backend=local, with ends_by_meaning: what judges whether "
           "the words at a pause can end the line: rules (word lists, instant) or model (the "
-          "embedded 0.5B scores the line's end, about 0.1 s; README, the spoken loop).",
+          "embedded 0.5B scores the line's end, about 0.1 s; benchmarks/bench_voice.py).",
           choices=TURN_JUDGES),
     Param("quick_silence", QUICK_SILENCE_S, "backend=local: silence that ends a complete "
           "line, s.", range=(0.05, 5.0)),
@@ -48,7 +48,8 @@ VOICE_PARAMS = [
           "keep before the turn ends, s.", range=(0.05, 10.0)),
     Param("partial_every", PARTIAL_EVERY_S, "backend=local: recognise the speech so far every "
           "this many seconds and publish it on dialogue/partial, so the manager reads the "
-          "prompt before the person ends; 0 (default: slower on 2 cores, README): none.",
+          "prompt before the person ends; 0 (default: slower on 2 cores, bench_voice.py "
+          "--read-ahead): none.",
           range=(0.0, 10.0)),
     Param("partial_at_pause", PARTIAL_AT_PAUSE, "backend=local: publish the words recognised "
           "at each pause on dialogue/partial (no extra recognition: they are recognised for "

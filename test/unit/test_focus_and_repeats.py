@@ -434,18 +434,6 @@ def test_a_claim_that_someone_is_here_when_nobody_is_in_view_is_corrected():
         c.close()
 
 
-@pytest.mark.parametrize("setting, backend, model, on", [
-    ("auto", "local", "default", "strict"), ("auto", "llamacpp", "default:1.5b", "soft"),
-    ("auto", "transformers", "/models/mine", "soft"), ("auto", "openai", "default", "soft"),
-    ("strict", "local", "default:1.5b", "strict"), ("none", "local", "default", "none")])
-def test_focus_note_auto_follows_the_measurement_per_model(setting, backend, model, on):
-    """focus_note auto: strict for the 0.5B, soft for the 1.5B and others (measured)."""
-    pytest.importorskip("rclpy")
-    from vision_dialogue.ros.manager_params import focus_note_style
-    assert focus_note_style({"focus_note": setting, "llm_backend": backend,
-                             "model": model}) == on
-
-
 def test_a_reply_that_only_read_its_notes_out_is_asked_again_in_own_words():
     persona = load_persona()
     replies = iter([persona.dark_frames_note.strip(" []\n"), "It is too dark for me, sorry!"])

@@ -29,3 +29,29 @@ def test_too_few_frames_to_judge_a_restart_and_no_sequence_numbers():
     m.arrived(b"b", None)                        # a middleware without sequence numbers
     m.arrived(b"b", 0)
     assert [p.publisher for p in m.publishers()] == [b"a"]
+
+
+def test_losses_the_middleware_reports_count_for_publishers_seen_before_them():
+    """No frame arrives at all, yet the middleware reports each one lost: that is a loss.
+
+    Reports name no publisher: they count for each publisher that was on the topic when they
+    came, with that publisher's own arrivals, and not for one that came after them.
+    """
+    t = [0.0]
+    m = LossMeter(min_announced=4, max_loss=0.2, clock=lambda: t[0])
+    m.seen(b"driver")
+    m.lost(3)
+    assert m.reported_loss(b"driver") is None          # too few to judge
+    t[0] = 2.0
+    m.lost(2)
+    loss = m.reported_loss(b"driver")
+    assert (loss.announced, loss.arrived, loss.since) == (5, 0, 0.0)
+    m.seen(b"later")                                  # came after the losses
+    assert m.reported_loss(b"later") is None
+    assert m.reported_loss(b"never seen") is None
+    for seq in range(1, 40):                          # a publisher whose frames do arrive
+        m.arrived(b"good", seq)
+    m.seen(b"good")
+    m.lost(5)
+    assert m.reported_loss(b"good") is None           # 5 lost against 39 arrived
+    assert m.total_lost() == 10

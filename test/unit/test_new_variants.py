@@ -23,7 +23,7 @@ import pytest
 from conftest import DOMAIN_ID
 from ros_processes import process_env
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PKG = REPO / "vision_dialogue"
 NEW_DOMAIN = 1 + DOMAIN_ID % 9   # apart from conftest's 30..200, the robot's 10+, the skills' 201+
 

@@ -33,6 +33,26 @@ def conv(be, **cfg):
     return Conversation(be, load_persona(), ConversationConfig(**cfg))
 
 
+def test_a_reply_that_reads_an_instruction_out_is_not_spoken():
+    """The tools' notes and the standing notes (a Chat's purpose) are instructions too.
+
+    A small model read look-back's note out in the demo on llama.cpp's server ("When the person
+    asks about something you saw earlier ... call look_back"): the sentence is dropped and the
+    rest of the reply is said.
+    """
+    from vision_dialogue.core.lookback import LOOK_BACK_NOTE
+    replies = iter([LOOK_BACK_NOTE + " Yes, I saw a cup on the table.",
+                    "Your purpose is to find out the visitor's name. Hello!"])
+    c = conv(FakeChatBackend(responder=lambda msgs, kind: next(replies)))
+    try:
+        c.add_frame(photo(data.coffee))
+        c.builder.notes["purpose"] = "Your purpose is to find out the visitor's name."
+        assert c.turn("Did you see a cup?").text == "Yes, I saw a cup on the table."
+        assert c.turn("Hi.").text == "Hello!"
+    finally:
+        c.close()
+
+
 def test_prompt_order_and_newest_frame_full_size():
     be = FakeChatBackend()
     c = conv(be, policy=ImagePolicy(newest_max_side=320, older_max_side=128, detail="auto"))

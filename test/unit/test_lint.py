@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO
 
-PATHS = ["vision_dialogue", "launch", "test", "benchmarks", "scripts"]
+PATHS = ["vision_dialogue", "launch", "test", "benchmarks", "scripts", "docs"]
 
 
 def _run(module: str, *args: str) -> subprocess.CompletedProcess:

@@ -152,34 +152,3 @@ def test_local_engine_check_says_which_engine_runs(monkeypatch):
         assert (check.name, check.result) == ("local LLM engine", result), check
         assert ("llama.cpp" in check.detail) is installed
         assert ("llamacpp" in check.fix) is (result != doctor.OK)
-
-
-def test_health_reports_each_running_nodes_statuses(ros_context):
-    """doctor --health: the statuses a node publishes on /diagnostics, one row each."""
-    import threading
-
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-
-    from vision_dialogue.core import health
-    from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
-    assert doctor.health_rows(Config(health=True, listen_s=1.0))[0].result == WARN  # nobody
-    node = rclpy.create_node("camera_node", context=ros_context)
-    DiagnosticsPublisher(node, lambda: [
-        health.Health("camera", health.OK, "frame 0.2 s ago"),
-        health.Health("vfm", health.ERROR, "no tool loads"),
-        health.Health("speech", health.WARN, "robot away")],
-        period=0.2)
-    ex = SingleThreadedExecutor(context=ros_context)
-    ex.add_node(node)
-    spinner = threading.Thread(target=ex.spin, daemon=True)
-    spinner.start()
-    try:
-        rows = doctor.health_rows(Config(health=True, listen_s=2.0))
-    finally:
-        ex.shutdown()
-        node.destroy_node()
-    assert [(r.name, r.result, r.detail) for r in rows] == [
-        ("camera_node: camera", OK, "frame 0.2 s ago"),
-        ("camera_node: speech", WARN, "robot away"),
-        ("camera_node: vfm", FAIL, "no tool loads")]

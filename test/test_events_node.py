@@ -1,0 +1,33 @@
+"""The events node as a ROS node: parameters refused by name, a stream nobody publishes."""
+import pytest
+
+
+@pytest.mark.parametrize("name,value", [("kinds", ["wave", "dance"]), ("max_rate", 0.0),
+                                        ("wave_swings", 0)])
+def test_events_node_refuses_bad_parameters_naming_them(ros_context, name, value):
+    from rclpy.parameter import Parameter
+
+    from vision_dialogue.events_node import EventsNode
+    from vision_dialogue.ros.params import ParameterError
+    with pytest.raises(ParameterError, match=f"^{name}"):
+        EventsNode(context=ros_context, parameter_overrides=[Parameter(name, value=value)])
+
+
+def test_events_node_says_when_nothing_publishes_the_stream(ros_context, monkeypatch, caplog):
+    from rclpy.executors import SingleThreadedExecutor
+
+    from conftest import spin_until
+    from vision_dialogue import events_node
+    monkeypatch.setattr(events_node, "STREAM_CHECK_S", 0.3)
+    node = events_node.EventsNode(context=ros_context)
+    warned = []
+    node.get_logger().warning = lambda msg, **kw: warned.append(msg)
+    ex = SingleThreadedExecutor(context=ros_context)
+    ex.add_node(node)
+    try:
+        assert spin_until(ex, lambda: warned, timeout=5)
+        assert "nothing publishes /camera/stream/image_raw" in warned[0]
+        assert "publish_rate" in warned[0]
+    finally:
+        ex.shutdown()
+        node.destroy_node()
