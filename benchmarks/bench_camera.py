@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -324,6 +325,7 @@ def main() -> int:
         "load_avg_1min": round(os.getloadavg()[0], 2),
     }
     print(json.dumps(result))
+    record("bench_camera", result)
     return 0
 
 

@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -246,6 +247,7 @@ def main(argv=None) -> int:
           f"{summary['first_sentence_p50_s']} s, bare LLM {summary['baseline_bare_llm_p50_s']} s"
           + (f"; setup from a fresh clone {clone_s:.0f} s" if clone_s is not None else ""))
     print(json.dumps(summary))
+    record("bench_demo", summary)
     return 0
 
 

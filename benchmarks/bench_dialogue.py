@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
+from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 if os.environ.get("VD_BENCH_FROM_PATH") != "1":   # 1: import vision_dialogue from PYTHONPATH
@@ -458,10 +459,12 @@ def main(argv=None) -> int:
         args.save.write_text(json.dumps({n: [asdict(e) for e in ex] for n, ex in results.items()},
                                         indent=1))
     print_table(scores)
-    print(json.dumps({"benchmark": "dialogue", "label": args.label, "llm": args.llm,
-                      "model": args.model or "default", "dtype": args.dtype, "reps": args.reps,
-                      "frame_lead": args.frame_lead,
-                      "scores": scores}))
+    line = {"benchmark": "dialogue", "label": args.label, "llm": args.llm,
+            "model": args.model or "default", "dtype": args.dtype, "reps": args.reps,
+            "frame_lead": args.frame_lead,
+            "scores": scores}
+    print(json.dumps(line))
+    record("bench_dialogue", line)
     return 0
 
 

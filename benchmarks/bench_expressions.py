@@ -46,6 +46,7 @@ from vision_dialogue.core.conversation import Conversation, ConversationConfig  
 from vision_dialogue.core.persona import default_persona_file, load_persona  # noqa: E402
 from vision_dialogue.face.affect import EXPRESSIONS, NEUTRAL, Affect  # noqa: E402
 from vision_dialogue.face.controller import FaceConfig, FaceController, FaceOutput  # noqa: E402
+from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
 BATTERY = Path(__file__).with_name("expression_battery.yaml")
 #: the baseline's question (Expressive Furhat asks a model whether and how the face changes)
@@ -179,6 +180,7 @@ def main(argv=None) -> int:
                   f"{r['named_right']}/{r['named_n']} | {r['false_alarms']}/{r['neutral_n']} "
                   f"| {t} |")
     print(json.dumps(result))
+    record("bench_expressions", result)
     return 0
 
 

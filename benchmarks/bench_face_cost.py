@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
 HERE = Path(__file__).resolve().parent
 FACE_OFF = ["-p", "speech.expressions:=false", "-p", "speech.gaze_aversion:=false",
@@ -65,11 +66,13 @@ def main(argv=None) -> int:
     turn_ratio = round(statistics.median(paired), 3)
     print(f"\nwith the face / without: {ratio} pooled, {turn_ratio} turn by turn (median) "
           "(goal: within 5 %)")
-    print(json.dumps({"benchmark": "face_cost", "pairs": a.pairs, "p50_s": p50,
-                      "ratio": ratio, "turn_by_turn_ratio": turn_ratio,
-                      "within_5_percent": abs(ratio - 1.0) <= 0.05,
-                      "turns": {k: len(v) for k, v in firsts.items()},
-                      "fallbacks": fallbacks}))
+    line = {"benchmark": "face_cost", "pairs": a.pairs, "p50_s": p50,
+            "ratio": ratio, "turn_by_turn_ratio": turn_ratio,
+            "within_5_percent": abs(ratio - 1.0) <= 0.05,
+            "turns": {k: len(v) for k, v in firsts.items()},
+            "fallbacks": fallbacks}
+    print(json.dumps(line))
+    record("bench_face_cost", line)
     return 0
 
 

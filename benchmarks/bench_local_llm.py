@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -250,6 +251,7 @@ def main(argv=None) -> int:
                   f"{m['stream_matches_complete']}  (medians of {args.reps}, interleaved ABBA)")
             print("reply:", m["reply"])
     print(json.dumps(result))
+    record("bench_local_llm", result)
     return 0
 
 

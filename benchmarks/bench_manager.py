@@ -39,6 +39,7 @@ from vision_dialogue.core.conversation import Conversation, ConversationConfig  
 from vision_dialogue.core.images import ImagePolicy, downscale  # noqa: E402
 from vision_dialogue.core.persona import load_persona  # noqa: E402
 from vision_dialogue.core.prompt import prompt_size  # noqa: E402
+from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
 REPLY = "That is a lovely jacket, is it new? I like the colour very much!"
 #: words for replies that differ turn to turn: the same line every turn would be a repeat,
@@ -295,6 +296,7 @@ def main(argv=None):
                       "growth": g["ours"]["growth"] <= 1.2},
     }
     print(json.dumps(out))
+    record("bench_manager", out)
     return 0
 
 

@@ -31,6 +31,7 @@ import cv2
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vision_dialogue.core.objects import ObjectSighting, object_phrases  # noqa: E402
 from vision_dialogue.perception.object_detector import ObjectDetector  # noqa: E402
+from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
 DARKNET = Path("/usr/share/darknet/data")
 #: photo -> (COCO classes in it, classes not wrong to name)
@@ -122,8 +123,10 @@ def main(argv=None) -> int:
         print(f"  {v}: wrong plain claims: {', '.join(wrong_claims[v]) or 'none'}")
     for name in photos:
         print(f"  {name:<18} " + " | ".join(said[v][name] or "(nothing)" for v in variants))
-    print(json.dumps({"photos": len(photos), "rows": rows, "said": said,
-                      "wrong_claims": wrong_claims}))
+    line = {"photos": len(photos), "rows": rows, "said": said,
+            "wrong_claims": wrong_claims}
+    print(json.dumps(line))
+    record("bench_objects", line)
     return 0
 
 

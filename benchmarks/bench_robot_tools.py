@@ -47,6 +47,7 @@ from vision_dialogue.core.persona import default_persona_file, load_persona  # n
 from vision_dialogue.core.robot_tools import ArgumentError, action_words, load_robot_tools, \
     reply_text, tools_note  # noqa: E402
 from vision_dialogue.llm.tool_loop import ToolOutcome  # noqa: E402
+from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
 BATTERY = Path(__file__).with_name("robot_tools_battery.yaml")
 
@@ -196,6 +197,7 @@ def main(argv=None) -> int:
                   f"{r['first_s_p50_plain']} | "
                   f"{r['first_s_p50_tool']} |")
     print(json.dumps(result))
+    record("bench_robot_tools", result)
     return 0
 
 

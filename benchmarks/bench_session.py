@@ -53,6 +53,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from bench_dialogue import BATTERY, DEMO_MANAGER, demo_video, parse_setup  # noqa: E402
+from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
 DEFAULT_SETUPS = ["now:", "before:threads=2,warm_cache=false"]
 
@@ -223,9 +224,11 @@ def main(argv=None) -> int:
     print("|" + "---|" * (len(cols) + 1))
     for name, sc in scores.items():
         print(f"| {name} | " + " | ".join(str(sc[c]) for c in cols) + " |")
-    print(json.dumps({"benchmark": "session", "label": args.label, "model": args.model,
-                      "minutes": args.minutes, "reps": args.reps, "busy": args.busy,
-                      "scores": scores}))
+    line = {"benchmark": "session", "label": args.label, "model": args.model,
+            "minutes": args.minutes, "reps": args.reps, "busy": args.busy,
+            "scores": scores}
+    print(json.dumps(line))
+    record("bench_session", line)
     return 0
 
 

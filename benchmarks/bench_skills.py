@@ -48,6 +48,7 @@ from vision_dialogue.core.answers import AnswerSchema, parse_json_object  # noqa
 from vision_dialogue.core.intents import FoundIntent, IntentReader, IntentSpec  # noqa: E402
 from vision_dialogue.core.persona import Persona, default_persona_file, load_persona  # noqa: E402
 from vision_dialogue.core.skills import Control, Heard, SkillOutcome, fill, run_ask  # noqa: E402
+from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
 BATTERY = Path(__file__).with_name("skills_battery.yaml")
 METHODS = ("ours", "baseline")
@@ -338,6 +339,7 @@ def main(argv=None) -> int:
             result["say"] = say_latency(a.say_goals, Path(tmp))
     print_table(result)
     print(json.dumps(result))
+    record("bench_skills", result)
     return 0
 
 

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "test")]
@@ -82,6 +83,7 @@ def main(argv=None) -> int:
             [r["first_over_warm"] for r in model_rows]), 2) if model_rows else None,
     }
     print(json.dumps(summary))
+    record("bench_vfm", summary)
     return 0
 
 

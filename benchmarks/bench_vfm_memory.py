@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "test")]
@@ -135,9 +136,11 @@ def main(argv=None) -> int:
     print("|---" * (len(cols) + 1) + "|")
     for s in SETUPS:
         print(f"| {s} | " + " | ".join(f"{med(s, c):.2f}" for c in cols) + " |")
-    print(json.dumps({"bench": "vfm_memory", "budget_mib": budget_mib,
-                      "all_models_mib": everything,
-                      **{s: {c: med(s, c) for c in cols} for s in SETUPS}}))
+    line = {"bench": "vfm_memory", "budget_mib": budget_mib,
+            "all_models_mib": everything,
+            **{s: {c: med(s, c) for c in cols} for s in SETUPS}}
+    print(json.dumps(line))
+    record("bench_vfm_memory", line)
     return 0
 
 

@@ -64,6 +64,7 @@ from vision_dialogue.voice.tts import PiperTTS  # noqa: E402
 from vision_dialogue.voice.turn_end import (PARTIAL_AT_PAUSE, PARTIAL_EVERY_S,  # noqa: E402
                                             QUICK_SILENCE_S, TURN_JUDGES, turn_end)
 from vision_dialogue.voice.vad import SpeechSegmenter, load_vad_model  # noqa: E402
+from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
 QUESTIONS = ["Hello robot, can you see me?", "What colour is the cup on the table?",
              "Is there anyone else in the room?", "What did you see a minute ago?",
@@ -487,15 +488,17 @@ def main() -> int:
           f"{'met' if goal else 'NOT met'}; by the first sound: "
           f"{'met' if now['n'] and now['heard'] <= 1.0 and now['p95_heard'] <= 1.6 else 'NOT'}"
           " met")
-    print(json.dumps({"benchmark": "voice", "llm": args.llm, "model": args.model,
-                      "acknowledge_after": args.acknowledge_after,
-                      "quick_silence": args.quick_silence,
-                      "busy": args.busy, "read_ahead": args.read_ahead, "summary": summary,
-                      "turn_judge": args.turn_judge,
-                      "cut_offs": {s: sum(c["cut"] for c in cuts[s]) for s in cuts},
-                      "barge_in_stop_s": {"p50": pct(barge, 50) if barge else None,
-                                          "max": max(barge, default=None), "n": len(barge)},
-                      "goal_met": goal}))
+    line = {"benchmark": "voice", "llm": args.llm, "model": args.model,
+            "acknowledge_after": args.acknowledge_after,
+            "quick_silence": args.quick_silence,
+            "busy": args.busy, "read_ahead": args.read_ahead, "summary": summary,
+            "turn_judge": args.turn_judge,
+            "cut_offs": {s: sum(c["cut"] for c in cuts[s]) for s in cuts},
+            "barge_in_stop_s": {"p50": pct(barge, 50) if barge else None,
+                                "max": max(barge, default=None), "n": len(barge)},
+            "goal_met": goal}
+    print(json.dumps(line))
+    record("bench_voice", line)
     return 0
 
 

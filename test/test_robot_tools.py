@@ -52,11 +52,11 @@ def write(tmp_path, text, name="tools.yaml"):
 
 
 # --- the declaration, without ROS -------------------------------------------------------------
-def test_the_example_file_and_the_readme_example_load():
+def test_the_example_file_and_the_guides_example_load():
     tools = load_robot_tools(REPO / "config" / "robot_tools.yaml")
     assert {t.kind for t in tools} == {"service", "action"}
-    readme = (REPO / "README.md").read_text().split("### Let the LLM use your robot")[1]
-    block = readme.split("```yaml\n")[1].split("```")[0]
+    guide = (REPO / "docs" / "robot_tools.md").read_text()
+    block = guide.split("```yaml\n")[1].split("```")[0]
     assert [t.name for t in load_robot_tools(write(Path(os.environ.get("TMPDIR", "/tmp")),
                                                    block, f"readme{os.getpid()}.yaml"))]
 

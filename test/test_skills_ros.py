@@ -149,7 +149,7 @@ def test_an_application_says_asks_and_chats_through_the_skills(fake_openai, tmp_
         assert said and said[0]["text"] == "Hello! I am the robot at the front desk."
         # the README's ten-line client, as a user copies it
         readme = (REPO / "README.md").read_text()
-        code = readme.split("### Drive the conversation")[1].split("```python\n")[1]
+        code = readme.split("### Your application")[1].split("```python\n")[1]
         (tmp_path / "readme_client.py").write_text(code.split("```")[0])
         client = Proc([sys.executable, str(tmp_path / "readme_client.py")], tmp_path,
                       env=_env())

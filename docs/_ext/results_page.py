@@ -1,0 +1,102 @@
+"""docs/results.md from benchmarks/results/*.json: every figure the documentation shows.
+
+For each benchmark: its runs (date, commit, CPU, load, command), then each numeric figure of
+the result with the value of every run and the spread, so no figure stands for more than
+the runs that made it. Nested results are flattened to dotted names; lists of numbers are
+shown whole; long tables of per-item rows are left in the file (its path is given).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+#: the most runs shown per benchmark (the newest)
+MAX_RUNS = 6
+#: the most figures shown per benchmark (the rest stay in the file)
+MAX_FIGURES = 60
+
+
+def flatten(value, prefix: str = "") -> dict[str, float]:
+    """Numbers in a nested result, by dotted name (booleans and strings left out)."""
+    out: dict[str, float] = {}
+    if isinstance(value, bool):
+        return out
+    if isinstance(value, (int, float)):
+        out[prefix or "value"] = value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(value, list) and len(value) <= 8 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        for i, v in enumerate(value):
+            out[f"{prefix}[{i}]"] = v
+    return out
+
+
+def _num(v: float) -> str:
+    if isinstance(v, int) or float(v).is_integer():
+        return str(int(v))
+    return f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
+
+
+def _cpu(run: dict) -> str:
+    c = run.get("cpu", {})
+    flags = ", ".join(f for f in c.get("flags", []) if f.startswith(("avx512", "amx", "avx2")))
+    return f"{c.get('model', '?')} ({c.get('cores', '?')} cores; {flags or 'no AVX2'})"
+
+
+def _load(run: dict) -> str:
+    ld = run.get("load", {})
+    avg = ld.get("loadavg")
+    busy = ld.get("busy") or []
+    text = f"load {avg[0]:.2f}" if avg else "load ?"
+    return text + (f"; busy: {', '.join(busy)}" if busy else "")
+
+
+def benchmark_section(path: Path) -> list[str]:
+    data = json.loads(path.read_text())
+    runs = data.get("runs", [])[-MAX_RUNS:]
+    name = data.get("benchmark", path.stem)
+    lines = [f"## {name}", "", f"`benchmarks/results/{path.name}`: {len(data.get('runs', []))} "
+             f"run(s){'; the newest ' + str(len(runs)) + ' here' if len(runs) < len(data.get('runs', [])) else ''}.", ""]
+    if not runs:
+        return lines + ["No run recorded yet.", ""]
+    lines += ["| run | date | commit | CPU | load | command |", "|---|---|---|---|---|---|"]
+    for i, r in enumerate(runs, 1):
+        dirty = " (changes)" if r.get("dirty") else ""
+        lines.append(f"| {i} | {r.get('date', '?')[:16]} | `{r.get('commit', '?')}`{dirty} | "
+                     f"{_cpu(r)} | {_load(r)} | `{r.get('command', '?')}` |")
+    lines.append("")
+    flats = [flatten(r.get("result", {})) for r in runs]
+    names = sorted({k for f in flats for k in f})
+    if not names:
+        return lines + ["No numeric figure in these runs.", ""]
+    shown = names[:MAX_FIGURES]
+    head = "| figure | " + " | ".join(f"run {i}" for i in range(1, len(runs) + 1)) + \
+        " | spread |"
+    lines += [head, "|---|" + "---|" * (len(runs) + 1)]
+    for k in shown:
+        vals = [f.get(k) for f in flats]
+        have = [v for v in vals if v is not None]
+        spread = f"{_num(min(have))}–{_num(max(have))}" if len(have) > 1 else "one run"
+        lines.append(f"| `{k}` | " + " | ".join("" if v is None else _num(v) for v in vals) +
+                     f" | {spread} |")
+    if len(names) > len(shown):
+        lines.append(f"\n{len(names) - len(shown)} more figures are in the file.")
+    lines.append("")
+    return lines
+
+
+def page(folder: Path) -> str:
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    lines = ["# Results", "",
+             "Generated at every documentation build from `benchmarks/results/*.json`, the "
+             "only place figures come from ([how they are made](benchmarks.md)). Each "
+             "benchmark shows its newest runs with the machine and load of each, then every "
+             "figure per run and its spread. A benchmark with one run has no spread yet: "
+             "treat its figures as one sample.", ""]
+    if not files:
+        lines.append("No benchmark has recorded a run yet.")
+    for f in files:
+        lines += benchmark_section(f)
+    return "\n".join(lines) + "\n"
