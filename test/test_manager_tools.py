@@ -61,9 +61,16 @@ def wait_for_tools(rig, ops):
     """
     from vision_dialogue.vfm.registry import BY_OP
     tools = rig.node.conversation.turn_tools.provider
-    if not rig.wait(lambda: tools.ops == ops):
-        threading.Thread(target=tools.refresh, kwargs={"timeout": 8.0}, daemon=True).start()
-        assert rig.wait(lambda: tools.ops == ops), tools.ops
+    tries = 0
+    while not rig.wait(lambda: tools.ops == ops) and tries < 8:
+        # refresh until the list service matched (one refresh of 8 s was not enough on a
+        # loaded machine: no `canny` in 30 s); each refresh joined before the next
+        refresh = threading.Thread(target=tools.refresh, kwargs={"timeout": 8.0}, daemon=True)
+        refresh.start()
+        rig.wait(lambda: not refresh.is_alive(), timeout=20.0)
+        refresh.join(20.0)
+        tries += 1
+    assert tools.ops == ops, tools.ops
     # and their actions: DDS matches a service and an action one by one (a loaded CI machine
     # once matched the list service, not the action, within the tool call's 10 s)
     actions = [tools.client.actions[BY_OP[op].action_type] for op in ops]

@@ -61,13 +61,17 @@ def parameters_page() -> str:
         mod = importlib.import_module(module)
         params = [*mod.PARAMS, *getattr(mod, "EXTRA_PARAMS", ())]
         lines += [f"## {exe}", "", f"`ros2 run vision_dialogue {exe}` ({len(params)} "
-                  "parameters; also `--help`).", "",
-                  "| parameter | default | live | description |", "|---|---|---|---|"]
-        for p in params:
-            lines.append(f"| `{p.name}` | {_cell(_default(p.default))} | "
-                         f"{'live' if p.live else ''} | {_cell(p.text())} |")
-        lines.append("")
+                  "parameters; also `--help`).", ""]
+        lines += _table(("parameter", "default", "live", "description"), [
+            (f"`{p.name}`", _cell(_default(p.default)), "live" if p.live else "",
+             _cell(p.text())) for p in params])
     return "\n".join(lines)
+
+
+def _table(heads: tuple, rows: list) -> list[str]:
+    """A Markdown table's lines (and the blank line after it)."""
+    return ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads),
+            *("| " + " | ".join(row) + " |" for row in rows), ""]
 
 
 def topics_page() -> str:
@@ -77,13 +81,10 @@ def topics_page() -> str:
              "defined. Names without a leading `/` are relative: they follow the node's "
              "namespace and remappings.", ""]
     for kind in ("topic", "service", "action"):
-        rows = [e for e in ENDPOINTS if e.kind == kind]
-        lines += [f"## {kind.capitalize()}s", "", "| name | type | from → to | QoS | what |",
-                  "|---|---|---|---|---|"]
-        for e in rows:
-            lines.append(f"| `{e.name}` | `{e.type}` | {_cell(e.flow)} | {_cell(e.qos)} | "
-                         f"{_cell(e.what)} |")
-        lines.append("")
+        lines += [f"## {kind.capitalize()}s", ""]
+        lines += _table(("name", "type", "from → to", "QoS", "what"), [
+            (f"`{e.name}`", f"`{e.type}`", _cell(e.flow), _cell(e.qos), _cell(e.what))
+            for e in ENDPOINTS if e.kind == kind])
     return "\n".join(lines)
 
 
