@@ -39,6 +39,13 @@ ROOMS = ("variants", "llm", "core", "perception", "camera", "speech", "voice", "
          "furhat", "vfm", "monitor")
 
 
+def generated_pages() -> list[Path]:
+    """The pages `generate` writes (ROS-free: the paths alone, for checks before a build)."""
+    return [OUT / "parameters.md", OUT / "topics.md", OUT / "interfaces.md",
+            OUT / "api" / "index.md", *(OUT / "api" / f"{room}.md" for room in ROOMS),
+            DOCS / "results.md", DOCS / "readme.md", DOCS / "changelog.md"]
+
+
 def _cell(text) -> str:
     """A Markdown table cell: one line, pipes escaped."""
     return " ".join(str(text).split()).replace("|", "\\|")
