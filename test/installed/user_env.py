@@ -143,7 +143,10 @@ def shared_workspace(root: Path, worker: str) -> Installed:
             if ws.exists():
                 shutil.rmtree(ws)          # a build that failed half-way
             build_workspace(ws)
-            (ws / "built").touch()
+            # what the build itself put under share/ (running a launch file from it later
+            # writes a __pycache__ there, as on any robot: not the build's debris)
+            debris = (ws / "install").glob(f"{PKG}/share/{PKG}/**/__pycache__")
+            (ws / "built").write_text("".join(f"{d}\n" for d in debris))
     return use_workspace(ws, ws / f"user-{worker}")
 
 
