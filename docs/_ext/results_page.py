@@ -39,6 +39,12 @@ def _num(v: float) -> str:
     return f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
 
 
+def table(heads: tuple, rows: list) -> list[str]:
+    """A Markdown table's lines (and the blank line after it); every generated page's tables."""
+    return ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads),
+            *("| " + " | ".join(row) + " |" for row in rows), ""]
+
+
 def _cpu(run: dict) -> str:
     c = run.get("cpu", {})
     flags = ", ".join(f for f in c.get("flags", []) if f.startswith(("avx512", "amx", "avx2")))
@@ -61,29 +67,24 @@ def benchmark_section(path: Path) -> list[str]:
              f"run(s){'; the newest ' + str(len(runs)) + ' here' if len(runs) < len(data.get('runs', [])) else ''}.", ""]
     if not runs:
         return lines + ["No run recorded yet.", ""]
-    lines += ["| run | date | commit | CPU | load | command |", "|---|---|---|---|---|---|"]
-    for i, r in enumerate(runs, 1):
-        dirty = " (changes)" if r.get("dirty") else ""
-        lines.append(f"| {i} | {r.get('date', '?')[:16]} | `{r.get('commit', '?')}`{dirty} | "
-                     f"{_cpu(r)} | {_load(r)} | `{r.get('command', '?')}` |")
-    lines.append("")
+    lines += table(("run", "date", "commit", "CPU", "load", "command"), [
+        (str(i), r.get("date", "?")[:16],
+         f"`{r.get('commit', '?')}`" + (" (changes)" if r.get("dirty") else ""),
+         _cpu(r), _load(r), f"`{r.get('command', '?')}`") for i, r in enumerate(runs, 1)])
     flats = [flatten(r.get("result", {})) for r in runs]
     names = sorted({k for f in flats for k in f})
     if not names:
         return lines + ["No numeric figure in these runs.", ""]
     shown = names[:MAX_FIGURES]
-    head = "| figure | " + " | ".join(f"run {i}" for i in range(1, len(runs) + 1)) + \
-        " | spread |"
-    lines += [head, "|---|" + "---|" * (len(runs) + 1)]
+    rows = []
     for k in shown:
         vals = [f.get(k) for f in flats]
         have = [v for v in vals if v is not None]
         spread = f"{_num(min(have))}–{_num(max(have))}" if len(have) > 1 else "one run"
-        lines.append(f"| `{k}` | " + " | ".join("" if v is None else _num(v) for v in vals) +
-                     f" | {spread} |")
+        rows.append((f"`{k}`", *("" if v is None else _num(v) for v in vals), spread))
+    lines += table(("figure", *(f"run {i}" for i in range(1, len(runs) + 1)), "spread"), rows)
     if len(names) > len(shown):
-        lines.append(f"\n{len(names) - len(shown)} more figures are in the file.")
-    lines.append("")
+        lines += [f"{len(names) - len(shown)} more figures are in the file.", ""]
     return lines
 
 

@@ -17,6 +17,8 @@ import importlib
 import pkgutil
 from pathlib import Path
 
+from results_page import table
+
 DOCS = Path(__file__).resolve().parents[1]
 REPO = DOCS.parent
 PKG = REPO / "vision_dialogue"
@@ -69,16 +71,10 @@ def parameters_page() -> str:
         params = [*mod.PARAMS, *getattr(mod, "EXTRA_PARAMS", ())]
         lines += [f"## {exe}", "", f"`ros2 run vision_dialogue {exe}` ({len(params)} "
                   "parameters; also `--help`).", ""]
-        lines += _table(("parameter", "default", "live", "description"), [
+        lines += table(("parameter", "default", "live", "description"), [
             (f"`{p.name}`", _cell(_default(p.default)), "live" if p.live else "",
              _cell(p.text())) for p in params])
     return "\n".join(lines)
-
-
-def _table(heads: tuple, rows: list) -> list[str]:
-    """A Markdown table's lines (and the blank line after it)."""
-    return ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads),
-            *("| " + " | ".join(row) + " |" for row in rows), ""]
 
 
 def topics_page() -> str:
@@ -89,7 +85,7 @@ def topics_page() -> str:
              "namespace and remappings.", ""]
     for kind in ("topic", "service", "action"):
         lines += [f"## {kind.capitalize()}s", ""]
-        lines += _table(("name", "type", "from → to", "QoS", "what"), [
+        lines += table(("name", "type", "from → to", "QoS", "what"), [
             (f"`{e.name}`", f"`{e.type}`", _cell(e.flow), _cell(e.qos), _cell(e.what))
             for e in ENDPOINTS if e.kind == kind])
     return "\n".join(lines)
