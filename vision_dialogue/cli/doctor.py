@@ -168,11 +168,11 @@ def check_frames(cfg: Config) -> Check:
     from vision_dialogue.ros.dds import apply_default_profile
     apply_default_profile()
     import rclpy
-    from rclpy.event_handler import SubscriptionEventCallbacks
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import Image
 
     from vision_dialogue.camera.loss import LossMeter
+    from vision_dialogue.ros.qos import lost_samples_handler
     meter, heard = LossMeter(), set()
 
     def on_frame(_msg, info):
@@ -184,8 +184,7 @@ def check_frames(cfg: Config) -> Check:
         node = rclpy.create_node("vd_doctor_frames")
         topic = node.resolve_topic_name(cfg.frames_topic)
         node.create_subscription(Image, topic, on_frame, qos_profile_sensor_data,
-                                 event_callbacks=SubscriptionEventCallbacks(
-                                     message_lost=lambda i: meter.lost(i.total_count_change)))
+                                 **lost_samples_handler(meter.lost))
         end = time.monotonic() + cfg.listen_s
         publishers = {}
         while time.monotonic() < end:

@@ -79,6 +79,17 @@ def no_event_handlers(kind: str) -> dict:
     return {"event_callbacks": callbacks(use_default_callbacks=False)}
 
 
+def lost_samples_handler(on_lost: Callable[[int], None]) -> dict:
+    """A subscription's `event_callbacks` with the "message lost" handler alone.
+
+    `on_lost(n)`: the middleware knows n more samples on the topic were lost (a best-effort
+    sample whose fragments never all came), also when none arrives at all.
+    """
+    return {"event_callbacks": SubscriptionEventCallbacks(
+        message_lost=lambda info: on_lost(int(info.total_count_change)),
+        use_default_callbacks=False)}
+
+
 def image_qos(choice: str) -> QoSProfile:
     """The fixed profile for an `image_qos` choice ('auto' starts from sensor data)."""
     if choice == "reliable":
@@ -178,12 +189,8 @@ class FollowingSubscription:
         # was requested". The "message lost" handler alone, where asked for (`on_lost`): the
         # one signal of frames that never arrive; it leaves the wait set quietly when that
         # race comes (`_tolerant`).
-        events = no_event_handlers("subscription")
-        if self.on_lost is not None:
-            on_lost = self.on_lost
-            events = {"event_callbacks": SubscriptionEventCallbacks(
-                message_lost=lambda info: on_lost(int(info.total_count_change)),
-                use_default_callbacks=False)}
+        events = no_event_handlers("subscription") if self.on_lost is None else \
+            lost_samples_handler(self.on_lost)
         self.sub = self.node.create_subscription(
             self.msg_type, self.topic, self.callback, qos, callback_group=self.group,
             raw=self.raw, qos_overriding_options=options, **events)
