@@ -65,6 +65,11 @@ class LossMeter:
         """`publisher` is on the topic (the graph shows it): losses reported now may be its."""
         self._lost_at.setdefault(publisher, (self.reported_lost, self.clock()))
 
+    def first_seen(self, publisher: Hashable) -> float | None:
+        """When `seen()` first heard of `publisher` (this meter's clock), or None."""
+        entry = self._lost_at.get(publisher)
+        return None if entry is None else entry[1]
+
     def reported_loss(self, publisher: Hashable) -> PublisherLoss | None:
         """The losses reported since `publisher` was seen, with its own arrivals.
 

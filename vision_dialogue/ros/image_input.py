@@ -14,7 +14,6 @@ and the frames come from there. Frames larger than WORK_MAX_SIDE are downscaled 
 """
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 import cv2
@@ -54,7 +53,6 @@ class ImageTopicInput:
         self.frame_id = default_frame_id
         self.node, self.log = node, node.get_logger()
         self.loss = LossMeter()                   # the raw topic's publishers
-        self.seen_at: dict[bytes, float] = {}     # publisher gid -> first time it was matched
         self.heard: set[bytes] = set()            # publishers a frame came from
         self.reported: set[bytes] = set()
         self._downscale_logged = False
@@ -107,24 +105,24 @@ class ImageTopicInput:
     # --- loss between processes ------------------------------------------------------------
     def check_loss(self) -> None:
         """Report each losing publisher once; drop the raw topic when /compressed is there."""
-        now = time.monotonic()
+        now = self.loss.clock()
         raw_sub, comp_sub = self.subs
         publishers = {bytes(i.endpoint_gid): i for i in
                       self.node.get_publishers_info_by_topic(raw_sub.topic)} \
             if raw_sub.sub is not None else {}
         for gid in publishers:
-            self.seen_at.setdefault(gid, now)
-            self.loss.seen(gid)
+            self.loss.seen(gid)             # the first time it was matched, kept by the meter
         for gid, info in publishers.items():
             if gid in self.reported:
                 continue
             losing = self._losing(gid, info)
-            silent = gid not in self.heard and now - self.seen_at[gid] >= SILENT_S
+            matched_for = now - self.loss.first_seen(gid)
+            silent = gid not in self.heard and matched_for >= SILENT_S
             if losing or silent:
                 self.reported.add(gid)
                 got = (f"{losing.arrived} of {losing.announced} frames arrived in "
                        f"{max(1.0, now - losing.since):.0f} s" if losing else
-                       f"none of its frames arrived in {now - self.seen_at[gid]:.0f} s")
+                       f"none of its frames arrived in {matched_for:.0f} s")
                 self._report(info, got)
 
     def _losing(self, gid: bytes, info) -> PublisherLoss | None:
