@@ -50,6 +50,9 @@ PARAMS = [
           "is an arrival or a departure.", range=(1, 100)),
     Param("hold", _D.hold_s, "Seconds an open hand or an arm must stay up to be a raised hand.",
           range=(0.1, 30.0)),
+    Param("still_glimpses", _D.still_glimpses,
+          "Frames in which a raised hand must be seen still before it is a raised hand "
+          "(fewer cannot tell it from a wave).", range=(1, 100)),
     Param("wave_window", _D.wave_window_s, "Seconds in which a hand must swing to be a wave.",
           range=(0.3, 10.0)),
     Param("wave_swings", _D.wave_swings, "Changes of direction of the hand that make a wave.",
@@ -86,7 +89,8 @@ class EventsNode(ManagedNode):
         try:
             self.config = EventConfig(
                 confirm_frames=p["confirm_frames"], presence_frames=p["presence_frames"],
-                hold_s=p["hold"], wave_window_s=p["wave_window"], wave_swings=p["wave_swings"],
+                hold_s=p["hold"], still_glimpses=p["still_glimpses"],
+                wave_window_s=p["wave_window"], wave_swings=p["wave_swings"],
                 wave_amplitude=p["wave_amplitude"], cooldown_s=p["cooldown"],
                 scene_change_level=p["scene_change_level"], kinds=tuple(p["kinds"]))
         except ValueError as e:

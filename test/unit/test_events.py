@@ -43,6 +43,27 @@ def test_an_open_hand_held_still_is_a_raised_hand_not_a_wave():
     assert events[1].text == "someone on the right raised a hand"
 
 
+def test_a_wave_judged_in_few_frames_is_not_a_raised_hand():
+    """A wave sampled sparsely is neither a wave nor a raised hand.
+
+    The hand where MediaPipe placed it in the people demo's frames that a loaded events node
+    judged (2.5 a second): too few swings for a wave, and it moved, so not a raise either.
+    """
+    seen = [(5.0, 0.869), (5.5, 0.868), (5.625, 0.841), (6.0, 0.869)]
+    events = run(EventDetector(), glimpses(3) + [
+        Glimpse(t, 1, [HandSeen(OPEN_HAND, x, 0.3)]) for t, x in seen])
+    assert kinds(events) == ["arrived"]
+
+
+def test_a_raised_hand_needs_enough_frames_to_be_seen_still():
+    hand = [HandSeen(OPEN_HAND, 0.8, 0.3)]
+    two = run(EventDetector(), glimpses(3) + [Glimpse(1.0, 1, hand), Glimpse(2.5, 1, hand)])
+    assert kinds(two) == ["arrived"]
+    three = run(EventDetector(), glimpses(3) + [
+        Glimpse(t, 1, hand) for t in (1.0, 1.6, 2.2)])
+    assert kinds(three) == ["arrived", "raised_hand"]
+
+
 def test_small_jitter_is_not_a_wave():
     jitter = [0.5, 0.51, 0.5, 0.51, 0.5, 0.51, 0.5, 0.51]
     events = run(EventDetector(EventConfig(hold_s=10)), glimpses(

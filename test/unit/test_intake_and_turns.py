@@ -50,6 +50,31 @@ def test_intake_dedups_after_decode_and_a_bad_frame_takes_no_slot():
         intake.close()
 
 
+def test_intake_spaces_frames_by_their_stamps_not_by_when_a_burst_delivers_them():
+    """Frames delivered in a burst are spaced by their stamps.
+
+    A loaded machine delivers 8 fps frames in bursts: the interval keeps every other frame by
+    the camera's stamps; a stamp going back (a looped bag) is spaced by arrival.
+    """
+    now = [100.0]
+    added = []
+    intake = FrameIntake(lambda bgr, ns: added.append(ns), min_interval=0.2,
+                         clock=lambda: now[0])
+    try:
+        ns = [round(i * 0.125e9) + 1 for i in range(8)]     # 8 frames a second, one burst
+        for stamp in ns:
+            intake.offer(None, stamp, lambda: IMG)
+        assert until(lambda: intake.finished == 8)
+        assert added == ns[::2], "by arrival only the first of the burst would be kept"
+        intake.offer(None, ns[1], lambda: IMG)              # back in time, same arrival
+        now[0] += 0.5
+        intake.offer(None, ns[2], lambda: IMG)              # later by arrival: kept
+        assert until(lambda: intake.finished == 10)
+        assert added == ns[::2] + [ns[2]] and intake.skipped == 5
+    finally:
+        intake.close()
+
+
 def test_intake_drops_the_oldest_of_a_burst_it_cannot_keep_up_with():
     gate, added = threading.Event(), []
 

@@ -8,6 +8,11 @@ that arrives on two transports (raw and JPEG, same frame_id and stamp) is added 
 key is recorded only after a successful decode, so a raw frame in an encoding we cannot read
 does not hide its JPEG copy.
 
+`min_interval` is measured between the frames' stamps when they have them (what the camera
+saw, evenly, even when a loaded machine delivers the frames in bursts and an interval by
+arrival would keep one frame of each burst), by arrival for unstamped frames or when the
+stamps go back (a looped bag, a restarted simulation clock).
+
 A turn waits (`wait_through`) for the frames that arrived before its utterance, so the
 prompt keeps arrival order even while the worker is still decoding one.
 """
@@ -50,7 +55,8 @@ class FrameIntake:
         self._backlog = backlog
         self._cv = threading.Condition()
         self._seen: collections.deque = collections.deque(maxlen=64)
-        self._last_accepted = -float("inf")
+        self._last_accepted = -float("inf")          # arrival, by self._clock
+        self._last_stamp_ns = 0                         # the last accepted frame's stamp
         self._closed = False
         self.received = self.finished = self.accepted = self.duplicates = 0
         self.skipped = self.dropped = self.rejected = 0
@@ -96,7 +102,7 @@ class FrameIntake:
         if key is not None and key in self._seen:
             self.duplicates += 1
             return
-        if arrived - self._last_accepted < self.min_interval:
+        if self._since_last(stamp_ns, arrived) < self.min_interval:
             self.skipped += 1
             return
         try:
@@ -106,9 +112,15 @@ class FrameIntake:
             return
         if key is not None:
             self._seen.append(key)
-        self._last_accepted = arrived
+        self._last_accepted, self._last_stamp_ns = arrived, stamp_ns
         self.accepted += 1
         self._add(bgr, stamp_ns)
+
+    def _since_last(self, stamp_ns: int, arrived: float) -> float:
+        """Seconds since the last accepted frame: by stamps where both have one, else arrival."""
+        if stamp_ns > 0 and self._last_stamp_ns > 0 and stamp_ns >= self._last_stamp_ns:
+            return (stamp_ns - self._last_stamp_ns) / 1e9
+        return arrived - self._last_accepted
 
     def _reject(self, error: BaseException) -> None:
         self.rejected += 1

@@ -5,7 +5,10 @@ at the camera's stream (5-10 frames a second) and turns what persists or moves i
 
 * ``wave``: an open hand raised whose wrist swings sideways (``wave_swings`` changes of
   direction of at least ``wave_amplitude`` of the frame width within ``wave_window_s``);
-* ``raised_hand``: an open hand or an arm held up, and still, for ``hold_s``;
+* ``raised_hand``: an open hand or an arm held up, and still, for ``hold_s``, seen still
+  (within half of ``wave_amplitude``) in at least ``still_glimpses`` frames: one or two
+  frames cannot tell a held hand from a waving one (a loaded machine that looks at two
+  frames a second would call every wave a raise);
 * ``point``, ``thumbs_up``: the hand gesture seen in ``confirm_frames`` frames in a row;
 * ``arrived``, ``left``: the number of people changed and stayed changed for
   ``presence_frames`` frames (trackers lose people for a frame or two);
@@ -83,12 +86,13 @@ class EventConfig:
     wave_window_s: float = 2.0
     wave_swings: int = 2
     wave_amplitude: float = 0.03
+    still_glimpses: int = 3
     cooldown_s: float = 5.0
     scene_change_level: float = VIEW_CHANGE_LEVEL
     kinds: tuple[str, ...] = EVENT_KINDS
 
     def __post_init__(self):
-        for name in ("confirm_frames", "presence_frames", "wave_swings"):
+        for name in ("confirm_frames", "presence_frames", "wave_swings", "still_glimpses"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be >= 1")
         for name in ("hold_s", "wave_window_s", "wave_amplitude", "cooldown_s",
@@ -111,6 +115,7 @@ class EventDetector:
         self._streaks: dict[str, int] = {}             # held gesture -> frames in a row
         self._open_hand: deque[tuple[float, float]] = deque()   # (stamp, wrist x)
         self._raised_since: float | None = None
+        self._raised_glimpses = 0                      # glimpses with it up since then
         self._people_settled = 0
         self._people_candidate: tuple[int, int] = (0, 0)        # (count, frames in a row)
         self._scene: np.ndarray | None = None           # thumbnail of the settled view
@@ -203,26 +208,30 @@ class EventDetector:
         while track and g.stamp - track[0][0] > self.cfg.wave_window_s:
             track.popleft()
         if hand is None and not g.arm_raised:
-            self._raised_since = None
+            self._raised_since, self._raised_glimpses = None, 0
             if not track:
                 return []
         elif self._raised_since is None:
-            self._raised_since = g.stamp
+            self._raised_since, self._raised_glimpses = g.stamp, 1
+        elif g.stamp >= self._raised_since:
+            self._raised_glimpses += 1
         xs = [x for _, x in track]
         where = horizontal_position(float(np.mean(xs))) if xs else ""
         if _swings(xs, self.cfg.wave_amplitude) >= self.cfg.wave_swings:
             track.clear()
             self._raised_since = g.stamp + self.cfg.cooldown_s    # a wave is not also a raise
+            self._raised_glimpses = 0
             return [VisualEvent("wave", f"someone {where} waved".replace("  ", " "), g.stamp,
                                 where)]
-        recent = [x for t, x in track if g.stamp - t <= self.cfg.hold_s]
-        still = not recent or max(recent) - min(recent) < self.cfg.wave_amplitude
-        if still and self._raised_since is not None and \
-                g.stamp - self._raised_since >= self.cfg.hold_s:
-            self._raised_since = g.stamp + self.cfg.cooldown_s
-            who = f"someone {where}" if where else "someone"
-            return [VisualEvent("raised_hand", f"{who} raised a hand", g.stamp, where)]
-        return []
+        if self._raised_since is None or self._raised_glimpses < self.cfg.still_glimpses \
+                or g.stamp - self._raised_since < self.cfg.hold_s:
+            return []
+        up = [x for t, x in track if t >= self._raised_since]   # the hand since it went up
+        if up and max(up) - min(up) >= self.cfg.wave_amplitude / 2:
+            return []               # it moved: maybe a wave seen too sparsely to count
+        self._raised_since, self._raised_glimpses = g.stamp + self.cfg.cooldown_s, 0
+        who = f"someone {where}" if where else "someone"
+        return [VisualEvent("raised_hand", f"{who} raised a hand", g.stamp, where)]
 
 
 def _swings(xs: list[float], amplitude: float) -> int:

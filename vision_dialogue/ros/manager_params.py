@@ -77,8 +77,9 @@ PARAMS = [
           "publisher (reliable for stock drivers, best effort for sensor-data publishers); "
           "sensor_data or reliable = fixed (qos_overrides.* parameters refine it).",
           choices=IMAGE_QOS_CHOICES),
-    Param("min_frame_interval", 0.0, "Seconds; frames arriving sooner than this after the "
-          "last accepted one are skipped (0 = keep all; camera_node already paces frames).",
+    Param("min_frame_interval", 0.0, "Seconds; frames stamped sooner than this after the "
+          "last accepted one are skipped (by arrival for unstamped frames; 0 = keep all; "
+          "camera_node already paces frames).",
           range=(0.0, 3600.0), live=True),
     Param("max_image_pixels", DEFAULT_MAX_PIXELS, "Largest image (width x height) decoded, "
           "checked against the size a frame declares before decoding it; larger frames are "
