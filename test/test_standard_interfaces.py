@@ -81,7 +81,7 @@ def _frame_and_question(rig, fake, question):
     assert rig.wait(lambda: len(rig.node.conversation.timeline.snapshot()) > n, timeout=30)
     # a detector's note may reach the frame just after it (a loaded machine): ask once it has
     frames = [it.frame for it in rig.node.conversation.timeline.snapshot() if it.kind == "frame"]
-    rig.wait(lambda: frames[-1].objects, timeout=30)
+    assert rig.wait(lambda: frames[-1].objects, timeout=30), "no detection reached the frame"
     rig.say(question)
     assert rig.wait(lambda: rig.finals(), timeout=30)
     return json.dumps(fake.requests[-1]["messages"])
@@ -101,6 +101,11 @@ def test_a_third_party_detectors_objects_reach_the_llm(ros_context, tmp_path, ho
             assert rig.wait(lambda: rig.node.detections.received >= 2, timeout=60)
             if how == "ids":
                 assert rig.wait(lambda: rig.node.detections.labels.known > 0, timeout=30)
+            # named detections flow (sets that came before the names have none): the arrival
+            # event says so; a frame published before it could find only nameless sets near it
+            assert rig.wait(lambda: "a cup came into view" in [
+                it.text for it in rig.node.conversation.timeline.snapshot()
+                if it.kind == "event"], timeout=60)
             prompt = _frame_and_question(rig, fake, "What is on the table?")
             assert "a cup in the middle" in prompt, prompt[-1500:]
             assert "traffic light" not in prompt and "class 41" not in prompt
