@@ -9,12 +9,16 @@ that only mention waving, going or bringing). Each request is one turn of the re
 call succeeds at once and is recorded), so the seconds are ours and the LLM's.
 
 Counted per request: right (the expected tool with the expected words in its arguments, or no
-call where none is wanted), wrong (a call where none is wanted, another tool, or arguments
-that miss; worse than none: the robot acts wrongly), missed (no call where one is wanted);
-and replies that say the robot could not ("sorry", "cannot") after a call that ran.
-Also the time to the first spoken sentence, p50, with tools offered and without (the baseline
-a user has today: the same turn, no tools; the robot can only talk), interleaved request by
-request, for the turns that call nothing and for those that do.
+call where none is wanted), wrong (a call where none is wanted, another tool, arguments
+that miss, or a reply that claims an action no tool ran, "I waved" with no call: worse than
+none, the robot acts or speaks wrongly), missed (no call where one is wanted); and replies
+that say the robot could not ("sorry", "cannot") after a call that ran.
+
+Methods, interleaved request by request: `first` (the robot's actions decided on a short
+prompt before the reply, core/action_choice.py: the default for the embedded model),
+`in_reply` (the baseline: the LLM calls them in its reply, as before), and `none` (no tools:
+the robot can only talk). Also the time to the first spoken sentence, p50, for the turns that
+call nothing and for those that do.
 
 `--session`: all 26 requests in one conversation per method, in order (a session's history:
 its earlier calls and replies), instead of a fresh conversation each.
@@ -42,6 +46,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_skills import make_engine  # noqa: E402
+from vision_dialogue.core.action_choice import claims_action  # noqa: E402
 from vision_dialogue.core.conversation import Conversation, ConversationConfig  # noqa: E402
 from vision_dialogue.core.persona import default_persona_file, load_persona  # noqa: E402
 from vision_dialogue.core.robot_tools import ArgumentError, action_words, load_robot_tools, \
@@ -84,10 +89,12 @@ def denies(row: dict) -> bool:
     return bool(row["calls"]) and bool(_DENIES.search(row["reply"]))
 
 
-def score(item: dict, calls: list) -> str:
+def score(item: dict, calls: list, reply: str = "", verbs=()) -> str:
     """right, wrong or missed (see the module docstring)."""
     want = item.get("call")
     if not calls:
+        if verbs and claims_action(reply, verbs):
+            return "wrong"          # "I waved" and nothing moved
         return "missed" if want else "right"
     if not want or len(calls) != 1 or calls[0][0] != want:
         return "wrong"
@@ -98,10 +105,15 @@ def score(item: dict, calls: list) -> str:
     return "right"
 
 
-def session(backend, persona, tools) -> tuple[Conversation, PlayedRobot | None]:
+METHODS = {"first": "first", "in_reply": "in_reply", "none": None}
+"""Method -> ConversationConfig.decide_actions (None: no tools offered)."""
+
+
+def session(backend, persona, tools, decide="auto") -> tuple[Conversation, PlayedRobot | None]:
     """A conversation on the shared engine, with the robot's tools or without."""
     conv = Conversation(backend, persona,
-                        ConversationConfig(stream=True, warm_cache=False))
+                        ConversationConfig(stream=True, warm_cache=False,
+                                           decide_actions=decide or "auto"))
     robot = None
     if tools is not None:
         robot = PlayedRobot(tools)
@@ -135,15 +147,20 @@ def as_before(backend, messages, schemas) -> None:
 def run_engine(backend, battery, persona, verbose, in_session=False) -> dict:
     """Every request in a fresh conversation, or (`in_session`) all in one per method."""
     tools = load_robot_tools(BATTERY)
-    rows = {"tools": [], "none": []}
-    kept = {m: session(backend, persona, t) for m, t in (("tools", tools), ("none", None))}
+    verbs = sorted(action_words(tools))
+    rows: dict[str, list] = {m: [] for m in METHODS}
+
+    def start(method):
+        return session(backend, persona, tools if METHODS[method] else None, METHODS[method])
+    kept = {m: start(m) for m in METHODS} if in_session else {}
     for item in battery["requests"]:                     # interleaved, request by request
-        for method, offered in (("tools", tools), ("none", None)):
-            conv, robot = kept[method] if in_session else session(backend, persona, offered)
+        for method, decide in METHODS.items():
+            conv, robot = kept[method] if in_session else start(method)
             row = one_turn(backend, item, conv, robot)
             if not in_session:
                 conv.close(0)
-            row["score"] = score(item, row["calls"]) if offered else \
+            row["claims"] = not row["calls"] and claims_action(row["reply"], verbs)
+            row["score"] = score(item, row["calls"], row["reply"], verbs) if decide else \
                 ("missed" if item.get("call") else "right")
             row["needs_tool"] = bool(item.get("call"))
             rows[method].append(row)
@@ -159,6 +176,7 @@ def run_engine(backend, battery, persona, verbose, in_session=False) -> dict:
         out[method].update(
             wrong_when_none_wanted=sum(r["score"] == "wrong" and not r["needs_tool"]
                                        for r in rs),
+            claimed_without_call=sum(r["claims"] for r in rs),
             fallbacks=sum(r["fallback"] for r in rs),
             denied_after_acting=sum(denies(r) for r in rs),
             first_s_p50_plain=p50(lambda r: not r["needs_tool"]),
@@ -185,14 +203,16 @@ def main(argv=None) -> int:
             print(json.dumps({engine: result[engine]}), flush=True)
         finally:
             close()
-    print("\n| engine | tools offered | right | wrong (of them: none wanted) | missed | "
-          "said it could not, after acting | fallbacks | first sentence p50, no call wanted "
-          "(s) | same, a call wanted (s) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"\n{'in one session' if a.session else 'each request fresh'}:")
+    print("| engine | method | right | wrong (of them: none wanted) | claimed, no call | "
+          "missed | said it could not, after acting | fallbacks | first sentence p50, no call "
+          "wanted (s) | same, a call wanted (s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for engine in a.engines.split(","):
         for method, r in result[engine].items():
-            print(f"| {engine} | {'yes' if method == 'tools' else 'no (baseline)'} | "
+            print(f"| {engine} | {method} | "
                   f"{r['right']} | {r['wrong']} ({r['wrong_when_none_wanted']}) | "
+                  f"{r['claimed_without_call']} | "
                   f"{r['missed']} | {r['denied_after_acting']} | {r['fallbacks']} | "
                   f"{r['first_s_p50_plain']} | "
                   f"{r['first_s_p50_tool']} |")

@@ -182,3 +182,47 @@ def test_tools_go_through_the_chat_template_and_a_call_is_never_spoken(backend):
     assert "kitchen" in text and not calls and "{" not in text
     # the next warm-up reads the prompt with the tools the last reply had
     assert backend.warm(done) >= 0 and backend.warm(done) == 0
+
+
+def test_a_session_acts_on_each_request_decided_on_the_side(backend):
+    """The robot's actions decided first (core/action_choice.py), on the real model.
+
+    Every request of one conversation calls, small talk does not, and the side question
+    leaves the reply's cached prompt in place.
+    """
+    from vision_dialogue.core.conversation import Conversation, ConversationConfig
+    from vision_dialogue.core.persona import load_persona
+    from vision_dialogue.core.robot_tools import RobotTool
+    from vision_dialogue.llm.tool_loop import ToolOutcome
+
+    go = RobotTool("go_to", "Walk to a place in the building; the person can follow.",
+                   "action", "/go_to", "my_robot_msgs/action/GoTo",
+                   {"place": {"type": "string", "description": "the place to go to"}},
+                   ("place",))
+    wave = RobotTool("wave_hand", "Wave a hand at the person.", "service", "/wave_hand",
+                     "std_srvs/srv/Trigger")
+    ran: list = []
+
+    class Robot:
+        acts = True
+        verbs = {"go", "walk", "wave"}
+
+        def schemas(self):
+            return [go.schema(), wave.schema()]
+
+        def run(self, name, args):
+            ran.append((name, dict(args)))
+            return ToolOutcome(text=f"The robot's {name} done.")
+
+    conv = Conversation(backend, load_persona(), ConversationConfig(warm_cache=False))
+    conv.add_tools(Robot())
+    try:
+        conv.turn("Please take me to the kitchen.")
+        conv.turn("Thank you, that was nice.")
+        reused_before = backend.reused_tokens
+        conv.turn("Please take me to the library now.")
+    finally:
+        conv.close(0)
+    assert [n for n, _ in ran] == ["go_to", "go_to"], ran
+    assert "kitchen" in ran[0][1]["place"] and "library" in ran[1][1]["place"]
+    assert reused_before > 0 and backend.reused_tokens > 0.5 * backend.prompt_tokens

@@ -23,6 +23,12 @@ class SentenceCallback(Protocol):
     def __call__(self, sentence: str, index: int, fallback: bool = False) -> None: ...
 
 
+DECIDE_ACTIONS = ("auto", "first", "in_reply")
+"""How a turn calls the robot's own actions: "first" = decided on a short prompt before the
+reply (core/action_choice.py), "in_reply" = the LLM calls them in its reply, "auto" = first
+for a backend with `simple_tool_use` (a small local model), else in the reply."""
+
+
 @dataclass
 class ConversationConfig:
     """Settings of the conversation core (the node maps its parameters onto these)."""
@@ -46,6 +52,7 @@ class ConversationConfig:
     focus_note: str = "strict"           # text-only: the note before the question (STYLES, none)
     avoid_repeats: bool = True           # a reply the robot said before is asked for again
     warm_cache: bool = True              # a local model reads a changed prompt between turns
+    decide_actions: str = "auto"         # DECIDE_ACTIONS: the robot's tools decided first?
 
     def __post_init__(self):
         if self.camera_timeout_s < 0:
@@ -53,6 +60,9 @@ class ConversationConfig:
         if self.focus_note not in FOCUS_STYLES + ("none",):
             raise ValueError(f"focus_note={self.focus_note!r} must be one of "
                              f"{[*FOCUS_STYLES, 'none']}")
+        if self.decide_actions not in DECIDE_ACTIONS:
+            raise ValueError(f"decide_actions={self.decide_actions!r} must be one of "
+                             f"{list(DECIDE_ACTIONS)}")
         if self.summary_mode not in ("auto",) + SUMMARY_MODES:
             raise ValueError(f"summary_mode={self.summary_mode!r} must be one of "
                              f"{['auto', *SUMMARY_MODES]}")

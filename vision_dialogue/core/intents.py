@@ -128,12 +128,16 @@ def load_intents(path: str | Path) -> list[IntentSpec]:
 class IntentReader:
     """Finds the declared intent a person's line asks for (see the module docstring).
 
-    `ask_llm(messages, max_tokens, json_schema)` is one LLM completion.
+    `ask_llm(messages, max_tokens, json_schema)` is one LLM completion; `system`: the
+    prompt's instructions ({catalog}: the intents, one per line); `cues`: the phrases of a
+    request (the word test).
     """
 
     def __init__(self, specs: list[IntentSpec],
-                 ask_llm: Callable[..., str], logger=None):
+                 ask_llm: Callable[..., str], logger=None, system: str = INTENT_SYSTEM,
+                 cues: tuple[str, ...] = REQUEST_CUES):
         self.specs = {s.name: s for s in specs}
+        self.system, self.cues = system, cues
         self.ask_llm = ask_llm
         self.log = logger
         self._words = {s.name: s.words() for s in specs}
@@ -147,8 +151,8 @@ class IntentReader:
     def worth_asking(self, line: str) -> bool:
         """The word test: a request phrase, or a word shared with a declared intent."""
         low = " ".join(re.findall(r"[a-z']+", line.lower()))
-        if any(cue in f" {low} " for cue in (f" {c} " for c in REQUEST_CUES)) or \
-                any(low.startswith(c) for c in REQUEST_CUES):
+        if any(cue in f" {low} " for cue in (f" {c} " for c in self.cues)) or \
+                any(low.startswith(c) for c in self.cues):
             return True
         words = {w for w in low.split() if w not in _STOP and len(w) > 2}
         return any(words & ws or {w.rstrip("s") for w in words} & ws
@@ -156,7 +160,7 @@ class IntentReader:
 
     def messages(self, line: str) -> list[dict]:
         catalog = "\n".join(s.line() for s in self.specs.values())
-        return [{"role": "system", "content": INTENT_SYSTEM.format(catalog=catalog)},
+        return [{"role": "system", "content": self.system.format(catalog=catalog)},
                 {"role": "user", "content": f'The person said: "{line}"\nJSON:'}]
 
     def schema(self) -> dict:

@@ -55,9 +55,10 @@ class ReplyMaker:
 
         def ask() -> Iterable[str]:
             if schemas and tools.streamed:
-                return tools.stream(msgs, schemas, turn_id, made)
+                return tools.stream(msgs, schemas, turn_id, made, question)
             if schemas:
-                text = self.note_filter(False).feed(tools.reply(msgs, schemas, turn_id, made))
+                text = self.note_filter(False).feed(
+                    tools.reply(msgs, schemas, turn_id, made, question))
                 if not text:
                     raise ValueError("empty reply after tool calls")
                 return split_sentences(text)

@@ -7,9 +7,11 @@ TOOLS_NOTE). The loop itself is llm/tool_loop.py. ROS-free.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from typing import Callable, ContextManager, Iterable
 
+from vision_dialogue.core.action_choice import ActionChooser, chooser_for
 from vision_dialogue.core.lookback import LOOK_BACK, LOOK_BACK_NOTE, LookBack, ToolSet
 from vision_dialogue.llm.tool_loop import (TOOLS_NOTE, AgentResult, ToolRecord, run_tool_loop,
                                            stream_tool_loop)
@@ -46,6 +48,7 @@ class TurnTools:
         self.max_rounds = 3
         self.show_images = show_images           # images the tools make go to the LLM
         self._offered = ToolSet()
+        self._chooser: tuple[str, ActionChooser | None] = ("", None)   # (its tools, it)
         # the reply deadline's pause (deadlines.FirstBy.pause) while the robot acts
         self.pausing: Callable[[], ContextManager] = contextlib.nullcontext
 
@@ -107,20 +110,67 @@ class TurnTools:
         return set().union(*(getattr(p, "verbs", ()) for p in self.providers))
 
     def stream(self, msgs: list, schemas: list, turn_id: int,
-               records: list[ToolRecord]) -> Iterable[str]:
-        """The tool-call loop for one turn, streamed: sentences as they come."""
-        msgs, kwargs = self._loop(msgs, schemas, turn_id, records)
+               records: list[ToolRecord], line: str = "") -> Iterable[str]:
+        """The tool-call loop for one turn, streamed: sentences as they come.
+
+        `line`: the person's words, from which the robot's actions may be decided first.
+        """
+        msgs, kwargs = self._loop(msgs, schemas, turn_id, records, line)
         return stream_tool_loop(self.backend, msgs, schemas, self._run,
                                 AgentResult("", 0), **kwargs)
 
     def reply(self, msgs: list, schemas: list, turn_id: int,
-              records: list[ToolRecord]) -> str:
+              records: list[ToolRecord], line: str = "") -> str:
         """The tool-call loop for one turn: the reply text (the caller filters it).
 
         Every tool call is appended to `records` as it completes; raises on an LLM failure.
         """
-        msgs, kwargs = self._loop(msgs, schemas, turn_id, records)
+        msgs, kwargs = self._loop(msgs, schemas, turn_id, records, line)
         return run_tool_loop(self.backend, msgs, schemas, self._run, **kwargs).text
+
+    def decides_first(self, schemas: list) -> bool:
+        """Whether this turn's robot actions are decided before the reply (DECIDE_ACTIONS).
+
+        Only when every tool offered is one of the robot's actions: the VFM tools and
+        look_back are the reply's to call.
+        """
+        mode = self.config.decide_actions
+        if mode == "in_reply" or (mode == "auto" and
+                                  not getattr(self.backend, "simple_tool_use", False)):
+            return False
+        acting = self.acting_names()
+        return bool(acting) and all(s["function"]["name"] in acting for s in schemas)
+
+    def decide(self, schemas: list, line: str) -> list | None:
+        """The calls `line` asks for, decided on a short prompt.
+
+        []: none; None: the reply's to decide (not decided first, or the decision failed).
+        """
+        if not line.strip() or not self.decides_first(schemas):
+            return None
+        key = json.dumps(schemas, sort_keys=True)
+        if self._chooser[0] != key:
+            self._chooser = (key, chooser_for(schemas, self._ask, self.log))
+        chooser = self._chooser[1]
+        if chooser is None:
+            return None
+        try:
+            calls = chooser.choose(line)
+        except Exception as e:  # noqa: BLE001 - an LLM failure: the reply decides as before
+            self.log.warning(f"robot action not decided first ({type(e).__name__}: {e}); "
+                             "the reply may call it")
+            return None
+        self.log.info(f"decided first: {[(c.name, c.arguments) for c in calls] or 'no action'}")
+        return calls
+
+    def _ask(self, messages: list, max_tokens: int, json_schema: dict | None = None) -> str:
+        """One short completion for the chooser (its own cache where the backend has one)."""
+        kwargs: dict = {"model": self.config.model, "max_tokens": max_tokens}
+        if json_schema is not None and getattr(self.backend, "json_schema", False):
+            kwargs["json_schema"] = json_schema
+        if getattr(self.backend, "side_questions", False):
+            kwargs["side"] = True
+        return self.backend.complete(messages, **kwargs)
 
     def _run(self, name: str, args: dict):
         """Run one tool; the reply deadline waits while the robot acts (a provider's `acts`)."""
@@ -129,9 +179,10 @@ class TurnTools:
             return self._offered.run(name, args)
 
     def _loop(self, msgs: list, schemas: list, turn_id: int,
-              records: list[ToolRecord]) -> tuple[list, dict]:
+              records: list[ToolRecord], line: str) -> tuple[list, dict]:
         """The prompt with the tools' notes, and the loop's keyword arguments for one turn."""
         cfg = self.config
+        decided = self.decide(schemas, line)
         # right before the person's line: the prompt's start stays as the last reply read it
         # (a local model's cached prefix), and the line stays last
         notes = [{"role": "system", "content": n} for n in self._offered.notes()]
@@ -150,4 +201,5 @@ class TurnTools:
         return msgs, dict(max_rounds=self.max_rounds, model=cfg.model,
                           one_round=getattr(self.backend, "simple_tool_use", False),
                           max_tokens=cfg.max_reply_tokens, image_parts=self.show_images,
-                          image_detail=cfg.policy.detail, on_tool=on_tool, logger=self.log)
+                          image_detail=cfg.policy.detail, on_tool=on_tool, logger=self.log,
+                          decided=decided)

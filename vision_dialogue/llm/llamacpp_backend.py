@@ -81,6 +81,7 @@ class LlamaCppChatBackend:
                          LLAMACPP_FIX)
         return Probe(True, f"llama.cpp (llama-cpp-python {found})")
     simple_tool_use = True     # only the turn's tools, one round (core/turn_tools.py)
+    side_questions = True      # complete(side=True): its own cache (core/action_choice.py)
 
     @classmethod
     def from_options(cls, o: BackendOptions) -> "LlamaCppChatBackend":
@@ -141,11 +142,13 @@ class LlamaCppChatBackend:
     def complete(self, messages: Sequence[Message], *, model: str | None = None,
                  max_tokens: int | None = None, temperature: float | None = None,
                  background: bool = False, avoid: Sequence[str] = (),
-                 json_schema: dict | None = None) -> str:
+                 json_schema: dict | None = None, side: bool = False) -> str:
         """The whole reply text (stripped); background=True may raise Preempted.
 
         avoid: texts not to say again (their token triples are penalised, llm/avoid.py).
         json_schema: the reply is one JSON value of this schema (llama.cpp's grammar).
+        side: a short question asked as part of a reply (core/action_choice.py), on its own
+        cache, so the reply's cached prompt stays and the question's fixed start is read once.
         """
         conversation = text_conversation(messages)
         grammar = self._grammar(json_schema)
@@ -156,8 +159,8 @@ class LlamaCppChatBackend:
                 return "".join(self._pieces(conversation, max_tokens, temperature,
                                             "background", avoid, grammar)).strip()
         with self._turns.reply():
-            return "".join(self._pieces(conversation, max_tokens, temperature, "reply",
-                                        avoid, grammar)).strip()
+            return "".join(self._pieces(conversation, max_tokens, temperature,
+                                        "side" if side else "reply", avoid, grammar)).strip()
 
     def _grammar(self, schema: dict | None):
         """llama.cpp's grammar for JSON of `schema` (kept per schema; None: free text)."""
@@ -299,7 +302,7 @@ class LlamaCppChatBackend:
                     self._reply_tools = tools
                     self.reused_tokens = common_prefix(llm._input_ids.tolist(), tokens)
                     self.prompt_tokens = len(tokens)
-                else:       # a long prompt read in one go would hold a reply up for seconds
+                elif lane == "background":   # read in one go, it would hold a reply up
                     self._read(llm, tokens[:-1])
                 chunks = llm.create_completion(tokens, max_tokens=n, temperature=t, stop=stop,
                                                stream=True, grammar=grammar,

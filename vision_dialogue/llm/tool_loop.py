@@ -165,7 +165,8 @@ def run_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dict],
                   model: str | None = None, max_tokens: int | None = None,
                   image_parts: bool = False, image_detail: str = "low",
                   on_tool: Callable[[ToolRecord], None] | None = None,
-                  logger: Any = None, one_round: bool = False) -> AgentResult:
+                  logger: Any = None, one_round: bool = False,
+                  decided: Sequence | None = None) -> AgentResult:
     """Let the LLM call `tools` for at most `max_rounds` rounds, then return its reply.
 
     backend.complete_with_tools(messages, tools, model=, tool_choice=, max_tokens=) ->
@@ -174,8 +175,8 @@ def run_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dict],
     messages of a round, add one user message with the new images (their `image_url`) so a
     vision LLM sees them. `on_tool(record)` is called after every tool call. `one_round` (a
     small model): one round of calls, then the answer, told how they went (outcome_note).
-    Raises BackendError (from the backend) when an LLM request fails, ValueError for
-    max_rounds < 0.
+    `decided`: calls chosen before the reply (see stream_tool_loop). Raises BackendError
+    (from the backend) when an LLM request fails, ValueError for max_rounds < 0.
     """
     if max_rounds < 0:
         raise ValueError(f"max_rounds={max_rounds} must be >= 0")
@@ -185,6 +186,10 @@ def run_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dict],
     result = AgentResult("", 0, messages=msgs)
     if one_round:
         max_rounds, rounds.tell = min(max_rounds, 1), False
+    if decided is not None:
+        rounds.tell, max_rounds, one_round = False, 0, True
+        if decided:
+            msgs.extend(rounds.run(1, "", list(decided), result.records))
     for round_no in range(1, max_rounds + 1):
         text, calls = backend.complete_with_tools(msgs, tools, model=model, tool_choice="auto",
                                                   max_tokens=max_tokens)
@@ -196,8 +201,9 @@ def run_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dict],
         if rounds.only_repeats:
             break
     # round limit reached, no rounds allowed, or only repeats: one last answer without tools
-    msgs.append({"role": "system", "content": _last_note(
-        result, max_rounds, one_round or rounds.only_repeats, log)})
+    if decided is None or result.records:
+        msgs.append({"role": "system", "content": _last_note(
+            result, max_rounds, one_round or rounds.only_repeats, log)})
     text, calls = backend.complete_with_tools(msgs, tools, model=model, tool_choice="none",
                                               max_tokens=max_tokens)
     if calls:
@@ -213,13 +219,16 @@ def stream_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dic
                      max_tokens: int | None = None, image_parts: bool = False,
                      image_detail: str = "low",
                      on_tool: Callable[[ToolRecord], None] | None = None,
-                     logger: Any = None, one_round: bool = False) -> Iterator[str]:
+                     logger: Any = None, one_round: bool = False,
+                     decided: Sequence | None = None) -> Iterator[str]:
     """`run_tool_loop`, streamed: yield the reply's sentences as they come.
 
     Every round is one streamed request with the tools offered
     (backend.stream_with_tools(messages, tools, calls=[...])): its sentences are yielded at
     once (the first one is spoken while the rest is generated), and the calls that streamed in
     run before the next round. `result` is filled in as the turn goes (records, rounds, text).
+    `decided`: the calls chosen before the reply (core/action_choice.py): they run first, and
+    the one request answers told how they went, no calls asked for ([]: none ran, no note).
     """
     if max_rounds < 0:
         raise ValueError(f"max_rounds={max_rounds} must be >= 0")
@@ -229,9 +238,13 @@ def stream_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dic
     said: list[str] = []
     if one_round:
         max_rounds, rounds.tell = min(max_rounds, 1), False
+    if decided is not None:
+        rounds.tell, max_rounds, one_round = False, 0, True
+        if decided:
+            msgs.extend(rounds.run(1, "", list(decided), result.records))
     for round_no in range(1, max_rounds + 2):
         last = round_no > max_rounds or rounds.only_repeats
-        if last:
+        if last and (decided is None or result.records):
             msgs.append({"role": "system", "content": _last_note(
                 result, max_rounds, one_round or rounds.only_repeats, log)})
         calls: list = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vision_dialogue.core.conversation_types import ConversationConfig
+from vision_dialogue.core.conversation_types import DECIDE_ACTIONS, ConversationConfig
 from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy
 from vision_dialogue.core.proactive import PROACTIVE_MODES, ProactiveConfig
 from vision_dialogue.core.summariser import SummaryRule
@@ -146,6 +146,11 @@ PARAMS = [
     Param("look_back", True, "Offer the look_back tool to an LLM that calls tools, on turns "
           "about the past (and whenever the VFM tools are offered): it sees a frame that left "
           "the prompt again, by time or by what it shows (the paper's future work)."),
+    Param("decide_actions", "auto", "How the robot's own actions (robot_tools_file) are "
+          "called: first = decided on a short prompt of the person's line before the reply "
+          "(a small model acts on every request, not only the first); in_reply = the LLM calls "
+          "them in its reply; auto = first for the embedded model, in_reply for a server.",
+          choices=DECIDE_ACTIONS),
     Param("use_tools", False, "Offer the VFM server's tools (vfm/list_tools) to the LLM as "
           "function tools (Visual ChatGPT); false = the paper's setup."),
     Param("max_tool_rounds", 3, "Tool-call rounds per turn before the LLM must answer.",
@@ -225,7 +230,7 @@ def conversation_config(p, policy: ImagePolicy) -> ConversationConfig:
         max_summary_failures=p["max_summary_failures"], summary_mode=p["summary_mode"],
         camera_timeout_s=p["camera_timeout"], look_back=p["look_back"],
         focus_note=focus_note_style(p), avoid_repeats=p["avoid_repeats"],
-        warm_cache=p["warm_cache"])
+        warm_cache=p["warm_cache"], decide_actions=p["decide_actions"])
 
 
 def proactive_config(p) -> ProactiveConfig:
