@@ -21,6 +21,7 @@ from vision_dialogue.voice.audio import (SAMPLE_RATE, AudioFileError, read_wav, 
                                          write_wav)
 from vision_dialogue.voice.sources import (AudioSource, AudioSourceError,  # noqa: E402
                                            MicSource, WavSource, load_wav_items)
+from vision_dialogue.voice.build import connect  # noqa: E402
 from vision_dialogue.voice.stt import Recognizer  # noqa: E402
 from vision_dialogue.voice.tts import EspeakTTS, PiperTTS, make_tts  # noqa: E402
 from vision_dialogue.voice.turn_end import (COMPLETE, INCOMPLETE,  # noqa: E402
@@ -386,7 +387,7 @@ def test_the_robots_own_voice_is_not_taken_for_the_user(tmp_path, recognizer, pi
     r = Rig(path, tmp_path / "out", recognizer=recognizer, tts=piper, vad_model=vad_model,
             source=room, reply=lambda t: answer)
     room.sink = r.sink
-    inner.turn_ready, inner.robot_quiet = r.backend.turn_ready, r.backend.robot_quiet
+    connect(inner, r.backend)
     r.run()
     assert r.backend.barge_ins == 0
     assert len(r.utterances) == 1, r.utterances

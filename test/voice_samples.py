@@ -16,6 +16,7 @@ from vision_dialogue.speech.acknowledgement import Acknowledger
 from vision_dialogue.speech.turns import SpeechTurns
 from vision_dialogue.voice.audio import SAMPLE_RATE, resample, write_wav
 from vision_dialogue.voice.backend import LocalVoiceBackend
+from vision_dialogue.voice.build import connect
 from vision_dialogue.voice.sinks import WavFolderSink
 from vision_dialogue.voice.sources import WavSource, load_wav_items
 from vision_dialogue.voice.vad import MIN_SILENCE_S, SpeechSegmenter
@@ -81,9 +82,7 @@ class Rig:
                                       min_silence_s=backend_kw.pop("min_silence",
                                                                    MIN_SILENCE_S)),
             reply_timeout=20.0, output_stream=open("/dev/null", "w"), **backend_kw)
-        if isinstance(self.source, WavSource):
-            self.source.turn_ready = self.backend.turn_ready
-            self.source.robot_quiet = self.backend.robot_quiet
+        connect(self.source, self.backend)       # WAV items wait for the backend's states
         self.turn = 0
         self.reply, self.reply_delay = reply, reply_delay
         self.turns = SpeechTurns(self.backend, publish=self._publish,

@@ -153,6 +153,10 @@ class LocalVoiceBackend(SpeechBackend):
         """The robot has said something (a script's first item may wait for its opening)."""
         return self.replies_ended > 0
 
+    def robot_speaking(self) -> bool:
+        """The robot's voice is playing now (a WAV item that barges in waits for this)."""
+        return self.sink.playing
+
     def robot_quiet(self) -> bool:
         """The robot is not in the middle of a reply (a polite WAV item waits for this)."""
         return not self._in_reply.is_set()

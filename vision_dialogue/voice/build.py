@@ -165,4 +165,4 @@ def connect(source: AudioSource, backend) -> None:
     """WAV items that wait for the reply ask the backend whether the turn is over."""
     if isinstance(source, WavSource):
         source.turn_ready, source.robot_quiet = backend.turn_ready, backend.robot_quiet
-        source.has_spoken = backend.has_spoken
+        source.has_spoken, source.robot_speaking = backend.has_spoken, backend.robot_speaking

@@ -17,7 +17,9 @@ to the one before, like a person taking turns) or a sequence file::
         interrupt: true           # plays over the robot's reply (barge-in)
 
 Unless `interrupt` is set, an item also waits, after its delay, until the robot is not in the
-middle of a reply (a person does not talk over the robot's opening remark).
+middle of a reply (a person does not talk over the robot's opening remark); an `interrupt`
+item waits, after its delay, until the robot is speaking (there is something to barge into,
+however long a loaded machine took to start the reply).
 """
 from __future__ import annotations
 
@@ -118,8 +120,8 @@ class WavSource(AudioSource):
     wait_for_reply plays silence until then or until `reply_timeout` seconds passed;
     wait_for_greeting until `has_spoken()` (the robot's opening remark), as long at most.
     `robot_quiet()` tells whether the robot is between replies; every item but an `interrupt`
-    one waits for it after its delay. `tail` s of silence follow the last item so the last
-    utterance's end is detected.
+    one waits for it after its delay; an `interrupt` one waits for `robot_speaking()`. `tail`
+    s of silence follow the last item so the last utterance's end is detected.
     """
 
     finite = True
@@ -127,10 +129,12 @@ class WavSource(AudioSource):
     def __init__(self, items: list[WavItem], *, realtime: bool = True,
                  turn_ready: Callable[[], bool] = lambda: True,
                  robot_quiet: Callable[[], bool] = lambda: True,
-                 has_spoken: Callable[[], bool] = lambda: True, reply_timeout: float = 30.0,
+                 has_spoken: Callable[[], bool] = lambda: True,
+                 robot_speaking: Callable[[], bool] = lambda: True, reply_timeout: float = 30.0,
                  tail: float = 1.5, logger: logging.Logger | None = None):
         self.items, self.realtime, self.turn_ready = items, realtime, turn_ready
         self.robot_quiet, self.has_spoken = robot_quiet, has_spoken
+        self.robot_speaking = robot_speaking
         self.reply_timeout, self.tail = reply_timeout, tail
         self.log = logger or logging.getLogger("vision_dialogue.voice")
 
@@ -147,8 +151,8 @@ class WavSource(AudioSource):
             if item.wait_for_reply:
                 yield from self._silence_until(self.turn_ready, clock, stop)
             yield from clock.play(_silence(item.delay), stop)
-            if not item.interrupt:
-                yield from self._silence_until(self.robot_quiet, clock, stop)
+            yield from self._silence_until(
+                self.robot_speaking if item.interrupt else self.robot_quiet, clock, stop)
             yield from clock.play(read_wav(item.wav, log=self.log), stop)
             if stop.is_set():
                 return
