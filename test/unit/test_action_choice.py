@@ -101,10 +101,10 @@ class SmallLocalModel(ToolBackend):
         return json.dumps({"intent": "none"})
 
 
-def session(backend, tools, decide="auto"):
+def session(backend, tools, decide="auto", stream=True):
     ex = Executor({"go_to": ToolOutcome(text="arrived"), "wave_hand": ToolOutcome(text="ok")})
     conv = Conversation(backend, load_persona(),
-                        ConversationConfig(n=4, m=3, decide_actions=decide))
+                        ConversationConfig(n=4, m=3, decide_actions=decide, stream=stream))
     conv.add_tools(ActingProvider([t.schema() for t in tools], ex))
     return conv, ex
 
@@ -113,9 +113,10 @@ LINES = ["Please take me to the kitchen, I mean the library.", "Thank you!",
          "Could you wave at me?", "Now take me to the library again."]
 
 
-def test_a_small_model_acts_on_every_request_of_a_session_when_decided_first(tools):
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_small_model_acts_on_every_request_of_a_session_when_decided_first(tools, stream):
     be = SmallLocalModel()
-    conv, ex = session(be, tools)
+    conv, ex = session(be, tools, stream=stream)
     results = [conv.turn(line) for line in LINES]
     conv.close()
     assert ex.calls == [("go_to", {"place": "library"}), ("wave_hand", {}),

@@ -57,7 +57,6 @@ class ActionChooser:
     """
 
     def __init__(self, schemas: Sequence[dict], ask_llm: Callable[..., str], logger=None):
-        self.names = [s["function"]["name"] for s in schemas]
         self.reader = IntentReader(action_specs(schemas), ask_llm, logger, system=ACTION_SYSTEM,
                                    cues=ACTION_CUES)
 

@@ -187,9 +187,8 @@ def run_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dict],
     if one_round:
         max_rounds, rounds.tell = min(max_rounds, 1), False
     if decided is not None:
-        rounds.tell, max_rounds, one_round = False, 0, True
-        if decided:
-            msgs.extend(rounds.run(1, "", list(decided), result.records))
+        rounds.run_decided(decided, msgs, result.records)
+        max_rounds, one_round = 0, True        # no call asked for; the answer is told how
     for round_no in range(1, max_rounds + 1):
         text, calls = backend.complete_with_tools(msgs, tools, model=model, tool_choice="auto",
                                                   max_tokens=max_tokens)
@@ -239,9 +238,8 @@ def stream_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dic
     if one_round:
         max_rounds, rounds.tell = min(max_rounds, 1), False
     if decided is not None:
-        rounds.tell, max_rounds, one_round = False, 0, True
-        if decided:
-            msgs.extend(rounds.run(1, "", list(decided), result.records))
+        rounds.run_decided(decided, msgs, result.records)
+        max_rounds, one_round = 0, True        # no call asked for; the answer is told how
     for round_no in range(1, max_rounds + 2):
         last = round_no > max_rounds or rounds.only_repeats
         if last and (decided is None or result.records):
@@ -333,6 +331,15 @@ class _Rounds:
         if shown:             # last: what the LLM looks at next
             msgs.append({"role": "user", "content": shown})
         return msgs
+
+    def run_decided(self, decided, msgs: list, records: list) -> None:
+        """Run the calls chosen before the reply (core/action_choice.py) as round 1's.
+
+        No round note after them: the one request that follows is told how they went.
+        """
+        self.tell = False
+        if decided:
+            msgs.extend(self.run(1, "", list(decided), records))
 
     def _notify(self, rec: ToolRecord) -> None:
         if self.on_tool is None:
