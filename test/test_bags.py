@@ -92,11 +92,15 @@ def _session_msgs():
 def test_record_round_trip(ros_context, spin, tmp_path, storage):
     from vision_dialogue.cli.bag_record import BagRecorder
     out = tmp_path / f"bag_{storage}"
+    msgs = _session_msgs()
+    # only the topics sent here: the default list has global ones (/robot_speaking,
+    # /humans/voices/tracked) that another node of this worker's domain may publish meanwhile
+    # (a fifth message once made the count wrong)
     rec = BagRecorder(context=ros_context, namespace="/robot1", parameter_overrides=[
         Parameter("output", Parameter.Type.STRING, str(out)),
-        Parameter("storage", Parameter.Type.STRING, storage)])
+        Parameter("storage", Parameter.Type.STRING, storage),
+        Parameter("topics", Parameter.Type.STRING_ARRAY, [t for t, _ in msgs])])
     src = Node("source", context=ros_context, namespace="/robot1")
-    msgs = _session_msgs()
     pubs = [src.create_publisher(type(m), t, rclpy_qos(t)) for t, m in msgs]
     ex = _executor(ros_context, rec, src)
     try:

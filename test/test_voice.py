@@ -193,21 +193,21 @@ def test_silence_noise_and_clipping_do_not_break_it(tmp_path, rig, piper, caplog
 def test_a_long_monologue_is_cut_into_sensible_utterances(tmp_path, rig, piper, caplog):
     """A monologue with no pause long enough: cut at max_segment, nothing lost between cuts.
 
-    40 s in pieces of at most 6 s: as many cuts as 100 s in pieces of 15 s (the setting a
-    robot uses), for a third of the recognition.
+    24 s in pieces of at most 4 s: as many cuts as 90 s in pieces of 15 s (the setting a
+    robot uses), for a quarter of the recognition.
     """
     spoken, parts = [], []
-    while sum(len(p) for p in parts) < 40 * SAMPLE_RATE:
+    while sum(len(p) for p in parts) < 24 * SAMPLE_RATE:
         for s in SENTENCES:
             spoken.append(s)
             parts += [speech(piper, s), silence(0.1)]
     path = wav(tmp_path / "monologue.wav", *parts)
     with caplog.at_level(logging.INFO):       # pauses never long enough to end an utterance
-        r = rig(path, realtime=False, reply=lambda t: "", max_segment=6.0,
+        r = rig(path, realtime=False, reply=lambda t: "", max_segment=4.0,
                 min_silence=1.0, ends_by_meaning=False).run(timeout=240)
     said = [u.text for u in r.utterances]
-    assert len(said) >= 7, said                          # 40 s in pieces of at most 6 s
-    assert caplog.text.count("a long utterance: cut after 6 s") >= 6
+    assert len(said) >= 6, said                          # 24 s in pieces of at most 4 s
+    assert caplog.text.count("a long utterance: cut after 4 s") >= 5
     assert word_error_rate([" ".join(spoken)], [" ".join(said)]) <= 0.25, said
 
 
@@ -292,11 +292,14 @@ def test_a_slow_turn_judge_decides_the_wait_off_the_audio_thread(tmp_path, rig, 
 
 
 def test_a_failing_turn_judge_falls_back_to_min_silence(tmp_path, rig, piper, caplog):
+    """The rule comes from the judgement at the pause, so the audio runs faster than real time
+    (the backend then waits for the words at the pause): in real time a loaded machine's
+    recogniser gave the words after the input had ended, and the turn ended unjudged ('')."""
     def fail(text):
         raise RuntimeError("no model")
     path = wav(tmp_path / "q.wav", silence(0.5), speech(piper, SENTENCES[1]), silence(1.0))
     with caplog.at_level(logging.WARNING):
-        r = rig(path, reply=lambda t: "Yes.", turn_judge=SlowJudge(fail),
+        r = rig(path, realtime=False, reply=lambda t: "Yes.", turn_judge=SlowJudge(fail),
                 partial_every=0).run()
     assert [t["end_rule"] for t in r.backend.timings] == [UNSURE]
     assert len(r.utterances) == 1 and "the turn judge failed" in caplog.text
