@@ -292,9 +292,12 @@ def test_a_slow_turn_judge_decides_the_wait_off_the_audio_thread(tmp_path, rig, 
 
 
 def test_a_failing_turn_judge_falls_back_to_min_silence(tmp_path, rig, piper, caplog):
-    """The rule comes from the judgement at the pause, so the audio runs faster than real time
+    """A judge that raises: min_silence ends the turn (UNSURE), with a warning.
+
+    The rule comes from the judgement at the pause, so the audio runs faster than real time
     (the backend then waits for the words at the pause): in real time a loaded machine's
-    recogniser gave the words after the input had ended, and the turn ended unjudged ('')."""
+    recogniser gave the words after the input had ended, and the turn ended unjudged ('').
+    """
     def fail(text):
         raise RuntimeError("no model")
     path = wav(tmp_path / "q.wav", silence(0.5), speech(piper, SENTENCES[1]), silence(1.0))
