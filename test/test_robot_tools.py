@@ -317,3 +317,57 @@ def test_the_llm_calls_the_robots_service_and_action(fake_openai, tmp_path, robo
     assert [t["function"]["name"] for t in offered["tools"]] == ["wave_hand", "go_to"]
     assert any("tools that make it act: wave_hand, go_to" in str(m["content"])
                for m in offered["messages"])
+
+
+def test_a_tool_that_matters_is_called_only_after_a_yes(fake_openai, tmp_path, robot_workspace):
+    """`confirm:` as a robot runs it: the robot asks, and only a yes in time makes the call.
+
+    The LLM calls the tool each time it is asked (a capable model); the robot's question is
+    the reply; the person's next line decides (core/confirmation.py), and the LLM reads why a
+    call was not made. go_to has 30 s for the answer, wave_hand 1 s (the manager logs when it
+    passes: the step waits for that line, then answers too late).
+    """
+    fake_openai.responder = robot_llm
+    env = process_env(ROBOT_DOMAIN, **robot_workspace)
+    robot = Proc([sys.executable, str(PEER)], tmp_path, env=env)
+    wave_asks = "    arguments: {}\n    confirm: true\n    confirm_within: 1\n"
+    tools = write(tmp_path, TOOLS.replace("    arguments: {}\n", wave_asks).replace(
+        "      speed: {type: number, minimum: 0.1, maximum: 1.5, default: 0.5}\n",
+        "      speed: {type: number, minimum: 0.1, maximum: 1.5, default: 0.5}\n"
+        "    confirm: \"Shall I take you to {place}?\"\n    confirm_within: 30\n"))
+    manager = manager_process(fake_openai, tmp_path, f"robot_tools_file:={tools}", env=env)
+    speech = None
+    try:
+        assert robot.expect("READY"), robot.err[-10:]
+        assert manager.wait_err("robot tools for the LLM: wave_hand, go_to"), manager.err[-20:]
+        speech = speech_process(tmp_path, env=env)
+
+        def turn(line, reply_has, timeout=60.0):
+            mark = len(speech.seen)
+            speech.say(line)
+            said = speech.expect(reply_has, timeout, after=mark)
+            assert said, (speech.seen[-5:], "".join(manager.err[-12:]))
+            return said
+
+        turn("Please take me to the kitchen.", "Shall I take you to kitchen?")
+        turn("Yes, please.", "kitchen reached")
+        assert robot.expect("GOAL kitchen 1", 1) and robot.expect("ARRIVED kitchen", 1)
+        turn("Walk me to the garden.", "Shall I take you to the garden?")
+        said = turn("No, thank you.", "Oh dear")
+        assert "not called, because the person said no" in said
+        turn("Could you wave at me?", "Shall I wave hand?")
+        assert manager.wait_err("wave_hand: not_confirmed: the person gave no answer within 1 s")
+        said = turn("Yes, wave!", "Oh dear")
+        assert "gave no answer within 1 s" in said
+        turn("How are you?", "Fine, thanks.")     # nothing waits any more
+    finally:
+        for p in (speech, manager, robot):
+            if p is not None:
+                p.close()
+    assert "WAVED" not in robot.seen and \
+        [line for line in robot.seen if line.startswith("GOAL")] == ["GOAL kitchen 1"], robot.seen
+    stages = [(r["tool"], r["stage"]) for r in transcript_records(tmp_path)
+              if r["type"] == "robot_action" and r["stage"] != "feedback"]
+    assert stages == [("go_to", "asked"), ("go_to", "sent"), ("go_to", "done"),
+                      ("go_to", "asked"), ("go_to", "not_confirmed"), ("wave_hand", "asked"),
+                      ("wave_hand", "not_confirmed")], stages

@@ -191,5 +191,6 @@ def test_pending_listen_fails_fast_when_the_robot_goes_away(server, client):
     assert server.wait_for("request.listen.start")
     t0 = time.monotonic()
     server.stop()
-    t.join(timeout=5)
-    assert "connection" in str(out["error"]) and time.monotonic() - t0 < 3.0
+    t.join(timeout=15)
+    # at once, not at the listen's own 20 s timeout
+    assert "connection" in str(out["error"]) and time.monotonic() - t0 < 10.0

@@ -246,17 +246,17 @@ class SlowBackend:
 
 @pytest.mark.fault("LLM", "slow model past the reply deadline (core)")
 def test_reply_deadline_gives_the_fallback_and_stops_the_late_stream():
-    backend = SlowBackend(delay=0.6)
+    backend = SlowBackend(delay=3.0)
     conv = Conversation(backend, load_persona(), ConversationConfig())
     try:
         spoken = []
         t0 = time.monotonic()
         res = conv.turn("hello", on_sentence=lambda s, i, fallback=False: spoken.append(
             (s, fallback)), deadline=time.monotonic() + 0.2)
-        assert time.monotonic() - t0 < 0.5
+        assert time.monotonic() - t0 < backend.delay   # the fallback did not wait for it
         assert res.fallback and "DeadlineExceeded" in res.error
         assert spoken == [(res.text, True)] and res.text in load_persona().fallback_lines
-        assert backend.closed.wait(2.0)             # the late generation was stopped
+        assert backend.closed.wait(10.0)            # the late generation was stopped
         lines = conv.state()["timeline"]
         assert lines[-1] == f"robot: {res.text}"    # the timeline holds what was said
         ok = conv.turn("again", deadline=time.monotonic() + 5.0)

@@ -280,7 +280,7 @@ def test_remote_api_exception_is_a_robot_problem_too(furhat, caplog):
 
 
 def test_remote_say_blocks_and_stop_interrupts(furhat):
-    furhat.say_seconds = 3.0
+    furhat.say_seconds = 10.0
     b = remote_backend(furhat)
     done = {}
     t = threading.Thread(target=lambda: done.update(ok=b.speak("a long answer")))
@@ -288,8 +288,8 @@ def test_remote_say_blocks_and_stop_interrupts(furhat):
     t.start()
     assert furhat.wait_for(lambda f: "say a long answer" in f.sequence())
     b.stop_speaking()
-    t.join(timeout=2)
-    assert time.monotonic() - t0 < 2.0 and done["ok"] is True
+    t.join(timeout=10)
+    assert time.monotonic() - t0 < 10.0 and done["ok"] is True   # stopped, not said out
     say = [q for _, p, q in furhat.calls if p == "/furhat/say"][0]
     assert say["text"] == "a long answer" and say["blocking"].lower() == "true"
     assert "say_stop" in furhat.sequence()

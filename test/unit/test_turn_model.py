@@ -5,7 +5,6 @@ installs both). The lines here are not the benchmark's, on which the thresholds 
 """
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -63,12 +62,14 @@ def test_a_short_line_is_never_held_open_on_the_models_word(judge):
     assert judge("Yes.") in (COMPLETE, UNSURE)
 
 
-def test_it_answers_in_a_fraction_of_a_second_and_keeps_its_prefix(judge):
+def test_it_keeps_its_prefix_in_the_cache(judge):
+    """Each judgement reads only the line: the instruction stays cached.
+
+    How fast it judges is benchmarks/bench_voice.py's to measure, not a test's.
+    """
     judge("Hello there, how are you?")
-    start = time.monotonic()
-    for _ in range(5):
+    for _ in range(3):
         judge("Can you tell me what is on the table?")
-    assert (time.monotonic() - start) / 5 < 0.5
     assert judge._llm.n_tokens > len(judge._prefix)     # the prefix stayed in the cache
 
 

@@ -21,7 +21,7 @@ from vision_dialogue.core.persona import Persona
 from vision_dialogue.core.reply_filter import NoteFilter
 from vision_dialogue.core.turn_tools import TurnTools
 from vision_dialogue.llm.sentences import split_sentences
-from vision_dialogue.llm.tool_loop import ToolRecord
+from vision_dialogue.llm.tool_loop import ToolRecord, questions
 
 REPEAT_RETRY_TEMPERATURE = 0.7
 """Sampling for the second try after a repeated reply (greedy decoding would say it again)."""
@@ -57,8 +57,10 @@ class ReplyMaker:
             if schemas and tools.streamed:
                 return tools.stream(msgs, schemas, turn_id, made, question)
             if schemas:
-                text = self.note_filter(False).feed(
-                    tools.reply(msgs, schemas, turn_id, made, question))
+                text = tools.reply(msgs, schemas, turn_id, made, question)
+                if questions(made):         # the robot asks before it acts: said as it is
+                    return questions(made)
+                text = self.note_filter(False).feed(text)
                 if not text:
                     raise ValueError("empty reply after tool calls")
                 return split_sentences(text)
@@ -75,7 +77,8 @@ class ReplyMaker:
         try:
             if deadline is not None:
                 first.append(FirstBy(ask, deadline, self._late(turn_id)))
-            self._say(first[0] if first else ask(), notes, sentences, on_sentence)
+            self._say(first[0] if first else ask(), notes, sentences, on_sentence,
+                      asked=lambda: questions(made))
         finally:
             records.extend(made)
         if not sentences and cfg.avoid_repeats and (notes.said_before or notes.echoes):
@@ -104,10 +107,15 @@ class ReplyMaker:
         return line
 
     def _say(self, parts: Iterable[str], notes: NoteFilter, sentences: list[str],
-             on_sentence: SentenceCallback | None) -> None:
-        """Speak (stream) and keep each part that survives the reply filter."""
+             on_sentence: SentenceCallback | None,
+             asked: Callable[[], list[str]] = list) -> None:
+        """Speak (stream) and keep each part that survives the reply filter.
+
+        `asked()`: the robot's questions before it acts, said as they are (asked twice in a
+        session, the filter would drop the second as a repeat).
+        """
         for s in parts:
-            s = notes.feed(s)
+            s = s if s in asked() else notes.feed(s)
             if not s:
                 continue
             if isinstance(parts, FirstBy):

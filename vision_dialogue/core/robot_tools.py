@@ -12,16 +12,19 @@ A robot's integrator hands chosen abilities to the LLM without code (the manager
         required: []                      # default: every argument without a `default`
         timeout: 10                       # seconds (default 10 for a service, 120 an action)
         interruptible: true               # the person speaking stops it (actions; default)
+        confirm: "Shall I go to the {place}?"   # ask first; true words it from the name
+        confirm_within: 20                # seconds the person has to say yes (default 20)
 
 This module reads and checks the file, gives each tool's OpenAI function spec, checks the LLM's
 arguments before anything reaches the robot (`RobotTool.check`), and words what comes back.
-Calling the robot is ros/robot_tools.py.
+Calling the robot is ros/robot_tools.py; asking first is core/confirmation.py.
 """
 from __future__ import annotations
 
 import json
 import math
 import re
+import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +35,9 @@ from vision_dialogue.core.resources import declared_list
 SERVICE, ACTION = "service", "action"
 DEFAULT_TIMEOUT = {SERVICE: 10.0, ACTION: 120.0}
 """Seconds a call may take when the file gives no `timeout`."""
+
+CONFIRM_WITHIN = 20.0
+"""Seconds the person has to say yes to a `confirm:` tool's question, unless it says."""
 
 RESULT_CHARS = 600
 """The longest result text the LLM reads (a big response is cut)."""
@@ -44,7 +50,7 @@ ROBOT_TOOLS_NOTE = (
 """The system note offered with the robot's tools ({names}: their names)."""
 
 _KEYS = {"name", "description", "service", "action", "type", "arguments", "required",
-         "timeout", "interruptible"}
+         "timeout", "interruptible", "confirm", "confirm_within"}
 _TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*/(srv|action)/[A-Z][A-Za-z0-9]*$")
 
 
@@ -69,6 +75,19 @@ class RobotTool:
     required: tuple[str, ...] = ()
     timeout: float = 10.0
     interruptible: bool = True
+    confirm: str = ""              # the question asked before a call ("" : none; see question)
+    confirm_within: float = CONFIRM_WITHIN
+
+    def question(self, given: dict, values: dict) -> str:
+        """The question asked before calling with `values` (checked; `given`: as the LLM wrote).
+
+        `confirm: true` words it from the name and the arguments the LLM gave ("Shall I go to
+        kitchen?"); a text is the question, its {argument} fields filled from `values`.
+        """
+        if self.confirm == "true":
+            said = " ".join(str(values[k]) for k in given if k in values)
+            return f"Shall I {self.name.replace('_', ' ')}{' ' + said if said else ''}?"
+        return self.confirm.format_map({k: values.get(k, "") for k in self.arguments})
 
     def schema(self) -> dict:
         """The OpenAI function spec the LLM is offered."""
@@ -174,8 +193,36 @@ def _tool(item, where: str) -> RobotTool:
     interruptible = item.get("interruptible", True)
     if not isinstance(interruptible, bool):
         raise RobotToolsError(f"{where}: interruptible must be true or false")
+    confirm, within = _check_confirm(item, arguments, where)
     return RobotTool(name, desc, kind, address, type_, dict(arguments), required,
-                     float(timeout), interruptible)
+                     float(timeout), interruptible, confirm, within)
+
+
+def _check_confirm(item: dict, arguments: dict, where: str) -> tuple[str, float]:
+    """`confirm:` (false, true, or the question with {argument} fields) and `confirm_within`."""
+    confirm = item.get("confirm", False)
+    if confirm is True:
+        confirm = "true"
+    elif confirm is False or confirm is None:
+        confirm = ""
+    elif isinstance(confirm, str) and confirm.strip():
+        confirm = confirm.strip()
+        try:
+            fields = {f for _, f, _, _ in string.Formatter().parse(confirm) if f is not None}
+        except ValueError as e:
+            raise RobotToolsError(f"{where}: confirm: {e}") from None
+        unknown = sorted(f for f in fields if f not in arguments)
+        if unknown:
+            raise RobotToolsError(f"{where}: confirm names {unknown}, not arguments of the tool "
+                                  f"({', '.join(arguments) or 'none'})")
+    else:
+        raise RobotToolsError(f"{where}: confirm must be true, false or the question to ask "
+                              "(with {argument} fields)")
+    within = item.get("confirm_within", CONFIRM_WITHIN)
+    if isinstance(within, bool) or not isinstance(within, (int, float)) or \
+            not 0 < within <= 600:
+        raise RobotToolsError(f"{where}: confirm_within must be seconds, 0 < it <= 600")
+    return confirm, float(within)
 
 
 def _check_arguments(arguments, required, where: str) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ import logging
 from typing import Callable, ContextManager, Iterable
 
 from vision_dialogue.core.action_choice import ActionChooser, chooser_for
+from vision_dialogue.core.answers import yes_or_no
 from vision_dialogue.core.lookback import LOOK_BACK, LOOK_BACK_NOTE, LookBack, ToolSet
 from vision_dialogue.llm.tool_loop import (TOOLS_NOTE, AgentResult, ToolRecord, run_tool_loop,
                                            stream_tool_loop)
@@ -178,11 +179,39 @@ class TurnTools:
         with self.pausing() if acts else contextlib.nullcontext():
             return self._offered.run(name, args)
 
+    def answered(self, line: str) -> list:
+        """The calls that waited for the person's yes, answered by `line` (ToolCalls).
+
+        A provider that asks before it acts (`answered(line)`: the robot's tools declared
+        `confirm:`) gives each call waiting for a yes; whether it is made is the provider's
+        verdict when the call comes round (core/confirmation.py).
+        """
+        if not line.strip():
+            return []
+        calls = []
+        for p in self.providers:
+            answer = getattr(p, "answered", None)
+            if callable(answer):
+                calls.extend(answer(line))
+        return calls
+
+    def _decided(self, schemas: list, line: str) -> list | None:
+        """The calls this turn makes before the reply: answered questions, then the chooser's.
+
+        A yes to the robot's question is the turn's action; any other line may ask for one of
+        its own.
+        """
+        answered = self.answered(line)
+        if answered and yes_or_no(line) is True:
+            return answered
+        chosen = self.decide(schemas, line)
+        return answered + (chosen or []) if answered else chosen
+
     def _loop(self, msgs: list, schemas: list, turn_id: int,
               records: list[ToolRecord], line: str) -> tuple[list, dict]:
         """The prompt with the tools' notes, and the loop's keyword arguments for one turn."""
         cfg = self.config
-        decided = self.decide(schemas, line)
+        decided = self._decided(schemas, line)
         # right before the person's line: the prompt's start stays as the last reply read it
         # (a local model's cached prefix), and the line stays last
         notes = [{"role": "system", "content": n} for n in self._offered.notes()]

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 __all__ = ["ToolOutcome", "ToolRecord", "AgentResult", "run_tool_loop", "stream_tool_loop",
-           "TOOLS_NOTE", "FINAL_NOTE", "outcome_note", "round_note"]
+           "TOOLS_NOTE", "FINAL_NOTE", "outcome_note", "round_note", "questions"]
 
 _log = logging.getLogger("vision_dialogue.tool_loop")
 
@@ -67,6 +67,7 @@ def round_note(records: Sequence["ToolRecord"]) -> str:
 
 def _went(records: Sequence["ToolRecord"]) -> str:
     return "; ".join(f"{r.name} worked" if r.outcome.ok else
+                     f"{r.name} waits for the person's yes" if r.outcome.ask else
                      f"{r.name} did NOT work ({r.outcome.error})" for r in records)
 
 
@@ -76,20 +77,25 @@ class ToolOutcome:
 
     `text` (image-to-text), `image_file` (a new image in the store), or `error` (anything that went
     wrong). `image_url`: optional data URL of the new image, shown to a vision LLM after the tool
-    message.
+    message. `ask`: nothing was done yet; the robot asks the person this first (a robot tool
+    declared `confirm:`, core/confirmation.py), and the turn's reply is that question.
     """
 
     text: str | None = None
     image_file: str | None = None
     error: str | None = None
     image_url: str | None = None
+    ask: str | None = None
 
     @property
     def ok(self) -> bool:
-        return self.error is None
+        return self.error is None and self.ask is None
 
     def message(self) -> str:
         """The tool message content the LLM reads."""
+        if self.ask is not None:
+            return (f"Not done yet: I asked the person \"{self.ask}\" first and wait for their "
+                    "yes.")
         if self.error is not None:
             return (f"Error: {self.error}. The tool did not work; tell the person in your own "
                     "words.")
@@ -190,6 +196,8 @@ def run_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dict],
         rounds.run_decided(decided, msgs, result.records)
         max_rounds, one_round = 0, True        # no call asked for; the answer is told how
     for round_no in range(1, max_rounds + 1):
+        if questions(result.records):
+            break
         text, calls = backend.complete_with_tools(msgs, tools, model=model, tool_choice="auto",
                                                   max_tokens=max_tokens)
         result.rounds = round_no
@@ -199,6 +207,10 @@ def run_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dict],
         msgs.extend(rounds.run(round_no, text, calls, result.records))
         if rounds.only_repeats:
             break
+    asked = questions(result.records)
+    if asked:                   # the robot asks before it acts: the question is the reply
+        result.text = " ".join(asked)
+        return result
     # round limit reached, no rounds allowed, or only repeats: one last answer without tools
     if decided is None or result.records:
         msgs.append({"role": "system", "content": _last_note(
@@ -241,6 +253,11 @@ def stream_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dic
         rounds.run_decided(decided, msgs, result.records)
         max_rounds, one_round = 0, True        # no call asked for; the answer is told how
     for round_no in range(1, max_rounds + 2):
+        asked = questions(result.records)
+        if asked:               # the robot asks before it acts: the question is the reply
+            result.text = " ".join(asked)
+            yield from asked
+            return
         last = round_no > max_rounds or rounds.only_repeats
         if last and (decided is None or result.records):
             msgs.append({"role": "system", "content": _last_note(
@@ -260,6 +277,11 @@ def stream_tool_loop(backend: Any, messages: Sequence[dict], tools: Sequence[dic
                 log.warning(f"ignoring {len(calls)} tool call(s) after the round limit")
             return
         msgs.extend(rounds.run(round_no, " ".join(this_round), calls, result.records))
+
+
+def questions(records: Sequence[ToolRecord]) -> list[str]:
+    """The questions the robot asks before acting, from this turn's calls (ToolOutcome.ask)."""
+    return list(dict.fromkeys(r.outcome.ask for r in records if r.outcome.ask))
 
 
 def _last_note(result: AgentResult, max_rounds: int, told: bool, log) -> str:

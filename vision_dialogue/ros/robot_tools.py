@@ -19,6 +19,7 @@ from typing import Callable
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 
+from vision_dialogue.core.confirmation import Confirmations
 from vision_dialogue.core.robot_tools import ACTION, SERVICE, ArgumentError, RobotTool, \
     RobotToolsError, action_words, feedback_text, load_robot_tools, reply_text, \
     tools_note
@@ -32,6 +33,8 @@ FEEDBACK_PERIOD = 1.0
 CANCEL_WAIT = 5.0
 """Seconds a cancelled goal gets to end before the turn goes on without its result."""
 POLL = 0.1
+CONFIRM_POLL = 0.25
+"""Seconds between checks for a `confirm:` question whose answer did not come in time."""
 
 
 def interface_type(type_name: str):
@@ -134,9 +137,10 @@ def _fit(kind: str, value):
 class RobotTools:
     """The declared tools as a ToolProvider for the conversation (core/turn_tools.py).
 
-    `on_event(record)`: one dict per stage of a call ("sent", "feedback", "done", "failed",
-    "cancelled") for the monitor and the transcript. Raises ParameterError at construction when
-    a type is not installed or an argument is not a field of its request or goal.
+    `on_event(record)`: one dict per stage of a call ("asked", "not_confirmed", "sent",
+    "feedback", "done", "failed", "cancelled") for the monitor and the transcript. Raises
+    ParameterError at construction when a type is not installed or an argument is not a field
+    of its request or goal.
     """
 
     def __init__(self, node, tools: list[RobotTool], *,
@@ -167,6 +171,9 @@ class RobotTools:
                 node.create_client(iface, t.address, callback_group=group)
                 if t.kind == SERVICE
                 else ActionClient(node, iface, t.address, callback_group=group))
+        self.confirmations = Confirmations()      # `confirm:` tools wait here for a yes
+        self._expiry = node.create_timer(CONFIRM_POLL, self._expire, callback_group=group) \
+            if any(t.confirm for t in tools) else None
         self._lock = threading.Lock()
         self._running: dict[int, tuple[RobotTool, threading.Event]] = {}
         self._reasons: dict[int, str] = {}
@@ -196,6 +203,12 @@ class RobotTools:
         except ArgumentError as e:
             self.log.warning(f"robot tool {name}: {e}; nothing was sent")
             return ToolOutcome(error=f"{e}; nothing was sent to the robot")
+        held = self.confirmations.hold(tool, args, values)     # `confirm:` asks first
+        if held is not None:
+            if held.stage:
+                self.log.info(f"robot tool {name}: {held.stage}: {held.detail}")
+                self._event(tool, held.stage, held.detail)
+            return held.outcome
         self._event(tool, "sent", values)
         outcome = self._call(tool, request) if tool.kind == SERVICE else \
             self._action(tool, request)
@@ -205,6 +218,18 @@ class RobotTools:
             self._event(tool, "cancelled" if outcome.error.startswith("stopped") else "failed",
                         outcome.error)
         return outcome
+
+    def answered(self, line: str) -> list:
+        """The calls that waited for a yes, with their verdicts on `line` (core/confirmation)."""
+        return self.confirmations.resolve(line)
+
+    def _expire(self) -> None:
+        """A question not answered in time: no call (logged now, told at the next turn)."""
+        for p in self.confirmations.expire():
+            tool = self.tools[p.name]
+            why = f"the person gave no answer within {p.within:g} s to \"{p.question}\""
+            self.log.info(f"robot tool {p.name}: not_confirmed: {why}")
+            self._event(tool, "not_confirmed", why)
 
     def interrupt(self, reason: str) -> int:
         """Cancel every running interruptible goal; how many were running."""
