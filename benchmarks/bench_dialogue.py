@@ -14,6 +14,12 @@ and the prompt is read between them). Every reply is scored automatically:
   no scene inventory ("background mostly ...");
 - latency: time to the first sentence and to the whole reply, per turn.
 
+`--battery benchmarks/perspective_battery.yaml` asks about the person ("Am I...") and about
+the robot ("Are you..."), each to be answered from the right side; `--battery
+benchmarks/consistency_battery.yaml` has the robot state opinions and facts early and asks
+about them later in other words (the later answer must agree). Each item of both belongs to
+a half (a, b) fixed before any tuning; the scores come per half.
+
 `--battery benchmarks/people_battery.yaml` asks about who is there and what they did, over the
 two-person video (vision_dialogue/camera/people_video.py): the video plays in steps (`until`),
 the conversation gets a frame every 5 s, and the event detector (perception/events.py) reads
@@ -90,6 +96,8 @@ class Exchange:
     repeated: bool = False             # says again what an earlier reply of the session said
     hallucinated: list[str] = field(default_factory=list)
     persona_faults: list[str] = field(default_factory=list)
+    half: str = ""                     # perspective and consistency items: a or b
+    right: bool | None = None          # a perspective or consistency item: every rule held
 
 
 def persona_faults(reply: str) -> list[str]:
@@ -144,11 +152,31 @@ def sentence_words(reply: str) -> list[tuple[str, ...]]:
     return out
 
 
-def score(ex: Exchange, step: dict, scene: dict, earlier: list | None = None) -> None:
+def step_kind(step: dict) -> str:
+    """An item's kind: its `kind`, or a consistency battery's claim or check."""
+    return step.get("kind") or ("claim" if "claim" in step else
+                                "consistency" if "check" in step else "grounding")
+
+
+def taken_side(reply: str, options: dict | None) -> str:
+    """The side a reply takes: the first option it names, or its yes/no ("" for none)."""
+    if not options:
+        return yes_or_no(reply)
+    low = " " + re.sub(r"[^a-z0-9' ]+", " ", reply.lower()) + " "
+    named = [(low.find(f" {w} "), name) for name, words in options.items() for w in words
+             if f" {w} " in low]
+    return min(named)[1] if named else ""
+
+
+def score(ex: Exchange, step: dict, scene: dict, earlier: list | None = None,
+          claims: dict | None = None) -> None:
     """Fill in the exchange's grounding, hallucination, answer, repeat and persona results.
 
     earlier: the sentence word tuples of the session's earlier replies (extended here).
+    claims: a consistency battery's claims so far, by key (a claim's reply is added here; a
+    check is right when it takes the claim's side, `taken_side`).
     """
+    ex.half = str(step.get("half", ""))
     from vision_dialogue.core.reply_filter import near_repeat
     reply = ex.reply
     if step.get("answer") is not None:
@@ -167,6 +195,17 @@ def score(ex: Exchange, step: dict, scene: dict, earlier: list | None = None) ->
         forbid = list(step.get("forbid", [])) + [p for p in scene.get("absent", [])
                                                  if p not in asked]
         ex.hallucinated = has_phrase(reply, forbid)
+    elif ex.kind == "perspective":       # only the item's own rules: whose side it speaks
+        ex.hallucinated = has_phrase(reply, step.get("forbid", []))
+        ex.right = not ex.fallback and not ex.hallucinated and ex.answered is not False \
+            and ex.grounded is not False
+    elif claims is not None and ex.kind == "claim":
+        claims[step["claim"]] = reply
+    elif claims is not None and ex.kind == "consistency":
+        said = claims.get(step["check"], "")
+        side = taken_side(said, step.get("options"))
+        ex.right = not ex.fallback and bool(side) and \
+            taken_side(reply, step.get("options")) == side
     ex.persona_faults = persona_faults(reply)
 
 
@@ -298,7 +337,7 @@ def run_battery(backend, observer, setup: dict, battery: dict, deadline_s: float
         conv = objects.wrap(conv)
     people = PeopleVideo(events) if battery.get("video") == "people" else None
     frames = None if people else DemoFrames()
-    scene, out, earlier = None, [], []
+    scene, out, earlier, claims = None, [], [], {}
     try:
         for step in battery["steps"]:
             if "until" in step:
@@ -313,7 +352,8 @@ def run_battery(backend, observer, setup: dict, battery: dict, deadline_s: float
             if frames is not None:
                 conv.add_frame(frames.take(scene))
                 time.sleep(frame_lead)      # the camera's frame came that long before
-            out.append(ask(conv, step, scene, battery["scenes"][scene], deadline_s, earlier))
+            out.append(ask(conv, step, scene, battery["scenes"][scene], deadline_s, earlier,
+                           claims))
             if verbose:
                 ex = out[-1]
                 read = getattr(backend, "reply_times", {})
@@ -323,6 +363,7 @@ def run_battery(backend, observer, setup: dict, battery: dict, deadline_s: float
                       f"token {read.get('first_token', 0) - read.get('asked', 0):.2f} s"
                       + (f", grounded={ex.grounded}" if ex.grounded is not None else "")
                       + (f", answered={ex.answered}" if ex.answered is not None else "")
+                      + (f", right={ex.right}" if ex.right is not None else "")
                       + (", REPEATED" if ex.repeated else "")
                       + (f", HALLUCINATED {ex.hallucinated}" if ex.hallucinated else "")
                       + (f", persona {ex.persona_faults}" if ex.persona_faults else "") + ")",
@@ -335,8 +376,8 @@ def run_battery(backend, observer, setup: dict, battery: dict, deadline_s: float
 
 
 def ask(conv, step: dict, scene: str, scene_truth: dict, deadline_s: float,
-        earlier: list) -> Exchange:
-    ex = Exchange(scene, step.get("kind", "grounding"), step["say"])
+        earlier: list, claims: dict) -> Exchange:
+    ex = Exchange(scene, step_kind(step), step["say"])
     t0 = time.monotonic()
 
     def first(sentence, index, fallback=False):
@@ -347,7 +388,7 @@ def ask(conv, step: dict, scene: str, scene_truth: dict, deadline_s: float,
                     speaker=step.get("speaker", ""))
     ex.total_s = time.monotonic() - t0
     ex.reply, ex.fallback = res.text, res.fallback
-    score(ex, step, scene_truth, earlier)
+    score(ex, step, scene_truth, earlier, claims)
     return ex
 
 
@@ -365,7 +406,16 @@ def summarise(exchanges: list[Exchange]) -> dict:
     def pct(xs, q):
         return round(xs[min(len(xs) - 1, int(q * len(xs)))], 2) if xs else None
 
+    kinds = {}
+    for kind in ("perspective", "consistency"):
+        items = [e for e in exchanges if e.kind == kind]
+        if items:
+            kinds[kind] = rate(items, lambda e: e.right)
+            for half in sorted({e.half for e in items if e.half}):
+                kinds[f"{kind}_{half}"] = rate([e for e in items if e.half == half],
+                                               lambda e: e.right)
     return {
+        **kinds,
         "questions": len(exchanges),
         "grounding": rate(ground, lambda e: e.grounded),
         "hallucination": rate(now, lambda e: e.hallucinated),
@@ -473,11 +523,11 @@ def rescore(path: Path, battery: dict) -> int:
     steps = {s["say"]: s for s in battery["steps"] if "say" in s}
     scores = {}
     for name, saved in json.loads(path.read_text()).items():
-        exchanges, earlier = [], []
+        exchanges, earlier, claims = [], [], {}
         for d in saved:
             ex = Exchange(d["scene"], d["kind"], d["question"], d["reply"], d["first_s"],
                           d["total_s"], d["fallback"])
-            score(ex, steps[ex.question], battery["scenes"][ex.scene], earlier)
+            score(ex, steps[ex.question], battery["scenes"][ex.scene], earlier, claims)
             exchanges.append(ex)
         scores[name] = summarise(exchanges)
     print_table(scores)
@@ -486,14 +536,16 @@ def rescore(path: Path, battery: dict) -> int:
 
 
 def print_table(scores: dict) -> None:
-    cols = ["grounding", "hallucination", "memory", "answers", "repeats", "persona", "fallbacks",
-            "first_sentence_p50_s", "first_sentence_p95_s", "reply_p50_s", "reply_p95_s",
-            "turn2_s", "turn10_s"]
+    first = next(iter(scores.values()), {})
+    cols = [k for k in first if k.startswith(("perspective", "consistency"))] + [
+        "grounding", "hallucination", "memory", "answers", "repeats", "persona", "fallbacks",
+        "first_sentence_p50_s", "first_sentence_p95_s", "reply_p50_s", "reply_p95_s",
+        "turn2_s", "turn10_s"]
     print("\n| setup | questions | " + " | ".join(cols) + " |")
     print("|---" * (len(cols) + 2) + "|")
     for name, s in scores.items():
         print(f"| {name} | {s['questions']} | "
-              + " | ".join("-" if s[c] is None else str(s[c]) for c in cols) + " |")
+              + " | ".join("-" if s.get(c) is None else str(s[c]) for c in cols) + " |")
     print("(rates in 0..1: grounding, memory, answers and persona higher is better, "
           "hallucination and repeats lower)")
 
