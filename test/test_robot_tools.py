@@ -8,6 +8,7 @@ the tools as a capable model would (the real models' numbers: benchmarks/bench_r
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -234,13 +235,19 @@ def robot_llm(req):
     return "Fine, thanks."
 
 
-def test_the_llm_calls_the_robots_service_and_action(fake_openai, tmp_path, robot_workspace):
+@contextlib.contextmanager
+def robot_session(fake_openai, tmp_path, robot_workspace, tools_text, *params):
+    """The robot's process, the manager with `tools_text` and the speech node, all started.
+
+    Yields (robot, manager, speech, turn): `turn(line, reply_has)` says a line and waits for
+    the reply that holds `reply_has`. Every process is closed after.
+    """
     fake_openai.responder = robot_llm
     env = process_env(ROBOT_DOMAIN, **robot_workspace)
     robot = Proc([sys.executable, str(PEER)], tmp_path, env=env)
-    tools = write(tmp_path, TOOLS)
-    manager = manager_process(fake_openai, tmp_path, f"robot_tools_file:={tools}",
-                              "reply_deadline:=2.0", env=env)
+    tools = write(tmp_path, tools_text)
+    manager = manager_process(fake_openai, tmp_path, f"robot_tools_file:={tools}", *params,
+                              env=env)
     speech = None
     try:
         assert robot.expect("READY"), robot.err[-10:]
@@ -253,7 +260,16 @@ def test_the_llm_calls_the_robots_service_and_action(fake_openai, tmp_path, robo
             said = speech.expect(reply_has, timeout, after=mark)
             assert said, (speech.seen[-5:], "".join(manager.err[-12:]))
             return said
+        yield robot, manager, speech, turn
+    finally:
+        for p in (speech, manager, robot):
+            if p is not None:
+                p.close()
 
+
+def test_the_llm_calls_the_robots_service_and_action(fake_openai, tmp_path, robot_workspace):
+    with robot_session(fake_openai, tmp_path, robot_workspace, TOOLS,
+                       "reply_deadline:=2.0") as (robot, manager, speech, turn):
         # a service: called, its response back to the LLM, which says so
         turn("Could you wave at me?", "I waved at you")
         assert robot.expect("WAVED", 1)
@@ -291,10 +307,6 @@ def test_the_llm_calls_the_robots_service_and_action(fake_openai, tmp_path, robo
         assert "not available right now" in said
         assert "no service server on /wave_hand" in tool_messages(fake_openai.requests[-1])[0]
         gone_in = time.monotonic() - t0
-    finally:
-        for p in (speech, manager, robot):
-            if p is not None:
-                p.close()
     assert cancelled_in < 5 and gone_in < 10, (cancelled_in, gone_in)
     records = transcript_records(tmp_path)
     actions = [r for r in records if r["type"] == "robot_action"]
@@ -327,28 +339,13 @@ def test_a_tool_that_matters_is_called_only_after_a_yes(fake_openai, tmp_path, r
     call was not made. go_to has 30 s for the answer, wave_hand 1 s (the manager logs when it
     passes: the step waits for that line, then answers too late).
     """
-    fake_openai.responder = robot_llm
-    env = process_env(ROBOT_DOMAIN, **robot_workspace)
-    robot = Proc([sys.executable, str(PEER)], tmp_path, env=env)
     wave_asks = "    arguments: {}\n    confirm: true\n    confirm_within: 1\n"
-    tools = write(tmp_path, TOOLS.replace("    arguments: {}\n", wave_asks).replace(
+    tools = TOOLS.replace("    arguments: {}\n", wave_asks).replace(
         "      speed: {type: number, minimum: 0.1, maximum: 1.5, default: 0.5}\n",
         "      speed: {type: number, minimum: 0.1, maximum: 1.5, default: 0.5}\n"
-        "    confirm: \"Shall I take you to {place}?\"\n    confirm_within: 30\n"))
-    manager = manager_process(fake_openai, tmp_path, f"robot_tools_file:={tools}", env=env)
-    speech = None
-    try:
-        assert robot.expect("READY"), robot.err[-10:]
-        assert manager.wait_err("robot tools for the LLM: wave_hand, go_to"), manager.err[-20:]
-        speech = speech_process(tmp_path, env=env)
-
-        def turn(line, reply_has, timeout=60.0):
-            mark = len(speech.seen)
-            speech.say(line)
-            said = speech.expect(reply_has, timeout, after=mark)
-            assert said, (speech.seen[-5:], "".join(manager.err[-12:]))
-            return said
-
+        "    confirm: \"Shall I take you to {place}?\"\n    confirm_within: 30\n")
+    with robot_session(fake_openai, tmp_path, robot_workspace, tools) as (
+            robot, manager, speech, turn):
         turn("Please take me to the kitchen.", "Shall I take you to kitchen?")
         turn("Yes, please.", "kitchen reached")
         assert robot.expect("GOAL kitchen 1", 1) and robot.expect("ARRIVED kitchen", 1)
@@ -360,10 +357,6 @@ def test_a_tool_that_matters_is_called_only_after_a_yes(fake_openai, tmp_path, r
         said = turn("Yes, wave!", "Oh dear")
         assert "gave no answer within 1 s" in said
         turn("How are you?", "Fine, thanks.")     # nothing waits any more
-    finally:
-        for p in (speech, manager, robot):
-            if p is not None:
-                p.close()
     assert "WAVED" not in robot.seen and \
         [line for line in robot.seen if line.startswith("GOAL")] == ["GOAL kitchen 1"], robot.seen
     stages = [(r["tool"], r["stage"]) for r in transcript_records(tmp_path)

@@ -105,6 +105,9 @@ class Acquisition:
             frame = self._read(now)
             if frame is None:
                 return None
+            # after the read, as the frame's stamp: opening a video took 0.3 s on a loaded
+            # machine, and the next due frame came stamped 0.2 s after the first
+            now = self.clock()
             self.last_frame_at = now
             if self._failing:
                 self._failing = False

@@ -1,6 +1,6 @@
 """A robot action that matters is done only after the person says yes (ROS-free).
 
-A tool declared `confirm:` in the robot tools file (core/robot_tools.py) is not called when the
+A tool declared `confirm` in the robot tools file (core/robot_tools.py) is not called when the
 LLM first asks for it: the turn's reply is the robot's question ("Shall I go to the kitchen?")
 and the call waits here. The person's next line answers it, read by the Ask skill's yes/no
 reader (core/answers.yes_or_no): a yes makes the call in that turn; a no, a line that is
@@ -129,7 +129,7 @@ class Confirmations:
     def hold(self, tool, given: dict, values: dict) -> Held | None:
         """Before calling `tool` (core/robot_tools.RobotTool) with checked `values`.
 
-        None: call it (no `confirm:`, or the person said yes). Otherwise the call is held: the
+        None: call it (no `confirm`, or the person said yes). Otherwise the call is held: the
         robot asks first (its question is the reply), or the answer was not a yes.
         """
         if not tool.confirm:

@@ -37,7 +37,7 @@ DEFAULT_TIMEOUT = {SERVICE: 10.0, ACTION: 120.0}
 """Seconds a call may take when the file gives no `timeout`."""
 
 CONFIRM_WITHIN = 20.0
-"""Seconds the person has to say yes to a `confirm:` tool's question, unless it says."""
+"""Seconds the person has to say yes to a `confirm` tool's question, unless it says."""
 
 RESULT_CHARS = 600
 """The longest result text the LLM reads (a big response is cut)."""
@@ -199,7 +199,7 @@ def _tool(item, where: str) -> RobotTool:
 
 
 def _check_confirm(item: dict, arguments: dict, where: str) -> tuple[str, float]:
-    """`confirm:` (false, true, or the question with {argument} fields) and `confirm_within`."""
+    """`confirm` (false, true, or the question with {argument} fields) and `confirm_within`."""
     confirm = item.get("confirm", False)
     if confirm is True:
         confirm = "true"

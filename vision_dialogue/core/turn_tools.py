@@ -183,7 +183,7 @@ class TurnTools:
         """The calls that waited for the person's yes, answered by `line` (ToolCalls).
 
         A provider that asks before it acts (`answered(line)`: the robot's tools declared
-        `confirm:`) gives each call waiting for a yes; whether it is made is the provider's
+        `confirm`) gives each call waiting for a yes; whether it is made is the provider's
         verdict when the call comes round (core/confirmation.py).
         """
         if not line.strip():

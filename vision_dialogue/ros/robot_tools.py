@@ -34,7 +34,7 @@ CANCEL_WAIT = 5.0
 """Seconds a cancelled goal gets to end before the turn goes on without its result."""
 POLL = 0.1
 CONFIRM_POLL = 0.25
-"""Seconds between checks for a `confirm:` question whose answer did not come in time."""
+"""Seconds between checks for a `confirm` question whose answer did not come in time."""
 
 
 def interface_type(type_name: str):
@@ -171,7 +171,7 @@ class RobotTools:
                 node.create_client(iface, t.address, callback_group=group)
                 if t.kind == SERVICE
                 else ActionClient(node, iface, t.address, callback_group=group))
-        self.confirmations = Confirmations()      # `confirm:` tools wait here for a yes
+        self.confirmations = Confirmations()      # `confirm` tools wait here for a yes
         self._expiry = node.create_timer(CONFIRM_POLL, self._expire, callback_group=group) \
             if any(t.confirm for t in tools) else None
         self._lock = threading.Lock()
@@ -203,7 +203,7 @@ class RobotTools:
         except ArgumentError as e:
             self.log.warning(f"robot tool {name}: {e}; nothing was sent")
             return ToolOutcome(error=f"{e}; nothing was sent to the robot")
-        held = self.confirmations.hold(tool, args, values)     # `confirm:` asks first
+        held = self.confirmations.hold(tool, args, values)     # `confirm` asks first
         if held is not None:
             if held.stage:
                 self.log.info(f"robot tool {name}: {held.stage}: {held.detail}")
