@@ -4,10 +4,11 @@
 #      unimportable (a ROS import there fails); about a minute; a failure stops the run here;
 #   2. system (the rest): nodes in this process, separate processes, real models, a clean
 #      install (test/installed), the docs site.
-# Both tiers run on two workers (pytest-xdist): each test file whole on one, longest first
-# (measured on 2 cores: the unit tier 98 s on two workers against 143 s in one process); the
-# clean build of the install tree is made once, by the first worker that needs it, while the
-# other goes on. Extra args go to pytest in both tiers (e.g. -k manager, -x).
+# Both tiers run on three workers (pytest-xdist): each test file whole on one, longest first.
+# Many tests wait for a process, a video's time or a network: on two workers a third of the
+# two cores stayed idle over a whole run, so a third worker fills it (bench_suite.py has the
+# runs of each); the clean build of the install tree is made once, by the first worker
+# that needs it, while the others go on. Extra args go to pytest in both tiers (e.g. -k manager, -x).
 #   scripts/test.sh --tier unit     or     scripts/test.sh --tier system     one tier alone
 #   VD_TEST_WORKERS=0 scripts/test.sh                                        one process
 set -euo pipefail
@@ -37,8 +38,8 @@ results="$ROOT/build/test-results"
 mkdir -p "$results"
 rm -f "$results"/*.xml
 started=$SECONDS
-workers=(-n "${VD_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder)
-[ "${VD_TEST_WORKERS:-2}" = 0 ] && workers=()
+workers=(-n "${VD_TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder)
+[ "${VD_TEST_WORKERS:-3}" = 0 ] && workers=()
 run_tier() {   # run_tier NAME [pytest args...]: 0, or pytest's exit code (5, none selected: 0)
   local name="$1" status=0
   shift

@@ -52,12 +52,26 @@ def transcript_records(root: Path) -> list[dict]:
     return [json.loads(line) for line in files[-1].read_text().splitlines()]
 
 
+def _has_frame(root: Path) -> bool:
+    """Whether a transcript under `root` has a frame record yet."""
+    return any('"type": "frame"' in f.read_text() for f in root.glob("*/transcript.jsonl"))
+
+
+def wait_until(predicate, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
 def test_camera_manager_speech_as_separate_processes(installed, fake_llm, tmp_path):
     """Raw frames only (no JPEG copy): they must cross processes with the default settings."""
     video = write_video(tmp_path / "clip.avi")
     script = tmp_path / "script.yaml"
     script.write_text(yaml.safe_dump({"items": [
-        {"say": "Hello robot, can you see me?", "delay": 3.0},
+        {"say": "Hello robot, can you see me?", "delay": 0.5},
         {"say": "Thank you, goodbye!", "wait_for_reply": True, "delay": 1.0}]}))
     transcripts = tmp_path / "transcripts"
     env = dict(installed.env, OPENAI_API_KEY="sk-test")
@@ -69,14 +83,20 @@ def test_camera_manager_speech_as_separate_processes(installed, fake_llm, tmp_pa
     camera = installed.popen(installed.exe("camera_node") + ros + [
         "-p", "source:=video", "-p", f"video_path:={video}", "-p", "frame_period:=0.5",
         "-p", "publish_compressed:=false"], log=tmp_path / "camera.log")
-    speech = installed.popen(installed.exe("speech_node") + ros + [
-        "-p", "backend:=script", "-p", f"script_file:={script}", "-p", "exit_when_done:=true",
-        "-p", "reply_timeout:=20.0"], log=tmp_path / "speech.log")
+    # the person speaks once a frame is in the manager's prompt (its transcript's frame
+    # record): a fixed 3 s was too short for a loaded machine to start both processes
+    speech = None
     try:
+        assert wait_until(lambda: _has_frame(transcripts), 90), \
+            (tmp_path / "manager.log").read_text()[-2000:]
+        speech = installed.popen(installed.exe("speech_node") + ros + [
+            "-p", "backend:=script", "-p", f"script_file:={script}", "-p",
+            "exit_when_done:=true", "-p", "reply_timeout:=20.0"], log=tmp_path / "speech.log")
         assert speech.wait(timeout=90) == 0, (tmp_path / "speech.log").read_text()[-3000:]
     finally:
         codes = {name: stop(p) for name, p in
-                 (("speech", speech), ("camera", camera), ("manager", manager))}
+                 (("speech", speech), ("camera", camera), ("manager", manager))
+                 if p is not None}
     logs = {n: (tmp_path / f"{n}.log").read_text() for n in ("speech", "camera", "manager")}
     assert codes["manager"] == 0 and codes["camera"] == 0, (codes, logs["manager"][-2000:])
     for name, text in logs.items():

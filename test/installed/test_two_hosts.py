@@ -114,19 +114,19 @@ def test_a_best_effort_viewer_on_another_host_gets_the_compressed_frames(install
                                                                          tmp_path):
     """A viewer with the sensor-data profile on host B, the camera (defaults) on host A.
 
-    Over 20 s at 4 frames a second, at least 90 % of the `/compressed` frames a reliable
+    Over 40 s at 2 frames a second, at least 90 % of the `/compressed` frames a reliable
     viewer on B got reach the best-effort one (raw frames: printed, see README "Two hosts").
     """
     a, b = hosts
     env = dict(installed.env, ROS_AUTOMATIC_DISCOVERY_RANGE="SUBNET")
-    viewer = [sys.executable, str(HERE / "frame_viewer.py"), "--seconds", "20"]
+    viewer = [sys.executable, str(HERE / "frame_viewer.py"), "--seconds", "40"]
 
     def on(ns, argv, name, **kw):
         return installed.popen(["ip", "netns", "exec", ns, *argv], env=env,
                                log=tmp_path / f"{name}.log", **kw)
     camera = on(a, installed.exe("camera_node") + [
         "--ros-args", "-p", f"video_path:={ensure_demo_video()}",
-        "-p", f"frame_period:={PERIOD / 2}"], "camera")
+        "-p", f"frame_period:={PERIOD}"], "camera")
     try:
         procs = {qos: subprocess.Popen(["ip", "netns", "exec", b, *viewer, "--qos", qos],
                                        env=env, stdout=subprocess.PIPE, text=True)
@@ -143,4 +143,4 @@ def test_a_best_effort_viewer_on_another_host_gets_the_compressed_frames(install
     print("best effort on another host: " + ", ".join(
         f"{t} {n} of {m} ({100 * n / max(1, m):.0f} %)" for t, (n, m) in shares.items()))
     n, m = shares["compressed"]
-    assert m >= 60 and n >= 0.9 * m, shares
+    assert m >= 70 and n >= 0.9 * m, shares
