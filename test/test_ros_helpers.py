@@ -189,6 +189,25 @@ def test_a_node_whose_context_is_shut_down_while_it_starts_exits_quietly(capsys)
         run_node(broken, "broken_node", args=["broken_node"])
 
 
+def test_a_stop_after_the_node_is_made_and_before_it_spins_exits_quietly():
+    """The signal comes once the node is made, before its executor: exit 0, node closed.
+
+    On a loaded machine a monitor stopped right after it started raised RCLError from the
+    executor's constructor (the context was gone) and exited 1.
+    """
+    import rclpy
+    from vision_dialogue.ros.node_runner import run_node
+    closed = []
+
+    def made_then_stopped():
+        node = rclpy.create_node("late_node")
+        node.close = lambda: closed.append(True)
+        rclpy.try_shutdown()                    # the SIGINT handler, after the constructor
+        return node
+    assert run_node(made_then_stopped, "late_node", args=["late_node"]) == 0
+    assert closed == [True]
+
+
 def test_a_failing_callback_is_logged_and_the_node_runs_on(capfd):
     """One failing callback does not end the node; its error is logged with the traceback.
 

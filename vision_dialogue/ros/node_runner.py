@@ -155,7 +155,16 @@ def _spin(node: "Node", threads: int | None, drain: bool, program: bool) -> None
     """Spin until Ctrl-C or shutdown, then close and destroy the node."""
     from rclpy._rclpy_pybind11 import RCLError
     from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
-    executor = MultiThreadedExecutor(num_threads=threads)
+    try:
+        executor = MultiThreadedExecutor(num_threads=threads)
+    except (RCLError, RuntimeError):     # rcl's error, or rclpy's for a context shut down
+        # the stop signal came after the node was made and before the executor (a loaded
+        # machine's slow start): the context is gone, so end as any other stop does
+        if node.context.ok():
+            raise
+        _ignore_stop_signals(program)
+        _close(node)
+        return
     executor.add_node(node)
     try:
         if drain and _spin_until_signal(executor):
@@ -174,11 +183,17 @@ def _spin(node: "Node", threads: int | None, drain: bool, program: bool) -> None
         # the process group, then launch's own): the repeat must not break the clean-up
         # (transcript flush, threads joined) with a KeyboardInterrupt traceback.
         _ignore_stop_signals(program)
-        close = getattr(node, "close", None)
-        if callable(close):
-            close()
+        _close(node, executor)
+
+
+def _close(node: "Node", executor=None) -> None:
+    """The node's own clean-up (transcript flush, threads joined), then the node destroyed."""
+    close = getattr(node, "close", None)
+    if callable(close):
+        close()
+    if executor is not None:
         executor.remove_node(node)
-        node.destroy_node()
+    node.destroy_node()
 
 
 def _spin_on(executor, node: "Node") -> None:
