@@ -71,7 +71,7 @@ def test_camera_manager_speech_as_separate_processes(installed, fake_llm, tmp_pa
     video = write_video(tmp_path / "clip.avi")
     script = tmp_path / "script.yaml"
     script.write_text(yaml.safe_dump({"items": [
-        {"say": "Hello robot, can you see me?", "delay": 0.5},
+        {"say": "Hello robot, can you see me?", "delay": 3.0},
         {"say": "Thank you, goodbye!", "wait_for_reply": True, "delay": 1.0}]}))
     transcripts = tmp_path / "transcripts"
     env = dict(installed.env, OPENAI_API_KEY="sk-test")
