@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from fake_openai import FakeOpenAI
-from installed.user_env import stop
+from installed.user_env import stop, until
 
 COLOURS = [(0, 0, 255), (0, 255, 0), (255, 0, 0), (0, 255, 255)]
 
@@ -57,15 +57,6 @@ def _has_frame(root: Path) -> bool:
     return any('"type": "frame"' in f.read_text() for f in root.glob("*/transcript.jsonl"))
 
 
-def wait_until(predicate, timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
-
-
 def test_camera_manager_speech_as_separate_processes(installed, fake_llm, tmp_path):
     """Raw frames only (no JPEG copy): they must cross processes with the default settings."""
     video = write_video(tmp_path / "clip.avi")
@@ -87,7 +78,7 @@ def test_camera_manager_speech_as_separate_processes(installed, fake_llm, tmp_pa
     # record): a fixed 3 s was too short for a loaded machine to start both processes
     speech = None
     try:
-        assert wait_until(lambda: _has_frame(transcripts), 90), \
+        assert until(lambda: _has_frame(transcripts), 90), \
             (tmp_path / "manager.log").read_text()[-2000:]
         speech = installed.popen(installed.exe("speech_node") + ros + [
             "-p", "backend:=script", "-p", f"script_file:={script}", "-p",
