@@ -24,6 +24,8 @@ def test_the_perspective_battery_has_two_fixed_halves_of_scored_items():
     assert halves.count("a") == halves.count("b") >= 10
     assert all("answer" in s or s.get("expect") for s in steps)       # a rule of its own
     assert all(s.get("forbid") for s in steps)                         # the other side's words
+    assert all(isinstance(p, str) for s in steps for key in ("expect", "forbid")
+               for p in s.get(key, []))                                # phrases, not lists
 
 
 def test_the_consistency_battery_pairs_each_claim_with_a_later_check():
