@@ -230,7 +230,7 @@ class CameraNode(ManagedNode):
         if not clock.ros_time_is_active:
             return stamp_from_ns(int(wall_ns))
         age = max(0, time.time_ns() - int(wall_ns))
-        return stamp_from_ns(max(0, self.get_clock().now().nanoseconds - age))
+        return stamp_from_ns(max(0, clock.now().nanoseconds - age))
 
     def _make_source(self) -> CameraSource:
         ctx = SourceContext(device=self.device, on_users=self._on_users, logger=self._log)

@@ -39,6 +39,10 @@ class PendingCall:
     asked_at: float               # the clock's time
     within: float                 # seconds the answer may take
 
+    def unanswered(self) -> str:
+        """Why the call is not made when no answer came in time."""
+        return f"the person gave no answer within {self.within:g} s to \"{self.question}\""
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -88,9 +92,7 @@ class Confirmations:
         with self._lock:
             for key, p in list(self._pending.items()):
                 if now - p.asked_at > p.within:
-                    self._verdicts[key] = Verdict(False, f"the person gave no answer within "
-                                                         f"{p.within:g} s to \"{p.question}\"",
-                                                  reported=True)
+                    self._verdicts[key] = Verdict(False, p.unanswered(), reported=True)
                     self._expired.append(self._pending.pop(key))
                     out.append(p)
         return out

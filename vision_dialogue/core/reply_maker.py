@@ -58,8 +58,9 @@ class ReplyMaker:
                 return tools.stream(msgs, schemas, turn_id, made, question)
             if schemas:
                 text = tools.reply(msgs, schemas, turn_id, made, question)
-                if questions(made):         # the robot asks before it acts: said as it is
-                    return questions(made)
+                asked = questions(made)
+                if asked:                   # the robot asks before it acts: said as it is
+                    return asked
                 text = self.note_filter(False).feed(text)
                 if not text:
                     raise ValueError("empty reply after tool calls")

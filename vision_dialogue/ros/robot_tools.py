@@ -226,10 +226,8 @@ class RobotTools:
     def _expire(self) -> None:
         """A question not answered in time: no call (logged now, told at the next turn)."""
         for p in self.confirmations.expire():
-            tool = self.tools[p.name]
-            why = f"the person gave no answer within {p.within:g} s to \"{p.question}\""
-            self.log.info(f"robot tool {p.name}: not_confirmed: {why}")
-            self._event(tool, "not_confirmed", why)
+            self.log.info(f"robot tool {p.name}: not_confirmed: {p.unanswered()}")
+            self._event(self.tools[p.name], "not_confirmed", p.unanswered())
 
     def interrupt(self, reason: str) -> int:
         """Cancel every running interruptible goal; how many were running."""
