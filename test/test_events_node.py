@@ -31,3 +31,27 @@ def test_events_node_says_when_nothing_publishes_the_stream(ros_context, monkeyp
     finally:
         ex.shutdown()
         node.destroy_node()
+
+
+def test_the_events_node_loads_its_models_before_the_first_frame(ros_context, monkeypatch):
+    """Configured means ready: the first frame is analysed, not spent loading models.
+
+    Loaded on the first frame, the models took the seconds of a short arrival on a busy
+    machine, and the events node saw no one come or go (a fresh-clone suite run).
+    """
+    import numpy as np
+
+    from vision_dialogue import events_node
+    from vision_dialogue.perception import observer
+    loads = []
+    for name, load in list(observer._LOADERS.items()):
+        monkeypatch.setitem(observer._LOADERS, name,
+                            lambda obs, _name=name, _load=load: loads.append(_name) or _load(obs))
+    node = events_node.EventsNode(context=ros_context)
+    try:
+        assert sorted(loads) == ["faces", "hands", "pose"]
+        loads.clear()
+        node.detector.observe(np.zeros((240, 320, 3), np.uint8), 0.0)
+        assert loads == []
+    finally:
+        node.destroy_node()

@@ -112,6 +112,8 @@ class EventsNode(ManagedNode):
     # --- lifecycle (ros/managed.py) ------------------------------------------------------
     def configure(self) -> None:
         self.detector = self._given or EventDetector(self.config)
+        loaded = self.detector.warm_up()
+        self.get_logger().info(f"event models loaded: {', '.join(loaded) or 'none'}")
 
     def activate(self) -> None:
         self.get_logger().info(

@@ -98,7 +98,9 @@ def test_camera_manager_speech_as_separate_processes(installed, fake_llm, tmp_pa
     assert views and min(views) >= 1, f"no camera frame reached the manager: {spoken}"
     records = transcript_records(transcripts)
     kinds = [r["type"] for r in records]
-    assert kinds.count("user") == 2 and kinds.count("reply") == 2, kinds
+    turns = [(r["type"], r.get("text")) for r in records if r["type"] in ("user", "reply")]
+    assert kinds.count("user") == 2 and kinds.count("reply") == 2, \
+        (turns, logs["speech"][-1500:], logs["manager"][-3000:])
     frames = [r for r in records if r["type"] == "frame"]
     assert len(frames) >= 4, kinds
     assert all((transcripts / next(transcripts.iterdir()).name / f["file"]).is_file()

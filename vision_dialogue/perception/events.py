@@ -124,9 +124,20 @@ class EventDetector:
 
     def observe(self, frame_bgr: np.ndarray, stamp: float) -> list[VisualEvent]:
         """Run the observer on a BGR frame, then update()."""
+        return self.update(Glimpse.from_observation(self._observing().analyse(frame_bgr), stamp))
+
+    def warm_up(self) -> list[str]:
+        """Load the models now (the detectors available are returned).
+
+        Loading takes seconds on a busy machine; done on the first frame, it spent the frames
+        of a short arrival, so the events node loads them when it is configured.
+        """
+        return self._observing().warm_up()
+
+    def _observing(self) -> FrameObserver:
         if self._observer is None:
             self._observer = FrameObserver(EVENT_DETECTORS, max_side=320)
-        return self.update(Glimpse.from_observation(self._observer.analyse(frame_bgr), stamp))
+        return self._observer
 
     def close(self) -> None:
         if self._observer is not None:
