@@ -3,7 +3,8 @@
 A figure is only as good as the run that made it, so each record says what made it: the date,
 the commit (and whether the tree had uncommitted changes), the command, the CPU model and the
 instruction-set flags that matter to the kernels (AVX2, AVX-512, AMX...), the cores, the load
-before the run (the 1-minute load average and the busiest other processes) and the result the
+(the 1-minute load average when it started, and the busy processes at its end that are not
+its own: a benchmark's own threads are not the machine's load) and the result the
 benchmark printed as its JSON line. The documentation's results page (docs/results.md) is
 generated from these files only; a figure typed into a page by hand fails the docs test.
 
@@ -50,25 +51,47 @@ def cpu() -> dict:
             "machine": platform.machine()}
 
 
+def _own_tree() -> set[int]:
+    """This process and its descendants (the benchmark's own work is not the machine's load)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    tree, todo = set(), [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        tree.add(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
 def load() -> dict:
-    """The machine's load when the run ended: load averages and other busy processes."""
+    """The machine's load: load averages, and other busy processes (not this one's tree)."""
     out: dict = {}
     try:
         out["loadavg"] = [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
     except (OSError, ValueError):
         pass
     try:
-        ps = subprocess.run(["ps", "-eo", "pcpu=,comm=", "--sort=-pcpu"], capture_output=True,
-                            text=True, timeout=5).stdout.splitlines()
+        ps = subprocess.run(["ps", "-eo", "pid=,pcpu=,comm=", "--sort=-pcpu"],
+                            capture_output=True, text=True, timeout=5).stdout.splitlines()
+        own = _own_tree()
         busy = []
-        for line in ps[:8]:
-            pcpu, _, comm = line.strip().partition(" ")
-            if float(pcpu) >= 20.0 and comm.strip() not in ("ps",):
+        for line in ps[:12]:
+            pid, pcpu, comm = line.split(None, 2)
+            if float(pcpu) >= 20.0 and int(pid) not in own and comm.strip() != "ps":
                 busy.append(f"{comm.strip()} {pcpu}%")
         out["busy"] = busy
     except (OSError, ValueError, subprocess.SubprocessError):
         pass
     return out
+
+
+#: the load when the benchmark started (it imports this module first): its own work not in it
+LOAD_BEFORE = load()
 
 
 def commit() -> dict:
@@ -88,7 +111,8 @@ def run_record(result: dict, argv: list[str] | None = None) -> dict:
     return {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **commit(),
             "command": "python " + " ".join(shlex.quote(a) for a in
                                             [os.path.relpath(argv[0], REPO), *argv[1:]]),
-            "cpu": cpu(), "load": load(), "result": result}
+            "cpu": cpu(), "load": {"loadavg": LOAD_BEFORE.get("loadavg"),
+                                   "busy": load().get("busy", [])}, "result": result}
 
 
 def record(name: str, result: dict, argv: list[str] | None = None) -> Path | None:

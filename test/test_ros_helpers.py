@@ -232,3 +232,41 @@ def test_a_failing_callback_is_logged_and_the_node_runs_on(capfd):
     assert len(calls) >= 3
     err = capfd.readouterr().err
     assert "a callback failed (1 so far; the node runs on)" in err and "one bad message" in err
+
+
+def test_a_running_node_prints_its_stacks_on_request_and_runs_on(tmp_path):
+    """`kill -USR1` prints every thread's stack to the node's stderr; Ctrl-C still ends it.
+
+    A node that did not stop after Ctrl-C was killed by a test with nothing in its log; now
+    the test asks for the stacks first (installed/user_env.stop).
+    """
+    import signal
+    import subprocess
+    import sys
+
+    from installed.user_env import until
+    from vision_dialogue.ros.node_runner import STACKS_SIGNAL
+    program = tmp_path / "node.py"
+    program.write_text(
+        "import rclpy\n"
+        "from vision_dialogue.ros.node_runner import run_node\n"
+        "def make():\n"
+        "    node = rclpy.create_node('stacks_node')\n"
+        "    node.get_logger().info('up')\n"
+        "    return node\n"
+        "raise SystemExit(run_node(make, 'stacks_node'))\n")
+    log = tmp_path / "node.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, str(program), "--ros-args", "--log-level",
+                                 "info"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        assert until(lambda: "up" in log.read_text(), 60), log.read_text()
+        proc.send_signal(STACKS_SIGNAL)
+        assert until(lambda: "most recent call first" in log.read_text(), 30), log.read_text()
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

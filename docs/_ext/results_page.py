@@ -2,7 +2,7 @@
 
 For each benchmark: its runs (date, commit, CPU, load, command), then each numeric figure of
 the result with the value of every run and the spread, so no figure stands for more than
-the runs that made it. Nested results are flattened to dotted names; lists of numbers are
+the runs that made it; runs of different variants (VARIANT_KEYS) get a table each. Nested results are flattened to dotted names; lists of numbers are
 shown whole; long tables of per-item rows are left in the file (its path is given).
 """
 from __future__ import annotations
@@ -59,6 +59,37 @@ def _load(run: dict) -> str:
     return text + (f"; busy: {', '.join(busy)}" if busy else "")
 
 
+#: result fields that name what a run measured (a battery, a setup, a model): runs that differ
+#: in them are different measurements, each with its own table and spread
+VARIANT_KEYS = ("label", "setup", "llm", "model", "battery", "busy", "busy_processes")
+
+
+def variant(run: dict) -> tuple[tuple[str, str], ...]:
+    """What a run measured, as (field, value) pairs of VARIANT_KEYS present in its result."""
+    result = run.get("result", {})
+    return tuple((k, str(result[k])) for k in VARIANT_KEYS
+                 if isinstance(result.get(k), (str, int)) and not isinstance(result[k], bool))
+
+
+def figures_table(runs: list[dict], numbers: list[int]) -> list[str]:
+    """Every numeric figure of `runs`, one column per run (headed by `numbers`), the spread."""
+    flats = [flatten(r.get("result", {})) for r in runs]
+    names = sorted({k for f in flats for k in f})
+    if not names:
+        return ["No numeric figure in these runs.", ""]
+    shown = names[:MAX_FIGURES]
+    rows = []
+    for k in shown:
+        vals = [f.get(k) for f in flats]
+        have = [v for v in vals if v is not None]
+        spread = f"{_num(min(have))}–{_num(max(have))}" if len(have) > 1 else "one run"
+        rows.append((f"`{k}`", *("" if v is None else _num(v) for v in vals), spread))
+    lines = table(("figure", *(f"run {i}" for i in numbers), "spread"), rows)
+    if len(names) > len(shown):
+        lines += [f"{len(names) - len(shown)} more figures are in the file.", ""]
+    return lines
+
+
 def benchmark_section(path: Path) -> list[str]:
     data = json.loads(path.read_text())
     runs = data.get("runs", [])[-MAX_RUNS:]
@@ -71,20 +102,16 @@ def benchmark_section(path: Path) -> list[str]:
         (str(i), r.get("date", "?")[:16],
          f"`{r.get('commit', '?')}`" + (" (changes)" if r.get("dirty") else ""),
          _cpu(r), _load(r), f"`{r.get('command', '?')}`") for i, r in enumerate(runs, 1)])
-    flats = [flatten(r.get("result", {})) for r in runs]
-    names = sorted({k for f in flats for k in f})
-    if not names:
-        return lines + ["No numeric figure in these runs.", ""]
-    shown = names[:MAX_FIGURES]
-    rows = []
-    for k in shown:
-        vals = [f.get(k) for f in flats]
-        have = [v for v in vals if v is not None]
-        spread = f"{_num(min(have))}–{_num(max(have))}" if len(have) > 1 else "one run"
-        rows.append((f"`{k}`", *("" if v is None else _num(v) for v in vals), spread))
-    lines += table(("figure", *(f"run {i}" for i in range(1, len(runs) + 1)), "spread"), rows)
-    if len(names) > len(shown):
-        lines += [f"{len(names) - len(shown)} more figures are in the file.", ""]
+    groups: dict[tuple, list[tuple[int, dict]]] = {}
+    for i, r in enumerate(runs, 1):
+        groups.setdefault(variant(r), []).append((i, r))
+    if len(groups) == 1:
+        return lines + figures_table(runs, list(range(1, len(runs) + 1)))
+    for key, numbered in groups.items():
+        # runs of one variant are numbered as in the runs table above
+        title = ", ".join(f"{k} {v}" for k, v in key) or "other runs"
+        lines += [f"### {title}", ""]
+        lines += figures_table([r for _, r in numbered], [i for i, _ in numbered])
     return lines
 
 
@@ -94,7 +121,9 @@ def page(folder: Path) -> str:
              "Generated at every documentation build from `benchmarks/results/*.json`, the "
              "only place figures come from ([how they are made](benchmarks.md)). Each "
              "benchmark shows its newest runs with the machine and load of each, then every "
-             "figure per run and its spread. A benchmark with one run has no spread yet: "
+             "figure per run and its spread; runs that measured different things (a battery, a "
+             "setup, a model, a load) get a table each. A benchmark with one run has no "
+             "spread yet: "
              "treat its figures as one sample.", ""]
     if not files:
         lines.append("No benchmark has recorded a run yet.")

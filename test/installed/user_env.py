@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from vision_dialogue.ros.node_runner import STACKS_SIGNAL
+
 REPO = Path(__file__).resolve().parents[2]
 PKG = "vision_dialogue"
 #: variables that a user's shell gets from sourcing the workspace (reset before sourcing)
@@ -119,13 +121,21 @@ def wait_for_log(log: Path, pattern: str, proc: subprocess.Popen, timeout: float
 
 
 def stop(proc: subprocess.Popen, timeout: float = 15.0) -> int:
-    """SIGINT (Ctrl-C, as ros2 launch sends), then SIGKILL; the exit code."""
+    """SIGINT (Ctrl-C, as ros2 launch sends), then SIGKILL; the exit code.
+
+    A node still up after `timeout` is first asked for its threads' stacks (STACKS_SIGNAL),
+    which go to its log, so the test's failure shows where it was stuck.
+    """
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            proc.send_signal(STACKS_SIGNAL)
+            try:
+                return proc.wait(timeout=2.0)      # the stacks written (it may end meanwhile)
+            except subprocess.TimeoutExpired:
+                proc.kill()
     return proc.wait()
 
 

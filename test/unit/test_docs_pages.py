@@ -127,3 +127,24 @@ def test_the_figure_check_catches_what_it_should():
     assert not figures.figures("`frame_period` (default 5 s) and `n: 4`")
     assert not figures.figures("```\nfirst sentence 0.80 s p50\n```")
     assert not figures.figures("a log line: `retrying in 0.50 s`")
+
+
+def test_the_results_page_gives_each_measurement_its_own_spread(tmp_path):
+    """Runs of two batteries in one file: a table each, runs numbered as in the runs table."""
+    import json
+
+    import results_page
+    runs = [{"date": "2026-11-28T10:00:00Z", "commit": "abc", "command": "python b.py",
+             "result": {"label": label, "llm": "local", "scores": {"s": score}}}
+            for label, score in (("perspective", 0.25), ("consistency", 0.9),
+                                 ("perspective", 0.5), ("consistency", 1.0))]
+    (tmp_path / "bench_x.json").write_text(json.dumps({"benchmark": "bench_x", "runs": runs}))
+    page = results_page.page(tmp_path)
+    perspective = page[page.index("### label perspective, llm local"):]
+    consistency = page[page.index("### label consistency, llm local"):]
+    assert "| figure | run 1 | run 3 | spread |" in perspective.split("###")[1]
+    assert "| `scores.s` | 0.25 | 0.5 | 0.25–0.5 |" in perspective.split("###")[1]
+    assert "| `scores.s` | 0.9 | 1 | 0.9–1 |" in consistency
+    one = {"benchmark": "bench_y", "runs": runs[:1]}
+    (tmp_path / "bench_x.json").write_text(json.dumps(one))
+    assert "###" not in results_page.page(tmp_path)

@@ -11,8 +11,9 @@ import pytest
 
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
-from vision_dialogue.core.focus import (SOFT_YES_NO_NOTE, YES_NO_NOTE, asks_to_repeat,
-                                        focus_note, is_yes_no, question_of)
+from vision_dialogue.core.focus import (ABOUT_THE_PERSON_NOTE, ABOUT_THE_ROBOT_NOTE,
+                                        SOFT_YES_NO_NOTE, YES_NO_NOTE, asked_about,
+                                        asks_to_repeat, focus_note, is_yes_no, question_of)
 from vision_dialogue.core.persona import load_persona
 from vision_dialogue.core.reply_filter import NoteFilter, near_repeat
 from vision_dialogue.llm.cpu_threads import CpuShare
@@ -27,6 +28,17 @@ def test_yes_no_questions(text, yes_no):
     assert is_yes_no(text) is yes_no
 
 
+@pytest.mark.parametrize("text, about", [
+    ("Am I wearing orange?", "person"), ("Do I look tired?", "person"),
+    ("Is my suit orange?", "person"), ("What am I wearing?", "person"),
+    ("Is there a flag behind me?", "person"), ("Are you tired?", "robot"),
+    ("Hello! Do you have a cat?", "robot"), ("Can you see me?", "robot"),
+    ("Do you like my outfit?", ""), ("Is there a cup?", ""), ("Thank you!", "")])
+def test_whom_a_question_is_about(text, about):
+    """The 1.5B echoed the question's pronoun; the note says whose side to answer from."""
+    assert asked_about(text) == about
+
+
 def test_the_question_is_the_last_asked_sentence():
     assert question_of("Hello there! Can you see me? I am waving.") == "Can you see me?"
     assert question_of("Thank you. Goodbye!") == "Goodbye!"
@@ -39,7 +51,8 @@ def test_asks_to_repeat():
 
 
 def test_the_focus_note():
-    assert focus_note("Am I holding a cup of coffee?") == f"[{YES_NO_NOTE}]"
+    assert focus_note("Am I holding a cup of coffee?") == \
+        f"[{YES_NO_NOTE} {ABOUT_THE_PERSON_NOTE}]"
     memories = ["I saw you in orange", "I saw a cup", "It was dark"]
     start = focus_note("What did you see at the very beginning?", past=True, memories=memories)
     assert "I saw you in orange." in start and "cup" not in start
@@ -47,7 +60,9 @@ def test_the_focus_note():
     assert "I saw a cup." in recent and "It was dark." in recent and YES_NO_NOTE not in recent
     assert "about earlier" in focus_note("Did you see a cat before?", past=True)
     assert YES_NO_NOTE in focus_note("Did you see a cat before?", past=True)
-    assert focus_note("What colour is my outfit?") == ""
+    assert focus_note("What colour is my outfit?") == f"[{ABOUT_THE_PERSON_NOTE}]"
+    assert focus_note("What do you see?") == f"[{ABOUT_THE_ROBOT_NOTE}]"
+    assert focus_note("Hello there.") == ""
     assert focus_note("") == ""
     assert focus_note("Is it a dog?", style="soft") == f"[{SOFT_YES_NO_NOTE}]"
     with pytest.raises(ValueError, match="focus_note"):
@@ -489,6 +504,7 @@ def test_a_request_for_one_of_the_robots_actions_gets_no_yes_no_note():
     assert not asks_to_act("Could you wave at me?", set())          # no such tool
     assert not asks_to_act("Can you see my cup?", acts)             # a question for the eyes
     assert not asks_to_act("Do you like waving?", acts)
-    assert focus_note("Could you wave at me?") == f"[{YES_NO_NOTE}]"
+    assert focus_note("Could you wave at me?") == f"[{YES_NO_NOTE} {ABOUT_THE_ROBOT_NOTE}]"
     assert focus_note("Could you wave at me?", acts=acts) == ""
-    assert focus_note("Can you see my cup?", acts=acts) == f"[{YES_NO_NOTE}]"
+    assert focus_note("Can you see my cup?", acts=acts) == \
+        f"[{YES_NO_NOTE} {ABOUT_THE_ROBOT_NOTE}]"

@@ -36,7 +36,10 @@ STYLES = ("strict", "soft")
 PAST_NOTE = "From your memory, not from what you see now:"
 NOT_NOW_NOTE = "The next question is about earlier, not now."
 NOW_NOTE = "Your eyes see now:"
-FOCUS_INSTRUCTIONS = (YES_NO_NOTE, SOFT_YES_NO_NOTE, PAST_NOTE, NOT_NOW_NOTE, NOW_NOTE)
+ABOUT_THE_PERSON_NOTE = 'They ask about themselves: answer about them with "you", not "I".'
+ABOUT_THE_ROBOT_NOTE = 'They ask about you, the robot: answer about yourself with "I".'
+FOCUS_INSTRUCTIONS = (YES_NO_NOTE, SOFT_YES_NO_NOTE, PAST_NOTE, NOT_NOW_NOTE, NOW_NOTE,
+                      ABOUT_THE_PERSON_NOTE, ABOUT_THE_ROBOT_NOTE)
 """The note's fixed words (a reply that reads them out is not speech)."""
 
 
@@ -62,6 +65,26 @@ def asks_to_act(text: str, verbs: Collection[str]) -> bool:
     """
     m = _ASKS_TO.match(question_of(text).lower())
     return bool(m and verbs) and (m.group(1) in verbs or m.group(1).rstrip("s") in verbs)
+
+
+_ABOUT_THE_PERSON = re.compile(r"^(?:(?:what|how|where|why)\s+)?(?:am|do|did|was|have|can|"
+                               r"could|should)\s+i\b|\b(?:is|are|was|were)\s+my\b|"
+                               r"\bbehind me\b|\bmy (?:clothes|suit|outfit|shirt|hair|face)\b")
+_ABOUT_THE_ROBOT = re.compile(r"^(?:(?:what|how|where|why)\s+)?(?:are|were|do|did|have|can|"
+                              r"could|will|would)\s+you\b")
+
+
+def asked_about(text: str) -> str:
+    """Whom the question is about: "person" ("Am I smiling?"), "robot" ("Are you tired?"), "".
+
+    The 1.5B model echoed the question's pronoun ("Am I wearing orange?" -> "Yes, I am wearing
+    orange."): a third of the perspective battery right. A question that is about both ("Can
+    you see me?") or neither gets "".
+    """
+    question = question_of(text).lower().replace("’", "'")
+    person, robot = bool(_ABOUT_THE_PERSON.search(question)), bool(
+        _ABOUT_THE_ROBOT.search(question))
+    return "person" if person and not robot else "robot" if robot and not person else ""
 
 
 def asks_to_repeat(text: str) -> bool:
@@ -108,4 +131,7 @@ def focus_note(text: str, past: bool = False, memories: Sequence[str] = (),
                      if wanted else NOT_NOW_NOTE)
     if is_yes_no(text) and not asks_to_act(text, acts):
         parts.append(SOFT_YES_NO_NOTE if style == "soft" else YES_NO_NOTE)
+    about = asked_about(text) if not asks_to_act(text, acts) else ""
+    if about:
+        parts.append(ABOUT_THE_PERSON_NOTE if about == "person" else ABOUT_THE_ROBOT_NOTE)
     return "[" + " ".join(parts) + "]" if parts else ""

@@ -1,6 +1,7 @@
 """The one `main()` every node executable uses: DDS profile, `--help`, init, spin, clean exit."""
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import sys
@@ -104,6 +105,7 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
     if program:
         quiet_console(verbose)   # third-party start-up noise off unless --verbose
         end_with_parent()
+        stacks_on_request()
     apply_default_profile()   # before the first participant of this process
     import rclpy
     from rclpy._rclpy_pybind11 import RCLError
@@ -229,6 +231,19 @@ def spin_through_failures(spin: Callable[[], None], logger, ok: Callable[[], boo
 #: parents a node outlives: shells and terminal multiplexers, service managers
 SHELLS = frozenset({"bash", "sh", "dash", "zsh", "fish", "ksh", "tcsh", "csh", "tmux",
                     "tmux: server", "screen", "nohup", "systemd", "init", "su", "sudo", "sshd"})
+
+
+STACKS_SIGNAL = signal.SIGUSR1
+"""`kill -USR1 <pid>` prints every thread's stack of a running node to its stderr."""
+
+
+def stacks_on_request() -> None:
+    """Print every thread's stack on STACKS_SIGNAL: what a node that does not stop is doing.
+
+    A node that stays up after Ctrl-C is found stuck without a debugger (the tests send it
+    before they kill a node that did not stop, so the stacks are in its log).
+    """
+    faulthandler.register(STACKS_SIGNAL, all_threads=True)
 
 
 def end_with_parent() -> None:
