@@ -270,3 +270,28 @@ def test_a_running_node_prints_its_stacks_on_request_and_runs_on(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_what_activate_starts_finds_the_node_active(ros_context):
+    """A line the speech node's script says as soon as activate() starts it is published.
+
+    The flag was set after activate() returned, and a script thread faster than that had its
+    first line dropped as "inactive" (a fresh-clone suite run).
+    """
+    from vision_dialogue.ros.managed import ManagedNode
+    heard = []
+
+    class Starter(ManagedNode):
+        def __init__(self):
+            super().__init__("starter_node", context=ros_context)
+            self.say = self.when_active(heard.append, "a line")
+            self.start_lifecycle(False)
+
+        def activate(self):
+            self.say("Hallo robot")        # what a started thread does at once
+
+    node = Starter()
+    try:
+        assert heard == ["Hallo robot"] and node.active and node.ignored_inactive == 0
+    finally:
+        node.destroy_node()

@@ -11,9 +11,9 @@ import pytest
 
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
-from vision_dialogue.core.focus import (ABOUT_THE_PERSON_NOTE, ABOUT_THE_ROBOT_NOTE,
-                                        SOFT_YES_NO_NOTE, YES_NO_NOTE, asked_about,
-                                        asks_to_repeat, focus_note, is_yes_no, question_of)
+from vision_dialogue.core.focus import (ABOUT_THE_PERSON_NOTE, SOFT_YES_NO_NOTE, YES_NO_NOTE,
+                                        asked_about, asks_to_repeat, focus_note, is_yes_no,
+                                        question_of)
 from vision_dialogue.core.persona import load_persona
 from vision_dialogue.core.reply_filter import NoteFilter, near_repeat
 from vision_dialogue.llm.cpu_threads import CpuShare
@@ -61,7 +61,7 @@ def test_the_focus_note():
     assert "about earlier" in focus_note("Did you see a cat before?", past=True)
     assert YES_NO_NOTE in focus_note("Did you see a cat before?", past=True)
     assert focus_note("What colour is my outfit?") == f"[{ABOUT_THE_PERSON_NOTE}]"
-    assert focus_note("What do you see?") == f"[{ABOUT_THE_ROBOT_NOTE}]"
+    assert focus_note("What do you see?") == ""          # the robot's side: no note
     assert focus_note("Hello there.") == ""
     assert focus_note("") == ""
     assert focus_note("Is it a dog?", style="soft") == f"[{SOFT_YES_NO_NOTE}]"
@@ -504,7 +504,6 @@ def test_a_request_for_one_of_the_robots_actions_gets_no_yes_no_note():
     assert not asks_to_act("Could you wave at me?", set())          # no such tool
     assert not asks_to_act("Can you see my cup?", acts)             # a question for the eyes
     assert not asks_to_act("Do you like waving?", acts)
-    assert focus_note("Could you wave at me?") == f"[{YES_NO_NOTE} {ABOUT_THE_ROBOT_NOTE}]"
+    assert focus_note("Could you wave at me?") == f"[{YES_NO_NOTE}]"
     assert focus_note("Could you wave at me?", acts=acts) == ""
-    assert focus_note("Can you see my cup?", acts=acts) == \
-        f"[{YES_NO_NOTE} {ABOUT_THE_ROBOT_NOTE}]"
+    assert focus_note("Can you see my cup?", acts=acts) == f"[{YES_NO_NOTE}]"

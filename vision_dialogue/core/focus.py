@@ -37,9 +37,8 @@ PAST_NOTE = "From your memory, not from what you see now:"
 NOT_NOW_NOTE = "The next question is about earlier, not now."
 NOW_NOTE = "Your eyes see now:"
 ABOUT_THE_PERSON_NOTE = 'They ask about themselves: answer about them with "you", not "I".'
-ABOUT_THE_ROBOT_NOTE = 'They ask about you, the robot: answer about yourself with "I".'
 FOCUS_INSTRUCTIONS = (YES_NO_NOTE, SOFT_YES_NO_NOTE, PAST_NOTE, NOT_NOW_NOTE, NOW_NOTE,
-                      ABOUT_THE_PERSON_NOTE, ABOUT_THE_ROBOT_NOTE)
+                      ABOUT_THE_PERSON_NOTE)
 """The note's fixed words (a reply that reads them out is not speech)."""
 
 
@@ -131,7 +130,9 @@ def focus_note(text: str, past: bool = False, memories: Sequence[str] = (),
                      if wanted else NOT_NOW_NOTE)
     if is_yes_no(text) and not asks_to_act(text, acts):
         parts.append(SOFT_YES_NO_NOTE if style == "soft" else YES_NO_NOTE)
-    about = asked_about(text) if not asks_to_act(text, acts) else ""
-    if about:
-        parts.append(ABOUT_THE_PERSON_NOTE if about == "person" else ABOUT_THE_ROBOT_NOTE)
+    if asked_about(text) == "person":
+        # only this side: a note on questions about the robot ("answer with I") changed its
+        # opinions and lowered the consistency battery (0.95 to 0.85); its echoes are turned
+        # round by core/perspective.py instead
+        parts.append(ABOUT_THE_PERSON_NOTE)
     return "[" + " ".join(parts) + "]" if parts else ""

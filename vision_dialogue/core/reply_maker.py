@@ -18,6 +18,7 @@ from vision_dialogue.core.conversation_types import ConversationConfig, Sentence
 from vision_dialogue.core.deadlines import FirstBy
 from vision_dialogue.core.focus import asks_to_repeat
 from vision_dialogue.core.persona import Persona
+from vision_dialogue.core.perspective import from_own_side
 from vision_dialogue.core.reply_filter import NoteFilter
 from vision_dialogue.core.turn_tools import TurnTools
 from vision_dialogue.llm.sentences import split_sentences
@@ -78,18 +79,18 @@ class ReplyMaker:
         try:
             if deadline is not None:
                 first.append(FirstBy(ask, deadline, self._late(turn_id)))
-            self._say(first[0] if first else ask(), notes, sentences, on_sentence,
+            self._say(first[0] if first else ask(), notes, sentences, on_sentence, question,
                       asked=lambda: questions(made))
         finally:
             records.extend(made)
         if not sentences and cfg.avoid_repeats and (notes.said_before or notes.echoes):
             # nothing left to say: it repeated an earlier reply, or read its notes out
             notes = self._ask_again(msgs, notes, turn_id, deadline, sentences, on_sentence,
-                                    repeat_ok)
+                                    repeat_ok, question)
         elif not sentences and not (notes.said_before or notes.echoes or notes.repeats):
             # nothing came at all (a small model may end its reply at once): once more
             notes = self._ask_again(msgs, notes, turn_id, deadline, sentences, on_sentence,
-                                    repeat_ok)
+                                    repeat_ok, question)
         if not sentences and notes.repeats:   # the same question again, or a note: said anyway
             for s in notes.repeats:
                 self._keep(s, sentences, on_sentence)
@@ -108,15 +109,16 @@ class ReplyMaker:
         return line
 
     def _say(self, parts: Iterable[str], notes: NoteFilter, sentences: list[str],
-             on_sentence: SentenceCallback | None,
+             on_sentence: SentenceCallback | None, question: str = "",
              asked: Callable[[], list[str]] = list) -> None:
         """Speak (stream) and keep each part that survives the reply filter.
 
-        `asked()`: the robot's questions before it acts, said as they are (asked twice in a
-        session, the filter would drop the second as a repeat).
+        `question`: the person's line, whose pronouns an echo of it gets turned round
+        (core/perspective.py). `asked()`: the robot's questions before it acts, said as they
+        are (asked twice in a session, the filter would drop the second as a repeat).
         """
         for s in parts:
-            s = s if s in asked() else notes.feed(s)
+            s = s if s in asked() else from_own_side(notes.feed(s), question)
             if not s:
                 continue
             if isinstance(parts, FirstBy):
@@ -132,7 +134,7 @@ class ReplyMaker:
 
     def _ask_again(self, msgs: list, notes: NoteFilter, turn_id: int, deadline: float | None,
                    sentences: list[str], on_sentence: SentenceCallback | None,
-                   repeat_ok: bool) -> NoteFilter:
+                   repeat_ok: bool, question: str) -> NoteFilter:
         """One more try, sampled: the reply repeated, read its notes out or was empty.
 
         The first two get a note saying what to do instead. Returns the second try's filter
@@ -160,7 +162,7 @@ class ReplyMaker:
                                        temperature=REPEAT_RETRY_TEMPERATURE, **avoid)
         self._say(ask_again() if deadline is None else
                   FirstBy(ask_again, max(deadline, time.monotonic() + 1.0), self._late(turn_id)),
-                  notes, sentences, on_sentence)
+                  notes, sentences, on_sentence, question)
         return notes
 
     def _late(self, turn_id: int) -> Callable[[str], None]:

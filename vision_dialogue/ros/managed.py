@@ -143,10 +143,13 @@ class ManagedNode(DestroyedWhole, LifecycleNode):
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self.transition_error = None
+        # active before activate() runs: what it starts (the speech node's script, on its own
+        # thread) may publish at once, and a line said before the flag was set was dropped
+        self.active = True
         result = self._step("activate", self.activate)
         if result == TransitionCallbackReturn.SUCCESS:
-            self.active = True
             return super().on_activate(state)
+        self.active = False
         return result
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:

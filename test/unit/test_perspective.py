@@ -1,0 +1,60 @@
+"""The robot's side of a reply (core/perspective.py): echoed pronouns turned round, no more."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fake_chat_backend import FakeChatBackend
+from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.perspective import Person, from_own_side, question_person
+from vision_dialogue.core.persona import load_persona
+
+
+@pytest.mark.parametrize("question, reply, said", [
+    # the 1.5B's echoes on the perspective battery
+    ("Am I holding a cup of coffee?", "No, I am not holding a cup of coffee.",
+     "No, you are not holding a cup of coffee."),
+    ("Is there a flag behind me?", "No, there is no flag behind me.",
+     "No, there is no flag behind you."),
+    ("Is there a cup in front of you?", "No, there is no cup in front of you.",
+     "No, there is no cup in front of me."),
+    ("What am I wearing?", "I am wearing an orange space suit.",
+     "You are wearing an orange space suit."),
+    ("Is my suit orange?", "Yes, my suit is orange.", "Yes, your suit is orange."),
+    ("Are you tired?", "No, you are not tired.", "No, I am not tired."),
+    ("Hello. Is your name Pepper?", "Yes, your name is Pepper.", "Yes, my name is Pepper."),
+    ("Do you like cats?", "No, you do not.", "No, I do not."),
+    ("Am I late?", "Yes, you are. And I am sorry, I am late too.",
+     "Yes, you are. And I am sorry, I am late too."),
+    # already the robot's side, or not an echo: left as they are
+    ("Are you tired?", "No, I am not tired.", "No, I am not tired."),
+    ("Do I look tired?", "No, I think you look fresh.", "No, I think you look fresh."),
+    ("Am I late?", "I am not sure, but it is early.", "I am not sure, but it is early."),
+    ("Can you see me?", "Yes, I can see you.", "Yes, I can see you."),
+    ("Do you like coffee?", "Yes, and you should try it.", "Yes, and you should try it."),
+    ("Hello there!", "Hello, I am glad you came.", "Hello, I am glad you came."),
+    ("Show me the edges", "I drew the edges.", "I drew the edges."),
+])
+def test_an_echoed_question_is_said_from_the_robots_side(question, reply, said):
+    assert from_own_side(reply, question) == said
+
+
+def test_whose_pronouns_a_question_uses():
+    assert question_person("Am I smiling?") is Person.FIRST
+    assert question_person("Do you like cats?") is Person.SECOND
+    assert question_person("Do you like my outfit?") is None
+    assert question_person("Is it raining?") is None
+
+
+def test_the_reply_the_person_hears_is_turned_round():
+    """Wired into every reply: what is spoken and kept is the robot's side."""
+    be = FakeChatBackend(supports_images=False,
+                         responder=lambda m, k: "No, I am not holding a cup of coffee.")
+    conv = Conversation(be, load_persona(), ConversationConfig(),
+                        observer=lambda bgr: "one person, close, in the middle")
+    try:
+        conv.add_frame(np.full((60, 80, 3), 120, np.uint8))
+        result = conv.turn("Am I holding a cup of coffee?")
+    finally:
+        conv.close()
+    assert result.text == "No, you are not holding a cup of coffee."

@@ -1,0 +1,120 @@
+"""The robot's side of a reply: a question's pronouns echoed unswapped are turned round.
+
+A small model answers by copying the question, pronouns and all: "Am I holding a cup?" ->
+"No, I am not holding a cup.", "Is there a flag behind me?" -> "No, there is no flag behind
+me." (a third of the perspective battery right on the 1.5B). A clause of the reply that
+shares a word of substance with the question, or has no word but the question's and yes, no
+or not ("No, you do not." to "Do you like cats?"), and uses the question's own person (only
+that one: a clause with both "I" and "you" already took sides, one with "too" speaks of
+the robot) is said from the robot's side: "No, you are not holding a cup." Questions with
+both persons ("Can you see me?") are left alone. ROS-free.
+"""
+from __future__ import annotations
+
+import re
+from enum import Enum
+
+from vision_dialogue.core.focus import question_of
+
+
+class Person(Enum):
+    """Whose pronouns a question uses."""
+
+    FIRST = "first"      # the person speaks of themselves: I, me, my
+    SECOND = "second"    # of the robot: you, your
+
+
+_FIRST = {"i", "me", "my", "mine", "myself", "i'm", "i've", "i'll", "i'd"}
+_SECOND = {"you", "your", "yours", "yourself", "you're", "you've", "you'll", "you'd"}
+_TO_SECOND = {"i": "you", "me": "you", "my": "your", "mine": "yours", "myself": "yourself",
+              "i'm": "you're", "i've": "you've", "i'll": "you'll", "i'd": "you'd"}
+_TO_FIRST = {"your": "my", "yours": "mine", "yourself": "myself", "you're": "I'm",
+             "you've": "I've", "you'll": "I'll", "you'd": "I'd"}
+#: after "I" the verb changes with the subject ("I am" -> "you are"), and back
+_VERB_TO_SECOND = {"am": "are", "was": "were"}
+_VERB_TO_FIRST = {"are": "am", "were": "was"}
+#: words after which "you" is a subject ("you are", "you can") rather than an object
+_SUBJECT_NEXT = {"are", "were", "can", "could", "do", "did", "does", "will", "would", "have",
+                 "had", "should", "must", "may", "might", "look", "see", "like", "want",
+                 "need", "seem", "know", "think", "feel", "is", "am", "cannot", "can't",
+                 "don't", "didn't", "won't", "aren't", "weren't", "not"}
+_SMALL = {"the", "and", "but", "not", "are", "was", "were", "there", "here", "this", "that",
+          "what", "who", "does", "did", "can", "could", "have", "has", "had", "will", "would",
+          "with", "for", "any", "yes", "too", "now", "just", "still", "really"}
+#: "I am late too": the robot speaks of itself in the question's words
+_SELF_TOO = {"too", "also", "either"}
+#: words a short answer adds to the question's own ("No, you do not." to "Do you like cats?")
+_ANSWER_WORDS = {"yes", "no", "not", "don't", "doesn't", "can't", "cannot", "isn't", "aren't"}
+_WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)?|[^A-Za-z]+")
+_CLAUSE = re.compile(r"[^,;:.!?]+[,;:.!?]*")
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower().replace("’", "'"))
+
+
+def question_person(question: str) -> Person | None:
+    """The one person whose pronouns the question uses, or None (both or neither)."""
+    words = set(_words(question))
+    first, second = bool(words & _FIRST), bool(words & _SECOND)
+    return Person.FIRST if first and not second else Person.SECOND if second and not first \
+        else None
+
+
+def from_own_side(sentence: str, person_line: str) -> str:
+    """`sentence` with each clause that echoes the question's pronouns turned round."""
+    question = question_of(person_line)
+    # a question only: after a request ("Show me the edges") "I drew them" is the robot's own
+    person = question_person(question) if question.endswith("?") else None
+    if person is None or not sentence:
+        return sentence
+    substance = {w for w in _words(question) if len(w) > 2 and w not in _SMALL | _FIRST
+                 | _SECOND}
+    own = _FIRST if person is Person.FIRST else _SECOND
+    other = _SECOND if person is Person.FIRST else _FIRST
+    asked = set(_words(question)) | _ANSWER_WORDS
+    out = []
+    for clause in _CLAUSE.findall(sentence):
+        words = set(_words(clause))
+        if words & own and not words & other and not words & _SELF_TOO and \
+                (words & substance or words <= asked):
+            clause = _turn(clause, person, first=not any(c.isalpha() for c in "".join(out)))
+        out.append(clause)
+    return "".join(out)
+
+
+def _turn(clause: str, person: Person, first: bool) -> str:
+    """The clause's pronouns of `person` swapped for the other side's.
+
+    `first`: the clause starts the sentence, so its first word gets a capital.
+    """
+    tokens = _WORD.findall(clause)
+    words = [t.lower().replace("’", "'") for t in tokens]
+    out = list(tokens)
+    subject = False             # the last pronoun swapped was a subject ("I am" -> "you are")
+    for i, w in enumerate(words):
+        nxt = next((x for x in words[i + 1:] if x.strip()), "")
+        starts = first and not any(x.strip() for x in words[:i])
+        if person is Person.FIRST and w in _TO_SECOND:
+            out[i], subject = _cased(_TO_SECOND[w], starts), w == "i"
+            continue
+        if person is Person.SECOND and w == "you":
+            subject = nxt in _SUBJECT_NEXT or not any(x.strip() for x in words[:i])
+            out[i] = "I" if subject else _cased("me", starts)
+            continue
+        if person is Person.SECOND and w in _TO_FIRST:
+            out[i], subject = _cased(_TO_FIRST[w], starts), False
+            continue
+        verbs = _VERB_TO_SECOND if person is Person.FIRST else _VERB_TO_FIRST
+        if subject and w in verbs:
+            out[i] = _cased(verbs[w], tokens[i][:1].isupper())
+        if w.strip():
+            subject = False
+    return "".join(out)
+
+
+def _cased(word: str, capital: bool) -> str:
+    """`word` with a capital when `capital` ("I" always has one)."""
+    if word == "I" or word.startswith("I'"):
+        return word
+    return word[:1].upper() + word[1:] if capital else word
