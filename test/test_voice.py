@@ -233,7 +233,10 @@ def test_a_pause_after_an_open_word_does_not_cut_the_person_off(tmp_path, rig, p
         r = rig(path, reply=lambda t: "Yes.", ends_by_meaning=by_meaning,
                 partial_every=0).run()
         heard[by_meaning] = [u.text for u in r.utterances]
-    assert len(heard[True]) == 1 and "park" in heard[True][0].lower(), heard
+    # one turn from the first word to the last (the words between are the recogniser's:
+    # "park" came out as "arc" once on a loaded machine; its accuracy is tested above)
+    one = heard[True][0].lower() if len(heard[True]) == 1 else ""
+    assert "yesterday" in one and "dog" in one, heard
     assert len(heard[False]) == 2, heard
 
 
@@ -336,7 +339,8 @@ def test_the_words_at_each_pause_go_out_as_partial_lines(tmp_path, rig, piper):
     [timing] = r.backend.timings
     before_end = [text for t, text in r.partials if t < timing["vad_end"]]
     assert len(before_end) == 2, r.partials
-    assert "park" not in before_end[0].lower() and "park" in before_end[1].lower(), before_end
+    # the half line, then the whole (by its last word: "park" was heard as "arc" once)
+    assert "dog" not in before_end[0].lower() and "dog" in before_end[1].lower(), before_end
     assert words(before_end[1]) == words(r.utterances[0].text)
     r = rig(path, realtime=False, reply=lambda t: "Yes.", partial_every=0,
             partial_at_pause=False).run()
