@@ -369,6 +369,7 @@ def test_cli_record_then_play(ros_context, spin, tmp_path):
                              10)
     ex = SingleThreadedExecutor(context=ros_context)
     ex.add_node(node)
+    play = None
     try:
         assert spin(ex, lambda: pub.get_subscription_count() >= 2, 20.0), "recorder never matched"
         for i in range(3):
@@ -385,13 +386,16 @@ def test_cli_record_then_play(ros_context, spin, tmp_path):
                                                     "--wait-for-subscribers", "15"],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True)
-        assert spin(ex, lambda: len(got) == 3, 20.0), got
-        out, _ = play.communicate(timeout=20)
+        # play ends by itself once it has played: that is the event to wait for (a loaded
+        # machine took longer than a fixed 20 s to start it), spinning meanwhile to receive
+        assert spin(ex, lambda: play.poll() is not None or len(got) == 3, 120.0), got
+        out, _ = play.communicate(timeout=60)
+        spin(ex, lambda: len(got) == 3, 5.0)            # what was sent just before it ended
         assert play.returncode == 0, out
-        assert got == ["cli 0", "cli 1", "cli 2"]
+        assert got == ["cli 0", "cli 1", "cli 2"], out
     finally:
-        for p in (rec,):
-            if p.poll() is None:
+        for p in (rec, play):
+            if p is not None and p.poll() is None:
                 p.kill()
         ex.remove_node(node)
         node.destroy_node()
