@@ -146,7 +146,7 @@ def run_child(variant: str, video: str, seconds: float, warmup: float,
         def _make_source(self):
             import cv2
 
-            from vision_dialogue.camera.sources import CameraSource, Frame
+            from vision_dialogue.camera.sources import CameraSource, CapturedFrame
             cap = cv2.VideoCapture(video)
             frames = []
             while len(frames) < 30:
@@ -166,7 +166,7 @@ def run_child(variant: str, video: str, seconds: float, warmup: float,
                 def read(self):
                     img, jpeg = frames[self.i % len(frames)]
                     self.i += 1
-                    return Frame(img, time.time_ns(), jpeg=jpeg, index=self.i - 1)
+                    return CapturedFrame(img, time.time_ns(), jpeg=jpeg, index=self.i - 1)
             return MemorySource()
 
     cls = {"naive": NaiveCameraNode, "publish_only": MemorySourceNode}.get(variant, CameraNode)

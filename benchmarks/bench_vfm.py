@@ -43,7 +43,8 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     img = cv2.resize(skimage.data.astronaut(), (a.size, a.size), interpolation=cv2.INTER_AREA)
-    text = {"vqa": "what is this?", "detect": "man", "replace": "man, robot", "remove": "man"}
+    text = {"vqa": "what is this?", "detect": "man", "replace": "man, robot", "remove": "man",
+            "outpaint": "2x"}
     ops = [o for o in a.tools.split(",") if o] or [t.op for t in registry.TOOLS]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
