@@ -166,8 +166,9 @@ def test_record_rejects_bad_params(ros_context, tmp_path):
     assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
 
 
-def _write_bag(path: Path, storage: str, spacing_s: float, count: int):
-    """A bag with `count` utterances `spacing_s` apart plus one image, written by rosbags."""
+def _write_bag(path: Path, storage: str, spacing_s: float, count: int,
+               topic: str = "/dialogue/utterance"):
+    """A bag with `count` utterances `spacing_s` apart on `topic` plus one image (rosbags)."""
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rclpy.serialization import serialize_message
     from vision_dialogue.ros.image_msgs import to_image_msg
@@ -176,7 +177,7 @@ def _write_bag(path: Path, storage: str, spacing_s: float, count: int):
     plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
     t0 = 1_000_000_000_000
     with Writer(path, version=9, storage_plugin=plugin) as w:
-        cu = w.add_connection("/dialogue/utterance", "vision_dialogue/msg/Utterance",
+        cu = w.add_connection(topic, "vision_dialogue/msg/Utterance",
                               typestore=store,
                               offered_qos_profiles=[bag_qos("dialogue/utterance")])
         ci = w.add_connection("/camera/image_raw", "sensor_msgs/msg/Image", typestore=store,
@@ -302,12 +303,15 @@ def test_play_waits_for_subscribers(ros_context, spin, tmp_path):
     """
     from vision_dialogue.cli.bag_play import BagPlayer
     from vision_dialogue.msg import Utterance
+    # a topic of its own: another test's process in this worker's ROS domain subscribed to
+    # the global dialogue/utterance, and the player (rightly) played to it
+    topic = "/wait27/dialogue/utterance"
     bag = tmp_path / "bag"
-    _write_bag(bag, "sqlite3", spacing_s=0.01, count=3)
+    _write_bag(bag, "sqlite3", spacing_s=0.01, count=3, topic=topic)
     player = BagPlayer(context=ros_context, parameter_overrides=[
         Parameter("bag", value=str(bag)), Parameter("clock", value=False),
         Parameter("start_delay", value=0.0), Parameter("wait_for_subscribers", value=10.0),
-        Parameter("topics", value=["/dialogue/utterance"])])
+        Parameter("topics", value=[topic])])
     ex = _executor(ros_context, player)
     sink = None
     try:
@@ -315,7 +319,7 @@ def test_play_waits_for_subscribers(ros_context, spin, tmp_path):
         assert player.published == 0 and not player.finished.done()   # still waiting
         sink = Node("late_sink", context=ros_context)
         got = []
-        sink.create_subscription(Utterance, "/dialogue/utterance", lambda m: got.append(m.text),
+        sink.create_subscription(Utterance, topic, lambda m: got.append(m.text),
                                  10)
         ex.add_node(sink)
         assert spin(ex, lambda: len(got) == 3, 10.0), got
