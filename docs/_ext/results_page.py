@@ -2,8 +2,9 @@
 
 For each benchmark: its runs (date, commit, CPU, load, command), then each numeric figure of
 the result with the value of every run and the spread, so no figure stands for more than
-the runs that made it; runs of different variants (VARIANT_KEYS) get a table each. Nested results are flattened to dotted names; lists of numbers are
-shown whole; long tables of per-item rows are left in the file (its path is given).
+the runs that made it; runs of different variants (VARIANT_KEYS) get a table each. Nested
+results are flattened to dotted names; lists of numbers are shown whole; long tables of
+per-item rows are left in the file (its path is given).
 """
 from __future__ import annotations
 
