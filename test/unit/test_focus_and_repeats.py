@@ -12,7 +12,7 @@ import pytest
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.focus import (ABOUT_THE_PERSON_NOTE, SOFT_YES_NO_NOTE, YES_NO_NOTE,
-                                        asked_about, asks_to_repeat, focus_note, is_yes_no,
+                                        Person, asked_about, asks_to_repeat, focus_note, is_yes_no,
                                         question_of)
 from vision_dialogue.core.persona import load_persona
 from vision_dialogue.core.reply_filter import NoteFilter, near_repeat
@@ -29,14 +29,14 @@ def test_yes_no_questions(text, yes_no):
 
 
 @pytest.mark.parametrize("text, about", [
-    ("Am I wearing orange?", "person"), ("Do I look tired?", "person"),
-    ("Is my suit orange?", "person"), ("What am I wearing?", "person"),
-    ("Is there a flag behind me?", "person"), ("Are you tired?", "robot"),
-    ("Hello! Do you have a cat?", "robot"), ("Can you see me?", "robot"),
-    ("Do you like my outfit?", ""), ("Is there a cup?", ""), ("Thank you!", "")])
+    ("Am I wearing orange?", Person.FIRST), ("Do I look tired?", Person.FIRST),
+    ("Is my suit orange?", Person.FIRST), ("What am I wearing?", Person.FIRST),
+    ("Is there a flag behind me?", Person.FIRST), ("Are you tired?", Person.SECOND),
+    ("Hello! Do you have a cat?", Person.SECOND), ("Can you see me?", Person.SECOND),
+    ("Do you like my outfit?", None), ("Is there a cup?", None), ("Thank you!", None)])
 def test_whom_a_question_is_about(text, about):
     """The 1.5B echoed the question's pronoun; the note says whose side to answer from."""
-    assert asked_about(text) == about
+    assert asked_about(text) is about
 
 
 def test_the_question_is_the_last_asked_sentence():

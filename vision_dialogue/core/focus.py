@@ -10,6 +10,7 @@ only; it never enters the timeline.
 from __future__ import annotations
 
 import re
+from enum import Enum
 from typing import Collection, Sequence
 
 YES_NO_START = ("am", "is", "are", "was", "were", "do", "does", "did", "can", "could", "will",
@@ -73,17 +74,25 @@ _ABOUT_THE_ROBOT = re.compile(r"^(?:(?:what|how|where|why)\s+)?(?:are|were|do|di
                               r"could|will|would)\s+you\b")
 
 
-def asked_about(text: str) -> str:
-    """Whom the question is about: "person" ("Am I smiling?"), "robot" ("Are you tired?"), "".
+class Person(Enum):
+    """Whom a question is about, by its pronouns."""
+
+    FIRST = "first"      # the person speaks of themselves: I, me, my
+    SECOND = "second"    # of the robot: you, your
+
+
+def asked_about(text: str) -> Person | None:
+    """Whom the question is about: FIRST ("Am I smiling?"), SECOND ("Are you tired?"), None.
 
     The 1.5B model echoed the question's pronoun ("Am I wearing orange?" -> "Yes, I am wearing
     orange."): a third of the perspective battery right. A question that is about both ("Can
-    you see me?") or neither gets "".
+    you see me?") or neither gets None.
     """
     question = question_of(text).lower().replace("’", "'")
     person, robot = bool(_ABOUT_THE_PERSON.search(question)), bool(
         _ABOUT_THE_ROBOT.search(question))
-    return "person" if person and not robot else "robot" if robot and not person else ""
+    return Person.FIRST if person and not robot else Person.SECOND if robot and not person \
+        else None
 
 
 def asks_to_repeat(text: str) -> bool:
@@ -130,7 +139,7 @@ def focus_note(text: str, past: bool = False, memories: Sequence[str] = (),
                      if wanted else NOT_NOW_NOTE)
     if is_yes_no(text) and not asks_to_act(text, acts):
         parts.append(SOFT_YES_NO_NOTE if style == "soft" else YES_NO_NOTE)
-    if asked_about(text) == "person":
+    if asked_about(text) is Person.FIRST:
         # only this side: a note on questions about the robot ("answer with I") changed its
         # opinions and lowered the consistency battery (0.95 to 0.85); its echoes are turned
         # round by core/perspective.py instead

@@ -12,16 +12,8 @@ both persons ("Can you see me?") are left alone. ROS-free.
 from __future__ import annotations
 
 import re
-from enum import Enum
 
-from vision_dialogue.core.focus import question_of
-
-
-class Person(Enum):
-    """Whose pronouns a question uses."""
-
-    FIRST = "first"      # the person speaks of themselves: I, me, my
-    SECOND = "second"    # of the robot: you, your
+from vision_dialogue.core.focus import Person, question_of
 
 
 _FIRST = {"i", "me", "my", "mine", "myself", "i'm", "i've", "i'll", "i'd"}
