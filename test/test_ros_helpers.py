@@ -294,3 +294,53 @@ def test_what_activate_starts_finds_the_node_active(ros_context):
         assert heard == ["Hallo robot"] and node.active and node.ignored_inactive == 0
     finally:
         node.destroy_node()
+
+
+def test_a_killed_nodes_shared_memory_is_found_and_fast_dds_cleans_it(tmp_path):
+    """A node killed with -9 leaves its 64 MB segment: found, and freed by `fastdds shm clean`.
+
+    Each suite run killed a few nodes on purpose, and their segments stayed in /dev/shm (RAM)
+    until a machine that had run the suite many times slowed down for lack of memory.
+    """
+    import re
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from installed.user_env import until
+    from vision_dialogue.ros.dds import SEGMENT_BYTES, zombie_segments
+    if shutil.which("fastdds") is None:
+        pytest.skip("Fast DDS' `fastdds` tool is not on PATH (source env.sh)")
+    program = tmp_path / "node.py"
+    program.write_text(
+        "import rclpy\n"
+        "from vision_dialogue.ros.node_runner import run_node\n"
+        "def make():\n"
+        "    node = rclpy.create_node('shm_node')\n"
+        "    node.get_logger().info('up')\n"
+        "    return node\n"
+        "raise SystemExit(run_node(make, 'shm_node'))\n")
+    log = tmp_path / "node.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, str(program), "--ros-args", "--log-level",
+                                 "info"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        assert until(lambda: "up" in log.read_text(), 60), log.read_text()
+        maps = Path(f"/proc/{proc.pid}/maps").read_text()
+        own = sorted(set(re.findall(r"/dev/shm/(fastdds_[0-9a-z]{16})\b", maps)))
+        assert own, "the node maps no Fast DDS segment of its own"
+        segment = Path("/dev/shm") / own[0]
+        assert segment.stat().st_size >= SEGMENT_BYTES             # our profile's size
+        assert segment not in zombie_segments()                     # alive: not a zombie
+        proc.kill()
+        proc.wait()
+        assert segment.is_file() and segment in zombie_segments()
+        clean = subprocess.run(["fastdds", "shm", "clean"], capture_output=True, text=True,
+                               timeout=60)
+        assert clean.returncode == 0, clean.stderr
+        assert not segment.exists() and segment not in zombie_segments()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

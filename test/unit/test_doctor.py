@@ -55,6 +55,29 @@ def test_dds_profile_settings(monkeypatch, tmp_path):
     assert doctor.check_dds(Config()).result == FAIL
 
 
+def test_shared_memory_of_killed_processes_is_found_and_live_segments_are_not(
+        monkeypatch, tmp_path):
+    import fcntl
+
+    from vision_dialogue.ros import dds
+    live, dead = "fastdds_00000000000000aa", "fastdds_00000000000000bb"
+    for name in (live, dead):
+        (tmp_path / name).write_bytes(b"\0" * 4096)
+        (tmp_path / f"{name}_el").write_bytes(b"")
+    (tmp_path / "fastdds_port7411").write_bytes(b"")        # a port, not a segment
+    with open(tmp_path / f"{live}_el", "ab") as held:        # as a running process holds it
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert dds.zombie_segments(tmp_path) == [tmp_path / dead]
+        monkeypatch.setattr(dds, "SHM_DIR", tmp_path)
+        monkeypatch.setattr(dds.zombie_segments, "__defaults__", (tmp_path,))
+        row = doctor.check_shared_memory(Config())
+        assert row.result == WARN and row.detail.startswith("1 Fast DDS segment")
+        assert row.fix.startswith("fastdds shm clean")
+        (tmp_path / dead).unlink()
+        assert doctor.check_shared_memory(Config()).result == OK
+    assert dds.zombie_segments(tmp_path / "absent") == []
+
+
 def test_furhat_reached_or_not(monkeypatch):
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))

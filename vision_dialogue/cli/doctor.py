@@ -7,11 +7,12 @@
     doctor --health                          # + the running nodes' /diagnostics
 
 Checks: ROS import and the package build; the DDS transport settings for large frames; the
-default model's cache; camera devices; the LLM endpoint (reachable, the model listed, images
-taken with --images); VFM checkpoints per tool; the Furhat robot when configured; the local
-voice (its models, PortAudio, a microphone when one is configured); free disk for
-transcripts. Prints a table (check, result, detail, fix). Exit code 0 when no check
-failed (warnings and skipped checks pass), 1 otherwise, 2 for bad arguments.
+shared memory that killed processes left behind; the default model's cache; camera devices;
+the LLM endpoint (reachable, the model listed, images taken with --images); VFM checkpoints
+per tool; the Furhat robot when configured; the local voice (its models, PortAudio, a
+microphone when one is configured); free disk for transcripts. Prints a table (check,
+result, detail, fix). Exit code 0 when no check failed (warnings and skipped checks pass), 1
+otherwise, 2 for bad arguments.
 """
 from __future__ import annotations
 
@@ -117,6 +118,25 @@ def check_dds(cfg: Config) -> Check:
                      "use config/fastdds.xml (64 MB segments)")
     return Check(name, OK, f"profile {profile}"
                  + (f" (segment {segment >> 20} MB)" if segment else ""))
+
+
+def check_shared_memory(cfg: Config) -> Check:
+    name = "shared memory of ended processes"
+    from vision_dialogue.ros.dds import zombie_segments
+    left = zombie_segments()
+    if not left:
+        return Check(name, OK, "none left behind")
+    held = sum(_size(p) for p in left)
+    return Check(name, WARN, f"{len(left)} Fast DDS segment(s) of killed processes hold "
+                 f"{held / (1 << 20):.0f} MB of memory",
+                 "fastdds shm clean (Fast DDS' own tool: removes only those of ended processes)")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _segment_size(path: Path) -> int | None:
@@ -367,9 +387,9 @@ def check_disk(cfg: Config) -> Check:
 
 
 CHECKS: tuple[Callable[[Config], Check], ...] = (
-    check_ros, check_dds, check_default_model, check_camera, check_frames, check_llm,
-    check_perception_interfaces, check_object_detector, check_vfm, check_furhat, check_voice,
-    check_disk)
+    check_ros, check_dds, check_shared_memory, check_default_model, check_camera, check_frames,
+    check_llm, check_perception_interfaces, check_object_detector, check_vfm, check_furhat,
+    check_voice, check_disk)
 
 
 # ---------------------------------------------------------------------------- CLI

@@ -13,6 +13,7 @@ VD_NO_DDS_PROFILE=1 keeps Fast DDS' own defaults.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from vision_dialogue.core.resources import ResourceNotFound, config_file
@@ -25,6 +26,10 @@ OPT_OUT_ENV = "VD_NO_DDS_PROFILE"
 SEGMENT_BYTES = 64 * 1024 * 1024
 #: the largest raw frame that crosses processes reliably with the profile (1920x1080 bgr8)
 MAX_FRAME_BYTES = 1920 * 1080 * 3
+#: where Fast DDS keeps its shared-memory segments on Linux
+SHM_DIR = Path("/dev/shm")
+#: a participant's segment's lock file: `fastdds_<16 hex>_el`, held while its process lives
+_SEGMENT_LOCK = re.compile(r"^fastdds_[0-9a-z]{16}_el$")
 
 
 def profile_path() -> Path | None:
@@ -52,3 +57,31 @@ def apply_default_profile(env: dict | None = None) -> str | None:
         return None
     env[PROFILE_ENV] = str(p)
     return str(p)
+
+
+def zombie_segments(shm_dir: Path = SHM_DIR) -> list[Path]:
+    """Shared-memory segments whose process is gone: each still holds its memory.
+
+    Fast DDS writes every participant's segment in full (64 MB with our profile) and removes
+    it when the process ends cleanly; a killed or crashed process leaves it behind, and
+    `fastdds shm clean` (Fast DDS' own tool) removes it. A live participant holds an
+    exclusive lock on the segment's `_el` file, which is how that tool tells them apart too.
+    """
+    import fcntl
+    try:
+        names = sorted(os.listdir(shm_dir))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if not _SEGMENT_LOCK.match(name):
+            continue
+        try:
+            with open(shm_dir / name, "ab") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)   # released when closed
+        except OSError:
+            continue            # locked: its process is alive (or the file just went)
+        segment = shm_dir / name[:-len("_el")]
+        if segment.is_file():
+            found.append(segment)
+    return found
