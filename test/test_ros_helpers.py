@@ -261,7 +261,10 @@ def test_a_running_node_prints_its_stacks_on_request_and_runs_on(tmp_path):
     try:
         assert until(lambda: "up" in log.read_text(), 60), log.read_text()
         proc.send_signal(STACKS_SIGNAL)
-        assert until(lambda: "most recent call first" in log.read_text(), 30), log.read_text()
+        # the whole dump first (a Ctrl-C that came while it was written was lost): the main
+        # thread is the oldest, written last, and its last frame is the program's module
+        assert until(lambda: f'"{program}", line 7 in <module>' in log.read_text(), 30), \
+            log.read_text()
         assert proc.poll() is None
         # Ctrl-C; a node still up after 30 s writes its stacks (again) before it is killed
         assert stop(proc, timeout=30) == 0, log.read_text()
@@ -327,19 +330,22 @@ def test_a_killed_nodes_shared_memory_is_found_and_fast_dds_cleans_it(tmp_path):
                                  "info"], stdout=out, stderr=subprocess.STDOUT)
     try:
         assert until(lambda: "up" in log.read_text(), 60), log.read_text()
-        maps = Path(f"/proc/{proc.pid}/maps").read_text()
-        own = sorted(set(re.findall(r"/dev/shm/(fastdds_[0-9a-z]{16})\b", maps)))
-        assert own, "the node maps no Fast DDS segment of its own"
-        segment = Path("/dev/shm") / own[0]
-        assert segment.stat().st_size >= SEGMENT_BYTES             # our profile's size
-        assert segment not in zombie_segments()                     # alive: not a zombie
+        # its own segment: the one whose lock file it holds (it maps its peers' segments too)
+        held = {int(f[5].split(":")[2]) for f in
+                (line.split() for line in Path("/proc/locks").read_text().splitlines())
+                if f[1] == "FLOCK" and f[4] == str(proc.pid)}
+        own = [Path(str(lock)[:-len("_el")]) for lock in Path("/dev/shm").glob("fastdds_*_el")
+               if re.fullmatch(r"fastdds_[0-9a-z]{16}_el", lock.name)
+               and lock.stat().st_ino in held]
+        assert max(p.stat().st_size for p in own) >= SEGMENT_BYTES, own   # our profile's
+        assert not set(own) & set(zombie_segments())                 # alive: not zombies
         proc.kill()
         proc.wait()
-        assert segment.is_file() and segment in zombie_segments()
+        assert all(p.is_file() for p in own) and set(own) <= set(zombie_segments())
         clean = subprocess.run(["fastdds", "shm", "clean"], capture_output=True, text=True,
                                timeout=60)
         assert clean.returncode == 0, clean.stderr
-        assert not segment.exists() and segment not in zombie_segments()
+        assert not any(p.exists() for p in own)
     finally:
         if proc.poll() is None:
             proc.kill()
