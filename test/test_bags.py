@@ -324,6 +324,7 @@ def test_play_waits_for_subscribers(ros_context, spin, tmp_path):
         ex.add_node(sink)
         assert spin(ex, lambda: len(got) == 3, 10.0), got
         assert got == ["line 0", "line 1", "line 2"]
+        assert player.flush(5.0)         # all confirmed: the player process may end now
     finally:
         player.close()
         ex.shutdown()

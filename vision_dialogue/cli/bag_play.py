@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import rclpy
+from rclpy.duration import Duration
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -179,6 +180,15 @@ class BagPlayer(DestroyedWhole, Node):
             self.published += 1
             self.sent.append((time.monotonic(), conn.topic))
 
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until each reliable subscriber has confirmed what was played; False if not all.
+
+        The player sees a subscriber before that subscriber has seen the player: what is played
+        meanwhile is resent when it has, but not if the process has ended by then.
+        """
+        left = Duration(seconds=timeout)
+        return all(pub.wait_for_all_acked(left) for pub in self._pubs.values())
+
     def close(self) -> None:
         """Stop playback and close the bag."""
         self._stop.set()
@@ -236,6 +246,8 @@ def main(args=None) -> int:
         executor.add_node(node)
         try:
             executor.spin_until_future_complete(node.finished)
+            if not node.flush():
+                node.get_logger().warning("a subscriber did not confirm every message played")
             node.get_logger().info(f"played {node.published} messages")
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
