@@ -38,8 +38,8 @@ class Peer:
         self.node = rclpy.create_node("peer", context=ctx)
         self.utterances: list[Utterance] = []
         self.states: list[int] = []
-        self.node.create_subscription(Utterance, "dialogue/utterance",
-                                      self.utterances.append, 10)
+        self.sub = self.node.create_subscription(Utterance, "dialogue/utterance",
+                                                 self.utterances.append, 10)
         qos = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.node.create_subscription(SpeechState, "dialogue/speech_state",
@@ -62,15 +62,23 @@ def rig(ros_context, spin):
     made = []
 
     def make(params: dict, **kw):
-        overrides = [Parameter(k, value=v) for k, v in params.items()]
+        # started by the test once both sides of both topics have matched: a publisher sees a
+        # subscriber before that subscriber sees it, and what it sends meanwhile is lost (the
+        # script's first line was, in a fresh-clone run)
+        overrides = [Parameter(k, value=v) for k, v in {"managed": True, **params}.items()]
         node = SpeechNode(context=ros_context, parameter_overrides=overrides, **kw)
         peer = Peer(ros_context)
         ex = SingleThreadedExecutor(context=ros_context)
         ex.add_node(node)
         ex.add_node(peer.node)
         made.append((node, peer, ex))
+        replies = [sub for sub in node.subscriptions if sub.topic_name.endswith("dialogue/reply")]
         assert spin(ex, lambda: peer.pub.get_subscription_count() >= 1
-                    and node.pub_utterance.get_subscription_count() >= 1, timeout=10)
+                    and replies[0].get_publisher_count() >= 1
+                    and node.pub_utterance.get_subscription_count() >= 1
+                    and peer.sub.get_publisher_count() >= 1, timeout=10)
+        if not params.get("managed"):
+            node.start_lifecycle(False)       # configure and activate, as a node does at start
         return node, peer, ex
 
     yield make
