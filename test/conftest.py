@@ -104,6 +104,21 @@ def spin_until(executor, predicate, timeout: float = 5.0, step: float = 0.02) ->
     return bool(predicate())
 
 
+def matched(publisher, *readers, count: int = 1) -> bool:
+    """Both sides of a match: the publisher's and the readers' subscriptions on its topic.
+
+    `publisher` sees `count` subscribers, and each subscription of the `readers` nodes on its
+    topic sees a publisher. A publisher sees a subscriber before that subscriber sees it, and
+    what it sends meanwhile is lost to that subscriber (volatile): waiting on the publisher's
+    side alone is a race.
+    """
+    if publisher.get_subscription_count() < count:
+        return False
+    topic = publisher.topic_name
+    return all(sub.get_publisher_count() >= 1 for node in readers
+               for sub in node.subscriptions if sub.topic_name == topic)
+
+
 def start_bag_player(ctx, bag, topics: list[str], nodes: list, timeout: float = 5.0):
     """`bag_play` of `topics`, with `nodes`, on one single-threaded executor: (player, executor).
 
@@ -120,8 +135,8 @@ def start_bag_player(ctx, bag, topics: list[str], nodes: list, timeout: float = 
     ex = SingleThreadedExecutor(context=ctx)
     for n in (*nodes, player):
         ex.add_node(n)
-    assert spin_until(ex, lambda: all(p.get_subscription_count() >= 1
-                                      for p in player._pubs.values()), timeout)
+    assert spin_until(ex, lambda: all(matched(p, *nodes) for p in player._pubs.values()),
+                      timeout)
     player.start()
     return player, ex
 

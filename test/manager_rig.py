@@ -14,7 +14,7 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CompressedImage, Image
 from skimage import data
 
-from conftest import spin_until
+from conftest import matched, spin_until
 from fake_openai import FakeOpenAI
 from vision_dialogue.manager_node import ManagerNode
 from vision_dialogue.msg import PromptState, Reply as ReplyMsg, Utterance
@@ -57,11 +57,10 @@ class Rig:
         self.ex = MultiThreadedExecutor(num_threads=2, context=ctx)
         self.ex.add_node(self.node)
         self.ex.add_node(self.io)
-        assert self.wait(lambda: self.img_pub.get_subscription_count() >= 1
-                         and self.jpg_pub.get_subscription_count() >= 1
-                         and self.utt_pub.get_subscription_count() >= 1
-                         and self.node.reply_pub.get_subscription_count() >= 1
-                         and self.node.state_pub.get_subscription_count() >= 1)
+        assert self.wait(lambda: all(matched(p, self.node) for p in
+                                     (self.img_pub, self.jpg_pub, self.utt_pub))
+                         and matched(self.node.reply_pub, self.io)
+                         and matched(self.node.state_pub, self.io))
 
     def wait(self, pred, timeout=10.0):
         return spin_until(self.ex, pred, timeout=timeout)

@@ -19,6 +19,7 @@ import pytest
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import CompressedImage
 
+from conftest import matched
 from fake_openai import FakeOpenAI, Reply
 from manager_rig import Rig, photo, running_manager
 from vision_dialogue.core.persona import load_persona
@@ -522,8 +523,8 @@ def test_transcript_survives_kill_9_mid_turn(ros_context, tmp_path):
         ex = SingleThreadedExecutor(context=ros_context)
         ex.add_node(io_node)
         try:
-            assert spin_until(ex, lambda: utt.get_subscription_count() and
-                              img.get_subscription_count(), timeout=20)
+            assert spin_until(ex, lambda: matched(utt, *ex.get_nodes())
+                              and matched(img, *ex.get_nodes()), timeout=20)
             # frames and the utterance come on different topics, in no set order: the
             # utterance goes once the manager holds three frames (sent until it does: on a
             # busy machine the first went before the manager took any)

@@ -13,6 +13,7 @@ import pytest
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import CompressedImage
 
+from conftest import matched
 from fake_openai import FakeOpenAI, Reply
 from manager_rig import REPLY, Rig, photo, responder
 from vision_dialogue.manager_node import ManagerNode
@@ -383,7 +384,7 @@ def test_the_robot_remarks_on_a_changed_scene_but_not_while_it_speaks(ros_contex
         assert rig.finals()[0].in_reply_to == ""
         asked = fake.requests[-1]["messages"][-1]
         assert asked["role"] == "system" and "just changed" in asked["content"]
-        assert rig.wait(lambda: state_pub.get_subscription_count() >= 1)
+        assert rig.wait(lambda: matched(state_pub, rig.node))
         state_pub.publish(SpeechState(state=SpeechState.SPEAKING))
         assert rig.wait(lambda: rig.node.proactive._busy)
         time.sleep(1.1)
@@ -400,7 +401,7 @@ def test_camera_users_reach_the_prompt_and_the_transcript(ros_context, fake, tmp
     users_pub = rig.io.create_publisher(DetectedUsers, "camera/users", 10)
     events = _event_sink(rig)
     try:
-        assert rig.wait(lambda: users_pub.get_subscription_count() >= 1)
+        assert rig.wait(lambda: matched(users_pub, rig.node))
         u = DetectedUser(id="4", emotion="surprised")
         u.position.x, u.position.z = -0.6, 1.4
         users_pub.publish(DetectedUsers(users=[u]))
@@ -421,7 +422,7 @@ def test_a_wave_between_frames_reaches_the_prompt_and_is_answered(ros_context, f
               proactive_quiet=0.0)
     events_pub = rig.io.create_publisher(VisualEvent, "camera/events", 10)
     try:
-        assert rig.wait(lambda: events_pub.get_subscription_count() >= 1)
+        assert rig.wait(lambda: matched(events_pub, rig.node))
         time.sleep(1.1)                     # no remark in the first proactive_interval
         events_pub.publish(VisualEvent(kind="wave", text="someone on the left waved",
                                        where="on the left", confidence=1.0))
@@ -566,7 +567,7 @@ def test_the_faces_records_reach_the_transcript_and_the_monitor(ros_context, fak
     face_pub = rig.io.create_publisher(String, "dialogue/face", 10)
     events = _event_sink(rig)
     try:
-        assert rig.wait(lambda: face_pub.get_subscription_count() >= 1)
+        assert rig.wait(lambda: matched(face_pub, rig.node))
         rig.say("My dog died yesterday.")
         record = {"moment": "heard", "line": "My dog died yesterday.", "turn_id": 0,
                   "expression": "sad", "valence": -0.56, "arousal": -0.3, "confidence": 0.8,
@@ -594,7 +595,7 @@ def test_summaries_wait_while_dialogue_hearing_says_the_person_speaks(
     rig = Rig(ros_context, fake, tmp_path, n=4, m=3, newest_max_side=320, older_max_side=128)
     try:
         hearing = rig.io.create_publisher(Bool, "dialogue/hearing", RELIABLE_QOS)
-        assert rig.wait(lambda: hearing.get_subscription_count() >= 1)
+        assert rig.wait(lambda: matched(hearing, rig.node))
         hearing.publish(Bool(data=True))
         held = rig.node.conversation.summariser
         assert rig.wait(lambda: held._held_since is not None)

@@ -22,7 +22,7 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import String
 from skimage import data
 
-from conftest import spin_until
+from conftest import matched, spin_until
 from fake_openai import FakeOpenAI, Reply
 from vision_dialogue.ros.image_msgs import from_image_msg, to_image_msg
 from vision_dialogue.manager_node import ManagerNode
@@ -111,11 +111,9 @@ class Rig:
                                     lambda m: self.events.append(json.loads(m.data)), RECORDS_QOS)
         for n in self.nodes:
             self.ex.add_node(n)
-        assert self.wait(lambda: self.img_pub.get_subscription_count() >= 1
-                         and self.utt_pub.get_subscription_count() >= 1
-                         and self.shared_pub.get_subscription_count() >= 1
-                         and self.node.reply_pub.get_subscription_count() >= 1
-                         and self.node.vcg.image_pub.get_subscription_count() >= 1)
+        assert self.wait(lambda: all(matched(p, *self.nodes) for p in (
+            self.img_pub, self.utt_pub, self.shared_pub, self.node.reply_pub,
+            self.node.vcg.image_pub)))
 
     def wait(self, pred, timeout=15.0):
         return spin_until(self.ex, pred, timeout=timeout)

@@ -16,7 +16,7 @@ from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
 from std_msgs.msg import String
 
-from conftest import spin_until
+from conftest import matched, spin_until
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.persona import load_persona
@@ -189,7 +189,7 @@ def test_node_shows_the_managers_event_records(ros_context):
     ex.add_node(node)
     ex.add_node(io)
     try:
-        assert spin_until(ex, lambda: pub.get_subscription_count() >= 1, timeout=10)
+        assert spin_until(ex, lambda: matched(pub, *ex.get_nodes()), timeout=10)
         pub.publish(String(data=json.dumps({"type": "user", "turn_id": 1, "text": "Hi there"})))
         pub.publish(String(data="{not json"))          # skipped with a warning
         pub.publish(String(data=json.dumps({"type": "reply", "turn_id": 1, "text": "Hello!",

@@ -19,7 +19,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from rclpy.serialization import deserialize_message
 
-from conftest import start_bag_player
+from conftest import matched, start_bag_player
 from fake_openai import FakeOpenAI
 from vision_dialogue.cli.bags import read_messages
 
@@ -103,8 +103,8 @@ def test_replay_reproduces_prompt_timeline(ros_context, spin, tmp_path, fake_llm
     rng = np.random.default_rng(27)
     frames = 0
     try:
-        assert spin(ex, lambda: pub_img.get_subscription_count() >= 2
-                    and pub_utt.get_subscription_count() >= 2, 5.0)
+        assert spin(ex, lambda: matched(pub_img, *ex.get_nodes(), count=2)
+                    and matched(pub_utt, *ex.get_nodes(), count=2), 5.0)
 
         def frame():
             nonlocal frames

@@ -15,6 +15,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import (DurabilityPolicy, QoSProfile, ReliabilityPolicy,
                        qos_profile_sensor_data)
 
+from conftest import matched
 from fake_chat_backend import FakeChatBackend
 
 RELIABLE10 = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -99,7 +100,7 @@ def test_image_subscription_follows_a_reliable_driver(ros_context, spin):
         assert sub.qos.reliability == ReliabilityPolicy.BEST_EFFORT
         pub = driver.create_publisher(Image, "camera/image_raw", RELIABLE10)
         assert spin(ex, lambda: sub.qos.reliability == ReliabilityPolicy.RELIABLE, 5.0)
-        assert spin(ex, lambda: pub.get_subscription_count() == 1, 5.0)
+        assert spin(ex, lambda: matched(pub, *ex.get_nodes()), 5.0)
         for i in range(5):
             pub.publish(frame())
         assert spin(ex, lambda: m.frames_received == 5, 5.0)
@@ -164,8 +165,8 @@ def test_reply_and_state_stamps_follow_sim_time_from_a_bag(ros_context, spin, tm
                                                                     "/clock"])])
     ex = executor(ros_context, m, sink, player)
     try:
-        assert spin(ex, lambda: all(p.get_subscription_count() for p in player._pubs.values()),
-                    5.0)
+        assert spin(ex, lambda: all(matched(p, *ex.get_nodes())
+                                    for p in player._pubs.values()), 5.0)
         player.start()
         assert spin(ex, lambda: any(r.final for r in replies), 10.0), "no reply"
         m.publish_state()
@@ -200,7 +201,7 @@ def test_bags_keep_each_publishers_qos(ros_context, spin, tmp_path):
         Parameter("topics", value=["dialogue/speech_state", "camera/image_raw"])])
     ex = executor(ros_context, src, rec)
     try:
-        assert spin(ex, lambda: cam.get_subscription_count() == 1, 5.0)
+        assert spin(ex, lambda: matched(cam, *ex.get_nodes()), 5.0)
         sent = time.time_ns()
         for _ in range(3):
             cam.publish(frame())
@@ -224,7 +225,8 @@ def test_bags_keep_each_publishers_qos(ros_context, spin, tmp_path):
     sink.create_subscription(Image, "camera/image_raw", got.append, 10)   # default: RELIABLE
     ex = executor(ros_context, player, sink)
     try:
-        assert spin(ex, lambda: player._pubs["/camera/image_raw"].get_subscription_count(), 5.0)
+        assert spin(ex, lambda: matched(player._pubs["/camera/image_raw"], *ex.get_nodes()),
+                    5.0)
         player.start()
         assert spin(ex, lambda: len(got) == 3, 5.0), f"{len(got)} of 3 replayed frames"
     finally:

@@ -20,7 +20,7 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 
-from conftest import spin_until
+from conftest import matched, spin_until
 from manager_rig import photo, running_manager
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.image_msgs import to_image_msg
@@ -212,8 +212,8 @@ def test_the_speech_node_speaks_ros4hri_robot_speaking_and_voices(ros_context, t
                                and e["topic"] == "/humans/voices/Ada/speech", 60,
                                spin=spin), listener.seen
         speech_pub = node.hri._speech_pubs["Ada"]          # matched both ways, then speak
-        assert spin_until(ex, lambda: speech_pub.get_subscription_count() >= 1
-                          and node.hri.speaking_pub.get_subscription_count() >= 1, 30)
+        assert spin_until(ex, lambda: matched(speech_pub, *ex.get_nodes())
+                          and matched(node.hri.speaking_pub, *ex.get_nodes()), 30)
         manager.create_subscription(Utterance, "dialogue/utterance", lambda m: None, 10)
         pub = manager.create_publisher(Reply, "dialogue/reply", 10)
         assert listener.expect(lambda e: e.get("event") == "speech"
@@ -332,9 +332,8 @@ def test_a_bag_with_detections_replays_into_the_same_prompt(ros_context, tmp_pat
         for n in (mgr, rec, src):
             ex.add_node(n)
         try:
-            assert spin_until(ex, lambda: pub_img.get_subscription_count() >= 2
-                              and pub_det.get_subscription_count() >= 2
-                              and pub_utt.get_subscription_count() >= 2, 10)
+            assert spin_until(ex, lambda: all(matched(p, *ex.get_nodes(), count=2)
+                                              for p in (pub_img, pub_det, pub_utt)), 10)
             for i, (label, x) in enumerate(scenes):
                 stamp = mgr.get_clock().now().to_msg()
                 img = np.full((480, 640, 3), 60 + 40 * i, np.uint8)
@@ -380,7 +379,7 @@ def test_a_bag_with_detections_replays_into_the_same_prompt(ros_context, tmp_pat
         for n in (mgr, player):
             ex.add_node(n)
         try:
-            assert spin_until(ex, lambda: all(p.get_subscription_count() >= 1
+            assert spin_until(ex, lambda: all(matched(p, *ex.get_nodes())
                                               for p in player._pubs.values()), 10)
             player.start()
             assert spin_until(ex, lambda: player.finished.done(), 30)
@@ -418,8 +417,8 @@ def test_a_ros4hri_voice_talking_over_the_robot_stops_its_speech(ros_context, tm
     node.backend.stop_speaking = lambda: (stops.append(1), orig())[1]
     peer = None
     try:
-        assert spin_until(ex, lambda: pub.get_subscription_count() >= 1
-                          and node.pub_utterance.get_subscription_count() >= 1, 30)
+        assert spin_until(ex, lambda: matched(pub, *ex.get_nodes())
+                          and matched(node.pub_utterance, *ex.get_nodes()), 30)
         os.write(w, b"tell me a long story\n")
         assert spin_until(ex, lambda: node.state == SpeechState.THINKING, 10)
         pub.publish(Reply(turn_id=1, text="Once upon a time there was a robot.",
@@ -464,7 +463,7 @@ def test_the_detector_node_publishes_objects_faces_hands_and_words(ros_context):
     ex.add_node(node)
     ex.add_node(io_node)
     try:
-        assert spin_until(ex, lambda: pub.get_subscription_count() >= 1, 10)
+        assert spin_until(ex, lambda: matched(pub, *ex.get_nodes()), 10)
         # names in class_id, no map by index that could rename a robot's own detector's ids
         assert io_node.get_publishers_info_by_topic("/label_info") == []
         person = cv2.cvtColor(cv2.resize(skimage.data.astronaut(), (640, 480)),
