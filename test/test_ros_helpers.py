@@ -234,32 +234,42 @@ def test_a_failing_callback_is_logged_and_the_node_runs_on(capfd):
     assert "a callback failed (1 so far; the node runs on)" in err and "one bad message" in err
 
 
+def _node_process(tmp_path, name: str):
+    """A minimal node run as a program (`run_node`), up: (process, its log, its program)."""
+    import subprocess
+    import sys
+
+    from installed.user_env import until
+    program = tmp_path / "node.py"
+    program.write_text(
+        "import rclpy\n"
+        "from vision_dialogue.ros.node_runner import run_node\n"
+        "def make():\n"
+        f"    node = rclpy.create_node({name!r})\n"
+        "    node.get_logger().info('up')\n"
+        "    return node\n"
+        f"raise SystemExit(run_node(make, {name!r}))\n")
+    log = tmp_path / "node.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, str(program), "--ros-args", "--log-level",
+                                 "info"], stdout=out, stderr=subprocess.STDOUT)
+    if not until(lambda: "up" in log.read_text(), 60):
+        proc.kill()
+        proc.wait()
+        raise AssertionError(log.read_text())
+    return proc, log, program
+
+
 def test_a_running_node_prints_its_stacks_on_request_and_runs_on(tmp_path):
     """`kill -USR1` prints every thread's stack to the node's stderr; Ctrl-C still ends it.
 
     A node that did not stop after Ctrl-C was killed by a test with nothing in its log; now
     the test asks for the stacks first (installed/user_env.stop).
     """
-    import subprocess
-    import sys
-
     from installed.user_env import stop, until
     from vision_dialogue.ros.node_runner import STACKS_SIGNAL
-    program = tmp_path / "node.py"
-    program.write_text(
-        "import rclpy\n"
-        "from vision_dialogue.ros.node_runner import run_node\n"
-        "def make():\n"
-        "    node = rclpy.create_node('stacks_node')\n"
-        "    node.get_logger().info('up')\n"
-        "    return node\n"
-        "raise SystemExit(run_node(make, 'stacks_node'))\n")
-    log = tmp_path / "node.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, str(program), "--ros-args", "--log-level",
-                                 "info"], stdout=out, stderr=subprocess.STDOUT)
+    proc, log, program = _node_process(tmp_path, "stacks_node")
     try:
-        assert until(lambda: "up" in log.read_text(), 60), log.read_text()
         proc.send_signal(STACKS_SIGNAL)
         # the whole dump first (a Ctrl-C that came while it was written was lost): the main
         # thread is the oldest, written last, and its last frame is the program's module
@@ -305,38 +315,21 @@ def test_a_killed_nodes_shared_memory_is_found_and_fast_dds_cleans_it(tmp_path):
     Each suite run killed a few nodes on purpose, and their segments stayed in /dev/shm (RAM)
     until a machine that had run the suite many times slowed down for lack of memory.
     """
-    import re
     import shutil
     import subprocess
-    import sys
     from pathlib import Path
 
-    from installed.user_env import until
-    from vision_dialogue.ros.dds import SEGMENT_BYTES, zombie_segments
+    from vision_dialogue.ros.dds import SEGMENT_BYTES, SEGMENT_LOCK, SHM_DIR, zombie_segments
     if shutil.which("fastdds") is None:
         pytest.skip("Fast DDS' `fastdds` tool is not on PATH (source env.sh)")
-    program = tmp_path / "node.py"
-    program.write_text(
-        "import rclpy\n"
-        "from vision_dialogue.ros.node_runner import run_node\n"
-        "def make():\n"
-        "    node = rclpy.create_node('shm_node')\n"
-        "    node.get_logger().info('up')\n"
-        "    return node\n"
-        "raise SystemExit(run_node(make, 'shm_node'))\n")
-    log = tmp_path / "node.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, str(program), "--ros-args", "--log-level",
-                                 "info"], stdout=out, stderr=subprocess.STDOUT)
+    proc, _, _ = _node_process(tmp_path, "shm_node")
     try:
-        assert until(lambda: "up" in log.read_text(), 60), log.read_text()
         # its own segment: the one whose lock file it holds (it maps its peers' segments too)
         held = {int(f[5].split(":")[2]) for f in
                 (line.split() for line in Path("/proc/locks").read_text().splitlines())
                 if f[1] == "FLOCK" and f[4] == str(proc.pid)}
-        own = [Path(str(lock)[:-len("_el")]) for lock in Path("/dev/shm").glob("fastdds_*_el")
-               if re.fullmatch(r"fastdds_[0-9a-z]{16}_el", lock.name)
-               and lock.stat().st_ino in held]
+        own = [Path(str(lock)[:-len("_el")]) for lock in SHM_DIR.glob("fastdds_*_el")
+               if SEGMENT_LOCK.match(lock.name) and lock.stat().st_ino in held]
         assert max(p.stat().st_size for p in own) >= SEGMENT_BYTES, own   # our profile's
         assert not set(own) & set(zombie_segments())                 # alive: not zombies
         proc.kill()

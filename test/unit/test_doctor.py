@@ -69,7 +69,6 @@ def test_shared_memory_of_killed_processes_is_found_and_live_segments_are_not(
         fcntl.flock(held, fcntl.LOCK_EX)
         assert dds.zombie_segments(tmp_path) == [tmp_path / dead]
         monkeypatch.setattr(dds, "SHM_DIR", tmp_path)
-        monkeypatch.setattr(dds.zombie_segments, "__defaults__", (tmp_path,))
         row = doctor.check_shared_memory(Config())
         assert row.result == WARN and row.detail.startswith("1 Fast DDS segment")
         assert row.fix.startswith("fastdds shm clean")

@@ -181,10 +181,11 @@ class BagPlayer(DestroyedWhole, Node):
             self.sent.append((time.monotonic(), conn.topic))
 
     def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until each reliable subscriber has confirmed what was played; False if not all.
+        """Wait until each matched reliable subscriber has confirmed what was played.
 
-        The player sees a subscriber before that subscriber has seen the player: what is played
-        meanwhile is resent when it has, but not if the process has ended by then.
+        False if one has not within `timeout`. A sample lost on the way is resent only while
+        this process lives. A subscriber whose side matched after a sample was sent does not
+        get it (volatile), and this wait cannot bring it back.
         """
         left = Duration(seconds=timeout)
         return all(pub.wait_for_all_acked(left) for pub in self._pubs.values())

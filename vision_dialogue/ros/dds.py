@@ -29,7 +29,7 @@ MAX_FRAME_BYTES = 1920 * 1080 * 3
 #: where Fast DDS keeps its shared-memory segments on Linux
 SHM_DIR = Path("/dev/shm")
 #: a participant's segment's lock file: `fastdds_<16 hex>_el`, held while its process lives
-_SEGMENT_LOCK = re.compile(r"^fastdds_[0-9a-z]{16}_el$")
+SEGMENT_LOCK = re.compile(r"^fastdds_[0-9a-z]{16}_el$")
 
 
 def profile_path() -> Path | None:
@@ -59,7 +59,7 @@ def apply_default_profile(env: dict | None = None) -> str | None:
     return str(p)
 
 
-def zombie_segments(shm_dir: Path = SHM_DIR) -> list[Path]:
+def zombie_segments(shm_dir: Path | None = None) -> list[Path]:
     """Shared-memory segments whose process is gone: each still holds its memory.
 
     Fast DDS writes every participant's segment in full (64 MB with our profile) and removes
@@ -68,13 +68,14 @@ def zombie_segments(shm_dir: Path = SHM_DIR) -> list[Path]:
     exclusive lock on the segment's `_el` file, which is how that tool tells them apart too.
     """
     import fcntl
+    shm_dir = SHM_DIR if shm_dir is None else shm_dir
     try:
         names = sorted(os.listdir(shm_dir))
     except OSError:
         return []
     found = []
     for name in names:
-        if not _SEGMENT_LOCK.match(name):
+        if not SEGMENT_LOCK.match(name):
             continue
         try:
             with open(shm_dir / name, "ab") as lock:
