@@ -1,4 +1,7 @@
 """Shared ROS helpers: image conversion without cv_bridge, and parameter validation."""
+import signal
+import time
+
 import numpy as np
 import pytest
 from rclpy.node import Node
@@ -278,6 +281,52 @@ def test_a_running_node_prints_its_stacks_on_request_and_runs_on(tmp_path):
         assert proc.poll() is None
         # Ctrl-C; a node still up after 30 s writes its stacks (again) before it is killed
         assert stop(proc, timeout=30) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_node_slow_to_stop_prints_its_stacks_before_launch_would_kill_it(tmp_path):
+    """A stop that takes longer than STACKS_IF_STOP_TAKES_S prints every thread's stack.
+
+    `ros2 launch` kills a node 15 s after Ctrl-C; a CI run's monitor was killed so, with
+    nothing in its log to say what held it.
+    """
+    import subprocess
+    import sys
+
+    from installed.user_env import until
+    from vision_dialogue.ros.node_runner import STACKS_IF_STOP_TAKES_S
+    release = tmp_path / "release"
+    program = tmp_path / "slow.py"
+    program.write_text(
+        "import pathlib, time\n"
+        "import rclpy\n"
+        "from vision_dialogue.ros.node_runner import run_node\n"
+        f"RELEASE = pathlib.Path({str(release)!r})\n"
+        "def held_in_close():\n"
+        "    while not RELEASE.exists():\n"
+        "        time.sleep(0.05)\n"
+        "def make():\n"
+        "    node = rclpy.create_node('slow_node')\n"
+        "    node.close = held_in_close\n"
+        "    node.get_logger().info('up')\n"
+        "    return node\n"
+        "raise SystemExit(run_node(make, 'slow_node'))\n")
+    log = tmp_path / "slow.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, str(program), "--ros-args", "--log-level",
+                                 "info"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        assert until(lambda: "up" in log.read_text(), 60), log.read_text()
+        proc.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        assert until(lambda: "in held_in_close" in log.read_text(), 60), log.read_text()
+        assert time.monotonic() - t0 >= STACKS_IF_STOP_TAKES_S - 0.5
+        assert proc.poll() is None          # printed while it was still stopping
+        release.touch()
+        assert proc.wait(30) == 0, log.read_text()
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -23,7 +23,7 @@ from vision_dialogue.speech_node import SpeechNode  # noqa: E402
 from vision_dialogue.voice.audio import SAMPLE_RATE, from_pcm16  # noqa: E402
 from vision_dialogue.voice.tts import PiperTTS  # noqa: E402
 from vision_dialogue.voice.turn_end import HOLD_SILENCE_S  # noqa: E402
-from conftest import start_bag_player  # noqa: E402
+from conftest import matched, start_bag_player  # noqa: E402
 from test_speech_node import Peer  # noqa: E402
 from voice_samples import SENTENCES, silence, speech, wav, word_error_rate  # noqa: E402
 
@@ -46,7 +46,7 @@ def spoken(tmp_path_factory):
 
 def local_node(ctx, **params) -> SpeechNode:
     overrides = [Parameter(k, value=v) for k, v in
-                 dict(backend="local", wait_for_subscriber=5.0, **params).items()]
+                 {"backend": "local", "wait_for_subscriber": 5.0, **params}.items()]
     return SpeechNode(context=ctx, parameter_overrides=overrides,
                       output_stream=open("/dev/null", "w"))
 
@@ -145,21 +145,26 @@ def test_a_recorded_voice_session_replays_through_the_backend(
         ros_context, spin, tmp_path, spoken):
     from vision_dialogue.cli.bag_record import BagRecorder
     bag = tmp_path / "voice_bag"
+    # the backend starts (and speaks its file) once dialogue/utterance has a subscriber: the
+    # peer comes only when the recorder has the audio, both sides, or the bag misses the start
     node = local_node(ros_context, audio_in=str(spoken), audio_out_dir=str(tmp_path / "out"),
-                      reply_timeout=3.0)
-    peer = Peer(ros_context)
+                      reply_timeout=3.0, wait_for_subscriber=60.0)
     rec = BagRecorder(context=ros_context, parameter_overrides=[
-        Parameter("output", value=str(bag))])
+        Parameter("output", value=str(bag)), Parameter("topics", value=["audio/input"])])
     ex = MultiThreadedExecutor(num_threads=3, context=ros_context)
-    for n in (node, peer.node, rec):
+    for n in (node, rec):
         ex.add_node(n)
+    peer = None
     try:
+        assert spin(ex, lambda: matched(node.pub_audio_in, rec), 30.0)
+        peer = Peer(ros_context)
+        ex.add_node(peer.node)
         assert spin(ex, lambda: node.input_done.is_set(), 40.0)
         spin(ex, lambda: False, 0.5)
     finally:
         rec.close()
         node.close()
-        for n in (node, peer.node, rec):
+        for n in (node, rec) + ((peer.node,) if peer else ()):
             ex.remove_node(n)
         ex.shutdown()
     recorded = [m.text for m in peer.utterances]

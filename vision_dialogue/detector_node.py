@@ -33,6 +33,8 @@ from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES
 from vision_dialogue.ros.topics import IMAGE_TOPIC
 
 
+FRAME_AT_EXIT_S = 1.5   # at shutdown, the longest wait for the frame in the detector
+
 PARAMS = [
     Param("min_score", 0.3, "Lowest score published (the manager hedges below its "
           "objects_sure).", range=(0.01, 1.0)),
@@ -87,6 +89,10 @@ class DetectorNode(ManagedNode):
             from vision_dialogue.perception.face_tracks import FaceTracker
             from vision_dialogue.perception.observer import FrameObserver
             self.observer = FrameObserver(detectors=parts)
+            # loaded now, not by the first frame: a frame then takes its usual time, and a
+            # Ctrl-C just after it came is not held up by the loading (as events_node does)
+            loaded = self.observer.warm_up()
+            self.get_logger().info(f"face and text models loaded: {', '.join(loaded) or 'none'}")
             self.face_tracker = FaceTracker()
         if self.pub is not None:
             return            # configured before: the publishers and the subscription stay
@@ -196,8 +202,15 @@ class DetectorNode(ManagedNode):
 
     def destroy_node(self):
         if self.intake is not None:
-            self.intake.close()
-        self.cleanup()
+            self.intake.close(timeout=0)     # no new frame; the one in hand is waited for below
+        # a frame still in the models (a slow first frame on a loaded machine) is not waited
+        # for long: `ros2 launch` escalates to SIGTERM 5 s after Ctrl-C; the exit frees them
+        if self._models.acquire(timeout=FRAME_AT_EXIT_S):
+            self._models.release()
+            self.cleanup()
+        else:
+            self.get_logger().warning(f"a frame was still in the detector after "
+                                      f"{FRAME_AT_EXIT_S:g} s; exiting without waiting for it")
         return super().destroy_node()
 
 

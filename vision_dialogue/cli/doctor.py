@@ -435,8 +435,10 @@ def config_from(ns) -> Config:
 def health_rows(cfg: Config) -> list[Check]:
     """The running nodes' own statuses on /diagnostics, one row each (what the monitor shows).
 
-    Listens `listen_s` s (at least 2: the nodes publish once a second); the newest status of
-    each name counts.
+    Listens until every node publishing there has been heard (a status's hardware_id is its
+    node's full name), at most `listen_s` s (at least 2: the nodes publish once a second); the
+    newest status of each name counts. A machine slow to discover the nodes is waited for, a
+    quick one not.
     """
     from vision_dialogue.ros.dds import apply_default_profile
     apply_default_profile()
@@ -446,15 +448,22 @@ def health_rows(cfg: Config) -> list[Check]:
     from vision_dialogue.core import health
     from vision_dialogue.ros.topics import DIAGNOSTICS_TOPIC
     newest: dict[str, tuple[int, str]] = {}
+    heard: set[str] = set()
 
     def on_array(msg):
         newest.update((s.name, (s.level[0], s.message)) for s in msg.status)
+        heard.update(s.hardware_id for s in msg.status)
+
+    def heard_all(node) -> bool:
+        names = {i.node_namespace.rstrip("/") + "/" + i.node_name
+                 for i in node.get_publishers_info_by_topic(DIAGNOSTICS_TOPIC)}
+        return bool(names) and names <= heard
 
     with rclpy.init(args=["doctor"]):
         node = rclpy.create_node("vd_doctor_health")
         node.create_subscription(DiagnosticArray, DIAGNOSTICS_TOPIC, on_array, 50)
         end = time.monotonic() + max(2.0, cfg.listen_s)
-        while time.monotonic() < end:
+        while time.monotonic() < end and not heard_all(node):
             rclpy.spin_once(node, timeout_sec=0.1)
         node.destroy_node()
     if not newest:

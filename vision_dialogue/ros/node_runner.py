@@ -185,6 +185,7 @@ def _spin(node: "Node", threads: int | None, drain: bool, program: bool) -> None
         # the process group, then launch's own): the repeat must not break the clean-up
         # (transcript flush, threads joined) with a KeyboardInterrupt traceback.
         _ignore_stop_signals(program)
+        stacks_if_slow_to_stop(program)
         _close(node, executor)
 
 
@@ -244,6 +245,17 @@ def stacks_on_request() -> None:
     before they kill a node that did not stop, so the stacks are in its log).
     """
     faulthandler.register(STACKS_SIGNAL, all_threads=True)
+
+
+STACKS_IF_STOP_TAKES_S = 4.0
+"""A node still running this long after its stop began prints its stacks (launch escalates to
+SIGTERM at 5 s, then kills): what held it is in the log of the run that showed it."""
+
+
+def stacks_if_slow_to_stop(program: bool) -> None:
+    """Arm the stacks print of a stop that takes too long (a process that exits never prints)."""
+    if program:
+        faulthandler.dump_traceback_later(STACKS_IF_STOP_TAKES_S, exit=False)
 
 
 def end_with_parent() -> None:
