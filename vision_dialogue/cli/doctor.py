@@ -205,11 +205,15 @@ def check_frames(cfg: Config) -> Check:
         topic = node.resolve_topic_name(cfg.frames_topic)
         node.create_subscription(Image, topic, on_frame, qos_profile_sensor_data,
                                  **lost_samples_handler(meter.lost))
+        # `listen_s` from the first publisher found (a loaded machine discovers it late), and
+        # as long again for finding one
         end = time.monotonic() + cfg.listen_s
         publishers = {}
         while time.monotonic() < end:
             rclpy.spin_once(node, timeout_sec=0.1)
             for info in node.get_publishers_info_by_topic(topic):
+                if not publishers:
+                    end = max(end, time.monotonic() + cfg.listen_s)
                 publishers[bytes(info.endpoint_gid)] = info
                 meter.seen(bytes(info.endpoint_gid))
         compressed = bool(node.get_publishers_info_by_topic(topic + "/compressed"))
@@ -502,7 +506,8 @@ def main(args=None) -> int:
     ap.add_argument("--topic", help="an image topic to listen to for a few seconds: do the "
                     "frames its publishers send arrive here (a stock driver's may not)?")
     ap.add_argument("--listen", type=float, default=6.0,
-                    help="seconds to listen to --topic or /diagnostics (default 6)")
+                    help="seconds to listen to --topic (from its first publisher) or the longest "
+                    "wait for /diagnostics (default 6)")
     ap.add_argument("--health", action="store_true",
                     help="also report the running nodes' statuses from /diagnostics")
     ns = ap.parse_args(argv)
