@@ -333,6 +333,44 @@ def test_a_node_slow_to_stop_prints_its_stacks_before_launch_would_kill_it(tmp_p
             proc.wait()
 
 
+def test_ctrl_c_raises_no_keyboard_interrupt_in_a_node_program(tmp_path):
+    """rclpy's handler stops the node; the main thread, busy in Python, is not interrupted.
+
+    Python's default handler, which rclpy's calls, raised KeyboardInterrupt wherever the main
+    thread was: once in an OpenAI client's `__del__`, whose traceback a launch test caught.
+    """
+    import subprocess
+    import sys
+
+    from installed.user_env import until
+    program = tmp_path / "busy.py"
+    program.write_text(
+        "import rclpy\n"
+        "from vision_dialogue.ros.node_runner import run_node\n"
+        "def make():\n"
+        "    node = rclpy.create_node('busy_node')\n"
+        "    node.get_logger().info('up')\n"
+        "    while rclpy.ok():\n"
+        "        sum(range(1000))          # Python code in the main thread when Ctrl-C comes\n"
+        "    print('ran to its end', flush=True)\n"
+        "    return node\n"
+        "raise SystemExit(run_node(make, 'busy_node'))\n")
+    log = tmp_path / "busy.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, str(program), "--ros-args", "--log-level",
+                                 "info"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        assert until(lambda: "up" in log.read_text(), 60), log.read_text()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0, log.read_text()
+        text = log.read_text()
+        assert "ran to its end" in text and "KeyboardInterrupt" not in text, text
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_what_activate_starts_finds_the_node_active(ros_context):
     """A line the speech node's script says as soon as activate() starts it is published.
 

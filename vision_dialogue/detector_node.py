@@ -33,7 +33,9 @@ from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES
 from vision_dialogue.ros.topics import IMAGE_TOPIC
 
 
-FRAME_AT_EXIT_S = 1.5   # at shutdown, the longest wait for the frame in the detector
+# at shutdown, the longest wait for the frame in the detector: well inside launch's kill,
+# 15 s after Ctrl-C (a frame left running in MediaPipe ends the process in std::terminate)
+FRAME_AT_EXIT_S = 8.0
 
 PARAMS = [
     Param("min_score", 0.3, "Lowest score published (the manager hedges below its "
@@ -203,8 +205,8 @@ class DetectorNode(ManagedNode):
     def destroy_node(self):
         if self.intake is not None:
             self.intake.close(timeout=0)     # no new frame; the one in hand is waited for below
-        # a frame still in the models (a slow first frame on a loaded machine) is not waited
-        # for long: `ros2 launch` escalates to SIGTERM 5 s after Ctrl-C; the exit frees them
+        # a frame still in the models is waited for, not past FRAME_AT_EXIT_S (they load at
+        # configure now, so a frame takes its usual time even on a loaded machine)
         if self._models.acquire(timeout=FRAME_AT_EXIT_S):
             self._models.release()
             self.cleanup()

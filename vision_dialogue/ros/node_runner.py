@@ -110,6 +110,8 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
     import rclpy
     from rclpy._rclpy_pybind11 import RCLError
     bad_args = None
+    if program and not drain:
+        _no_interrupt_once_rclpy_stops()   # before init: rclpy's handler calls the one it found
     with _held_stderr() as held:
         try:
             init = rclpy.init(args=args, **_init_options(drain))
@@ -293,6 +295,17 @@ def _ignore_stop_signals(program: bool) -> None:
     if program and threading.current_thread() is threading.main_thread():
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, signal.SIG_IGN)
+
+
+def _no_interrupt_once_rclpy_stops() -> None:
+    """Ctrl-C without a KeyboardInterrupt in the main thread.
+
+    rclpy's handler shuts the context down, which ends the spinning, and then calls Python's
+    handler, whose KeyboardInterrupt came at whatever the main thread ran (once in a garbage
+    collector's `__del__`, which printed a traceback).
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, lambda *_: None)
 
 
 def _init_options(drain: bool) -> dict:
