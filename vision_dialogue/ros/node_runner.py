@@ -167,6 +167,7 @@ def _spin(node: "Node", threads: int | None, drain: bool, program: bool) -> None
         if node.context.ok():
             raise
         _ignore_stop_signals(program)
+        stacks_if_slow_to_stop(program)
         _close(node)
         return
     executor.add_node(node)
