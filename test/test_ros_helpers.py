@@ -237,21 +237,24 @@ def test_a_failing_callback_is_logged_and_the_node_runs_on(capfd):
     assert "a callback failed (1 so far; the node runs on)" in err and "one bad message" in err
 
 
-def _node_process(tmp_path, name: str):
-    """A minimal node run as a program (`run_node`), up: (process, its log, its program)."""
+def _node_process(tmp_path, name: str, source: str = ""):
+    """A node run as a program (`run_node`), up: (process, its log, its program).
+
+    `source`: the program (it logs "up" once its node is made); a minimal node by default.
+    """
     import subprocess
     import sys
 
     from installed.user_env import until
     program = tmp_path / "node.py"
-    program.write_text(
+    program.write_text(source or (
         "import rclpy\n"
         "from vision_dialogue.ros.node_runner import run_node\n"
         "def make():\n"
         f"    node = rclpy.create_node({name!r})\n"
         "    node.get_logger().info('up')\n"
         "    return node\n"
-        f"raise SystemExit(run_node(make, {name!r}))\n")
+        f"raise SystemExit(run_node(make, {name!r}))\n"))
     log = tmp_path / "node.log"
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, str(program), "--ros-args", "--log-level",
@@ -293,14 +296,10 @@ def test_a_node_slow_to_stop_prints_its_stacks_before_launch_would_kill_it(tmp_p
     `ros2 launch` kills a node 15 s after Ctrl-C; a CI run's monitor was killed so, with
     nothing in its log to say what held it.
     """
-    import subprocess
-    import sys
-
     from installed.user_env import until
     from vision_dialogue.ros.node_runner import STACKS_IF_STOP_TAKES_S
     release = tmp_path / "release"
-    program = tmp_path / "slow.py"
-    program.write_text(
+    proc, log, _ = _node_process(tmp_path, "slow_node", (
         "import pathlib, time\n"
         "import rclpy\n"
         "from vision_dialogue.ros.node_runner import run_node\n"
@@ -313,13 +312,8 @@ def test_a_node_slow_to_stop_prints_its_stacks_before_launch_would_kill_it(tmp_p
         "    node.close = held_in_close\n"
         "    node.get_logger().info('up')\n"
         "    return node\n"
-        "raise SystemExit(run_node(make, 'slow_node'))\n")
-    log = tmp_path / "slow.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, str(program), "--ros-args", "--log-level",
-                                 "info"], stdout=out, stderr=subprocess.STDOUT)
+        "raise SystemExit(run_node(make, 'slow_node'))\n"))
     try:
-        assert until(lambda: "up" in log.read_text(), 60), log.read_text()
         proc.send_signal(signal.SIGINT)
         t0 = time.monotonic()
         assert until(lambda: "in held_in_close" in log.read_text(), 60), log.read_text()
@@ -339,12 +333,7 @@ def test_ctrl_c_raises_no_keyboard_interrupt_in_a_node_program(tmp_path):
     Python's default handler, which rclpy's calls, raised KeyboardInterrupt wherever the main
     thread was: once in an OpenAI client's `__del__`, whose traceback a launch test caught.
     """
-    import subprocess
-    import sys
-
-    from installed.user_env import until
-    program = tmp_path / "busy.py"
-    program.write_text(
+    proc, log, _ = _node_process(tmp_path, "busy_node", (
         "import rclpy\n"
         "from vision_dialogue.ros.node_runner import run_node\n"
         "def make():\n"
@@ -354,13 +343,8 @@ def test_ctrl_c_raises_no_keyboard_interrupt_in_a_node_program(tmp_path):
         "        sum(range(1000))          # Python code in the main thread when Ctrl-C comes\n"
         "    print('ran to its end', flush=True)\n"
         "    return node\n"
-        "raise SystemExit(run_node(make, 'busy_node'))\n")
-    log = tmp_path / "busy.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, str(program), "--ros-args", "--log-level",
-                                 "info"], stdout=out, stderr=subprocess.STDOUT)
+        "raise SystemExit(run_node(make, 'busy_node'))\n"))
     try:
-        assert until(lambda: "up" in log.read_text(), 60), log.read_text()
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0, log.read_text()
         text = log.read_text()
