@@ -321,8 +321,9 @@ def test_partial_lines_come_while_the_person_speaks(tmp_path, rig, piper):
     [timing] = r.backend.timings
     during = [(t, text) for t, text in r.partials if t < timing["vad_end"]]
     assert len(during) >= 2, r.partials
-    # each is the line so far: it begins as the line does, and they grow
-    assert all(words(text)[:2] == ["please", "tell"] for _, text in during), during
+    # each is the line so far: it begins as the line does ("Please" alone, when the first
+    # partial's audio held one word), and they grow
+    assert all(words(text)[0] == "please" for _, text in during), during
     assert len(words(during[-1][1])) > len(words(during[0][1])), during
 
 

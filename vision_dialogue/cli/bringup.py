@@ -25,7 +25,8 @@ from pathlib import Path
 
 import yaml
 
-from vision_dialogue.ros.console import VERBOSE_ENV, quiet_console, restore_console
+from vision_dialogue.ros.console import VERBOSE_ENV, quiet_console
+from vision_dialogue.ros.node_runner import end_program
 from vision_dialogue.core.resources import PACKAGE, SOURCE_ROOT, ResourceNotFound
 from vision_dialogue.llm.factory import KINDS, SERVER_KIND, local_kinds
 from vision_dialogue.ros.setups import (NODES, SETUPS, Setup, default_params_file,
@@ -478,32 +479,10 @@ def main(args=None) -> int:
             return run_processes(*run_args)
         code = run_in_process(*run_args)
         # as a program (not called from Python with args): never hang on busy worker threads
-        return exit_without_stragglers(code) if args is None else code
+        return end_program(code, "bringup") if args is None else code
     except BringupError as e:
         print(f"[bringup] {e}", file=sys.stderr)
         return 2
-
-
-def exit_without_stragglers(code: int, grace: float = 10.0) -> int:
-    """Exit without hanging on busy worker threads.
-
-    After the nodes are closed, threads still busy (a local LLM call in the middle of a
-    generation, say) get `grace` seconds, then the process exits anyway.
-    """
-    import time
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        busy = [t for t in threading.enumerate()
-                if t is not threading.main_thread() and not t.daemon and t.is_alive()]
-        if not busy:
-            return code
-        busy[0].join(timeout=max(0.0, min(0.5, deadline - time.monotonic())))
-    print(f"[bringup] exiting without waiting for {len(busy)} busy worker thread(s): "
-          f"{', '.join(t.name for t in busy[:5])}", file=sys.stderr)
-    sys.stderr.flush()
-    sys.stdout.flush()
-    restore_console()
-    os._exit(code)
 
 
 if __name__ == "__main__":

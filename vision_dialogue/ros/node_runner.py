@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
 
 from vision_dialogue.ros.console import quiet_console, wants_verbose
 from vision_dialogue.ros.dds import apply_default_profile
@@ -101,6 +101,13 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
         except BrokenPipeError:        # `node --help | head`: the reader has had enough
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    code = _run(factory, name, args, threads, drain, program)
+    return end_program(code, name) if program else code
+
+
+def _run(factory, name: str, args: list, threads: int | None, drain: bool,
+         program: bool) -> int:
+    """run_node past --help: init, create, spin, close; the exit code."""
     verbose = wants_verbose(args)
     if program:
         quiet_console(verbose)   # third-party start-up noise off unless --verbose
@@ -128,6 +135,46 @@ def run_node(factory: Callable[[], "Node"], name: str, args=None,
         _spin(node, threads, drain, program)
     _ignore_stop_signals(program)   # rclpy's shutdown restored the handlers: still quiet
     return int(getattr(node, "exit_code", 0) or 0)   # a node may end in failure (manager)
+
+
+PROGRAM_GRACE_S = 10.0
+"""How long a program's exit waits for worker threads still busy after its nodes closed."""
+
+
+def end_program(code: int, name: str, grace: float = PROGRAM_GRACE_S) -> NoReturn:
+    """Exit with `code` once worker threads are done (at most `grace` s), without finalization.
+
+    After an orderly stop (nodes closed, threads joined, context shut down) Python's
+    finalization only frees memory, destroying rclpy's, the DDS library's and the models'
+    native objects in no set order; on a loaded 2-core machine it once held a stopped manager
+    past launch's SIGTERM (its stacks: no Python frame) and once ended a clean exit in SIGSEGV.
+    Threads still busy (a local LLM in the middle of a generation) get `grace` seconds.
+    """
+    import logging
+    import time
+
+    from vision_dialogue.ros.console import restore_console
+    deadline = time.monotonic() + grace
+    busy = _busy_threads()
+    while busy and time.monotonic() < deadline:
+        busy[0].join(timeout=max(0.0, min(0.5, deadline - time.monotonic())))
+        busy = _busy_threads()
+    if busy:
+        print(f"[{name}] exiting without waiting for {len(busy)} busy worker thread(s): "
+              f"{', '.join(t.name for t in busy[:5])}", file=sys.stderr)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):    # a reader that went away, a closed stream
+            pass
+    restore_console()
+    os._exit(code)
+
+
+def _busy_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate()
+            if t is not threading.main_thread() and not t.daemon and t.is_alive()]
 
 
 def _create(factory: Callable[[], "Node"], name: str, program: bool):
@@ -242,12 +289,13 @@ STACKS_SIGNAL = signal.SIGUSR1
 
 
 def stacks_on_request() -> None:
-    """Print every thread's stack on STACKS_SIGNAL: what a node that does not stop is doing.
+    """Print every thread's stack on STACKS_SIGNAL (and on a crash): what a node is doing.
 
     A node that stays up after Ctrl-C is found stuck without a debugger (the tests send it
     before they kill a node that did not stop, so the stacks are in its log).
     """
     faulthandler.register(STACKS_SIGNAL, all_threads=True)
+    faulthandler.enable()     # and a crash (SIGSEGV, SIGABRT) prints them too
 
 
 STACKS_IF_STOP_TAKES_S = 4.0
