@@ -119,11 +119,13 @@ def matched(publisher, *readers, count: int = 1) -> bool:
                for sub in node.subscriptions if sub.topic_name == topic)
 
 
-def start_bag_player(ctx, bag, topics: list[str], nodes: list, timeout: float = 5.0):
+def start_bag_player(ctx, bag, topics: list[str], nodes: list, timeout: float = 30.0,
+                     ready=lambda: True):
     """`bag_play` of `topics`, with `nodes`, on one single-threaded executor: (player, executor).
 
     Single-threaded keeps the GIL free for the player's timing. The player starts once each
-    of its topics has a subscriber, so nothing is published to nobody.
+    of its topics has a subscriber, so nothing is published to nobody, and `ready()` holds
+    (the nodes' own start: what they hear before it is lost to them).
     """
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
@@ -135,8 +137,8 @@ def start_bag_player(ctx, bag, topics: list[str], nodes: list, timeout: float = 
     ex = SingleThreadedExecutor(context=ctx)
     for n in (*nodes, player):
         ex.add_node(n)
-    assert spin_until(ex, lambda: all(matched(p, *nodes) for p in player._pubs.values()),
-                      timeout)
+    assert spin_until(ex, lambda: all(matched(p, *nodes) for p in player._pubs.values())
+                      and ready(), timeout)
     player.start()
     return player, ex
 
@@ -279,3 +281,25 @@ def pytest_terminal_summary(terminalreporter):
         result = "FAILED" if row["failed"] else "held"
         n = row["ok"] + row["failed"]
         tr.write_line(f"{area:<12} {fault[:58]:<58} {result:<8} {n}")
+
+
+@pytest.fixture
+def cores_for_real_time(tmp_path_factory):
+    """Hold the cores for real-time work: one such test at a time across test workers.
+
+    For a conversation on a real model and perception of a video played in real time. llama.cpp
+    runs a thread per core; two conversations at once on 2 cores spin against each other (a
+    fresh-clone run's first reply took 67 s while the llama.cpp server's demo ran beside the
+    embedded one), and the events node beside them looked at too few frames to see a wave.
+    The second test waits here for the first to end; its time limit counts the wait.
+    """
+    import fcntl
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent          # popen-gwN/ are the workers' own; their parent is shared
+    with open(root / "real-model.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -49,8 +49,20 @@ def test_shutdown_does_not_wait_for_a_frame_stuck_in_the_detector(ros_context):
     worker = node.intake._thread
     try:
         assert spin_until(ex, lambda: matched(pub, node), 10)
-        pub.publish(to_image_msg(np.zeros((48, 64, 3), np.uint8)))
-        assert spin_until(ex, stuck.entered.is_set, 10)
+        frame, due = to_image_msg(np.zeros((48, 64, 3), np.uint8)), [0.0]
+
+        def entered() -> bool:
+            """The frame is in the detector; until then it is sent again every 0.5 s.
+
+            One frame sent once the two sides matched never arrived in a fresh-clone run.
+            """
+            if stuck.entered.is_set():
+                return True
+            if time.monotonic() >= due[0]:
+                pub.publish(frame)
+                due[0] = time.monotonic() + 0.5
+            return False
+        assert spin_until(ex, entered, 30)
         ex.remove_node(node)
         t0 = time.monotonic()
         node.destroy_node()

@@ -172,7 +172,11 @@ def test_a_recorded_voice_session_replays_through_the_backend(
 
     node2 = local_node(ros_context, audio_in="topic", audio_out_dir=str(tmp_path / "out2"))
     peer2 = Peer(ros_context)
-    player, ex = start_bag_player(ros_context, bag, ["/audio/input"], [node2, peer2.node])
+    # played once the node's backend has started (it drops audio before) and the peer hears
+    # the node's utterances, both sides (the first line was lost to a loaded machine's peer)
+    player, ex = start_bag_player(
+        ros_context, bag, ["/audio/input"], [node2, peer2.node],
+        ready=lambda: node2.started.is_set() and matched(node2.pub_utterance, peer2.node))
     try:
         assert spin(ex, lambda: len(peer2.utterances) == 2, 40.0), peer2.texts()
     finally:

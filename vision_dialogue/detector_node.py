@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 
-from vision_dialogue.core.frame_intake import FrameIntake
+from vision_dialogue.core.frame_intake import FRAME_AT_EXIT_S, FrameIntake
 from vision_dialogue.core.health import ERROR, OK, Health, Throughput
 from vision_dialogue.perception.object_detector import Detected, ObjectDetector, ObjectModelMissing
 from vision_dialogue.ros import perception_msgs as pm
@@ -32,10 +32,6 @@ from vision_dialogue.ros.params import Param, declare_params
 from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES
 from vision_dialogue.ros.topics import IMAGE_TOPIC
 
-
-# at shutdown, the longest wait for the frame in the detector: well inside launch's kill,
-# 15 s after Ctrl-C (a frame left running in MediaPipe ends the process in std::terminate)
-FRAME_AT_EXIT_S = 8.0
 
 PARAMS = [
     Param("min_score", 0.3, "Lowest score published (the manager hedges below its "

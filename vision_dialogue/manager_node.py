@@ -45,7 +45,7 @@ from vision_dialogue.core.proactive import ProactivePolicy
 from vision_dialogue.core.transcript import TranscriptWriter, record_from_json
 from vision_dialogue.core.turn_taking import ReplyChunk, TurnTaker
 from vision_dialogue.core.frame_input import FrameInput
-from vision_dialogue.core.frame_intake import FrameIntake
+from vision_dialogue.core.frame_intake import FRAME_AT_EXIT_S, FrameIntake
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.image_input import ImageTopicInput
 from vision_dialogue.ros.standard_inputs import connect_standard_inputs, object_notes
@@ -197,14 +197,21 @@ class ManagerNode(ManagedNode):
             self.transcript.close()
 
     def _make_observer(self):
-        """Perception for a text-only backend; None (frames go in unobserved) if it fails."""
+        """Perception for a text-only backend; None (frames go in unobserved) if it fails.
+
+        Its models load here, at configure, not on the first frame: on a loaded machine that
+        load (MediaPipe's import alone) outlasted the first frames and held up a stop.
+        """
         try:
             from vision_dialogue.perception.observer import make_observer
-            return make_observer()
+            observer = make_observer()
         except Exception as e:  # noqa: BLE001
             self.get_logger().warning(f"no frame observer ({e}); frames go in without "
                                       "observations")
             return None
+        loaded = observer.frames.warm_up()
+        self.get_logger().info(f"frame observer models loaded: {', '.join(loaded) or 'none'}")
+        return observer
 
     def _open_transcript(self) -> TranscriptWriter | None:
         if not self.params["transcript_dir"]:
@@ -356,10 +363,12 @@ class ManagerNode(ManagedNode):
             self.intents.close()
         self.turns.close()
         self.conversation.close(timeout=2.0)
-        if self._observer_made is not None:
-            # after the frame in hand: MediaPipe's threads must not outlive the process (a
-            # manager stopped mid-frame died of std::terminate); one given to us is the giver's
-            self._observer_made.close()
+        # after the frame in hand, not past FRAME_AT_EXIT_S (the process then ends without
+        # destroying anything); one given to us is the giver's
+        if self._observer_made is not None and \
+                not self._observer_made.close(timeout=FRAME_AT_EXIT_S):
+            self.get_logger().warning(f"a frame was still in the observer after "
+                                      f"{FRAME_AT_EXIT_S:g} s; exiting without waiting for it")
         if self.transcript is not None:
             self.transcript.close()
         if self.turns.every_reply_failed:

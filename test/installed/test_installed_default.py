@@ -42,9 +42,11 @@ def gguf():
 
 
 # the limit counts the session fixtures this test may be the first to build (the install,
-# the model: 130 s in a fresh-clone run, whose demo then ran 170 s of the 300 s default)
+# the model: 130 s in a fresh-clone run, whose demo then ran 170 s of the 300 s default) and
+# the wait for another real-time test (cores_for_real_time)
 @pytest.mark.timeout(780)
-def test_bringup_demo_converses_on_the_embedded_default(installed, gguf):
+def test_bringup_demo_converses_on_the_embedded_default(installed, gguf,
+                                                        cores_for_real_time):
     """The demo converses, names the cat, and other stacks hear it.
 
     A third-party-like listener process hears our detections, REP-155 faces and voices and

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import cv2
+import pytest
 import skimage.data
 import yaml
 
@@ -88,7 +89,9 @@ def test_stream_events_reach_the_prompt_between_frames(installed, tmp_path):
         < reply_prompt.index("Who came and went")
 
 
-def test_bringup_people_demo_as_processes(installed, tmp_path):
+# the limit counts the wait for another real-time test (cores_for_real_time)
+@pytest.mark.timeout(600)
+def test_bringup_people_demo_as_processes(installed, tmp_path, cores_for_real_time):
     """The two-person demo from the install tree, nodes as processes, a fake LLM."""
     script = yaml.safe_load(
         (installed.prefix / "share" / "vision_dialogue" / "config" / "people_demo_script.yaml")

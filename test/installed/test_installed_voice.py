@@ -21,7 +21,9 @@ pytest.importorskip("faster_whisper")
 pytest.importorskip("piper")
 
 
-def test_bringup_voice_demo_as_processes(installed, tmp_path):
+# the limit counts the wait for another real-time test (cores_for_real_time)
+@pytest.mark.timeout(600)
+def test_bringup_voice_demo_as_processes(installed, tmp_path, cores_for_real_time):
     count = iter(range(1, 1000))
     with FakeOpenAI(responder=lambda req: f"Reply number {next(count)}, nice to talk.") as fake:
         env = dict(installed.env, OPENAI_API_KEY="sk-test", VD_DEMO_DIR=DEMO_DIR)

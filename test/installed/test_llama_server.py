@@ -159,7 +159,10 @@ def test_the_fake_answers_as_llama_cpp_does(llama):
     assert real["tool round, null content"] == ("http", 500)   # hence content "" in the loop
 
 
-def test_bringup_demo_on_llama_cpp_converses_without_fallbacks(installed, llama, tmp_path):
+# the limit counts the wait for another real-time test (cores_for_real_time)
+@pytest.mark.timeout(600)
+def test_bringup_demo_on_llama_cpp_converses_without_fallbacks(installed, llama, tmp_path,
+                                                               cores_for_real_time):
     url, model = llama
     env = dict(installed.env, OPENAI_API_KEY="none")
     # three of the demo script's lines (the whole script on a busy machine took over 5 min;

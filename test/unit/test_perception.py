@@ -306,8 +306,35 @@ def test_the_notes_observer_releases_its_frame_observer():
     closed = []
 
     class Frames:
-        def close(self):
-            closed.append(True)
+        def close(self, timeout):
+            closed.append(timeout)
+            return True
 
-    NotesObserver(Frames()).close()
-    assert closed == [True]
+    assert NotesObserver(Frames()).close(timeout=3.0) is True
+    assert closed == [3.0]
+
+
+def test_closing_waits_for_the_frame_in_the_models_only_as_long_as_it_is_told():
+    """A frame still being analysed holds the close at most `timeout` s (the node's exit)."""
+    import threading
+    import time
+
+    from vision_dialogue.perception.observer import FrameObserver
+    observer = FrameObserver(detectors=("colours",))
+    inside, leave = threading.Event(), threading.Event()
+
+    def analysing():             # a frame's analysis holds the models' lock as this does
+        with observer._lock:
+            inside.set()
+            leave.wait(30)
+    worker = threading.Thread(target=analysing)
+    worker.start()
+    try:
+        assert inside.wait(30)
+        t0 = time.monotonic()
+        assert observer.close(timeout=0.2) is False
+        assert time.monotonic() - t0 < 5.0
+    finally:
+        leave.set()
+        worker.join(30)
+    assert observer.close(timeout=0.2) is True

@@ -29,6 +29,9 @@ import numpy as np
 BACKLOG = 8
 #: longest a turn waits for frames that arrived before its utterance to be added
 SETTLE_S = 2.0
+#: at shutdown, the longest wait for a frame still in a node's models (the detector's, the
+#: manager's observer): well inside `ros2 launch`'s kill, 15 s after Ctrl-C
+FRAME_AT_EXIT_S = 8.0
 
 
 class FrameIntake:

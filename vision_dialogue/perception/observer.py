@@ -138,9 +138,15 @@ class FrameObserver:
         with self._lock:
             return [d for d in self.detectors if d == "colours" or self._model(d) is not None]
 
-    def close(self) -> None:
-        """Release the mediapipe graphs (the observer reloads them if used again)."""
-        with self._lock:
+    def close(self, timeout: float = -1) -> bool:
+        """Release the mediapipe graphs (the observer reloads them if used again).
+
+        Waits for a frame being analysed, at most `timeout` s (-1: as long as it takes);
+        False when it was still in the models, which are then left as they are.
+        """
+        if not self._lock.acquire(timeout=timeout):
+            return False
+        try:
             for model in self._models.values():
                 close = getattr(model, "close", None)
                 if callable(close):
@@ -149,6 +155,9 @@ class FrameObserver:
                     except Exception:  # noqa: BLE001 - best effort on shutdown
                         pass
             self._models.clear()
+        finally:
+            self._lock.release()
+        return True
 
     # -- models --------------------------------------------------------------------------------
     def _model(self, name: str):
@@ -455,9 +464,9 @@ class NotesObserver:
     def __call__(self, bgr: np.ndarray) -> Observation:
         return self.frames.analyse(bgr)
 
-    def close(self) -> None:
+    def close(self, timeout: float = -1) -> bool:
         """Release the models (after a frame being analysed, FrameObserver.close)."""
-        self.frames.close()
+        return self.frames.close(timeout)
 
     speak = staticmethod(speak_notes)
 
