@@ -348,6 +348,15 @@ class ManagerNode(ManagedNode):
         """Built (configured once) and not closed: the parts exist and run."""
         return self._built and not self._closed
 
+    def destroy_node(self):
+        """Close first (idempotent), then destroy.
+
+        A node destroyed without close() left the observer's MediaPipe graphs running, and
+        the process ended in std::terminate.
+        """
+        self.close()
+        return super().destroy_node()
+
     def close(self) -> None:
         """Stop the turn worker, let summaries finish briefly, close the transcript."""
         if not self._open():
