@@ -283,8 +283,14 @@ def pytest_terminal_summary(terminalreporter):
         tr.write_line(f"{area:<12} {fault[:58]:<58} {result:<8} {n}")
 
 
+def shared_root(tmp_path_factory, worker_id: str) -> Path:
+    """The temporary folder every test worker of this run sees (pytest-xdist: above each's)."""
+    root = tmp_path_factory.getbasetemp()
+    return root if worker_id == "master" else root.parent
+
+
 @pytest.fixture
-def cores_for_real_time(tmp_path_factory):
+def cores_for_real_time(tmp_path_factory, worker_id):
     """Hold the cores for real-time work: one such test at a time across test workers.
 
     For a conversation on a real model and perception of a video played in real time. llama.cpp
@@ -293,13 +299,6 @@ def cores_for_real_time(tmp_path_factory):
     embedded one), and the events node beside them looked at too few frames to see a wave.
     The second test waits here for the first to end; its time limit counts the wait.
     """
-    import fcntl
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent          # popen-gwN/ are the workers' own; their parent is shared
-    with open(root / "real-model.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    from filelock import FileLock
+    with FileLock(str(shared_root(tmp_path_factory, worker_id) / "real-model.lock")):
+        yield

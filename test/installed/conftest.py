@@ -3,16 +3,14 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import shared_root
 from installed.user_env import Installed, readme_install, shared_workspace
 
 
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory, worker_id) -> Installed:
     """The clean build, made once for the run (shared by the test workers)."""
-    root = tmp_path_factory.getbasetemp()
-    if worker_id != "master":       # pytest-xdist: the folder above is every worker's
-        root = root.parent
-    return shared_workspace(root, worker_id)
+    return shared_workspace(shared_root(tmp_path_factory, worker_id), worker_id)
 
 
 @pytest.fixture(scope="session")
