@@ -119,6 +119,14 @@ if ! PYTHONPATH="$ROOT" "$VPY" -c 'import sys; from vision_dialogue.perception.o
 fi
 
 log "colcon build"
+# ccache, where installed, keeps the compiled message code: a rebuild, or the suite's clean
+# build of the same package in another folder (test/installed), compiles nothing twice.
+# Paths under the build folder are hashed relative to it, so any folder shares the cache.
+cmake_args=(-DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$VPY")
+if command -v ccache >/dev/null 2>&1; then
+  cmake_args+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="$ROOT/build"
+fi
 # A symlink install keeps links to files that were moved or deleted since: drop them.
 [ -d "$ROOT/install" ] && find "$ROOT/install" -xtype l -delete
 # shellcheck source=/dev/null
@@ -135,7 +143,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   log "building ${missing[*]} from third_party/interfaces (once, about 70 s)"
   colcon --log-base "$ROOT/log" build --base-paths "$ROOT/third_party/interfaces" \
     --build-base "$ROOT/build" --install-base "$ROOT/install" --packages-select "${missing[@]}" \
-    --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$VPY" \
+    --cmake-args "${cmake_args[@]}" \
     --event-handlers console_cohesion- status- summary+ >&2 \
     || log "the interfaces did not build: going on without them (doctor says what is off)"
   # shellcheck source=/dev/null
@@ -143,6 +151,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 colcon --log-base "$ROOT/log" build --base-paths "$ROOT" --build-base "$ROOT/build" \
   --install-base "$ROOT/install" --symlink-install \
-  --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$VPY" \
+  --cmake-args "${cmake_args[@]}" \
   --event-handlers console_cohesion- status- summary+ >&2
 log "done: source env.sh to use it"

@@ -16,21 +16,24 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tier=all
 if [ "${1:-}" = "--tier" ]; then tier="${2:?--tier unit|system}"; shift 2; fi
 case "$tier" in all|unit|system) ;; *) echo "test.sh: --tier unit|system, not $tier" >&2; exit 2 ;; esac
-# llamacpp: llama.cpp's real server for test/installed/test_llama_server.py (compiled once);
-# docs: the documentation site's builder, which the suite builds with warnings as errors
-VD_EXTRAS="${VD_EXTRAS:-model model-1.5b} llamacpp docs" "$ROOT/scripts/setup.sh"
-# Debian packages some tests need, installed when this user can: Chromium (the monitor's
-# browser test) and espeak-ng (a second synthetic voice for the speech-to-text tests).
+# Debian packages some tests need, installed when this user can (before setup, whose build
+# then fills ccache): Chromium (the monitor's browser test), espeak-ng (a second synthetic
+# voice for the speech-to-text tests), ccache (the clean build of test/installed reuses what
+# setup compiled instead of compiling the message code again).
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v espeak-ng >/dev/null 2>&1 || missing+=(espeak-ng)
+command -v ccache >/dev/null 2>&1 || missing+=(ccache)
 if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "[test] installing ${missing[*]} for the tests" >&2
   { apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1 \
     || { apt-get update -q >/dev/null 2>&1 \
          && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1; }; } \
-    || echo "[test] ${missing[*]} could not be installed: their tests will be skipped" >&2
+    || echo "[test] ${missing[*]} could not be installed: their tests are skipped (ccache: slower)" >&2
 fi
+# llamacpp: llama.cpp's real server for test/installed/test_llama_server.py (compiled once);
+# docs: the documentation site's builder, which the suite builds with warnings as errors
+VD_EXTRAS="${VD_EXTRAS:-model model-1.5b} llamacpp docs" "$ROOT/scripts/setup.sh"
 # shellcheck source=/dev/null
 source "$ROOT/env.sh"
 cd "$ROOT"

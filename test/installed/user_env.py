@@ -174,11 +174,16 @@ def build_workspace(ws: Path) -> None:
     base["ROS_DOMAIN_ID"] = os.environ["ROS_DOMAIN_ID"]
     t0 = time.monotonic()
     interfaces = [] if built_interfaces(ws) else [str(src / INTERFACES)]
+    launcher = []
+    if shutil.which("ccache"):           # as scripts/setup.sh: what setup compiled is reused
+        launcher = ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+        base["CCACHE_BASEDIR"] = str(ws / "build")
     build = subprocess.run(
         ["colcon", "--log-base", str(ws / "log"), "build", "--base-paths", str(ws / "src"),
          *interfaces,
          "--build-base", str(ws / "build"), "--install-base", str(ws / "install"),
          "--cmake-args", "-DBUILD_TESTING=OFF", f"-DPython3_EXECUTABLE={sys.executable}",
+         *launcher,
          "--event-handlers", "console_cohesion+", "status-"],
         cwd=ws, env=base, capture_output=True, text=True, timeout=900)
     assert build.returncode == 0, \
