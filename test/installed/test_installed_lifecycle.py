@@ -244,7 +244,10 @@ def test_a_lifecycle_manager_drives_every_node_of_a_setup(installed, tmp_path, c
         assert until(lambda: "Are you there?" in lm.lines)
         wait_for_log(logs["manager_node"], r"inactive \(lifecycle\): a line \(not answered\)",
                      procs["manager_node"], timeout=20)
-        assert fake.request_count == asked and len(finals()) == 1
+        # not asked of the LLM (a summary of frames it had before may still end meanwhile)
+        late = [json.dumps(r["messages"]) for r in fake.requests[asked:]]
+        assert not [p for p in late if "Are you there?" in p], late
+        assert len(finals()) == 1
         # active again: answers, with the prompt it kept
         assert lm.transition("manager_node", Transition.TRANSITION_ACTIVATE)
         say("What is my name?")
