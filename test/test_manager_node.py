@@ -665,3 +665,19 @@ def test_focus_note_auto_follows_the_measurement_per_model(setting, backend, mod
     from vision_dialogue.ros.manager_params import focus_note_style
     assert focus_note_style({"focus_note": setting, "llm_backend": backend,
                              "model": model}) == on
+
+
+def test_a_reply_said_while_the_context_shuts_down_ends_quietly(ros_context):
+    """SIGTERM mid-turn: the sentence after the shutdown goes nowhere, with no error."""
+    import rclpy
+    from vision_dialogue.core.turn_taking import ReplyChunk
+    from vision_dialogue.ros.manager_outputs import ManagerOutputs
+    node = rclpy.create_node("outputs_probe", context=ros_context)
+    try:
+        out = ManagerOutputs(node, {"frame_id": "base_link"}, lambda: True)
+        chunk = ReplyChunk(1, 0, "Hello there.", "Hi!", False, False)
+        out.reply(chunk)                                  # live: it goes out
+        ros_context.shutdown()
+        out.reply(chunk)                                  # shut down: nothing, no RCLError
+    finally:
+        node.destroy_node()

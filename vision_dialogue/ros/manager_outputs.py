@@ -61,10 +61,21 @@ class ManagerOutputs:
         return msg
 
     def reply(self, c: ReplyChunk) -> None:
+        """Publish one sentence or the whole reply; nothing once the node is shutting down.
+
+        A turn that is speaking when SIGTERM or Ctrl-C shuts the context down ends quietly
+        (it used to fail on the dead publisher and log three errors and a fallback).
+        """
+        if not self._live():
+            return
         r = self._header(Reply())
         r.turn_id, r.chunk_index, r.text = int(c.turn_id), int(c.index), c.text
         r.in_reply_to, r.final, r.fallback = c.in_reply_to, bool(c.final), bool(c.fallback)
-        self.reply_pub.publish(r)
+        try:
+            self.reply_pub.publish(r)
+        except Exception:  # noqa: BLE001 - the context went down between the check and here
+            if self._live():
+                raise
 
     def conversation_event(self, kind: str, data: dict) -> None:
         """A conversation's event out as its transcript record (a frame's with a thumbnail)."""
