@@ -180,7 +180,9 @@ def test_missing_file_logged_once_nothing_published_then_recovers(harness, tmp_p
     assert h.cam.failures >= 4                   # kept retrying, with backoff (not per tick)
     assert h.cam.failures < 1.2 / 0.05
     assert h.cam.errors_logged == 1
-    write_video(video, n=5)
+    # written beside it, then moved into place: the camera's acquisition thread retries on its
+    # own, and a half-written file is another failure with its own error line (a busy run)
+    write_video(tmp_path / "writing.avi", n=5).replace(video)
     assert h.spin_until(lambda: len(h.images) >= 2, timeout=5.0)
     assert h.cam.errors_logged == 1
     err = capfd.readouterr().err
