@@ -675,9 +675,13 @@ def test_a_reply_said_while_the_context_shuts_down_ends_quietly(ros_context):
     node = rclpy.create_node("outputs_probe", context=ros_context)
     try:
         out = ManagerOutputs(node, {"frame_id": "base_link"}, lambda: True)
+        sent, publish = [], out.reply_pub.publish
+        out.reply_pub.publish = lambda msg: (sent.append(msg.text), publish(msg))
         chunk = ReplyChunk(1, 0, "Hello there.", "Hi!", False, False)
         out.reply(chunk)                                  # live: it goes out
+        assert sent == ["Hello there."]
         ros_context.shutdown()
         out.reply(chunk)                                  # shut down: nothing, no RCLError
+        assert sent == ["Hello there."]
     finally:
         node.destroy_node()
