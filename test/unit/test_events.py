@@ -192,8 +192,11 @@ def test_events_reach_the_reply_prompt_in_arrival_order(vision):
         c.set_people("user 3 in front of you", arrived=["3"])
         c.turn("What did I just do?")
         text = json.dumps(be.of_kind("reply")[-1][1])
-        waved, arrived = text.index("You noticed: someone on the left waved"), \
-            text.index("You noticed: user 3 came into view")
+        # a vision model reads each event as a note; a text-only one in the line of what it
+        # saw since the last dialogue line ("Earlier you saw: ...; then someone ... waved")
+        label = "You noticed: " if vision else "; then "
+        waved, arrived = text.index(label + "someone on the left waved"), \
+            text.index(label + "user 3 came into view")
         assert waved < arrived < text.index("What did I just do?")
         assert ("event", "someone on the left waved") in seen
         assert c.state()["events"] == 2

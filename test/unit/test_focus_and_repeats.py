@@ -209,8 +209,21 @@ def _warmed_after_a_frame() -> tuple[_WarmBackend, Conversation]:
     c = Conversation(be, load_persona(), ConversationConfig(n=4, m=3),
                      observer=lambda bgr: "one person, close, in the middle")
     c.add_frame(np.full((60, 80, 3), 120, np.uint8))
-    assert c.wait_idle() and _until(lambda: be.warmed)
+    assert c.wait_idle() and _until(
+        lambda: be.warmed and be.warmed[-1] == c.prompt.reply_messages())
     return be, c
+
+
+def test_the_persona_is_read_before_the_first_frame():
+    """A local model reads the persona while the camera starts, not in the opening remark."""
+    be = _WarmBackend()
+    c = Conversation(be, load_persona(), ConversationConfig(n=4, m=3))
+    try:
+        assert _until(lambda: be.warmed)
+        first = be.warmed[0][0]
+        assert first == {"role": "system", "content": load_persona().system.strip()}
+    finally:
+        c.close()
 
 
 def test_a_changed_prompt_is_warmed_between_turns_with_the_reply_prompt():

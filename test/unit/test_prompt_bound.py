@@ -168,3 +168,55 @@ def test_merge_observations_keeps_changes_in_order():
     assert merge_observations(["a cat.", "a cat", "", "no one", "a cat"]) == \
         "a cat; then no one; then a cat"
     assert merge_observations(["", None]) == ""
+
+
+def _text_prompt(builder, timeline) -> str:
+    """The reply prompt without what the robot sees now (said again at the end each turn)."""
+    msgs = builder.reply_messages(timeline.snapshot())
+    now = builder.persona.frame_label
+    return "\n".join(f"{m['role']}: {m['content']}" for m in msgs
+                     if not m["content"].startswith(now))
+
+
+def test_a_text_models_prompt_keeps_its_text_when_frames_are_summarised_or_come():
+    """A local text model re-reads only the prompt's changed tail (llama.cpp's prefix cache).
+
+    A merge summary of some frames between two dialogue lines, with the events among them,
+    leaves every character of the prompt as it was; a new frame only extends the last line of
+    what the robot saw. (The prompt used to change at the summarised frames: on 2 CPU cores
+    the 1.5B read 150-250 tokens again for each reply, about 5 s.)
+    """
+    from vision_dialogue.core.images import Frame
+    from vision_dialogue.core.prompt import PromptBuilder
+    from vision_dialogue.core.images import ImagePolicy
+    from vision_dialogue.core.summariser import SummaryRule, merged_text
+    from vision_dialogue.core.timeline import Timeline
+    builder = PromptBuilder(load_persona(), ImagePolicy(), supports_images=False)
+    timeline, rule = Timeline(), SummaryRule(n=4, m=3)
+    seen = iter(["a person in orange", "a person in orange", "no one there", "a cat",
+                 "a person in blue", "no one there", "a cup", "a cup"])
+
+    def frame():
+        timeline.add_frame(Frame(bgr=img(0), observation=next(seen)))
+
+    frame()
+    timeline.add_line("user", "Hello!")
+    frame()
+    timeline.add_event("someone waved")
+    frame()
+    timeline.add_line("robot", "Hi there!")
+    frame()
+    before = _text_prompt(builder, timeline)
+    frame()
+    grown = _text_prompt(builder, timeline)
+    assert grown.startswith(before) and grown.endswith("a cat; then a person in blue")
+    for _ in range(3):
+        frame()
+        due = timeline.take(rule.due)
+        assert due, [type(it).__name__ for it in timeline.snapshot()]
+        before = _text_prompt(builder, timeline)
+        timeline.splice_summary(due, merged_text(timeline.span(due), "?"), method="merge")
+        assert _text_prompt(builder, timeline) == before
+    assert sum(isinstance(it, SummaryItem) for it in timeline.snapshot()) == 3
+    assert before.count("Earlier you saw:") == 3       # one line per run between lines
+    assert "a person in orange; then someone waved; then no one there" in before

@@ -114,6 +114,9 @@ class Conversation(DirectedLines):
         self.replies = ReplyMaker(backend, persona, cfg, self.turn_tools,
                                   lambda allow: self.prompt.note_filter(
                                       allow, self.turn_tools.instructions()), self.log)
+        # the persona's text, read while the camera starts: the first frame's opening remark
+        # then reads only the frame (the 1.5B reads the persona in about 8 s on 2 cores)
+        self.warmer.soon()
 
     def set_tools(self, provider: ToolProvider | None, *, max_rounds: int = 3,
                   show_images: bool = True) -> None:

@@ -6,11 +6,11 @@ user lines as `user`, robot lines as `assistant`; adjacent user-side items share
 for a text-only backend, frame observations and summaries are `system` messages in place);
 and, in the system message, a note when no frame has arrived yet or the newest frame is dark.
 The newest frame goes in at full configured size, older ones downscaled (ImagePolicy). With a
-text-only backend a frame goes in as its text observation instead, worded as its one-frame
-summary will be ("Earlier you saw: ..."), and what the robot sees now is said again right
-before the person's last line (`now_index`): a local model keeps the prompt it has read
-(llama.cpp's prefix cache) when a frame comes or is summarised, instead of reading again
-everything after a frame whose text changed.
+text-only backend the frames, summaries and events between two dialogue lines go in as one
+line of text observations, worded as their "merge" summary will be ("Earlier you saw: A; then
+B"), and what the robot sees now is said again right before the person's last line
+(`now_index`): a local model keeps the prompt it has read (llama.cpp's prefix cache) when a
+frame comes or is summarised, instead of reading again everything after the frame.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Sequence
 
 from vision_dialogue.core.images import ImagePolicy
 from vision_dialogue.core.persona import Persona
-from vision_dialogue.core.timeline import ROBOT, EventItem, FrameItem, Item, LineItem, \
+from vision_dialogue.core.timeline import ROBOT, THEN, EventItem, FrameItem, Item, LineItem, \
     SummaryItem, merge_observations, run_span
 
 UNSEEN = "nothing I can make out"     # a frame without an observation (its observer failed)
@@ -49,24 +49,12 @@ class PromptBuilder:
             parts.append({"type": "text", "text": f"[{self.persona.objects_label} {f.objects}]"})
         return parts
 
-    def _observation_text(self, item: FrameItem, newest: bool) -> str:
-        """What a text-only prompt says of a frame: seen now, or earlier.
-
-        An earlier frame reads as the one-frame summary that replaces it ("merge" mode), so a
-        summary of a frame between two lines leaves the prompt as the model read it (its
-        prefix cache holds) instead of changing every line after it.
-        """
-        if newest:
-            obs = item.frame.observation or UNSEEN
-            return f"{self.persona.frame_label} {obs}"
-        obs = merge_observations([item.frame.observation]) or UNSEEN
-        return f"{self.persona.summary_label} {obs}"
-
     def _add_now_note(self, msgs: list, newest: FrameItem | None) -> None:
         """A text-only prompt: what the robot sees now, at the end (`now_index`)."""
         if newest is not None:
             msgs.insert(now_index(msgs), {"role": "system",
-                                          "content": self._observation_text(newest, True)})
+                                          "content": f"{self.persona.frame_label} "
+                                                     f"{newest.frame.observation or UNSEEN}"})
 
     def _summary_part(self, item: SummaryItem) -> dict:
         return {"type": "text", "text": f"[{self.persona.summary_label} {item.text}]"}
@@ -112,32 +100,53 @@ class PromptBuilder:
         newest = None if camera_lost else next(
             (it for it in reversed(items) if it.kind == "frame"), None)
         packer = _Packer(msgs)
+        seen: list[Item] = []           # a text-only prompt's run of frames, summaries, events
         for it in items:
+            if not self.supports_images and it.kind in ("frame", "summary", "event"):
+                # Text-only backend: what the robot saw goes in as system messages at its place
+                # in the timeline, so the user turns hold only what the person said (small
+                # models otherwise echo or continue the user turn); one line per run between
+                # two dialogue lines (what it sees now is said at the end)
+                seen.append(it)
+                continue
+            self._add_seen(packer, seen)
+            seen = []
             if it.kind == "line" and it.role == ROBOT:
                 if it.calls:
                     packer.flush()
                     msgs.extend(_calls_made(it))
                 packer.add("assistant", [{"type": "text", "text": it.text}], merge=False)
-            elif not self.supports_images and it.kind in ("frame", "summary", "event"):
-                # Text-only backend: what the robot saw goes in as system messages at its place
-                # in the timeline, so the user turns hold only what the person said (small
-                # models otherwise echo or continue the user turn); each keeps its text as
-                # frames come (what it sees now is said at the end)
-                packer.add("system", [{"type": "text", "text": self._seen_text(it, None)}])
             else:
                 packer.add("user", self._user_parts(it, newest))
+        self._add_seen(packer, seen)
         packer.flush()
         if not self.supports_images:
             self._add_now_note(msgs, newest)
         self._add_eyes_note(msgs, newest, camera_lost)
         return msgs
 
-    def _seen_text(self, item: Item, newest: FrameItem | None) -> str:
-        if item.kind == "event":
-            return self._event_text(item)
-        if item.kind == "summary":
-            return f"{self.persona.summary_label} {item.text}"
-        return self._observation_text(item, item is newest)
+    def _add_seen(self, packer: "_Packer", run: list) -> None:
+        if run:
+            packer.add("system", [{"type": "text", "text": self.seen_text(run)}])
+
+    def seen_text(self, run: Sequence[Item]) -> str:
+        """One line for a run of frames, summaries and events between two dialogue lines.
+
+        Worded as a "merge" summary of the run will be: a summary of some of its frames, or a
+        new frame at its end, leaves the line as the model read it up to there (llama.cpp's
+        prefix cache holds), instead of changing every line after it.
+        """
+        parts: list[str] = []
+        for it in run:
+            if it.kind == "summary":
+                parts += it.text.split(THEN)
+            elif it.kind == "event":
+                parts.append(it.text)
+            else:
+                parts.append(it.frame.observation or UNSEEN)
+        label = self.persona.summary_label if any(it.kind != "event" for it in run) \
+            else self.persona.event_label
+        return f"{label} {merge_observations(parts)}"
 
     def _user_parts(self, item: Item, newest: FrameItem | None) -> list:
         if item.kind == "frame":

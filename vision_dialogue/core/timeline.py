@@ -98,6 +98,10 @@ def run_span(items: Sequence[Item], frames: Sequence[FrameItem]) -> list[Item]:
             if id(it) in ids or isinstance(it, EventItem)]
 
 
+THEN = "; then "
+"""What joins the parts of a merged observation ("a person; then no one")."""
+
+
 def merge_observations(observations: Sequence[str]) -> str:
     """One line from consecutive frames' observations, without an LLM.
 
@@ -109,7 +113,7 @@ def merge_observations(observations: Sequence[str]) -> str:
         obs = " ".join((obs or "").split()).rstrip(".")
         if obs and (not kept or kept[-1] != obs):
             kept.append(obs)
-    return "; then ".join(kept)
+    return THEN.join(kept)
 
 
 def describe(item: Item) -> str:
