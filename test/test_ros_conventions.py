@@ -191,12 +191,15 @@ def test_bags_keep_each_publishers_qos(ros_context, spin, tmp_path):
     from vision_dialogue.cli.bag_play import BagPlayer
     from vision_dialogue.cli.bag_record import BagRecorder
     from vision_dialogue.msg import SpeechState
-    src = Node("robot", context=ros_context)
+    # in a namespace of its own: another test's node left in this worker's ROS domain once
+    # added its speech states to the count (a fresh-clone run)
+    ns = "qos_bag_test"
+    src = Node("robot", namespace=ns, context=ros_context)
     state_pub = src.create_publisher(SpeechState, "dialogue/speech_state", LATCHED)
     state_pub.publish(SpeechState(state=SpeechState.LISTENING))
     cam = src.create_publisher(Image, "camera/image_raw", RELIABLE10)
     bag = tmp_path / "qos_bag"
-    rec = BagRecorder(context=ros_context, parameter_overrides=[
+    rec = BagRecorder(context=ros_context, namespace=ns, parameter_overrides=[
         Parameter("output", value=str(bag)),
         Parameter("topics", value=["dialogue/speech_state", "camera/image_raw"])])
     ex = executor(ros_context, src, rec)
@@ -211,21 +214,21 @@ def test_bags_keep_each_publishers_qos(ros_context, spin, tmp_path):
         close(ex, src, rec)
     with Reader(bag) as reader:
         conns = {c.topic: c for c in reader.connections}
-        cam_qos = conns["/camera/image_raw"].ext.offered_qos_profiles[0]
+        cam_qos = conns[f"/{ns}/camera/image_raw"].ext.offered_qos_profiles[0]
         assert cam_qos.reliability == QosReliability.RELIABLE
-        state_qos = conns["/dialogue/speech_state"].ext.offered_qos_profiles[0]
+        state_qos = conns[f"/{ns}/dialogue/speech_state"].ext.offered_qos_profiles[0]
         assert state_qos.durability == QosDurability.TRANSIENT_LOCAL
-        stamps = [t for c, t, _ in reader.messages(connections=[conns["/camera/image_raw"]])]
+        stamps = [t for c, t, _ in reader.messages(connections=[conns[f"/{ns}/camera/image_raw"]])]
         assert all(abs(t - sent) < 2e9 for t in stamps), "not stamped at receipt"
     player = BagPlayer(context=ros_context, autostart=False, parameter_overrides=[
         Parameter("bag", value=str(bag)), Parameter("start_delay", value=0.0),
-        Parameter("topics", value=["/camera/image_raw"])])
-    sink = Node("viewer", context=ros_context)
+        Parameter("topics", value=[f"/{ns}/camera/image_raw"])])
+    sink = Node("viewer", namespace=ns, context=ros_context)
     got = []
     sink.create_subscription(Image, "camera/image_raw", got.append, 10)   # default: RELIABLE
     ex = executor(ros_context, player, sink)
     try:
-        assert spin(ex, lambda: matched(player._pubs["/camera/image_raw"], *ex.get_nodes()),
+        assert spin(ex, lambda: matched(player._pubs[f"/{ns}/camera/image_raw"], *ex.get_nodes()),
                     5.0)
         player.start()
         assert spin(ex, lambda: len(got) == 3, 5.0), f"{len(got)} of 3 replayed frames"

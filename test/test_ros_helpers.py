@@ -316,7 +316,12 @@ def test_a_node_slow_to_stop_prints_its_stacks_before_launch_would_kill_it(tmp_p
     try:
         proc.send_signal(signal.SIGINT)
         t0 = time.monotonic()
-        assert until(lambda: "in held_in_close" in log.read_text(), 60), log.read_text()
+        if not until(lambda: "in held_in_close" in log.read_text(), 60):
+            # where it is instead (twice in busy fresh-clone runs, never alone: unexplained)
+            from vision_dialogue.ros.node_runner import STACKS_SIGNAL
+            proc.send_signal(STACKS_SIGNAL)
+            until(lambda: "Thread" in log.read_text(), 10)
+            raise AssertionError(f"no stacks 60 s after SIGINT:\n{log.read_text()}")
         assert time.monotonic() - t0 >= STACKS_IF_STOP_TAKES_S - 0.5
         assert proc.poll() is None          # printed while it was still stopping
         release.touch()

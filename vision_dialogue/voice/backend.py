@@ -319,11 +319,23 @@ class LocalVoiceBackend(SpeechBackend):
             rule, self.quick_silence, self.segmenter.min_silence * CHUNK_S, self.hold_silence))
 
     def _maybe_partial(self, now: float) -> None:
-        """Every `partial_every` s of a segment's speech: recognise it so far, as a partial."""
+        """Every `partial_every` s of a segment's speech: recognise it so far, as a partial.
+
+        Audio faster than real time (a WAV file) counts its own seconds and is recognised in
+        step, as a live microphone would be on a machine fast enough.
+        """
         seg = self._segment
         if not self.partial_every or "started_at" not in seg or "paused_at" in seg or \
-                seg.get("echo") or self._partial_busy or \
-                now - seg.get("partial_at", seg["started_at"]) < self.partial_every:
+                seg.get("echo") or self._partial_busy:
+            return
+        if not getattr(self.source, "realtime", True):
+            seg["heard"] = seg.get("heard", 0.0) + CHUNK_S
+            if seg["heard"] - seg.get("partial_heard", 0.0) >= self.partial_every:
+                seg["partial_heard"] = seg["heard"]
+                self._partial_busy = True
+                self._partial(self.segmenter.audio_so_far(), seg)
+            return
+        if now - seg.get("partial_at", seg["started_at"]) < self.partial_every:
             return
         seg["partial_at"] = now
         self._partial_busy = True
