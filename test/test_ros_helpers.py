@@ -211,6 +211,35 @@ def test_a_stop_after_the_node_is_made_and_before_it_spins_exits_quietly():
     assert closed == [True]
 
 
+def test_the_executors_worker_threads_end_with_the_node_even_if_it_is_still_referenced():
+    """A stopped node's executor threads end at once, however long the executor lives on.
+
+    In a busy fresh-clone run a detector waited its whole exit grace for two idle worker
+    threads of its executor, which something still referenced, and `ros2 launch` killed it.
+    """
+    import threading
+
+    import rclpy
+    from installed.user_env import until
+    from vision_dialogue.ros.node_runner import run_node
+    kept = []
+
+    def make():
+        node = rclpy.create_node("kept_executor_node")
+
+        def once():
+            kept.append(node.executor)          # the executor outlives the node
+            rclpy.try_shutdown()
+        node.create_timer(0.05, once)
+        return node
+    before = set(threading.enumerate())
+    assert run_node(make, "kept_executor_node", args=["kept_executor_node"]) == 0
+    assert kept and kept[0] is not None
+    assert until(lambda: not [t for t in set(threading.enumerate()) - before
+                              if t.name.startswith("ThreadPoolExecutor")], 5), \
+        [t.name for t in threading.enumerate()]
+
+
 def test_a_failing_callback_is_logged_and_the_node_runs_on(capfd):
     """One failing callback does not end the node; its error is logged with the traceback.
 

@@ -247,6 +247,11 @@ def _close(node: "Node", executor=None) -> None:
     if executor is not None:
         executor.remove_node(node)
     node.destroy_node()
+    if executor is not None:
+        # its idle worker threads end now, not when the executor is collected: a reference
+        # left somewhere (a loaded machine's late callback) kept them, and `end_program`
+        # waited its whole grace for them while `ros2 launch` escalated to SIGKILL
+        executor.shutdown(timeout_sec=0, wait_for_threads=False)
 
 
 def _spin_on(executor, node: "Node") -> None:
