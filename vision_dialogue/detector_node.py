@@ -18,7 +18,8 @@ from __future__ import annotations
 import threading
 import time
 
-from vision_dialogue.core.frame_intake import FRAME_AT_EXIT_S, FrameIntake
+from vision_dialogue.core.frame_intake import FRAME_AT_EXIT_S, FrameIntake, \
+    wait_for_frame_in_hand
 from vision_dialogue.core.health import ERROR, OK, Health, Throughput
 from vision_dialogue.perception.object_detector import Detected, ObjectDetector, ObjectModelMissing
 from vision_dialogue.ros import perception_msgs as pm
@@ -113,6 +114,7 @@ class DetectorNode(ManagedNode):
                 f"{self.resolve_topic_name(pm.DETECTIONS_TOPIC)}")
 
     def deactivate(self) -> None:
+        wait_for_frame_in_hand(self._models)
         self.get_logger().info("detector inactive: frames ignored, the models kept")
 
     def cleanup(self) -> None:
@@ -160,16 +162,16 @@ class DetectorNode(ManagedNode):
         """On the intake worker: one frame through the detector; stamped as the frame."""
         stamp_ns = stamp_ns or self.get_clock().now().nanoseconds
         t0 = time.monotonic()
-        with self._models:               # cleanup frees them between frames, not during one
-            if self.detector is None or not self.active:
+        with self._models:               # cleanup frees them between frames, not during one;
+            if self.detector is None or not self.active:    # deactivate waits for the frame
                 return
             found = self.detector.detect(bgr)
             header = self._header(stamp_ns, self.images.frame_id)
             if self.observer is not None:
                 found = found + self._parts(bgr, header)
-        self.pub.publish(pm.to_detection_array(header, found))
-        self.published += 1
-        self.work.add(time.monotonic() - t0)
+            self.pub.publish(pm.to_detection_array(header, found))
+            self.published += 1
+            self.work.add(time.monotonic() - t0)
         if found:
             self.get_logger().debug(", ".join(f"{d.label} {d.score:.2f}" for d in found))
 
@@ -203,8 +205,7 @@ class DetectorNode(ManagedNode):
             self.intake.close(timeout=0)     # no new frame; the one in hand is waited for below
         # a frame still in the models is waited for, not past FRAME_AT_EXIT_S (they load at
         # configure now, so a frame takes its usual time even on a loaded machine)
-        if self._models.acquire(timeout=FRAME_AT_EXIT_S):
-            self._models.release()
+        if wait_for_frame_in_hand(self._models):
             self.cleanup()
         else:
             self.get_logger().warning(f"a frame was still in the detector after "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 
-from vision_dialogue.core.frame_intake import FrameIntake
+from vision_dialogue.core.frame_intake import FrameIntake, wait_for_frame_in_hand
 from vision_dialogue.core.health import OK, WARN, Health, Throughput
 from vision_dialogue.msg import VisualEvent
 from vision_dialogue.perception.events import EVENT_KINDS, EventConfig, EventDetector
@@ -121,6 +121,7 @@ class EventsNode(ManagedNode):
             f"{', '.join(self.params['kinds'])} -> {self.resolve_topic_name(VISUAL_EVENTS_TOPIC)}")
 
     def deactivate(self) -> None:
+        wait_for_frame_in_hand(self._models)
         self.get_logger().info("events inactive: stream frames ignored, the models kept")
 
     def cleanup(self) -> None:
@@ -154,19 +155,19 @@ class EventsNode(ManagedNode):
         """On the intake worker: one frame through the detector, its events published."""
         stamp_ns = stamp_ns or self.get_clock().now().nanoseconds
         t0 = time.monotonic()
-        with self._models:               # cleanup frees them between frames, not during one
-            if self.detector is None or not self.active:
+        with self._models:               # cleanup frees them between frames, not during one;
+            if self.detector is None or not self.active:    # deactivate waits for the frame
                 return
             events = list(self.detector.observe(bgr, stamp_ns / 1e9))
-        self.work.add(time.monotonic() - t0)
-        for event in events:
-            msg = VisualEvent(kind=event.kind, text=event.text, where=event.where,
-                              confidence=float(event.confidence))
-            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 10 ** 9)
-            msg.header.frame_id = self.stream.frame_id
-            self.pub.publish(msg)
-            self.published += 1
-            self.get_logger().info(f"seen: {event.text}")
+            self.work.add(time.monotonic() - t0)
+            for event in events:
+                msg = VisualEvent(kind=event.kind, text=event.text, where=event.where,
+                                  confidence=float(event.confidence))
+                msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 10 ** 9)
+                msg.header.frame_id = self.stream.frame_id
+                self.pub.publish(msg)
+                self.published += 1
+                self.get_logger().info(f"seen: {event.text}")
 
     def destroy_node(self):
         if self.intake is not None:

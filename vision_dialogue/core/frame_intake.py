@@ -34,6 +34,18 @@ SETTLE_S = 2.0
 FRAME_AT_EXIT_S = 8.0
 
 
+def wait_for_frame_in_hand(models: threading.Lock, timeout: float = FRAME_AT_EXIT_S) -> bool:
+    """Wait for the frame a node's models hold (at most `timeout` s); True when none is left.
+
+    A node deactivated after this publishes and counts nothing more (its frame worker holds
+    `models` from the check of `active` to the frame's last message).
+    """
+    if not models.acquire(timeout=timeout):
+        return False
+    models.release()
+    return True
+
+
 class FrameIntake:
     """Decode-and-add worker with de-duplication by key, a minimum interval and counters.
 
