@@ -222,7 +222,7 @@ def _spin(node: "Node", threads: int | None, drain: bool, program: bool) -> None
         if drain and _spin_until_signal(executor):
             node.drain(executor)
         elif not drain:
-            _spin_on(executor, node)
+            _spin_on(executor, node, program)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except RCLError:
@@ -254,9 +254,23 @@ def _close(node: "Node", executor=None) -> None:
         executor.shutdown(timeout_sec=0, wait_for_threads=False)
 
 
-def _spin_on(executor, node: "Node") -> None:
-    """`executor.spin()`, which a failing callback ends: the error is logged, spinning goes on."""
-    spin_through_failures(executor.spin, node.get_logger(), node.context.ok)
+def _spin_on(executor, node: "Node", program: bool) -> None:
+    """`executor.spin()`, which a failing callback ends: the error is logged, spinning goes on.
+
+    A program spins in steps of at most STOP_POLL_S and also ends on STOP_REQUESTED, so a
+    Ctrl-C stops it even when rclpy's own handling of it did not reach the executor.
+    """
+    if not program:
+        spin_through_failures(executor.spin, node.get_logger(), node.context.ok)
+        return
+
+    def spin() -> None:
+        while executor.context.ok() and not STOP_REQUESTED.is_set():
+            executor.spin_once(timeout_sec=STOP_POLL_S)
+    spin_through_failures(spin, node.get_logger(),
+                          lambda: node.context.ok() and not STOP_REQUESTED.is_set())
+    if STOP_REQUESTED.is_set() and node.context.ok():   # often only not yet: rclpy's is async
+        node.get_logger().debug("stopping on a signal before rclpy's handler acted on it")
 
 
 def spin_through_failures(spin: Callable[[], None], logger, ok: Callable[[], bool]) -> None:
@@ -351,15 +365,26 @@ def _ignore_stop_signals(program: bool) -> None:
             signal.signal(s, signal.SIG_IGN)
 
 
+STOP_POLL_S = 0.5
+"""How often a program's spinning looks at STOP_REQUESTED (the stop rclpy's handler missed)."""
+
+STOP_REQUESTED = threading.Event()
+"""Set by a program's own SIGINT/SIGTERM handler, which rclpy's handler calls after its own."""
+
+
 def _no_interrupt_once_rclpy_stops() -> None:
-    """Ctrl-C without a KeyboardInterrupt in the main thread.
+    """Ctrl-C without a KeyboardInterrupt in the main thread, and noted for the spinning.
 
     rclpy's handler shuts the context down, which ends the spinning, and then calls Python's
     handler, whose KeyboardInterrupt came at whatever the main thread ran (once in a garbage
-    collector's `__del__`, which printed a traceback).
+    collector's `__del__`, which printed a traceback). Ours only notes the stop: on loaded
+    fresh machines rclpy's handler twice left a node spinning 15 s after Ctrl-C (its stacks:
+    the main thread in `rcl_wait`, the context still up), and `_spin_on` ends on the note.
     """
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, lambda *_: None)
+        STOP_REQUESTED.clear()
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, lambda *_: STOP_REQUESTED.set())
 
 
 def _init_options(drain: bool) -> dict:
