@@ -458,24 +458,33 @@ def health_rows(cfg: Config) -> list[Check]:
         newest.update((s.name, (s.level[0], s.message)) for s in msg.status)
         heard.update(s.hardware_id for s in msg.status)
 
-    def heard_all(node) -> bool:
-        names = {i.node_namespace.rstrip("/") + "/" + i.node_name
-                 for i in node.get_publishers_info_by_topic(DIAGNOSTICS_TOPIC)}
-        return bool(names) and names <= heard
+    def publishers(node) -> set[str]:
+        return {i.node_namespace.rstrip("/") + "/" + i.node_name
+                for i in node.get_publishers_info_by_topic(DIAGNOSTICS_TOPIC)}
 
+    listen = max(2.0, cfg.listen_s)
     with rclpy.init(args=["doctor"]):
         node = rclpy.create_node("vd_doctor_health")
         node.create_subscription(DiagnosticArray, DIAGNOSTICS_TOPIC, on_array, 50)
-        end = time.monotonic() + max(2.0, cfg.listen_s)
-        while time.monotonic() < end and not heard_all(node):
+        end = time.monotonic() + listen
+        silent = set()
+        while time.monotonic() < end:
+            found = publishers(node)
+            silent = found - heard
+            if found and not silent:
+                break
             rclpy.spin_once(node, timeout_sec=0.1)
         node.destroy_node()
+    # a node that publishes there and said nothing: hung, or killed moments ago (its endpoints
+    # stay in the graph until DDS notices it gone)
+    quiet = [Check(name, WARN, f"publishes {DIAGNOSTICS_TOPIC} but said nothing in {listen:g} s",
+                   "is it running? see that node's log") for name in sorted(silent)]
     if not newest:
-        return [Check("health", WARN, f"no node published {DIAGNOSTICS_TOPIC} in "
-                      f"{max(2.0, cfg.listen_s):g} s", "start the setup (bringup, ros2 launch)")]
+        return quiet or [Check("health", WARN, f"no node published {DIAGNOSTICS_TOPIC} in "
+                               f"{listen:g} s", "start the setup (bringup, ros2 launch)")]
     result = {health.OK: OK, health.WARN: WARN}
     return [Check(name, result.get(level, FAIL), message, "see that node's log")
-            for name, (level, message) in sorted(newest.items())]
+            for name, (level, message) in sorted(newest.items())] + quiet
 
 
 def table(rows: list[Check]) -> str:
