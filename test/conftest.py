@@ -193,6 +193,41 @@ def pytest_runtest_protocol(item, nextitem):
         faulthandler.cancel_dump_traceback_later()
 
 
+def domain_processes(domain: int = DOMAIN_ID) -> dict[int, str]:
+    """{pid: command line} of the other processes on this machine in ROS domain `domain`."""
+    found, key = {}, f"ROS_DOMAIN_ID={domain}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if key in (entry / "environ").read_bytes().split(b"\0"):
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(
+                    b"\0", b" ").decode(errors="replace").strip()
+        except OSError:             # gone, or not ours to read
+            continue
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left_in_the_domain():
+    """Warn, naming the test, of a process it started in the worker's ROS domain and left running.
+
+    Such a process answered for nodes of later tests in that domain (a subscriber that started
+    a speech node's input early, a /diagnostics publisher the doctor waited for).
+    """
+    if not sys.platform.startswith("linux"):
+        yield
+        return
+    before = set(domain_processes())
+    yield
+    left = {pid: cmd for pid, cmd in domain_processes().items()
+            if pid not in before and cmd and not cmd.startswith(("[", "ps "))}
+    if left:
+        import warnings
+        warnings.warn(f"processes left running in ROS domain {DOMAIN_ID}: " + "; ".join(
+            f"{pid} {cmd[:160]}" for pid, cmd in sorted(left.items())), stacklevel=1)
+
+
 # ------------------------------------------------------------------ the fault matrix
 _FAULT_ROWS: dict = {}
 

@@ -34,8 +34,8 @@ IDLE, LISTENING, THINKING, SPEAKING = (SpeechState.IDLE, SpeechState.LISTENING,
 class Peer:
     """Stands in for the manager: publishes replies, records utterances and states."""
 
-    def __init__(self, ctx):
-        self.node = rclpy.create_node("peer", context=ctx)
+    def __init__(self, ctx, namespace: str | None = None):
+        self.node = rclpy.create_node("peer", context=ctx, namespace=namespace)
         self.utterances: list[Utterance] = []
         self.states: list[int] = []
         self.sub = self.node.create_subscription(Utterance, "dialogue/utterance",

@@ -44,10 +44,10 @@ def spoken(tmp_path_factory):
                speech(tts, SENTENCES[1]), silence(0.3))
 
 
-def local_node(ctx, **params) -> SpeechNode:
+def local_node(ctx, namespace: str | None = None, **params) -> SpeechNode:
     overrides = [Parameter(k, value=v) for k, v in
                  {"backend": "local", "wait_for_subscriber": 5.0, **params}.items()]
-    return SpeechNode(context=ctx, parameter_overrides=overrides,
+    return SpeechNode(context=ctx, parameter_overrides=overrides, namespace=namespace,
                       output_stream=open("/dev/null", "w"))
 
 
@@ -141,16 +141,21 @@ def test_bad_voice_parameters_fail_at_startup_naming_the_parameter(ros_context, 
         local_node(ros_context, **params)
 
 
+NS = "/voice_replay"
+
+
 @pytest.mark.timeout(300)
 def test_a_recorded_voice_session_replays_through_the_backend(
         ros_context, spin, tmp_path, spoken):
     from vision_dialogue.cli.bag_record import BagRecorder
     bag = tmp_path / "voice_bag"
     # the backend starts (and speaks its file) once dialogue/utterance has a subscriber: the
-    # peer comes only when the recorder has the audio, both sides, or the bag misses the start
-    node = local_node(ros_context, audio_in=str(spoken), audio_out_dir=str(tmp_path / "out"),
-                      reply_timeout=3.0, wait_for_subscriber=60.0)
-    rec = BagRecorder(context=ros_context, parameter_overrides=[
+    # peer comes only when the recorder has the audio, both sides, or the bag misses the start;
+    # in a namespace of its own, where no other test's subscriber starts it early (a suite
+    # run's bag began at "see me")
+    node = local_node(ros_context, NS, audio_in=str(spoken), reply_timeout=3.0,
+                      audio_out_dir=str(tmp_path / "out"), wait_for_subscriber=60.0)
+    rec = BagRecorder(context=ros_context, namespace=NS, parameter_overrides=[
         Parameter("output", value=str(bag)), Parameter("topics", value=["audio/input"])])
     ex = MultiThreadedExecutor(num_threads=3, context=ros_context)
     for n in (node, rec):
@@ -158,7 +163,7 @@ def test_a_recorded_voice_session_replays_through_the_backend(
     peer = None
     try:
         assert spin(ex, lambda: matched(node.pub_audio_in, rec), 30.0)
-        peer = Peer(ros_context)
+        peer = Peer(ros_context, NS)
         ex.add_node(peer.node)
         # bounds, not waits: Whisper on a loaded 2-core machine took over 40 s for two lines
         assert spin(ex, lambda: node.input_done.is_set(), 90.0)
@@ -172,12 +177,12 @@ def test_a_recorded_voice_session_replays_through_the_backend(
     recorded = [m.text for m in peer.utterances]
     assert len(recorded) == 2
 
-    node2 = local_node(ros_context, audio_in="topic", audio_out_dir=str(tmp_path / "out2"))
-    peer2 = Peer(ros_context)
+    node2 = local_node(ros_context, NS, audio_in="topic", audio_out_dir=str(tmp_path / "out2"))
+    peer2 = Peer(ros_context, NS)
     # played once the node's backend has started (it drops audio before) and the peer hears
     # the node's utterances, both sides (the first line was lost to a loaded machine's peer)
     player, ex = start_bag_player(
-        ros_context, bag, ["/audio/input"], [node2, peer2.node],
+        ros_context, bag, [f"{NS}/audio/input"], [node2, peer2.node],
         ready=lambda: node2.started.is_set() and matched(node2.pub_utterance, peer2.node))
     try:
         assert spin(ex, lambda: len(peer2.utterances) == 2, 90.0), peer2.texts()
