@@ -50,3 +50,4 @@ def test_a_node_ends_with_the_program_that_started_it_but_not_with_a_shell(tmp_p
         assert not wait_gone(pid, 1.5), "a node started from a shell ended with the shell"
     finally:
         os.kill(pid, signal.SIGKILL)
+        wait_gone(pid, 10)           # gone before the next test (it is in the test's domain)
