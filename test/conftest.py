@@ -4,7 +4,6 @@ Source tree first on sys.path, an isolated ROS domain, and a fresh rclpy Context
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import sys
@@ -184,20 +183,14 @@ def time_limit(item) -> float:
         return DEFAULT_TIMEOUT_S
 
 
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     import faulthandler
-    # outside the time limit (tryfirst: around pytest-timeout's): a test may wait here for a
-    # real-time test of another worker to end
-    share = None if REAL_TIME in getattr(item, "fixturenames", ()) else \
-        MachineLock.of(item.config).shared()
     faulthandler.dump_traceback_later(time_limit(item) + BACKSTOP_S, exit=True)
     try:
         yield
     finally:
         faulthandler.cancel_dump_traceback_later()
-        if share is not None:
-            share.close()
 
 
 def domain_processes(domain: int = DOMAIN_ID) -> dict[int, str]:
@@ -331,56 +324,16 @@ def shared_root(tmp_path_factory, worker_id: str) -> Path:
     return root if worker_id == "master" else root.parent
 
 
-class MachineLock:
-    """The machine for one real-time test alone, or for any number of other tests.
-
-    A file lock across the test workers: every other test holds it shared while it runs
-    (taken outside its time limit), a real-time test exclusive. A gate in front of it lets a
-    waiting real-time test in before tests that come after it (writer preference), so it
-    waits at most for the tests already running.
-    """
-
-    def __init__(self, root: Path):
-        self.lock, self.gate = root / "machine.lock", root / "machine.gate"
-
-    @classmethod
-    def of(cls, config) -> "MachineLock":
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "master")
-        return cls(shared_root(config._tmp_path_factory, worker))
-
-    def shared(self):
-        """Held until the returned file is closed."""
-        import fcntl
-        with open(self.gate, "a") as gate:          # passes unless a real-time test waits
-            fcntl.flock(gate, fcntl.LOCK_SH)
-        held = open(self.lock, "a")
-        fcntl.flock(held, fcntl.LOCK_SH)
-        return held
-
-    @contextlib.contextmanager
-    def exclusive(self):
-        import fcntl
-        with open(self.gate, "a") as gate, open(self.lock, "a") as held:
-            fcntl.flock(gate, fcntl.LOCK_EX)
-            fcntl.flock(held, fcntl.LOCK_EX)
-            yield
-
-
-REAL_TIME = "cores_for_real_time"
-
-
 @pytest.fixture
-def cores_for_real_time(request):
-    """The machine alone for real-time work: no other test of any worker runs meanwhile.
+def cores_for_real_time(tmp_path_factory, worker_id):
+    """Hold the cores for real-time work: one such test at a time across test workers.
 
     For a conversation on a real model and perception of a video played in real time. llama.cpp
     runs a thread per core; two conversations at once on 2 cores spin against each other (a
     fresh-clone run's first reply took 67 s while the llama.cpp server's demo ran beside the
     embedded one), and the events node beside them looked at too few frames to see a wave.
-    Beside the other workers' tests the embedded demo took 210-268 s that take 71 s alone,
-    and its video, detector and observer work for every second of it. Taken after the
-    session's fixtures (the install's build runs beside other tests); its time limit counts
-    the wait for the tests already running.
+    The second test waits here for the first to end; its time limit counts the wait.
     """
-    with MachineLock.of(request.config).exclusive():
+    from filelock import FileLock
+    with FileLock(str(shared_root(tmp_path_factory, worker_id) / "real-model.lock")):
         yield
