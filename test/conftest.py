@@ -4,6 +4,7 @@ Source tree first on sys.path, an isolated ROS domain, and a fresh rclpy Context
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sys
@@ -61,17 +62,24 @@ DEMO_DIR = str(Path(os.environ.get("VD_DEMO_DIR") or
 from fake_openai import fake_openai  # noqa: E402, F401 - a fixture for every test module
 
 
-@pytest.fixture
-def ros_context():
-    """A fresh, initialised rclpy Context (shut down after the test)."""
+@contextlib.contextmanager
+def context_in(domain: int):
+    """A fresh rclpy Context initialised in ROS domain `domain`, shut down at the end."""
     import rclpy
 
     ctx = rclpy.Context()
-    rclpy.init(context=ctx, domain_id=DOMAIN_ID)
+    rclpy.init(context=ctx, domain_id=domain)
     try:
         yield ctx
     finally:
         ctx.try_shutdown()
+
+
+@pytest.fixture
+def ros_context():
+    """A fresh, initialised rclpy Context (shut down after the test)."""
+    with context_in(DOMAIN_ID) as ctx:
+        yield ctx
 
 
 @pytest.fixture

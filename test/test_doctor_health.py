@@ -2,7 +2,7 @@
 import time
 
 import pytest
-from conftest import DOMAIN_ID
+from conftest import DOMAIN_ID, context_in
 
 from vision_dialogue.cli import doctor
 from vision_dialogue.cli.doctor import FAIL, OK, WARN, Config
@@ -16,14 +16,9 @@ DOCTOR_DOMAIN = 201 + (DOMAIN_ID + 15) % 30       # conftest's are 30..200, test
 @pytest.fixture
 def own_domain(monkeypatch):
     """A Context in DOCTOR_DOMAIN, where the doctor (ROS_DOMAIN_ID) looks too."""
-    import rclpy
     monkeypatch.setenv("ROS_DOMAIN_ID", str(DOCTOR_DOMAIN))
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx, domain_id=DOCTOR_DOMAIN)
-    try:
+    with context_in(DOCTOR_DOMAIN) as ctx:
         yield ctx
-    finally:
-        ctx.try_shutdown()
 
 
 def _status_node(name: str, context):
