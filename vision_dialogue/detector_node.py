@@ -114,7 +114,9 @@ class DetectorNode(ManagedNode):
                 f"{self.resolve_topic_name(pm.DETECTIONS_TOPIC)}")
 
     def deactivate(self) -> None:
-        wait_for_frame_in_hand(self._models)
+        if not wait_for_frame_in_hand(self._models):
+            self.get_logger().warning(f"a frame was still in the detector after "
+                                      f"{FRAME_AT_EXIT_S:g} s; inactive without waiting for it")
         self.get_logger().info("detector inactive: frames ignored, the models kept")
 
     def cleanup(self) -> None:
