@@ -2,7 +2,7 @@
 import time
 
 import pytest
-from conftest import DOMAIN_ID, context_in
+from conftest import context_in, side_domain
 
 from vision_dialogue.cli import doctor
 from vision_dialogue.cli.doctor import FAIL, OK, WARN, Config
@@ -10,7 +10,7 @@ from vision_dialogue.cli.doctor import FAIL, OK, WARN, Config
 
 #: a ROS domain of this file's own: /diagnostics is one global topic, and a node another test
 #: left in the worker's domain (a process killed moments ago stays in the graph) was waited for
-DOCTOR_DOMAIN = 201 + (DOMAIN_ID + 15) % 30       # conftest's are 30..200, test_skills_ros's +0
+DOCTOR_DOMAIN = side_domain(15)
 
 
 @pytest.fixture

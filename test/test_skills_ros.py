@@ -19,7 +19,7 @@ from pathlib import Path
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
-from conftest import DOMAIN_ID, spin_until
+from conftest import side_domain, spin_until
 from ros_processes import Proc, manager_process, process_env, speech_process, \
     transcript_records
 from vision_dialogue.core.answers import EXTRACT_SYSTEM
@@ -36,7 +36,7 @@ intents:
 """
 
 
-SKILLS_DOMAIN = 201 + DOMAIN_ID % 30         # conftest's domains are 30..200
+SKILLS_DOMAIN = side_domain(0)
 
 
 def _env():

@@ -18,8 +18,7 @@ from __future__ import annotations
 import threading
 import time
 
-from vision_dialogue.core.frame_intake import FRAME_AT_EXIT_S, FrameIntake, \
-    wait_for_frame_in_hand
+from vision_dialogue.core.frame_intake import FrameIntake, wait_for_frame_in_hand
 from vision_dialogue.core.health import ERROR, OK, Health, Throughput
 from vision_dialogue.perception.object_detector import Detected, ObjectDetector, ObjectModelMissing
 from vision_dialogue.ros import perception_msgs as pm
@@ -114,9 +113,7 @@ class DetectorNode(ManagedNode):
                 f"{self.resolve_topic_name(pm.DETECTIONS_TOPIC)}")
 
     def deactivate(self) -> None:
-        if not wait_for_frame_in_hand(self._models):
-            self.get_logger().warning(f"a frame was still in the detector after "
-                                      f"{FRAME_AT_EXIT_S:g} s; inactive without waiting for it")
+        wait_for_frame_in_hand(self._models, self.get_logger().warning, "inactive")
         self.get_logger().info("detector inactive: frames ignored, the models kept")
 
     def cleanup(self) -> None:
@@ -207,11 +204,8 @@ class DetectorNode(ManagedNode):
             self.intake.close(timeout=0)     # no new frame; the one in hand is waited for below
         # a frame still in the models is waited for, not past FRAME_AT_EXIT_S (they load at
         # configure now, so a frame takes its usual time even on a loaded machine)
-        if wait_for_frame_in_hand(self._models):
+        if wait_for_frame_in_hand(self._models, self.get_logger().warning, "exiting"):
             self.cleanup()
-        else:
-            self.get_logger().warning(f"a frame was still in the detector after "
-                                      f"{FRAME_AT_EXIT_S:g} s; exiting without waiting for it")
         return super().destroy_node()
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 
-from vision_dialogue.core.frame_intake import FRAME_AT_EXIT_S, FrameIntake, wait_for_frame_in_hand
+from vision_dialogue.core.frame_intake import FrameIntake, wait_for_frame_in_hand
 from vision_dialogue.core.health import OK, WARN, Health, Throughput
 from vision_dialogue.msg import VisualEvent
 from vision_dialogue.perception.events import EVENT_KINDS, EventConfig, EventDetector
@@ -121,9 +121,7 @@ class EventsNode(ManagedNode):
             f"{', '.join(self.params['kinds'])} -> {self.resolve_topic_name(VISUAL_EVENTS_TOPIC)}")
 
     def deactivate(self) -> None:
-        if not wait_for_frame_in_hand(self._models):
-            self.get_logger().warning(f"a frame was still in the events node after "
-                                      f"{FRAME_AT_EXIT_S:g} s; inactive without waiting for it")
+        wait_for_frame_in_hand(self._models, self.get_logger().warning, "inactive")
         self.get_logger().info("events inactive: stream frames ignored, the models kept")
 
     def cleanup(self) -> None:

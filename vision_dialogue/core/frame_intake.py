@@ -34,16 +34,19 @@ SETTLE_S = 2.0
 FRAME_AT_EXIT_S = 8.0
 
 
-def wait_for_frame_in_hand(models: threading.Lock, timeout: float = FRAME_AT_EXIT_S) -> bool:
+def wait_for_frame_in_hand(models: threading.Lock, warn: Callable[[str], None], going: str,
+                           timeout: float = FRAME_AT_EXIT_S) -> bool:
     """Wait for the frame a node's models hold (at most `timeout` s); True when none is left.
 
     A node deactivated after this publishes and counts nothing more (its frame worker holds
-    `models` from the check of `active` to the frame's last message).
+    `models` from the check of `active` to the frame's last message). A frame still there
+    after `timeout` is left, and `warn` says so ("... s; <going> without waiting for it").
     """
-    if not models.acquire(timeout=timeout):
-        return False
-    models.release()
-    return True
+    if models.acquire(timeout=timeout):
+        models.release()
+        return True
+    warn(f"a frame was still in the models after {timeout:g} s; {going} without waiting for it")
+    return False
 
 
 class FrameIntake:

@@ -264,11 +264,13 @@ def _spin_on(executor, node: "Node", program: bool) -> None:
         spin_through_failures(executor.spin, node.get_logger(), node.context.ok)
         return
 
+    def running() -> bool:
+        return node.context.ok() and not STOP_REQUESTED.is_set()
+
     def spin() -> None:
-        while executor.context.ok() and not STOP_REQUESTED.is_set():
+        while running():
             executor.spin_once(timeout_sec=STOP_POLL_S)
-    spin_through_failures(spin, node.get_logger(),
-                          lambda: node.context.ok() and not STOP_REQUESTED.is_set())
+    spin_through_failures(spin, node.get_logger(), running)
     if STOP_REQUESTED.is_set() and node.context.ok():   # often only not yet: rclpy's is async
         node.get_logger().debug("stopping on a signal before rclpy's handler acted on it")
 
