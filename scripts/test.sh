@@ -39,15 +39,23 @@ source "$ROOT/env.sh"
 cd "$ROOT"
 results="$ROOT/build/test-results"
 mkdir -p "$results"
-rm -f "$results"/*.xml
+rm -f "$results"/*.xml "$results"/stacks-*.txt
+export VD_TEST_STACKS_DIR="$results"   # test/conftest.py's backstop writes stuck stacks here
 started=$SECONDS
-workers=(-n "${VD_TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder)
+# --max-worker-restart 0: a worker that dies fails the run at once, naming the test it was
+# running; pytest-xdist 3.8's loadfile scheduling replaces a dead worker with one that is never
+# given work, and the run then waits forever (pytest-xdist #784, #1323)
+workers=(-n "${VD_TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder --max-worker-restart 0)
 [ "${VD_TEST_WORKERS:-3}" = 0 ] && workers=()
 run_tier() {   # run_tier NAME [pytest args...]: 0, or pytest's exit code (5, none selected: 0)
   local name="$1" status=0
   shift
   echo "[test] tier $name" >&2
   python -m pytest "$@" --junitxml="$results/$name.xml" || status=$?
+  local stacks
+  for stacks in "$results"/stacks-*.txt; do      # a test process the backstop ended
+    [ -s "$stacks" ] && { echo "[test] $(basename "$stacks"):" >&2; cat "$stacks" >&2; }
+  done
   [ "$status" = 5 ] && status=0
   return "$status"
 }

@@ -179,35 +179,9 @@ def _restore_ros_log_level():
 
 
 # ------------------------------------------------------------------ time limits
-#: a test's time limit when it names none (pytest-timeout; setup.cfg sets the same)
-DEFAULT_TIMEOUT_S = 300.0
-#: after a test's limit, this long for pytest-timeout to fail it with its stack; then the
-#: backstop ends the run with every thread's stack (a thread holding the interpreter lock in
-#: C, where pytest-timeout's signal cannot land, must not stall CI for 90 minutes)
-BACKSTOP_S = 60.0
-
-
-def time_limit(item) -> float:
-    """The test's time limit in seconds: its `timeout` mark, else the ini's, else the default."""
-    mark = item.get_closest_marker("timeout")
-    if mark is not None and mark.args:
-        return float(mark.args[0])
-    if mark is not None and "timeout" in mark.kwargs:
-        return float(mark.kwargs["timeout"])
-    try:
-        return float(item.config.getini("timeout") or DEFAULT_TIMEOUT_S)
-    except ValueError:          # pytest-timeout is not installed: its ini is unknown
-        return DEFAULT_TIMEOUT_S
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    import faulthandler
-    faulthandler.dump_traceback_later(time_limit(item) + BACKSTOP_S, exit=True)
-    try:
-        yield
-    finally:
-        faulthandler.cancel_dump_traceback_later()
+# every test's backstop past its time limit (a plugin module of its own, so a test can load it
+# into a pytest run of its own)
+from backstop import pytest_runtest_protocol, pytest_unconfigure  # noqa: E402, F401
 
 
 def domain_processes(domain: int = DOMAIN_ID) -> dict[int, str]:
