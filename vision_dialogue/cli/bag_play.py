@@ -16,6 +16,7 @@ import argparse
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import rclpy
@@ -32,6 +33,18 @@ from vision_dialogue.cli.bags import CLOCK_TOPIC, BagError, rclpy_type, replay_q
 from vision_dialogue.ros.dds import apply_default_profile
 from vision_dialogue.ros.params import Param, ParameterError, declare_params
 from vision_dialogue.ros.teardown import DestroyedWhole
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A message the player published: when it was due, and when it went out.
+
+    Monotonic seconds; `due` follows the bag's times at the rate, `at` is never before it.
+    """
+
+    topic: str
+    due: float
+    at: float
 
 
 def _bag_exists(path: str) -> str | None:
@@ -91,7 +104,7 @@ class BagPlayer(DestroyedWhole, Node):
         if self.params["clock"]:
             self._clock_pub = self.create_publisher(Clock, CLOCK_TOPIC, QoSProfile(depth=10))
         self.published = 0
-        self.sent: list[tuple[float, str]] = []  # (monotonic time, topic) of every message
+        self.sent: list[Sent] = []          # every message published, in order
         self._stop = threading.Event()
         self.finished = Future()
         self._thread = threading.Thread(target=self._run, name="bag_play", daemon=True)
@@ -167,7 +180,8 @@ class BagPlayer(DestroyedWhole, Node):
                 continue
             if bag_t0 is None:
                 bag_t0, wall_t0 = t, time.monotonic()
-            if not self._wait_until(wall_t0 + (t - bag_t0) / 1e9 / rate, bag_t0, wall_t0):
+            due = wall_t0 + (t - bag_t0) / 1e9 / rate
+            if not self._wait_until(due, bag_t0, wall_t0):
                 return
             self._publish_clock(t)
             try:
@@ -178,7 +192,7 @@ class BagPlayer(DestroyedWhole, Node):
                 self.get_logger().error(f"publish on {conn.topic} failed: {e}")
                 continue
             self.published += 1
-            self.sent.append((time.monotonic(), conn.topic))
+            self.sent.append(Sent(conn.topic, due, time.monotonic()))
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until each matched reliable subscriber has confirmed what was played.
