@@ -323,13 +323,8 @@ def cores_for_real_time(tmp_path_factory, worker_id):
     runs a thread per core; two conversations at once on 2 cores spin against each other (a
     fresh-clone run's first reply took 67 s while the llama.cpp server's demo ran beside the
     embedded one), and the events node beside them looked at too few frames to see a wave.
-    The second test waits here for the first to end; its time limit counts the wait. While it
-    runs, its processes are first on the cores (test/cpu_priority.py), where this user may
-    raise a priority; the other workers' tests get what it leaves.
+    The second test waits here for the first to end; its time limit counts the wait.
     """
     from filelock import FileLock
-
-    from cpu_priority import first_on_the_cores
     with FileLock(str(shared_root(tmp_path_factory, worker_id) / "real-model.lock")):
-        with first_on_the_cores():
-            yield
+        yield
