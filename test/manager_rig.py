@@ -65,6 +65,18 @@ class Rig:
     def wait(self, pred, timeout=10.0):
         return spin_until(self.ex, pred, timeout=timeout)
 
+    def send_until(self, publish, pred, tries=10, each_s=3.0) -> bool:
+        """`publish()` again until `pred()` holds; whether it came true in time.
+
+        Best-effort frames in one process may be dropped under load: one that never came is
+        sent again rather than waited for longer.
+        """
+        for _ in range(tries):
+            publish()
+            if self.wait(pred, timeout=each_s):
+                return True
+        return False
+
     def say(self, text, language=""):
         m = Utterance()
         m.text, m.source, m.confidence, m.language = text, "test", 1.0, language

@@ -536,19 +536,18 @@ def test_a_silent_raw_publisher_is_reported_and_compressed_frames_taken(ros_cont
             "/camera/image_raw")) >= 2)             # the rig's and the driver's
         camera.check_loss()
         assert not camera.reported                  # matched only now: not judged yet
+        # a frame from the rig, heard before the clock moves on (with a frame still on its
+        # way then, the node's own check judged the rig's publisher silent too)
+        assert rig.send_until(lambda: rig.img_pub.publish(to_image_msg(photo())),
+                              lambda: rig.node.conversation.prompt.newest is not None)
         shift = image_input.SILENT_S                # ... as if SILENT_S had passed
         camera.loss.clock = lambda: time.monotonic() + shift
-        for _ in range(2):                          # a frame from the rig: heard from
-            rig.img_pub.publish(to_image_msg(photo()))
-        assert rig.wait(lambda: rig.node.conversation.prompt.newest is not None)
         camera.check_loss()
         raw_sub, _ = camera.subs
         assert raw_sub.sub is None                  # dropped: frames come from /compressed
         before = len(rig.node.conversation.archive.frames())
-        for _ in range(3):
-            jpg.publish(to_compressed_msg(photo()))
-            time.sleep(0.05)
-        assert rig.wait(lambda: len(rig.node.conversation.archive.frames()) > before)
+        assert rig.send_until(lambda: jpg.publish(to_compressed_msg(photo())),
+                              lambda: len(rig.node.conversation.archive.frames()) > before)
     finally:
         driver.destroy_node()
         rig.close()

@@ -102,9 +102,12 @@ def test_bringup_demo_converses_on_the_embedded_default(installed, gguf,
     # "Is there a cat with us?" is answered as the newest frame shows it: yes while the cat is
     # in view (the script asks at 32 s; the video shows it from 26 to 34 s), no once it has gone
     # (on a machine whose replies take 3-5 s the question comes after the cat has left)
+    # A note unsure of the animal ("a dog or a cat in the middle", a fresh-clone run's, whose
+    # model said no) settles nothing: either answer stands then.
     cat = next(r for q, r in asked if "cat" in q)
     shown = _objects_when_asked(installed.home, out, "cat")
-    assert yes_or_no(cat) == ("yes" if "cat" in shown else "no"), (cat, shown)
+    if not re.search(r"\bor an? cat\b|\bcat or\b", shown):
+        assert yes_or_no(cat) == ("yes" if "cat" in shown else "no"), (cat, shown)
 
 
 def _transcript(home: Path, out: str) -> list[dict]:
