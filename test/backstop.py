@@ -19,8 +19,8 @@ REPO = Path(__file__).resolve().parents[1]
 #: a test's time limit when it names none (pytest-timeout; setup.cfg sets the same)
 DEFAULT_TIMEOUT_S = 300.0
 #: after a test's limit, this long for pytest-timeout to fail it with its stack; then the
-#: backstop ends the run with every thread's stack (a thread holding the interpreter lock in
-#: C, where pytest-timeout's signal cannot land, must not stall CI for 90 minutes)
+#: backstop ends the test's process with every thread's stack (a thread holding the
+#: interpreter lock in C, where pytest-timeout's signal cannot land, must not stall CI)
 BACKSTOP_S = float(os.environ.get("VD_TEST_BACKSTOP_S") or 60.0)
 
 

@@ -25,33 +25,32 @@ def test_stuck_in_a_thread_join():
 '''
 
 
-@pytest.mark.timeout(60)
-def test_a_test_past_its_limit_leaves_its_stacks_in_the_results_folder(tmp_path):
-    (tmp_path / "test_stuck.py").write_text(STUCK)
+def _pytest_with_the_backstop(tmp_path, test_source: str, *args: str, **env: str):
+    """pytest over `test_source` with backstop.py as its plugin; its stacks folder."""
+    (tmp_path / "test_it.py").write_text(test_source)
     results = tmp_path / "results"
-    env = {**os.environ, "VD_TEST_STACKS_DIR": str(results), "VD_TEST_BACKSTOP_S": "1",
+    env = {**os.environ, "VD_TEST_STACKS_DIR": str(results), **env,
            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     env.pop("PYTEST_XDIST_WORKER", None)
-    # pytest-timeout off: the backstop is what is left when its signal cannot land
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "-p", "no:timeout", "-p", "backstop", "-W", "ignore",
-                          str(tmp_path / "test_stuck.py")],
+                          "-p", "backstop", *args, str(tmp_path / "test_it.py")],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=50)
+    return run, results
+
+
+@pytest.mark.timeout(60)
+def test_a_test_past_its_limit_leaves_its_stacks_in_the_results_folder(tmp_path):
+    # pytest-timeout off: the backstop is what is left when its signal cannot land
+    run, results = _pytest_with_the_backstop(tmp_path, STUCK, "-p", "no:timeout", "-W", "ignore",
+                                             VD_TEST_BACKSTOP_S="1")
     assert run.returncode != 0, run.stdout
     (stacks,) = results.glob("stacks-main-*.txt")
     text = stacks.read_text()
-    assert "test_stuck.py::test_stuck_in_a_thread_join: past its time limit" in text
+    assert "test_it.py::test_stuck_in_a_thread_join: past its time limit" in text
     assert "in join" in text and "Thread 0x" in text      # every thread, the main one in join()
 
 
 def test_a_run_within_its_limits_leaves_no_file(tmp_path):
-    (tmp_path / "test_quick.py").write_text("def test_quick():\n    assert True\n")
-    results = tmp_path / "results"
-    env = {**os.environ, "VD_TEST_STACKS_DIR": str(results),
-           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-    env.pop("PYTEST_XDIST_WORKER", None)
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "-p", "backstop", str(tmp_path / "test_quick.py")],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=50)
+    run, results = _pytest_with_the_backstop(tmp_path, "def test_quick():\n    assert True\n")
     assert run.returncode == 0, run.stdout + run.stderr
     assert results.is_dir() and list(results.iterdir()) == []
