@@ -420,7 +420,7 @@ def main() -> int:
         ACKNOWLEDGERS[name].after = args.acknowledge_after
     for name in set(SETUPS) - {"now", args.against}:
         del SETUPS[name]
-    parts = {"stt": Recognizer(), "tts": PiperTTS(), "vad": load_vad_model()}
+    parts = {"stt": Recognizer(), "tts": PiperTTS(vary=False), "vad": load_vad_model()}
     tmp = Path(tempfile.mkdtemp(prefix="bench_voice_"))
     questions, paused = synthesise(parts, tmp)
     observer = None

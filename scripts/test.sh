@@ -39,7 +39,7 @@ source "$ROOT/env.sh"
 cd "$ROOT"
 results="$ROOT/build/test-results"
 mkdir -p "$results"
-rm -f "$results"/*.xml "$results"/stacks-*.txt
+rm -f "$results"/*.xml "$results"/stacks-*.txt "$results"/timeline-*.tsv
 export VD_TEST_STACKS_DIR="$results"   # test/conftest.py's backstop writes stuck stacks here
 started=$SECONDS
 # --max-worker-restart 0: a worker that dies fails the run at once, naming the test it was
@@ -51,7 +51,7 @@ run_tier() {   # run_tier NAME [pytest args...]: 0, or pytest's exit code (5, no
   local name="$1" status=0
   shift
   echo "[test] tier $name" >&2
-  python -m pytest "$@" --junitxml="$results/$name.xml" || status=$?
+  VD_TEST_TIER="$name" python -m pytest "$@" --junitxml="$results/$name.xml" || status=$?
   local stacks
   for stacks in "$results"/stacks-*.txt; do      # a test process the backstop ended
     [ -s "$stacks" ] && { echo "[test] $(basename "$stacks"):" >&2; cat "$stacks" >&2; }

@@ -279,6 +279,8 @@ except ImportError:         # without pytest-xdist: one process, the "master"
 
 
 def pytest_configure(config):
+    import timeline     # each test's start and end per worker, for tier_summary.py
+    config.pluginmanager.register(timeline, "vd-timeline")
     config.addinivalue_line("markers", "fault(area, fault): a fault-injection probe, listed "
                             "in the fault matrix printed at the end of the run")
 

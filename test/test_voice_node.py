@@ -38,7 +38,7 @@ def spoken(tmp_path_factory):
     turn ends once the words at the pause are known, and on loaded cores the second line began
     after a 1.2 s pause before they were, so both came as one utterance (a fresh-clone CI run).
     """
-    tts = PiperTTS()
+    tts = PiperTTS(vary=False)
     path = tmp_path_factory.mktemp("voice") / "two.wav"
     return wav(path, silence(0.5), speech(tts, SENTENCES[0]), silence(HOLD_SILENCE_S + 0.5),
                speech(tts, SENTENCES[1]), silence(0.3))
@@ -109,7 +109,8 @@ def test_wav_in_utterances_out_sentences_to_wav(ros_context, spin, tmp_path, spo
 def test_the_words_so_far_go_out_on_dialogue_partial(ros_context, spin, tmp_path):
     """One long line, partial_every 0.6 s: its words so far reach a subscriber as it is said."""
     line = "Please tell me what you saw a minute ago, and what the cat did next to the window."
-    path = wav(tmp_path / "long.wav", silence(0.5), speech(PiperTTS(), line), silence(0.8))
+    path = wav(tmp_path / "long.wav", silence(0.5), speech(
+        PiperTTS(vary=False), line), silence(0.8))
     peer = Peer(ros_context)
     partials: list[Utterance] = []
     peer.node.create_subscription(Utterance, "dialogue/partial", partials.append, 50)

@@ -2,14 +2,20 @@
 
     python test/tier_summary.py build/test-results SECONDS
 
-Reads the JUnit XML each tier wrote; prints one line per tier, then the plain closing line
+Reads the JUnit XML each tier wrote; prints one line per tier, and from each tier's timeline
+(test/timeline.py) how busy each worker was and the files that took longest (whole files are
+scheduled on workers: the longest bound the tier's time); then the plain closing line
 'N passed, N failed, N skipped' that CI reads.
 """
 from __future__ import annotations
 
 import sys
 import xml.etree.ElementTree as ET
+from collections import defaultdict
 from pathlib import Path
+
+#: the files named in a tier's time line
+LONGEST_FILES = 6
 
 
 def counts(xml: Path) -> dict[str, int]:
@@ -26,6 +32,28 @@ def counts(xml: Path) -> dict[str, int]:
     return out
 
 
+def time_line(tsv: Path) -> str:
+    """'workers busy A, B s of W s; longest files: f.py N s, ...' from a timeline file."""
+    busy: dict[str, float] = defaultdict(float)
+    files: dict[str, float] = defaultdict(float)
+    first, last = float("inf"), 0.0
+    for line in tsv.read_text().splitlines():
+        try:
+            worker, start, end, nodeid = line.split("\t", 3)
+            start_s, end_s = float(start), float(end)
+        except ValueError:
+            continue                # a line cut short by a process that died
+        busy[worker] += end_s - start_s
+        files[nodeid.split("::")[0]] += end_s - start_s
+        first, last = min(first, start_s), max(last, end_s)
+    if not busy:
+        return "no tests timed"
+    longest = sorted(files.items(), key=lambda kv: -kv[1])[:LONGEST_FILES]
+    return (f"workers busy {', '.join(f'{busy[w]:.0f}' for w in sorted(busy))} s of "
+            f"{last - first:.0f} s; longest files: "
+            + ", ".join(f"{Path(f).name} {t:.0f} s" for f, t in longest))
+
+
 def main(argv: list[str]) -> int:
     folder, seconds = Path(argv[1]), int(argv[2])
     total = {"passed": 0, "failed": 0, "skipped": 0}
@@ -33,6 +61,9 @@ def main(argv: list[str]) -> int:
         c = counts(xml)
         print(f"[test] tier {xml.stem}: {c['passed']} passed, {c['failed']} failed, "
               f"{c['skipped']} skipped")
+        timeline = folder / f"timeline-{xml.stem}.tsv"
+        if timeline.is_file():
+            print(f"[test] tier {xml.stem}: {time_line(timeline)}")
         for k in total:
             total[k] += c[k]
     print(f"[test] tests took {seconds // 60} min {seconds % 60} s")

@@ -27,8 +27,9 @@ from vision_dialogue.core.focus import is_yes_no  # noqa: E402
 from vision_dialogue.core.reply_filter import near_repeat  # noqa: E402
 
 
-#: seconds a reply may take here (the product's default is 15; see the test)
-REPLY_DEADLINE_S = 60.0
+#: seconds a reply may take here (the product's default is 15; see the test): with a process
+#: spinning beside the suite two replies came 70 s after their line
+REPLY_DEADLINE_S = 150.0
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,7 @@ def gguf():
 # the limit counts the session fixtures this test may be the first to build (the install,
 # the model: 130 s in a fresh-clone run, whose demo then ran 170 s of the 300 s default) and
 # the wait for another real-time test (cores_for_real_time)
-@pytest.mark.timeout(780)
+@pytest.mark.timeout(900)
 def test_bringup_demo_converses_on_the_embedded_default(installed, gguf,
                                                         cores_for_real_time):
     """The demo converses, names the cat, and other stacks hear it.
@@ -56,11 +57,11 @@ def test_bringup_demo_converses_on_the_embedded_default(installed, gguf,
                                 stderr=subprocess.STDOUT, text=True)
     try:
         # the reply deadline is the only setting changed: the other test worker keeps a core
-        # busy, and a reply the model gives in 20 s is still its reply (what is checked here
+        # busy, and a reply the model gives in 70 s is still its reply (what is checked here
         # is what it says; how fast it says it is benchmarks/bench_demo.py's)
         run = installed.run(installed.exe("bringup") + [
             "demo", "--log-level", "info", "--no-monitor",
-            "-p", f"manager.reply_deadline:={REPLY_DEADLINE_S}"], timeout=600)
+            "-p", f"manager.reply_deadline:={REPLY_DEADLINE_S}"], timeout=720)
     finally:
         stop(listener)
     heard = [json.loads(ln) for ln in listener.stdout.read().splitlines()

@@ -33,11 +33,17 @@ def default_piper_voice() -> Path:
 
 
 class PiperTTS:
+    """Piper's VITS voice; `vary=False`: the same audio for a sentence in every run.
+
+    Piper draws random noise for each sentence, so one sentence never sounds quite the same
+    twice (nor lasts as long); without it tests and benchmarks hear the same audio each time.
+    """
+
     name = "piper"
 
-    def __init__(self, voice: str = ""):
+    def __init__(self, voice: str = "", vary: bool = True):
         try:
-            from piper import PiperVoice
+            from piper import PiperVoice, SynthesisConfig
         except ImportError as e:
             raise TTSError(f"piper-tts is not installed ({e})") from None
         path = Path(voice).expanduser() if voice else default_piper_voice()
@@ -45,9 +51,10 @@ class PiperTTS:
             raise TTSError(f"{path}: no such Piper voice (.onnx with its .onnx.json beside)")
         self.voice = PiperVoice.load(str(path))
         self.rate = int(self.voice.config.sample_rate)
+        self.config = None if vary else SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
 
     def synthesize(self, text: str) -> tuple[np.ndarray, int]:
-        chunks = [c.audio_float_array for c in self.voice.synthesize(text)]
+        chunks = [c.audio_float_array for c in self.voice.synthesize(text, self.config)]
         audio = np.concatenate(chunks).astype(np.float32) if chunks else np.zeros(0, np.float32)
         return audio, self.rate
 

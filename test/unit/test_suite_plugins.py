@@ -1,0 +1,86 @@
+"""The suite's own plugins, in a pytest run of their own.
+
+The backstop: a test process stuck past its time limit ends, its stacks in a file
+(scripts/test.sh prints the file; the test's captured stderr would die with the process).
+The timeline: each test's start and end, summed per worker and per file by tier_summary.py.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parents[1]       # test/, where the plugin modules are
+
+STUCK = '''
+import threading, time
+import pytest
+
+@pytest.mark.timeout(1)
+def test_stuck_in_a_thread_join():
+    worker = threading.Thread(target=time.sleep, args=(60,), name="sleeper")
+    worker.start()
+    worker.join()
+'''
+
+
+def _pytest_with(plugin: str, tmp_path, test_source: str, *args: str, **env: str):
+    """pytest over `test_source` with `plugin` (a module in test/); its results folder."""
+    (tmp_path / "test_it.py").write_text(test_source)
+    results = tmp_path / "results"
+    env = {**os.environ, "VD_TEST_STACKS_DIR": str(results), **env,
+           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-p", plugin, *args, str(tmp_path / "test_it.py")],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=50)
+    return run, results
+
+
+@pytest.mark.timeout(60)
+def test_a_test_past_its_limit_leaves_its_stacks_in_the_results_folder(tmp_path):
+    # pytest-timeout off: the backstop is what is left when its signal cannot land
+    run, results = _pytest_with("backstop", tmp_path, STUCK, "-p", "no:timeout", "-W", "ignore",
+                                VD_TEST_BACKSTOP_S="1")
+    assert run.returncode != 0, run.stdout
+    (stacks,) = results.glob("stacks-main-*.txt")
+    text = stacks.read_text()
+    assert "test_it.py::test_stuck_in_a_thread_join: past its time limit" in text
+    assert "in join" in text and "Thread 0x" in text      # every thread, the main one in join()
+
+
+def test_a_run_within_its_limits_leaves_no_file(tmp_path):
+    run, results = _pytest_with("backstop", tmp_path, "def test_quick():\n    assert True\n")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert results.is_dir() and list(results.iterdir()) == []
+
+
+TWO = """
+import time
+
+def test_quick():
+    pass
+
+def test_slow():
+    time.sleep(0.3)
+"""
+
+
+def test_the_timeline_has_each_test_and_the_summary_sums_it(tmp_path):
+    run, results = _pytest_with("timeline", tmp_path, TWO,
+                                f"--junitxml={tmp_path}/results/unit.xml", VD_TEST_TIER="unit")
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = [line.split("\t") for line in (results / "timeline-unit.tsv").read_text().splitlines()]
+    assert [(r[0], r[3]) for r in rows] == [("main", "test_it.py::test_quick"),
+                                            ("main", "test_it.py::test_slow")]
+    slow = float(rows[1][2]) - float(rows[1][1])
+    assert 0.3 <= slow < 5 and float(rows[0][2]) <= float(rows[1][1])
+    summary = subprocess.run([sys.executable, str(HERE / "tier_summary.py"), str(results), "7"],
+                             capture_output=True, text=True, timeout=30).stdout.splitlines()
+    assert summary[0] == "[test] tier unit: 2 passed, 0 failed, 0 skipped"
+    assert summary[1].startswith("[test] tier unit: workers busy 0 s of 0 s; longest files: "
+                                 "test_it.py 0 s"), summary
+    assert summary[-2:] == ["[test] tests took 0 min 7 s", "2 passed, 0 failed, 0 skipped"]
