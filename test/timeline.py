@@ -30,4 +30,4 @@ def pytest_runtest_protocol(item, nextitem):
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a") as f:      # one short appended line per test: whole lines
-            f.write(f"{worker}\t{start:.2f}\t{time.time():.2f}\t{item.nodeid}\n")
+            f.write(f"{worker}\t{start:.3f}\t{time.time():.3f}\t{item.nodeid}\n")
