@@ -40,7 +40,7 @@ cd "$ROOT"
 results="$ROOT/build/test-results"
 mkdir -p "$results"
 rm -f "$results"/*.xml "$results"/stacks-*.txt "$results"/timeline-*.tsv
-export VD_TEST_STACKS_DIR="$results"   # test/conftest.py's backstop writes stuck stacks here
+export VD_TEST_RESULTS_DIR="$results"  # the backstop's stacks and the timeline go here (test/)
 started=$SECONDS
 # --max-worker-restart 0: a worker that dies fails the run at once, naming the test it was
 # running; pytest-xdist 3.8's loadfile scheduling replaces a dead worker with one that is never

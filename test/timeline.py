@@ -3,7 +3,7 @@
 A tier's wall time is its busiest worker's; with whole files scheduled on workers
 (`--dist loadfile`), a file's total decides where the run can be cut. Each test appends one
 line, `worker<TAB>start<TAB>end<TAB>nodeid`, to `timeline-<tier>.tsv` in the results folder
-(VD_TEST_STACKS_DIR and VD_TEST_TIER, set by scripts/test.sh; without them nothing is
+(VD_TEST_RESULTS_DIR and VD_TEST_TIER, set by scripts/test.sh; without them nothing is
 written); `test/tier_summary.py` sums it. A plugin module (test/conftest.py registers it).
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 
 def timeline_file() -> Path | None:
-    folder, tier = os.environ.get("VD_TEST_STACKS_DIR"), os.environ.get("VD_TEST_TIER")
+    folder, tier = os.environ.get("VD_TEST_RESULTS_DIR"), os.environ.get("VD_TEST_TIER")
     return Path(folder) / f"timeline-{tier}.tsv" if folder and tier else None
 
 

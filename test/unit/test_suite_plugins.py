@@ -31,7 +31,7 @@ def _pytest_with(plugin: str, tmp_path, test_source: str, *args: str, **env: str
     """pytest over `test_source` with `plugin` (a module in test/); its results folder."""
     (tmp_path / "test_it.py").write_text(test_source)
     results = tmp_path / "results"
-    env = {**os.environ, "VD_TEST_STACKS_DIR": str(results), **env,
+    env = {**os.environ, "VD_TEST_RESULTS_DIR": str(results), **env,
            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     env.pop("PYTEST_XDIST_WORKER", None)
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
