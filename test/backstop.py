@@ -37,6 +37,8 @@ def time_limit(item) -> float:
         return DEFAULT_TIMEOUT_S
 
 
+#: the folder of the suite's results (scripts/test.sh sets it; the timeline writes there too)
+RESULTS_DIR_VAR = "VD_TEST_RESULTS_DIR"
 #: where the backstop writes every thread's stacks before it ends a stuck test process: a file,
 #: because the test's own stderr is captured and lost with the process (scripts/test.sh prints
 #: these files after a tier; VD_TEST_RESULTS_DIR is its results folder)
@@ -46,7 +48,7 @@ STACKS_NAME = "stacks-{worker}-{pid}.txt"
 def backstop_file():
     """The open file this process's backstop writes stacks to (made on first use)."""
     if getattr(backstop_file, "opened", None) is None:
-        folder = Path(os.environ.get("VD_TEST_RESULTS_DIR") or REPO / "build" / "test-results")
+        folder = Path(os.environ.get(RESULTS_DIR_VAR) or REPO / "build" / "test-results")
         folder.mkdir(parents=True, exist_ok=True)
         name = STACKS_NAME.format(worker=os.environ.get("PYTEST_XDIST_WORKER", "main"),
                                   pid=os.getpid())

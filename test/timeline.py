@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from backstop import RESULTS_DIR_VAR
+
 
 def timeline_file() -> Path | None:
-    folder, tier = os.environ.get("VD_TEST_RESULTS_DIR"), os.environ.get("VD_TEST_TIER")
+    folder, tier = os.environ.get(RESULTS_DIR_VAR), os.environ.get("VD_TEST_TIER")
     return Path(folder) / f"timeline-{tier}.tsv" if folder and tier else None
 
 

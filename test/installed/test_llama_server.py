@@ -175,9 +175,9 @@ def test_bringup_demo_on_llama_cpp_converses_without_fallbacks(installed, llama,
     # installed_default runs it whole): one before the person leaves, one after, a goodbye
     script = tmp_path / "script.yaml"
     script.write_text(SHORT_SCRIPT)
-    # the reply deadline raised as in test_installed_default.py: the other worker is busy
-    # without the detector and the monitor (the embedded demo's test runs them): what is
-    # checked here is the manager on the server, and their CPU slowed its replies
+    # the reply deadline raised, as test_installed_default.py raises its own: the other worker
+    # is busy; without the detector and the monitor (the embedded demo's test runs them): what
+    # is checked here is the manager on the server, and their CPU slowed its replies
     run = installed.run(installed.exe("bringup") + [
         "demo", "--llm", "openai", "--base-url", url, "--model", model, "--script", str(script),
         "--no-detector", "--no-monitor", "-p", "manager.reply_deadline:=60.0"],
