@@ -3,8 +3,9 @@
     python test/tier_summary.py build/test-results SECONDS
 
 Reads the JUnit XML each tier wrote; prints one line per tier, and from each tier's timeline
-(test/timeline.py) how busy each worker was and the files that took longest (whole files are
-scheduled on workers: the longest bound the tier's time); then the plain closing line
+(test/timeline.py) how busy each worker was, the files that took longest (whole files are
+scheduled on workers: the longest bound the tier's time) and the files that used the most CPU
+(with every core busy, what a tier's time is made of); then the plain closing line
 'N passed, N failed, N skipped' that CI reads.
 """
 from __future__ import annotations
@@ -33,25 +34,31 @@ def counts(xml: Path) -> dict[str, int]:
 
 
 def time_line(tsv: Path) -> str:
-    """'workers busy A, B s of W s; longest files: f.py N s, ...' from a timeline file."""
+    """'workers busy A, B s of W s; longest files: f.py N s, ...; most CPU: f.py N s, ...'."""
     busy: dict[str, float] = defaultdict(float)
     files: dict[str, float] = defaultdict(float)
+    cpu: dict[str, float] = defaultdict(float)
     first, last = float("inf"), 0.0
     for line in tsv.read_text().splitlines():
         try:
-            worker, start, end, nodeid = line.split("\t", 3)
-            start_s, end_s = float(start), float(end)
+            worker, start, end, cpu_s, nodeid = line.split("\t", 4)
+            start_s, end_s, file = float(start), float(end), nodeid.split("::")[0]
+            cpu[file] += float(cpu_s)
         except ValueError:
             continue                # a line cut short by a process that died
         busy[worker] += end_s - start_s
-        files[nodeid.split("::")[0]] += end_s - start_s
+        files[file] += end_s - start_s
         first, last = min(first, start_s), max(last, end_s)
     if not busy:
         return "no tests timed"
-    longest = sorted(files.items(), key=lambda kv: -kv[1])[:LONGEST_FILES]
     return (f"workers busy {', '.join(f'{busy[w]:.0f}' for w in sorted(busy))} s of "
-            f"{last - first:.0f} s; longest files: "
-            + ", ".join(f"{Path(f).name} {t:.0f} s" for f, t in longest))
+            f"{last - first:.0f} s; longest files: {_most(files)}; most CPU: {_most(cpu)}")
+
+
+def _most(seconds: dict[str, float]) -> str:
+    """The LONGEST_FILES largest, 'f.py N s, ...'."""
+    largest = sorted(seconds.items(), key=lambda kv: -kv[1])[:LONGEST_FILES]
+    return ", ".join(f"{Path(f).name} {t:.0f} s" for f, t in largest)
 
 
 def main(argv: list[str]) -> int:

@@ -2,11 +2,13 @@
 
 The backstop: a test process stuck past its time limit ends, its stacks in a file
 (scripts/test.sh prints the file; the test's captured stderr would die with the process).
-The timeline: each test's start and end, summed per worker and per file by tier_summary.py.
+The timeline: each test's start, end and CPU seconds, summed per worker and per file by
+tier_summary.py.
 """
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -59,13 +61,18 @@ def test_a_run_within_its_limits_leaves_no_file(tmp_path):
 
 
 TWO = """
-import time
+import subprocess, sys, time
+
+BURN = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.5: pass"
 
 def test_quick():
     pass
 
 def test_slow():
     time.sleep(0.3)
+
+def test_a_child_burns_cpu():
+    subprocess.run([sys.executable, "-c", BURN], check=True)
 """
 
 
@@ -74,13 +81,18 @@ def test_the_timeline_has_each_test_and_the_summary_sums_it(tmp_path):
                                 f"--junitxml={tmp_path}/results/unit.xml", VD_TEST_TIER="unit")
     assert run.returncode == 0, run.stdout + run.stderr
     rows = [line.split("\t") for line in (results / "timeline-unit.tsv").read_text().splitlines()]
-    assert [(r[0], r[3]) for r in rows] == [("main", "test_it.py::test_quick"),
-                                            ("main", "test_it.py::test_slow")]
+    assert [(r[0], r[4]) for r in rows] == [("main", "test_it.py::test_quick"),
+                                            ("main", "test_it.py::test_slow"),
+                                            ("main", "test_it.py::test_a_child_burns_cpu")]
     slow = float(rows[1][2]) - float(rows[1][1])
     assert 0.29 <= slow < 5 and float(rows[0][2]) <= float(rows[1][1])
+    # CPU seconds: a sleep uses next to none; a child's burnt 0.5 s counts for its test
+    sleep_cpu, child_cpu = float(rows[1][3]), float(rows[2][3])
+    assert sleep_cpu < 0.25 and child_cpu >= 0.5, rows
     summary = subprocess.run([sys.executable, str(HERE / "tier_summary.py"), str(results), "7"],
                              capture_output=True, text=True, timeout=30).stdout.splitlines()
-    assert summary[0] == "[test] tier unit: 2 passed, 0 failed, 0 skipped"
-    assert summary[1].startswith("[test] tier unit: workers busy 0 s of 0 s; longest files: "
-                                 "test_it.py 0 s"), summary
-    assert summary[-2:] == ["[test] tests took 0 min 7 s", "2 passed, 0 failed, 0 skipped"]
+    assert summary[0] == "[test] tier unit: 3 passed, 0 failed, 0 skipped"
+    times = re.fullmatch(r"\[test\] tier unit: workers busy (\d+) s of (\d+) s; longest files: "
+                         r"test_it.py (\d+) s; most CPU: test_it.py (\d+) s", summary[1])
+    assert times and int(times[1]) == int(times[3]) >= 1 and int(times[4]) >= 1, summary
+    assert summary[-2:] == ["[test] tests took 0 min 7 s", "3 passed, 0 failed, 0 skipped"]
