@@ -27,9 +27,10 @@ from conftest import DEMO_DIR, DOMAIN_ID, REPO
 from vision_dialogue.cli import bringup
 from vision_dialogue.ros import setups
 from vision_dialogue.cli.bringup import BringupError
-from vision_dialogue.ros.setups import NODES, SETUPS
+from vision_dialogue.ros.setups import NODES, SCRIPT_WAITS_FOR_MANAGER_S, SETUPS
 
 CONFIG = REPO / "config"
+STANDALONE = CONFIG / "standalone_setup.yaml"
 
 
 def console_scripts() -> dict[str, str]:
@@ -221,6 +222,14 @@ def test_node_parameters_video_script_and_camera_from_the_command_line(
     assert "-p source:=video" in lines["camera"] and f"-p video_path:={clip}" in lines["camera"]
     assert "-p frame_period:=2.5" in lines["camera"]
     assert "-p backend:=script" in lines["speech"] and f"script_file:={script}" in lines["speech"]
+    # a script's first line waits for the manager (lost before), unless the user's file says
+    assert f"-p wait_for_subscriber:={SCRIPT_WAITS_FOR_MANAGER_S}" in lines["speech"]
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(STANDALONE.read_text() + "\n/**/speech_node:\n  ros__parameters:\n"
+                    "    wait_for_subscriber: 5.0\n")
+    assert bringup.main(["bringup", "standalone", "--dry-run", "--script", str(script),
+                         "--params-file", str(mine)]) == 0
+    assert "wait_for_subscriber:=" not in capsys.readouterr().out
     assert bringup.main(["bringup", "standalone", "--dry-run", "--camera", "2"]) == 0
     out = capsys.readouterr().out
     assert "-p source:=webcam" in out and "-p device:=2" in out and "monitor: " in out

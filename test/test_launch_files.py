@@ -26,7 +26,8 @@ import yaml
 import real_launch
 from conftest import DEMO_DIR, REPO
 from test_bringup import console_scripts
-from vision_dialogue.ros.setups import NODES, SETUPS, load_node_params, start_order
+from vision_dialogue.ros.setups import (NODES, SCRIPT_WAITS_FOR_MANAGER_S, SETUPS,
+                                        load_node_params, start_order)
 
 LAUNCH = REPO / "launch"
 BASE = LAUNCH / "bringup.launch.py"
@@ -313,6 +314,13 @@ def test_demo_launch_paths_and_the_end_of_any_node(launch_api, tmp_path, monkeyp
             mine.node("camera_node").params["source"]) == (str(clip), "video")
     assert (mine.node("speech_node").params["script_file"],
             mine.node("speech_node").params["backend"]) == (str(lines), "script")
+    # the script's first line waits for the manager (said before it listens, it is lost),
+    # unless the user's params file sets the wait
+    assert mine.node("speech_node").params["wait_for_subscriber"] == SCRIPT_WAITS_FOR_MANAGER_S
+    params = tmp_path / "mine.yaml"
+    params.write_text("/**/speech_node:\n  ros__parameters:\n    wait_for_subscriber: 5.0\n")
+    theirs = evaluate("standalone.launch.py", script_file=str(lines), params_file=str(params))
+    assert theirs.node("speech_node").params["wait_for_subscriber"] == 5.0
 
 
 def test_voice_demo_launch_hears_the_demo_script_spoken(launch_api, tmp_path, monkeypatch):

@@ -172,6 +172,7 @@ def test_two_namespaced_setups_play_the_given_files_and_end_with_their_script(
         assert f"camera source: video {ensure_demo_video()}" in text, text
         assert f"on /{ns}/camera/image_raw" in text, text
         assert "speech backend 'script' started" in text, text
+        assert "starting anyway" not in text, text     # its first line waited for the manager
         layered = "backend=openai (OpenAIChatBackend) model='fake-vlm' n=6 m=3"
         assert layered in text, text
         assert "robot: Hello, nice to meet you." in text, text      # the fake answered both

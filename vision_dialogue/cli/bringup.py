@@ -30,7 +30,7 @@ from vision_dialogue.ros.node_runner import end_program
 from vision_dialogue.core.resources import PACKAGE, SOURCE_ROOT, ResourceNotFound
 from vision_dialogue.llm.factory import KINDS, SERVER_KIND, local_kinds
 from vision_dialogue.ros.setups import (NODES, SETUPS, Setup, default_params_file,
-                                        node_overrides, start_order)
+                                        node_overrides, script_wait, start_order)
 
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 
@@ -464,6 +464,8 @@ def main(args=None) -> int:
         if llm and "manager" not in keys:
             raise BringupError("--llm/--base-url/--model need the manager node")
         inputs = input_overrides(ns.video, ns.script, ns.camera)
+        if "speech" in inputs:          # a script given: its first line waits for the manager
+            inputs["speech"].update(script_wait(params_file))
         for key in inputs:
             if key not in keys:
                 raise BringupError(f"--video/--camera/--script need the {key} node")

@@ -31,7 +31,7 @@ except ModuleNotFoundError as e:     # said plainly; `bringup` needs none of it
     raise
 
 from vision_dialogue.ros.setups import (NODES, SETUPS, Setup, default_params_file,
-                                        node_overrides, start_order)
+                                        node_overrides, script_wait, start_order)
 from vision_dialogue.core.resources import config_file
 
 #: (name, default, description, node keys that use it; empty: every setup)
@@ -152,6 +152,8 @@ def _launch_setup(context, setup_name: str | None):
         if arg.get(arg_name) and key in setup.nodes:
             filled.setdefault(key, {}).update({
                 arg_name: _existing_file(arg_name, arg[arg_name]), kind_param: variant})
+    if 'script_file' in filled.get('speech', {}) and arg.get('script_file'):
+        filled['speech'].update(script_wait(files))      # its first line waits for the manager
     managed = arg.get('managed', 'false').strip().lower()
     if managed not in ('true', 'false'):
         raise LaunchArgumentError(f'managed:={managed}: true or false')

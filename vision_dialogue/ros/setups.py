@@ -120,6 +120,20 @@ def default_params_file(setup: Setup) -> Path:
     return config_file(setup.params_file)
 
 
+SCRIPT_WAITS_FOR_MANAGER_S = 600.0
+"""How long a script given at start (`--script`, `script_file:=`) waits for the manager to
+listen before its first line: a line said before is lost. Every node starts at once, and a
+manager loading its models on a busy CPU has taken longer than the speech node's own 10 s (the
+demo setups' files say the same)."""
+
+
+def script_wait(params_files) -> dict:
+    """The speech node's wait for a script given at start, unless a params file sets one."""
+    given = load_node_params(params_files, NODES["speech"].executable)
+    return {} if "wait_for_subscriber" in given else \
+        {"wait_for_subscriber": SCRIPT_WAITS_FOR_MANAGER_S}
+
+
 def load_node_params(params_files, executable: str) -> dict:
     """Parameters YAML files give node `executable` (keys '/**', 'name', '/name', '/**/name').
 
