@@ -31,17 +31,21 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
-def spoken(tmp_path_factory):
+def piper():
+    return PiperTTS(vary=False)     # the same audio in every run; one voice for the module
+
+
+@pytest.fixture(scope="module")
+def spoken(tmp_path_factory, piper):
     """Two utterances in one WAV file, with a pause between them.
 
     The pause is longer than the longest wait for the words (HOLD_SILENCE_S): in real time the
     turn ends once the words at the pause are known, and on loaded cores the second line began
     after a 1.2 s pause before they were, so both came as one utterance (a fresh-clone CI run).
     """
-    tts = PiperTTS(vary=False)
     path = tmp_path_factory.mktemp("voice") / "two.wav"
-    return wav(path, silence(0.5), speech(tts, SENTENCES[0]), silence(HOLD_SILENCE_S + 0.5),
-               speech(tts, SENTENCES[1]), silence(0.3))
+    return wav(path, silence(0.5), speech(piper, SENTENCES[0]), silence(HOLD_SILENCE_S + 0.5),
+               speech(piper, SENTENCES[1]), silence(0.3))
 
 
 def local_node(ctx, namespace: str | None = None, **params) -> SpeechNode:
@@ -106,11 +110,10 @@ def test_wav_in_utterances_out_sentences_to_wav(ros_context, spin, tmp_path, spo
     assert hearing == [True, False, True, False], hearing
 
 
-def test_the_words_so_far_go_out_on_dialogue_partial(ros_context, spin, tmp_path):
+def test_the_words_so_far_go_out_on_dialogue_partial(ros_context, spin, tmp_path, piper):
     """One long line, partial_every 0.6 s: its words so far reach a subscriber as it is said."""
     line = "Please tell me what you saw a minute ago, and what the cat did next to the window."
-    path = wav(tmp_path / "long.wav", silence(0.5), speech(
-        PiperTTS(vary=False), line), silence(0.8))
+    path = wav(tmp_path / "long.wav", silence(0.5), speech(piper, line), silence(0.8))
     peer = Peer(ros_context)
     partials: list[Utterance] = []
     peer.node.create_subscription(Utterance, "dialogue/partial", partials.append, 50)
