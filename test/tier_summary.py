@@ -42,12 +42,13 @@ def time_line(tsv: Path) -> str:
     for line in tsv.read_text().splitlines():
         try:
             worker, start, end, cpu_s, nodeid = line.split("\t", 4)
-            start_s, end_s, file = float(start), float(end), nodeid.split("::")[0]
-            cpu[file] += float(cpu_s)
+            start_s, end_s, cpu_used = float(start), float(end), float(cpu_s)
         except ValueError:
             continue                # a line cut short by a process that died
+        file = nodeid.split("::")[0]
         busy[worker] += end_s - start_s
         files[file] += end_s - start_s
+        cpu[file] += cpu_used
         first, last = min(first, start_s), max(last, end_s)
     if not busy:
         return "no tests timed"

@@ -1,4 +1,4 @@
-"""Each test's start and end, per worker: where a tier's time goes (scripts/test.sh).
+"""Each test's start, end and CPU seconds, per worker: where a tier's time goes (scripts/test.sh).
 
 A tier's wall time is its busiest worker's; with whole files scheduled on workers
 (`--dist loadfile`), a file's total decides where the run can be cut. On a machine whose cores

@@ -152,7 +152,7 @@ def _launch_setup(context, setup_name: str | None):
         if arg.get(arg_name) and key in setup.nodes:
             filled.setdefault(key, {}).update({
                 arg_name: _existing_file(arg_name, arg[arg_name]), kind_param: variant})
-    if 'script_file' in filled.get('speech', {}) and arg.get('script_file'):
+    if arg.get('script_file') and 'speech' in setup.nodes:     # as the loop above sets it
         filled['speech'].update(script_wait(files))      # its first line waits for the manager
     managed = arg.get('managed', 'false').strip().lower()
     if managed not in ('true', 'false'):
