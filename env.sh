@@ -1,5 +1,5 @@
 # Source me: `source env.sh`. Activates the venv and the colcon install of vision_dialogue,
-# so `python3 -c "import rclpy, vision_dialogue.msg"` works and the executables
+# so `python3 -c "import rclpy, vision_dialogue_interfaces.msg"` works and the executables
 # (manager_node, camera_node, speech_node, vfm_server, bringup, bag_record, bag_play) are on PATH.
 _vd_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)"
 # shellcheck source=/dev/null
@@ -27,8 +27,9 @@ if [ -z "${ROS_DISTRO:-}" ]; then
   export _ROS_WHEELS_BOOTSTRAP_COMPLETE=1
   export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
 fi
-# interface packages setup built from third_party/ (vision_msgs, hri_msgs), then our own
-for _d in "$_vd_root"/install/*_msgs; do
+# interface packages setup built: ours (vision_dialogue_interfaces) and, from third_party/,
+# vision_msgs and hri_msgs; then the package itself
+for _d in "$_vd_root"/install/*_msgs "$_vd_root"/install/*_interfaces; do
   [ -d "$_d/share" ] || continue
   _vd_prepend AMENT_PREFIX_PATH "$_d"
   _vd_prepend CMAKE_PREFIX_PATH "$_d"

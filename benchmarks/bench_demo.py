@@ -43,7 +43,7 @@ class TurnWatch:
 
     def __init__(self, ctx, namespace=None):
         from rclpy.node import Node
-        from vision_dialogue.msg import Reply, Utterance
+        from vision_dialogue_interfaces.msg import Reply, Utterance
         self.node = Node("bench_demo_watch", context=ctx, namespace=namespace)
         self.lock = threading.Lock()
         self.turns: list[dict] = []

@@ -45,7 +45,7 @@ def frames_received(domain: int) -> int:
     """frames_received of the manager's latched PromptState, read in a fresh process."""
     code = ("import rclpy,time\n"
             "from rclpy.qos import QoSProfile,ReliabilityPolicy as R,DurabilityPolicy as D\n"
-            "from vision_dialogue.msg import PromptState\n"
+            "from vision_dialogue_interfaces.msg import PromptState\n"
             "with rclpy.init():\n"
             " n=rclpy.create_node('bench_probe'); got=[]\n"
             " n.create_subscription(PromptState,'dialogue/prompt_state',lambda m:"

@@ -223,8 +223,8 @@ def say_latency(goals: int, tmp: Path) -> dict:
     import rclpy
     from rclpy.action import ActionClient
 
-    from vision_dialogue.action import Say
-    from vision_dialogue.msg import AudioChunk, Reply, Spoken
+    from vision_dialogue_interfaces.action import Say
+    from vision_dialogue_interfaces.msg import AudioChunk, Reply, Spoken
     path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     env = dict(os.environ, PYTHONPATH=path)
     script = tmp / "wait.yaml"
@@ -262,8 +262,8 @@ def say_latency(goals: int, tmp: Path) -> dict:
 def _say_runs(node, client, reply_pub, firsts, kind, args, goals, env) -> dict:
     import rclpy
 
-    from vision_dialogue.action import Say
-    from vision_dialogue.msg import Reply
+    from vision_dialogue_interfaces.action import Say
+    from vision_dialogue_interfaces.msg import Reply
     speech = subprocess.Popen([sys.executable, "-m", "vision_dialogue.speech_node",
                                "--ros-args", *args], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)

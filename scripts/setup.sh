@@ -149,6 +149,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   # shellcheck source=/dev/null
   source "$ROOT/env.sh" --no-install-check
 fi
+# A checkout built before our interfaces had a package of their own holds their generated code
+# in vision_dialogue's build and install: build vision_dialogue afresh, once
+if [ -d "$ROOT/build/vision_dialogue/rosidl_generator_py" ]; then
+  log "the interfaces moved to vision_dialogue_interfaces: removing the old build of vision_dialogue"
+  rm -rf "$ROOT/build/vision_dialogue" "$ROOT/install/vision_dialogue"
+fi
+# Our own messages, services and actions: a package of their own, built before the one that
+# uses them (a change to the Python code generates nothing again)
+colcon --log-base "$ROOT/log" build --base-paths "$ROOT/interfaces" --build-base "$ROOT/build" \
+  --install-base "$ROOT/install" \
+  --cmake-args "${cmake_args[@]}" \
+  --event-handlers console_cohesion- status- summary+ >&2
+# shellcheck source=/dev/null
+source "$ROOT/env.sh" --no-install-check
 colcon --log-base "$ROOT/log" build --base-paths "$ROOT" --build-base "$ROOT/build" \
   --install-base "$ROOT/install" --symlink-install \
   --cmake-args "${cmake_args[@]}" \

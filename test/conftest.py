@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# Source modules first; vision_dialogue/__init__.py merges the colcon install tree's generated
-# msg/srv/action packages into the package path.
+# Source modules first (the generated interfaces, vision_dialogue_interfaces, come from the
+# colcon install tree on PYTHONPATH).
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "test"))
 
@@ -23,8 +23,7 @@ sys.path.insert(0, str(REPO / "test"))
 ROS_MODULES = ("rclpy", "rcl_interfaces", "builtin_interfaces", "std_msgs", "sensor_msgs",
                "geometry_msgs", "action_msgs", "rosgraph_msgs", "diagnostic_msgs",
                "lifecycle_msgs", "std_srvs", "vision_msgs", "hri_msgs", "launch", "launch_ros",
-               "ament_index_python", "vision_dialogue.msg", "vision_dialogue.srv",
-               "vision_dialogue.action")
+               "ament_index_python", "vision_dialogue_interfaces")
 if os.environ.get("VD_BLOCK_ROS") == "1":       # scripts/test.sh's first tier (test/unit)
     for _m in ROS_MODULES:
         sys.modules[_m] = None                  # `import rclpy` raises ImportError

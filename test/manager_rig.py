@@ -17,7 +17,7 @@ from skimage import data
 from conftest import matched, spin_until
 from fake_openai import FakeOpenAI
 from vision_dialogue.manager_node import ManagerNode
-from vision_dialogue.msg import PromptState, Reply as ReplyMsg, Utterance
+from vision_dialogue_interfaces.msg import PromptState, Reply as ReplyMsg, Utterance
 
 REPLY = "Hello there. It is nice to meet you! What is your name?"
 

@@ -17,8 +17,8 @@ import time
 import rclpy
 from rclpy.action import ActionClient
 
-from vision_dialogue.action import Ask, Chat, Say
-from vision_dialogue.msg import DialogueRole
+from vision_dialogue_interfaces.action import Ask, Chat, Say
+from vision_dialogue_interfaces.msg import DialogueRole
 
 KINDS = {"say": (Say, "skill/say"), "ask": (Ask, "skill/ask"), "chat": (Chat, "skill/chat")}
 

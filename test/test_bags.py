@@ -40,7 +40,7 @@ def _wait_matched(ex, pubs, spin, timeout=5.0):
 
 
 def test_typestore_hashes_equal_rclpy(ros_context):
-    """RIHS01 hashes rosbags computes (our msgs parsed from msg/*.msg) == what rclpy reports."""
+    """RIHS01 hashes rosbags computes (our msgs parsed from their .msg files) == rclpy's."""
     store = make_typestore()
     node = Node("hash_probe", context=ros_context)
     try:
@@ -55,7 +55,13 @@ def test_typestore_hashes_equal_rclpy(ros_context):
 
 
 def test_topic_specs():
-    assert parse_topic_spec("dialogue/reply") == ("dialogue/reply", "vision_dialogue/msg/Reply")
+    assert parse_topic_spec("dialogue/reply") == ("dialogue/reply",
+                                                  "vision_dialogue_interfaces/msg/Reply")
+    # a bag recorded before the interfaces had a package of their own plays with the new types
+    from vision_dialogue_interfaces.msg import Utterance
+    assert rclpy_type("vision_dialogue/msg/Utterance") is Utterance
+    with pytest.raises(BagError, match="not available"):
+        rclpy_type("vision_dialogue/msg/NoSuchType")
     assert parse_topic_spec("/foo:std_msgs/msg/String") == ("/foo", "std_msgs/msg/String")
     assert parse_topic_spec("/r1/camera/image_raw/compressed") == (
         "/r1/camera/image_raw/compressed", "sensor_msgs/msg/CompressedImage")
@@ -74,7 +80,7 @@ def test_topic_specs():
 def _session_msgs():
     from sensor_msgs.msg import CompressedImage, Image  # noqa: F401
     from vision_dialogue.ros.image_msgs import stamp_from_ns, to_compressed_msg, to_image_msg
-    from vision_dialogue.msg import Reply, Utterance
+    from vision_dialogue_interfaces.msg import Reply, Utterance
     rng = np.random.default_rng(5)
     img = rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)
     stamp = stamp_from_ns(1_700_000_000_123_456_789)
@@ -172,12 +178,12 @@ def _write_bag(path: Path, storage: str, spacing_s: float, count: int,
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rclpy.serialization import serialize_message
     from vision_dialogue.ros.image_msgs import to_image_msg
-    from vision_dialogue.msg import Utterance
+    from vision_dialogue_interfaces.msg import Utterance
     store = make_typestore()
     plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
     t0 = 1_000_000_000_000
     with Writer(path, version=9, storage_plugin=plugin) as w:
-        cu = w.add_connection(topic, "vision_dialogue/msg/Utterance",
+        cu = w.add_connection(topic, "vision_dialogue_interfaces/msg/Utterance",
                               typestore=store,
                               offered_qos_profiles=[bag_qos("dialogue/utterance")])
         ci = w.add_connection("/camera/image_raw", "sensor_msgs/msg/Image", typestore=store,
@@ -194,7 +200,7 @@ def _play(ros_context, spin, bag: Path, rate: float, **extra):
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import Image
     from vision_dialogue.cli.bag_play import BagPlayer
-    from vision_dialogue.msg import Utterance
+    from vision_dialogue_interfaces.msg import Utterance
     sink = Node("sink", context=ros_context)
     got, clocks, images = [], [], []
     sink.create_subscription(Utterance, "/dialogue/utterance",
@@ -266,7 +272,7 @@ def test_play_loop_topics_and_no_clock(ros_context, spin, tmp_path):
     from vision_dialogue.cli.bag_play import BagPlayer
     bag = tmp_path / "bag"
     _write_bag(bag, "mcap", spacing_s=0.02, count=3)
-    from vision_dialogue.msg import Utterance
+    from vision_dialogue_interfaces.msg import Utterance
     sink = Node("sink", context=ros_context)
     got, clocks = [], []
     sink.create_subscription(Utterance, "/dialogue/utterance", lambda m: got.append(m.text), 50)
@@ -314,7 +320,7 @@ def test_play_waits_for_subscribers(ros_context, spin, tmp_path):
     The first message goes out once one has matched.
     """
     from vision_dialogue.cli.bag_play import BagPlayer
-    from vision_dialogue.msg import Utterance
+    from vision_dialogue_interfaces.msg import Utterance
     # a topic of its own: another test's process in this worker's ROS domain subscribed to
     # the global dialogue/utterance, and the player (rightly) played to it
     topic = "/wait27/dialogue/utterance"
@@ -373,7 +379,7 @@ def test_cli_record_then_play(ros_context, spin, tmp_path):
     import subprocess
     from rclpy.executors import SingleThreadedExecutor
     from test_bringup import child_env
-    from vision_dialogue.msg import Utterance
+    from vision_dialogue_interfaces.msg import Utterance
     bag = tmp_path / "cli_bag"
     env = child_env()
     rec = subprocess.Popen(_exe("bag_record") + ["-o", str(bag), "-s", "sqlite3",
@@ -435,5 +441,5 @@ def test_cli_record_then_play(ros_context, spin, tmp_path):
 
 def deserialize(data):
     from rclpy.serialization import deserialize_message
-    from vision_dialogue.msg import Utterance
+    from vision_dialogue_interfaces.msg import Utterance
     return deserialize_message(data, Utterance).text

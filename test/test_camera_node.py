@@ -20,7 +20,7 @@ from conftest import spin_until
 from fake_furhat_camera import FakeFurhatCamera, frame_index, make_frame_jpeg
 from vision_dialogue.camera_node import CameraNode
 from vision_dialogue.ros.image_msgs import from_compressed_msg, from_image_msg, stamp_to_ns
-from vision_dialogue.msg import DetectedUsers
+from vision_dialogue_interfaces.msg import DetectedUsers
 from vision_dialogue.ros.params import ParameterError
 
 

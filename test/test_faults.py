@@ -399,7 +399,7 @@ def test_store_refuses_an_image_declaring_too_many_pixels(tmp_path):
 def test_a_burst_of_goals_is_queued_and_every_goal_answered(tmp_path):
     import tiny_models
     from test_vfm_server import Harness
-    from vision_dialogue.action import ImageToImage
+    from vision_dialogue_interfaces.action import ImageToImage
     ckpts = tiny_models.cached(tmp_path / "tiny")
     h = Harness(tmp_path / "store", ckpts, load="canny_cpu,text2image_cpu",
                 max_parallel_goals=1)
@@ -503,7 +503,7 @@ def test_transcript_survives_kill_9_mid_turn(ros_context, tmp_path):
 
     from conftest import REPO, spin_until
     from vision_dialogue.core.transcript import read_transcript
-    from vision_dialogue.msg import PromptState, Utterance
+    from vision_dialogue_interfaces.msg import PromptState, Utterance
     from vision_dialogue.ros.qos import LATCHED_QOS
     with FakeOpenAI() as fake:
         fake.responder = lambda req: time.sleep(30) or "never"

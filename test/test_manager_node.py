@@ -371,7 +371,7 @@ def test_the_robot_remarks_on_a_changed_scene_but_not_while_it_speaks(ros_contex
                                                                       tmp_path):
     import cv2
     from skimage import data
-    from vision_dialogue.msg import SpeechState
+    from vision_dialogue_interfaces.msg import SpeechState
     rig = Rig(ros_context, fake, tmp_path, proactive="arrivals_and_scenes",
               proactive_interval=1.0, proactive_quiet=0.0)
     state_pub = rig.io.create_publisher(SpeechState, "dialogue/speech_state", 10)
@@ -396,7 +396,7 @@ def test_the_robot_remarks_on_a_changed_scene_but_not_while_it_speaks(ros_contex
 
 
 def test_camera_users_reach_the_prompt_and_the_transcript(ros_context, fake, tmp_path):
-    from vision_dialogue.msg import DetectedUser, DetectedUsers
+    from vision_dialogue_interfaces.msg import DetectedUser, DetectedUsers
     rig = Rig(ros_context, fake, tmp_path)
     users_pub = rig.io.create_publisher(DetectedUsers, "camera/users", 10)
     events = _event_sink(rig)
@@ -417,7 +417,7 @@ def test_camera_users_reach_the_prompt_and_the_transcript(ros_context, fake, tmp
 
 def test_a_wave_between_frames_reaches_the_prompt_and_is_answered(ros_context, fake,
                                                                   tmp_path):
-    from vision_dialogue.msg import VisualEvent
+    from vision_dialogue_interfaces.msg import VisualEvent
     rig = Rig(ros_context, fake, tmp_path, proactive="arrivals", proactive_interval=1.0,
               proactive_quiet=0.0)
     events_pub = rig.io.create_publisher(VisualEvent, "camera/events", 10)

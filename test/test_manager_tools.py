@@ -26,7 +26,7 @@ from conftest import matched, spin_until
 from fake_openai import FakeOpenAI, Reply
 from vision_dialogue.ros.image_msgs import from_image_msg, to_image_msg
 from vision_dialogue.manager_node import ManagerNode
-from vision_dialogue.msg import Reply as ReplyMsg, Utterance
+from vision_dialogue_interfaces.msg import Reply as ReplyMsg, Utterance
 from vision_dialogue.ros.params import ParameterError
 from vision_dialogue.ros.qos import RECORDS_QOS
 from vision_dialogue.ros.topics import RECORDS_TOPIC
@@ -349,9 +349,9 @@ class SlowImageServer:
         from rclpy.action import ActionServer, CancelResponse
         from rclpy.callback_groups import ReentrantCallbackGroup
 
-        from vision_dialogue.action import ImageToImage
-        from vision_dialogue.msg import ToolInfo
-        from vision_dialogue.srv import ListTools
+        from vision_dialogue_interfaces.action import ImageToImage
+        from vision_dialogue_interfaces.msg import ToolInfo
+        from vision_dialogue_interfaces.srv import ListTools
         self.node = rclpy.create_node("slow_vfm", context=ctx)
         self.cancelled = threading.Event()
         self.goals = []
@@ -445,7 +445,7 @@ def test_an_unanswered_goal_is_sent_again_and_a_late_first_copy_cancelled(ros_co
 
     from rclpy.task import Future
 
-    from vision_dialogue.action import ImageToImage
+    from vision_dialogue_interfaces.action import ImageToImage
     from vision_dialogue.ros import vfm_client
     monkeypatch.setattr(vfm_client, "GOAL_RESEND_S", 0.2)
     node = rclpy.create_node("resend_test", context=ros_context)

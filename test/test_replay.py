@@ -65,7 +65,7 @@ class Watch:
     """Final replies and prompt states published by the manager under test."""
 
     def __init__(self, ctx):
-        from vision_dialogue.msg import PromptState, Reply
+        from vision_dialogue_interfaces.msg import PromptState, Reply
         self.node = Node("watch", context=ctx, namespace=NS)
         self.finals, self.states = [], []
         self.node.create_subscription(Reply, "dialogue/reply", lambda m: m.final and
@@ -86,7 +86,7 @@ def test_replay_reproduces_prompt_timeline(ros_context, spin, tmp_path, fake_llm
     from sensor_msgs.msg import Image
     from vision_dialogue.cli.bag_record import BagRecorder
     from vision_dialogue.ros.image_msgs import to_image_msg
-    from vision_dialogue.msg import PromptState, Utterance
+    from vision_dialogue_interfaces.msg import PromptState, Utterance
 
     bag = tmp_path / "session"
     # ------------------------------------------------------------------ record
@@ -151,7 +151,7 @@ def test_replay_reproduces_prompt_timeline(ros_context, spin, tmp_path, fake_llm
     bag_states = [list(deserialize_message(d, PromptState).timeline)
                   for topic, _, _, d in msgs if topic == f"{NS}/dialogue/prompt_state"]
     assert bag_states and bag_states[-1] == recorded_state
-    from vision_dialogue.msg import Reply
+    from vision_dialogue_interfaces.msg import Reply
     bag_finals = [deserialize_message(d, Reply).text for topic, _, _, d in msgs
                   if topic == f"{NS}/dialogue/reply" and deserialize_message(d, Reply).final]
     assert len(bag_finals) == 3

@@ -70,7 +70,7 @@ def test_compressed_topic_follows_the_remapped_image_topic(ros_context_args, tmp
 
 
 def test_prompt_state_reaches_a_late_subscriber(ros_context, spin):
-    from vision_dialogue.msg import PromptState
+    from vision_dialogue_interfaces.msg import PromptState
     m = manager(ros_context)
     ex = executor(ros_context, m)
     try:
@@ -140,13 +140,13 @@ def test_reply_and_state_stamps_follow_sim_time_from_a_bag(ros_context, spin, tm
     from vision_dialogue.cli.bag_play import BagPlayer
     from vision_dialogue.cli.bags import bag_qos, make_typestore
     from vision_dialogue.ros.image_msgs import stamp_from_ns
-    from vision_dialogue.msg import PromptState, Reply, Utterance
+    from vision_dialogue_interfaces.msg import PromptState, Reply, Utterance
     t0 = 1_000_000_000 * 10**9 + 123            # 2001-09-09
     bag = tmp_path / "sim"
     store = make_typestore()
     with Writer(bag, version=9, storage_plugin=StoragePlugin.MCAP) as w:
         clock = w.add_connection("/clock", "rosgraph_msgs/msg/Clock", typestore=store)
-        utt = w.add_connection("/dialogue/utterance", "vision_dialogue/msg/Utterance",
+        utt = w.add_connection("/dialogue/utterance", "vision_dialogue_interfaces/msg/Utterance",
                                typestore=store,
                                offered_qos_profiles=[bag_qos("dialogue/utterance")])
         for i in range(30):
@@ -190,7 +190,7 @@ def test_bags_keep_each_publishers_qos(ros_context, spin, tmp_path):
     from sensor_msgs.msg import Image
     from vision_dialogue.cli.bag_play import BagPlayer
     from vision_dialogue.cli.bag_record import BagRecorder
-    from vision_dialogue.msg import SpeechState
+    from vision_dialogue_interfaces.msg import SpeechState
     # in a namespace of its own: another test's node left in this worker's ROS domain once
     # added its speech states to the count (a fresh-clone run)
     ns = "qos_bag_test"

@@ -24,7 +24,7 @@ from ros_processes import Proc, manager_process, process_env, speech_process, \
     transcript_records
 from vision_dialogue.core.answers import EXTRACT_SYSTEM
 from vision_dialogue.core.intents import INTENT_SYSTEM
-from vision_dialogue.msg import Intent, Reply
+from vision_dialogue_interfaces.msg import Intent, Reply
 
 REPO = Path(__file__).resolve().parents[1]
 CLIENT = Path(__file__).with_name("skill_client.py")

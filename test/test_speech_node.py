@@ -21,7 +21,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from fake_furhat import FakeFurhat
 from fake_furhat_realtime import FakeFurhatRealtime
 from conftest import DOMAIN_ID, REPO
-from vision_dialogue.msg import Reply, SpeechState, Utterance
+from vision_dialogue_interfaces.msg import Reply, SpeechState, Utterance
 from vision_dialogue.ros.params import ParameterError
 from vision_dialogue.speech_node import SpeechNode
 
@@ -461,7 +461,7 @@ def test_furhat_realtime_node_turn_and_barge_in(fake_rt, rig, spin):
 
 def test_furhat_realtime_takes_the_speaker_from_camera_users(fake_rt, rig, spin):
     """The Realtime API does not say whom the robot hears: the closest user on camera/users."""
-    from vision_dialogue.msg import DetectedUser, DetectedUsers
+    from vision_dialogue_interfaces.msg import DetectedUser, DetectedUsers
     srv = fake_rt
     node, peer, ex = rig({"backend": "furhat_realtime", "furhat_host": "127.0.0.1",
                           "furhat_port": srv.port, "furhat_key": "k",

@@ -189,7 +189,7 @@ def test_the_speech_node_speaks_ros4hri_robot_speaking_and_voices(ros_context, t
 
     What our recogniser hears is /humans/voices/<id>/speech, seen from a third-party process.
     """
-    from vision_dialogue.msg import Reply
+    from vision_dialogue_interfaces.msg import Reply
     from vision_dialogue.speech_node import SpeechNode
     script = tmp_path / "s.yaml"
     script.write_text("items:\n  - say: Hello robot\n")
@@ -204,7 +204,7 @@ def test_the_speech_node_speaks_ros4hri_robot_speaking_and_voices(ros_context, t
 
     def spin():
         ex.spin_once(timeout_sec=0.02)
-    from vision_dialogue.msg import Utterance
+    from vision_dialogue_interfaces.msg import Utterance
     try:
         # the voice is announced before anyone speaks; the script starts once a "manager"
         # listens, and that is after the third-party listener follows the voice
@@ -301,7 +301,7 @@ def test_a_bag_with_detections_replays_into_the_same_prompt(ros_context, tmp_pat
     from vision_dialogue.cli.bag_play import BagPlayer
     from vision_dialogue.cli.bag_record import BagRecorder
     from vision_dialogue.manager_node import ManagerNode
-    from vision_dialogue.msg import Utterance
+    from vision_dialogue_interfaces.msg import Utterance
 
     ns, bag = "/bagged22", tmp_path / "session"
     scenes = [("cup", 100.0), ("cat", 540.0), ("", 0.0)]       # class, x centre; "" nothing
@@ -400,7 +400,7 @@ def test_a_bag_with_detections_replays_into_the_same_prompt(ros_context, tmp_pat
 
 def test_a_ros4hri_voice_talking_over_the_robot_stops_its_speech(ros_context, tmp_path):
     """Barge-in from a ROS4HRI recogniser in another process (is_speaking, incremental)."""
-    from vision_dialogue.msg import Reply, SpeechState, Utterance
+    from vision_dialogue_interfaces.msg import Reply, SpeechState, Utterance
     from vision_dialogue.speech_node import SpeechNode
     r, w = os.pipe()
     out = io.StringIO()

@@ -19,11 +19,11 @@ from rclpy.parameter import Parameter
 import tiny_models
 from conftest import DOMAIN_ID
 from spinning import SpinThread
-from vision_dialogue.action import ImageToImage, ImageToText, TextToImage
+from vision_dialogue_interfaces.action import ImageToImage, ImageToText, TextToImage
 from vision_dialogue.ros.image_msgs import from_image_msg, to_image_msg
 from vision_dialogue.ros.params import ParameterError
 from vision_dialogue.ros.vfm_actions import VFM_ACTION_QOS
-from vision_dialogue.srv import ListTools
+from vision_dialogue_interfaces.srv import ListTools
 from vision_dialogue.vfm.image_store import ImageStore
 from vision_dialogue.vfm_server import VfmServer
 

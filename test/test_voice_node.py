@@ -16,7 +16,7 @@ pytest.importorskip("faster_whisper")
 pytest.importorskip("piper")
 
 from std_msgs.msg import Bool  # noqa: E402
-from vision_dialogue.msg import AudioChunk, SpeechState, Utterance  # noqa: E402
+from vision_dialogue_interfaces.msg import AudioChunk, SpeechState, Utterance  # noqa: E402
 from vision_dialogue.ros.qos import RELIABLE_QOS  # noqa: E402
 from vision_dialogue.ros.params import ParameterError  # noqa: E402
 from vision_dialogue.speech_node import SpeechNode  # noqa: E402

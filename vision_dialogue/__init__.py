@@ -1,9 +1,5 @@
 """vision_dialogue: vision-enabled dialogue for social robots on ROS 2.
 
-When run from a source checkout, the generated interfaces (vision_dialogue.msg, .srv,
-.action) live in the colcon install tree; extend_path merges that directory into this
-package so `import vision_dialogue.msg` works from either place.
+Its messages, services and actions are the package vision_dialogue_interfaces
+(interfaces/vision_dialogue_interfaces).
 """
-from pkgutil import extend_path
-
-__path__ = extend_path(__path__, __name__)

@@ -6,7 +6,7 @@ Topics (relative, remappable):
   the manager consumes.
 - ``camera/stream/image_raw`` (+ ``/compressed``): only when ``publish_rate`` > 0, every frame
   at that rate, for other consumers (face tracking, visualisation).
-- ``camera/users`` (vision_dialogue/DetectedUsers): user data of the Furhat camera feed.
+- ``camera/users`` (vision_dialogue_interfaces/DetectedUsers): user data of the Furhat camera feed.
 
 Frames use reliable QoS, depth 5 (ros/qos.py CAMERA_FRAME_QOS: at one frame in seconds, a
 frame lost on the way to another host is sent again), the stream sensor-data QoS (best
@@ -35,7 +35,7 @@ from vision_dialogue.core.health import OK, Health, by_age
 from vision_dialogue.core.images import resize_to
 from vision_dialogue.ros.dds import MAX_FRAME_BYTES
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
-from vision_dialogue.msg import DetectedUsers
+from vision_dialogue_interfaces.msg import DetectedUsers
 from vision_dialogue.ros.image_msgs import stamp_from_ns, to_compressed_msg, to_image_msg
 from vision_dialogue.ros.managed import MANAGED_PARAM, ConfigureError, ManagedNode
 from vision_dialogue.ros.node_runner import run_node

@@ -2,7 +2,7 @@
 
 Subscribes to ``camera/stream/image_raw`` (and its image_transport ``/compressed`` companion;
 the camera node publishes the stream when ``publish_rate`` > 0) and publishes
-``camera/events`` (vision_dialogue/VisualEvent): wave, raised_hand, point, thumbs_up,
+``camera/events`` (vision_dialogue_interfaces/VisualEvent): wave, raised_hand, point, thumbs_up,
 arrived, left, scene_change, each with a short sentence. The manager puts them into the
 prompt timeline between frames. Detection: perception/events.py (MediaPipe faces, pose and
 hands, whose weights ship in the wheel). At most ``max_rate`` frames a second are looked at;
@@ -17,7 +17,7 @@ import time
 
 from vision_dialogue.core.frame_intake import FrameIntake, wait_for_frame_in_hand
 from vision_dialogue.core.health import OK, WARN, Health, Throughput
-from vision_dialogue.msg import VisualEvent
+from vision_dialogue_interfaces.msg import VisualEvent
 from vision_dialogue.perception.events import EVENT_KINDS, EventConfig, EventDetector
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.image_input import ImageTopicInput

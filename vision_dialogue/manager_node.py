@@ -1,19 +1,20 @@
 """The conversation manager node: camera frames + utterances in, replies + prompt state out.
 
-A thin ROS adapter around `vision_dialogue.core.conversation.Conversation`:
+A thin ROS adapter around `vision_dialogue.core.conversation.Conversation` (a type without a
+package is vision_dialogue_interfaces'):
 * `camera/image_raw` (sensor_msgs/Image) and its image_transport companion
   `<resolved image topic>/compressed` (sensor_msgs/CompressedImage) -> frames of the prompt
   timeline. `image_qos:=auto` (default) subscribes with the QoS the camera offers (RELIABLE
   for stock drivers, best effort for sensor-data publishers), as `ros2 bag record` does;
-* `dialogue/utterance` (vision_dialogue/Utterance) -> a FIFO queue served by one turn worker
+* `dialogue/utterance` (Utterance) -> a FIFO queue served by one turn worker
   thread, so LLM calls never block the executor and frames keep flowing during a reply;
-* `dialogue/partial` (vision_dialogue/Utterance): the words so far of a line still being said;
+* `dialogue/partial` (Utterance): the words so far of a line still being said;
   a local LLM reads the prompt with them ahead of the turn (`warm_cache`);
 * `dialogue/hearing` (std_msgs/Bool): the person is speaking; frame summaries wait meanwhile
   (a summary rewrites the prompt's middle, which the reply would then read again);
-* `dialogue/reply` (vision_dialogue/Reply): one message per streamed sentence (final=false),
+* `dialogue/reply` (Reply): one message per streamed sentence (final=false),
   then the whole text (final=true);
-* `dialogue/prompt_state` (vision_dialogue/PromptState, transient local, depth 1): after
+* `dialogue/prompt_state` (PromptState, transient local, depth 1): after
   every change and on a timer; a monitor that starts late gets the newest one;
 * `dialogue/events` (std_msgs/String, transient local, depth 200): every transcript record as
   JSON (frames with a small JPEG thumbnail), for the `monitor` page and any other tool
@@ -50,7 +51,7 @@ from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.image_input import ImageTopicInput
 from vision_dialogue.ros.standard_inputs import connect_standard_inputs, object_notes
 from vision_dialogue.ros.image_msgs import ImageConversionError, stamp_to_ns
-from vision_dialogue.msg import DetectedUsers, SpeechState, Utterance, VisualEvent
+from vision_dialogue_interfaces.msg import DetectedUsers, SpeechState, Utterance, VisualEvent
 from vision_dialogue.ros.managed import ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.qos import RELIABLE_QOS

@@ -29,14 +29,14 @@ from std_msgs.msg import String
 from vision_dialogue.core.health import ERROR, OK, StatusBoard
 from vision_dialogue.core.transcript import record_from_json
 from vision_dialogue.monitor.session import HEALTH_PARTS, SessionView, load_run
-from vision_dialogue.msg import SpeechState
+from vision_dialogue_interfaces.msg import SpeechState
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params
 from vision_dialogue.ros.qos import RECORDS_QOS, SPEECH_STATE_QOS
 from vision_dialogue.ros.teardown import DestroyedWhole
 from vision_dialogue.ros.topics import DIAGNOSTICS_TOPIC, RECORDS_TOPIC
 from vision_dialogue.ros.vfm_actions import LIST_TOOLS_SERVICE
-from vision_dialogue.srv import ListTools
+from vision_dialogue_interfaces.srv import ListTools
 
 SPEECH_STATES = {SpeechState.IDLE: "idle", SpeechState.LISTENING: "listening",
                  SpeechState.THINKING: "thinking", SpeechState.SPEAKING: "speaking"}

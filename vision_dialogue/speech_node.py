@@ -3,25 +3,25 @@
 Utterances in (terminal, script, Furhat Remote API, Furhat Realtime API, local voice), replies
 out, with sentence-by-sentence speech of streamed replies, barge-in and a turn state.
 
-Topics (relative, remappable):
-  publishes  dialogue/utterance    vision_dialogue/Utterance   what the user said
-  publishes  dialogue/partial      vision_dialogue/Utterance   backend=local: the words so far
+Topics (relative, remappable; a type without a package is vision_dialogue_interfaces'):
+  publishes  dialogue/utterance    Utterance   what the user said
+  publishes  dialogue/partial      Utterance   backend=local: the words so far
                                                                of a line still being said
   publishes  dialogue/hearing      std_msgs/Bool               backend=local: true when the
                                                                person begins speaking, false
                                                                when the line ends
-  subscribes dialogue/reply        vision_dialogue/Reply       chunks (final=false), then final
-  publishes  dialogue/speech_state vision_dialogue/SpeechState IDLE/LISTENING/THINKING/SPEAKING
+  subscribes dialogue/reply        Reply       chunks (final=false), then final
+  publishes  dialogue/speech_state SpeechState IDLE/LISTENING/THINKING/SPEAKING
                                                                (transient local: late joiners
                                                                get the current state)
-  publishes  dialogue/spoken       vision_dialogue/Spoken      a reply turn began, a sentence was
+  publishes  dialogue/spoken       Spoken      a reply turn began, a sentence was
                                                                said, the turn is done/interrupted
   subscribes dialogue/cancel_reply std_msgs/UInt32             stop saying reply turn N (a
                                                                cancelled Say)
-  publishes  audio/input           vision_dialogue/AudioChunk  backend=local: what the
+  publishes  audio/input           AudioChunk  backend=local: what the
                                                                microphone heard (publish_audio)
-  publishes  audio/output          vision_dialogue/AudioChunk  backend=local: each sentence said
-  subscribes audio/input           vision_dialogue/AudioChunk  backend=local, audio_in=topic
+  publishes  audio/output          AudioChunk  backend=local: each sentence said
+  subscribes audio/input           AudioChunk  backend=local, audio_in=topic
                                                                (a bag replayed)
   publishes  robot_face/expression hri_msgs/Expression         the robot's face (expressions)
   publishes  robot_face/gesture    std_msgs/String             Furhat-style gestures, JSON
@@ -45,7 +45,7 @@ from std_msgs.msg import Bool, UInt32
 
 from vision_dialogue.core.health import ERROR, FAULT_ERROR_S, OK, WARN, Health
 from vision_dialogue.core.people import PEOPLE_FRESH_S, TrackedPerson, closest
-from vision_dialogue.msg import AudioChunk, DetectedUsers, Reply, SpeechState, Spoken, \
+from vision_dialogue_interfaces.msg import AudioChunk, DetectedUsers, Reply, SpeechState, Spoken, \
     Utterance
 from vision_dialogue.ros.console import hold_logs, show_prompt
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher

@@ -24,7 +24,7 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.task import Future
 
-from vision_dialogue.msg import ToolInfo
+from vision_dialogue_interfaces.msg import ToolInfo
 from vision_dialogue.ros.image_msgs import ImageConversionError, from_image_msg, to_image_msg
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 from vision_dialogue.core.health import OK, WARN, Health
@@ -33,7 +33,7 @@ from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.managed import MANAGED_PARAM, ConfigureError, ManagedNode
 from vision_dialogue.ros.vfm_actions import (ACTIONS, LIST_TOOLS_SERVICE, VFM_ACTION_QOS,
                                              action_name)
-from vision_dialogue.srv import ListTools
+from vision_dialogue_interfaces.srv import ListTools
 from vision_dialogue.vfm import registry
 from vision_dialogue.vfm.devices import LoadSpecError, parse_load
 from vision_dialogue.vfm.errors import Cancelled, ToolError

@@ -93,13 +93,14 @@ def topics_page() -> str:
 
 def interfaces_page() -> str:
     lines = ["# Message, service and action definitions", "",
-             "The package's own interfaces (`msg/`, `srv/`, `action/`), as built. Standard "
+             "Our own interfaces (the package vision_dialogue_interfaces, in "
+             "`interfaces/vision_dialogue_interfaces/`), as built. Standard "
              "interfaces it reads and writes are sensor_msgs, vision_msgs and hri_msgs "
              "(ROS4HRI); see [topics](topics.md).", ""]
     for folder, title in (("msg", "Messages"), ("srv", "Services"), ("action", "Actions")):
         lines += [f"## {title}", ""]
-        for f in sorted((REPO / folder).glob("*")):
-            lines += [f"### {f.stem}", "", f"`vision_dialogue/{folder}/{f.stem}`", "",
+        for f in sorted((REPO / "interfaces" / "vision_dialogue_interfaces" / folder).glob("*")):
+            lines += [f"### {f.stem}", "", f"`vision_dialogue_interfaces/{folder}/{f.stem}`", "",
                       "```text", f.read_text().rstrip(), "```", ""]
     return "\n".join(lines)
 

@@ -44,7 +44,7 @@ def received(ros_context, until: int, timeout: float = 10.0) -> int:
     """
     import rclpy
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-    from vision_dialogue.msg import PromptState
+    from vision_dialogue_interfaces.msg import PromptState
     node = rclpy.create_node("frames_probe", context=ros_context)
     got = []
     qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,

@@ -123,8 +123,8 @@ class SetupManager(OwnParticipant):
         from diagnostic_msgs.msg import DiagnosticArray
         from rclpy.action import ActionClient
 
-        from vision_dialogue.action import ImageToImage
-        from vision_dialogue.msg import Reply, Utterance
+        from vision_dialogue_interfaces.action import ImageToImage
+        from vision_dialogue_interfaces.msg import Reply, Utterance
         from vision_dialogue.ros import perception_msgs as pm
         from vision_dialogue.ros.vfm_actions import VFM_ACTION_QOS
         super().__init__("setup_lifecycle_manager")
@@ -165,7 +165,7 @@ class SetupManager(OwnParticipant):
 
     def canny(self) -> bool:
         """Whether the VFM server accepts a canny goal on a stored image (and succeeds)."""
-        from vision_dialogue.action import ImageToImage
+        from vision_dialogue_interfaces.action import ImageToImage
         assert self.vfm.wait_for_server(timeout_sec=60)
         goal = ImageToImage.Goal(tool="canny", image_file="in.png")
         handle = ask(lambda: self.vfm.send_goal_async(goal), 60)
@@ -189,7 +189,7 @@ def test_a_lifecycle_manager_drives_every_node_of_a_setup(installed, tmp_path, c
     import numpy as np
 
     from fake_openai import FakeOpenAI
-    from vision_dialogue.msg import Reply
+    from vision_dialogue_interfaces.msg import Reply
     store = tmp_path / "store"
     store.mkdir()
     cv2.imwrite(str(store / "in.png"), np.full((64, 64, 3), 200, np.uint8))

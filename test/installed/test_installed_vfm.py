@@ -19,10 +19,10 @@ from rclpy.executors import MultiThreadedExecutor
 import tiny_models
 from spinning import SpinThread
 from installed.user_env import ask, stop
-from vision_dialogue.action import ImageToImage
+from vision_dialogue_interfaces.action import ImageToImage
 from vision_dialogue.ros.image_msgs import to_image_msg
 from vision_dialogue.ros.vfm_actions import VFM_ACTION_QOS
-from vision_dialogue.srv import ListTools
+from vision_dialogue_interfaces.srv import ListTools
 from vision_dialogue.vfm.image_store import ImageStore
 
 OPS = ("segment", "segmentobject", "outpaint")

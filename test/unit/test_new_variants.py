@@ -147,7 +147,7 @@ import vision_dialogue
 assert vision_dialogue.__path__[0].startswith(sys.argv[1]), vision_dialogue.__path__
 from vision_dialogue.camera_node import CameraNode
 from vision_dialogue.manager_node import ManagerNode
-from vision_dialogue.msg import Reply
+from vision_dialogue_interfaces.msg import Reply
 from vision_dialogue.ros.params import ParameterError
 from vision_dialogue.speech_node import SpeechNode
 from sensor_msgs.msg import Image

@@ -1,7 +1,8 @@
 """Shared rosbag2 helpers for bag_record / bag_play (pure Python, `rosbags`).
 
-- `make_typestore()`: the ROS 2 Kilted typestore plus this package's own messages, parsed
-  from `msg/*.msg` with `get_types_from_msg`, so that the type hashes (RIHS01) and message
+- `make_typestore()`: the ROS 2 Kilted typestore plus our own messages
+  (vision_dialogue_interfaces) and the standard ones no store has, parsed from their installed
+  `msg/*.msg` with `get_types_from_msg`, so that the type hashes (RIHS01) and message
   definitions written into a bag are the ones `ros2 bag` and rclpy expect.
 - `SESSION_TOPICS`: the topics of a dialogue session and their types (relative names, as in
   docs/CONVENTIONS.md).
@@ -18,22 +19,22 @@ from rosbags.interfaces import (Qos, QosDurability, QosHistory, QosLiveliness,
                                 QosReliability, QosTime)
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
-from vision_dialogue.core.resources import PACKAGE, ResourceNotFound, share_dir
 from vision_dialogue.ros.topics import CLOCK_TOPIC  # noqa: F401 - the players' name for it
+from vision_dialogue.ros.topics import INTERFACES
 
 
 #: topic (relative) -> ROS type name, the default set `bag_record` writes.
 SESSION_TOPICS: dict[str, str] = {
     "camera/image_raw": "sensor_msgs/msg/Image",
     "camera/image_raw/compressed": "sensor_msgs/msg/CompressedImage",
-    "camera/users": "vision_dialogue/msg/DetectedUsers",
-    "camera/events": "vision_dialogue/msg/VisualEvent",
-    "dialogue/utterance": "vision_dialogue/msg/Utterance",
-    "dialogue/reply": "vision_dialogue/msg/Reply",
-    "dialogue/prompt_state": "vision_dialogue/msg/PromptState",
-    "dialogue/speech_state": "vision_dialogue/msg/SpeechState",
-    "audio/input": "vision_dialogue/msg/AudioChunk",
-    "audio/output": "vision_dialogue/msg/AudioChunk",
+    "camera/users": f"{INTERFACES}/msg/DetectedUsers",
+    "camera/events": f"{INTERFACES}/msg/VisualEvent",
+    "dialogue/utterance": f"{INTERFACES}/msg/Utterance",
+    "dialogue/reply": f"{INTERFACES}/msg/Reply",
+    "dialogue/prompt_state": f"{INTERFACES}/msg/PromptState",
+    "dialogue/speech_state": f"{INTERFACES}/msg/SpeechState",
+    "audio/input": f"{INTERFACES}/msg/AudioChunk",
+    "audio/output": f"{INTERFACES}/msg/AudioChunk",
 }
 
 #: the standard perception topics, recorded by default where their packages are installed
@@ -44,7 +45,7 @@ STANDARD_TOPICS: dict[str, str] = {
     "/humans/voices/tracked": "hri_msgs/msg/IdsList",
 }
 #: interface packages whose .msg files are registered when installed (no rosbags store has them)
-INTERFACE_PACKAGES = ("vision_msgs", "hri_msgs")
+INTERFACE_PACKAGES = (INTERFACES, "vision_msgs", "hri_msgs")
 
 CLOCK_TYPE = "rosgraph_msgs/msg/Clock"
 STORAGE_IDS = ("mcap", "sqlite3")
@@ -52,14 +53,6 @@ STORAGE_IDS = ("mcap", "sqlite3")
 
 class BagError(ValueError):
     """A bag or topic specification that cannot be used (clear message, no traceback)."""
-
-
-def msg_dir() -> Path:
-    """Directory holding this package's .msg files (source tree, else the install share)."""
-    try:
-        return share_dir("msg")
-    except ResourceNotFound as e:
-        raise BagError(str(e)) from None
 
 
 def _installed_msg_dirs() -> dict[str, Path]:
@@ -75,12 +68,15 @@ def _installed_msg_dirs() -> dict[str, Path]:
 
 
 def make_typestore():
-    """Kilted typestore with every vision_dialogue/msg/* type registered from its .msg file.
+    """Kilted typestore with our messages and the installed standard ones registered.
 
-    The installed standard interfaces (vision_msgs, hri_msgs) are registered the same way.
+    Each from its installed .msg files (vision_dialogue_interfaces, vision_msgs, hri_msgs).
     """
     store = get_typestore(Stores.ROS2_KILTED)
-    dirs = {**_installed_msg_dirs(), PACKAGE: msg_dir()}
+    dirs = _installed_msg_dirs()
+    if INTERFACES not in dirs:
+        raise BagError(f"{INTERFACES} is not installed: run scripts/setup.sh, then "
+                       "source env.sh")
     types: dict = {}
     for pkg, folder in dirs.items():
         for path in sorted(folder.glob("*.msg")):
@@ -117,9 +113,14 @@ def parse_topic_spec(spec: str) -> tuple[str, str]:
     return topic, msgtype
 
 
+#: interface packages renamed since a bag may have been recorded: old name -> new name
+RENAMED_PACKAGES = {"vision_dialogue": INTERFACES}
+
+
 def rclpy_type(msgtype: str):
-    """'pkg/msg/Type' -> the generated rclpy message class."""
+    """'pkg/msg/Type' -> the generated rclpy message class (an old bag's name, its new one)."""
     pkg, kind, name = msgtype.split("/")
+    pkg = RENAMED_PACKAGES.get(pkg, pkg)
     try:
         return getattr(importlib.import_module(f"{pkg}.{kind}"), name)
     except (ImportError, AttributeError) as e:

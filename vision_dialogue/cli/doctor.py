@@ -70,7 +70,7 @@ class Config:
 def check_ros(cfg: Config) -> Check:
     try:
         import rclpy
-        from vision_dialogue.msg import Utterance  # noqa: F401 - the generated interfaces
+        from vision_dialogue_interfaces.msg import Utterance  # noqa: F401 - generated
     except ImportError as e:
         return Check("ROS 2 and the package build", FAIL, f"import failed: {e}",
                      "run scripts/setup.sh, then `source env.sh` (or `colcon build && source "
@@ -88,7 +88,7 @@ def check_ros(cfg: Config) -> Check:
         ctx.try_shutdown()
     rmw = os.environ.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp (default)")
     return Check("ROS 2 and the package build", OK,
-                 f"rclpy and vision_dialogue.msg import; a node starts ({rmw})")
+                 f"rclpy and vision_dialogue_interfaces.msg import; a node starts ({rmw})")
 
 
 def check_dds(cfg: Config) -> Check:

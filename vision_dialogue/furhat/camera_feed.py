@@ -12,8 +12,8 @@ the robot sees, e.g.::
 `FurhatCameraFeed` runs one background receive thread that keeps only the newest frame
 (ZeroMQ's CONFLATE is not used: with two alternating message kinds it would drop whole kinds)
 and hands each user-data message to a callback. `parse_user_data` is liberal about field names
-and shapes (see its docstring); ros/furhat_msgs.py makes a ``vision_dialogue/DetectedUsers``
-of it.
+and shapes (see its docstring); ros/furhat_msgs.py makes a DetectedUsers message
+(vision_dialogue_interfaces) of it.
 """
 from __future__ import annotations
 

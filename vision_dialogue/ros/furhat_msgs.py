@@ -5,11 +5,11 @@ from geometry_msgs.msg import Point, Vector3
 from sensor_msgs.msg import RegionOfInterest
 
 from vision_dialogue.furhat.camera_feed import FurhatUserData
-from vision_dialogue.msg import DetectedUser, DetectedUsers
+from vision_dialogue_interfaces.msg import DetectedUser, DetectedUsers
 
 
 def users_to_msg(data: FurhatUserData, stamp, frame_id: str):
-    """FurhatUserData -> vision_dialogue/DetectedUsers (stamp: builtin_interfaces/Time)."""
+    """FurhatUserData -> a DetectedUsers message (stamp: builtin_interfaces/Time)."""
     msg = DetectedUsers()
     msg.header.stamp = stamp
     msg.header.frame_id = frame_id

@@ -1,6 +1,7 @@
 """What the manager publishes: replies, the prompt's state and every transcript record.
 
-* `dialogue/reply` (vision_dialogue/Reply): one message per sentence, then the whole reply;
+* `dialogue/reply` (vision_dialogue_interfaces/Reply): one message per sentence, then the
+  whole reply;
 * `dialogue/prompt_state` (PromptState, latched): after every change and on a timer;
 * `dialogue/events` (std_msgs/String, latched, depth 200): each conversation event as its
   transcript record in JSON, a frame's with a small JPEG thumbnail (blurred when the
@@ -20,7 +21,7 @@ from std_msgs.msg import String
 
 from vision_dialogue.core.transcript import describe_record, event_record
 from vision_dialogue.core.turn_taking import ReplyChunk
-from vision_dialogue.msg import PromptState, Reply
+from vision_dialogue_interfaces.msg import PromptState, Reply
 from vision_dialogue.ros.qos import RECORDS_QOS, LATCHED_QOS
 from vision_dialogue.ros.topics import RECORDS_TOPIC
 

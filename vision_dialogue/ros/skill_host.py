@@ -21,7 +21,7 @@ from std_msgs.msg import UInt32
 
 from vision_dialogue.core.skills import ChatRole, Control, Heard, SkillOutcome
 from vision_dialogue.llm.base import Preempted
-from vision_dialogue.msg import Spoken
+from vision_dialogue_interfaces.msg import Spoken
 from vision_dialogue.ros.qos import RELIABLE_QOS
 from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, REPLY_TOPIC, SPOKEN_TOPIC
 

@@ -1,12 +1,12 @@
 """The manager's application side: the Say, Ask and Chat actions and the intents it publishes.
 
-* `skill/say`, `skill/ask`, `skill/chat` (vision_dialogue/action/Say, Ask, Chat, with ROS4HRI
-  communication_skills' field names): each goal waits its turn at one `SkillArbiter` (a higher
-  priority pre-empts), runs the ROS-free skill of core/skills.py on the manager
-  (ros/skill_host.py), publishes feedback per stage and honours cancel;
-* `intents` (vision_dialogue/Intent, hri_actions_msgs/Intent's fields): after each of the
-  person's turns, the declared intent it asks for (core/intents.py), off the turn worker so the
-  next reply never waits for it.
+* `skill/say`, `skill/ask`, `skill/chat` (vision_dialogue_interfaces/action/Say, Ask, Chat,
+  with ROS4HRI communication_skills' field names): each goal waits its turn at one
+  `SkillArbiter` (a higher priority pre-empts), runs the ROS-free skill of core/skills.py on the
+  manager (ros/skill_host.py), publishes feedback per stage and honours cancel;
+* `intents` (vision_dialogue_interfaces/Intent, hri_actions_msgs/Intent's fields): after each
+  of the person's turns, the declared intent it asks for (core/intents.py), off the turn worker
+  so the next reply never waits for it.
 Both are written to the transcript and shown on the monitor (records "skill", "intent").
 """
 from __future__ import annotations
@@ -20,12 +20,12 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.task import Future
 
-from vision_dialogue.action import Ask, Chat, Say
+from vision_dialogue_interfaces.action import Ask, Chat, Say
 from vision_dialogue.core.answers import SchemaError
 from vision_dialogue.core.intents import IntentReader, IntentsError, load_intents
 from vision_dialogue.core.skills import ChatRole, Control, SkillArbiter, SkillOutcome, \
     SkillRejected, Ticket, run_ask, run_chat
-from vision_dialogue.msg import Intent
+from vision_dialogue_interfaces.msg import Intent
 from vision_dialogue.ros.params import ParameterError
 from vision_dialogue.ros.qos import RELIABLE_QOS
 from vision_dialogue.ros.skill_host import ManagerSkillHost

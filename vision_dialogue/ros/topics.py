@@ -24,6 +24,9 @@ class Endpoint:
 
 
 # --- camera --------------------------------------------------------------------------------
+INTERFACES = "vision_dialogue_interfaces"
+"""The package of our messages, services and actions (interfaces/vision_dialogue_interfaces)."""
+
 IMAGE_TOPIC = "camera/image_raw"
 STREAM_TOPIC = "camera/stream/image_raw"
 USERS_TOPIC = "camera/users"
@@ -81,27 +84,27 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(STREAM_TOPIC, "topic", "sensor_msgs/Image (+ /compressed)", "camera → events node",
              "best effort, depth 5", "the fast stream at `publish_rate`, only while someone "
              "listens"),
-    Endpoint(USERS_TOPIC, "topic", "vision_dialogue/DetectedUsers", "camera (Furhat) → manager",
+    Endpoint(USERS_TOPIC, "topic", f"{INTERFACES}/DetectedUsers", "camera (Furhat) → manager",
              _RELIABLE, "the users the Furhat tracks"),
-    Endpoint(VISUAL_EVENTS_TOPIC, "topic", "vision_dialogue/VisualEvent",
+    Endpoint(VISUAL_EVENTS_TOPIC, "topic", f"{INTERFACES}/VisualEvent",
              "events node, any detector → manager", "reliable, depth 10 / depth 50",
              "waves, pointing, arrivals and scene changes between frames"),
-    Endpoint(UTTERANCE_TOPIC, "topic", "vision_dialogue/Utterance", "speech → manager",
+    Endpoint(UTTERANCE_TOPIC, "topic", f"{INTERFACES}/Utterance", "speech → manager",
              "reliable, depth 10 / depth 50", "a line the person said"),
-    Endpoint(PARTIAL_TOPIC, "topic", "vision_dialogue/Utterance", "speech → manager",
+    Endpoint(PARTIAL_TOPIC, "topic", f"{INTERFACES}/Utterance", "speech → manager",
              _RELIABLE, "the words of a line so far (read ahead by a local model)"),
     Endpoint(HEARING_TOPIC, "topic", "std_msgs/Bool", "speech → manager", _RELIABLE,
              "true while the person speaks (summaries wait)"),
-    Endpoint(REPLY_TOPIC, "topic", "vision_dialogue/Reply", "manager → speech",
+    Endpoint(REPLY_TOPIC, "topic", f"{INTERFACES}/Reply", "manager → speech",
              "reliable, depth 10 / depth 50", "the reply, streamed sentence by sentence"),
-    Endpoint(SPOKEN_TOPIC, "topic", "vision_dialogue/Spoken", "speech → manager, anyone",
+    Endpoint(SPOKEN_TOPIC, "topic", f"{INTERFACES}/Spoken", "speech → manager, anyone",
              _RELIABLE, "a reply turn began, a sentence was said, it ended or was interrupted"),
     Endpoint(CANCEL_REPLY_TOPIC, "topic", "std_msgs/UInt32", "manager → speech", _RELIABLE,
              "stop saying turn N (0: whatever is said)"),
-    Endpoint(PROMPT_STATE_TOPIC, "topic", "vision_dialogue/PromptState", "manager → monitoring",
+    Endpoint(PROMPT_STATE_TOPIC, "topic", f"{INTERFACES}/PromptState", "manager → monitoring",
              _LATCHED + ", depth 1",
              "frames, summaries and lines in the prompt, rejects by cause"),
-    Endpoint(SPEECH_STATE_TOPIC, "topic", "vision_dialogue/SpeechState", "speech → anyone",
+    Endpoint(SPEECH_STATE_TOPIC, "topic", f"{INTERFACES}/SpeechState", "speech → anyone",
              _LATCHED + ", depth 10", "IDLE, LISTENING, THINKING, SPEAKING"),
     Endpoint(RECORDS_TOPIC, "topic", "std_msgs/String", "manager → monitor, anyone",
              _LATCHED + ", depth 200", "every transcript record as JSON (frames with a "
@@ -112,10 +115,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "the image a visual tool made"),
     Endpoint(SHARED_IMAGE_TOPIC, "topic", "sensor_msgs/Image", "anyone → manager", _RELIABLE,
              "an image the person shares (the tools can work on it)"),
-    Endpoint(AUDIO_INPUT_TOPIC, "topic", "vision_dialogue/AudioChunk",
+    Endpoint(AUDIO_INPUT_TOPIC, "topic", f"{INTERFACES}/AudioChunk",
              "speech (local) → anyone; bags → speech with `audio_in: topic`",
              "reliable, depth 50", "the microphone's audio, 16-bit PCM"),
-    Endpoint(AUDIO_OUTPUT_TOPIC, "topic", "vision_dialogue/AudioChunk", "speech (local) → anyone",
+    Endpoint(AUDIO_OUTPUT_TOPIC, "topic", f"{INTERFACES}/AudioChunk", "speech (local) → anyone",
              _RELIABLE, "the robot's voice with the sentence's text"),
     Endpoint(FACE_EXPRESSION_TOPIC, "topic", "hri_msgs/Expression", "speech → a robot's face",
              _LATCHED + ", depth 1", "the robot's own expression"),
@@ -123,7 +126,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              _RELIABLE, "a Furhat-style gesture, JSON"),
     Endpoint(FACE_GAZE_TOPIC, "topic", "geometry_msgs/PointStamped",
              "speech → a head or eye controller", _RELIABLE, "where the eyes look"),
-    Endpoint(INTENTS_TOPIC, "topic", "vision_dialogue/Intent", "manager → application",
+    Endpoint(INTENTS_TOPIC, "topic", f"{INTERFACES}/Intent", "manager → application",
              _RELIABLE, "what the person asks the robot to do (hri_actions_msgs/Intent's "
              "fields)"),
     Endpoint(DETECTIONS_TOPIC, "topic", "vision_msgs/Detection2DArray",
@@ -146,18 +149,18 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              _RELIABLE, "each node's health at 1 Hz (REP-107 levels)"),
     Endpoint(CLOCK_TOPIC, "topic", "rosgraph_msgs/Clock", "bag_play → every node",
              _RELIABLE, "a bag's time, for `use_sim_time`"),
-    Endpoint(LIST_TOOLS_SERVICE, "service", "vision_dialogue/srv/ListTools",
+    Endpoint(LIST_TOOLS_SERVICE, "service", f"{INTERFACES}/srv/ListTools",
              "manager, monitor → vfm_server", "services' default",
              "the visual tools, where each is loaded and its memory"),
-    *(Endpoint(name, "action", f"vision_dialogue/action/{kind}", "manager → vfm_server",
+    *(Endpoint(name, "action", f"{INTERFACES}/action/{kind}", "manager → vfm_server",
                "actions' default", what) for name, kind, what in zip(
         VFM_ACTIONS, ("ImageToText", "ImageToImage", "TextToImage"),
         ("a caption, an answer, a count from an image", "an edited or analysed image",
          "an image from a prompt"))),
-    Endpoint(SAY_ACTION, "action", "vision_dialogue/action/Say", "application → manager",
+    Endpoint(SAY_ACTION, "action", f"{INTERFACES}/action/Say", "application → manager",
              "actions' default", "say a line (ROS4HRI communication_skills)"),
-    Endpoint(ASK_ACTION, "action", "vision_dialogue/action/Ask", "application → manager",
+    Endpoint(ASK_ACTION, "action", f"{INTERFACES}/action/Ask", "application → manager",
              "actions' default", "ask and read the answers into a JSON schema"),
-    Endpoint(CHAT_ACTION, "action", "vision_dialogue/action/Chat", "application → manager",
+    Endpoint(CHAT_ACTION, "action", f"{INTERFACES}/action/Chat", "application → manager",
              "actions' default", "a conversation with a purpose and results"),
 )

@@ -5,7 +5,7 @@ Three general actions, one per kind of tool (vfm/registry.py ACTION_TYPES), plus
 """
 from rclpy.qos import QoSProfile, qos_profile_services_default
 
-from vision_dialogue.action import ImageToImage, ImageToText, TextToImage
+from vision_dialogue_interfaces.action import ImageToImage, ImageToText, TextToImage
 from vision_dialogue.vfm.registry import IMAGE_TO_IMAGE, IMAGE_TO_TEXT, TEXT_TO_IMAGE
 from vision_dialogue.ros.topics import LIST_TOOLS_SERVICE  # noqa: F401 - with the actions
 

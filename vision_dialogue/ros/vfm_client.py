@@ -32,7 +32,7 @@ from vision_dialogue.ros.image_msgs import (ImageConversionError, from_image_msg
                                             to_image_msg)
 from vision_dialogue.ros.vfm_actions import (ACTIONS, LIST_TOOLS_SERVICE, VFM_ACTION_QOS,
                                              action_name)
-from vision_dialogue.srv import ListTools
+from vision_dialogue_interfaces.srv import ListTools
 from vision_dialogue.vfm.registry import IMAGE_TO_TEXT, TEXT_TO_IMAGE
 from vision_dialogue.vfm.tool_schemas import tool_schemas, usable
 

@@ -35,9 +35,9 @@ from vision_dialogue.llm.sentences import split_sentences
 from vision_dialogue.speech.acknowledgement import Acknowledger
 from vision_dialogue.speech.base import SpeechBackend
 
-#: turn states, the values of vision_dialogue/SpeechState
+#: turn states, the values of vision_dialogue_interfaces/SpeechState
 IDLE, LISTENING, THINKING, SPEAKING = 0, 1, 2, 3
-#: what happened to a reply turn, the values of vision_dialogue/Spoken
+#: what happened to a reply turn, the values of vision_dialogue_interfaces/Spoken
 BEGAN, SENTENCE, DONE, INTERRUPTED = 1, 2, 3, 4
 STATE_NAMES = {IDLE: "idle", LISTENING: "listening", THINKING: "thinking",
                SPEAKING: "speaking"}
