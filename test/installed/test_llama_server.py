@@ -51,15 +51,18 @@ def llama(installed, tmp_path_factory):
         pytest.skip(f"the embedded model is not installed: {e}")
     port = _free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
-    # one thread: the other test workers keep the cores busy, and a llama.cpp thread per core
-    # then waits for its descheduled twin at every layer (llm/cpu_threads.py's measurement:
-    # beside one busy process a reply took longer on 2 threads than on 1; the product's own
-    # backend picks its threads by that, a server is given them at start). `--cache true`: the
-    # server keeps the states of earlier prompts, so a reply after the manager's other
-    # requests (a summary, a side question) reads only its new lines, not the whole prompt
+    # one thread, for generation and for reading prompts (`--n_threads_batch` is every core
+    # unless given): the other test workers keep the cores busy, and a llama.cpp thread per
+    # core then waits for its descheduled twin at every layer (llm/cpu_threads.py's
+    # measurement: beside one busy process a reply took longer on 2 threads than on 1; the
+    # product's own backend picks its threads by that, a server is given them at start).
+    # `--cache true`: the server keeps the states of earlier prompts, so a reply after the
+    # manager's other requests (a summary, a side question) reads only its new lines, not the
+    # whole prompt
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "4096", "--n_threads", "1", "--cache", "true"],
+         "--port", str(port), "--n_ctx", "4096", "--n_threads", "1", "--n_threads_batch", "1",
+         "--cache", "true"],
         stdout=open(log, "w"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 300
