@@ -103,3 +103,27 @@ def test_every_executable_answers_help(installed, exe):
     assert res.returncode == 0, f"{exe} --help: {res.stdout[-1500:]}{res.stderr[-1500:]}"
     assert "usage" in res.stdout.lower(), res.stdout
     assert "Traceback" not in res.stderr
+
+
+def test_the_robot_workspace_recipe_finds_both_packages(tmp_path):
+    """docs/robots.md's `colcon build` in a workspace finds vision_dialogue and its interfaces.
+
+    colcon does not look for a package inside another: a plain `colcon build` finds
+    vision_dialogue alone, hence the recipe's second base path.
+    """
+    import shutil
+    import subprocess
+    colcon = shutil.which("colcon")
+    if colcon is None:
+        pytest.skip("colcon is not installed (README command 1 installs it)")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "vision_dialogue").symlink_to(REPO)
+
+    def listed(*args):
+        out = subprocess.run([colcon, "list", "--names-only", *args], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120, check=True).stdout
+        return set(out.split())
+    recipe = ["--base-paths", "src", "src/vision_dialogue/interfaces"]
+    assert "colcon build " + " ".join(recipe) in (REPO / "docs" / "robots.md").read_text()
+    assert listed(*recipe) == {PKG, "vision_dialogue_interfaces"}
+    assert listed() == {PKG}
