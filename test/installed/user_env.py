@@ -36,7 +36,7 @@ def committed_files(repo: Path) -> list[str]:
 
 #: the interface packages, built as scripts/setup.sh builds them before the package: ours and,
 #: where no installed copy is found (a robot's ROS 2 has them), the standard ones
-INTERFACES = (Path("interfaces"), Path("third_party") / "interfaces")
+INTERFACE_DIRS = (Path("interfaces"), Path("third_party") / "interfaces")
 INTERFACE_PKGS = ("vision_dialogue_interfaces", "vision_msgs", "hri_msgs")
 
 
@@ -174,7 +174,7 @@ def build_workspace(ws: Path) -> None:
     base = _without_checkout(os.environ)
     base["ROS_DOMAIN_ID"] = os.environ["ROS_DOMAIN_ID"]
     t0 = time.monotonic()
-    interfaces = [] if built_interfaces(ws) else [str(src / i) for i in INTERFACES]
+    interfaces = [] if built_interfaces(ws) else [str(src / i) for i in INTERFACE_DIRS]
     launcher = []
     if shutil.which("ccache"):           # as scripts/setup.sh: what setup compiled is reused
         launcher = ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]

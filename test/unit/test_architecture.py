@@ -32,7 +32,7 @@ ALLOWED = {
 ROS_MODULES = ("rclpy", "rcl_interfaces", "builtin_interfaces", "std_msgs", "sensor_msgs",
                "geometry_msgs", "action_msgs", "rosgraph_msgs", "launch", "launch_ros",
                "ament_index_python", "vision_dialogue_interfaces")
-INTERFACES = REPO / "interfaces" / "vision_dialogue_interfaces"
+INTERFACES_DIR = REPO / "interfaces" / "vision_dialogue_interfaces"
 """The package of our messages, services and actions (generated code: the ROS side)."""
 NODE_MODULES = {"manager_node", "camera_node", "speech_node", "vfm_server", "monitor_node",
                 "events_node", "detector_node"}
@@ -245,7 +245,7 @@ def defined_names() -> set[str]:
                 for n in (x for t in targets for x in ast.walk(t)):
                     names.add(n.id if isinstance(n, ast.Name) else getattr(n, "attr", ""))
     for folder in ("msg", "srv", "action"):
-        names |= {p.stem for p in (INTERFACES / folder).glob("*")}
+        names |= {p.stem for p in (INTERFACES_DIR / folder).glob("*")}
     return names
 
 
