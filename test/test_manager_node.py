@@ -557,6 +557,59 @@ def test_a_silent_raw_publisher_is_reported_and_compressed_frames_taken(ros_cont
     assert "/camera/image_raw/compressed is published: using it instead" in err
 
 
+@pytest.mark.parametrize("named_later", [True, False])
+def test_a_losing_publisher_the_graph_has_not_named_is_reported_once_named_or_late(
+        ros_context, fake, tmp_path, capfd, named_later):
+    """A losing publisher is named once the graph knows its node, or reported unnamed later.
+
+    DDS may know a writer before the ROS graph knows its node: the warning waits for the name
+    (NAME_WAIT_S at most) rather than naming _NODE_NAME_UNKNOWN_.
+    """
+    from types import SimpleNamespace
+
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import Image
+
+    from vision_dialogue.ros import image_input
+    rig = Rig(ros_context, fake, tmp_path)
+    driver = rclpy.create_node("usb_cam", context=ros_context)
+    driver.create_publisher(Image, "camera/image_raw", qos_profile_sensor_data)   # silent
+    camera, node = rig.node.camera, rig.node
+    graph = node.get_publishers_info_by_topic
+    named = [False]
+
+    def as_the_graph_knows_it(topic):
+        return [i if named[0] or i.node_name != "usb_cam" else
+                SimpleNamespace(endpoint_gid=i.endpoint_gid, qos_profile=i.qos_profile,
+                                node_name="_NODE_NAME_UNKNOWN_",
+                                node_namespace="_NODE_NAMESPACE_UNKNOWN_")
+                for i in graph(topic)]
+    try:
+        assert rig.wait(lambda: len(graph("/camera/image_raw")) >= 2)
+        assert rig.send_until(lambda: rig.img_pub.publish(to_image_msg(photo())),
+                              lambda: rig.node.conversation.prompt.newest is not None)
+        node.get_publishers_info_by_topic = as_the_graph_knows_it
+        camera.check_loss()                         # matched from now on
+        shift = image_input.SILENT_S
+        camera.loss.clock = lambda: time.monotonic() + shift
+        camera.check_loss()
+        assert not camera.reported                  # silent, but not named yet: waits
+        if named_later:
+            named[0] = True
+        else:
+            shift += image_input.NAME_WAIT_S
+        camera.check_loss()
+        assert len(camera.reported) == 1            # named now, or too late to wait more
+    finally:
+        del node.get_publishers_info_by_topic
+        driver.destroy_node()
+        rig.close()
+    err = capfd.readouterr().err
+    who = "/usb_cam" if named_later else "a publisher (node not named)"
+    assert f"frames from {who} (best effort) are lost between processes" in err
+    assert "UNKNOWN" not in err
+
+
 def test_the_faces_records_reach_the_transcript_and_the_monitor(ros_context, fake, tmp_path):
     """What the speech node's face showed (dialogue/face) is recorded beside the lines."""
     from std_msgs.msg import String

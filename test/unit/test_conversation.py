@@ -309,6 +309,29 @@ def test_a_repeat_is_said_when_asked_for_or_when_nothing_else_comes():
         c.close()
 
 
+def test_a_repeat_is_said_when_the_second_try_is_dropped_too():
+    """Second try read its notes out: the first try's repeat is said, not the fallback."""
+    line = "No, I did not see a drink. Do you like tea?"
+    replies = iter([line, line, "[Now: a person in orange, in the middle.]"])
+    be = FakeChatBackend(responder=lambda m, k: next(replies))
+    c = conv(be, stream=False)
+    try:
+        assert c.turn("Did you see a drink?").text == line
+        again = c.turn("What did you see?")
+        assert again.text == line and not again.fallback and len(be.calls) == 3
+    finally:
+        c.close()
+
+
+def test_an_empty_reply_names_what_the_filter_dropped():
+    """Both tries only read notes out: the error names the dropped sentences."""
+    from vision_dialogue.core.reply_filter import NoteFilter
+    f = NoteFilter(notes=["Answer in one short sentence about the person in front of you."])
+    assert f.feed("Answer in one short sentence about the person in front of you.") == ""
+    assert f.echoes == 1 and f.dropped == [
+        "Answer in one short sentence about the person in front of you."]
+
+
 def test_no_second_try_when_avoid_repeats_is_off():
     line = "No, I did not see a drink. Do you like tea?"
     be = FakeChatBackend(responder=lambda m, k: line)

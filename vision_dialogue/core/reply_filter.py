@@ -123,6 +123,7 @@ class NoteFilter:
         self.repeats: list[str] = []
         self.said_before: list[str] = []     # of those, the ones the robot said in earlier turns
         self.echoes = 0                      # sentences dropped as a note read out
+        self.dropped: list[str] = []         # every sentence dropped (an empty reply's error)
         self._earlier = len(self.said)
         # a reply's first clause, spoken on its own (llm/sentences.py): its words, and one held
         # back because it starts a sentence said before
@@ -139,6 +140,12 @@ class NoteFilter:
                 text = text[len(lb):]
                 break
         return _LABEL.sub("", text, count=1)
+
+    def _drop(self, spoken: str, *kept_in: list[str]) -> str:
+        """Nothing said for `spoken`; it is kept in `dropped` and in each of `kept_in`."""
+        for where in (self.dropped, *kept_in):
+            where.append(spoken)
+        return ""
 
     def feed(self, text: str) -> str:
         text = (text or "").lstrip()
@@ -160,20 +167,19 @@ class NoteFilter:
         if not self.note_grams.isdisjoint(grams) or \
                 (len(words) >= 3 and any(whole in run for run in self.note_runs)):
             self.echoes += 1
-            return ""
+            return self._drop(spoken)
         echoed = next(((t, past) for t, past, g, run in reversed(self.seen)
                        if not g.isdisjoint(grams[:2]) or (len(words) >= 3 and whole in run)),
                       None)
         if echoed:
             said = self.speak(*echoed) if self.speak else ""
             if not said:
-                self.repeats.append(spoken)
-                return ""
+                return self._drop(spoken, self.repeats)
             spoken, words = said, _words(said)
         for claim, line in self.stand_ins:
             if claim.search(spoken):
                 if line in self._stood_in:
-                    return ""
+                    return self._drop(spoken)
                 self._stood_in.add(line)
                 spoken, words = line, _words(line)
         if self._held:                   # a first clause held back: judged with its rest
@@ -186,10 +192,8 @@ class NoteFilter:
             return ""
         if len(words) >= REPEAT_MIN_WORDS:
             if near_repeat(words, self.said):
-                self.repeats.append(spoken)
-                if near_repeat(words, self.said[:self._earlier]):
-                    self.said_before.append(spoken)
-                return ""
+                earlier = near_repeat(words, self.said[:self._earlier])
+                return self._drop(spoken, self.repeats, *([self.said_before] if earlier else []))
         if clause:
             self._clause = words             # said now; kept as said with the sentence's rest
         else:

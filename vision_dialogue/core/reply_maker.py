@@ -83,19 +83,24 @@ class ReplyMaker:
                       asked=lambda: questions(made))
         finally:
             records.extend(made)
-        if not sentences and cfg.avoid_repeats and (notes.said_before or notes.echoes):
-            # nothing left to say: it repeated an earlier reply, or read its notes out
-            notes = self._ask_again(msgs, notes, turn_id, deadline, sentences, on_sentence,
-                                    repeat_ok, question)
-        elif not sentences and not (notes.said_before or notes.echoes or notes.repeats):
+        tries = [notes]
+        filtered = bool(notes.said_before or notes.echoes)
+        if not sentences and ((cfg.avoid_repeats and filtered) or
+                              not (filtered or notes.repeats)):
+            # nothing left to say (it repeated an earlier reply or read its notes out), or
             # nothing came at all (a small model may end its reply at once): once more
-            notes = self._ask_again(msgs, notes, turn_id, deadline, sentences, on_sentence,
-                                    repeat_ok, question)
-        if not sentences and notes.repeats:   # the same question again, or a note: said anyway
-            for s in notes.repeats:
-                self._keep(s, sentences, on_sentence)
+            tries.append(self._ask_again(msgs, notes, turn_id, deadline, sentences, on_sentence,
+                                         repeat_ok, question))
+        # still nothing: a repeat (the same question again, an earlier reply, a note that could
+        # not be put in other words) is said anyway, the last try's first: better than a fallback
+        for tried in reversed(tries):
+            if not sentences and tried.repeats:
+                for s in tried.repeats:
+                    self._keep(s, sentences, on_sentence)
         if not sentences:
-            raise ValueError("empty reply")
+            dropped = [s for tried in tries for s in tried.dropped]
+            raise ValueError("empty reply" + (f" (dropped: {' | '.join(dropped)[:300]!r})"
+                                              if dropped else ""))
 
     def fallback(self, turn_id: int, index: int, on_sentence: SentenceCallback | None,
                  greeting: bool = False) -> str:

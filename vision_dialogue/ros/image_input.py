@@ -25,7 +25,8 @@ from vision_dialogue.core.frame_intake import FrameIntake
 from vision_dialogue.camera.loss import LossMeter, PublisherLoss, loss_fix
 from vision_dialogue.ros.dds import profile_path
 from vision_dialogue.ros.image_msgs import from_compressed_msg, from_image_msg, stamp_to_ns
-from vision_dialogue.ros.qos import FollowingSubscription, endpoint_node, image_qos
+from vision_dialogue.ros.qos import (FollowingSubscription, endpoint_named, endpoint_node,
+                                     image_qos)
 
 #: frames whose longer side is larger are downscaled to it on arrival (a 4000x3000 driver
 #: frame is 36 MB; nothing downstream needs more than this)
@@ -33,6 +34,9 @@ WORK_MAX_SIDE = 1920
 #: a publisher matched this long with no frame from it (and no loss reported): its frames are
 #: lost (a camera publishing more seldom than this is told apart by the loss reports)
 SILENT_S = 8.0
+#: a losing publisher whose node the ROS graph does not name yet is reported after this
+#: long at the latest (named as soon as the graph knows it)
+NAME_WAIT_S = 10.0
 #: how often the loss is judged: a warning comes within this of the loss being clear
 CHECK_PERIOD_S = 1.0
 
@@ -55,6 +59,7 @@ class ImageTopicInput:
         self.loss = LossMeter()                   # the raw topic's publishers
         self.heard: set[bytes] = set()            # publishers a frame came from
         self.reported: set[bytes] = set()
+        self.unnamed_since: dict[bytes, float] = {}   # losing, its node not yet named
         self._downscale_logged = False
         # image_transport naming: the compressed topic follows the resolved (remapped) image
         self.topic = node.resolve_topic_name(topic)
@@ -118,6 +123,9 @@ class ImageTopicInput:
             losing = self._losing(gid, info)
             matched_for = now - self.loss.first_seen(gid)
             silent = gid not in self.heard and matched_for >= SILENT_S
+            if (losing or silent) and not endpoint_named(info) and \
+                    now - self.unnamed_since.setdefault(gid, now) < NAME_WAIT_S:
+                continue                    # the warning names the node: wait for the graph
             if losing or silent:
                 self.reported.add(gid)
                 got = (f"{losing.arrived} of {losing.announced} frames arrived in "
@@ -143,8 +151,7 @@ class ImageTopicInput:
 
     def _report(self, info, got: str) -> None:
         raw_sub, comp_sub = self.subs
-        who = (endpoint_node(info) if info.node_name
-               else "a publisher")
+        who = endpoint_node(info) if endpoint_named(info) else "a publisher (node not named)"
         compressed = self.node.get_publishers_info_by_topic(comp_sub.topic)
         qos = info.qos_profile.reliability.name.lower().replace("_", " ")
         profile = profile_path()

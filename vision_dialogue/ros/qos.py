@@ -122,6 +122,14 @@ def matching_qos(offered: list[QoSProfile], base: QoSProfile) -> QoSProfile:
     return q
 
 
+def endpoint_named(info) -> bool:
+    """Whether the ROS graph knows the node behind an endpoint yet.
+
+    DDS may know the writer first: its node then reads _NODE_NAME_UNKNOWN_ for a moment.
+    """
+    return bool(info.node_name) and "_UNKNOWN_" not in info.node_name
+
+
 def endpoint_node(info) -> str:
     """The full name of the node behind a graph endpoint (TopicEndpointInfo): /ns/name."""
     return f"{info.node_namespace.rstrip('/')}/{info.node_name}"

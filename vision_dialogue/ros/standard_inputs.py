@@ -27,7 +27,7 @@ from vision_dialogue.core.objects import UNRESOLVED, DetectionSet, LabelMap, Obj
 from vision_dialogue.core.people import TrackedPerson
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.qos import LATCHED_FROM_MANY_QOS, LATCHED_QOS, RELIABLE_QOS, \
-    endpoint_node, no_event_handlers
+    endpoint_named, endpoint_node, no_event_handlers
 
 
 def object_notes(p, observed_people: bool) -> ObjectNotes | None:
@@ -112,7 +112,7 @@ class PublishingNodes:
         if gid not in self._known and now - self._looked.get(gid, -1e9) >= self.LOOKUP_AGAIN_S:
             self._looked[gid] = now
             for e in self.node.get_publishers_info_by_topic(topic):
-                if "_UNKNOWN_" in e.node_name:     # DDS knows the writer, the ROS graph
+                if not endpoint_named(e):          # DDS knows the writer, the ROS graph
                     continue                       # not yet its node: ask again later
                 key = bytes(e.endpoint_gid)[:len(gid)]
                 self._known[key] = endpoint_node(e)
