@@ -36,7 +36,7 @@ WORK_MAX_SIDE = 1920
 SILENT_S = 8.0
 #: a losing publisher whose node the ROS graph does not name yet is reported after this
 #: long at the latest (named as soon as the graph knows it)
-NAME_WAIT_S = 10.0
+NAME_WAIT_S = 3.0
 #: how often the loss is judged: a warning comes within this of the loss being clear
 CHECK_PERIOD_S = 1.0
 
