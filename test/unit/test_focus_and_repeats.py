@@ -440,6 +440,24 @@ def test_a_claim_to_see_the_person_when_nobody_is_in_view_is_corrected():
         c.close()
 
 
+def test_an_echo_turned_to_the_robots_side_is_judged_as_the_robot_would_say_it():
+    """An echo turned to the robot's side meets the nobody rule.
+
+    'Am I still in front of you?' -> 'Yes, I am still in front of you.' with nobody in view:
+    turned round it claims to see the person, so the nobody line is said (the 1.5B, the
+    perspective battery's coffee scene).
+    """
+    be = FakeChatBackend(supports_images=False,
+                         responder=lambda m, k: "Yes, I am still in front of you.")
+    c = Conversation(be, load_persona(), ConversationConfig(),
+                     observer=lambda bgr: _Seen("no one there; a cup", []))
+    try:
+        c.add_frame(np.full((60, 80, 3), 120, np.uint8))
+        assert c.turn("Am I still in front of you?").text == "No, I do not see you right now."
+    finally:
+        c.close()
+
+
 def test_a_claim_that_someone_is_here_when_nobody_is_in_view_is_corrected():
     """A claim that someone is here, with no one in view, becomes the anyone line.
 

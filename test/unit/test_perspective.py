@@ -6,7 +6,8 @@ import pytest
 
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
-from vision_dialogue.core.perspective import Person, from_own_side, question_person
+from vision_dialogue.core.perspective import Person, from_own_side, persons_in_order, \
+    question_person
 from vision_dialogue.core.persona import load_persona
 
 
@@ -26,11 +27,20 @@ from vision_dialogue.core.persona import load_persona
     ("Do you like cats?", "No, you do not.", "No, I do not."),
     ("Am I late?", "Yes, you are. And I am sorry, I am late too.",
      "Yes, you are. And I am sorry, I am late too."),
+    # both persons, in the question's order: the question's own words, turned round whole
+    ("Am I still in front of you?", "Yes, I am still in front of you.",
+     "Yes, you are still in front of me."),
+    ("Can you see me?", "Yes, you can see me.", "Yes, I can see you."),
+    ("Do you like my outfit?", "Yes, you like my outfit.", "Yes, I like your outfit."),
     # already the robot's side, or not an echo: left as they are
     ("Are you tired?", "No, I am not tired.", "No, I am not tired."),
     ("Do I look tired?", "No, I think you look fresh.", "No, I think you look fresh."),
     ("Am I late?", "I am not sure, but it is early.", "I am not sure, but it is early."),
     ("Can you see me?", "Yes, I can see you.", "Yes, I can see you."),
+    ("Do you like my outfit?", "No, I do not like your outfit.",
+     "No, I do not like your outfit."),
+    ("Am I in front of you?", "Yes, and I am happy you came.",
+     "Yes, and I am happy you came."),
     ("Do you like coffee?", "Yes, and you should try it.", "Yes, and you should try it."),
     ("Hello there!", "Hello, I am glad you came.", "Hello, I am glad you came."),
     ("Show me the edges", "I drew the edges.", "I drew the edges."),
@@ -44,6 +54,9 @@ def test_whose_pronouns_a_question_uses():
     assert question_person("Do you like cats?") is Person.SECOND
     assert question_person("Do you like my outfit?") is None
     assert question_person("Is it raining?") is None
+    assert persons_in_order("Am I still in front of you?") == (Person.FIRST, Person.SECOND)
+    assert persons_in_order("Can you see me and my cup?") == (Person.SECOND, Person.FIRST)
+    assert persons_in_order("Is it raining?") == ()
 
 
 def test_the_reply_the_person_hears_is_turned_round():

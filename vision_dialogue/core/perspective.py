@@ -6,8 +6,10 @@ me." (a third of the perspective battery right on the 1.5B). A clause of the rep
 shares a word of substance with the question, or has no word but the question's and yes, no
 or not ("No, you do not." to "Do you like cats?"), and uses the question's own person (only
 that one: a clause with both "I" and "you" already took sides, one with "too" speaks of
-the robot) is said from the robot's side: "No, you are not holding a cup." Questions with
-both persons ("Can you see me?") are left alone. ROS-free.
+the robot) is said from the robot's side: "No, you are not holding a cup." To a question
+with both persons, a clause with both in the question's order and a word of its substance
+is its echo ("Am I in front of you?" -> "I am in front of you") and is turned round whole;
+"Can you see me?" -> "I can see you" already took sides. ROS-free.
 """
 from __future__ import annotations
 
@@ -53,55 +55,75 @@ def question_person(question: str) -> Person | None:
         else None
 
 
+def persons_in_order(text: str) -> tuple[Person, ...]:
+    """The persons whose pronouns `text` uses, in order ("Am I in front of you?": I, you)."""
+    order: list[Person] = []
+    for w in _words(text):
+        p = Person.FIRST if w in _FIRST else Person.SECOND if w in _SECOND else None
+        if p is not None and (not order or order[-1] is not p):
+            order.append(p)
+    return tuple(order)
+
+
 def from_own_side(sentence: str, person_line: str) -> str:
     """`sentence` with each clause that echoes the question's pronouns turned round."""
     question = question_of(person_line)
     # a question only: after a request ("Show me the edges") "I drew them" is the robot's own
-    person = question_person(question) if question.endswith("?") else None
-    if person is None or not sentence:
+    if not question.endswith("?") or not sentence:
+        return sentence
+    person = question_person(question)
+    both = persons_in_order(question) if person is None else ()
+    if person is None and len(both) < 2:
         return sentence
     substance = {w for w in _words(question) if len(w) > 2 and w not in _SMALL | _FIRST
                  | _SECOND}
-    own = _FIRST if person is Person.FIRST else _SECOND
-    other = _SECOND if person is Person.FIRST else _FIRST
     asked = set(_words(question)) | _ANSWER_WORDS
     out = []
     for clause in _CLAUSE.findall(sentence):
         words = set(_words(clause))
-        if words & own and not words & other and not words & _SELF_TOO and \
-                (words & substance or words <= asked):
-            clause = _turn(clause, person, first=not any(c.isalpha() for c in "".join(out)))
+        first = not any(c.isalpha() for c in "".join(out))
+        if person is not None:
+            own = _FIRST if person is Person.FIRST else _SECOND
+            other = _SECOND if person is Person.FIRST else _FIRST
+            if words & own and not words & other and not words & _SELF_TOO and \
+                    (words & substance or words <= asked):
+                clause = _turn(clause, frozenset({person}), first)
+        elif persons_in_order(clause) == both and words & substance:
+            # both persons, in the question's order: "Am I in front of you?" -> "I am in
+            # front of you" is the question's own words; said from the robot's side
+            clause = _turn(clause, frozenset(both), first)
         out.append(clause)
     return "".join(out)
 
 
-def _turn(clause: str, person: Person, first: bool) -> str:
-    """The clause's pronouns of `person` swapped for the other side's.
+def _turn(clause: str, persons: frozenset[Person], first: bool) -> str:
+    """The clause's pronouns of each of `persons` swapped for the other side's.
 
     `first`: the clause starts the sentence, so its first word gets a capital.
     """
     tokens = _WORD.findall(clause)
     words = [t.lower().replace("’", "'") for t in tokens]
     out = list(tokens)
-    subject = False             # the last pronoun swapped was a subject ("I am" -> "you are")
+    verbs: dict[str, str] = {}  # a subject just swapped: its verb changes ("I am" -> "you are")
     for i, w in enumerate(words):
         nxt = next((x for x in words[i + 1:] if x.strip()), "")
         starts = first and not any(x.strip() for x in words[:i])
-        if person is Person.FIRST and w in _TO_SECOND:
-            out[i], subject = _cased(_TO_SECOND[w], starts), w == "i"
+        if Person.FIRST in persons and w in _TO_SECOND:
+            out[i] = _cased(_TO_SECOND[w], starts)
+            verbs = _VERB_TO_SECOND if w == "i" else {}
             continue
-        if person is Person.SECOND and w == "you":
+        if Person.SECOND in persons and w == "you":
             subject = nxt in _SUBJECT_NEXT or not any(x.strip() for x in words[:i])
             out[i] = "I" if subject else _cased("me", starts)
+            verbs = _VERB_TO_FIRST if subject else {}
             continue
-        if person is Person.SECOND and w in _TO_FIRST:
-            out[i], subject = _cased(_TO_FIRST[w], starts), False
+        if Person.SECOND in persons and w in _TO_FIRST:
+            out[i], verbs = _cased(_TO_FIRST[w], starts), {}
             continue
-        verbs = _VERB_TO_SECOND if person is Person.FIRST else _VERB_TO_FIRST
-        if subject and w in verbs:
+        if w in verbs:
             out[i] = _cased(verbs[w], tokens[i][:1].isupper())
         if w.strip():
-            subject = False
+            verbs = {}
     return "".join(out)
 
 

@@ -119,11 +119,13 @@ class ReplyMaker:
         """Speak (stream) and keep each part that survives the reply filter.
 
         `question`: the person's line, whose pronouns an echo of it gets turned round
-        (core/perspective.py). `asked()`: the robot's questions before it acts, said as they
-        are (asked twice in a session, the filter would drop the second as a repeat).
+        (core/perspective.py) before the filter judges it ("I am still in front of you" to
+        "Am I still in front of you?" is a claim to see the person). `asked()`: the robot's
+        questions before it acts, said as they are (asked twice in a session, the filter
+        would drop the second as a repeat).
         """
         for s in parts:
-            s = s if s in asked() else from_own_side(notes.feed(s), question)
+            s = s if s in asked() else notes.feed(from_own_side(s, question))
             if not s:
                 continue
             if isinstance(parts, FirstBy):
