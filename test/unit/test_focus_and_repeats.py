@@ -69,10 +69,33 @@ def test_the_focus_note():
         ConversationConfig(focus_note="loud")
 
 
+def test_an_answer_with_the_questions_own_new_word_is_not_a_repeat():
+    """A sentence bringing the question's own word the earlier line lacked is said at once.
+
+    'Do you like cats?' after 'No, I do not like coffee.': 'No, I do not like cats.' (the 1.5B's
+    first try, dropped as a repeat, came back sampled with an invented tail on the
+    perspective battery).
+    """
+    replies = iter(["No, I do not like coffee.", "No, I do not like cats."])
+    be = FakeChatBackend(responder=lambda m, k: next(replies))
+    c = Conversation(be, load_persona(), ConversationConfig(stream=False))
+    try:
+        assert c.turn("Do you like coffee?").text == "No, I do not like coffee."
+        assert c.turn("Do you like cats?").text == "No, I do not like cats."
+        assert len(be.calls) == 2 and c.replies.repeats_avoided == 0
+    finally:
+        c.close()
+
+
 def test_near_repeats():
     said = [tuple("i see you in the middle wearing orange".split())]
     assert near_repeat("i can see you in the middle wearing orange".split(), said)
     assert not near_repeat("i see a cup of coffee on the table".split(), said)
+    # a word of the question that the earlier line lacks: a new answer, not a repeat
+    liked = [tuple("no i do not like coffee".split())]
+    assert near_repeat("no i do not like cats".split(), liked)
+    assert not near_repeat("no i do not like cats".split(), liked, asked={"like", "cats"})
+    assert near_repeat("no i do not like coffee".split(), liked, asked={"like", "coffee"})
     f = NoteFilter(said=["I see you in the middle, wearing orange."])
     assert f.feed("I can see you in the middle, wearing orange!") == ""
     assert f.said_before == ["I can see you in the middle, wearing orange!"]

@@ -55,6 +55,11 @@ def question_person(question: str) -> Person | None:
         else None
 
 
+def substance_words(text: str) -> set[str]:
+    """The words of substance of a line: not pronouns, not small words ("cats", "wearing")."""
+    return {w for w in _words(text) if len(w) > 2 and w not in _SMALL | _FIRST | _SECOND}
+
+
 def persons_in_order(text: str) -> tuple[Person, ...]:
     """The persons whose pronouns `text` uses, in order ("Am I in front of you?": I, you)."""
     order: list[Person] = []
@@ -75,8 +80,7 @@ def from_own_side(sentence: str, person_line: str) -> str:
     both = persons_in_order(question) if person is None else ()
     if person is None and len(both) < 2:
         return sentence
-    substance = {w for w in _words(question) if len(w) > 2 and w not in _SMALL | _FIRST
-                 | _SECOND}
+    substance = substance_words(question)
     asked = set(_words(question)) | _ANSWER_WORDS
     out = []
     for clause in _CLAUSE.findall(sentence):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 from difflib import SequenceMatcher
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Collection, Iterable, Sequence
 
 from vision_dialogue.core.focus import FOCUS_INSTRUCTIONS
+from vision_dialogue.core.perspective import substance_words
 from vision_dialogue.core.timeline import ROBOT, Item
 from vision_dialogue.llm.sentences import CLAUSE_DASHES, CLAUSE_ENDS, split_sentences
 
@@ -52,9 +53,17 @@ REPEAT_SIMILARITY = 0.8
 see you in the middle, wearing orange" repeats "I see you in the middle wearing orange"."""
 
 
-def near_repeat(words: list[str], said: Iterable[tuple[str, ...]]) -> bool:
-    """Whether a sentence's words say (nearly) the same as one of `said`."""
+def near_repeat(words: list[str], said: Iterable[tuple[str, ...]],
+                asked: Collection[str] = ()) -> bool:
+    """Whether a sentence's words say (nearly) the same as one of `said`.
+
+    `asked`: the words of substance of the question it answers; a sentence bringing one that
+    the earlier line lacks answers something new ("No, I do not like cats." to "Do you like
+    cats?" after "No, I do not like coffee.").
+    """
     for earlier in said:
+        if any(w in asked and w not in earlier for w in words):
+            continue
         longest = max(len(earlier), len(words))
         if abs(len(earlier) - len(words)) * 2 > longest:
             continue          # too different in length to reach the similarity
@@ -97,8 +106,10 @@ class NoteFilter:
     def __init__(self, labels: Iterable[str] = (), notes: Iterable[str] = (),
                  observations: Iterable[str] = (), said: Iterable[str] = (),
                  memories: Iterable[str] = (), speak: Callable[[str, bool], str] | None = None,
-                 blind_line: str = "", nobody_line: str = "", anyone_line: str = ""):
+                 blind_line: str = "", nobody_line: str = "", anyone_line: str = "",
+                 asked: Collection[str] = ()):
         self.depth = 0
+        self.asked = frozenset(asked)       # the question's words of substance (near_repeat)
         # claim -> the line said in its place, once (later claims are dropped): nobody in view,
         # a claim to see the person; the robot cannot see at all, anything about what is
         # visible (small models say "I can see you" whatever the notes say)
@@ -187,12 +198,12 @@ class NoteFilter:
             words = _words(spoken)
         clause = spoken.endswith(CLAUSE_MARKS)
         if clause and near_repeat(words, [e[:len(words)] for e in self.said
-                                          if len(e) > len(words)]):
+                                          if len(e) > len(words)], self.asked):
             self._held = spoken              # it starts a sentence said before: wait for it all
             return ""
         if len(words) >= REPEAT_MIN_WORDS:
-            if near_repeat(words, self.said):
-                earlier = near_repeat(words, self.said[:self._earlier])
+            if near_repeat(words, self.said, self.asked):
+                earlier = near_repeat(words, self.said[:self._earlier], self.asked)
                 return self._drop(spoken, self.repeats, *([self.said_before] if earlier else []))
         if clause:
             self._clause = words             # said now; kept as said with the sentence's rest
@@ -220,6 +231,8 @@ def turn_filter(persona, items: Sequence[Item], newest, blind: bool,
     seen = [it.frame.observation or "" for it in items if it.kind == "frame"]
     memories = [it.text for it in items if it.kind == "summary"]
     lines = [it.text for it in items if it.kind == "line" and it.role == ROBOT]
+    question = next((it.text for it in reversed(items) if it.kind == "line" and it.role != ROBOT),
+                    "")
     if allow_repeats:
         lines = lines[:-1]
     said = [s for line in lines for s in split_sentences(line)]
@@ -235,4 +248,5 @@ def turn_filter(persona, items: Sequence[Item], newest, blind: bool,
                              or p.nobody_lines)
     return NoteFilter((p.frame_label, p.summary_label, p.history_label, "You saw:"), notes,
                       seen, said, memories, speak, blind_line=blind_line,
-                      nobody_line=nobody_line, anyone_line=anyone_line)
+                      nobody_line=nobody_line, anyone_line=anyone_line,
+                      asked=substance_words(question))
