@@ -5,6 +5,7 @@ transcript.
 """
 import base64
 import json
+import logging
 import time
 
 import cv2
@@ -323,13 +324,23 @@ def test_a_repeat_is_said_when_the_second_try_is_dropped_too():
         c.close()
 
 
-def test_an_empty_reply_names_what_the_filter_dropped():
-    """Both tries only read notes out: the error names the dropped sentences."""
+def test_an_empty_reply_names_what_the_filter_dropped(caplog):
+    """Both tries only read a note out: the fallback, and the error names the dropped lines."""
     from vision_dialogue.core.reply_filter import NoteFilter
     f = NoteFilter(notes=["Answer in one short sentence about the person in front of you."])
     assert f.feed("Answer in one short sentence about the person in front of you.") == ""
     assert f.echoes == 1 and f.dropped == [
         "Answer in one short sentence about the person in front of you."]
+    note = "Do not read your notes out, answer the person in your own words."
+    be = FakeChatBackend(responder=lambda m, k: note)
+    c = conv(be, stream=False)
+    try:
+        with caplog.at_level(logging.ERROR):
+            reply = c.turn("How are you?")
+    finally:
+        c.close()
+    assert reply.fallback and len(be.calls) == 2
+    assert f"empty reply (dropped: '{note} | {note}')" in caplog.text
 
 
 def test_no_second_try_when_avoid_repeats_is_off():

@@ -47,14 +47,6 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower().replace("’", "'"))
 
 
-def question_person(question: str) -> Person | None:
-    """The one person whose pronouns the question uses, or None (both or neither)."""
-    words = set(_words(question))
-    first, second = bool(words & _FIRST), bool(words & _SECOND)
-    return Person.FIRST if first and not second else Person.SECOND if second and not first \
-        else None
-
-
 def substance_words(text: str) -> set[str]:
     """The words of substance of a line: not pronouns, not small words ("cats", "wearing")."""
     return {w for w in _words(text) if len(w) > 2 and w not in _SMALL | _FIRST | _SECOND}
@@ -70,16 +62,21 @@ def persons_in_order(text: str) -> tuple[Person, ...]:
     return tuple(order)
 
 
+def question_person(question: str) -> Person | None:
+    """The one person whose pronouns the question uses, or None (both or neither)."""
+    order = persons_in_order(question)
+    return order[0] if len(order) == 1 else None
+
+
 def from_own_side(sentence: str, person_line: str) -> str:
     """`sentence` with each clause that echoes the question's pronouns turned round."""
     question = question_of(person_line)
     # a question only: after a request ("Show me the edges") "I drew them" is the robot's own
-    if not question.endswith("?") or not sentence:
+    order = persons_in_order(question)
+    if not question.endswith("?") or not sentence or not order:
         return sentence
-    person = question_person(question)
-    both = persons_in_order(question) if person is None else ()
-    if person is None and len(both) < 2:
-        return sentence
+    person = order[0] if len(order) == 1 else None
+    own, other = (_FIRST, _SECOND) if person is Person.FIRST else (_SECOND, _FIRST)
     substance = substance_words(question)
     asked = set(_words(question)) | _ANSWER_WORDS
     out = []
@@ -87,15 +84,13 @@ def from_own_side(sentence: str, person_line: str) -> str:
         words = set(_words(clause))
         first = not any(c.isalpha() for c in "".join(out))
         if person is not None:
-            own = _FIRST if person is Person.FIRST else _SECOND
-            other = _SECOND if person is Person.FIRST else _FIRST
             if words & own and not words & other and not words & _SELF_TOO and \
                     (words & substance or words <= asked):
                 clause = _turn(clause, frozenset({person}), first)
-        elif persons_in_order(clause) == both and words & substance:
+        elif persons_in_order(clause) == order and words & substance:
             # both persons, in the question's order: "Am I in front of you?" -> "I am in
             # front of you" is the question's own words; said from the robot's side
-            clause = _turn(clause, frozenset(both), first)
+            clause = _turn(clause, frozenset(order), first)
         out.append(clause)
     return "".join(out)
 
