@@ -15,6 +15,9 @@ utterance with only the persona (no frames, no history, no ROS), non-streamed, s
     python benchmarks/bench_demo.py --turns 2            # stop after two replies
     python benchmarks/bench_demo.py --fake-llm 0.5       # fake OpenAI server, 0.5 s per reply
     python benchmarks/bench_demo.py --setup-from-clone   # also: git clone + scripts/setup.sh
+    python benchmarks/bench_demo.py --runs 5             # five demos: each conversation and its
+                                                         # self-contradictions (the rules in
+                                                         # demo_consistency.yaml), printed
 
 Prints a table and one JSON line: {"benchmark": "demo", ...}.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -30,9 +34,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+import yaml
+
 from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
+CONSISTENCY = Path(__file__).with_name("demo_consistency.yaml")
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "test"))
 sys.path.insert(0, str(Path(__file__).parent))
@@ -47,6 +55,7 @@ class TurnWatch:
         self.node = Node("bench_demo_watch", context=ctx, namespace=namespace)
         self.lock = threading.Lock()
         self.turns: list[dict] = []
+        self.remarks: list[str] = []      # the robot's lines said unasked (the greeting first)
         self.node.create_subscription(Utterance, "dialogue/utterance", self._utt, 50)
         self.node.create_subscription(Reply, "dialogue/reply", self._reply, 100)
 
@@ -65,6 +74,10 @@ class TurnWatch:
     def _reply(self, msg):
         now = time.monotonic()
         with self.lock:
+            if not msg.in_reply_to.strip():
+                if msg.final and not msg.fallback:
+                    self.remarks.append(msg.text)
+                return
             t = self._find(" ".join(msg.in_reply_to.split()))
             if t is None:
                 return
@@ -84,7 +97,8 @@ class TurnWatch:
 def run_demo(args, tmp: Path):
     """Run the demo until the script ends (or --turns replies).
 
-    Returns (turns, the manager's backend, startup seconds, fake server or None).
+    Returns (turns, remarks said unasked, the manager's backend, startup seconds, fake server
+    or None).
     """
     import rclpy
     from rclpy.parameter import Parameter  # noqa: F401
@@ -126,11 +140,11 @@ def run_demo(args, tmp: Path):
         timer.cancel()
         backend = b.nodes["manager"].backend
         b.executor.remove_node(watch.node)
-        turns = watch.done_turns()
+        turns, remarks = watch.done_turns(), list(watch.remarks)
         b.shutdown()
         watch.node.destroy_node()
     print(f"demo stopped: {reason}", file=sys.stderr)
-    return turns, backend, startup, fake
+    return turns, remarks, backend, startup, fake
 
 
 def baseline(backend, turns, max_tokens: int) -> list[float]:
@@ -172,6 +186,41 @@ def conversation_quality(turns: list[dict]) -> dict:
             "turn8_over_turn2": round(firsts[7] / firsts[1], 2) if len(firsts) > 7 else None}
 
 
+DENIALS = {"not", "no", "nothing", "nobody", "never", "cannot", "dislike", "none"}
+
+
+def line_side(text: str, rule: dict, direct: bool) -> str:
+    """Return yes, no or "" (no side): how `text` speaks to `rule` (demo_consistency.yaml)."""
+    from bench_dialogue import yes_or_no
+    if direct and (side := yes_or_no(text)):
+        return side
+    about, opinion = set(rule["about"]), set(rule.get("opinion", ()))
+    for clause in re.split(r"(?<=[.!?])\s+|[,;:]|\bbut\b", text.strip()):
+        words = re.findall(r"[a-z']+", clause.lower().replace("\u2019", "'"))
+        if not about & set(words) or (opinion and not opinion & set(words)):
+            continue
+        denies = DENIALS & set(words) or any(w.endswith("n't") for w in words) \
+            or "no one" in " ".join(words)
+        return "no" if denies else "yes"
+    return ""
+
+
+def contradictions(turns: list[dict], remarks: list[str], rules: list[dict]) -> list[str]:
+    """The rules on which two of the conversation's lines take opposite sides (printed)."""
+    from vision_dialogue.core.focus import is_yes_no
+    said = {" ".join(t["text"].split()): t["reply"] for t in turns if not t["fallback"]}
+    if remarks:
+        said["greeting"] = remarks[0]
+    out = []
+    for rule in rules:
+        sides = [(line, line_side(said[line], rule, is_yes_no(line)), said[line])
+                 for line in rule["lines"] if line in said]
+        if len({side for _, side, _ in sides if side}) > 1:
+            out.append(f"{rule['name']}: " + " / ".join(f"{line!r} -> {reply!r}"
+                                                        for line, _, reply in sides))
+    return out
+
+
 def setup_from_clone() -> float:
     """Seconds for `git clone` of this repo + scripts/setup.sh in a temp dir."""
     with tempfile.TemporaryDirectory(prefix="vd_clone_") as d:
@@ -200,10 +249,28 @@ def main(argv=None) -> int:
     ap.add_argument("--setup-from-clone", action="store_true",
                     help="also time git clone + scripts/setup.sh (long)")
     ap.add_argument("--log-level", default="warn")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="run the demo N times; each run's conversation and contradictions "
+                         "(demo_consistency.yaml) are printed")
     args = ap.parse_args(argv)
 
-    with tempfile.TemporaryDirectory(prefix="vd_bench_demo_") as tmp:
-        turns, backend, startup, fake = run_demo(args, Path(tmp))
+    rules = yaml.safe_load(CONSISTENCY.read_text())["rules"]
+    runs = []
+    for n in range(1, args.runs + 1):
+        with tempfile.TemporaryDirectory(prefix="vd_bench_demo_") as tmp:
+            turns, remarks, backend, startup, fake = run_demo(args, Path(tmp))
+        found = contradictions(turns, remarks, rules)
+        runs.append({"run": n, "startup_s": round(startup, 2), "remarks": remarks,
+                     "lines": [[t["text"], t["reply"]] for t in turns], "contradictions": found})
+        print(f"--- run {n}: the conversation")
+        for r in remarks[:1]:
+            print(f"  robot (unasked): {r}")
+        for t in turns:
+            print(f"  person: {t['text']}\n  robot:  {t['reply']}"
+                  + ("  [fallback]" if t["fallback"] else ""))
+        print(f"  self-contradictions: {len(found)}" + "".join(f"\n    {c}" for c in found))
+        if fake is not None and n < args.runs:
+            fake.close()
     if not turns:
         print("no turn completed", file=sys.stderr)
     from vision_dialogue.ros.setups import load_node_params
@@ -242,10 +309,14 @@ def main(argv=None) -> int:
                "baseline_bare_llm_p50_s": med("baseline_s"), "ratio_p50": med("ratio"),
                "fallbacks": sum(r["fallback"] for r in rows),
                "setup_from_clone_s": round(clone_s, 1) if clone_s is not None else None,
-               "script": args.script or "demo", **quality, "per_turn": rows}
+               "script": args.script or "demo", **quality, "per_turn": rows,
+               "runs_with_contradictions": sum(bool(r["contradictions"]) for r in runs),
+               "runs": runs}
     print(f"startup {startup:.1f} s; p50 latency {summary['latency_p50_s']} s, first sentence "
           f"{summary['first_sentence_p50_s']} s, bare LLM {summary['baseline_bare_llm_p50_s']} s"
           + (f"; setup from a fresh clone {clone_s:.0f} s" if clone_s is not None else ""))
+    print(f"runs with a self-contradiction: {summary['runs_with_contradictions']} of "
+          f"{len(runs)} (the last run's timings above)")
     print(json.dumps(summary))
     record("bench_demo", summary)
     return 0

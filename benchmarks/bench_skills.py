@@ -63,7 +63,7 @@ def _free_port() -> int:
 
 def make_engine(name: str):
     """(backend, close) for `local` or `server` (the 1.5B GGUF both ways)."""
-    from vision_dialogue.llm.default_model import ensure_default_gguf
+    from vision_dialogue.llm.default_model import ensure_default_gguf, server_argv
     from vision_dialogue.llm.factory import BackendOptions, backend_class
     if name == "local":
         b = backend_class("llamacpp").from_options(BackendOptions(
@@ -71,10 +71,8 @@ def make_engine(name: str):
         return b, lambda: None
     gguf = ensure_default_gguf(variant="1.5b")
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", gguf,
-                             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
-                             "--n_threads", "2"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(server_argv(gguf, port, threads=2, python=sys.executable),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     import urllib.request
     url = f"http://127.0.0.1:{port}/v1"
     for _ in range(600):

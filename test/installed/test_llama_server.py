@@ -44,7 +44,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def llama(installed, tmp_path_factory):
     """(base_url, model name) of a llama.cpp server on the embedded default GGUF."""
-    from vision_dialogue.llm.default_model import ModelSetupError, ensure_default_gguf
+    from vision_dialogue.llm.default_model import ModelSetupError, ensure_default_gguf, \
+        server_argv
     try:
         gguf = ensure_default_gguf()
     except ModelSetupError as e:
@@ -55,15 +56,10 @@ def llama(installed, tmp_path_factory):
     # unless given): the other test workers keep the cores busy, and a llama.cpp thread per
     # core then waits for its descheduled twin at every layer (llm/cpu_threads.py's
     # measurement: beside one busy process a reply took longer on 2 threads than on 1; the
-    # product's own backend picks its threads by that, a server is given them at start).
-    # `--cache true`: the server keeps the states of earlier prompts, so a reply after the
-    # manager's other requests (a summary, a side question) reads only its new lines, not the
-    # whole prompt
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "4096", "--n_threads", "1", "--n_threads_batch", "1",
-         "--cache", "true"],
-        stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    # product's own backend picks its threads by that, a server is given them at start);
+    # otherwise the docs' command line (server_argv, with `--cache true`)
+    proc = subprocess.Popen(server_argv(gguf, port, threads=1, python=sys.executable),
+                            stdout=open(log, "w"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 300
     while True:

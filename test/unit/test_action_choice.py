@@ -141,6 +141,48 @@ def test_decided_in_the_reply_the_same_session_acts_once(tools):
     assert claims_action(results[3].text, action_words(tools))
 
 
+class Copier(SmallLocalModel):
+    """Copies the person's statement as its own ("I went to the library yesterday.")."""
+
+    def __init__(self, second="That sounds nice! What did you read?"):
+        super().__init__()
+        self.second = second
+
+    def reply(self, messages, tools, choice):
+        if messages[-1]["role"] == "system" and "did not do" in messages[-1]["content"]:
+            return self.second, []
+        said = [m["content"] for m in messages if m["role"] == "user"][-1]
+        if said.endswith("?"):
+            return "Yes, I went to the kitchen this morning.", []
+        return said.replace("My friend", "I"), []
+
+    def stream(self, messages, **kw):
+        yield self.reply(messages, [], "none")[0]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_reply_that_claims_an_action_no_tool_ran_is_asked_for_again(tools, stream):
+    """Decided first and no call made: "I went to the library" is the person's, not the robot's."""
+    be = Copier()
+    conv, ex = session(be, tools, stream=stream)
+    conv.turn_tools.providers[0].verbs = action_words(tools)
+    told = conv.turn("I went to the kitchen yesterday.")
+    asked = conv.turn("Did you go to the kitchen?")        # a question: an earlier act may be told
+    conv.close()
+    assert ex.calls == []
+    assert told.text == "That sounds nice! What did you read?" and not told.fallback
+    assert asked.text == "Yes, I went to the kitchen this morning."     # said as it came
+
+
+def test_a_claim_asked_for_again_is_never_said(tools):
+    be = Copier(second="I went there too.")
+    conv, ex = session(be, tools)
+    conv.turn_tools.providers[0].verbs = action_words(tools)
+    result = conv.turn("My friend went to the kitchen.")
+    conv.close()
+    assert result.fallback and "I went" not in result.text and ex.calls == []
+
+
 def test_a_failed_decision_leaves_the_call_to_the_reply(tools):
     be = SmallLocalModel()
 

@@ -80,3 +80,40 @@ def test_a_perspective_item_fails_on_the_other_sides_words():
     right, wrong = run([(step, "No, your hands are empty."),
                         (step, "No, I am not holding a cup of coffee.")])
     assert right.right is True and wrong.right is False
+
+
+def test_the_demo_rules_speak_to_lines_the_demo_script_says():
+    """A rule on a line the script no longer says would never find a contradiction."""
+    import bench_demo
+    script = yaml.safe_load((BENCH.parent / "config" / "demo_script.yaml").read_text())
+    said = {" ".join(item["say"].split()) for item in script["items"]} | {"greeting"}
+    rules = yaml.safe_load(bench_demo.CONSISTENCY.read_text())["rules"]
+    assert rules and all(line in said for r in rules for line in r["lines"])
+
+
+GREETING = "Hello! I like how the person in front of me is wearing orange, bright and cheerful."
+DEMO = {"Hello! Can you see me?": "Yes, I can see you.",
+        "Do you like what I am wearing today?": "Yes, I like your orange suit.",
+        "And what did you see when we started talking?":
+            "When we started talking, I saw you in an orange suit, but now no one is there."}
+
+
+@pytest.mark.parametrize("greeting, line, reply, broken", [
+    (GREETING, None, None, None),                                       # agrees throughout
+    (GREETING, "Do you like what I am wearing today?",                  # the README's demo
+     "No, I don't like what you are wearing today.", "likes what the person wears"),
+    ("Hello! I see you are wearing an orange suit.",                    # no opinion given
+     "Do you like what I am wearing today?", "No, not really.", None),
+    ("Hello there! Nice to meet you.", "Hello! Can you see me?", "No, I cannot see you.",
+     "sees the person at the start"),
+    (GREETING, "And what did you see when we started talking?", "I did not see anyone.",
+     "remembers the person at the start"),
+    (GREETING, "And what did you see when we started talking?", "I am not sure.", None),
+])
+def test_the_demo_contradictions_are_found_by_the_stored_rules(greeting, line, reply, broken):
+    import bench_demo
+    rules = yaml.safe_load(bench_demo.CONSISTENCY.read_text())["rules"]
+    said = dict(DEMO, **({line: reply} if line else {}))
+    turns = [{"text": k, "reply": v, "fallback": False} for k, v in said.items()]
+    found = bench_demo.contradictions(turns, [greeting], rules)
+    assert [f.split(":")[0] for f in found] == ([broken] if broken else [])

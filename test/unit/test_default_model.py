@@ -11,6 +11,7 @@ import importlib
 import json
 import multiprocessing
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from vision_dialogue.llm.default_model import (MARKER, VARIANTS, ModelSetupError
 
 pytestmark = pytest.mark.timeout(60)
 
+REPO = Path(__file__).resolve().parents[2]
 PARTS = [b"GGUF" + b"\x03\x00\x00\x00" + b"a" * 1000, b"b" * 3000, b"c" * 17]
 
 
@@ -328,3 +330,12 @@ def test_llm_backend_local_takes_llama_cpp_where_installed(monkeypatch, caplog):
     assert built[0][1].threads == 1 and built[1][1].model == "default:1.5b"
     assert "llama-cpp-python is not installed" in caplog.text
     assert "local" in factory.local_kinds() and set(factory.KINDS) >= {"openai", "llamacpp"}
+
+
+def test_the_docs_give_the_servers_command_line_the_benchmarks_and_tests_run():
+    """docs/llm_client.md's llama.cpp server line is server_argv's (with the prompt cache)."""
+    docs = re.sub(r"\s+", " ", (REPO / "docs" / "llm_client.md").read_text())
+    argv = dm.server_argv("GGUF", 8080, threads=2)
+    assert "--cache true" in " ".join(argv)
+    line = " ".join(argv[argv.index("--host"):])
+    assert line in docs, line

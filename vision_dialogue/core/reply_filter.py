@@ -135,6 +135,7 @@ class NoteFilter:
         self.said_before: list[str] = []     # of those, the ones the robot said in earlier turns
         self.echoes = 0                      # sentences dropped as a note read out
         self.dropped: list[str] = []         # every sentence dropped (an empty reply's error)
+        self.claims: list[str] = []          # of those, claims of an action no tool ran
         self._earlier = len(self.said)
         # a reply's first clause, spoken on its own (llm/sentences.py): its words, and one held
         # back because it starts a sentence said before
@@ -157,6 +158,10 @@ class NoteFilter:
         for where in (self.dropped, *kept_in):
             where.append(spoken)
         return ""
+
+    def drop_claim(self, spoken: str) -> str:
+        """Nothing said for a sentence that claims an action no tool ran (never said later)."""
+        return self._drop(spoken, self.claims)
 
     def feed(self, text: str) -> str:
         text = (text or "").lstrip()
@@ -226,7 +231,8 @@ def turn_filter(persona, items: Sequence[Item], newest, blind: bool,
     """
     p = persona
     notes = [p.system, p.greet_instruction, p.no_frames_note, p.dark_frames_note,
-             p.camera_lost_note, p.repeat_note, p.own_words_note, *FOCUS_INSTRUCTIONS,
+             p.camera_lost_note, p.repeat_note, p.own_words_note, p.not_done_note,
+             *FOCUS_INSTRUCTIONS,
              *instructions]
     seen = [it.frame.observation or "" for it in items if it.kind == "frame"]
     memories = [it.text for it in items if it.kind == "summary"]

@@ -74,25 +74,36 @@ class ReplyMaker:
 
         repeat_ok = asks_to_repeat(question)
         notes = self.note_filter(repeat_ok)
+
+        def undone(sentence: str) -> bool:
+            return tools.claims_undone(sentence, made, question)
         first: list[FirstBy] = []      # the robot acting for a tool pauses the deadline
         tools.pausing = lambda: first[0].pause() if first else contextlib.nullcontext()
         try:
             if deadline is not None:
                 first.append(FirstBy(ask, deadline, self._late(turn_id)))
             self._say(first[0] if first else ask(), notes, sentences, on_sentence, question,
-                      asked=lambda: questions(made))
+                      asked=lambda: questions(made), undone=undone)
         finally:
             records.extend(made)
         tries = [notes]
-        filtered = bool(notes.said_before or notes.echoes)
+        filtered = bool(notes.said_before or notes.echoes or notes.claims)
         if not sentences and ((cfg.avoid_repeats and filtered) or
                               not (filtered or notes.repeats)):
             # nothing left to say (it repeated an earlier reply or read its notes out), or
             # nothing came at all (a small model may end its reply at once): once more
             tries.append(self._ask_again(msgs, notes, turn_id, deadline, sentences, on_sentence,
-                                         repeat_ok, question))
-        # still nothing: a repeat (the same question again, an earlier reply, a note that could
-        # not be put in other words) is said anyway, the last try's first: better than a fallback
+                                         repeat_ok, question, undone))
+        self._last_resort(tries, sentences, on_sentence)
+
+    def _last_resort(self, tries: list[NoteFilter], sentences: list[str],
+                     on_sentence: SentenceCallback | None) -> None:
+        """Nothing said yet: a repeat the filter dropped is said anyway, the last try's first.
+
+        A repeat (the same question again, an earlier reply, a note that could not be put in
+        other words) is better than a fallback. Raises ValueError, naming what the filter
+        dropped, when there is none.
+        """
         for tried in reversed(tries):
             if not sentences and tried.repeats:
                 for s in tried.repeats:
@@ -115,17 +126,24 @@ class ReplyMaker:
 
     def _say(self, parts: Iterable[str], notes: NoteFilter, sentences: list[str],
              on_sentence: SentenceCallback | None, question: str = "",
-             asked: Callable[[], list[str]] = list) -> None:
+             asked: Callable[[], list[str]] = list,
+             undone: Callable[[str], bool] = lambda s: False) -> None:
         """Speak (stream) and keep each part that survives the reply filter.
 
         `question`: the person's line, whose pronouns an echo of it gets turned round
         (core/perspective.py) before the filter judges it ("I am still in front of you" to
         "Am I still in front of you?" is a claim to see the person). `asked()`: the robot's
         questions before it acts, said as they are (asked twice in a session, the filter
-        would drop the second as a repeat).
+        would drop the second as a repeat). `undone(s)`: `s` claims an action no tool ran
+        (TurnTools.claims_undone); it is never said.
         """
         for s in parts:
-            s = s if s in asked() else notes.feed(from_own_side(s, question))
+            if s in asked():
+                pass
+            elif undone(s):
+                s = notes.drop_claim(s)
+            else:
+                s = notes.feed(from_own_side(s, question))
             if not s:
                 continue
             if isinstance(parts, FirstBy):
@@ -141,7 +159,8 @@ class ReplyMaker:
 
     def _ask_again(self, msgs: list, notes: NoteFilter, turn_id: int, deadline: float | None,
                    sentences: list[str], on_sentence: SentenceCallback | None,
-                   repeat_ok: bool, question: str) -> NoteFilter:
+                   repeat_ok: bool, question: str,
+                   undone: Callable[[str], bool] = lambda s: False) -> NoteFilter:
         """One more try, sampled: the reply repeated, read its notes out or was empty.
 
         The first two get a note saying what to do instead. Returns the second try's filter
@@ -153,6 +172,9 @@ class ReplyMaker:
         if repeated:
             why, note = (f"repeated an earlier one ({' '.join(repeated)[:80]!r})",
                          self.persona.repeat_note)
+        elif notes.claims:
+            why, note = (f"claimed an action no tool ran ({notes.claims[0][:80]!r})",
+                         self.persona.not_done_note)
         elif notes.echoes:
             why, note = "read its notes out", self.persona.own_words_note
         else:
@@ -169,7 +191,7 @@ class ReplyMaker:
                                        temperature=REPEAT_RETRY_TEMPERATURE, **avoid)
         self._say(ask_again() if deadline is None else
                   FirstBy(ask_again, max(deadline, time.monotonic() + 1.0), self._late(turn_id)),
-                  notes, sentences, on_sentence, question)
+                  notes, sentences, on_sentence, question, undone=undone)
         return notes
 
     def _late(self, turn_id: int) -> Callable[[str], None]:

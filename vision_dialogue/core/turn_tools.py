@@ -11,7 +11,7 @@ import json
 import logging
 from typing import Callable, ContextManager, Iterable
 
-from vision_dialogue.core.action_choice import ActionChooser, chooser_for
+from vision_dialogue.core.action_choice import ActionChooser, chooser_for, claims_action
 from vision_dialogue.core.answers import yes_or_no
 from vision_dialogue.core.lookback import LOOK_BACK, LOOK_BACK_NOTE, LookBack, ToolSet
 from vision_dialogue.llm.tool_loop import (TOOLS_NOTE, AgentResult, ToolRecord, run_tool_loop,
@@ -50,6 +50,7 @@ class TurnTools:
         self.show_images = show_images           # images the tools make go to the LLM
         self._offered = ToolSet()
         self._chooser: tuple[str, ActionChooser | None] = ("", None)   # (its tools, it)
+        self._decided_now: list | None = None      # this turn's decision (None: the reply's)
         # the reply deadline's pause (deadlines.FirstBy.pause) while the robot acts
         self.pausing: Callable[[], ContextManager] = contextlib.nullcontext
 
@@ -77,6 +78,7 @@ class TurnTools:
         `simple_tool_use` (a small local model) is offered only its providers' tools, and
         gets one round of calls, then is told how they went (tool_loop.outcome_note).
         """
+        self._decided_now = None
         if not self.supported:
             return []
         simple = getattr(self.backend, "simple_tool_use", False)
@@ -109,6 +111,22 @@ class TurnTools:
         if not self.supported:
             return set()
         return set().union(*(getattr(p, "verbs", ()) for p in self.providers))
+
+    def claims_undone(self, sentence: str, records: list[ToolRecord], line: str) -> bool:
+        """Whether `sentence` says the robot did, or does now, an action no tool ran.
+
+        Only on a turn whose actions were decided first (the reply comes after its calls, so
+        none can follow) and that ran none, to a line that is not a question (to "Did you go
+        to the kitchen?" an earlier turn's action may be told): a small model copies the
+        person's line ("I went to the library yesterday.") or its own earlier replies ("I
+        will go to the kitchen.") as if it had acted.
+        """
+        if self._decided_now is None or line.rstrip().endswith("?"):
+            return False
+        acting = self.acting_names()
+        if any(r.name in acting for r in records):
+            return False
+        return claims_action(sentence, sorted(self.verbs()))
 
     def stream(self, msgs: list, schemas: list, turn_id: int,
                records: list[ToolRecord], line: str = "") -> Iterable[str]:
@@ -211,7 +229,7 @@ class TurnTools:
               records: list[ToolRecord], line: str) -> tuple[list, dict]:
         """The prompt with the tools' notes, and the loop's keyword arguments for one turn."""
         cfg = self.config
-        decided = self._decided(schemas, line)
+        decided = self._decided_now = self._decided(schemas, line)
         # right before the person's line: the prompt's start stays as the last reply read it
         # (a local model's cached prefix), and the line stays last
         notes = [{"role": "system", "content": n} for n in self._offered.notes()]
