@@ -174,6 +174,35 @@ def test_a_reply_that_claims_an_action_no_tool_ran_is_asked_for_again(tools, str
     assert asked.text == "Yes, I went to the kitchen this morning."     # said as it came
 
 
+class StreamingCopier(Copier):
+    """A Copier that streams with tools offered, as the embedded model does."""
+
+    def __init__(self):
+        super().__init__()
+        self.streamed = []
+
+    def stream_with_tools(self, messages, tools, *, model=None, tool_choice="auto",
+                          max_tokens=None, temperature=None, calls=None):
+        self.streamed.append({"messages": list(messages), "tools": [t["function"]["name"]
+                                                                    for t in tools],
+                              "tool_choice": tool_choice, "temperature": temperature})
+        yield self.reply(messages, tools, tool_choice)[0]
+
+
+def test_the_second_try_keeps_the_tools_so_a_local_models_cache_holds(tools):
+    """A local model's prompt starts with its tools: asked without them, it reads it all again."""
+    be = StreamingCopier()
+    conv, ex = session(be, tools)
+    conv.turn_tools.providers[0].verbs = action_words(tools)
+    told = conv.turn("I went to the kitchen yesterday.")
+    conv.close()
+    first, again = be.streamed
+    assert told.text == "That sounds nice! What did you read?" and ex.calls == []
+    assert again["tools"] == first["tools"] == ["wave_hand", "go_to"]
+    assert again["tool_choice"] == "none" and again["temperature"] > 0
+    assert again["messages"][-1]["content"] == load_persona().not_done_note
+
+
 def test_a_claim_asked_for_again_is_never_said(tools):
     be = Copier(second="I went there too.")
     conv, ex = session(be, tools)

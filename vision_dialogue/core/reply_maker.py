@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from vision_dialogue.core.conversation_types import ConversationConfig, SentenceCallback
@@ -26,6 +27,21 @@ from vision_dialogue.llm.tool_loop import ToolRecord, questions
 
 REPEAT_RETRY_TEMPERATURE = 0.7
 """Sampling for the second try after a repeated reply (greedy decoding would say it again)."""
+
+
+@dataclass
+class _Turn:
+    """One reply in the making: what each try asks with and where its sentences go."""
+
+    msgs: list
+    turn_id: int
+    deadline: float | None
+    sentences: list[str]
+    on_sentence: SentenceCallback | None
+    question: str                           # the person's line
+    schemas: list                           # the turn's tools ([]: none)
+    repeat_ok: bool                         # "say that again": the last line may come again
+    made: list[ToolRecord] = field(default_factory=list)    # this turn's calls
 
 
 class ReplyMaker:
@@ -51,15 +67,15 @@ class ReplyMaker:
         reply (the sentences already spoken stay).
         """
         cfg, tools = self.config, self.tools
-        schemas = tools.schemas(past)
-        made: list[ToolRecord] = []
+        turn = _Turn(msgs, turn_id, deadline, sentences, on_sentence, question,
+                     tools.schemas(past), asks_to_repeat(question))
 
         def ask() -> Iterable[str]:
-            if schemas and tools.streamed:
-                return tools.stream(msgs, schemas, turn_id, made, question)
-            if schemas:
-                text = tools.reply(msgs, schemas, turn_id, made, question)
-                asked = questions(made)
+            if turn.schemas and tools.streamed:
+                return tools.stream(msgs, turn.schemas, turn_id, turn.made, question)
+            if turn.schemas:
+                text = tools.reply(msgs, turn.schemas, turn_id, turn.made, question)
+                asked = questions(turn.made)
                 if asked:                   # the robot asks before it acts: said as it is
                     return asked
                 text = self.note_filter(False).feed(text)
@@ -72,28 +88,22 @@ class ReplyMaker:
             return split_sentences(self.backend.complete(msgs, model=cfg.model,
                                                          max_tokens=cfg.max_reply_tokens))
 
-        repeat_ok = asks_to_repeat(question)
-        notes = self.note_filter(repeat_ok)
-
-        def undone(sentence: str) -> bool:
-            return tools.claims_undone(sentence, made, question)
+        notes = self.note_filter(turn.repeat_ok)
         first: list[FirstBy] = []      # the robot acting for a tool pauses the deadline
         tools.pausing = lambda: first[0].pause() if first else contextlib.nullcontext()
         try:
             if deadline is not None:
                 first.append(FirstBy(ask, deadline, self._late(turn_id)))
-            self._say(first[0] if first else ask(), notes, sentences, on_sentence, question,
-                      asked=lambda: questions(made), undone=undone)
+            self._say(first[0] if first else ask(), notes, turn)
         finally:
-            records.extend(made)
+            records.extend(turn.made)
         tries = [notes]
         filtered = bool(notes.said_before or notes.echoes or notes.claims)
         if not sentences and ((cfg.avoid_repeats and filtered) or
                               not (filtered or notes.repeats)):
-            # nothing left to say (it repeated an earlier reply or read its notes out), or
-            # nothing came at all (a small model may end its reply at once): once more
-            tries.append(self._ask_again(msgs, notes, turn_id, deadline, sentences, on_sentence,
-                                         repeat_ok, question, undone))
+            # nothing left to say (it repeated an earlier reply, read its notes out or claimed
+            # an action), or nothing came at all (a small model may end its reply at once)
+            tries.append(self._ask_again(notes, turn))
         self._last_resort(tries, sentences, on_sentence)
 
     def _last_resort(self, tries: list[NoteFilter], sentences: list[str],
@@ -124,31 +134,28 @@ class ReplyMaker:
                 self.log.error(f"turn {turn_id}: sentence callback failed ({e})")
         return line
 
-    def _say(self, parts: Iterable[str], notes: NoteFilter, sentences: list[str],
-             on_sentence: SentenceCallback | None, question: str = "",
-             asked: Callable[[], list[str]] = list,
-             undone: Callable[[str], bool] = lambda s: False) -> None:
+    def _say(self, parts: Iterable[str], notes: NoteFilter, turn: _Turn) -> None:
         """Speak (stream) and keep each part that survives the reply filter.
 
-        `question`: the person's line, whose pronouns an echo of it gets turned round
+        The person's line (`turn.question`): an echo of its pronouns is turned round
         (core/perspective.py) before the filter judges it ("I am still in front of you" to
-        "Am I still in front of you?" is a claim to see the person). `asked()`: the robot's
-        questions before it acts, said as they are (asked twice in a session, the filter
-        would drop the second as a repeat). `undone(s)`: `s` claims an action no tool ran
-        (TurnTools.claims_undone); it is never said.
+        "Am I still in front of you?" is a claim to see the person). The robot's questions
+        before it acts are said as they are (asked twice in a session, the filter would drop
+        the second as a repeat); a sentence that claims an action no tool ran
+        (TurnTools.claims_undone) is never said.
         """
         for s in parts:
-            if s in asked():
+            if s in questions(turn.made):
                 pass
-            elif undone(s):
+            elif self.tools.claims_undone(s, turn.made, turn.question):
                 s = notes.drop_claim(s)
             else:
-                s = notes.feed(from_own_side(s, question))
+                s = notes.feed(from_own_side(s, turn.question))
             if not s:
                 continue
             if isinstance(parts, FirstBy):
                 parts.met = True
-            self._keep(s, sentences, on_sentence)
+            self._keep(s, turn.sentences, turn.on_sentence)
 
     def _keep(self, sentence: str, sentences: list[str],
               on_sentence: SentenceCallback | None) -> None:
@@ -157,14 +164,14 @@ class ReplyMaker:
             on_sentence(sentence, len(sentences))
         sentences.append(sentence)
 
-    def _ask_again(self, msgs: list, notes: NoteFilter, turn_id: int, deadline: float | None,
-                   sentences: list[str], on_sentence: SentenceCallback | None,
-                   repeat_ok: bool, question: str,
-                   undone: Callable[[str], bool] = lambda s: False) -> NoteFilter:
-        """One more try, sampled: the reply repeated, read its notes out or was empty.
+    def _ask_again(self, notes: NoteFilter, turn: _Turn) -> NoteFilter:
+        """One more try, sampled: the reply repeated, read out, claimed or left nothing.
 
-        The first two get a note saying what to do instead. Returns the second try's filter
-        (its `repeats` may still be said).
+        It repeated an earlier line, read its notes out, claimed an action no tool ran, or
+        was empty; the first three get a note saying what to do instead. A turn with tools
+        asks with them again (no call now): a local model's prompt starts with them, so its
+        cache holds all but the last lines. Returns the second try's filter (its `repeats`
+        may still be said).
         """
         cfg = self.config
         repeated = list(notes.said_before)
@@ -179,19 +186,24 @@ class ReplyMaker:
             why, note = "read its notes out", self.persona.own_words_note
         else:
             why, note = "was empty", ""
-        self.log.info(f"turn {turn_id}: the reply {why}; asking for a new one")
-        notes = self.note_filter(repeat_ok)
-        again = msgs + ([{"role": "system", "content": note}] if note else [])
-        # a local model is also kept off the repeated lines' word runs (llm/avoid.py)
-        avoid = {"avoid": repeated} if repeated and getattr(self.backend, "avoids",
-                                                            False) else {}
+        self.log.info(f"turn {turn.turn_id}: the reply {why}; asking for a new one")
+        again = turn.msgs + ([{"role": "system", "content": note}] if note else [])
+        # a local model is also kept off the repeated or claimed lines' words (llm/avoid.py)
+        kept_off = repeated or list(notes.claims)
+        kwargs = dict(model=cfg.model, max_tokens=cfg.max_reply_tokens,
+                      temperature=REPEAT_RETRY_TEMPERATURE,
+                      **({"avoid": kept_off} if kept_off and getattr(self.backend, "avoids",
+                                                                     False) else {}))
 
         def ask_again() -> Iterable[str]:
-            return self.backend.stream(again, model=cfg.model, max_tokens=cfg.max_reply_tokens,
-                                       temperature=REPEAT_RETRY_TEMPERATURE, **avoid)
-        self._say(ask_again() if deadline is None else
-                  FirstBy(ask_again, max(deadline, time.monotonic() + 1.0), self._late(turn_id)),
-                  notes, sentences, on_sentence, question, undone=undone)
+            if turn.schemas and self.tools.streamed:
+                return self.backend.stream_with_tools(again, turn.schemas, tool_choice="none",
+                                                      calls=[], **kwargs)
+            return self.backend.stream(again, **kwargs)
+        notes = self.note_filter(turn.repeat_ok)
+        self._say(ask_again() if turn.deadline is None else
+                  FirstBy(ask_again, max(turn.deadline, time.monotonic() + 1.0),
+                          self._late(turn.turn_id)), notes, turn)
         return notes
 
     def _late(self, turn_id: int) -> Callable[[str], None]:

@@ -199,16 +199,17 @@ class LlamaCppChatBackend:
     def stream_with_tools(self, messages: Sequence[Message], tools: Sequence[dict], *,
                           model: str | None = None, tool_choice="auto",
                           max_tokens: int | None = None, temperature: float | None = None,
-                          calls: list | None = None) -> Iterator[str]:
+                          calls: list | None = None,
+                          avoid: Sequence[str] = ()) -> Iterator[str]:
         """Yield the reply's sentences with `tools` offered through the GGUF's chat template.
 
         The model writes a call as text (`<tool_call>{...}</tool_call>` for Qwen): it is held
         back, never spoken, and appended to `calls` as a ToolCall when the reply ends. With
         tool_choice "none" the tools stay in the prompt (its cached prefix with them) and a
-        call is still held back; the caller ignores it.
+        call is still held back; the caller ignores it. `avoid`: as in `stream`.
         """
         conversation = text_conversation(messages)
-        return self._stream(conversation, max_tokens, temperature, (), list(tools), calls)
+        return self._stream(conversation, max_tokens, temperature, avoid, list(tools), calls)
 
     def _stream(self, conversation, max_tokens, temperature, avoid, tools=None,
                 calls: list | None = None) -> Iterator[str]:
