@@ -21,7 +21,8 @@ the robot can only talk). Also the time to the first spoken sentence, p50, for t
 call nothing and for those that do.
 
 `--session`: all 26 requests in one conversation per method, in order (a session's history:
-its earlier calls and replies), instead of a fresh conversation each.
+its earlier calls and replies), instead of a fresh conversation each. `--methods first`: only
+those methods (a quicker check of one).
 
 Engines (`--engines`): `local` = the embedded default (1.5B) on llama.cpp in this process,
 `server` = the same GGUF behind llama.cpp's OpenAI-compatible server (the openai backend).
@@ -144,17 +145,19 @@ def as_before(backend, messages, schemas) -> None:
         backend.complete(messages, max_tokens=1)
 
 
-def run_engine(backend, battery, persona, verbose, in_session=False) -> dict:
+def run_engine(backend, battery, persona, verbose, in_session=False,
+               methods=tuple(METHODS)) -> dict:
     """Every request in a fresh conversation, or (`in_session`) all in one per method."""
     tools = load_robot_tools(BATTERY)
     verbs = sorted(action_words(tools))
-    rows: dict[str, list] = {m: [] for m in METHODS}
+    rows: dict[str, list] = {m: [] for m in methods}
 
     def start(method):
         return session(backend, persona, tools if METHODS[method] else None, METHODS[method])
-    kept = {m: start(m) for m in METHODS} if in_session else {}
+    kept = {m: start(m) for m in methods} if in_session else {}
     for item in battery["requests"]:                     # interleaved, request by request
-        for method, decide in METHODS.items():
+        for method in methods:
+            decide = METHODS[method]
             conv, robot = kept[method] if in_session else start(method)
             row = one_turn(backend, item, conv, robot)
             if not in_session:
@@ -189,8 +192,12 @@ def main(argv=None) -> int:
     ap.add_argument("--engines", default="local,server")
     ap.add_argument("--session", action="store_true",
                     help="all requests in one conversation per method (a session's history)")
+    ap.add_argument("--methods", default=",".join(METHODS),
+                    help="which of first,in_reply,none to run (default: all, interleaved)")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
+    if not set(a.methods.split(",")) <= set(METHODS):
+        ap.error(f"--methods: choose from {', '.join(METHODS)}")
     battery = yaml.safe_load(BATTERY.read_text())
     persona = load_persona(default_persona_file())
     result: dict = {"machine": f"{os.cpu_count()} cores", "requests": len(battery["requests"]),
@@ -199,7 +206,8 @@ def main(argv=None) -> int:
         backend, close = make_engine(engine)
         try:
             backend.complete([{"role": "user", "content": "Hi"}], max_tokens=1)   # loaded
-            result[engine] = run_engine(backend, battery, persona, a.verbose, a.session)
+            result[engine] = run_engine(backend, battery, persona, a.verbose, a.session,
+                                        a.methods.split(","))
             print(json.dumps({engine: result[engine]}), flush=True)
         finally:
             close()

@@ -64,8 +64,8 @@ class Persona:
     own_words_note: str = "[Do not read your notes out. Answer the person in your own words.]"
     # the second try after a reply that said the robot did something no tool ran ("I went to
     # the library yesterday." to the person's "I went to the library yesterday.")
-    not_done_note: str = ("[You did not do anything just now: do not say that you did or "
-                          "will. Answer what the person said.]")
+    not_done_note: str = ("[You did not do that: the person told you about it. Reply to "
+                          "them about it in your own words, without saying that you did it.]")
     # skills (core/skills.py): the purpose of a Chat, what the robot can be asked to do
     # (intents), the Chat's opening line when the role has none
     purpose_note: str = "[Your purpose in this conversation ({name}): {instruction}]"
