@@ -66,6 +66,10 @@ class Persona:
     # the library yesterday." to the person's "I went to the library yesterday.")
     not_done_note: str = ("[You did not do that: the person told you about it. Reply to "
                           "them about it in your own words, without saying that you did it.]")
+    # the second try after an answer that took the other side of the robot's earlier line on
+    # what it likes (core/opinions.py): that line, quoted
+    consistent_note: str = ('[Earlier you said: "{earlier}" Answer the person so that you '
+                            'agree with what you said then.]')
     # skills (core/skills.py): the purpose of a Chat, what the robot can be asked to do
     # (intents), the Chat's opening line when the role has none
     purpose_note: str = "[Your purpose in this conversation ({name}): {instruction}]"

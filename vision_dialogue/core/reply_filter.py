@@ -11,6 +11,7 @@ from difflib import SequenceMatcher
 from typing import Callable, Collection, Iterable, Sequence
 
 from vision_dialogue.core.focus import FOCUS_INSTRUCTIONS
+from vision_dialogue.core.opinions import contradicted
 from vision_dialogue.core.perspective import substance_words
 from vision_dialogue.core.timeline import ROBOT, Item
 from vision_dialogue.llm.sentences import CLAUSE_DASHES, CLAUSE_ENDS, split_sentences
@@ -107,9 +108,10 @@ class NoteFilter:
                  observations: Iterable[str] = (), said: Iterable[str] = (),
                  memories: Iterable[str] = (), speak: Callable[[str, bool], str] | None = None,
                  blind_line: str = "", nobody_line: str = "", anyone_line: str = "",
-                 asked: Collection[str] = ()):
+                 question: str = ""):
         self.depth = 0
-        self.asked = frozenset(asked)       # the question's words of substance (near_repeat)
+        self.question = question            # the person's line this reply answers
+        self.asked = frozenset(substance_words(question))   # its words of substance (repeats)
         # claim -> the line said in its place, once (later claims are dropped): nobody in view,
         # a claim to see the person; the robot cannot see at all, anything about what is
         # visible (small models say "I can see you" whatever the notes say)
@@ -128,6 +130,8 @@ class NoteFilter:
                      for past, texts in ((False, observations), (True, memories))
                      for text in texts if text]
         self.speak = speak
+        said = list(said)
+        self.said_lines = said               # the robot's earlier sentences (core/opinions.py)
         self.said = [tuple(w) for w in map(_words, said) if len(w) >= REPEAT_MIN_WORDS]
         # sentences dropped as repeats, or as echoes of an observation or memory that could not be
         # put in the robot's words: said anyway when nothing else is left (better than a fallback)
@@ -136,6 +140,7 @@ class NoteFilter:
         self.echoes = 0                      # sentences dropped as a note read out
         self.dropped: list[str] = []         # every sentence dropped (an empty reply's error)
         self.claims: list[str] = []          # of those, claims of an action no tool ran
+        self.contradicted: list[str] = []    # earlier lines an answer took the other side of
         self._earlier = len(self.said)
         # a reply's first clause, spoken on its own (llm/sentences.py): its words, and one held
         # back because it starts a sentence said before
@@ -183,6 +188,10 @@ class NoteFilter:
         if not self.note_grams.isdisjoint(grams) or \
                 (len(words) >= 3 and any(whole in run for run in self.note_runs)):
             self.echoes += 1
+            return self._drop(spoken)
+        earlier = contradicted(self.question, spoken, self.said_lines)
+        if earlier:                      # "No, I don't like it." after "I like your suit."
+            self.contradicted.append(earlier)
             return self._drop(spoken)
         echoed = next(((t, past) for t, past, g, run in reversed(self.seen)
                        if not g.isdisjoint(grams[:2]) or (len(words) >= 3 and whole in run)),
@@ -232,6 +241,7 @@ def turn_filter(persona, items: Sequence[Item], newest, blind: bool,
     p = persona
     notes = [p.system, p.greet_instruction, p.no_frames_note, p.dark_frames_note,
              p.camera_lost_note, p.repeat_note, p.own_words_note, p.not_done_note,
+             p.consistent_note,
              *FOCUS_INSTRUCTIONS,
              *instructions]
     seen = [it.frame.observation or "" for it in items if it.kind == "frame"]
@@ -254,5 +264,4 @@ def turn_filter(persona, items: Sequence[Item], newest, blind: bool,
                              or p.nobody_lines)
     return NoteFilter((p.frame_label, p.summary_label, p.history_label, "You saw:"), notes,
                       seen, said, memories, speak, blind_line=blind_line,
-                      nobody_line=nobody_line, anyone_line=anyone_line,
-                      asked=substance_words(question))
+                      nobody_line=nobody_line, anyone_line=anyone_line, question=question)

@@ -98,7 +98,7 @@ class ReplyMaker:
         finally:
             records.extend(turn.made)
         tries = [notes]
-        filtered = bool(notes.said_before or notes.echoes or notes.claims)
+        filtered = bool(notes.said_before or notes.echoes or notes.claims or notes.contradicted)
         if not sentences and ((cfg.avoid_repeats and filtered) or
                               not (filtered or notes.repeats)):
             # nothing left to say (it repeated an earlier reply, read its notes out or claimed
@@ -167,8 +167,9 @@ class ReplyMaker:
     def _ask_again(self, notes: NoteFilter, turn: _Turn) -> NoteFilter:
         """One more try, sampled: the reply repeated, read out, claimed or left nothing.
 
-        It repeated an earlier line, read its notes out, claimed an action no tool ran, or
-        was empty; the first three get a note saying what to do instead. A turn with tools
+        It repeated an earlier line, claimed an action no tool ran, took the other side of
+        an earlier line, read its notes out, or was empty; all but the last get a note saying
+        what to do instead. A turn with tools
         asks with them again (no call now): a local model's prompt starts with them, so its
         cache holds all but the last lines. Returns the second try's filter (its `repeats`
         may still be said).
@@ -182,6 +183,10 @@ class ReplyMaker:
         elif notes.claims:
             why, note = (f"claimed an action no tool ran ({notes.claims[0][:80]!r})",
                          self.persona.not_done_note)
+        elif notes.contradicted:
+            earlier = notes.contradicted[0]
+            why, note = (f"took the other side of an earlier line ({earlier[:80]!r})",
+                         self.persona.consistent_note.format(earlier=earlier))
         elif notes.echoes:
             why, note = "read its notes out", self.persona.own_words_note
         else:

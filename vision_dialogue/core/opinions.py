@@ -1,0 +1,59 @@
+"""The robot's likes said earlier, against which a later answer is checked (ROS-free).
+
+The embedded model opened the demo with "I like how the person in front of me is wearing
+orange." and, two lines later, to "Do you like what I am wearing today?", said "No, I don't
+like what you are wearing today.": greedy decoding reads its own earlier line and still
+answers the other way. To a question about what the robot likes, a sentence that takes the
+other side from an earlier line of the robot's on the same thing (a word of the question's
+substance in both) is a contradiction; the reply filter drops it and the reply is asked for
+again with the earlier line quoted (core/reply_maker.py).
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+from vision_dialogue.core.answers import yes_or_no
+from vision_dialogue.core.perspective import substance_words
+
+_LIKES = r"(?:like|love|enjoy|adore)"
+_DISLIKE = re.compile(rf"\bI\s+(?:(?:really\s+)?(?:do\s+not|don't|never)\s+(?:really\s+)?"
+                      rf"{_LIKES}|hate|dislike)\b", re.I)
+_LIKE = re.compile(rf"\bI\s+(?:really\s+|do\s+|also\s+|just\s+)?{_LIKES}s?\b|\bI'm\s+loving\b",
+                   re.I)
+_ASKS_LIKING = re.compile(rf"^\s*(?:and\s+|so\s+)?do\s+you\s+(?:really\s+|also\s+)?{_LIKES}\b",
+                          re.I)
+_OPINION_WORDS = {"like", "love", "enjoy", "adore", "really", "also", "today", "what"}
+
+
+def stance(sentence: str) -> bool | None:
+    """True: the robot says it likes something; False: that it does not; None: neither."""
+    if _DISLIKE.search(sentence):
+        return False
+    return True if _LIKE.search(sentence) else None
+
+
+def asks_liking(question: str) -> bool:
+    """Whether the person asks what the robot likes ("Do you like cats?")."""
+    return bool(_ASKS_LIKING.search(question))
+
+
+def contradicted(question: str, sentence: str, said: Iterable[str]) -> str:
+    """The robot's earlier sentence that `sentence`, said to `question`, contradicts ("" none).
+
+    `said`: the robot's earlier sentences, oldest first. Only answers to a question about
+    the robot's likes are judged: the answer's side is its opening yes or no, else its own
+    like or dislike.
+    """
+    if not asks_liking(question):
+        return ""
+    side = yes_or_no(sentence)
+    side = stance(sentence) if side is None else side
+    about = substance_words(question) - _OPINION_WORDS
+    if side is None or not about:
+        return ""
+    for earlier in reversed(list(said)):
+        held = stance(earlier)
+        if held is not None and held != side and about & substance_words(earlier):
+            return earlier
+    return ""
