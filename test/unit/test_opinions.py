@@ -55,8 +55,8 @@ def test_the_demos_contradiction_is_asked_for_again_with_the_earlier_line(stream
         answer = c.turn(WEARING)
         assert answer.text == "Yes, I really like your bright orange suit!"
         assert not answer.fallback
-        note = load_persona().consistent_note.format(
-            earlier="I like how the person in front of me is wearing orange.")
-        assert be.calls[-1][1][-1] == {"role": "system", "content": note}
+        note = be.calls[-1][1][-1]["content"]
+        assert note == load_persona().consistent_note.format(stance="like")
+        assert "orange" not in note          # not quoted: a small model would copy it
     finally:
         c.close()

@@ -67,9 +67,10 @@ class Persona:
     not_done_note: str = ("[You did not do that: the person told you about it. Reply to "
                           "them about it in your own words, without saying that you did it.]")
     # the second try after an answer that took the other side of the robot's earlier line on
-    # what it likes (core/opinions.py): that line, quoted
-    consistent_note: str = ('[Earlier you said: "{earlier}" Answer the person so that you '
-                            'agree with what you said then.]')
+    # what it likes (core/opinions.py); {stance}: "like" or "do not like". The line is not
+    # quoted: a small model copies what it reads last (a repeat of the greeting)
+    consistent_note: str = ("[Earlier you said that you {stance} it. Answer the same way now, "
+                            "in new words.]")
     # skills (core/skills.py): the purpose of a Chat, what the robot can be asked to do
     # (intents), the Chat's opening line when the role has none
     purpose_note: str = "[Your purpose in this conversation ({name}): {instruction}]"

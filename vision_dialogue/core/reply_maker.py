@@ -18,6 +18,7 @@ from typing import Callable, Iterable
 from vision_dialogue.core.conversation_types import ConversationConfig, SentenceCallback
 from vision_dialogue.core.deadlines import FirstBy
 from vision_dialogue.core.focus import asks_to_repeat
+from vision_dialogue.core.opinions import stance
 from vision_dialogue.core.persona import Persona
 from vision_dialogue.core.perspective import from_own_side
 from vision_dialogue.core.reply_filter import NoteFilter
@@ -186,7 +187,8 @@ class ReplyMaker:
         elif notes.contradicted:
             earlier = notes.contradicted[0]
             why, note = (f"took the other side of an earlier line ({earlier[:80]!r})",
-                         self.persona.consistent_note.format(earlier=earlier))
+                         self.persona.consistent_note.format(
+                             stance="like" if stance(earlier) else "do not like"))
         elif notes.echoes:
             why, note = "read its notes out", self.persona.own_words_note
         else:
