@@ -6,7 +6,8 @@ like what you are wearing today.": greedy decoding reads its own earlier line an
 answers the other way. To a question about what the robot likes, a sentence that takes the
 other side from an earlier line of the robot's on the same thing (a word of the question's
 substance in both) is a contradiction; the reply filter drops it and the reply is asked for
-again with the earlier line quoted (core/reply_maker.py).
+again, told which side the robot took then (core/reply_maker.py; quoting the line made the
+model say it again word for word).
 """
 from __future__ import annotations
 

@@ -64,7 +64,10 @@ def persons_in_order(text: str) -> tuple[Person, ...]:
 
 def question_person(question: str) -> Person | None:
     """The one person whose pronouns the question uses, or None (both or neither)."""
-    order = persons_in_order(question)
+    return _only_person(persons_in_order(question))
+
+
+def _only_person(order: tuple[Person, ...]) -> Person | None:
     return order[0] if len(order) == 1 else None
 
 
@@ -75,7 +78,7 @@ def from_own_side(sentence: str, person_line: str) -> str:
     order = persons_in_order(question)
     if not question.endswith("?") or not sentence or not order:
         return sentence
-    person = order[0] if len(order) == 1 else None
+    person = _only_person(order)
     own, other = (_FIRST, _SECOND) if person is Person.FIRST else (_SECOND, _FIRST)
     substance = substance_words(question)
     asked = set(_words(question)) | _ANSWER_WORDS

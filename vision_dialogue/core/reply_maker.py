@@ -170,10 +170,9 @@ class ReplyMaker:
 
         It repeated an earlier line, claimed an action no tool ran, took the other side of
         an earlier line, read its notes out, or was empty; all but the last get a note saying
-        what to do instead. A turn with tools
-        asks with them again (no call now): a local model's prompt starts with them, so its
-        cache holds all but the last lines. Returns the second try's filter (its `repeats`
-        may still be said).
+        what to do instead. A turn with tools asks with them again (no call now): a local
+        model's prompt starts with them, so its cache holds all but the last lines. Returns
+        the second try's filter (its `repeats` may still be said).
         """
         cfg = self.config
         repeated = list(notes.said_before)

@@ -191,7 +191,8 @@ def server_argv(gguf: str, port: int, threads: int = 2, batch_threads: int | Non
     acted took 16 s to its first sentence on 2 cores against 3 s in the reply).
     `--cache_size` 256 MiB: the server counts only the model's state against it, but each
     saved prompt also keeps 512 rows of logits (311 MB for this model's vocabulary); under
-    the default 2 GiB a session of 60 turns grew the server to 23 GB and the kernel killed it.
+    the default 2 GiB three conversations of 20 turns grew the server to 23 GB and the kernel
+    killed it.
     """
     return [python, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1",
             "--port", str(port), "--n_ctx", "4096", "--n_threads", str(threads),
@@ -200,7 +201,7 @@ def server_argv(gguf: str, port: int, threads: int = 2, batch_threads: int | Non
 
 
 SERVER_CACHE_BYTES = 256 << 20
-"""llama.cpp server's prompt cache, as it counts it (about 5 prompts; see server_argv)."""
+"""llama.cpp server's prompt cache, as it counts it (see server_argv)."""
 
 
 def is_ready(target: Path, spec: ModelVariant) -> bool:
