@@ -26,7 +26,9 @@ the conversation gets a frame every 5 s, and the event detector (perception/even
 the video at 4 frames a second for waves, arrivals and departures between frames. Two
 speakers ask. The setup `events=false` is the baseline: the paper's frames only. The setup
 `objects=true` adds the offline object detector's notes to each frame (the detector node's
-path; `objects=false`, the default, is the baseline without it).
+path; `objects=false`, the default, is the baseline without it). The setup `persona=PATH`
+runs the conversation with that persona file (default: the packaged config/persona.yaml), to
+weigh a persona change against the one that ships, interleaved.
 
 Backends: `--llm local` (the embedded model as it ships, the 1.5B on llama.cpp, with frame
 perception; `--engines` for others) or
@@ -331,7 +333,8 @@ def run_battery(backend, observer, setup: dict, battery: dict, deadline_s: float
     setup = dict(setup)
     events = bool(setup.pop("events", True))
     objects = ObjectsNote(observer) if setup.pop("objects", False) else None
-    conv = Conversation(backend, load_persona(), ConversationConfig(**{**DEMO_MANAGER, **setup}),
+    persona = load_persona(setup.pop("persona", None))
+    conv = Conversation(backend, persona, ConversationConfig(**{**DEMO_MANAGER, **setup}),
                         observer=observer)
     if objects is not None:
         conv = objects.wrap(conv)
