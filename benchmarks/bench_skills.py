@@ -11,6 +11,12 @@ Parts (`--parts ask,intents,say`):
   missing one); missing: an expected key not obtained.
 - intents: 26 lines (12 requests of four declared intents, 14 that ask for none). Precision and
   recall of the intent, arguments right, LLM calls, seconds per line.
+- chats: the Chat skill in a conversation each (chat_battery.yaml, chat_sessions.py): a
+  purpose with results to find out, the robot's opening and replies from the model under
+  test, a scripted person answering each robot line (some answer two things at once, some
+  correct themselves). Chats done with every result right, results right/wrong/missing, chats
+  ended wrongly or unfinished, the robot lines needed, and whether the opening asks (a "?")
+  or reads the instruction out; all chats and per half (a: tuned on, b: reported).
 - say: `skill/say` goals between processes (manager, speech node, this client) with the speech
   node's script backend and its local voice (Piper, WAV out in real time): the time from the
   goal to the first audio (the speech node's BEGAN report, the local voice's first AudioChunk
@@ -43,14 +49,17 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).parent))
 
 from vision_dialogue.core.answers import AnswerSchema, parse_json_object  # noqa: E402
 from vision_dialogue.core.intents import FoundIntent, IntentReader, IntentSpec  # noqa: E402
 from vision_dialogue.core.persona import Persona, default_persona_file, load_persona  # noqa: E402
 from vision_dialogue.core.skills import Control, Heard, SkillOutcome, fill, run_ask  # noqa: E402
+from chat_sessions import chats_part  # noqa: E402
 from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
 BATTERY = Path(__file__).with_name("skills_battery.yaml")
+CHAT_BATTERY = Path(__file__).with_name("chat_battery.yaml")
 METHODS = ("ours", "baseline")
 
 
@@ -310,7 +319,7 @@ def _say_runs(node, client, reply_pub, firsts, kind, args, goals, env) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--engines", default="local,server")
-    ap.add_argument("--parts", default="ask,intents,say")
+    ap.add_argument("--parts", default="ask,intents,chats,say")
     ap.add_argument("--say-goals", type=int, default=20)
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
@@ -318,7 +327,7 @@ def main(argv=None) -> int:
     persona = load_persona(default_persona_file())
     parts = a.parts.split(",")
     result: dict = {"machine": f"{os.cpu_count()} cores"}
-    for engine in (a.engines.split(",") if {"ask", "intents"} & set(parts) else []):
+    for engine in (a.engines.split(",") if {"ask", "intents", "chats"} & set(parts) else []):
         backend, close = make_engine(engine)
         try:
             backend.complete([{"role": "user", "content": "Hi"}], max_tokens=1)   # loaded
@@ -329,6 +338,10 @@ def main(argv=None) -> int:
                 result[f"intents/{engine}"] = intents_part(backend, battery, a.verbose)
                 print(json.dumps({f"intents/{engine}": result[f"intents/{engine}"]}),
                       flush=True)
+            if "chats" in parts:
+                chats = yaml.safe_load(CHAT_BATTERY.read_text())["chats"]
+                result[f"chats/{engine}"] = chats_part(backend, chats, persona, a.verbose)
+                print(json.dumps({f"chats/{engine}": result[f"chats/{engine}"]}), flush=True)
         finally:
             close()
     if "say" in parts:
@@ -373,27 +386,50 @@ def intents_part(backend, battery, verbose) -> dict:
 
 
 def print_table(result: dict) -> None:
-    print("\n| part / engine | method | right | wrong | missing | s p50 | s p95 | LLM calls |")
-    print("|---|---|---|---|---|---|---|---|")
+    if any(key.startswith("ask/") for key in result):
+        print("\n| part / engine | method | right | wrong | missing | s p50 | s p95 | LLM calls |")
+        print("|---|---|---|---|---|---|---|---|")
     for key, val in result.items():
         if key.startswith("ask/"):
             for m, r in val.items():
                 print(f"| {key} | {m} | {r['right']} | {r['wrong']} | {r['missing']} | "
                       f"{r['s_p50']} | {r['s_p95']} | {r['llm_calls']} |")
-    print("\n| part / engine | method | precision | recall | false alarms | arguments right "
-          "| s p50 | s max | LLM calls |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    if any(key.startswith("intents/") for key in result):
+        print("\n| part / engine | method | precision | recall | false alarms | arguments "
+              "right | s p50 | s max | LLM calls |")
+        print("|---|---|---|---|---|---|---|---|---|")
     for key, val in result.items():
         if key.startswith("intents/"):
             for m, r in val.items():
                 print(f"| {key} | {m} | {r['precision']} | {r['recall']} | {r['false_alarms']}"
                       f" | {r['args_right']} | {r['s_p50']} | {r['s_max']} | {r['llm_calls']} |")
+    print_chats(result)
     if "say" in result:
         print("\n| speech backend | skill/say p50 (s) | direct Reply p50 (s) | goals |")
         print("|---|---|---|---|")
         for kind, r in result["say"].items():
             print(f"| {kind} | {r['skill'].get('p50')} | {r['direct'].get('p50')} | "
                   f"{r['skill']['n']} |")
+
+
+def print_chats(result: dict) -> None:
+    """The chats' table: all chats, then each half."""
+    rows = [(key, part, r) for key, val in result.items() if key.startswith("chats/")
+            for m, scores in val.items()
+            for part, r in [("all", scores), ("half a", scores["half_a"]),
+                            ("half b", scores["half_b"])]]
+    if not rows:
+        return
+    print("\n| part / engine | chats | done, all right | right | wrong | missing | ended wrongly "
+          "| unfinished | robot lines p50 | openings asking / recited | s p50 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for key, part, r in rows:
+        if not r["chats"]:
+            continue
+        print(f"| {key} {part} | {r['chats']} | {r['done_all_right']} | {r['right']} | "
+              f"{r['wrong']} | {r['missing']} | {r['ended_wrongly']} | {r['unfinished']} | "
+              f"{r['robot_lines_p50']} | {r['openings_asking']} / {r['openings_recited']} of "
+              f"{r['openings']} | {r['s_p50']} |")
 
 
 if __name__ == "__main__":

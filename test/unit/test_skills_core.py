@@ -58,12 +58,21 @@ def test_only_valid_grounded_values_are_kept():
     schema = AnswerSchema.parse({"name": {"type": "string"}, "age": {"type": "integer"},
                                  "drink": {"type": "string", "enum": ["tea", "coffee"]}})
     keys = list(schema.properties)
-    said = ["My name is Zebulon and I am 41"]
+    said = ["My name is Zebulon and I am 41. Teas are my thing."]
     assert keep_valid(schema, keys, {"name": "Zebulon", "age": 41.0, "drink": "tea"}, said) == \
         {"name": "Zebulon", "age": 41, "drink": "tea"}
     # a name nobody said, a wrong type, an enum value not declared, "unknown"
     assert keep_valid(schema, keys, {"name": "John", "age": "41", "drink": "milk"}, said) == {}
     assert keep_valid(schema, keys, {"name": "unknown"}, said) == {}
+    # an enum value nobody named is a guess (to "Hmm, let me think." the 1.5B chose "okay")
+    rating = AnswerSchema.parse({"rating": {"type": "string", "enum": ["bad", "okay", "great"]},
+                                 "who": {"type": "string",
+                                         "enum": ["dentist", "physiotherapist"]}})
+    assert keep_valid(rating, ["rating"], {"rating": "okay"}, ["Hmm, let me think."]) == {}
+    assert keep_valid(rating, ["rating"], {"rating": "great"}, ["I'd say it was great."]) == \
+        {"rating": "great"}
+    assert keep_valid(rating, ["who"], {"who": "physiotherapist"}, ["I see the physio."]) == \
+        {"who": "physiotherapist"}
 
 
 # --- the arbiter --------------------------------------------------------------------------------
@@ -114,6 +123,8 @@ class Host:
         self.llm, self._present = llm, present
         self.exchanges: queue.Queue = queue.Queue()
         self.purpose, self.turns = None, []
+        self.heard = None            # time.monotonic() of the person's newest line
+        self.needs: list[str] = []   # what the chat said it still needs, in order
 
     def say(self, text, control, feedback):
         self.said.append(text)
@@ -150,6 +161,12 @@ class Host:
 
     def present(self):
         return self._present
+
+    def heard_at(self):
+        return self.heard
+
+    def still_needed(self, needs):
+        self.needs.append(needs)
 
 
 def extractor(msgs, schema):
@@ -216,6 +233,8 @@ def test_chat_converses_with_its_purpose_until_the_results_are_in():
     assert host.turns == [(None, "Start.")]            # the robot opened (initiate)
     assert host.said == ["Thank you, I will tell them you are here."]
     assert host.purpose is None                        # the purpose left the prompt
+    # the replies' prompt says what is still missing, until it is in; then nothing
+    assert host.needs == ["name", "name", "", ""]
     assert "results" in stages
 
 
@@ -230,6 +249,38 @@ def test_chat_ends_when_the_person_leaves_or_on_cancel():
     assert out.status == "cancelled"
     with pytest.raises(SchemaError, match="unknown keys"):
         ChatRole.parse("x", '{"instructions": "typo"}')
+
+
+def test_a_person_who_keeps_talking_has_not_left_though_nobody_is_in_view():
+    """The demo's camera showed nobody while the visitor answered: the chat ended person_left."""
+    role = ChatRole.parse("front desk", json.dumps({
+        "instruction": "Find out the visitor's name.", "results": {"name": {"type": "string"}}}))
+    host = Host(present=False, llm=extractor)
+    host.heard = time.monotonic()
+    stop = threading.Event()
+
+    def talk():          # a line every 0.1 s for 0.6 s (the clock is 0.3 s), then the name
+        for _ in range(6):
+            if stop.wait(0.1):
+                return
+            host.heard = time.monotonic()
+        host.exchanges.put(("I am Zebulon.", "Nice to meet you, Zebulon."))
+
+    talker = threading.Thread(target=talk)
+    talker.start()
+    try:
+        out = run_chat(host, Control(deadline=time.monotonic() + 5), lambda *a: None, role,
+                       False, "", 0.3, "")
+    finally:
+        stop.set()
+        talker.join()
+    assert out.status == "done" and out.data == {"name": "Zebulon"}
+    # silent and out of view: gone after the clock from the newest line
+    host = Host(present=False)
+    host.heard = time.monotonic()
+    t0 = time.monotonic()
+    out = run_chat(host, Control(deadline=t0 + 5), lambda *a: None, role, False, "", 0.3, "")
+    assert out.status == "person_left" and time.monotonic() - t0 >= 0.3
 
 
 # --- intents ------------------------------------------------------------------------------------

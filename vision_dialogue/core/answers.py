@@ -253,11 +253,22 @@ def keep_valid(schema: AnswerSchema, keys: list[str], candidate: dict,
             v = int(v)
         if not schema.valid(k, v):
             continue
-        if schema.kind(k) == "string" and "enum" not in schema.properties[k] and \
-                not grounded(v, sources):
+        if schema.kind(k) == "string" and not (
+                named(v, sources) if "enum" in schema.properties[k] else grounded(v, sources)):
             continue
         out[k] = v
     return out
+
+
+def named(choice: str, sources: Iterable[str]) -> bool:
+    """Whether an enum's value was said, or a word it starts with ("physio": physiotherapist).
+
+    The model must fill an enum from its list: to "Hmm, let me think." it chose "okay" from
+    bad/okay/great (benchmarks/chat_battery.yaml). A value nobody named is a guess.
+    """
+    heard = {w.rstrip("s") for s in sources for w in _words(s)}
+    return any(w.rstrip("s") in heard or any(len(h) >= 4 and w.startswith(h) for h in heard)
+               for w in _words(choice))
 
 
 def question_for(schema: AnswerSchema, keys: list[str]) -> str:

@@ -63,7 +63,9 @@ class Persona:
     # the second try after a reply that only read the prompt's notes out
     own_words_note: str = "[Do not read your notes out. Answer the person in your own words.]"
     # the second try after a reply that said the robot did something no tool ran ("I went to
-    # the library yesterday." to the person's "I went to the library yesterday.")
+    # the library yesterday." to the person's "I went to the library yesterday."). The second
+    # try may speak of "the person", or claim it again ("I went there yesterday.": the
+    # fallback line); a note asking for "you" did the same (bench_robot_tools --session)
     not_done_note: str = ("[You did not do that: the person told you about it. Reply to "
                           "them about it in your own words, without saying that you did it.]")
     # the second try after an answer that took the other side of the robot's earlier line on
@@ -76,8 +78,14 @@ class Persona:
     purpose_note: str = "[Your purpose in this conversation ({name}): {instruction}]"
     abilities_note: str = ("[If the person asks you to do one of these, say briefly that you "
                            "will: {abilities}.]")
-    chat_opening_instruction: str = ("Start the conversation now, in one short sentence, "
-                                     "for your purpose.")
+    # a Chat's opening when the role has none: "Start the conversation now ... for your
+    # purpose" was answered with the purpose read out ("I'm looking for the visitor's name
+    # and which floor they need to go to."); the needs note says what to ask for first
+    chat_opening_instruction: str = ("Greet the person and ask them your first question, in "
+                                     "one short sentence.")
+    # before the person's line while a Chat's results are missing (core/skills.run_chat);
+    # {needs}: what is still missing, in the results' own descriptions
+    needs_note: str = "[Still to find out from the person: {needs}. Ask for the first one.]"
     ask_wording_instruction: str = ("Ask the person, in one short friendly question, for: "
                                     "{keys}. Say only the question.")
     extra: dict = field(default_factory=dict)

@@ -47,6 +47,7 @@ class PromptAssembly:
         self._newest_at = 0.0                 # time.monotonic() of the newest frame
         self._people: tuple[float, str] = (0.0, "")   # (monotonic time, description)
         self._speakers: set[str] = set()
+        self.needs = ""      # what a Chat still has to find out (core/skills.run_chat), or ""
 
     # --- what comes in ---------------------------------------------------------------------
     def add_frame(self, image: np.ndarray, stamp: float | None = None,
@@ -133,6 +134,9 @@ class PromptAssembly:
         if people:
             msgs.insert(now_index(msgs), {"role": "system", "content":
                                           self.persona.people_note.format(people=people)})
+        if self.needs:
+            msgs.insert(now_index(msgs), {"role": "system", "content":
+                                          self.persona.needs_note.format(needs=self.needs)})
         return msgs
 
     def turn_messages(self, text: str | None, speaker: str, language: str, instruction: str,

@@ -296,6 +296,12 @@ class ChatHost(SkillHost, Protocol):
     def present(self) -> bool | None:
         """Whether a person is in view (None: nobody can tell)."""
 
+    def heard_at(self) -> float | None:
+        """When the person's newest line was heard (time.monotonic(); None: none yet)."""
+
+    def still_needed(self, needs: str) -> None:
+        """What the chat has yet to find out, for the replies' prompt ("" when nothing)."""
+
 
 def run_chat(host: ChatHost, control: Control, feedback: Feedback, role: ChatRole,
              initiate: bool, initial_input: str, person_lost_s: float,
@@ -306,6 +312,7 @@ def run_chat(host: ChatHost, control: Control, feedback: Feedback, role: ChatRol
     lines: list[str] = []
     try:
         feedback("started", role.name, results)
+        host.still_needed(needs_of(role, results))
         if initial_input.strip():
             host.start_turn(initial_input.strip())
         elif initiate and role.opening:
@@ -319,10 +326,12 @@ def run_chat(host: ChatHost, control: Control, feedback: Feedback, role: ChatRol
             why = control.reason()
             if why:
                 return SkillOutcome(why, results)
-            present = host.present()
-            if present is False:
-                gone_since = gone_since or time.monotonic()
-                if time.monotonic() - gone_since >= person_lost_s:
+            if host.present() is False:
+                # a person who speaks is there, seen or not (the demo's camera showed nobody
+                # while the visitor answered): the clock runs from their newest line
+                now, heard = time.monotonic(), host.heard_at()
+                gone_since = max(gone_since or now, heard if heard is not None else 0.0)
+                if now - gone_since >= person_lost_s:
                     return SkillOutcome("person_left", results)
             else:
                 gone_since = None
@@ -339,9 +348,18 @@ def run_chat(host: ChatHost, control: Control, feedback: Feedback, role: ChatRol
             need = [k for k in role.results.properties if k not in results]
             results.update(fill(host, role.results, need, role.instruction, lines, log))
             feedback("results", json.dumps(results), results)
+            host.still_needed(needs_of(role, results))
             if not role.results.missing(results):
                 if role.closing:
                     host.say(role.closing, control, lambda s, t: None)
                 return SkillOutcome("done", results)
     finally:
+        host.still_needed("")
         host.end_chat()
+
+
+def needs_of(role: ChatRole, results: dict) -> str:
+    """The role's results still missing, in their descriptions ("the floor they go to")."""
+    if role.results is None:
+        return ""
+    return "; ".join(role.results.what(k) for k in role.results.missing(results))

@@ -69,6 +69,7 @@ class ManagerSkillHost:
         self.listening_to: str | None = None     # an Ask listens (to this person, "" = anyone)
         self.chat_active = False
         self.chat_person = ""          # the Chat goal's person_id: its turns are theirs
+        self._heard_at: float | None = None     # time.monotonic() of the newest person line
         self.on_chat_end: Callable[[], None] = lambda: None     # stops a robot action
         conversation.add_listener(self._on_event)
 
@@ -206,7 +207,16 @@ class ManagerSkillHost:
             return None
         return frame.people > 0
 
+    def heard_at(self) -> float | None:
+        return self._heard_at
+
+    def still_needed(self, needs: str) -> None:
+        self.conversation.prompt.needs = needs
+        self.conversation.warmer.soon()
+
     def _on_event(self, kind: str, data: dict) -> None:
+        if kind == "user":
+            self._heard_at = time.monotonic()
         if kind == "reply" and self.chat_active:
             r = data["result"]
             if not r.skill:
