@@ -73,6 +73,11 @@ def test_only_valid_grounded_values_are_kept():
         {"rating": "great"}
     assert keep_valid(rating, ["who"], {"who": "physiotherapist"}, ["I see the physio."]) == \
         {"who": "physiotherapist"}
+    # a number nobody said is a guess (behind the server the 1.5B filled floor 0 from a name)
+    floor = AnswerSchema.parse({"floor": {"type": "integer"}})
+    assert keep_valid(floor, ["floor"], {"floor": 0}, ["Hello! I am Zebulon."]) == {}
+    assert keep_valid(floor, ["floor"], {"floor": 4}, ["To the fourth floor."]) == {"floor": 4}
+    assert keep_valid(floor, ["floor"], {"floor": 12}, ["Twelve, please."]) == {"floor": 12}
 
 
 # --- the arbiter --------------------------------------------------------------------------------
