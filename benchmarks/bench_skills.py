@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: the Ask skill's answers, the intents, and a Say goal's time to the first audio.
 
-Parts (`--parts ask,intents,say`):
+Parts (`--parts ask,intents,chats,say`):
 
 - ask: the held-out-style battery in skills_battery.yaml (25 goals: names, numbers, yes/no,
   enums, things held or seen, two keys at once, people who decline). Each goal runs the real
@@ -29,6 +29,8 @@ Baselines, measured in the same run and interleaved goal by goal: for ask and in
 user would otherwise write: one LLM call asking for the JSON (no plain readers, no constrained
 output, no grounding, every line to the LLM), keeping the values whose types fit; for say,
 publishing the line on dialogue/reply directly (no skill, no result).
+For chats there is no other method to interleave: the code before a change is run in turn with
+the code after (swapped in the working tree; the records say `dirty`).
 
 Prints a table and one JSON line. Usage:
     source env.sh && python benchmarks/bench_skills.py [--engines local,server] [--parts ask]
