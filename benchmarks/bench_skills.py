@@ -57,6 +57,7 @@ from vision_dialogue.core.answers import AnswerSchema, parse_json_object  # noqa
 from vision_dialogue.core.intents import FoundIntent, IntentReader, IntentSpec  # noqa: E402
 from vision_dialogue.core.persona import Persona, default_persona_file, load_persona  # noqa: E402
 from vision_dialogue.core.skills import Control, Heard, SkillOutcome, fill, run_ask  # noqa: E402
+from answer_scores import score_answers  # noqa: E402
 from chat_sessions import chats_part  # noqa: E402
 from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
@@ -135,22 +136,6 @@ def naive_fill(host, schema, keys, question, lines, log=None) -> dict:
                          {"role": "user", "content": prompt}], max_tokens=80)
     got = parse_json_object(text)
     return {k: v for k, v in got.items() if k in keys and schema.valid(k, v)}
-
-
-def score_answers(expect: dict, got: dict) -> tuple[int, int, int]:
-    """(right, wrong, missing) of one goal."""
-    right = wrong = missing = 0
-    for key, want in expect.items():
-        if key not in got:
-            missing += want is not None
-            right += want is None
-            continue
-        have = got[key]
-        ok = want is not None and (
-            str(want).lower() in str(have).lower() if isinstance(want, str) else have == want)
-        right += ok
-        wrong += not ok
-    return right, wrong, missing
 
 
 def run_ask_battery(backend, goals, persona: Persona, method: str) -> list[dict]:

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from answer_scores import score_answers
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.persona import Persona
 from vision_dialogue.core.skills import ChatRole, Control, SkillOutcome, run_chat
@@ -105,13 +106,6 @@ def recited(opening: str, instruction: str) -> bool:
     return bool(words) and len(words & said) / len(words) > 0.5
 
 
-def right_value(want, have) -> bool:
-    """A string is right when it holds the expected words; anything else when equal."""
-    if isinstance(want, str):
-        return want.lower() in str(have).lower()
-    return have == want
-
-
 def run_chat_item(backend, persona: Persona, item: dict) -> dict:
     """One chat of the battery in a new conversation; its scored row."""
     role = ChatRole.parse(item["name"], json.dumps({
@@ -131,12 +125,11 @@ def run_chat_item(backend, persona: Persona, item: dict) -> dict:
         conv.close()
     s = time.perf_counter() - t0
     expect = item["expect"]
-    right = sum(k in out.data and right_value(v, out.data[k]) for k, v in expect.items())
-    wrong = sum(k in out.data and not right_value(v, out.data[k]) for k, v in expect.items())
+    right, wrong, missing = score_answers(expect, out.data)
     status = "unfinished" if out.status == "cancelled" else out.status
     opening = host.robot_lines[0] if host.robot_lines and not first else ""
     return {"name": item["name"], "half": item["half"], "status": status, "results": out.data,
-            "right": right, "wrong": wrong, "missing": len(expect) - right - wrong,
+            "right": right, "wrong": wrong, "missing": missing,
             "all_right": right == len(expect) and status == "done",
             "robot_lines": len(host.robot_lines), "lines": host.robot_lines,
             "opening_asks": "?" in opening if opening else None,

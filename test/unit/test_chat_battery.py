@@ -10,7 +10,8 @@ import yaml
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
-from chat_sessions import chat_scores, recited, right_value, run_chat_item  # noqa: E402
+from answer_scores import score_answers  # noqa: E402
+from chat_sessions import chat_scores, recited, run_chat_item  # noqa: E402
 from fake_chat_backend import FakeChatBackend  # noqa: E402
 from vision_dialogue.core.answers import AnswerSchema  # noqa: E402
 from vision_dialogue.core.persona import load_persona  # noqa: E402
@@ -38,8 +39,9 @@ def test_the_rules():
     assert recited("I'm looking for the visitor's name and which floor they need to go to.",
                    instruction)
     assert not recited("Hello! What is your name?", instruction)
-    assert right_value("station", "the train station") and not right_value(4, 3)
-    assert right_value(False, False) and not right_value(False, None)
+    assert score_answers({"to": "station", "n": 4}, {"to": "the train station", "n": 3}) == \
+        (1, 1, 0)
+    assert score_answers({"ok": False, "x": 1}, {"ok": False}) == (1, 0, 1)
 
 
 def _model(messages, kind):
