@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: the Ask skill's answers, the intents, and a Say goal's time to the first audio.
 
-Parts (`--parts ask,intents,chats,say`):
+Parts (`--parts ask,intents,chats,intent_sessions,say`):
 
 - ask: the held-out-style battery in skills_battery.yaml (25 goals: names, numbers, yes/no,
   enums, things held or seen, two keys at once, people who decline). Each goal runs the real
@@ -17,6 +17,12 @@ Parts (`--parts ask,intents,chats,say`):
   correct themselves). Chats done with every result right, results right/wrong/missing, chats
   ended wrongly or unfinished, the robot lines needed, and whether the opening asks (a "?")
   or reads the instruction out; all chats and per half (a: tuned on, b: reported).
+- intent_sessions: intents inside conversations (intent_battery.yaml, intent_sessions.py):
+  40 lines in 10 sessions, requests, near-misses and requests that depend on an earlier line,
+  each line answered by the model under test. Precision, recall, arguments right, intents late
+  (after the next line), delay from the line p50/p95, the reply's first sentence p50; all
+  lines and per half. The baseline, interleaved session by session, is the manager before
+  intents were read first: each line read after its reply, in the background.
 - say: `skill/say` goals between processes (manager, speech node, this client) with the speech
   node's script backend and its local voice (Piper, WAV out in real time): the time from the
   goal to the first audio (the speech node's BEGAN report, the local voice's first AudioChunk
@@ -53,16 +59,19 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from vision_dialogue.core.answers import AnswerSchema, parse_json_object  # noqa: E402
-from vision_dialogue.core.intents import FoundIntent, IntentReader, IntentSpec  # noqa: E402
+from vision_dialogue.core.answers import parse_json_object  # noqa: E402
+from vision_dialogue.core.intents import FoundIntent, IntentReader  # noqa: E402
 from vision_dialogue.core.persona import Persona, default_persona_file, load_persona  # noqa: E402
 from vision_dialogue.core.skills import Control, Heard, SkillOutcome, fill, run_ask  # noqa: E402
 from answer_scores import score_answers  # noqa: E402
 from chat_sessions import chats_part  # noqa: E402
+from intent_sessions import intent_sessions_part, intent_specs, \
+    print_intent_sessions  # noqa: E402
 from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
 BATTERY = Path(__file__).with_name("skills_battery.yaml")
 CHAT_BATTERY = Path(__file__).with_name("chat_battery.yaml")
+INTENT_BATTERY = Path(__file__).with_name("intent_battery.yaml")
 METHODS = ("ours", "baseline")
 
 
@@ -155,15 +164,6 @@ def run_ask_battery(backend, goals, persona: Persona, method: str) -> list[dict]
 
 
 # --- intents ----------------------------------------------------------------------------------
-def intent_specs(raw) -> list[IntentSpec]:
-    out = []
-    for i in raw:
-        args = AnswerSchema.parse({"properties": i["arguments"]}) if i.get("arguments") \
-            else None
-        out.append(IntentSpec(i["name"], i["description"], args))
-    return out
-
-
 class NaiveIntents(IntentReader):
     """The baseline: every line to the LLM, free JSON, arguments kept if they are strings."""
 
@@ -306,7 +306,7 @@ def _say_runs(node, client, reply_pub, firsts, kind, args, goals, env) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--engines", default="local,server")
-    ap.add_argument("--parts", default="ask,intents,chats,say")
+    ap.add_argument("--parts", default="ask,intents,chats,intent_sessions,say")
     ap.add_argument("--say-goals", type=int, default=20)
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
@@ -314,7 +314,8 @@ def main(argv=None) -> int:
     persona = load_persona(default_persona_file())
     parts = a.parts.split(",")
     result: dict = {"machine": f"{os.cpu_count()} cores"}
-    for engine in (a.engines.split(",") if {"ask", "intents", "chats"} & set(parts) else []):
+    llm_parts = {"ask", "intents", "chats", "intent_sessions"}
+    for engine in (a.engines.split(",") if llm_parts & set(parts) else []):
         backend, close = make_engine(engine)
         try:
             backend.complete([{"role": "user", "content": "Hi"}], max_tokens=1)   # loaded
@@ -329,6 +330,11 @@ def main(argv=None) -> int:
                 chats = yaml.safe_load(CHAT_BATTERY.read_text())["chats"]
                 result[f"chats/{engine}"] = chats_part(backend, chats, persona, a.verbose)
                 print(json.dumps({f"chats/{engine}": result[f"chats/{engine}"]}), flush=True)
+            if "intent_sessions" in parts:
+                key = f"intent_sessions/{engine}"
+                result[key] = intent_sessions_part(
+                    backend, yaml.safe_load(INTENT_BATTERY.read_text()), persona, a.verbose)
+                print(json.dumps({key: result[key]}), flush=True)
         finally:
             close()
     if "say" in parts:
@@ -391,6 +397,7 @@ def print_table(result: dict) -> None:
                 print(f"| {key} | {m} | {r['precision']} | {r['recall']} | {r['false_alarms']}"
                       f" | {r['args_right']} | {r['s_p50']} | {r['s_max']} | {r['llm_calls']} |")
     print_chats(result)
+    print_intent_sessions(result)
     if "say" in result:
         print("\n| speech backend | skill/say p50 (s) | direct Reply p50 (s) | goals |")
         print("|---|---|---|---|")

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
@@ -24,6 +25,7 @@ from ros_processes import Proc, manager_process, process_env, speech_process, \
     transcript_records
 from vision_dialogue.core.answers import EXTRACT_SYSTEM
 from vision_dialogue.core.intents import INTENT_SYSTEM
+from vision_dialogue.ros import perception_msgs
 from vision_dialogue_interfaces.msg import Intent, Reply
 
 REPO = Path(__file__).resolve().parents[1]
@@ -234,6 +236,119 @@ def test_intents_priorities_and_a_robot_without_a_speech_node(fake_openai, tmp_p
     finally:
         if speech is not None:
             speech.close()
+        manager.close()
+        node.destroy_node()
+        ctx.try_shutdown()
+
+
+FRONT_DESK_INTENTS = """
+intents:
+  - name: call_elevator
+    description: Call the lift to a floor.
+    arguments: {floor: {type: integer, minimum: 0, maximum: 40, description: the floor}}
+"""
+FRONT_DESK = {"name": "front desk", "configuration": json.dumps({
+    "instruction": "Find out the visitor's name and which floor they are going to.",
+    "results": {"name": {"type": "string", "description": "the visitor's name"},
+                "floor": {"type": "integer", "description": "the floor they go to"}}})}
+SLOW_REPLY_S = 1.5
+"""Each chat reply of the fake model takes this long: more than the chat's person_lost clock."""
+
+
+def front_desk_llm(req):
+    """A slow model at a front desk: asks for what is missing, reads names, floors, intents."""
+    msgs = req["messages"]
+    system = msgs[0]["content"] if isinstance(msgs[0]["content"], str) else ""
+    text = msgs[-1]["content"] if isinstance(msgs[-1]["content"], str) else ""
+    if system == EXTRACT_SYSTEM:
+        said = text.split("The person said:")[1].split("\n\n")[0]
+        out = {}
+        if "- name" in text and (m := re.search(r"name is (\w+)", said)):
+            out["name"] = m.group(1)
+        if "- floor" in text and "fourth floor" in said:
+            out["floor"] = 4
+        return json.dumps(out)
+    if system.startswith(INTENT_SYSTEM[:40]):
+        if "second floor" in text:
+            return json.dumps({"intent": "call_elevator", "arguments": {"floor": 2}})
+        return '{"intent": "none"}'
+    prompt = json.dumps(msgs)
+    time.sleep(SLOW_REPLY_S)
+    if "Still to find out from the person" in prompt and "Zebulon" not in prompt:
+        return "Welcome! What is your name?"
+    if "Still to find out from the person" in prompt and "fourth floor" not in prompt:
+        return "Thank you, Zebulon. Which floor are you going to?"
+    return "Of course."
+
+
+def front_desk_person(speech: Proc):
+    def hear(line):
+        if line.startswith("robot:"):
+            answer = ("My name is Zebulon." if "your name" in line else
+                      "I need to go to the fourth floor." if "Which floor" in line else None)
+            if answer:
+                speech.say(answer)
+    return hear
+
+
+@pytest.mark.skipif(bool(perception_msgs.missing()),
+                    reason="hri_msgs not built (the tracked persons say nobody is in view)")
+def test_front_desk_chat_with_nobody_in_view_then_the_request_as_an_intent(fake_openai,
+                                                                           tmp_path):
+    """A front desk's session: nobody in view while the visitor answers a slow robot.
+
+    ROS4HRI's tracked persons saw the visitor, then nobody for the whole chat; each reply takes
+    longer than the chat's person_lost clock: the chat still ends done with both results; the
+    request that follows is published as its own intent before the robot's reply to it.
+    """
+    from hri_msgs.msg import IdsList
+    fake_openai.responder = front_desk_llm
+    (tmp_path / "intents.yaml").write_text(FRONT_DESK_INTENTS)
+    manager = start_manager(fake_openai, tmp_path, f"intents_file:={tmp_path / 'intents.yaml'}",
+                            "chat_person_lost:=1.0")
+    speech = start_speech(tmp_path)
+    speech.on_line = front_desk_person(speech)
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=SKILLS_DOMAIN)
+    node = rclpy.create_node("front_desk_app", context=ctx)
+    intents = []
+    node.create_subscription(Intent, "intents", lambda m: intents.append((m, time.monotonic())),
+                             10)
+    tracked = node.create_publisher(IdsList, "/humans/persons/tracked", 10)
+    in_view = ["visitor"]
+    node.create_timer(0.2, lambda: tracked.publish(IdsList(ids=in_view)))
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+
+    def seen(event):
+        return any(r["type"] == "event" and r.get("event") == event
+                   for r in transcript_records(tmp_path))
+    try:
+        # the tracker saw the visitor, then lost them: nobody in view from then on
+        assert spin_until(ex, lambda: seen("arrived"), 30), manager.err[-20:]
+        in_view.clear()
+        assert spin_until(ex, lambda: seen("left"), 30), manager.err[-20:]
+        results, _ = run_client(tmp_path, manager=manager, steps=[
+            {"skill": "chat", "goal": {"role": FRONT_DESK, "initiate": True}}])
+        assert results[0]["status"] == "done", results
+        assert json.loads(results[0]["role_results"]) == {"name": "Zebulon", "floor": 4}
+        said_at = time.monotonic()
+        speech.say("Could you call the elevator to the second floor for me?")
+        assert spin_until(ex, lambda: intents, 30), manager.err[-20:]
+        msg, at = intents[0]
+        assert (msg.intent, json.loads(msg.data)) == ("call_elevator", {"floor": 2})
+        assert msg.utterance == "Could you call the elevator to the second floor for me?"
+        assert at - said_at < 3.0, at - said_at
+        request = msg.utterance
+
+        def order():
+            return [(r["type"], r.get("in_reply_to", r.get("utterance", "")))
+                    for r in transcript_records(tmp_path) if r["type"] in ("intent", "reply")]
+        assert spin_until(ex, lambda: ("reply", request) in order(), 30)
+        kinds = order()
+        assert kinds.index(("intent", request)) < kinds.index(("reply", request)), kinds
+    finally:
+        speech.close()
         manager.close()
         node.destroy_node()
         ctx.try_shutdown()

@@ -369,8 +369,6 @@ class ManagerNode(ManagedNode):
             self.vcg.close()
         if self.robot_tools is not None:
             self.robot_tools.close()
-        if self.intents is not None:
-            self.intents.close()
         self.turns.close()
         self.conversation.close(timeout=2.0)
         # after the frame in hand, not past FRAME_AT_EXIT_S (the process then ends without

@@ -224,6 +224,28 @@ def test_lines_said_while_the_robot_is_busy_get_one_reply_in_order():
     assert len(user) == 4
 
 
+def test_each_line_is_read_for_intents_before_its_reply_and_a_line_only_heard_too():
+    """on_person_line runs on the worker before the reply is asked (an intent is timely)."""
+    seen = []
+    backend, conv, turns, out = gated_turn_taker(False, False)
+    turns.on_person_line = lambda text, speaker: seen.append(
+        (text, speaker, len(backend.calls), threading.current_thread().name))
+    try:
+        turns.utterance("hello robot", "ada")
+        assert until(lambda: seen, timeout=10)
+        backend.gate["reply"].set()
+        assert until(lambda: sum(c.final for c in out) == 1, timeout=10)
+        turns.converse = lambda: False               # outside a chat: heard, not answered
+        assert turns.utterance("take me to the kitchen", "ada")
+        assert until(lambda: len(seen) == 2, timeout=10)
+    finally:
+        turns.close()
+        conv.close()
+    assert seen == [("hello robot", "ada", 0, "vd-turns"),
+                    ("take me to the kitchen", "ada", 1, "vd-turns")]
+    assert sum(c.final for c in out) == 1 and len(backend.calls) == 1
+
+
 class SlowBackend:
     """Streams its reply after `delay` seconds; records whether its stream was closed."""
 

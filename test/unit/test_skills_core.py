@@ -14,7 +14,8 @@ import pytest
 
 from vision_dialogue.core.answers import AnswerSchema, SchemaError, keep_valid, numbers_in, \
     read_plainly, yes_or_no
-from vision_dialogue.core.intents import IntentReader, IntentsError, load_intents
+from vision_dialogue.core.intents import IntentReader, IntentsError, LineIntents, \
+    load_intents, refers_back
 from vision_dialogue.core.skills import ChatRole, Control, Heard, SkillArbiter, SkillOutcome, \
     SkillRejected, run_ask, run_chat
 from vision_dialogue.speech.turns import BEGAN, DONE, INTERRUPTED, SENTENCE, SpeechTurns
@@ -245,8 +246,11 @@ def test_chat_converses_with_its_purpose_until_the_results_are_in():
 
 def test_chat_ends_when_the_person_leaves_or_on_cancel():
     role = ChatRole.parse("small talk", "")
-    out = run_chat(Host(present=False), Control(), lambda *a: None, role, False, "Hi", 0.3, "")
-    assert out.status == "person_left"
+    host = Host(present=False)
+    host.exchanges.put(("Hi", "Hello!"))          # the robot answered; nobody answers back
+    t0 = time.monotonic()
+    out = run_chat(host, Control(deadline=t0 + 30), lambda *a: None, role, False, "Hi", 0.3, "")
+    assert out.status == "person_left" and time.monotonic() - t0 >= 0.3
     cancel = threading.Event()
     threading.Timer(0.3, cancel.set).start()
     out = run_chat(Host(), Control(cancelled=cancel.is_set), lambda *a: None, role, False, "",
@@ -286,6 +290,43 @@ def test_a_person_who_keeps_talking_has_not_left_though_nobody_is_in_view():
     t0 = time.monotonic()
     out = run_chat(host, Control(deadline=t0 + 5), lambda *a: None, role, False, "", 0.3, "")
     assert out.status == "person_left" and time.monotonic() - t0 >= 0.3
+
+
+def test_the_person_waits_for_a_slow_reply_and_gets_the_clock_after_each_one():
+    """Nobody in view: a reply slower than the clock, and lines of the robot's, are no absence.
+
+    The person's first line starts the chat and the robot answers it after 1.5 s (the clock is
+    1 s); then the robot says three more lines, and the person answers right after.
+    """
+    role = ChatRole.parse("front desk", json.dumps({
+        "instruction": "Find out the visitor's name.", "results": {"name": {"type": "string"}}}))
+    host = Host(present=False, llm=extractor)
+    spoke = threading.Event()
+
+    def start_turn(text, instruction=""):          # the person's line is heard as it starts
+        host.heard = time.monotonic()
+        spoke.set()
+    host.start_turn = start_turn
+    stop = threading.Event()
+
+    def robot_talks():
+        if not spoke.wait(5) or stop.wait(1.5):
+            return
+        for _ in range(3):
+            host.exchanges.put(("", "Let me tell you about the building."))
+            if stop.wait(0.1):
+                return
+        host.exchanges.put(("I am Zebulon.", "Nice to meet you, Zebulon."))
+
+    talker = threading.Thread(target=robot_talks)
+    talker.start()
+    try:
+        out = run_chat(host, Control(deadline=time.monotonic() + 10), lambda *a: None, role,
+                       False, "Hello.", 1.0, "")
+    finally:
+        stop.set()
+        talker.join()
+    assert out.status == "done" and out.data == {"name": "Zebulon"}
 
 
 # --- intents ------------------------------------------------------------------------------------
@@ -328,6 +369,78 @@ def test_a_declared_intent_is_found_and_nothing_is_invented(tmp_path):
     assert reader.read("What a lovely morning it is.") is None   # small talk: no LLM call
     assert len(calls) == asked
     assert "guide (Take the person to a place in the building)" in reader.abilities()
+
+
+def test_a_line_that_refers_back_takes_its_argument_from_the_lines_before(tmp_path):
+    """Take me there, after the robot named the place: the place comes from that line."""
+    f = tmp_path / "intents.yaml"
+    f.write_text(INTENTS)
+    calls = []
+
+    def llm(msgs, max_tokens, json_schema=None):
+        calls.append(msgs[-1]["content"])
+        return '{"intent": "guide", "arguments": {"place": "cafeteria"}}'
+    reader = IntentReader(load_intents(f), llm)
+    earlier = ["person: I am hungry.", "robot: The cafeteria is on the ground floor."]
+    found = reader.read("Great, can you take me there?", earlier)
+    assert found is not None and found.data == {"place": "cafeteria"}
+    assert "robot: The cafeteria is on the ground floor." in calls[-1]
+    assert calls[-1].index("cafeteria") < calls[-1].index("Now the person said")
+    # a line that does not refer back is read alone: an argument from before is not its own
+    assert reader.read("Can you take me to the library?", earlier) is None
+    assert "cafeteria is on" not in calls[-1] and refers_back("bring it to me") and \
+        not refers_back("Bring me a thing, please.")
+
+
+def test_an_intent_needs_a_request_and_a_word_of_its_own_and_gets_typed_arguments(tmp_path):
+    """The 1.5B read "I took the lift to the third floor" as a request and "dance" as a wave."""
+    f = tmp_path / "intents.yaml"
+    f.write_text(INTENTS + """
+  - name: call_elevator
+    description: Call the lift to a floor.
+    arguments: {floor: {type: integer, description: the floor to go to}}
+""")
+    asked = []
+
+    def llm(msgs, max_tokens, json_schema=None):        # a model that always waves
+        asked.append(msgs[-1]["content"])
+        return '{"intent": "wave", "arguments": {}}'
+    reader = IntentReader(load_intents(f), llm)
+    assert reader.read("I took the lift to the third floor this morning.") is None
+    assert reader.read("The kitchen was busy yesterday.") is None
+    assert asked == []                                   # no request, no imperative: no LLM
+    assert reader.read("Will you dance for me?") is None        # asked, but nothing of a wave
+    assert len(asked) == 1
+    assert reader.read("Wave to my friend over there!").intent == "wave"    # an imperative
+    assert reader.read("Please wave goodbye.").intent == "wave"
+    # the robot's own actions keep the looser test: a shared word is enough
+    loose = IntentReader(load_intents(f), llm, strict=False)
+    assert loose.read("The kitchen was busy yesterday.").intent == "wave"
+    # the answer's arguments are typed by the intents' own: a floor is an integer
+    args = reader.schema()["properties"]["arguments"]["anyOf"]
+    assert {"type": "object", "properties": {"floor": {"type": "integer", "description":
+                                                       "the floor to go to"}},
+            "additionalProperties": False} in args
+
+
+def test_line_intents_publish_what_is_found_and_survive_a_failing_llm(tmp_path):
+    f = tmp_path / "intents.yaml"
+    f.write_text(INTENTS)
+    published, logged = [], []
+    lines = LineIntents(IntentReader(load_intents(f), intent_llm([])), lambda: [],
+                        lambda found, line, speaker: published.append((found.intent, line,
+                                                                       speaker)))
+    assert lines.read("Can you take me to the kitchen?", "ada").intent == "guide"
+    assert lines.read("How nice.") is None
+    assert published == [("guide", "Can you take me to the kitchen?", "ada")]
+
+    def broken(msgs, max_tokens, json_schema=None):
+        raise TimeoutError("the model did not answer")
+    log = type("Log", (), {"warning": lambda self, m: logged.append(m)})()
+    lines = LineIntents(IntentReader(load_intents(f), broken), lambda: [],
+                        lambda *a: published.append(a), log)
+    assert lines.read("Can you take me to the kitchen?") is None
+    assert len(published) == 1 and "TimeoutError" in logged[0]
 
 
 @pytest.mark.parametrize("text, why", [

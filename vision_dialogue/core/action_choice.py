@@ -58,7 +58,7 @@ class ActionChooser:
 
     def __init__(self, schemas: Sequence[dict], ask_llm: Callable[..., str], logger=None):
         self.reader = IntentReader(action_specs(schemas), ask_llm, logger, system=ACTION_SYSTEM,
-                                   cues=ACTION_CUES)
+                                   cues=ACTION_CUES, strict=False)
 
     def choose(self, line: str) -> list[ToolCall]:
         """The call `line` asks for ([] for none): BackendError from the LLM propagates."""

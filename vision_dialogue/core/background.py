@@ -59,6 +59,7 @@ class PromptWarmer:
     def __init__(self, backend, pool: Executor, messages: Callable[[], list],
                  idle: threading.Event, logger: logging.Logger, enabled: bool = True):
         self._warm = getattr(backend, "warm", None) if enabled else None
+        self._side = bool(getattr(backend, "side_questions", False))
         self._pool, self._messages, self._idle, self.log = pool, messages, idle, logger
         self._lock = threading.Lock()
         self._pending = False
@@ -96,3 +97,25 @@ class PromptWarmer:
             pass
         except Exception as e:  # noqa: BLE001 - only a speed-up: the reply reads it anyway
             self.log.warning(f"warming the reply prompt failed ({type(e).__name__}: {e})")
+
+    def side_soon(self, messages: list) -> None:
+        """Read a side question's fixed start (the intents' catalogue) into its own cache.
+
+        Once, on the pool, where the backend keeps such a cache (`side_questions`): the
+        first line that asks for an intent then waits for its own words only.
+        """
+        if not callable(self._warm) or not self._side:
+            return
+        try:
+            self._pool.submit(self._run_side, messages)
+        except RuntimeError:        # the pool is shut down (closing)
+            pass
+
+    def _run_side(self, messages: list) -> None:
+        try:
+            read = self._warm(messages, side=True)
+            self.log.debug(f"warmed a side question: {read} tokens read")
+        except Preempted:
+            pass
+        except Exception as e:  # noqa: BLE001 - only a speed-up
+            self.log.warning(f"warming a side question failed ({type(e).__name__}: {e})")

@@ -11,12 +11,15 @@ The robot's application declares its intents (the manager's `intents_file`)::
         examples: ["Can you take me to the kitchen?"]
         priority: 128                            # the Intent's priority (default 128)
 
-After each of the person's turns, `IntentReader.read(line)` finds at most one declared intent:
+Each of the person's lines is read before the robot answers it (`LineIntents`, on the turn
+worker: the intent comes from its own line, published before the reply and before the next
+line), and `IntentReader.read(line, earlier)` finds at most one declared intent:
 
 1. a cheap word test drops lines that neither ask for something nor share a word with any
    intent (most small talk never reaches the LLM);
 2. the LLM picks one intent name or "none" and fills its arguments as JSON (constrained to the
-   schema where the backend can);
+   schema where the backend can); a line that refers back ("take me there") is shown with the
+   lines before it, and only then may an argument come from them;
 3. the arguments pass the declared schema and are grounded in the line (answers.keep_valid);
    an intent whose required arguments are missing is not published.
 
@@ -28,11 +31,12 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from vision_dialogue.core.answers import AnswerSchema, SchemaError, keep_valid, \
     parse_json_object
 from vision_dialogue.core.resources import declared_list
+from vision_dialogue.core.timeline import USER, Timeline
 
 REQUEST_CUES = ("can you", "could you", "would you", "will you", "please", "i want", "i need",
                 "i would like", "i'd like", "take me", "show me", "bring me", "let's", "let us",
@@ -44,11 +48,29 @@ _STOP = set("a an the my your his her its our their i you he she it we they is a
             "were be been of in on at to for and or with this that these those me can could "
             "would will please do does did what how so just some any there here".split())
 
-INTENT_SYSTEM = ('You decide what a person asks a robot to do. The robot can do only these '
-                 'things:\n{catalog}\n\nReply with one JSON object and nothing else: '
+REFERS_BACK = ("there", "it", "that", "them", "those", "this one", "that one", "the same",
+               "again", "one of them")
+"""Words with which a line points at something said before ("take me there", "bring it")."""
+
+RECENT_LINES = 4
+"""How many lines before a line that refers back the reader is shown."""
+
+INTENT_SYSTEM = ('You decide what a person asks a robot to do now. The robot can do only '
+                 'these things:\n{catalog}\n\nReply with one JSON object and nothing else: '
                  '{{"intent": "<one name above, or none>", "arguments": {{...}}}}. Say "none" '
-                 'when the person does not ask the robot to do one of them (a question, small '
-                 'talk, or something else). Put in an argument only when the person said it.')
+                 'when the person does not ask the robot to do one of them now: a greeting, a '
+                 'question, small talk, something the person did, or a request for something '
+                 'else. Put in an argument only when the person said it.')
+
+_LEAD = set(("please ok okay and now so then hey robot oh well actually also just yes no "
+             "but").split())
+"""Words a request may start with before its verb ("Please wave", "And bring me...")."""
+
+
+def _content_words(text: str) -> set[str]:
+    """The words of `text` that say something (not _STOP, 3 letters or more), with singulars."""
+    words = {w for w in re.findall(r"[a-z]+", text.lower()) if w not in _STOP and len(w) > 2}
+    return words | {w[:-1] for w in words if w.endswith("s")}
 
 
 class IntentsError(ValueError):
@@ -130,16 +152,19 @@ class IntentReader:
 
     `ask_llm(messages, max_tokens, json_schema)` is one LLM completion; `system`: the
     prompt's instructions ({catalog}: the intents, one per line); `cues`: the phrases of a
-    request (the word test).
+    request (the word test); `strict`: the word test's stricter form, and an intent is kept
+    only when its line (or, when it refers back, the lines before) shares a word with its
+    declaration ("Will you dance?" is not a wave).
     """
 
     def __init__(self, specs: list[IntentSpec],
                  ask_llm: Callable[..., str], logger=None, system: str = INTENT_SYSTEM,
-                 cues: tuple[str, ...] = REQUEST_CUES):
+                 cues: tuple[str, ...] = REQUEST_CUES, strict: bool = True):
         self.specs = {s.name: s for s in specs}
         self.system, self.cues = system, cues
         self.ask_llm = ask_llm
         self.log = logger
+        self.strict = strict
         self._words = {s.name: s.words() for s in specs}
         self.asked = 0          # lines that reached the LLM
 
@@ -149,41 +174,73 @@ class IntentReader:
                          for s in self.specs.values())
 
     def worth_asking(self, line: str) -> bool:
-        """The word test: a request phrase, or a word shared with a declared intent."""
+        """The word test: a request phrase, or (strict) a line that starts with an intent's word.
+
+        Not strict: a word shared with a declared intent anywhere is enough (the robot's own
+        actions). Strict (the application's intents): "The lift was slow yesterday." shares
+        "lift" but asks for nothing; "Wave to my friend!" starts with "wave".
+        """
         low = " ".join(re.findall(r"[a-z']+", line.lower()))
         if any(cue in f" {low} " for cue in (f" {c} " for c in self.cues)) or \
                 any(low.startswith(c) for c in self.cues):
             return True
-        words = {w for w in low.split() if w not in _STOP and len(w) > 2}
-        return any(words & ws or {w.rstrip("s") for w in words} & ws
-                   for ws in self._words.values())
+        if self.strict:
+            first = next((w for w in low.split() if w not in _LEAD), "")
+            return any(_content_words(first) & ws for ws in self._words.values())
+        return any(_content_words(low) & ws for ws in self._words.values())
 
-    def messages(self, line: str) -> list[dict]:
+    def messages(self, line: str, earlier: Sequence[str] = ()) -> list[dict]:
+        """The prompt: the catalogue, then the line (after `earlier`, the lines before it)."""
         catalog = "\n".join(s.line() for s in self.specs.values())
+        before = "".join(f"{e}\n" for e in earlier)
+        said = f'Before, in this conversation:\n{before}Now the person said: "{line}"' \
+            if before else f'The person said: "{line}"'
         return [{"role": "system", "content": self.system.format(catalog=catalog)},
-                {"role": "user", "content": f'The person said: "{line}"\nJSON:'}]
+                {"role": "user", "content": f"{said}\nJSON:"}]
 
     def schema(self) -> dict:
+        """The answer's JSON schema: an intent's name (or none) and typed arguments.
+
+        The arguments are one of the intents' own argument objects (a floor is an integer,
+        never "2"), none required: an argument the person did not say is left out. (One
+        alternative per intent with its name as a constant made llama.cpp's grammar answer
+        "none" to every line.)
+        """
+        objects = [s.arguments.object_schema(s.arguments.properties)
+                   for s in self.specs.values() if s.arguments is not None]
+        objects.append({"type": "object", "additionalProperties": False})
         return {"type": "object", "properties": {
             "intent": {"type": "string", "enum": [*self.specs, "none"]},
-            "arguments": {"type": "object"}}, "required": ["intent"]}
+            "arguments": {"anyOf": objects}}, "required": ["intent"]}
 
-    def read(self, line: str) -> FoundIntent | None:
-        """The intent `line` asks for, or None."""
+    def read(self, line: str, earlier: Sequence[str] = ()) -> FoundIntent | None:
+        """The intent `line` asks for, or None.
+
+        `earlier`: the conversation's last lines, oldest first, as "person: ..." / "robot:
+        ..."; used only when the line refers back (REFERS_BACK).
+        """
         line = " ".join(str(line).split())
         if not line or not self.worth_asking(line):
             return None
+        earlier = list(earlier) if refers_back(line) else []
         self.asked += 1
-        text = self.ask_llm(self.messages(line), max_tokens=60, json_schema=self.schema())
+        text = self.ask_llm(self.messages(line, earlier), max_tokens=60,
+                            json_schema=self.schema())
         answer = parse_json_object(text)
         spec = self.specs.get(str(answer.get("intent", "")).strip())
         if spec is None:
+            return None
+        if self.strict and not _content_words(" ".join([line, *earlier])) & \
+                self._words[spec.name]:
+            if self.log is not None:
+                self.log.info(f"intent {spec.name}: nothing of it in {line!r}, not published")
             return None
         data: dict = {}
         if spec.arguments is not None:
             given = answer.get("arguments") if isinstance(answer.get("arguments"), dict) \
                 else {k: v for k, v in answer.items() if k != "intent"}
-            data = keep_valid(spec.arguments, list(spec.arguments.properties), given, [line])
+            data = keep_valid(spec.arguments, list(spec.arguments.properties), given,
+                              [line, *earlier])
             if spec.arguments.missing(data):
                 if self.log is not None:
                     self.log.info(f"intent {spec.name} without its "
@@ -192,3 +249,45 @@ class IntentReader:
         n_args = len(spec.arguments.properties) if spec.arguments else 0
         confidence = 0.6 + 0.4 * (len(data) / n_args if n_args else 1.0)
         return FoundIntent(spec.name, data, round(confidence, 2), spec.priority)
+
+
+def recent_lines(timeline: Timeline, count: int = RECENT_LINES) -> list[str]:
+    """The timeline's last dialogue lines as IntentReader.read's `earlier`."""
+    return [f"{'person' if it.role == USER else 'robot'}: {it.text}"
+            for it in timeline.last_lines(count)]
+
+
+def refers_back(line: str) -> bool:
+    """Whether `line` points at something said before (one of REFERS_BACK as whole words)."""
+    low = " " + " ".join(re.findall(r"[a-z']+", line.lower())) + " "
+    return any(f" {w} " in low for w in REFERS_BACK)
+
+
+class LineIntents:
+    """Each person's line read for an intent before its reply, and what is found handed on.
+
+    `recent()`: the conversation's last lines before this one (IntentReader.read's
+    `earlier`); `publish(found, line, speaker)`: the intent out (the manager's `intents`
+    topic); `warm(messages)`: read the question's fixed start now, before the first line
+    (PromptWarmer.side_soon). An LLM failure is logged and gives no intent: the conversation
+    goes on.
+    """
+
+    def __init__(self, reader: IntentReader, recent: Callable[[], Sequence[str]],
+                 publish: Callable[[FoundIntent, str, str], None], logger=None,
+                 warm: Callable[[list], None] | None = None):
+        self.reader, self.recent, self.publish, self.log = reader, recent, publish, logger
+        if warm is not None:
+            warm(reader.messages(""))
+
+    def read(self, line: str, speaker: str = "") -> FoundIntent | None:
+        """The intent `line` asks for, published; None when it asks for none (or failed)."""
+        try:
+            found = self.reader.read(line, self.recent())
+        except Exception as e:  # noqa: BLE001 - no intent, the conversation goes on
+            if self.log is not None:
+                self.log.warning(f"intent not read ({type(e).__name__}: {e})")
+            return None
+        if found is not None:
+            self.publish(found, line, speaker)
+        return found

@@ -303,10 +303,43 @@ class ChatHost(SkillHost, Protocol):
         """What the chat has yet to find out, for the replies' prompt ("" when nothing)."""
 
 
+LINE_OWED_S = 60.0
+"""Longest the robot's owed line keeps an unseen person there (a line dropped never comes)."""
+
+
+class _Absence:
+    """Whether the chat's person left: nobody in view for `clock_s`, the robot owing no line.
+
+    A person who speaks is there, seen or not (the demo's camera showed nobody while the
+    visitor answered): while the robot owes a line (its opening, a reply to their newest line)
+    they wait for it, and after each of the robot's lines they get `clock_s` to answer.
+    """
+
+    def __init__(self, host: ChatHost, clock_s: float):
+        self.host, self.clock_s = host, clock_s
+        self.replied_at = time.monotonic()     # the robot's newest line (the chat's start)
+        self.owed = False                      # the robot is making a line it started
+        self._since: float | None = None
+
+    def replied(self) -> None:
+        self.replied_at, self.owed = time.monotonic(), False
+
+    def gone(self) -> bool:
+        now, heard = time.monotonic(), self.host.heard_at() or 0.0
+        waiting = (self.owed or heard > self.replied_at) and \
+            now - max(heard, self.replied_at) < LINE_OWED_S
+        if waiting or self.host.present() is not False:
+            self._since = None
+            return False
+        self._since = max(self._since or now, self.replied_at)
+        return now - self._since >= self.clock_s
+
+
 def run_chat(host: ChatHost, control: Control, feedback: Feedback, role: ChatRole,
              initiate: bool, initial_input: str, person_lost_s: float,
              opening_instruction: str, log=_log) -> SkillOutcome:
     """The Chat skill: converse with the role's purpose until its results are in."""
+    absence = _Absence(host, person_lost_s)
     host.begin_chat(role)
     results: dict = {}
     lines: list[str] = []
@@ -315,29 +348,25 @@ def run_chat(host: ChatHost, control: Control, feedback: Feedback, role: ChatRol
         host.still_needed(needs_of(role, results))
         if initial_input.strip():
             host.start_turn(initial_input.strip())
+            absence.owed = True
         elif initiate and role.opening:
             said = host.say(role.opening, control, lambda s, t: feedback(s, t, results))
             if said.status in ("cancelled", "preempted", "no_speech"):
                 return SkillOutcome(said.status, results, said.error)
+            absence.replied()
         elif initiate:
             host.start_turn(None, opening_instruction)
-        gone_since = None
+            absence.owed = True
         while True:
             why = control.reason()
             if why:
                 return SkillOutcome(why, results)
-            if host.present() is False:
-                # a person who speaks is there, seen or not (the demo's camera showed nobody
-                # while the visitor answered): the clock runs from their newest line
-                now, heard = time.monotonic(), host.heard_at()
-                gone_since = max(gone_since or now, heard if heard is not None else 0.0)
-                if now - gone_since >= person_lost_s:
-                    return SkillOutcome("person_left", results)
-            else:
-                gone_since = None
+            if absence.gone():
+                return SkillOutcome("person_left", results)
             exchange = host.next_exchange(control, timeout=0.2)
             if exchange is None:
                 continue
+            absence.replied()
             person, reply = exchange
             if person:
                 lines.append(person)

@@ -179,6 +179,12 @@ class Timeline:
         with self._lock:
             return len(self._items)
 
+    def last_lines(self, count: int) -> list[LineItem]:
+        """The last `count` dialogue lines still in the timeline, oldest first."""
+        with self._lock:
+            lines = [it for it in self._items if isinstance(it, LineItem)]
+        return lines[-count:] if count > 0 else []
+
     # --- summaries -------------------------------------------------------------------------
     def take(self, select: Callable[[list[Item]], list[FrameItem]]) -> list[FrameItem]:
         """Mark pending the frames `select` picks from the items (under the lock); return them.

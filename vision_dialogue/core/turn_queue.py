@@ -27,7 +27,8 @@ class PendingTurn:
     """One utterance (or shared picture) waiting: `deadline` is on the monotonic clock."""
 
     kind: str                   # "turn", "remark" (the robot speaks unasked), "say" (a line as
-    #                             given, the Say skill) or "shared"
+    #                             given, the Say skill), "shared", or "heard" (a line only
+    #                             heard, read for an intent)
     payload: Any                # the utterance text, or the shared image
     speaker: str = ""
     deadline: float = float("inf")

@@ -15,8 +15,9 @@ picture) and publishes what comes out (`publish(ReplyChunk)`). Here is decided:
   free conversation, or a Chat), or nobody (`converse()` false: the line is only heard);
 * the application's lines (`say`, the Say skill) and turns (`start`, the Chat skill), in the
   same order as the replies; `on_person_line(text, speaker)` for each person's line no skill
-  took, after its reply if it gets one (intents); `on_heard(text)` for every line, at once
-  (barge-in stops a running robot action).
+  took, on the worker before its reply (intents: from their own line, before the robot
+  answers and before the next line; a line only heard is queued for it alone);
+  `on_heard(text)` for every line, at once (barge-in stops a running robot action).
 
 `settings` is read at each use, so a live parameter change applies at the next turn:
 `reply_deadline` (s), `greet_first`, `stream`, `proactive`.
@@ -119,7 +120,7 @@ class TurnTaker:
         if not self.converse():
             self.conversation.hear(text, speaker)
             self.log.info("outside a chat (free_conversation:=false): heard, not answered")
-            self.on_person_line(text, speaker)
+            self.queue.put(PendingTurn("heard", text, speaker))
             return True
         waiting = len(self.queue)
         if waiting:
@@ -203,6 +204,8 @@ class TurnTaker:
             self.conversation.note_dropped(item.payload, reason, item.speaker)
         elif item.kind == "remark":
             self.log.info(f"{item.payload or 'opening'} remark skipped ({reason})")
+        elif item.kind == "heard":
+            self.log.warning(f"line not read for an intent ({reason}): {item.payload[:80]!r}")
         else:
             self.log.warning(f"shared image dropped ({reason})")
         self._on_dropped()
@@ -224,6 +227,8 @@ class TurnTaker:
             self._answering = 1
             result = None
             try:
+                if item.kind in ("turn", "heard"):
+                    self._before_reply(run)
                 self._hear_first(run[:-1])
                 result = self._serve_one(item)
             except Exception as e:  # noqa: BLE001 - the worker must survive anything
@@ -232,9 +237,14 @@ class TurnTaker:
                 self._answering = 0
                 if item.done is not None:
                     item.done(result)
-            if item.kind == "turn" and result is not None:
-                for line in run:
-                    self.on_person_line(line.payload, line.speaker)
+
+    def _before_reply(self, lines: list[PendingTurn]) -> None:
+        """Each person's line to `on_person_line` (intents) before the robot answers it."""
+        for line in lines:
+            try:
+                self.on_person_line(line.payload, line.speaker)
+            except Exception as e:  # noqa: BLE001 - the line is still answered
+                self.log.error(f"on_person_line failed: {type(e).__name__}: {e}")
 
     def _hear_first(self, lines: list[PendingTurn]) -> None:
         """A person's lines that waited before the last one: heard, in order, then one reply."""
@@ -246,6 +256,8 @@ class TurnTaker:
             self.conversation.hear(line.payload, line.speaker)
 
     def _serve_one(self, item: PendingTurn) -> TurnResult | None:
+        if item.kind == "heard":             # read for an intent (above), not answered
+            return None
         if item.kind == "shared":
             self.on_shared(item.payload)
             return None

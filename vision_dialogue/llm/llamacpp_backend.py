@@ -229,18 +229,20 @@ class LlamaCppChatBackend:
             finally:
                 pieces.close()
 
-    def warm(self, messages: Sequence[Message], tools: Sequence[dict] | None = None) -> int:
+    def warm(self, messages: Sequence[Message], tools: Sequence[dict] | None = None,
+             side: bool = False) -> int:
         """Read `messages` into the reply's cache now, while nobody waits for a reply.
 
         The next reply's prompt starts with them, so it reads only its new tokens. `tools`:
         those the next reply is offered (they come first in the prompt; default: the last
-        reply's, () for none). Stops for a reply (raises Preempted; what was read stays).
-        Returns the tokens read.
+        reply's, () for none). `side`: into the side questions' cache instead (an intent's
+        catalogue, read once before the first line). Stops for a reply (raises Preempted;
+        what was read stays). Returns the tokens read.
         """
         conversation = text_conversation(messages)
-        tools = self._reply_tools if tools is None else list(tools)
+        tools = [] if side else self._reply_tools if tools is None else list(tools)
         with self._turns.lock:
-            llm = self._contexts["reply"]
+            llm = self._context("side") if side else self._contexts["reply"]
             tokens, _ = self._tokens(llm, conversation, generation=False, tools=tools)
             with self._on_free_cores(llm):
                 return self._read(llm, tokens)

@@ -174,9 +174,10 @@ PARAMS = [
           "then arrival); one more is rejected.", range=(0, 100)),
     Param("ask_timeout", 60.0, "Seconds an Ask goal with timeout 0 may take in all.",
           range=(1.0, 3600.0), live=True),
-    Param("chat_person_lost", 10.0, "Seconds without anyone in view and without a line "
-          "heard after which a Chat ends (person_left); only where people are counted (a "
-          "text-only model's observer, a tracker, ROS4HRI).", range=(0.5, 3600.0), live=True),
+    Param("chat_person_lost", 10.0, "Seconds without anyone in view after the robot's newest "
+          "line (not while it owes one) after which a Chat ends (person_left); only where "
+          "people are counted (a text-only model's observer, a tracker, ROS4HRI).",
+          range=(0.5, 3600.0), live=True),
     Param("intents_file", "", "YAML of the intents the robot can be asked for "
           "(config/intents.yaml shows the format); each person's turn that asks for one is "
           "published on `intents`; empty = off.", check=_file_or_empty),

@@ -20,7 +20,6 @@ from typing import Callable
 from std_msgs.msg import UInt32
 
 from vision_dialogue.core.skills import ChatRole, Control, Heard, SkillOutcome
-from vision_dialogue.llm.base import Preempted
 from vision_dialogue_interfaces.msg import Spoken
 from vision_dialogue.ros.qos import RELIABLE_QOS
 from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, REPLY_TOPIC, SPOKEN_TOPIC
@@ -156,19 +155,19 @@ class ManagerSkillHost:
         return " ".join(t for t in (frame.observation, frame.objects) if t).strip()
 
     def ask_llm(self, messages: list, max_tokens: int, json_schema: dict | None = None,
-                background: bool = False) -> str:
-        """One completion, greedy; a background call waits for replies to finish first."""
+                side: bool = False) -> str:
+        """One completion, greedy.
+
+        `side`: a short question asked before a reply (an intent), on the backend's own cache
+        for such questions where it has one, so the reply's cached prompt stays.
+        """
         backend = self.conversation.backend
         kw = {"max_tokens": max_tokens, "temperature": 0.0}
         if json_schema is not None and getattr(backend, "json_schema", False):
             kw["json_schema"] = json_schema
-        if not (background and getattr(backend, "preemptible", False)):
-            return backend.complete(messages, **kw)
-        while True:
-            try:
-                return backend.complete(messages, background=True, **kw)
-            except Preempted:
-                time.sleep(0.2)
+        if side and getattr(backend, "side_questions", False):
+            kw["side"] = True
+        return backend.complete(messages, **kw)
 
     # --- chatting -----------------------------------------------------------------------------
     def begin_chat(self, role: ChatRole) -> None:

@@ -4,9 +4,10 @@
   with ROS4HRI communication_skills' field names): each goal waits its turn at one
   `SkillArbiter` (a higher priority pre-empts), runs the ROS-free skill of core/skills.py on the
   manager (ros/skill_host.py), publishes feedback per stage and honours cancel;
-* `intents` (vision_dialogue_interfaces/Intent, hri_actions_msgs/Intent's fields): after each
-  of the person's turns, the declared intent it asks for (core/intents.py), off the turn worker
-  so the next reply never waits for it.
+* `intents` (vision_dialogue_interfaces/Intent, hri_actions_msgs/Intent's fields): each of the
+  person's lines is read on the turn worker before the robot answers it, and the declared
+  intent it asks for is published then (core/intents.LineIntents): from its own line, within
+  a short LLM question of it, never after the next line.
 Both are written to the transcript and shown on the monitor (records "skill", "intent").
 """
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -22,7 +22,8 @@ from rclpy.task import Future
 
 from vision_dialogue_interfaces.action import Ask, Chat, Say
 from vision_dialogue.core.answers import SchemaError
-from vision_dialogue.core.intents import IntentReader, IntentsError, load_intents
+from vision_dialogue.core.intents import FoundIntent, IntentReader, IntentsError, \
+    LineIntents, load_intents, recent_lines
 from vision_dialogue.core.skills import ChatRole, Control, SkillArbiter, SkillOutcome, \
     SkillRejected, Ticket, run_ask, run_chat
 from vision_dialogue_interfaces.msg import Intent
@@ -181,7 +182,7 @@ class SkillServers:
 
 
 class IntentOutput:
-    """Intents from the person's turns, published on `intents` (see the module docstring)."""
+    """Intents from the person's lines, published on `intents` (see the module docstring)."""
 
     def __init__(self, node, conversation, turns, host: ManagerSkillHost, path: str, logger):
         try:
@@ -189,27 +190,18 @@ class IntentOutput:
         except IntentsError as e:
             raise ParameterError(f"intents_file: {e}") from None
         self.node, self.conversation, self.log = node, conversation, logger
-        self.reader = IntentReader(specs, lambda msgs, **kw: host.ask_llm(
-            msgs, background=True, **kw), logger)
+        reader = IntentReader(specs, lambda msgs, **kw: host.ask_llm(msgs, side=True, **kw),
+                              logger)
+        self.lines = LineIntents(reader, lambda: recent_lines(conversation.timeline),
+                                 self.publish, logger, warm=conversation.warmer.side_soon)
         self.pub = node.create_publisher(Intent, INTENTS_TOPIC, RELIABLE_QOS)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vd-intents")
-        self._lock = threading.Lock()
         conversation.builder.notes["abilities"] = conversation.persona.abilities_note.format(
-            abilities=self.reader.abilities())
-        turns.on_person_line = self.after_line
+            abilities=reader.abilities())
+        turns.on_person_line = self.lines.read
         logger.info(f"intents: {', '.join(s.name for s in specs)} (from {path})")
 
-    def after_line(self, text: str, speaker: str) -> None:
-        self._pool.submit(self._read, text, speaker)
-
-    def _read(self, text: str, speaker: str) -> None:
-        try:
-            found = self.reader.read(text)
-        except Exception as e:  # noqa: BLE001 - no intent, the conversation goes on
-            self.log.warning(f"intent not read ({type(e).__name__}: {e})")
-            return
-        if found is None:
-            return
+    def publish(self, found: FoundIntent, text: str, speaker: str) -> None:
+        """`found`, read from the person's line `text`, on `intents` and in the transcript."""
         msg = Intent(intent=found.intent, data=found.json(), modality=Intent.MODALITY_SPEECH,
                      source=speaker or Intent.UNKNOWN_AGENT, priority=found.priority,
                      confidence=float(found.confidence), utterance=text)
@@ -219,9 +211,6 @@ class IntentOutput:
                                             "source": msg.source, "utterance": text,
                                             "confidence": found.confidence})
         self.log.info(f"intent: {found.intent} {found.json()} from {text[:60]!r}")
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _on_own_thread(node, work):
