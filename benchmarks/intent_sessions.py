@@ -95,8 +95,14 @@ def run_session(backend, persona: Persona, specs, session: dict, method: str) ->
                             line, (found, time.monotonic())),
                         warm=_warm_now(backend) if method == "before_reply" else None)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-intents")
+    reads: dict[str, tuple[float, float]] = {}     # line -> (its reading began, ended)
+
+    def read(text, speaker):
+        began = time.monotonic()
+        lines.read(text, speaker)
+        reads[text] = (began, time.monotonic())
     if method == "before_reply":
-        turns.on_person_line = lines.read
+        turns.on_person_line = read
     turns.start_worker()
     rows = []
     try:
@@ -106,8 +112,7 @@ def run_session(backend, persona: Persona, specs, session: dict, method: str) ->
             turns.utterance(item["said"], "visitor")
             first, final = _reply(chunks, item["said"])
             if method == "after_reply":            # the old way: after the reply, in the back
-                pool.submit(lambda text=item["said"]: published.setdefault(
-                    text, (reader.read(text), time.monotonic())))
+                pool.submit(_read_after, reader, item["said"], published, reads)
             rows.append({"said": item["said"], "expect": item["expect"],
                          "data": item.get("data") or {}, "half": session["half"],
                          "at": said_at, "first_s": first - said_at, "reply_s": final - said_at})
@@ -117,7 +122,14 @@ def run_session(backend, persona: Persona, specs, session: dict, method: str) ->
         pool.shutdown(wait=True, cancel_futures=True)
         turns.close()
         conv.close()
-    return _score_rows(rows, published, llm.calls)
+    return _score_rows(rows, published, reads, llm.calls)
+
+
+def _read_after(reader: IntentReader, text: str, published: dict, reads: dict) -> None:
+    """The old way's reading of one line, after its reply."""
+    began = time.monotonic()
+    published.setdefault(text, (reader.read(text), time.monotonic()))
+    reads[text] = (began, time.monotonic())
 
 
 def _warm_now(backend):
@@ -144,10 +156,18 @@ def _reply(chunks: "queue.Queue", line: str) -> tuple[float, float]:
             return first, time.monotonic()
 
 
-def _score_rows(rows: list[dict], published: dict, llm_calls: int) -> list[dict]:
-    """Each line's intent (read from it), scored; late = published after the next line."""
+def _score_rows(rows: list[dict], published: dict, reads: dict,
+                llm_calls: int) -> list[dict]:
+    """Each line's intent (read from it), scored; late = published after the next line.
+
+    `reads`: when each line's reading began and ended: the delay's parts, the wait for the
+    reading to start and the reading itself (the LLM's question, with its wait for the model).
+    """
     for i, row in enumerate(rows):
         found, at = published.get(row["said"], (None, None))
+        began, ended = reads.get(row["said"], (None, None))
+        row["wait_s"] = round(began - row["at"], 2) if found and began else None
+        row["read_s"] = round(ended - began, 2) if found and began else None
         row["got"] = found.intent if found else "none"
         row["got_data"] = found.data if found else {}
         row["delay_s"] = round(at - row["at"], 2) if found else None
@@ -179,6 +199,9 @@ def session_scores(rows: list[dict]) -> dict:
             "args_right": f"{sum(args)}/{len(args)}",
             "late": sum(r["late"] for r in rows),
             "delay_p50": _pct(delays, 0.5), "delay_p95": _pct(delays, 0.95),
+            "wait_p50": _pct([r["wait_s"] for r in predicted if r["wait_s"] is not None], 0.5),
+            "read_p50": _pct([r["read_s"] for r in predicted if r["read_s"] is not None], 0.5),
+            "read_p95": _pct([r["read_s"] for r in predicted if r["read_s"] is not None], 0.95),
             "first_sentence_p50": round(statistics.median(r["first_s"] for r in rows), 2),
             "llm_calls": sum(r["llm_calls"] for r in rows)}
 
@@ -194,8 +217,8 @@ def intent_sessions_part(backend, battery: dict, persona: Persona, verbose: bool
             if verbose:
                 for r in got:
                     print(f"[{method}] {r['said'][:50]:50} {r['expect']:13} -> {r['got']:13}"
-                          f" {r['got_data']} {r['delay_s']} s{' LATE' if r['late'] else ''}",
-                          flush=True)
+                          f" {r['got_data']} {r['delay_s']} s (wait {r['wait_s']}, read "
+                          f"{r['read_s']}){' LATE' if r['late'] else ''}", flush=True)
     out = {}
     for method, rs in rows.items():
         out[method] = session_scores(rs)

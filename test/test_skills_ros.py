@@ -45,19 +45,35 @@ def _env():
     return process_env(SKILLS_DOMAIN)
 
 
+def _texts(req) -> tuple[str, str]:
+    """A request's system prompt and its last message's text."""
+    msgs = req["messages"]
+    system = msgs[0]["content"] if isinstance(msgs[0]["content"], str) else ""
+    return system, msgs[-1]["content"] if isinstance(msgs[-1]["content"], str) else ""
+
+
+def _form(text: str, readers: dict) -> str:
+    """The fake model's filled form: each key the prompt lists, read from what was said."""
+    said = text.split("The person said:")[1].split("\n\n")[0]
+    out = {}
+    for key, read in readers.items():
+        if f"- {key}" in text and (value := read(said)) is not None:
+            out[key] = value
+    return json.dumps(out)
+
+
+def _name(said: str) -> str | None:
+    m = re.search(r"name is (\w+)", said)
+    return m.group(1) if m else None
+
+
 def llm(req):
     """The fake model: fills forms, finds intents, and converses with a purpose when given."""
     msgs = req["messages"]
-    system = msgs[0]["content"] if isinstance(msgs[0]["content"], str) else ""
-    text = msgs[-1]["content"] if isinstance(msgs[-1]["content"], str) else ""
+    system, text = _texts(req)
     if system == EXTRACT_SYSTEM:
-        said = text.split("The person said:")[1].split("\n\n")[0]
-        out = {}
-        if "- name" in text and (m := re.search(r"name is (\w+)", said)):
-            out["name"] = m.group(1)
-        if "- colour" in text and (m := re.search(r"I like (\w+)", said)):
-            out["colour"] = m.group(1)
-        return json.dumps(out)
+        return _form(text, {"name": _name, "colour": lambda said: (
+            m.group(1) if (m := re.search(r"I like (\w+)", said)) else None)})
     if system.startswith(INTENT_SYSTEM[:40]):
         if m := re.search(r"take me to the (\w+)", text):
             return json.dumps({"intent": "guide", "arguments": {"place": m.group(1)}})
@@ -258,16 +274,10 @@ SLOW_REPLY_S = 1.5
 def front_desk_llm(req):
     """A slow model at a front desk: asks for what is missing, reads names, floors, intents."""
     msgs = req["messages"]
-    system = msgs[0]["content"] if isinstance(msgs[0]["content"], str) else ""
-    text = msgs[-1]["content"] if isinstance(msgs[-1]["content"], str) else ""
+    system, text = _texts(req)
     if system == EXTRACT_SYSTEM:
-        said = text.split("The person said:")[1].split("\n\n")[0]
-        out = {}
-        if "- name" in text and (m := re.search(r"name is (\w+)", said)):
-            out["name"] = m.group(1)
-        if "- floor" in text and "fourth floor" in said:
-            out["floor"] = 4
-        return json.dumps(out)
+        return _form(text, {"name": _name,
+                            "floor": lambda said: 4 if "fourth floor" in said else None})
     if system.startswith(INTENT_SYSTEM[:40]):
         if "second floor" in text:
             return json.dumps({"intent": "call_elevator", "arguments": {"floor": 2}})

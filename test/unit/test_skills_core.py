@@ -17,7 +17,7 @@ from vision_dialogue.core.answers import AnswerSchema, SchemaError, keep_valid, 
 from vision_dialogue.core.intents import IntentReader, IntentsError, LineIntents, \
     load_intents, refers_back
 from vision_dialogue.core.skills import ChatRole, Control, Heard, SkillArbiter, SkillOutcome, \
-    SkillRejected, run_ask, run_chat
+    SkillRejected, corrected, run_ask, run_chat
 from vision_dialogue.speech.turns import BEGAN, DONE, INTERRUPTED, SENTENCE, SpeechTurns
 
 from test_speech_turns import RecordingBackend, until
@@ -244,6 +244,46 @@ def test_chat_converses_with_its_purpose_until_the_results_are_in():
     assert "results" in stages
 
 
+def test_a_result_corrected_in_a_later_line_is_read_again():
+    """A person says the third floor, then "Oh wait, no, it's the sixth": the sixth is kept."""
+    role = ChatRole.parse("front desk", json.dumps({
+        "instruction": "Find out the name, the floor and whether they have an appointment.",
+        "results": {"name": {"type": "string"}, "floor": {"type": "integer"},
+                    "appointment": {"type": "boolean"}}}))
+    floors = {"third": 3, "sixth": 6}
+
+    def llm(msgs, schema):                # reads what the lines it is shown say, last first
+        text = msgs[-1]["content"]
+        out = {"name": "Nora"} if "Nora" in text else {}
+        said = [n for w, n in floors.items() if w in text]
+        if said and "floor" in json.dumps(schema or {}):
+            out["floor"] = said[-1] if len(said) == 1 else max(said)
+        return json.dumps(out)
+    host = Host(llm=llm)
+    for line in ("I'm Nora, going to the third floor.", "Oh wait, no, it's the sixth floor.",
+                 "Yes, I have an appointment."):
+        host.exchanges.put((line, "Thank you."))
+    out = run_chat(host, Control(deadline=time.monotonic() + 5), lambda *a: None, role, False,
+                   "", 5.0, "")
+    assert out.status == "done"
+    assert out.data == {"name": "Nora", "floor": 6, "appointment": True}
+    # a line without a correction leaves what is in
+    assert corrected(host, role.results, ["floor"], "", ["The sixth floor is nice."], {}) == {}
+
+
+def test_a_correction_changes_only_what_it_says():
+    """The line "It's red. No wait, it's dark blue." corrects the colour, not the umbrella."""
+    results = {"item": {"type": "string"}, "colour": {"type": "string"}}
+    schema = ChatRole.parse("lost", json.dumps({"instruction": "What, and which colour?",
+                                                "results": results})).results
+    lines = ["I lost my umbrella.", "It's red. No wait, it's dark blue."]
+    for answer in ('{"item": "dark blue"}', '{"item": "umbrella"}'):
+        host = Host(llm=lambda msgs, sch, a=answer: a)
+        assert corrected(host, schema, ["item"], "", lines, {"colour": "dark blue"}) == {}
+    host = Host(llm=lambda msgs, sch: '{"colour": "dark blue"}')
+    assert corrected(host, schema, ["colour"], "", lines, {}) == {"colour": "dark blue"}
+
+
 def test_chat_ends_when_the_person_leaves_or_on_cancel():
     role = ChatRole.parse("small talk", "")
     host = Host(present=False)
@@ -260,29 +300,37 @@ def test_chat_ends_when_the_person_leaves_or_on_cancel():
         ChatRole.parse("x", '{"instructions": "typo"}')
 
 
+def chat_beside(host, role, talk, clock_s: float, initial: str = ""):
+    """run_chat while `talk(stop)` plays the person and the robot on a thread (joined)."""
+    stop = threading.Event()
+    talker = threading.Thread(target=talk, args=(stop,))
+    talker.start()
+    try:
+        return run_chat(host, Control(deadline=time.monotonic() + 10), lambda *a: None, role,
+                        False, initial, clock_s, "")
+    finally:
+        stop.set()
+        talker.join()
+
+
+FRONT_DESK = json.dumps({"instruction": "Find out the visitor's name.",
+                         "results": {"name": {"type": "string"}}})
+
+
 def test_a_person_who_keeps_talking_has_not_left_though_nobody_is_in_view():
     """The demo's camera showed nobody while the visitor answered: the chat ended person_left."""
-    role = ChatRole.parse("front desk", json.dumps({
-        "instruction": "Find out the visitor's name.", "results": {"name": {"type": "string"}}}))
+    role = ChatRole.parse("front desk", FRONT_DESK)
     host = Host(present=False, llm=extractor)
     host.heard = time.monotonic()
-    stop = threading.Event()
 
-    def talk():          # a line every 0.1 s for 0.6 s (the clock is 0.3 s), then the name
+    def talk(stop):      # a line every 0.1 s for 0.6 s (the clock is 0.3 s), then the name
         for _ in range(6):
             if stop.wait(0.1):
                 return
             host.heard = time.monotonic()
         host.exchanges.put(("I am Zebulon.", "Nice to meet you, Zebulon."))
 
-    talker = threading.Thread(target=talk)
-    talker.start()
-    try:
-        out = run_chat(host, Control(deadline=time.monotonic() + 5), lambda *a: None, role,
-                       False, "", 0.3, "")
-    finally:
-        stop.set()
-        talker.join()
+    out = chat_beside(host, role, talk, 0.3)
     assert out.status == "done" and out.data == {"name": "Zebulon"}
     # silent and out of view: gone after the clock from the newest line
     host = Host(present=False)
@@ -298,8 +346,7 @@ def test_the_person_waits_for_a_slow_reply_and_gets_the_clock_after_each_one():
     The person's first line starts the chat and the robot answers it after 1.5 s (the clock is
     1 s); then the robot says three more lines, and the person answers right after.
     """
-    role = ChatRole.parse("front desk", json.dumps({
-        "instruction": "Find out the visitor's name.", "results": {"name": {"type": "string"}}}))
+    role = ChatRole.parse("front desk", FRONT_DESK)
     host = Host(present=False, llm=extractor)
     spoke = threading.Event()
 
@@ -307,9 +354,8 @@ def test_the_person_waits_for_a_slow_reply_and_gets_the_clock_after_each_one():
         host.heard = time.monotonic()
         spoke.set()
     host.start_turn = start_turn
-    stop = threading.Event()
 
-    def robot_talks():
+    def robot_talks(stop):
         if not spoke.wait(5) or stop.wait(1.5):
             return
         for _ in range(3):
@@ -318,14 +364,7 @@ def test_the_person_waits_for_a_slow_reply_and_gets_the_clock_after_each_one():
                 return
         host.exchanges.put(("I am Zebulon.", "Nice to meet you, Zebulon."))
 
-    talker = threading.Thread(target=robot_talks)
-    talker.start()
-    try:
-        out = run_chat(host, Control(deadline=time.monotonic() + 10), lambda *a: None, role,
-                       False, "Hello.", 1.0, "")
-    finally:
-        stop.set()
-        talker.join()
+    out = chat_beside(host, role, robot_talks, 1.0, initial="Hello.")
     assert out.status == "done" and out.data == {"name": "Zebulon"}
 
 

@@ -375,7 +375,11 @@ def run_chat(host: ChatHost, control: Control, feedback: Feedback, role: ChatRol
             if role.results is None or not person:
                 continue
             need = [k for k in role.results.properties if k not in results]
-            results.update(fill(host, role.results, need, role.instruction, lines, log))
+            have = [k for k in role.results.properties if k in results]
+            new = fill(host, role.results, need, role.instruction, lines, log)
+            results.update(new)
+            results.update(corrected(host, role.results, have, role.instruction, lines, new,
+                                     log))
             feedback("results", json.dumps(results), results)
             host.still_needed(needs_of(role, results))
             if not role.results.missing(results):
@@ -385,6 +389,31 @@ def run_chat(host: ChatHost, control: Control, feedback: Feedback, role: ChatRol
     finally:
         host.still_needed("")
         host.end_chat()
+
+
+CORRECTION_CUES = ("actually", "sorry", "i mean", "i meant", "wait", "mistake", "correction",
+                   "rather", "instead", "make that")
+"""Words with which a person corrects what they said before ("Oh wait, it's the sixth")."""
+
+
+def corrected(host: SkillHost, schema: AnswerSchema, have: list[str], instruction: str,
+              lines: list[str], taken: dict, log=_log) -> dict:
+    """New values for results already in that the newest line corrects.
+
+    A chat reads each result once; "Oh wait, no, it's the sixth floor." after "the third
+    floor" would otherwise leave the third. Read from all the lines (the model sees what is
+    corrected), kept only when the newest line says them and they are not a value it just
+    gave another result (`taken`): "It's red. No wait, it's dark blue." corrects the colour,
+    not the umbrella. Booleans are left as they are: a correction's "no" is not an answer.
+    """
+    line = lines[-1] if lines else ""
+    keys = [k for k in have if schema.kind(k) != "boolean"]
+    if not keys or not any(f" {c}" in f" {line.lower()} " for c in CORRECTION_CUES):
+        return {}
+    got = fill(host, schema, keys, instruction, lines, log)
+    fresh = {str(v).lower() for v in taken.values()}
+    return {k: v for k, v in keep_valid(schema, list(got), got, [line]).items()
+            if str(v).lower() not in fresh}
 
 
 def needs_of(role: ChatRole, results: dict) -> str:
