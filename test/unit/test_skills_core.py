@@ -267,8 +267,9 @@ def test_a_result_corrected_in_a_later_line_is_read_again():
                    "", 5.0, "")
     assert out.status == "done"
     assert out.data == {"name": "Nora", "floor": 6, "appointment": True}
-    # a line without a correction leaves what is in
-    assert corrected(host, role.results, ["floor"], "", ["The sixth floor is nice."], {}) == {}
+    # a line without a correction word (whole words: "waiting" is not "wait") leaves it
+    for line in ("The sixth floor is nice.", "I am waiting for the sixth floor."):
+        assert corrected(host, role.results, ["floor"], "", [line], {}) == {}
 
 
 def test_a_correction_changes_only_what_it_says():

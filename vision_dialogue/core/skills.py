@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -408,7 +409,8 @@ def corrected(host: SkillHost, schema: AnswerSchema, have: list[str], instructio
     """
     line = lines[-1] if lines else ""
     keys = [k for k in have if schema.kind(k) != "boolean"]
-    if not keys or not any(f" {c}" in f" {line.lower()} " for c in CORRECTION_CUES):
+    words = " " + " ".join(re.findall(r"[a-z']+", line.lower())) + " "
+    if not keys or not any(f" {c} " in words for c in CORRECTION_CUES):
         return {}
     got = fill(host, schema, keys, instruction, lines, log)
     fresh = {str(v).lower() for v in taken.values()}

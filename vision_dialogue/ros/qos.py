@@ -41,6 +41,9 @@ LATCHED_FROM_MANY_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIA
                                    durability=DurabilityPolicy.TRANSIENT_LOCAL)
 #: reliable and volatile: as a subscription it matches latched and plain publishers alike
 RELIABLE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+#: the skills' action feedback: every stage counts to a behaviour tree, and a burst (a Say's
+#: sentences, an Ask's follow-up) must not push a stage out before a busy client reads it
+SKILL_FEEDBACK_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 #: dialogue/speech_state: the speech node's states, the last 10 kept for a late monitor
 SPEECH_STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
                               durability=DurabilityPolicy.TRANSIENT_LOCAL)

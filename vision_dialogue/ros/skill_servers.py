@@ -28,7 +28,7 @@ from vision_dialogue.core.skills import ChatRole, Control, SkillArbiter, SkillOu
     SkillRejected, Ticket, run_ask, run_chat
 from vision_dialogue_interfaces.msg import Intent
 from vision_dialogue.ros.params import ParameterError
-from vision_dialogue.ros.qos import RELIABLE_QOS
+from vision_dialogue.ros.qos import RELIABLE_QOS, SKILL_FEEDBACK_QOS
 from vision_dialogue.ros.skill_host import ManagerSkillHost
 from vision_dialogue.ros.topics import ASK_ACTION, CHAT_ACTION, INTENTS_TOPIC, SAY_ACTION
 
@@ -49,7 +49,8 @@ class SkillServers:
                          callback_group=group,
                          goal_callback=self._goal_check,
                          handle_accepted_callback=self._join_line(skill),
-                         cancel_callback=lambda handle: CancelResponse.ACCEPT)
+                         cancel_callback=lambda handle: CancelResponse.ACCEPT,
+                         feedback_pub_qos_profile=SKILL_FEEDBACK_QOS)
             for kind, name, skill, run in ((Say, SAY_ACTION, "say", self._say),
                                            (Ask, ASK_ACTION, "ask", self._ask),
                                            (Chat, CHAT_ACTION, "chat", self._chat))]
