@@ -21,6 +21,7 @@ from answer_scores import score_answers
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.persona import Persona
 from vision_dialogue.core.skills import ChatRole, Control, SkillOutcome, run_chat
+from vision_dialogue.llm.base import short_question
 
 #: the demo's manager settings (config/demo_setup.yaml), as bench_dialogue runs them
 CHAT_MANAGER = dict(n=4, m=3, max_reply_tokens=60, stream=True, focus_note="soft")
@@ -59,9 +60,8 @@ class ChatSessionHost:
 
     def ask_llm(self, messages, max_tokens, json_schema=None):
         self.llm_calls += 1
-        kw = {"json_schema": json_schema} if json_schema is not None and \
-            getattr(self.backend, "json_schema", False) else {}
-        return self.backend.complete(messages, max_tokens=max_tokens, temperature=0.0, **kw)
+        return short_question(self.backend, messages, max_tokens, json_schema,
+                              temperature=0.0)
 
     def begin_chat(self, role: ChatRole) -> None:
         c = self.conversation

@@ -34,7 +34,7 @@ from vision_dialogue.core.intents import FoundIntent, IntentReader, IntentSpec, 
 from vision_dialogue.core.persona import Persona
 from vision_dialogue.core.proactive import ProactiveConfig, ProactivePolicy
 from vision_dialogue.core.turn_taking import TurnTaker
-from vision_dialogue.llm.base import Preempted
+from vision_dialogue.llm.base import Preempted, short_question
 
 METHODS = ("before_reply", "after_reply")
 INTENT_PERSON_GAP_S = 1.0
@@ -64,18 +64,13 @@ class SessionLLM:
 
     def __call__(self, messages, max_tokens, json_schema=None) -> str:
         self.calls += 1
-        kw: dict = {"max_tokens": max_tokens, "temperature": 0.0}
-        if json_schema is not None and getattr(self.backend, "json_schema", False):
-            kw["json_schema"] = json_schema
-        if self.side:
-            if getattr(self.backend, "side_questions", False):
-                kw["side"] = True
-            return self.backend.complete(messages, **kw)
-        if not getattr(self.backend, "preemptible", False):
-            return self.backend.complete(messages, **kw)
+        if self.side or not getattr(self.backend, "preemptible", False):
+            return short_question(self.backend, messages, max_tokens, json_schema,
+                                  side=self.side, temperature=0.0)
         while True:                    # the old background call: replies go first
             try:
-                return self.backend.complete(messages, background=True, **kw)
+                return short_question(self.backend, messages, max_tokens, json_schema,
+                                      temperature=0.0, background=True)
             except Preempted:
                 time.sleep(0.2)
 

@@ -166,6 +166,8 @@ class IntentReader:
         self.log = logger
         self.strict = strict
         self._words = {s.name: s.words() for s in specs}
+        self._catalog = "\n".join(s.line() for s in self.specs.values())  # built once
+        self._schema = self._answer_schema()
         self.asked = 0          # lines that reached the LLM
 
     def abilities(self) -> str:
@@ -191,14 +193,17 @@ class IntentReader:
 
     def messages(self, line: str, earlier: Sequence[str] = ()) -> list[dict]:
         """The prompt: the catalogue, then the line (after `earlier`, the lines before it)."""
-        catalog = "\n".join(s.line() for s in self.specs.values())
         before = "".join(f"{e}\n" for e in earlier)
         said = f'Before, in this conversation:\n{before}Now the person said: "{line}"' \
             if before else f'The person said: "{line}"'
-        return [{"role": "system", "content": self.system.format(catalog=catalog)},
+        return [{"role": "system", "content": self.system.format(catalog=self._catalog)},
                 {"role": "user", "content": f"{said}\nJSON:"}]
 
     def schema(self) -> dict:
+        """The answer's JSON schema, built once from the specs."""
+        return self._schema
+
+    def _answer_schema(self) -> dict:
         """The answer's JSON schema: an intent's name (or none) and typed arguments.
 
         The arguments are one of the intents' own argument objects (a floor is an integer,

@@ -14,6 +14,7 @@ from typing import Callable, ContextManager, Iterable
 from vision_dialogue.core.action_choice import ActionChooser, chooser_for, claims_action
 from vision_dialogue.core.answers import yes_or_no
 from vision_dialogue.core.lookback import LOOK_BACK, LOOK_BACK_NOTE, LookBack, ToolSet
+from vision_dialogue.llm.base import short_question
 from vision_dialogue.llm.tool_loop import (TOOLS_NOTE, AgentResult, ToolRecord, run_tool_loop,
                                            stream_tool_loop)
 
@@ -184,12 +185,8 @@ class TurnTools:
 
     def _ask(self, messages: list, max_tokens: int, json_schema: dict | None = None) -> str:
         """One short completion for the chooser (its own cache where the backend has one)."""
-        kwargs: dict = {"model": self.config.model, "max_tokens": max_tokens}
-        if json_schema is not None and getattr(self.backend, "json_schema", False):
-            kwargs["json_schema"] = json_schema
-        if getattr(self.backend, "side_questions", False):
-            kwargs["side"] = True
-        return self.backend.complete(messages, **kwargs)
+        return short_question(self.backend, messages, max_tokens, json_schema, side=True,
+                              model=self.config.model)
 
     def _run(self, name: str, args: dict):
         """Run one tool; the reply deadline waits while the robot acts (a provider's `acts`)."""

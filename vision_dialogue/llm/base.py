@@ -23,6 +23,22 @@ class Preempted(BackendError):
     """
 
 
+def short_question(backend, messages: Sequence[Message], max_tokens: int,
+                   json_schema: dict | None = None, side: bool = False, **options) -> str:
+    """One short completion with what the backend offers for it.
+
+    `json_schema`: the answer constrained to it where the backend can (`json_schema`);
+    `side`: on the backend's own cache for such questions (`side_questions`), so a reply's
+    cached prompt stays. `options`: more complete() arguments (model, temperature).
+    """
+    kwargs = dict(options, max_tokens=max_tokens)
+    if json_schema is not None and getattr(backend, "json_schema", False):
+        kwargs["json_schema"] = json_schema
+    if side and getattr(backend, "side_questions", False):
+        kwargs["side"] = True
+    return backend.complete(messages, **kwargs)
+
+
 @runtime_checkable
 class ChatBackend(Protocol):
     """A chat completion backend.

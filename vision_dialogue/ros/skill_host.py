@@ -20,6 +20,7 @@ from typing import Callable
 from std_msgs.msg import UInt32
 
 from vision_dialogue.core.skills import ChatRole, Control, Heard, SkillOutcome
+from vision_dialogue.llm.base import short_question
 from vision_dialogue_interfaces.msg import Spoken
 from vision_dialogue.ros.qos import RELIABLE_QOS
 from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, REPLY_TOPIC, SPOKEN_TOPIC
@@ -161,13 +162,8 @@ class ManagerSkillHost:
         `side`: a short question asked before a reply (an intent), on the backend's own cache
         for such questions where it has one, so the reply's cached prompt stays.
         """
-        backend = self.conversation.backend
-        kw = {"max_tokens": max_tokens, "temperature": 0.0}
-        if json_schema is not None and getattr(backend, "json_schema", False):
-            kw["json_schema"] = json_schema
-        if side and getattr(backend, "side_questions", False):
-            kw["side"] = True
-        return backend.complete(messages, **kw)
+        return short_question(self.conversation.backend, messages, max_tokens, json_schema,
+                              side=side, temperature=0.0)
 
     # --- chatting -----------------------------------------------------------------------------
     def begin_chat(self, role: ChatRole) -> None:
