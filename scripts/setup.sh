@@ -75,7 +75,7 @@ for extra in ${VD_EXTRAS:-}; do
   req_files+=("requirements/$extra.txt")
 done
 stamp="$VENV/.vd-requirements.sha256"
-want="$(cat "${req_files[@]}" requirements/robot.txt requirements/voice.txt | sha256sum | cut -d' ' -f1)"
+want="$(cat "${req_files[@]}" requirements/robot.txt requirements/voice.txt requirements/identity.txt | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log "installing ${req_files[*]}"
   "$VPY" -m pip install -q --upgrade pip==25.3 2> >(grep -v 'is ignored: it is neither' >&2)

@@ -185,7 +185,7 @@ class DetectorNode(ManagedNode):
         ids = self.face_tracker.update([p.box for p in people])
         if self.hri_faces is not None:
             self.hri_faces.publish(header, [(fid, p.box, p.score, p.smiling)
-                                            for fid, p in zip(ids, people)])
+                                            for fid, p in zip(ids, people)], bgr)
         h, w = bgr.shape[:2]
 
         def pixels(box):

@@ -31,6 +31,7 @@ EXECUTABLES = {
     "speech_node": "vision_dialogue.speech_node",
     "detector_node": "vision_dialogue.detector_node",
     "events_node": "vision_dialogue.events_node",
+    "people_node": "vision_dialogue.people_node",
     "vfm_server": "vision_dialogue.vfm_server",
     "monitor": "vision_dialogue.monitor_node",
     "bag_record": "vision_dialogue.cli.bag_record",

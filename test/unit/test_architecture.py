@@ -28,6 +28,7 @@ ALLOWED = {
     "face": set(),
     "monitor": {"core"},
     "voice": {"speech", "llm", "variants"},
+    "identity": {"core"},
 }
 ROS_MODULES = ("rclpy", "rcl_interfaces", "builtin_interfaces", "std_msgs", "sensor_msgs",
                "geometry_msgs", "action_msgs", "rosgraph_msgs", "launch", "launch_ros",
@@ -35,7 +36,7 @@ ROS_MODULES = ("rclpy", "rcl_interfaces", "builtin_interfaces", "std_msgs", "sen
 INTERFACES_DIR = REPO / "interfaces" / "vision_dialogue_interfaces"
 """The package of our messages, services and actions (generated code: the ROS side)."""
 NODE_MODULES = {"manager_node", "camera_node", "speech_node", "vfm_server", "monitor_node",
-                "events_node", "detector_node"}
+                "events_node", "detector_node", "people_node"}
 
 
 def imports(path: Path) -> set[str]:

@@ -130,11 +130,11 @@ def setup_overrides(setup: Setup, params_file: str | Path, keys=None,
 
 def resolve(setup_name: str, params_file: str | None, nodes: str | None,
             namespace: str = "", monitor: bool | None = None, events: bool | None = None,
-            detector: bool | None = None):
+            detector: bool | None = None, people: bool | None = None):
     """(Setup, params file path, node keys) with clear errors for bad input.
 
-    monitor, events, detector: True/False starts/leaves out the monitor page, the events node,
-    the object detector; None: the setup's default.
+    monitor, events, detector, people: True/False starts/leaves out the monitor page, the
+    events node, the object detector, the people node; None: the setup's default.
     """
     setup = SETUPS.get(setup_name)
     if setup is None:
@@ -146,7 +146,8 @@ def resolve(setup_name: str, params_file: str | None, nodes: str | None,
     if not path.is_file():
         raise BringupError(f"params file not found: {path}")
     keys = setup.default_nodes
-    for key, wanted in (("monitor", monitor), ("events", events), ("detector", detector)):
+    for key, wanted in (("monitor", monitor), ("events", events), ("detector", detector),
+                        ("people", people)):
         if wanted is None:
             continue
         if key not in setup.nodes:
@@ -442,6 +443,9 @@ def parse_cli(argv):
     ap.add_argument("--detector", action=argparse.BooleanOptionalAction, default=None,
                     help="start (or leave out) the object detector (vision_msgs detections; "
                     "default: on except in furhat)")
+    ap.add_argument("--people", action=argparse.BooleanOptionalAction, default=None,
+                    help="start (or leave out) the people node: who it is talking to across "
+                    "sessions, remembered only with consent (docs/people.md; default: off)")
     ap.add_argument("--managed", action="store_true",
                     help="start the nodes unconfigured, for a lifecycle manager to configure "
                     "and activate (docs/lifecycle.md)")
@@ -459,7 +463,7 @@ def main(args=None) -> int:
     apply_default_profile()     # this process and every child: raw frames cross processes
     try:
         setup, params_file, keys = resolve(ns.setup, ns.params_file, ns.nodes, ns.namespace,
-                                           ns.monitor, ns.events, ns.detector)
+                                           ns.monitor, ns.events, ns.detector, ns.people)
         llm = llm_overrides(ns.llm, ns.base_url, ns.model)
         if llm and "manager" not in keys:
             raise BringupError("--llm/--base-url/--model need the manager node")

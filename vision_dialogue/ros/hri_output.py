@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import re
 
+from sensor_msgs.msg import Image
 from std_msgs.msg import Bool
 
 from vision_dialogue.ros import perception_msgs as pm
+from vision_dialogue.ros.image_msgs import to_image_msg
 from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS, no_event_handlers
 
 ANONYMOUS_VOICE = "anonymous_speaker"
@@ -87,11 +89,14 @@ class HriSpeechOutput:
 
 
 class HriFacesOutput:
-    """REP-155 faces: /humans/faces/tracked and, per face, ``roi`` and ``expression``.
+    """REP-155 faces: /humans/faces/tracked and, per face, ``roi``, ``expression``, ``cropped``.
 
-    `publish(header, faces)` with faces as (id, (x, y, w, h) relative box, score, smiling or
-    None); a face's topics go when it is no longer tracked.
+    `publish(header, faces, bgr)` with faces as (id, (x, y, w, h) relative box, score, smiling
+    or None); a face's topics go when it is no longer tracked. The crop (the box and a
+    `CROP_MARGIN` around it, bgr8) is made only while someone subscribes (people_node).
     """
+
+    CROP_MARGIN = 0.25
 
     def __init__(self, node):
         self.node = node
@@ -99,13 +104,16 @@ class HriFacesOutput:
                                                  LATCHED_QOS)
         self._pubs: dict[str, tuple] = {}
 
-    def publish(self, header, faces) -> None:
+    def publish(self, header, faces, bgr=None) -> None:
         ids = [f[0] for f in faces]
         pm.follow_ids(self._pubs, ids, self._face_publishers,
                       lambda pubs: [self.node.destroy_publisher(p) for p in pubs])
         self.tracked_pub.publish(pm.IdsList(header=header, ids=ids))
         for fid, (x, y, w, h), score, smiling in faces:
-            roi_pub, expression_pub = self._pubs[fid]
+            roi_pub, expression_pub, cropped_pub = self._pubs[fid]
+            if bgr is not None and cropped_pub.get_subscription_count():
+                cropped_pub.publish(to_image_msg(self.crop(bgr, (x, y, w, h)),
+                                                 stamp=header.stamp, frame_id=header.frame_id))
             roi_pub.publish(pm.NormalizedRegionOfInterest2D(
                 header=header, xmin=float(x), ymin=float(y), xmax=float(x + w),
                 ymax=float(y + h), c=float(score)))
@@ -120,4 +128,15 @@ class HriFacesOutput:
         return (self.node.create_publisher(pm.NormalizedRegionOfInterest2D, f"{base}/roi",
                                            RELIABLE_QOS, **quiet),
                 self.node.create_publisher(pm.Expression, f"{base}/expression", RELIABLE_QOS,
-                                           **quiet))
+                                           **quiet),
+                self.node.create_publisher(Image, f"{base}/cropped", RELIABLE_QOS, **quiet))
+
+    @classmethod
+    def crop(cls, bgr, box):
+        """The face's box (relative x, y, w, h) and a margin around it, in pixels."""
+        h, w = bgr.shape[:2]
+        x, y, bw, bh = box
+        mx, my = bw * cls.CROP_MARGIN, bh * cls.CROP_MARGIN
+        x0, y0 = max(0, int((x - mx) * w)), max(0, int((y - my) * h))
+        x1, y1 = min(w, int((x + bw + mx) * w) + 1), min(h, int((y + bh + my) * h) + 1)
+        return bgr[y0:y1, x0:x1]

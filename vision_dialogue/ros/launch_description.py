@@ -64,7 +64,8 @@ NODE_WORDS = {'camera': 'the camera_node', 'speech': 'the speech_node',
               'manager': 'the conversation manager_node', 'vfm': 'the vfm_server',
               'monitor': 'the monitor page (http://127.0.0.1:8765/, or the next free port)',
               'events': 'the events_node (waves, pointing, arrivals between frames)',
-              'detector': 'the detector_node (objects as vision_msgs detections)'}
+              'detector': 'the detector_node (objects as vision_msgs detections)',
+              'people': 'the people_node (who it talks to across sessions, with consent)'}
 #: launch argument -> (node key, parameter it sets, the variant that plays it)
 FILE_ARGUMENTS = {'video_path': ('camera', 'source', 'video'),
                   'script_file': ('speech', 'backend', 'script')}

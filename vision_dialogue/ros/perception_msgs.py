@@ -21,10 +21,10 @@ try:
 except ImportError:           # optional: see missing()
     Detection2DArray = LabelInfo = None
 try:
-    from hri_msgs.msg import EngagementLevel, Expression, Gesture, IdsList, LiveSpeech, \
-        NormalizedRegionOfInterest2D
+    from hri_msgs.msg import EngagementLevel, Expression, Gesture, IdsList, IdsMatch, \
+        LiveSpeech, NormalizedRegionOfInterest2D
 except ImportError:
-    EngagementLevel = Expression = Gesture = IdsList = LiveSpeech = None
+    EngagementLevel = Expression = Gesture = IdsList = IdsMatch = LiveSpeech = None
     NormalizedRegionOfInterest2D = None
 
 

@@ -40,10 +40,12 @@ NODES: dict[str, NodeSpec] = {
     "events": NodeSpec("events", "events_node", "vision_dialogue.events_node", "EventsNode"),
     "detector": NodeSpec("detector", "detector_node", "vision_dialogue.detector_node",
                          "DetectorNode"),
+    "people": NodeSpec("people", "people_node", "vision_dialogue.people_node", "PeopleNode"),
 }
 
 #: construction/start order: consumers first, the speech node (which drives a script) last
-START_ORDER = ("monitor", "manager", "events", "detector", "vfm", "camera", "speech")
+START_ORDER = ("monitor", "manager", "people", "events", "detector", "vfm", "camera",
+               "speech")
 
 
 @dataclass(frozen=True)
@@ -77,36 +79,40 @@ class Setup:
 
 
 SETUPS: dict[str, Setup] = {
-    "furhat": Setup("furhat", ("camera", "speech", "manager", "monitor", "events", "detector"),
+    "furhat": Setup("furhat", ("camera", "speech", "manager", "monitor", "events", "detector",
+                               "people"),
                     "furhat_setup.yaml",
                     "Furhat robot: Furhat camera + Furhat speech + manager (+ monitor page, "
-                    "gesture events and object detector when asked)",
-                    optional=("monitor", "events", "detector")),
+                    "gesture events, object detector and people node when asked)",
+                    optional=("monitor", "events", "detector", "people")),
     "standalone": Setup("standalone", ("camera", "speech", "manager", "monitor", "events",
-                                       "detector"),
+                                       "detector", "people"),
                         "standalone_setup.yaml",
                         "Laptop: webcam + terminal chat + manager + monitor page + object "
-                        "detector (+ gesture events when asked)", optional=("events",)),
+                        "detector (+ gesture events and people node when asked)",
+                        optional=("events", "people")),
     "vfm": Setup("vfm", ("vfm",), "vfm_setup.yaml",
                  "Visual foundation model action servers (GPU host)"),
-    "demo": Setup("demo", ("camera", "speech", "manager", "monitor", "detector"),
+    "demo": Setup("demo", ("camera", "speech", "manager", "monitor", "detector", "people"),
                   "demo_setup.yaml",
                   "Offline demo: demo video + scripted dialogue + manager + object detector + "
                   "monitor page",
                   config_paths={"speech": {"script_file": "demo_script.yaml"}},
-                  demo_video=True),
-    "voice_demo": Setup("voice_demo", ("camera", "speech", "manager", "monitor", "detector"),
+                  demo_video=True, optional=("people",)),
+    "voice_demo": Setup("voice_demo", ("camera", "speech", "manager", "monitor", "detector",
+                                       "people"),
                         "voice_demo_setup.yaml",
                         "Offline voice demo: demo video + the demo script spoken into the "
                         "local voice (VAD, Whisper, Piper to WAV files) + manager + monitor",
-                        spoken_script="demo_script.yaml", demo_video=True),
+                        spoken_script="demo_script.yaml", demo_video=True,
+                        optional=("people",)),
     "people_demo": Setup("people_demo", ("camera", "speech", "manager", "monitor", "events",
-                                         "detector"),
+                                         "detector", "people"),
                          "people_demo_setup.yaml",
                          "Offline two-person demo: two people come and go, one waves; two "
                          "speakers in the script; events node + manager + monitor",
                          config_paths={"speech": {"script_file": "people_demo_script.yaml"}},
-                         demo_video="people"),
+                         demo_video="people", optional=("people",)),
 }
 
 

@@ -66,6 +66,11 @@ VOICES_TRACKED_TOPIC = "/humans/voices/tracked"
 PERSONS_TRACKED_TOPIC = "/humans/persons/tracked"
 BODIES_TRACKED_TOPIC = "/humans/bodies/tracked"
 FACES_TRACKED_TOPIC = "/humans/faces/tracked"
+PERSONS_KNOWN_TOPIC = "/humans/persons/known"
+CANDIDATE_MATCHES_TOPIC = "/humans/candidate_matches"
+PEOPLE_ENROL_SERVICE = "people/enrol"
+PEOPLE_FORGET_SERVICE = "people/forget"
+PEOPLE_LIST_SERVICE = "people/list"
 # --- ROS-wide ------------------------------------------------------------------------------
 DIAGNOSTICS_TOPIC = "/diagnostics"                # diagnostic_msgs/DiagnosticArray, every node
 CLOCK_TOPIC = "/clock"
@@ -139,12 +144,28 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(VOICES_TRACKED_TOPIC, "topic", "hri_msgs/IdsList", "speech, ROS4HRI → manager",
              "latched", "voices heard (REP-155); `/humans/voices/<id>/speech` carries their "
              "lines"),
-    Endpoint(PERSONS_TRACKED_TOPIC, "topic", "hri_msgs/IdsList", "ROS4HRI → manager", "latched",
-             "persons; `/humans/persons/<id>/{name,alias,voice_id,face_id,engagement_status}`"),
+    Endpoint(PERSONS_TRACKED_TOPIC, "topic", "hri_msgs/IdsList",
+             "people node, ROS4HRI → manager", "latched",
+             "persons; `/humans/persons/<id>/{name,alias,voice_id,face_id,anonymous,"
+             "engagement_status}`"),
     Endpoint(BODIES_TRACKED_TOPIC, "topic", "hri_msgs/IdsList", "ROS4HRI → manager", "latched",
              "bodies; `/humans/bodies/<id>/gesture` carries their gestures"),
-    Endpoint(FACES_TRACKED_TOPIC, "topic", "hri_msgs/IdsList", "detector, ROS4HRI → manager",
-             "latched", "faces; `/humans/faces/<id>/{roi,expression}`"),
+    Endpoint(FACES_TRACKED_TOPIC, "topic", "hri_msgs/IdsList",
+             "detector, ROS4HRI → manager, people node", "latched",
+             "faces; `/humans/faces/<id>/{roi,expression,cropped}`"),
+    Endpoint(PERSONS_KNOWN_TOPIC, "topic", "hri_msgs/IdsList", "people node → anyone",
+             "latched", "every person the robot knows (enrolled), tracked or not"),
+    Endpoint(CANDIDATE_MATCHES_TOPIC, "topic", "hri_msgs/IdsMatch", "people node → ROS4HRI",
+             _RELIABLE, "a face or voice is (probably) this person, with a confidence"),
+    Endpoint(PEOPLE_ENROL_SERVICE, "service", f"{INTERFACES}/srv/Enrol",
+             "application → people node", "services' default",
+             "remember a person of this session (the application has their consent)"),
+    Endpoint(PEOPLE_FORGET_SERVICE, "service", f"{INTERFACES}/srv/Forget",
+             "application, operator → people node", "services' default",
+             "forget a person: nothing of them left in the store"),
+    Endpoint(PEOPLE_LIST_SERVICE, "service", f"{INTERFACES}/srv/ListPeople",
+             "application, operator → people node", "services' default",
+             "the people the robot knows and their consent records"),
     Endpoint(DIAGNOSTICS_TOPIC, "topic", "diagnostic_msgs/DiagnosticArray", "every node → anyone",
              _RELIABLE, "each node's health at 1 Hz (REP-107 levels)"),
     Endpoint(CLOCK_TOPIC, "topic", "rosgraph_msgs/Clock", "bag_play → every node",

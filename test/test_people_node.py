@@ -1,0 +1,222 @@
+"""people_node in one process: real photos through dlib, the Ask and Say skills faked.
+
+Session 1 sees a face, hears a name, asks for consent and enrols; a new node on the same store
+(session 2) knows another photo of the same person by id and name, and a second person is a
+stranger. "No" and "forget me" leave nothing in the store file.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image as PILImage
+
+from conftest import REPO, spin_until
+from vision_dialogue.ros import perception_msgs as pm
+
+pytestmark = [pytest.mark.skipif(bool(pm.missing()), reason=f"{pm.missing()} not installed"),
+              pytest.mark.timeout(300)]
+PHOTOS = REPO / "test" / "data" / "people"
+dlib = pytest.importorskip("dlib", reason="requirements/identity.txt is not installed")
+
+
+def face_crop(person: str, shot: int) -> np.ndarray:
+    """The face of a photo with a margin, BGR, as a detector's `cropped` topic carries it."""
+    rgb = np.asarray(PILImage.open(PHOTOS / person / f"{shot}.jpg").convert("RGB"))
+    x, y, w, h = _faces().faces_in(rgb)[0]
+    m = w // 4
+    return np.ascontiguousarray(rgb[max(0, y - m):y + h + m, max(0, x - m):x + w + m, ::-1])
+
+
+_EMBEDDER = []
+
+
+def _faces():
+    from vision_dialogue.identity.embedders import FaceEmbedder
+    if not _EMBEDDER:
+        _EMBEDDER.append(FaceEmbedder())
+    return _EMBEDDER[0]
+
+
+class Robot:
+    """The rest of the robot: a face detector's topics, lines heard, the Ask and Say skills."""
+
+    def __init__(self, ctx, answers: dict):
+        import rclpy
+        from rclpy.action import ActionServer
+        from sensor_msgs.msg import Image
+        from std_msgs.msg import String
+
+        from vision_dialogue.ros.qos import LATCHED_QOS
+        from vision_dialogue_interfaces.action import Ask, Say
+        from vision_dialogue_interfaces.msg import Utterance
+        self.node = n = rclpy.create_node("robot_rest", context=ctx)
+        self.answers, self.asked, self.said, self.names = answers, [], [], {}
+        self.tracked: list[str] = []
+        self.faces = n.create_publisher(pm.IdsList, "/humans/faces/tracked", LATCHED_QOS)
+        self.crops: dict[str, object] = {}
+        self.lines = n.create_publisher(Utterance, "dialogue/utterance", 10)
+        self._Image, self._String, self._Utterance = Image, String, Utterance
+        n.create_subscription(pm.IdsList, "/humans/persons/tracked",
+                              lambda m: setattr(self, "tracked", list(m.ids)), LATCHED_QOS)
+        self._name_subs = {}
+        ActionServer(n, Ask, "skill/ask", self._ask)
+        ActionServer(n, Say, "skill/say", self._say)
+
+    def _ask(self, handle):
+        from vision_dialogue_interfaces.action import Ask
+        key = next(iter(json.loads(handle.request.answers_schema)))
+        self.asked.append((handle.request.question, handle.request.person_id))
+        handle.succeed()
+        answer = self.answers.get(key)
+        return Ask.Result(success=answer is not None, status="answered",
+                          answers=json.dumps({} if answer is None else {key: answer}))
+
+    def _say(self, handle):
+        from vision_dialogue_interfaces.action import Say
+        self.said.append(handle.request.input)
+        handle.succeed()
+        return Say.Result(success=True, status="spoken")
+
+    def show(self, fid: str, bgr: np.ndarray) -> None:
+        from vision_dialogue.ros.image_msgs import to_image_msg
+        if fid not in self.crops:
+            self.crops[fid] = self.node.create_publisher(
+                self._Image, f"/humans/faces/{fid}/cropped", 10)
+        self.faces.publish(pm.IdsList(ids=sorted(self.crops)))
+        self.crops[fid].publish(to_image_msg(bgr))
+
+    def hide_all(self) -> None:
+        for pub in self.crops.values():
+            self.node.destroy_publisher(pub)
+        self.crops = {}
+        self.faces.publish(pm.IdsList(ids=[]))
+
+    def say(self, text: str) -> None:
+        self.lines.publish(self._Utterance(text=text, source="test"))
+
+    def name_of(self, pid: str) -> str | None:
+        from vision_dialogue.ros.qos import LATCHED_QOS
+        if pid not in self._name_subs:
+            self._name_subs[pid] = self.node.create_subscription(
+                self._String, f"/humans/persons/{pid}/name",
+                lambda m: self.names.__setitem__(pid, m.data), LATCHED_QOS)
+        return self.names.get(pid)
+
+
+def people_node(ctx, store: Path, **params):
+    from rclpy.parameter import Parameter
+
+    from vision_dialogue.people_node import PeopleNode
+    values = {"store_url": f"sqlite:///{store}", "voices": False, "ask_after_lines": 2,
+              "face_interval": 0.05} | params
+    return PeopleNode(context=ctx, face_embedder=_faces(), parameter_overrides=[
+        Parameter(k, value=v) for k, v in values.items()])
+
+
+def until(ex, predicate, robot=None, show=None, timeout=60.0) -> bool:
+    """Spin until predicate(); while waiting, show the face again (a camera's next frames)."""
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if show is not None:
+            robot.show(*show)
+        if spin_until(ex, predicate, timeout=0.5):
+            return True
+    return False
+
+
+def end(ex, robot, node) -> None:
+    """The session's end: every node of it stopped (a new process would start fresh)."""
+    ex.shutdown(timeout_sec=10)
+    node.destroy_node()
+    robot.node.destroy_node()
+
+
+@pytest.fixture
+def rig(ros_context):
+    from rclpy.executors import MultiThreadedExecutor
+    made = []
+
+    def make(store, answers, **params):
+        for session in made:
+            end(*session)
+        made.clear()
+        robot, node = Robot(ros_context, answers), people_node(ros_context, store, **params)
+        ex = MultiThreadedExecutor(context=ros_context)
+        for n in (robot.node, node):
+            ex.add_node(n)
+        made.append((ex, robot, node))
+        return ex, robot, node
+    yield make
+    for session in made:
+        end(*session)
+
+
+def test_a_yes_is_remembered_across_sessions_and_a_stranger_is_not(rig, tmp_path):
+    store = tmp_path / "people.db"
+    ex, robot, node = rig(store, {"remember": True})
+    obama1 = face_crop("obama", 1)
+    assert until(ex, lambda: len(robot.tracked) == 1, robot, ("facea", obama1))
+    [anonymous] = robot.tracked
+    assert anonymous.startswith("anonymous_person_")
+    assert spin_until(ex, lambda: robot.node.count_subscribers("dialogue/utterance") > 0, 10)
+    robot.say("Hello robot.")
+    robot.say("My name is Barack.")
+    assert until(ex, lambda: robot.said, timeout=60), robot.asked
+    assert robot.asked == [("May I remember you, so I can greet you next time?", anonymous)]
+    assert robot.said == ["Thank you! I will remember you next time."]
+    assert until(ex, lambda: robot.tracked and robot.tracked[0].startswith("person_"))
+    [known] = robot.tracked
+    assert until(ex, lambda: robot.name_of(known) == "Barack")
+    people = [p for p in node.store.people()]
+    assert [(p.person_id, p.name, p.faces) for p in people] == [(known, "Barack", 1)]
+    assert people[0].consent.way.value == "asked"
+
+    ex2, robot2, node2 = rig(store, {})                         # session 2: a new node
+    obama3, biden1 = face_crop("obama", 3), face_crop("biden", 1)
+    assert until(ex2, lambda: robot2.tracked == [known], robot2, ("faceq", obama3))
+    assert until(ex2, lambda: robot2.name_of(known) == "Barack")
+    assert until(ex2, lambda: len(robot2.tracked) == 2, robot2, ("facer", biden1))
+    stranger = next(p for p in robot2.tracked if p != known)
+    assert stranger.startswith("anonymous_person_")
+    assert until(ex2, lambda: robot2.name_of(stranger) == "")
+
+
+def test_no_and_forget_me_leave_nothing_in_the_store_file(rig, tmp_path):
+    store = tmp_path / "people.db"
+    ex, robot, node = rig(store, {"remember": False})
+    assert until(ex, lambda: len(robot.tracked) == 1, robot, ("facea", face_crop("kit_harington",
+                                                                                 1)))
+    assert spin_until(ex, lambda: robot.node.count_subscribers("dialogue/utterance") > 0, 10)
+    robot.say("I'm Kit.")
+    assert until(ex, lambda: robot.said)
+    assert robot.said == ["All right, I will not keep anything about you."]
+    assert node.store.people() == [] and b"Kit" not in store.read_bytes()
+    robot.say("Hello again, my name is Kit.")                   # not asked again,
+    robot.hide_all()                                            # nor when seen again
+    assert until(ex, lambda: robot.tracked == [])
+    assert until(ex, lambda: len(robot.tracked) == 1, robot, ("facec", face_crop(
+        "kit_harington", 2)))
+    robot.say("Nice to see you.")
+    robot.say("Me again.")
+    assert not until(ex, lambda: len(robot.asked) > 1, timeout=3)
+
+    robot.answers.update(remember=True, forget=True)
+    robot.hide_all()
+    assert until(ex, lambda: robot.tracked == [])
+    ada = face_crop("alex_lacamoire", 1)
+    assert until(ex, lambda: len(robot.tracked) == 1, robot, ("faceb", ada))
+    robot.say("My name is Alex.")
+    assert until(ex, lambda: len(robot.said) == 2)
+    [alex] = node.store.people()
+    assert b"Alex" in store.read_bytes()
+    robot.say("Please forget me.")
+    assert until(ex, lambda: len(robot.said) == 3)
+    assert robot.asked[-1][0].startswith("Shall I forget you?")
+    assert robot.said[-1] == "Done. I have forgotten you."
+    assert node.store.people() == []
+    raw = store.read_bytes()
+    assert b"Alex" not in raw and alex.person_id.encode() not in raw

@@ -1,0 +1,105 @@
+"""people: the operator's view of the people the robot knows (the same store people_node uses).
+
+    people list                                   # who is known, with their consent records
+    people enrol --name Ada --photo ada.jpg [--wav ada.wav]   # with their consent, by hand
+    people forget --name Ada | --id person_abcdefgh
+    people export > people.json                   # everything kept (a person's right to see it)
+
+The store is `--store` (default: people_node's default, sqlite:///~/.local/share/...). A
+running people_node reads the store when it starts; enrolments made here are matched from its
+next start, and `people forget` on a running robot is better done through its
+`people/forget` service (it also drops the person from the session).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from vision_dialogue.identity.embedders import ModelMissing
+from vision_dialogue.identity.store import DEFAULT_STORE_URL, PeopleStore, StoreError
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="people", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", default=DEFAULT_STORE_URL, help="the people store's URL")
+    sub = ap.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="who is known")
+    enrol = sub.add_parser("enrol", help="remember a person from a photo (and a recording)")
+    enrol.add_argument("--name", required=True)
+    enrol.add_argument("--photo", required=True, help="a photo with one frontal face")
+    enrol.add_argument("--wav", help="a recording of their voice (a few seconds)")
+    forget = sub.add_parser("forget", help="forget a person: nothing of them is left")
+    who = forget.add_mutually_exclusive_group(required=True)
+    who.add_argument("--name")
+    who.add_argument("--id")
+    sub.add_parser("export", help="everything the store keeps, as JSON")
+    return ap.parse_args(argv)
+
+
+def photo_print(path: str):
+    """The face print of the one face in a photo (a clear error for none or several)."""
+    import numpy as np
+    from PIL import Image, UnidentifiedImageError
+
+    from vision_dialogue.identity.embedders import FaceEmbedder
+    try:
+        rgb = np.asarray(Image.open(path).convert("RGB"))
+    except (OSError, UnidentifiedImageError) as e:
+        raise ValueError(f"cannot read the photo {path}: {e}") from None
+    faces = FaceEmbedder()
+    boxes = faces.faces_in(rgb)
+    if len(boxes) != 1:
+        raise ValueError(f"{path}: {len(boxes)} frontal faces; a photo of one person, "
+                         "facing the camera, is needed")
+    x, y, w, h = boxes[0]
+    m = w // 4
+    return faces.embed(rgb[max(0, y - m):y + h + m, max(0, x - m):x + w + m])
+
+
+def wav_print(path: str):
+    import soundfile
+
+    from vision_dialogue.identity.embedders import VoiceEmbedder
+    try:
+        samples, rate = soundfile.read(path, dtype="float32", always_2d=True)
+    except RuntimeError as e:
+        raise ValueError(f"cannot read the recording {path}: {e}") from None
+    return VoiceEmbedder().embed(samples.mean(axis=1), rate)
+
+
+def run(ns: argparse.Namespace) -> int:
+    from vision_dialogue.identity.records import Consent, ConsentWay
+    store = PeopleStore(ns.store)
+    if ns.command == "list":
+        for p in store.people():
+            print(f"{p.person_id}  {p.name or '(no name)':20s} faces {p.faces} voices "
+                  f"{p.voices}  consent: {p.consent.way.value}, {p.consent.answer!r}")
+    elif ns.command == "enrol":
+        prints = [photo_print(ns.photo)] + ([wav_print(ns.wav)] if ns.wav else [])
+        pid = store.enrol(ns.name, prints, Consent(
+            ConsentWay.OPERATOR, question="enrolled by an operator with the person's consent",
+            answer="people enrol"))
+        print(pid)
+    elif ns.command == "forget":
+        removed = store.forget(person_id=ns.id or "", name=ns.name or "")
+        print("\n".join(removed) or "nobody of that id or name", file=sys.stdout)
+        return 0 if removed else 1
+    else:
+        json.dump(store.export(), sys.stdout, indent=1)
+        print()
+    return 0
+
+
+def main(args=None) -> int:
+    ns = parse(list(sys.argv[1:] if args is None else args[1:]))
+    try:
+        return run(ns)
+    except (StoreError, ModelMissing, ValueError) as e:
+        print(f"people: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

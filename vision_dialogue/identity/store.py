@@ -1,0 +1,250 @@
+"""The people store: enrolled people's names, face and voice prints and consent records.
+
+Never an image or a recording: embeddings (with the model and version that made them), names
+and, per person, how and when they said yes. SQLAlchemy Core keeps it one table layout for
+the embedded SQLite file (the default, one robot) and a database server (a fleet). An SQLite
+file is made readable by its owner only, every write is committed before it returns (a
+killed process loses nothing acknowledged), and "forget" leaves no trace in the file itself
+(secure_delete, then VACUUM). A file that is not a people store is an error and is never
+written to.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import sqlite3
+import string
+from pathlib import Path
+
+import numpy as np
+import sqlalchemy as sa
+
+from vision_dialogue.identity.records import Consent, ConsentWay, Embedding, KnownPerson, \
+    Modality
+
+#: the layout's version; MIGRATIONS[v] takes a store from version v to v + 1
+SCHEMA_VERSION = 1
+DEFAULT_STORE_URL = "sqlite:///~/.local/share/vision_dialogue/people.db"
+
+_META = sa.MetaData()
+META = sa.Table("meta", _META, sa.Column("key", sa.String(64), primary_key=True),
+                sa.Column("value", sa.String(256), nullable=False))
+PEOPLE = sa.Table(
+    "people", _META,
+    sa.Column("person_id", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(256), nullable=False, default=""),
+    sa.Column("consent_way", sa.String(32), nullable=False),
+    sa.Column("consent_question", sa.Text, nullable=False),
+    sa.Column("consent_answer", sa.Text, nullable=False, default=""),
+    sa.Column("consent_when", sa.Float, nullable=False))
+EMBEDDINGS = sa.Table(
+    "embeddings", _META,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("person_id", sa.String(64), sa.ForeignKey("people.person_id", ondelete="CASCADE"),
+              nullable=False, index=True),
+    sa.Column("modality", sa.String(16), nullable=False),
+    sa.Column("model", sa.String(128), nullable=False),
+    sa.Column("model_version", sa.String(64), nullable=False),
+    sa.Column("vector", sa.LargeBinary, nullable=False))
+MIGRATIONS: dict = {}       # none yet: version 1 is the first layout
+
+
+class StoreError(Exception):
+    """The store cannot be used (corrupt, not a people store, unwritable): identity is off."""
+
+
+def new_person_id() -> str:
+    """A persistent person id: 'person_' and eight random letters (a ROS name token)."""
+    return "person_" + "".join(secrets.choice(string.ascii_lowercase) for _ in range(8))
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of an sqlite:/// URL, '~' expanded; None for other databases.
+
+    The `file:...?mode=ro&uri=true` form names its file too.
+    """
+    if not url.startswith("sqlite:///"):
+        return None
+    rest = url[len("sqlite:///"):]
+    return Path(os.path.expanduser(rest.removeprefix("file:").split("?")[0]))
+
+
+class PeopleStore:
+    """The enrolled people at `url` (an SQLAlchemy URL; '~' allowed in an SQLite path)."""
+
+    def __init__(self, url: str = DEFAULT_STORE_URL):
+        self.url, self.path = url, sqlite_path(url)
+        if self.path is not None:
+            read_only = "mode=ro" in url
+            if not read_only:
+                self._prepare_file(self.path)
+            url = url if read_only else f"sqlite:///{self.path}"
+        try:
+            self.engine = sa.create_engine(url)
+            if self.path is not None:
+                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+            self._open()
+        except (sa.exc.SQLAlchemyError, sqlite3.Error) as e:
+            raise StoreError(f"people store {self.url}: {_reason(e)}; identity is off and the "
+                             "store is left as it was") from None
+
+    @staticmethod
+    def _prepare_file(path: Path) -> None:
+        """Create the folder and file, owner-only; never touch a file that exists but is odd."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not path.exists():
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            elif path.stat().st_mode & 0o077:
+                path.chmod(0o600)
+        except OSError as e:
+            raise StoreError(f"people store {path}: {e.strerror or e} (identity is off)") \
+                from None
+
+    def _open(self) -> None:
+        with self.engine.begin() as db:
+            tables = set(sa.inspect(db).get_table_names())
+            if not tables:
+                _META.create_all(db)
+                db.execute(META.insert().values(key="schema_version",
+                                                value=str(SCHEMA_VERSION)))
+                return
+            if "meta" not in tables:
+                raise StoreError(f"{self.url} is a database but not a people store "
+                                 f"(tables {sorted(tables)}); identity is off, the file is "
+                                 "left as it was")
+            version = int(db.execute(sa.select(META.c.value).where(
+                META.c.key == "schema_version")).scalar_one())
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"{self.url} has layout {version}, newer than this version "
+                                 f"knows ({SCHEMA_VERSION}): update vision_dialogue")
+            for v in range(version, SCHEMA_VERSION):
+                MIGRATIONS[v](db)
+                db.execute(META.update().where(META.c.key == "schema_version").values(
+                    value=str(v + 1)))
+
+    # --- writing ----------------------------------------------------------------------------
+    def enrol(self, name: str, embeddings: list[Embedding], consent: Consent,
+              person_id: str = "") -> str:
+        """Store a person who said yes (a new one, or more prints for `person_id`)."""
+        with self._write() as db:
+            if person_id and self._exists(db, person_id):
+                if name:
+                    db.execute(PEOPLE.update().where(PEOPLE.c.person_id == person_id)
+                               .values(name=name))
+            else:
+                person_id = person_id or new_person_id()
+                db.execute(PEOPLE.insert().values(
+                    person_id=person_id, name=name, consent_way=consent.way.value,
+                    consent_question=consent.question, consent_answer=consent.answer,
+                    consent_when=consent.when))
+            if embeddings:
+                db.execute(EMBEDDINGS.insert(), [
+                    {"person_id": person_id, "modality": e.modality.value, "model": e.model,
+                     "model_version": e.version, "vector": e.vector.tobytes()}
+                    for e in embeddings])
+        return person_id
+
+    def set_name(self, person_id: str, name: str) -> bool:
+        with self._write() as db:
+            return db.execute(PEOPLE.update().where(PEOPLE.c.person_id == person_id)
+                              .values(name=name)).rowcount > 0
+
+    def forget(self, person_id: str = "", name: str = "") -> list[str]:
+        """Remove a person (by id, or everyone of that name) and every print of theirs.
+
+        The file is then rewritten (VACUUM) so that the removed rows are gone from it, not
+        only from the tables.
+        """
+        cond = PEOPLE.c.person_id == person_id if person_id else \
+            sa.func.lower(PEOPLE.c.name) == name.strip().lower()
+        if not (person_id or name.strip()):
+            return []
+        with self._write() as db:
+            ids = list(db.execute(sa.select(PEOPLE.c.person_id).where(cond)).scalars())
+            if ids:
+                db.execute(EMBEDDINGS.delete().where(EMBEDDINGS.c.person_id.in_(ids)))
+                db.execute(PEOPLE.delete().where(PEOPLE.c.person_id.in_(ids)))
+        if ids and self.path is not None:
+            with self._read() as db:
+                db.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM")
+        return ids
+
+    @contextlib.contextmanager
+    def _write(self):
+        """A transaction, committed when the block ends; a database error is a StoreError."""
+        with self._errors():
+            with self.engine.begin() as db:
+                yield db
+
+    @contextlib.contextmanager
+    def _read(self):
+        with self._errors():
+            with self.engine.connect() as db:
+                yield db
+
+    @contextlib.contextmanager
+    def _errors(self):
+        try:
+            yield
+        except (sa.exc.SQLAlchemyError, sqlite3.Error) as e:
+            raise StoreError(f"people store {self.url}: {_reason(e)}") from None
+
+    @staticmethod
+    def _exists(db, person_id: str) -> bool:
+        return db.execute(sa.select(PEOPLE.c.person_id).where(
+            PEOPLE.c.person_id == person_id)).first() is not None
+
+    # --- reading ----------------------------------------------------------------------------
+    def people(self) -> list[KnownPerson]:
+        counts = sa.select(EMBEDDINGS.c.person_id, EMBEDDINGS.c.modality,
+                           sa.func.count()).group_by(EMBEDDINGS.c.person_id,
+                                                     EMBEDDINGS.c.modality)
+        with self._read() as db:
+            n = {(pid, kind): c for pid, kind, c in db.execute(counts)}
+            rows = db.execute(sa.select(PEOPLE).order_by(PEOPLE.c.consent_when)).all()
+        return [KnownPerson(r.person_id, r.name, Consent(
+            ConsentWay(r.consent_way), r.consent_question, r.consent_answer, r.consent_when),
+            faces=n.get((r.person_id, Modality.FACE.value), 0),
+            voices=n.get((r.person_id, Modality.VOICE.value), 0)) for r in rows]
+
+    def person(self, person_id: str) -> KnownPerson | None:
+        return next((p for p in self.people() if p.person_id == person_id), None)
+
+    def prints(self, modality: Modality, model: str, version: str) -> list[tuple[str, np.ndarray]]:
+        """(person id, vector) of every print made by this model and version."""
+        query = sa.select(EMBEDDINGS.c.person_id, EMBEDDINGS.c.vector).where(
+            EMBEDDINGS.c.modality == modality.value, EMBEDDINGS.c.model == model,
+            EMBEDDINGS.c.model_version == version)
+        with self._read() as db:
+            return [(pid, np.frombuffer(blob, np.float32)) for pid, blob in db.execute(query)]
+
+    def export(self) -> dict:
+        """Everything the store holds, as JSON-able data (the person's right to see it)."""
+        with self._read() as db:
+            rows = db.execute(sa.select(EMBEDDINGS)).all()
+        people = {p.person_id: p.as_dict() | {"embeddings": []} for p in self.people()}
+        for r in rows:
+            people[r.person_id]["embeddings"].append({
+                "modality": r.modality, "model": r.model, "model_version": r.model_version,
+                "vector": np.frombuffer(r.vector, np.float32).round(6).tolist()})
+        return {"schema_version": SCHEMA_VERSION, "people": list(people.values())}
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    """Per connection: foreign keys, deleted rows overwritten, durable commits."""
+    cur = dbapi_connection.cursor()
+    for pragma in ("foreign_keys=ON", "secure_delete=ON", "synchronous=FULL",
+                   "journal_mode=DELETE"):
+        cur.execute(f"PRAGMA {pragma}")
+    cur.close()
+
+
+def _reason(e: Exception) -> str:
+    """The driver's own words ('file is not a database'), without SQLAlchemy's wrapping."""
+    orig = getattr(e, "orig", None)
+    return str(orig or e).splitlines()[0]

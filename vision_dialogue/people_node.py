@@ -1,0 +1,325 @@
+"""people_node: who the robot is talking to, across sessions, only with their consent.
+
+Reads faces (REP-155 ``/humans/faces/tracked`` and each face's ``cropped`` image, from our
+detector or any ROS4HRI face detector) and voices (``dialogue/utterance`` with the
+microphone's ``audio/input``), prints them (identity/embedders.py, on a worker off the reply
+path), matches them to the people it knows (identity/persons.py) and publishes REP-155
+persons: ``/humans/persons/tracked``, ``/known`` and per person ``face_id``, ``voice_id``,
+``name``, ``alias``, ``anonymous``, plus ``/humans/candidate_matches``. With
+``person_manager: external`` (a robot whose ROS4HRI person manager owns the persons) only the
+candidate matches are published.
+
+Nobody is remembered without their yes: with ``enrol: ask`` the robot asks once (the
+manager's Ask skill) "May I remember you, so I can greet you next time?"; "forget me" is
+confirmed aloud and leaves nothing in the store. Services ``people/enrol``,
+``people/forget``, ``people/list``.
+
+    people_node --ros-args -p enrol:=ask -p store_url:=sqlite:///~/people.db
+"""
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from sensor_msgs.msg import Image
+
+from vision_dialogue.core.health import OK, WARN, Health
+from vision_dialogue.identity.embedders import FaceEmbedder, IdentityInputError, \
+    ModelMissing, VoiceEmbedder
+from vision_dialogue.identity.persons import IdentityError, NextStep, Persons
+from vision_dialogue.identity.records import CONSENT_QUESTION, Consent, ConsentWay, \
+    EnrolPolicy
+from vision_dialogue.identity.store import DEFAULT_STORE_URL, PeopleStore, StoreError
+from vision_dialogue.identity.voice_clips import AudioRing, seconds_for
+from vision_dialogue.ros import perception_msgs as pm
+from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
+from vision_dialogue.ros.hri_output import voice_id
+from vision_dialogue.ros.hri_persons import HriPersonsOutput
+from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionError, \
+    from_image_msg, stamp_to_ns
+from vision_dialogue.ros.managed import MANAGED_PARAM, ManagedNode
+from vision_dialogue.ros.node_runner import run_node
+from vision_dialogue.ros.params import Param, declare_params
+from vision_dialogue.ros.people_talk import PeopleTalk
+from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS, no_event_handlers
+from vision_dialogue.ros.topics import AUDIO_INPUT_TOPIC, FACES_TRACKED_TOPIC, \
+    PEOPLE_ENROL_SERVICE, PEOPLE_FORGET_SERVICE, PEOPLE_LIST_SERVICE, UTTERANCE_TOPIC
+from vision_dialogue_interfaces.msg import AudioChunk, Utterance
+from vision_dialogue_interfaces.srv import Enrol, Forget, ListPeople
+
+PARAMS = [
+    Param("person_manager", "own", "own: publish REP-155 persons; external: a robot's own "
+          "ROS4HRI person manager owns them, publish only /humans/candidate_matches.",
+          choices=("own", "external")),
+    Param("enrol", EnrolPolicy.ASK.value, "ask: remember a person only after they say yes to "
+          "the robot's question; never; always: everyone seen or heard (only for studies "
+          "where consent was signed on paper).", choices=tuple(p.value for p in EnrolPolicy)),
+    Param("store_url", DEFAULT_STORE_URL, "Where the people it knows are kept (an SQLAlchemy "
+          "URL; '~' allowed in an SQLite path)."),
+    Param("ask_after_lines", 3, "Lines a stranger says before the consent question (at once "
+          "when they say their name).", range=(1, 1000)),
+    Param("faces", True, "Print faces (REP-155 /humans/faces/<id>/cropped)."),
+    Param("voices", True, "Print voices (dialogue/utterance with audio/input)."),
+    Param("face_interval", 1.0, "Seconds between two prints of one face track.",
+          range=(0.05, 60.0)),
+    Param("max_image_pixels", DEFAULT_MAX_PIXELS, "Largest face crop (width x height) decoded.",
+          range=(64, 10 ** 9)),
+    MANAGED_PARAM,
+]
+
+
+class PeopleNode(ManagedNode):
+    """Faces and voices in, REP-155 persons out; enrolment and forgetting with consent."""
+
+    def __init__(self, face_embedder=None, voice_embedder=None, **kwargs):
+        super().__init__(kwargs.pop("node_name", "people_node"), **kwargs)
+        self.params = p = declare_params(self, PARAMS)
+        self._given = (face_embedder, voice_embedder)
+        self.faces = self.voices = self.store = self.persons = None
+        self.problems: dict[str, str] = {}
+        self.counts = {"face prints": 0, "voice prints": 0, "refused": 0}
+        self._lock = threading.RLock()
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="vd-people")
+        self._busy: set[str] = set()
+        self._last_print: dict[str, float] = {}
+        self._face_subs: dict[str, object] = {}
+        self.audio = AudioRing()
+        self.out = HriPersonsOutput(self, p["person_manager"] == "own")
+        self.talk = PeopleTalk(self)
+        quiet = no_event_handlers("subscription")
+        for qos in (LATCHED_QOS, RELIABLE_QOS):     # latched lists and plain ones
+            self.create_subscription(pm.IdsList, FACES_TRACKED_TOPIC, self._on_faces, qos,
+                                     **quiet)
+        self.create_subscription(Utterance, UTTERANCE_TOPIC, self._on_utterance, RELIABLE_QOS)
+        self.create_subscription(AudioChunk, AUDIO_INPUT_TOPIC, self._on_audio,
+                                 RELIABLE_QOS)
+        self.create_service(Enrol, PEOPLE_ENROL_SERVICE, self._enrol)
+        self.create_service(Forget, PEOPLE_FORGET_SERVICE, self._forget)
+        self.create_service(ListPeople, PEOPLE_LIST_SERVICE, self._list)
+        self.create_timer(1.0, self.publish)
+        DiagnosticsPublisher(self, self._health)
+        self.start_lifecycle(p["managed"])
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def configure(self) -> None:
+        """Open the store and load the models; what fails turns that part off, loudly."""
+        p, log = self.params, self.get_logger()
+        try:
+            self.store = PeopleStore(p["store_url"])
+        except StoreError as e:
+            self.problems["store"] = str(e)
+            log.error(str(e))
+        self.persons = Persons(self.store, EnrolPolicy(p["enrol"]), p["ask_after_lines"])
+        for part, wanted, given, make in (("faces", p["faces"], self._given[0], FaceEmbedder),
+                                          ("voices", p["voices"], self._given[1],
+                                           VoiceEmbedder)):
+            try:
+                setattr(self, part, given or (make() if wanted else None))
+            except ModelMissing as e:
+                self.problems[part] = str(e)
+                log.warning(f"{part} off: {e}")
+        known = len(self.store.people()) if self.store else 0
+        log.info(f"people: {known} known, enrol {p['enrol']}, store {p['store_url']}, "
+                 f"faces {'on' if self.faces else 'off'}, voices "
+                 f"{'on' if self.voices else 'off'}, persons {p['person_manager']}")
+
+    def cleanup(self) -> None:
+        if self.store is not None:
+            self.store.close()
+        self.store = self.persons = None
+
+    # --- faces ----------------------------------------------------------------------------
+    def _on_faces(self, msg) -> None:
+        pm.follow_ids(self._face_subs, msg.ids, self._follow_face, self._drop_face)
+
+    def _follow_face(self, fid: str) -> tuple:
+        return fid, self.create_subscription(Image, f"/humans/faces/{fid}/cropped",
+                                             lambda m: self._on_crop(fid, m), RELIABLE_QOS,
+                                             **no_event_handlers("subscription"))
+
+    def _drop_face(self, entry: tuple) -> None:
+        fid, sub = entry
+        self.destroy_subscription(sub)
+        with self._lock:
+            self._last_print.pop(fid, None)
+            if self.persons is not None:
+                self.persons.face_gone(fid)
+
+    def _on_crop(self, fid: str, msg) -> None:
+        """A face crop: printed on the worker, at most every `face_interval` s per face."""
+        now = self.get_clock().now().nanoseconds / 1e9
+        if (not self.active or self.faces is None or fid in self._busy
+                or now - self._last_print.get(fid, -1e9) < self.params["face_interval"]):
+            return
+        try:
+            rgb = from_image_msg(msg, self.params["max_image_pixels"])[..., ::-1]
+        except ImageConversionError as e:
+            self._refused(f"face {fid}: {e}")
+            return
+        self._busy.add(fid)
+        self._last_print[fid] = now
+        self._worker.submit(self._print_face, fid, rgb)
+
+    def _print_face(self, fid: str, rgb) -> None:
+        try:
+            embedding = self.faces.embed(rgb)
+        except IdentityInputError as e:
+            self._refused(f"face {fid}: {e}")
+            return
+        finally:
+            self._busy.discard(fid)
+        with self._lock:
+            if self.persons is None or fid not in self._face_subs:
+                return
+            person = self.persons.face_print(fid, embedding)
+            self.counts["face prints"] += 1
+        self.out.match(fid, pm.IdsMatch.FACE, person.person_id,
+                       person.confidence if person.known else 1.0)
+        self.publish()
+
+    # --- voices and words -----------------------------------------------------------------
+    def _on_audio(self, msg) -> None:
+        if msg.encoding == "S16LE" and msg.channels == 1:
+            self.audio.add(stamp_to_ns(msg.header.stamp),
+                           np.frombuffer(bytes(msg.data), np.int16), msg.sample_rate)
+
+    def _on_utterance(self, msg) -> None:
+        if self.active and msg.text.strip():
+            self._worker.submit(self._heard, msg.text.strip(), voice_id(msg.speaker),
+                                stamp_to_ns(msg.header.stamp))
+
+    def _heard(self, text: str, vid: str, end_ns: int) -> None:
+        """On the worker: whose line (voice print, or the one face in view), then consent."""
+        embedding = self._voice_print(text, end_ns)
+        with self._lock:
+            if self.persons is None:
+                return
+            faces = list(self._face_subs)
+            if embedding is not None:
+                person, match = self.persons.voice_print(vid, embedding, faces)
+                self.counts["voice prints"] += 1
+                self.out.match(vid, pm.IdsMatch.VOICE, person.person_id,
+                               match.confidence if match else 1.0)
+            else:
+                person = self.persons.speaker(faces)
+            if person is None:
+                return
+            step, pid = self.persons.heard_line(person, text), person.person_id
+        self.publish()
+        if step is NextStep.ASK_CONSENT:
+            self.talk.ask_consent(pid)
+        elif step is NextStep.CONFIRM_FORGET:
+            self.talk.confirm_forget(pid, known=person.known)
+
+    def _voice_print(self, text: str, end_ns: int):
+        if self.voices is None or not self.audio.sample_rate:
+            return None
+        clip = self.audio.clip(end_ns, seconds_for(text))
+        try:
+            return self.voices.embed(clip, self.audio.sample_rate) if len(clip) else None
+        except IdentityInputError as e:
+            self._refused(f"voice: {e}")
+            return None
+
+    def _refused(self, why: str) -> None:
+        self.counts["refused"] += 1
+        self.get_logger().info(f"not printed: {why}", throttle_duration_sec=5.0)
+
+    # --- consent answers (PeopleTalk calls these) -----------------------------------------
+    def consent_answer(self, person_id: str, yes: bool, answer: str) -> str:
+        """The person's answer to the consent question: their id from now on ("" if gone)."""
+        try:
+            with self._lock:
+                person = self.persons.consent_answer(person_id, yes, answer)
+        except (IdentityError, StoreError, AttributeError) as e:
+            self.get_logger().error(f"consent answer for {person_id}: {e}; nothing kept")
+            return ""
+        done = f"enrolled as {person.person_id}" if yes else "declined; nothing kept"
+        self.get_logger().info(f"{person_id}: {done}")
+        self.publish()
+        return person.person_id
+
+    def forget_person(self, person_id: str = "", name: str = "") -> list[str]:
+        with self._lock:
+            removed = self.persons.forget(person_id, name) if self.persons else []
+        self.get_logger().info(f"forgotten: {removed or 'nobody'}")
+        self.publish()
+        return removed
+
+    # --- services -------------------------------------------------------------------------
+    def _enrol(self, request, response):
+        try:
+            with self._lock:
+                if self.persons is None:
+                    raise IdentityError("people_node is not configured")
+                response.person_id = self.persons.enrol(
+                    request.person_id, request.name.strip(), Consent(
+                        ConsentWay.APPLICATION, question="the application's own",
+                        answer="people/enrol"))
+            response.ok, response.message = True, "enrolled"
+        except (IdentityError, StoreError) as e:
+            response.ok, response.message = False, str(e)
+        self.publish()
+        return response
+
+    def _forget(self, request, response):
+        if not (request.person_id.strip() or request.name.strip()):
+            response.ok, response.message = False, "give a person_id or a name"
+            return response
+        try:
+            response.removed = self.forget_person(request.person_id.strip(),
+                                                  request.name.strip())
+        except StoreError as e:
+            response.ok, response.message = False, str(e)
+            return response
+        response.ok = bool(response.removed)
+        response.message = "forgotten" if response.ok else "nobody of that id or name"
+        return response
+
+    def _list(self, request, response):
+        try:
+            people = [p.as_dict() for p in self.store.people()] if self.store else []
+        except StoreError as e:
+            people = [{"error": str(e)}]
+        response.people_json = json.dumps(people)
+        return response
+
+    # --- out ------------------------------------------------------------------------------
+    def publish(self) -> None:
+        with self._lock:
+            if self.persons is None:
+                return
+            tracked = self.persons.tracked()
+            try:
+                known = [p.person_id for p in self.store.people()] if self.store else []
+            except StoreError:
+                known = []
+            known_now = {p.person_id for p in tracked if p.known}
+            self.out.publish(tracked, sorted(set(known) | known_now))
+
+    def _health(self) -> list[Health]:
+        values = dict(self.counts)
+        inactive = self.lifecycle_health("people", values)
+        if inactive:
+            return inactive
+        if self.problems:
+            off = "; ".join(f"{part} off: {why}" for part, why in self.problems.items())
+            return [Health("people", WARN, off, values)]
+        values["tracked"] = len(self.persons.tracked()) if self.persons else 0
+        return [Health("people", OK, f"{values['tracked']} tracked; question "
+                       f"{CONSENT_QUESTION!r}", values)]
+
+    def destroy_node(self):
+        self._worker.shutdown(wait=True, cancel_futures=True)
+        self.cleanup()
+        return super().destroy_node()
+
+
+def main(args=None):
+    return run_node(lambda: PeopleNode(), "people_node", args, params=PARAMS, doc=__doc__)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,96 @@
+"""people_node's words: the consent question and "forget me", through the manager's skills.
+
+The question goes to the manager's Ask skill (``skill/ask``) with a boolean answer, so its
+yes/no reader and its follow-up when an answer is unclear are the ones applications use; the
+robot's reply after it goes to the Say skill. No Ask server, an error, a timeout or an
+unclear answer keep nothing: consent is a yes, never a silence.
+"""
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+from rclpy.action import ActionClient
+
+from vision_dialogue.identity.records import CONSENT_QUESTION
+from vision_dialogue.ros.topics import ASK_ACTION, SAY_ACTION
+from vision_dialogue_interfaces.action import Ask, Say
+
+FORGET_QUESTION = ("Shall I forget you? I would delete your name and what I keep of your face "
+                   "and voice.")
+#: what the robot says after each answer
+SAID = {
+    "enrolled": "Thank you! I will remember you next time.",
+    "declined": "All right, I will not keep anything about you.",
+    "forgotten": "Done. I have forgotten you.",
+    "kept": "All right, I will keep remembering you.",
+    "nothing_kept": "I have not kept anything about you, and I will not.",
+}
+ASK_TIMEOUT_S = 30.0
+
+
+class PeopleTalk:
+    """Asks a person for consent or to confirm forgetting; says what was done."""
+
+    def __init__(self, node):
+        self.node = node
+        self.ask = ActionClient(node, Ask, ASK_ACTION)
+        self.say_client = ActionClient(node, Say, SAY_ACTION)
+        self.asked = 0
+
+    def ask_consent(self, person_id: str) -> None:
+        def answered(yes: bool | None, text: str) -> None:
+            new_id = self.node.consent_answer(person_id, yes is True, text)
+            self.say(SAID["enrolled" if yes and new_id else "declined"], new_id or person_id)
+        self._ask(CONSENT_QUESTION, "remember", "whether the person agrees to be remembered",
+                  person_id, answered)
+
+    def confirm_forget(self, person_id: str, known: bool) -> None:
+        if not known:
+            self.node.forget_person(person_id)
+            self.say(SAID["nothing_kept"], person_id)
+            return
+
+        def answered(yes: bool | None, _text: str) -> None:
+            if yes:
+                self.node.forget_person(person_id)
+            self.say(SAID["forgotten" if yes else "kept"], person_id if not yes else "")
+        self._ask(FORGET_QUESTION, "forget", "whether the person wants to be forgotten",
+                  person_id, answered)
+
+    def _ask(self, question: str, key: str, what: str, person_id: str,
+             then: Callable[[bool | None, str], None]) -> None:
+        log = self.node.get_logger()
+        if not self.ask.server_is_ready():
+            log.warning(f"no Ask skill server ({ASK_ACTION}: is the manager running?): "
+                        f"cannot ask {person_id!r}; nothing kept")
+            then(None, "")
+            return
+        self.asked += 1
+        goal = Ask.Goal(question=question, person_id=person_id, timeout=ASK_TIMEOUT_S,
+                        max_followups=1, answers_schema=json.dumps(
+                            {key: {"type": "boolean", "description": what}}))
+
+        def on_result(future) -> None:
+            result = future.result().result
+            try:
+                answer = json.loads(result.answers or "{}").get(key)
+            except json.JSONDecodeError:
+                answer = None
+            log.info(f"asked {person_id}: {question!r} -> {result.status} {answer!r}")
+            then(answer if isinstance(answer, bool) else None, result.answers)
+
+        def on_accepted(future) -> None:
+            handle = future.result()
+            if not handle.accepted:
+                log.warning(f"the Ask skill refused the question to {person_id}")
+                then(None, "")
+                return
+            handle.get_result_async().add_done_callback(on_result)
+        self.ask.send_goal_async(goal).add_done_callback(on_accepted)
+
+    def say(self, line: str, person_id: str = "") -> None:
+        if self.say_client.server_is_ready():
+            self.say_client.send_goal_async(Say.Goal(input=line, person_id=person_id))
+        else:
+            self.node.get_logger().warning(f"no Say skill server: not said: {line!r}")
