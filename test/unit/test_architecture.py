@@ -229,7 +229,7 @@ CompressedImage Context ExpressAnger ExpressDisgust ExpressFear ExpressSad GazeA
 Image LiveSpeech LlavaProcessor MaxRetryError MultiThreadedExecutor Node OpaqueFunction
 PushROSNamespace PyYAML ReentrantCallbackGroup Result RewrittenYaml SetEnvironmentVariable
 Surprise TextIteratorStreamer Thoughtful ThreadingHTTPServer Trigger True None ValueError
-WIDTHxHEIGHT gc torch generate get_part_path repr get_subscription_count
+WIDTHxHEIGHT gc torch generate get_part_path repr get_subscription_count SQLAlchemy
 """.split())
 FILE_SUFFIXES = ("txt", "pth", "wav", "yaml", "py", "json", "md", "gguf", "onnx", "xml")
 

@@ -73,7 +73,7 @@ class FaceEmbedder:
 
 
 class VoiceEmbedder:
-    """Mono audio -> Resemblyzer 256-d unit print (cosine similarity: same voice > ~0.75)."""
+    """Mono audio -> Resemblyzer 256-d unit print (cosine distance: same voice < ~0.1)."""
 
     modality = Modality.VOICE
     model = "resemblyzer_ge2e"
@@ -89,6 +89,10 @@ class VoiceEmbedder:
         self.version = f"resemblyzer {getattr(resemblyzer, '__version__', '0.1.4')}"
         self._encoder = VoiceEncoder("cpu", verbose=False)
         self._preprocess = preprocess_wav
+        # the first call compiles librosa's kernels (numba, about 3 s): at load, not at a line
+        noise = np.random.default_rng(0).normal(0, 0.1, 16000).astype(np.float32)
+        self._preprocess(noise, source_sr=16000)
+        self._encoder.embed_utterance(noise)
 
     def embed(self, samples: np.ndarray, sample_rate: int) -> Embedding:
         """The print of one utterance (float samples in [-1, 1] or int16)."""
