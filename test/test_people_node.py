@@ -166,7 +166,7 @@ def test_a_yes_is_remembered_across_sessions_and_a_stranger_is_not(rig, tmp_path
     robot.say("Hello robot.")
     robot.say("My name is Barack.")
     assert until(ex, lambda: robot.said, timeout=60), robot.asked
-    assert robot.asked == [("May I remember you, so I can greet you next time?", anonymous)]
+    assert robot.asked == [("May I remember you, so I can greet you next time?", "")]
     assert robot.said == ["Thank you! I will remember you next time."]
     assert until(ex, lambda: robot.tracked and robot.tracked[0].startswith("person_"))
     [known] = robot.tracked

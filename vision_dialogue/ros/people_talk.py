@@ -67,7 +67,10 @@ class PeopleTalk:
             then(None, "")
             return
         self.asked += 1
-        goal = Ask.Goal(question=question, person_id=person_id, timeout=ASK_TIMEOUT_S,
+        # person_id "": the manager's Ask takes the next line of whoever speaks (its lines
+        # carry the speech node's speaker label, not REP-155 ids); the question is only put
+        # when one person is in view or their voice is known (identity/persons.py)
+        goal = Ask.Goal(question=question, person_id="", timeout=ASK_TIMEOUT_S,
                         max_followups=1, answers_schema=json.dumps(
                             {key: {"type": "boolean", "description": what}}))
 
