@@ -344,7 +344,7 @@ def test_managed_true_starts_every_lifecycle_node_unconfigured(launch_api, tmp_p
     managed = evaluate("demo.launch.py", managed="true").started
     assert {n.executable: n.params.get("managed") for n in managed} == {
         NODES[k].executable: (True if NODES[k].managed else None)
-        for k in SETUPS["demo"].nodes}
+        for k in SETUPS["demo"].default_nodes}
     assert all("managed" not in n.params for n in evaluate("demo.launch.py").started)
     with pytest.raises(Exception, match="managed:=maybe: true or false"):
         evaluate("demo.launch.py", managed="maybe")

@@ -175,4 +175,3 @@ def call_forget(watch: Observer, person_id: str) -> list[str]:
     assert watch.wait(future.done, 30)
     assert future.result().ok, future.result().message
     return list(future.result().removed)
-
