@@ -220,3 +220,86 @@ def test_no_and_forget_me_leave_nothing_in_the_store_file(rig, tmp_path):
     assert node.store.people() == []
     raw = store.read_bytes()
     assert b"Alex" not in raw and alex.person_id.encode() not in raw
+
+
+def diagnostics_of(ex, node_obj, robot) -> list:
+    """The people node's /diagnostics statuses, once one came."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    got = []
+    robot.node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: got.extend(
+        s for s in m.status if s.name.startswith("people_node")), 10)
+    assert spin_until(ex, lambda: got, 10)
+    return got
+
+
+def call(ex, robot, srv_type, name, request):
+    client = robot.node.create_client(srv_type, name)
+    assert spin_until(ex, client.service_is_ready, 10)
+    future = client.call_async(request)
+    assert spin_until(ex, future.done, 10)
+    return future.result()
+
+
+@pytest.mark.parametrize("store_kind", ["corrupt", "unwritable"])
+def test_a_bad_store_turns_identity_off_loudly_and_the_node_keeps_running(rig, tmp_path,
+                                                                         store_kind):
+    from vision_dialogue_interfaces.srv import Enrol, ListPeople
+    if store_kind == "corrupt":
+        store = tmp_path / "people.db"
+        store.write_bytes(b"junk" * 1000)
+    else:                                           # /proc takes no new folder, even as root
+        store = Path("/proc/vision_dialogue_test/people.db")
+    ex, robot, node = rig(store, {"remember": True})
+    [status] = diagnostics_of(ex, node, robot)[:1]
+    assert status.level == b"\x01" and "store off" in status.message, status.message
+    assert until(ex, lambda: len(robot.tracked) == 1, robot, ("facea", face_crop("obama", 1)))
+    [pid] = robot.tracked                               # still sees people, as strangers
+    reply = call(ex, robot, Enrol, "people/enrol", Enrol.Request(person_id=pid, name="X"))
+    assert not reply.ok and "no people store" in reply.message
+    assert json.loads(call(ex, robot, ListPeople, "people/list",
+                           ListPeople.Request()).people_json) == []
+    if store_kind == "corrupt":
+        assert store.read_bytes() == b"junk" * 1000
+
+
+def test_faces_that_cannot_be_printed_and_requests_for_nobody_are_refused(rig, tmp_path):
+    from vision_dialogue_interfaces.srv import Enrol, Forget
+    ex, robot, node = rig(tmp_path / "people.db", {})
+    tiny = np.ascontiguousarray(face_crop("obama", 1)[::12, ::12])          # about 12 px
+    turned = np.ascontiguousarray(np.rot90(face_crop("obama", 1)))          # no frontal face
+    for fid, crop in (("tiny", tiny), ("turned", turned)):
+        before = node.counts["refused"]
+        assert until(ex, lambda: node.counts["refused"] >= before + 2, robot, (fid, crop),
+                     timeout=30)
+        robot.hide_all()
+    assert robot.tracked == [] and node.counts["face prints"] == 0
+    assert spin_until(ex, lambda: node.persons.people == {}, 5)
+    reply = call(ex, robot, Enrol, "people/enrol", Enrol.Request(person_id="person_nobody"))
+    assert not reply.ok and "no person 'person_nobody'" in reply.message
+    reply = call(ex, robot, Forget, "people/forget", Forget.Request())
+    assert not reply.ok and "person_id or a name" in reply.message
+    reply = call(ex, robot, Forget, "people/forget", Forget.Request(name="Nobody"))
+    assert not reply.ok and list(reply.removed) == []
+
+
+def test_missing_models_turn_their_part_off_on_diagnostics(ros_context, tmp_path, monkeypatch):
+    import sys
+
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    from vision_dialogue.people_node import PeopleNode
+    monkeypatch.setitem(sys.modules, "dlib", None)          # import dlib fails
+    monkeypatch.setitem(sys.modules, "resemblyzer", None)
+    node = PeopleNode(context=ros_context, parameter_overrides=[
+        Parameter("store_url", value=f"sqlite:///{tmp_path}/people.db")])
+    ex = SingleThreadedExecutor(context=ros_context)
+    ex.add_node(node)
+    try:
+        assert node.active and node.faces is None and node.voices is None
+        assert "dlib-bin" in node.problems["faces"] and "resemblyzer" in node.problems["voices"]
+        [health] = node._health()
+        assert health.level == 1 and "faces off" in health.message
+    finally:
+        ex.shutdown(timeout_sec=10)
+        node.destroy_node()
