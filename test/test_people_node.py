@@ -241,8 +241,8 @@ def call(ex, robot, srv_type, name, request):
 
 
 @pytest.mark.parametrize("store_kind", ["corrupt", "unwritable"])
-def test_a_bad_store_turns_identity_off_loudly_and_the_node_keeps_running(rig, tmp_path,
-                                                                         store_kind):
+def test_a_bad_store_turns_identity_off_loudly_and_the_node_keeps_running(
+        rig, tmp_path, store_kind):
     from vision_dialogue_interfaces.srv import Enrol, ListPeople
     if store_kind == "corrupt":
         store = tmp_path / "people.db"

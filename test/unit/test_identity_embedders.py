@@ -32,8 +32,8 @@ def test_photos_of_one_person_match_and_of_two_people_do_not(faces):
     a1, a2 = (faces.embed(crop(faces, "obama", n)) for n in (1, 3))
     b = faces.embed(crop(faces, "biden", 2))
     assert a1.vector.shape == (128,) and a1.model == faces.model and "dlib" in a1.version
-    assert rule.distance(a1.vector, a2.vector) < rule.threshold < rule.distance(a1.vector,
-                                                                                 b.vector)
+    same, other = rule.distance(a1.vector, a2.vector), rule.distance(a1.vector, b.vector)
+    assert same < rule.threshold < other
 
 
 def test_faces_that_cannot_be_printed_are_refused_with_the_reason(faces):
