@@ -51,13 +51,14 @@ class Robot:
 
         from vision_dialogue.ros.qos import LATCHED_QOS
         from vision_dialogue_interfaces.action import Ask, Say
-        from vision_dialogue_interfaces.msg import Utterance
+        from vision_dialogue_interfaces.msg import AudioChunk, Utterance
         self.node = n = rclpy.create_node("robot_rest", context=ctx)
         self.answers, self.asked, self.said, self.names = answers, [], [], {}
         self.tracked: list[str] = []
         self.faces = n.create_publisher(pm.IdsList, "/humans/faces/tracked", LATCHED_QOS)
         self.crops: dict[str, object] = {}
         self.lines = n.create_publisher(Utterance, "dialogue/utterance", 10)
+        self.audio = n.create_publisher(AudioChunk, "audio/input", 50)
         self._Image, self._String, self._Utterance = Image, String, Utterance
         n.create_subscription(pm.IdsList, "/humans/persons/tracked",
                               lambda m: setattr(self, "tracked", list(m.ids)), LATCHED_QOS)
@@ -112,7 +113,9 @@ def people_node(ctx, store: Path, **params):
     from vision_dialogue.people_node import PeopleNode
     values = {"store_url": f"sqlite:///{store}", "voices": False, "ask_after_lines": 2,
               "face_interval": 0.05} | params
-    return PeopleNode(context=ctx, face_embedder=_faces(), parameter_overrides=[
+    return PeopleNode(context=ctx, face_embedder=_faces(),
+                      voice_embedder=_voices() if values["voices"] else None,
+                      parameter_overrides=[
         Parameter(k, value=v) for k, v in values.items()])
 
 
@@ -145,7 +148,7 @@ def rig(ros_context):
             end(*session)
         made.clear()
         robot, node = Robot(ros_context, answers), people_node(ros_context, store, **params)
-        ex = MultiThreadedExecutor(context=ros_context)
+        ex = robot.ex = MultiThreadedExecutor(context=ros_context)
         for n in (robot.node, node):
             ex.add_node(n)
         made.append((ex, robot, node))
@@ -303,3 +306,59 @@ def test_missing_models_turn_their_part_off_on_diagnostics(ros_context, tmp_path
     finally:
         ex.shutdown(timeout_sec=10)
         node.destroy_node()
+
+
+_VOICES = []
+
+
+def _voices():
+    from vision_dialogue.identity.embedders import VoiceEmbedder
+    if not _VOICES:
+        _VOICES.append(VoiceEmbedder())
+    return _VOICES[0]
+
+
+def speak(robot, clip: str, text: str, at_s: float) -> None:
+    """A recorded clip on audio/input (as the local voice publishes it), then its line."""
+    import soundfile
+
+    from vision_dialogue.ros.image_msgs import stamp_from_ns
+    from vision_dialogue_interfaces.msg import AudioChunk
+    assert spin_until(robot.ex, lambda: robot.lines.get_subscription_count()
+                      and robot.audio.get_subscription_count(), 10)
+    who, n = clip.split("/")
+    samples, rate = soundfile.read(REPO / "test" / "data" / "voices" / who / f"{n}.flac",
+                                   dtype="int16")
+    start_ns = int(at_s * 1e9)
+    for i in range(0, len(samples), rate // 2):                # half-second chunks
+        chunk = samples[i:i + rate // 2]
+        msg = AudioChunk(sample_rate=rate, channels=1, encoding="S16LE",
+                         data=chunk.tobytes())
+        msg.header.stamp = stamp_from_ns(start_ns + int(i * 1e9 / rate))
+        robot.audio.publish(msg)
+    line = robot._Utterance(text=text, source="test")
+    line.header.stamp = stamp_from_ns(start_ns + int(len(samples) * 1e9 / rate))
+    robot.lines.publish(line)
+
+
+def test_a_voice_alone_is_known_again_and_a_face_then_its_voice_are_one_person(
+        rig, tmp_path):
+    """Seven words a line: its clip is 3.75 s before its end, the whole 3 s recording."""
+    store = tmp_path / "people.db"
+    ex, robot, node = rig(store, {"remember": True}, voices=True)
+    speak(robot, "diane/2", "It is a lovely day today, isn't it?", 100.0)
+    speak(robot, "diane/3", "I would like to see the manager, please.", 110.0)
+    assert until(ex, lambda: robot.said), node.counts          # asked, said yes
+    [diane] = node.store.people()
+    assert (diane.faces, diane.voices) == (0, 1)                 # heard, never seen
+    assert until(ex, lambda: robot.tracked == [diane.person_id])
+
+    ex, robot, node = rig(store, {}, voices=True)                # session 2: a new node
+    speak(robot, "diane/1", "Good morning, I am here again today.", 50.0)
+    assert until(ex, lambda: robot.tracked == [diane.person_id]), robot.tracked
+    # a stranger seen, then heard while alone in view: one person with a face and a voice
+    assert until(ex, lambda: len(robot.tracked) == 2, robot, ("faces", face_crop("biden", 2)))
+    speak(robot, "sheila/1", "Hello, who are you and what is this place?", 60.0)
+    assert until(ex, lambda: any(p.heard and p.face_ids for p in node.persons.tracked()))
+    both = next(p for p in node.persons.tracked() if p.face_ids)
+    assert both.anonymous and both.voice.count == 1 and both.voice_id == "anonymous_speaker"

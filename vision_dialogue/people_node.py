@@ -49,6 +49,9 @@ from vision_dialogue.ros.topics import AUDIO_INPUT_TOPIC, FACES_TRACKED_TOPIC, \
 from vision_dialogue_interfaces.msg import AudioChunk, Utterance
 from vision_dialogue_interfaces.srv import Enrol, Forget, ListPeople
 
+#: how long a line waits for the microphone's audio up to its end (the chunks may come later)
+AUDIO_WAIT_S = 1.0
+
 PARAMS = [
     Param("person_manager", "own", "own: publish REP-155 persons; external: a robot's own "
           "ROS4HRI person manager owns them, publish only /humans/candidate_matches.",
@@ -160,7 +163,7 @@ class PeopleNode(ManagedNode):
             return
         self._busy.add(fid)
         self._last_print[fid] = now
-        self._worker.submit(self._print_face, fid, rgb)
+        self._submit(self._print_face, fid, rgb)
 
     def _print_face(self, fid: str, rgb) -> None:
         try:
@@ -187,8 +190,8 @@ class PeopleNode(ManagedNode):
 
     def _on_utterance(self, msg) -> None:
         if self.active and msg.text.strip():
-            self._worker.submit(self._heard, msg.text.strip(), voice_id(msg.speaker),
-                                stamp_to_ns(msg.header.stamp))
+            self._submit(self._heard, msg.text.strip(), voice_id(msg.speaker),
+                         stamp_to_ns(msg.header.stamp))
 
     def _heard(self, text: str, vid: str, end_ns: int) -> None:
         """On the worker: whose line (voice print, or the one face in view), then consent."""
@@ -214,7 +217,9 @@ class PeopleNode(ManagedNode):
             self.talk.confirm_forget(pid, known=person.known)
 
     def _voice_print(self, text: str, end_ns: int):
-        if self.voices is None or not self.audio.sample_rate:
+        if self.voices is None or not self.count_publishers(AUDIO_INPUT_TOPIC):
+            return None
+        if not self.audio.wait_for(end_ns, AUDIO_WAIT_S) and not self.audio.sample_rate:
             return None
         clip = self.audio.clip(end_ns, seconds_for(text))
         try:
@@ -222,6 +227,18 @@ class PeopleNode(ManagedNode):
         except IdentityInputError as e:
             self._refused(f"voice: {e}")
             return None
+
+    def _submit(self, job, *args) -> None:
+        """On the worker; an error there is logged (a pool would keep it silently)."""
+        def run():
+            try:
+                job(*args)
+            except Exception as e:  # noqa: BLE001 - one bad input must not stop the worker
+                self.get_logger().error(f"{job.__name__}: {type(e).__name__}: {e}")
+        try:
+            self._worker.submit(run)
+        except RuntimeError:        # shutting down
+            pass
 
     def _refused(self, why: str) -> None:
         self.counts["refused"] += 1

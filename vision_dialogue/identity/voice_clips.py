@@ -27,8 +27,9 @@ class AudioRing:
     def __init__(self, keep_s: float = 30.0):
         self.keep_ns = int(keep_s * 1e9)
         self._chunks: collections.deque = collections.deque()
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self.sample_rate = 0
+        self._heard_to_ns = 0          # the end of the newest chunk
 
     def add(self, start_ns: int, samples: np.ndarray, sample_rate: int) -> None:
         with self._lock:
@@ -38,6 +39,15 @@ class AudioRing:
             self._chunks.append((start_ns, np.asarray(samples, np.int16)))
             while self._chunks and self._chunks[0][0] < start_ns - self.keep_ns:
                 self._chunks.popleft()
+            self._heard_to_ns = max(self._heard_to_ns,
+                                    start_ns + int(len(samples) * 1e9 / sample_rate))
+            self._lock.notify_all()
+
+    def wait_for(self, end_ns: int, timeout: float) -> bool:
+        """Until audio up to `end_ns` is in (a line's message may overtake its last chunks)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._heard_to_ns >= end_ns - 50_000_000,
+                                       timeout)
 
     def clip(self, end_ns: int, seconds: float) -> np.ndarray:
         """The samples from `seconds` before `end_ns` to `end_ns` (empty when none)."""
