@@ -105,7 +105,8 @@ def run_demo(args, tmp: Path):
     from vision_dialogue.cli import bringup
 
     setup, params_file, keys = bringup.resolve("demo", args.params_file, None,
-                                               detector=False if args.no_detector else None)
+                                               detector=False if args.no_detector else None,
+                                               people=True if args.people else None)
     llm = bringup.llm_overrides(args.llm, args.base_url, args.model)
     fake = None
     if args.fake_llm is not None:
@@ -242,6 +243,8 @@ def main(argv=None) -> int:
                     "benchmarks/held_out_script.yaml)")
     ap.add_argument("--no-detector", action="store_true",
                     help="leave the object detector node out (the demo before issue 22)")
+    ap.add_argument("--people", action="store_true",
+                    help="also run the people node (faces and voices known across sessions)")
     ap.add_argument("--base-url")
     ap.add_argument("--model")
     ap.add_argument("--fake-llm", type=float, metavar="SECONDS",

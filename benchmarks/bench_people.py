@@ -11,16 +11,19 @@ Voices: the recorded clips in test/data/voices (two speakers) and synthetic spea
 (espeak-ng voices, where installed), each clip's Resemblyzer print against each speaker's
 enrolment (the mean of their other clips, as people_node pools a session's utterances), the
 same table.
-Also: time per face and per utterance on this machine, and the memory the models take.
+Also: time per face and per utterance on this machine, and the memory the models take; with
+`--parts cost`, the demo's first spoken sentence with the people node (enrol never: the same
+conversation) and without it, runs alternating.
 Prints tables and one JSON line; the record goes to benchmarks/results/bench_people.json.
 
-    source env.sh && python benchmarks/bench_people.py [--parts faces,voices]
+    source env.sh && python benchmarks/bench_people.py [--parts faces,voices,cost --pairs 3]
 """
 from __future__ import annotations
 
 import argparse
 import itertools
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -151,9 +154,36 @@ def table(title: str, result: dict) -> None:
     print(f"in use: {result['in_use']}")
 
 
+def demo_run(people: bool) -> dict:
+    """One demo (README command 1's, `bench_demo.py`) in a process of its own."""
+    cmd = [sys.executable, str(HERE / "bench_demo.py")]
+    if people:      # enrol never: the cost of printing and matching, the same conversation
+        cmd += ["--people", "-p", "people.enrol:=never"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True,
+                         env=dict(os.environ, VD_BENCH_RESULTS="0")).stdout
+    return json.loads(next(ln for ln in reversed(out.splitlines())
+                           if ln.startswith('{"benchmark"')))
+
+
+def identity_cost(pairs: int) -> dict:
+    """The demo's first spoken sentence with the people node and without, runs alternating."""
+    firsts: dict[str, list] = {"people": [], "no people": []}
+    for i in range(pairs):
+        for arm in (("people", "no people") if i % 2 == 0 else ("no people", "people")):
+            r = demo_run(arm == "people")
+            firsts[arm] += [t["first_sentence_s"] for t in r["per_turn"]]
+            print(f"pair {i + 1}/{pairs} {arm}: first sentence p50 "
+                  f"{r['first_sentence_p50_s']} s over {r['turns']} turns", flush=True)
+    p50 = {arm: round(statistics.median(xs), 3) for arm, xs in firsts.items() if xs}
+    return {"pairs": pairs, "first_sentence_p50_s": p50,
+            "ratio": round(p50["people"] / p50["no people"], 3), "goal_ratio": 1.05}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--parts", default="faces,voices")
+    ap.add_argument("--parts", default="faces,voices",
+                    help="faces, voices, cost (the demo with and without the people node)")
+    ap.add_argument("--pairs", type=int, default=3, help="cost: demo runs per arm")
     a = ap.parse_args(argv)
     parts = a.parts.split(",")
     out: dict = {"benchmark": "bench_people"}
@@ -176,6 +206,10 @@ def main(argv=None) -> int:
                 "model_mb": round(mb, 1)}
         table("Voices (Resemblyzer, cosine distance)", res)
         out["voices"] = res
+    if "cost" in parts:
+        out["cost"] = identity_cost(a.pairs)
+        print(f"first sentence p50: {out['cost']['first_sentence_p50_s']}, ratio "
+              f"{out['cost']['ratio']} (goal at most 1.05)")
     out["peak_rss_mb"] = round(rss_mb(), 1)
     print(json.dumps(out))
     record("bench_people", out)

@@ -186,3 +186,25 @@ def test_names_people_give_for_themselves(line, name):
 ])
 def test_forget_me_in_a_persons_words(line, forget):
     assert asks_to_be_forgotten(line) is forget
+
+
+def test_a_lines_clip_is_cut_from_the_microphone_ring_and_waits_for_late_audio():
+    import threading
+
+    from vision_dialogue.identity.voice_clips import AudioRing, seconds_for
+    ring = AudioRing(keep_s=5.0)
+    rate = 16000
+    tone = (np.arange(rate) % 100).astype(np.int16)             # one second per chunk
+    for second in range(3):
+        ring.add(second * 10 ** 9, tone + second, rate)
+    clip = ring.clip(3 * 10 ** 9, 1.5)                           # the last 1.5 s
+    assert len(clip) == int(1.5 * rate) and clip[-1] == tone[-1] + 2
+    assert ring.clip(10 * 10 ** 9, 1.0).size == 0                # nothing heard then
+    assert seconds_for("yes") == 1.5 and seconds_for("word " * 100) == 12.0
+    late = threading.Timer(0.2, lambda: ring.add(3 * 10 ** 9, tone, rate))
+    late.start()
+    assert ring.wait_for(4 * 10 ** 9, timeout=10.0)             # the last chunk came late
+    late.join()
+    assert not ring.wait_for(9 * 10 ** 9, timeout=0.1)
+    ring.add(20 * 10 ** 9, tone, rate)                           # older than keep_s: gone
+    assert ring.clip(3 * 10 ** 9, 3.0).size == 0

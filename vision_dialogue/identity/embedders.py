@@ -42,7 +42,7 @@ class FaceEmbedder:
         except ImportError as e:
             raise ModelMissing(f"face prints need dlib-bin and face_recognition_models "
                                f"(requirements/identity.txt): {e}") from None
-        self.version = f"dlib {dlib.__version__}, weights {weights.__version__}"
+        self.version = f"dlib {dlib.__version__}, weights {_version('face_recognition_models')}"
         self._detector = dlib.get_frontal_face_detector()
         self._landmarks = dlib.shape_predictor(weights.pose_predictor_five_point_model_location())
         self._resnet = dlib.face_recognition_model_v1(weights.face_recognition_model_location())
@@ -80,13 +80,12 @@ class VoiceEmbedder:
 
     def __init__(self):
         try:
-            import resemblyzer
             from resemblyzer import VoiceEncoder
             from resemblyzer.audio import preprocess_wav
         except ImportError as e:
             raise ModelMissing(f"voice prints need resemblyzer (requirements/identity.txt): "
                                f"{e}") from None
-        self.version = f"resemblyzer {getattr(resemblyzer, '__version__', '0.1.4')}"
+        self.version = f"resemblyzer {_version('resemblyzer')}"
         self._encoder = VoiceEncoder("cpu", verbose=False)
         self._preprocess = preprocess_wav
         # the first call compiles librosa's kernels (numba, about 3 s): at load, not at a line
@@ -105,6 +104,15 @@ class VoiceEmbedder:
                                      f"recognise (at least {MIN_VOICE_S:g} s)")
         vector = self._encoder.embed_utterance(voiced)
         return Embedding(self.modality, self.model, self.version, vector)
+
+
+def _version(package: str) -> str:
+    """The installed version of a package (a print is matched only to its model's version)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _scaled(rgb: np.ndarray, factor: float) -> np.ndarray:
