@@ -141,6 +141,7 @@ def test_a_person_who_said_yes_is_known_by_new_processes_and_forget_me_leaves_no
     assert b"Barack" in store.read_bytes()
 
     watch.tracked, watch.names = [], {}
+    first_run = {f.parent.name for f in (tmp_path / "tr").glob("*/transcript.jsonl")}
     fake_openai.responder = lambda req: "Hello again."
     session = Session(fake_openai, tmp_path, photo(tmp_path / "two", ("obama", 3),
                                                    ("biden", 2)), store,
@@ -152,10 +153,13 @@ def test_a_person_who_said_yes_is_known_by_new_processes_and_forget_me_leaves_no
         assert other.startswith("anonymous_person_")
         assert watch.wait(lambda: watch.names.get(known) == "Barack"
                           and watch.names.get(other) == "", 30), watch.names
-        asked_at = len(fake_openai.requests)
+        # the manager knows him: its timeline has his arrival by name (its own transcript)
+        assert watch.wait(lambda: "Barack came into view" in json.dumps(
+            session_records(tmp_path, first_run)), 60), session.logs()
         session.speech.say("Do you know who I am?")
-        assert watch.wait(lambda: len(fake_openai.requests) > asked_at, 60), session.logs()
-        assert "Barack" in json.dumps(fake_openai.requests[-1]["messages"])
+        assert watch.wait(lambda: asked(fake_openai, "Do you know who I am?"), 60), \
+            session.logs()
+        assert "Barack" in json.dumps(asked(fake_openai, "Do you know who I am?")[-1])
         # two people in view: whose line "forget me" is cannot be told, so the operator's
         # service (the spoken way is test_people_node.py's)
         removed = call_forget(watch, known)
@@ -165,6 +169,17 @@ def test_a_person_who_said_yes_is_known_by_new_processes_and_forget_me_leaves_no
     finally:
         session.close()
         watch.close()
+
+
+def session_records(tmp_path: Path, before: set) -> list[dict]:
+    """The transcript records of the manager runs not in `before` (this session's)."""
+    return [json.loads(line) for f in (tmp_path / "tr").glob("*/transcript.jsonl")
+            if f.parent.name not in before for line in f.read_text().splitlines()]
+
+
+def asked(fake, line: str) -> list:
+    """The LLM requests whose messages hold the person's line (the reply's, not a summary)."""
+    return [r["messages"] for r in fake.requests if line in json.dumps(r["messages"])]
 
 
 def call_forget(watch: Observer, person_id: str) -> list[str]:
