@@ -246,6 +246,7 @@ HEAVY_FILES = {
     "test_installed_session": 49, "test_installed_lifecycle": 46, "test_robot_tools": 36,
     "test_faults": 29, "test_skills_ros": 28, "test_monitor_browser": 25,
     "test_manager_node": 25, "test_installed_vfm": 25, "test_installed_diagnostics": 20,
+    "test_people_node": 40, "test_people_process": 30,
     "test_llamacpp_backend": 19,
     # the unit tier
     "test_vfm_tools": 18, "test_lint": 16, "test_face": 14, "test_prompt_bound": 12,
