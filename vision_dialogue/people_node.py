@@ -19,6 +19,7 @@ confirmed aloud and leaves nothing in the store. Services ``people/enrol``,
 from __future__ import annotations
 
 import json
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -51,6 +52,10 @@ from vision_dialogue_interfaces.srv import Enrol, Forget, ListPeople
 
 #: how long a line waits for the microphone's audio up to its end (the chunks may come later)
 AUDIO_WAIT_S = 1.0
+#: prints of one face track, at most: the pool is steady by then, and the CPU is the reply's
+MAX_TRACK_PRINTS = 5
+#: the worker thread's niceness: prints yield the cores to the LLM's reply
+WORKER_NICENESS = 10
 
 PARAMS = [
     Param("person_manager", "own", "own: publish REP-155 persons; external: a robot's own "
@@ -84,7 +89,9 @@ class PeopleNode(ManagedNode):
         self.problems: dict[str, str] = {}
         self.counts = {"face prints": 0, "voice prints": 0, "refused": 0}
         self._lock = threading.RLock()
-        self._worker = ThreadPoolExecutor(1, thread_name_prefix="vd-people")
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="vd-people",
+                                          initializer=_yield_cpu)
+        self._track_prints: dict[str, int] = {}
         self._busy: set[str] = set()
         self._last_print: dict[str, float] = {}
         self._face_subs: dict[str, object] = {}
@@ -147,6 +154,7 @@ class PeopleNode(ManagedNode):
         self.destroy_subscription(sub)
         with self._lock:
             self._last_print.pop(fid, None)
+            self._track_prints.pop(fid, None)
             if self.persons is not None:
                 self.persons.face_gone(fid)
 
@@ -154,6 +162,7 @@ class PeopleNode(ManagedNode):
         """A face crop: printed on the worker, at most every `face_interval` s per face."""
         now = self.get_clock().now().nanoseconds / 1e9
         if (not self.active or self.faces is None or fid in self._busy
+                or self._track_prints.get(fid, 0) >= MAX_TRACK_PRINTS
                 or now - self._last_print.get(fid, -1e9) < self.params["face_interval"]):
             return
         try:
@@ -178,6 +187,7 @@ class PeopleNode(ManagedNode):
                 return
             person = self.persons.face_print(fid, embedding)
             self.counts["face prints"] += 1
+            self._track_prints[fid] = self._track_prints.get(fid, 0) + 1
         self.out.match(fid, pm.IdsMatch.FACE, person.person_id,
                        person.confidence if person.known else 1.0)
         self.publish()
@@ -332,6 +342,14 @@ class PeopleNode(ManagedNode):
         self._worker.shutdown(wait=True, cancel_futures=True)
         self.cleanup()
         return super().destroy_node()
+
+
+def _yield_cpu() -> None:
+    """The worker thread (Linux: a thread has its own niceness) gives way to the reply."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICENESS)
+    except (AttributeError, OSError):
+        pass
 
 
 def main(args=None):
