@@ -21,6 +21,7 @@ Prints tables and one JSON line; the record goes to benchmarks/results/bench_peo
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 import itertools
 import json
 import os
@@ -191,8 +192,9 @@ def main(argv=None) -> int:
         prints, times, mb = face_prints()
         res = roc(prints, Modality.FACE, np.arange(0.40, 0.66, 0.025))
         res["baseline_dlib_0.6"] = roc_point(*_pairs(prints, Modality.FACE), DLIB_THRESHOLD)
+        photos = Counter(person for person, _ in prints)
         res |= {"seconds_per_face": _spread(times), "model_mb": round(mb, 1),
-                "people_with_3_photos": sum(1 for n in _per_person(prints).values() if n >= 3)}
+                "people_with_3_photos": sum(1 for n in photos.values() if n >= 3)}
         table("Faces (dlib ResNet, Euclidean distance)", res)
         out["faces"] = res
     if "voices" in parts:
@@ -240,13 +242,6 @@ def _enrolled_pairs(prints: dict, modality: Modality) -> tuple[list, list]:
                                                            axis=0))
                       for q in people if q != p]
     return same, other
-
-
-def _per_person(prints: dict) -> dict:
-    counts: dict = {}
-    for person, _ in prints:
-        counts[person] = counts.get(person, 0) + 1
-    return counts
 
 
 if __name__ == "__main__":

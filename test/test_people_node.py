@@ -6,6 +6,7 @@ stranger. "No" and "forget me" leave nothing in the store file.
 """
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -30,14 +31,11 @@ def face_crop(person: str, shot: int) -> np.ndarray:
     return np.ascontiguousarray(rgb[max(0, y - m):y + h + m, max(0, x - m):x + w + m, ::-1])
 
 
-_EMBEDDER = []
-
-
+@functools.cache
 def _faces():
+    """One face printer for the module's tests (its models load once)."""
     from vision_dialogue.identity.embedders import FaceEmbedder
-    if not _EMBEDDER:
-        _EMBEDDER.append(FaceEmbedder())
-    return _EMBEDDER[0]
+    return FaceEmbedder()
 
 
 class Robot:
@@ -308,14 +306,10 @@ def test_missing_models_turn_their_part_off_on_diagnostics(ros_context, tmp_path
         node.destroy_node()
 
 
-_VOICES = []
-
-
+@functools.cache
 def _voices():
     from vision_dialogue.identity.embedders import VoiceEmbedder
-    if not _VOICES:
-        _VOICES.append(VoiceEmbedder())
-    return _VOICES[0]
+    return VoiceEmbedder()
 
 
 def speak(robot, clip: str, text: str, at_s: float) -> None:

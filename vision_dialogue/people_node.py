@@ -319,12 +319,7 @@ class PeopleNode(ManagedNode):
             if self.persons is None:
                 return
             tracked = self.persons.tracked()
-            try:
-                known = [p.person_id for p in self.store.people()] if self.store else []
-            except StoreError:
-                known = []
-            known_now = {p.person_id for p in tracked if p.known}
-            self.out.publish(tracked, sorted(set(known) | known_now))
+            self.out.publish(tracked, sorted(self.persons.known_ids))
 
     def _health(self) -> list[Health]:
         values = dict(self.counts)

@@ -15,6 +15,8 @@ import secrets
 import string
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from vision_dialogue.identity.matching import RULES, Gallery, Match, MatchRule, PooledPrint
 from vision_dialogue.identity.phrases import asks_to_be_forgotten, name_in
 from vision_dialogue.identity.records import Consent, ConsentWay, Embedding, EnrolPolicy
@@ -90,15 +92,21 @@ class Persons:
         #: this session only, in memory: the prints of those who said no, so that they are
         #: not asked again when they come back into view (dropped with the session)
         self._declined: dict[tuple, Gallery] = {}
+        #: the enrolled ids (REP-155's /humans/persons/known), read once, kept by enrol/forget
+        self.known_ids: set[str] = set()
+        if store is not None:
+            try:
+                self.known_ids = {p.person_id for p in store.people()}
+            except StoreError:
+                pass
 
     # --- prints in ----------------------------------------------------------------------
     def face_print(self, face_id: str, embedding: Embedding) -> SessionPerson:
         """A print of a tracked face: whose face it is (the track's prints pooled)."""
         current = self.people.get(self.face_of.get(face_id, ""))
-        pool = PooledPrint()
-        if current is not None:
-            pool.prints = [e for e in current.face.prints] + [embedding]
-        match = self._gallery(embedding).best(pool.mean if pool.prints else embedding.vector)
+        probe = embedding.vector if current is None else np.mean(
+            [e.vector for e in current.face.prints] + [embedding.vector], axis=0)
+        match = self._gallery(embedding).best(probe)
         target = self._matched(match) or current or self._new_anonymous(embedding)
         if current is not None and current is not target:
             if current.anonymous:
@@ -156,6 +164,7 @@ class Persons:
         if match is None:
             return None
         person = self.people.get(match.person_id)
+        self.known_ids.add(match.person_id)     # enrolled after this session began, too
         if person is None:
             known = self.store.person(match.person_id) if self.store else None
             person = SessionPerson(match.person_id, known=True, consent=ConsentState.GIVEN,
@@ -249,6 +258,7 @@ class Persons:
             raise IdentityError(f"{person_id} has no face or voice print yet")
         new_id = self.store.enrol(name or person.name, prints, consent,
                                   person_id=person_id if person.known else "")
+        self.known_ids.add(new_id)
         for e in prints:
             self._gallery(e).add(new_id, e.vector)
         if new_id != person_id:
@@ -264,6 +274,7 @@ class Persons:
     def forget(self, person_id: str = "", name: str = "") -> list[str]:
         """Remove from the store, the galleries and this session; they are anonymous now."""
         removed = self.store.forget(person_id=person_id, name=name) if self.store else []
+        self.known_ids.difference_update(removed)
         if person_id and person_id not in removed and person_id in self.people:
             removed.append(person_id)           # an anonymous person: the session's prints
         for pid in removed:
