@@ -164,8 +164,16 @@ def test_the_fake_answers_as_llama_cpp_does(llama):
     assert real["tool round, null content"] == ("http", 500)   # hence content "" in the loop
 
 
+#: seconds a reply may take here (the product's default is 15): a fresh-clone run on a 2-core
+#: AVX2 CPU, beside two busy test workers, took over 60 s for a reply on this server's one
+#: thread. The request timeout (30 s between two streamed pieces) is as long: the server
+#: reads the whole prompt before its first piece. What is checked here is what the manager
+#: does on the server; its speed is benchmarks/bench_demo.py's.
+REPLY_DEADLINE_S = 240.0
+
+
 # the limit counts the wait for another real-time test (cores_for_real_time)
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1200)
 def test_bringup_demo_on_llama_cpp_converses_without_fallbacks(installed, llama, tmp_path,
                                                                cores_for_real_time):
     url, model = llama
@@ -174,13 +182,13 @@ def test_bringup_demo_on_llama_cpp_converses_without_fallbacks(installed, llama,
     # installed_default runs it whole): one before the person leaves, one after, a goodbye
     script = tmp_path / "script.yaml"
     script.write_text(SHORT_SCRIPT)
-    # the reply deadline raised, as test_installed_default.py raises its own: the other worker
-    # is busy; without the detector and the monitor (the embedded demo's test runs them): what
-    # is checked here is the manager on the server, and their CPU slowed its replies
+    # without the detector and the monitor (the embedded demo's test runs them): what is
+    # checked here is the manager on the server, and their CPU slowed its replies
     run = installed.run(installed.exe("bringup") + [
         "demo", "--llm", "openai", "--base-url", url, "--model", model, "--script", str(script),
-        "--no-detector", "--no-monitor", "-p", "manager.reply_deadline:=60.0"],
-        env=env, timeout=280)
+        "--no-detector", "--no-monitor", "-p", f"manager.reply_deadline:={REPLY_DEADLINE_S}",
+        "-p", f"manager.request_timeout:={REPLY_DEADLINE_S}"],
+        env=env, timeout=4 * REPLY_DEADLINE_S)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-4000:]
     robot = [ln[len("robot: "):] for ln in run.stdout.splitlines() if ln.startswith("robot: ")]

@@ -503,3 +503,32 @@ def test_a_json_reply_falls_back_to_the_form_the_server_takes():
         b = OpenAIChatBackend(base_url=fake.base_url, model="m", max_retries=0)
         with pytest.raises(LLMRequestError, match="500"):
             b.complete([{"role": "user", "content": "Name?"}], json_schema=schema)
+
+
+@pytest.mark.parametrize("tools", [False, True])
+def test_a_reply_given_up_at_its_deadline_is_not_asked_again(fake_openai, make_backend, tools):
+    """Past the turn's deadline a cut stream is not retried: a retry would take the server.
+
+    llama-cpp-python's server stops a running request for a new one; a fresh-clone run's given
+    up reply retried three times, each stopping the next turn's request (every turn a fallback).
+    """
+    from vision_dialogue.core.deadlines import DeadlineExceeded, FirstBy
+    gate = threading.Event()
+    cut = Reply(text="Late reply. Cut", chunks=["Late ", "reply. ", "Cut"], end_after=3,
+                gates={1: gate})
+    fake_openai.push(cut, cut, cut)
+    backend = make_backend(max_retries=2)
+
+    def parts():
+        if tools:
+            return [backend.complete_with_tools(MSGS, TOOLS, stream=True)[0]]
+        return backend.stream(MSGS)
+    late: list = []
+    reply = FirstBy(parts, 0.0, late.append)           # the deadline has passed already
+    with pytest.raises(DeadlineExceeded):
+        list(reply)
+    gate.set()                                         # the server goes on and cuts the stream
+    reply._producer.join(10)
+    assert not reply._producer.is_alive()
+    assert fake_openai.request_count == 1, "a reply nobody waits for was asked again"
+    assert late in ([], ["Late reply."])

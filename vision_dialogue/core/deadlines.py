@@ -12,6 +12,8 @@ import threading
 import time
 from typing import Callable, Iterable
 
+from vision_dialogue.llm.base import give_up_with
+
 
 class YieldToTurns:
     """The summary/fold backend.
@@ -61,7 +63,8 @@ class FirstBy:
     The LLM call runs on its own thread, so a hung server or a slow model cannot hold the
     turn past its deadline: iterating raises DeadlineExceeded then. The abandoned call stops
     at its next part (closing the stream ends a local generation) and that late part is
-    given to `on_late`. The consumer sets `met` once a part was actually spoken (a part
+    given to `on_late`; a backend stops reading it and retries nothing (llm.base.given_up).
+    The consumer sets `met` once a part was actually spoken (a part
     that filtering empties does not count).
     """
 
@@ -76,6 +79,7 @@ class FirstBy:
                                           name="vd-reply", daemon=True)
 
     def _produce(self, make_parts) -> None:
+        give_up_with(self._abandoned)
         try:
             it = iter(make_parts())
             try:

@@ -6,9 +6,12 @@ a string or a list of parts {"type": "text", "text": ...} and
 """
 from __future__ import annotations
 
+import threading
 from typing import Iterator, Protocol, Sequence, runtime_checkable
 
 Message = dict
+
+_CALLER = threading.local()
 
 
 class BackendError(RuntimeError):
@@ -21,6 +24,23 @@ class Preempted(BackendError):
     Not a failure: the caller gives its items back and tries again later. Raised by backends
     that run one generation at a time (`preemptible = True`) when called with background=True.
     """
+
+
+def give_up_with(event: threading.Event | None) -> None:
+    """The LLM calls this thread makes from now on are given up once `event` is set.
+
+    Set by the thread that makes a reply for a turn (core/deadlines.FirstBy): past the turn's
+    deadline nobody waits for the call, so a backend stops reading it and retries nothing. A
+    retry of a call given up would take the model (one at a time, or a server that stops a
+    running request for a new one: llama-cpp-python's) from the next turn's call.
+    """
+    _CALLER.given_up = event
+
+
+def given_up() -> bool:
+    """Whether the call this thread makes was given up (`give_up_with`): stop, retry nothing."""
+    event = getattr(_CALLER, "given_up", None)
+    return event is not None and event.is_set()
 
 
 def short_question(backend, messages: Sequence[Message], max_tokens: int,

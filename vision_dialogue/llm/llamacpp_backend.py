@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from vision_dialogue.llm.avoid import token_triples, triple_penalty
-from vision_dialogue.llm.base import BackendError, Message, Preempted
+from vision_dialogue.llm.base import BackendError, Message, Preempted, given_up
 from vision_dialogue.llm.chat_messages import text_conversation
 from vision_dialogue.llm.cpu_threads import CpuShare
 from vision_dialogue.llm.one_at_a_time import OneAtATime
@@ -313,6 +313,8 @@ class LlamaCppChatBackend:
                 for chunk in chunks:
                     if lane == "background" and self._turns.give_way:
                         raise Preempted("stopped for a reply")
+                    if given_up():          # the lock goes to the next turn's reply
+                        raise BackendError("given up: the turn passed its reply deadline")
                     text = chunk["choices"][0].get("text")
                     if lane == "reply":
                         self.reply_times.setdefault("first_token", time.monotonic())

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 from urllib.parse import urlparse
 
-from vision_dialogue.llm.base import BackendError, Message
+from vision_dialogue.llm.base import BackendError, Message, given_up
 from vision_dialogue.llm.options import BackendOptions
 from vision_dialogue.variants import Param, nonempty
 from vision_dialogue.llm.written_calls import HeldSpeech, ToolCall, calls_written_as_text, \
@@ -312,6 +312,7 @@ class OpenAIChatBackend:
                 stream = self._client.chat.completions.create(**params)
                 finished = False
                 for chunk in stream:
+                    _stop_if_given_up()
                     for choice in chunk.choices or ():
                         finished = finished or bool(choice.finish_reason)
                         if choice.index != 0 or choice.delta is None:
@@ -374,6 +375,7 @@ class OpenAIChatBackend:
         finished = False
         with self._client.chat.completions.create(**params) as stream:
             for chunk in stream:
+                _stop_if_given_up()
                 for choice in chunk.choices or ():
                     if choice.index != 0:
                         continue
@@ -402,8 +404,11 @@ class OpenAIChatBackend:
         raise AssertionError("unreachable")
 
     def _retry_or_raise(self, what: str, failure: _Failure, attempt: int, attempts: int) -> None:
-        """Sleep before the next attempt, or raise LLMRequestError if there is none."""
-        if not failure.retryable or attempt >= attempts:
+        """Sleep before the next attempt, or raise LLMRequestError if there is none.
+
+        A call its caller gave up (llm.base.given_up) has none.
+        """
+        if not failure.retryable or attempt >= attempts or given_up():
             err = self._error(f"{what} failed", failure, attempt)
             log.error("%s", err)
             raise err from None
@@ -472,6 +477,12 @@ class OpenAIChatBackend:
         if isinstance(exc, (ValueError, KeyError, TypeError, AttributeError)):
             return _Failure("invalid_response", None, f"{name}: {detail}", False)
         return _Failure("error", None, f"{name}: {detail}", False)
+
+
+def _stop_if_given_up() -> None:
+    """Stop reading a reply nobody waits for: closing the stream ends it on the server."""
+    if given_up():
+        raise LLMRequestError("given up: the turn passed its reply deadline", kind="error")
 
 
 def _add_delta(delta: Any, text: list[str], calls: dict[int, list[str]]) -> None:
