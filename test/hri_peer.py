@@ -8,6 +8,7 @@ No vision_dialogue, started without the project's Fast DDS profile (as other sta
     hri_peer.py voice --name NAME --say TEXT    # asr_vosk + a person manager + a body tracker
     hri_peer.py listen [--topic T]                                    # prints what it hears
     hri_peer.py talk                          # a recogniser: a voice starts talking, again
+    hri_peer.py faces --photo F [--photo F2]  # hri_face_detect-like: faces and their crops
 
 Prints one JSON line per event on stdout ("ready", "heard", ...); runs until SIGINT/SIGTERM.
 """
@@ -168,9 +169,36 @@ def listen(node, args):
     say(event="ready")
 
 
+def faces(node, args):
+    """Each photo a tracked face (ids face_a, face_b, ...) with its `cropped` image (bgr8)."""
+    import cv2
+    from sensor_msgs.msg import Image
+    tracked = node.create_publisher(IdsList, "/humans/faces/tracked", 10)
+    crops = {}
+    for i, path in enumerate(args.photo):
+        bgr = cv2.imread(path)
+        bgr = cv2.resize(bgr, (round(bgr.shape[1] * 240 / bgr.shape[0]), 240))
+        fid = f"face_{chr(ord('a') + i)}"
+        crops[fid] = (node.create_publisher(Image, f"/humans/faces/{fid}/cropped", 10), bgr)
+
+    def tick():
+        stamp = node.get_clock().now().to_msg()
+        ids = IdsList(ids=list(crops))
+        ids.header.stamp = stamp
+        tracked.publish(ids)
+        for pub, bgr in crops.values():
+            if pub.get_subscription_count():
+                msg = Image(height=bgr.shape[0], width=bgr.shape[1], encoding="bgr8",
+                            step=bgr.shape[1] * 3, data=bgr.tobytes())
+                msg.header.stamp, msg.header.frame_id = stamp, "camera"
+                pub.publish(msg)
+    node.create_timer(1.0 / args.rate, tick)
+    say(event="ready")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("detector", "voice", "listen", "talk"))
+    ap.add_argument("mode", choices=("detector", "voice", "listen", "talk", "faces"))
     ap.add_argument("--ids", action="store_true")
     ap.add_argument("--names", action="store_true")
     ap.add_argument("--zebra", action="store_true", help="ids numbered as a robot's own")
@@ -179,12 +207,13 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=5.0)
     ap.add_argument("--name", default="Zebulon")
     ap.add_argument("--say", default="Is there a cup on the table?")
+    ap.add_argument("--photo", action="append", default=[], help="faces: a face's photo")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: rclpy.try_shutdown())
     with rclpy.init():
         node = rclpy.create_node(args.node or f"third_party_{args.mode}")
         {"detector": detector, "voice": voice, "listen": listen,
-         "talk": talk}[args.mode](node, args)
+         "talk": talk, "faces": faces}[args.mode](node, args)
         try:
             rclpy.spin(node)
         except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):

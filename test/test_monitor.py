@@ -205,6 +205,42 @@ def test_node_shows_the_managers_event_records(ros_context):
         io.destroy_node()
 
 
+def test_the_page_shows_who_people_node_recognises_and_their_consent(ros_context):
+    """people_node's latched people/state, sent before the monitor started, reaches the page.
+
+    A state that is not its JSON is skipped (the last good one stays).
+    """
+    from vision_dialogue.identity.persons import ConsentState, SessionPerson
+    from vision_dialogue.monitor_node import MonitorNode
+    from vision_dialogue.ros.qos import LATCHED_QOS
+    from vision_dialogue.ros.topics import PEOPLE_STATE_TOPIC
+    io = rclpy.create_node("test_people_state", context=ros_context)
+    pub = io.create_publisher(String, PEOPLE_STATE_TOPIC, LATCHED_QOS)
+    barack = SessionPerson("person_abcdefgh", known=True, name="Barack", confidence=0.8123,
+                           consent=ConsentState.GIVEN, face_ids={"f1"})
+    stranger = SessionPerson("anonymous_person_xyzab", face_ids={"f2"})
+    pub.publish(String(data=json.dumps({"people": [barack.shown(), stranger.shown()]})))
+    node = MonitorNode(context=ros_context, parameter_overrides=[Parameter("port", value=0)])
+    ex = MultiThreadedExecutor(num_threads=2, context=ros_context)
+    ex.add_node(node)
+    ex.add_node(io)
+    try:
+        assert spin_until(ex, lambda: node.view.snapshot()["people"], timeout=10)
+        pub.publish(String(data="[1, 2]"))                  # skipped with a warning
+        pub.publish(String(data=json.dumps({"people": [barack.shown()]})))
+        assert spin_until(ex, lambda: len(node.view.snapshot()["people"]) == 1, timeout=10)
+        state = json.loads(get(node.server.url + "api/state")[2])
+        assert state["people"] == [{"person_id": "person_abcdefgh", "name": "Barack",
+                                    "known": True, "confidence": 0.81, "consent": "given",
+                                    "faces": 1, "heard": False}]
+    finally:
+        ex.shutdown()
+        node.destroy_node()
+        io.destroy_node()
+    with pytest.raises(ValueError):
+        SessionView().set_people(json.dumps({"people": [{"name": "no id"}]}))
+
+
 @pytest.mark.parametrize("params, match", [
     ({"host": "my laptop"}, "host"),
     ({"port": 70000}, "port"),

@@ -1,7 +1,8 @@
 """People it knows, as a robot runs it: every node a process of its own, default names.
 
-A folder camera shows a real photo; our detector finds the face and publishes its crop; the
-people node prints it; the person types "My name is Barack." and "Yes, please." to the
+A folder camera shows a real photo; our detector finds the face and publishes its crop (or a
+third-party face detector process, test/hri_peer.py, publishes faces and crops); the people
+node prints it; the person types "My name is Barack." and "Yes, please." to the
 consent question the manager's Ask skill puts. Every process is stopped; a second session
 from new processes, with another photo of the same person beside a stranger's, names him on
 /humans/persons/<id>/name with the same person id and the manager's prompt says his name; the
@@ -25,6 +26,7 @@ pytestmark = [pytest.mark.skipif(bool(pm.missing()), reason=f"{pm.missing()} not
 pytest.importorskip("dlib", reason="requirements/identity.txt is not installed")
 PEOPLE_DOMAIN = side_domain(7)
 PHOTOS = REPO / "test" / "data" / "people"
+PEER = REPO / "test" / "hri_peer.py"
 
 
 def env() -> dict:
@@ -52,17 +54,30 @@ def node_process(module: str, tmp_path: Path, *params: str) -> Proc:
     return Proc(args, tmp_path, env=env())
 
 
-class Session:
-    """camera, detector, people, manager and speech nodes, each a process."""
+def face_source(faces: str, tmp_path: Path, name: str, *people: tuple[str, int]) -> list:
+    """Our camera and detector on the photos side by side, or a third party's faces process."""
+    if faces == "detector":
+        folder = photo(tmp_path / name, *people)
+        return [node_process("camera_node", tmp_path, "source:=folder",
+                             f"folder_path:={folder}", "frame_period:=1.0", "loop:=true"),
+                node_process("detector_node", tmp_path, "text:=false", "max_rate:=2.0")]
+    stock = {k: v for k, v in env().items() if k != "FASTDDS_DEFAULT_PROFILES_FILE"}
+    peer = Proc([sys.executable, str(PEER), "faces", "--rate", "2"]
+                + [f"--photo={PHOTOS / who / f'{n}.jpg'}" for who, n in people], tmp_path,
+                env=stock)
+    assert peer.expect('"ready"', 60), peer.err[-20:]
+    return [peer]
 
-    def __init__(self, fake, tmp_path: Path, folder: Path, store: Path, answers: dict):
-        self.procs = [
-            node_process("camera_node", tmp_path, "source:=folder", f"folder_path:={folder}",
-                         "frame_period:=1.0", "loop:=true"),
-            node_process("detector_node", tmp_path, "text:=false", "max_rate:=2.0"),
+
+class Session:
+    """Faces (face_source), people, manager and speech nodes, each a process."""
+
+    def __init__(self, fake, tmp_path: Path, faces: list, store: Path, answers: dict,
+                 *manager_params: str):
+        self.procs = faces + [
             node_process("people_node", tmp_path, f"store_url:=sqlite:///{store}",
                          "ask_after_lines:=2", "voices:=false", "face_interval:=0.5"),
-            manager_process(fake, tmp_path, env=env())]
+            manager_process(fake, tmp_path, *manager_params, env=env())]
         self.speech = speech_process(tmp_path, env=env())
         self.procs.append(self.speech)
 
@@ -100,6 +115,11 @@ class Observer:
         self._String, self._latched, self._subs = String, LATCHED_QOS, {}
         self.node.create_subscription(pm.IdsList, "/humans/persons/tracked", self._on_tracked,
                                       LATCHED_QOS)
+        from rclpy.action import ActionClient
+
+        from vision_dialogue.ros.topics import ASK_ACTION
+        from vision_dialogue_interfaces.action import Ask
+        self.ask = ActionClient(self.node, Ask, ASK_ACTION)    # the manager's, once it is up
 
     def _on_tracked(self, msg) -> None:
         self.tracked = list(msg.ids)
@@ -118,17 +138,21 @@ class Observer:
         self.ctx.try_shutdown()
 
 
+@pytest.mark.parametrize("faces", ["detector", "third_party"])
 def test_a_person_who_said_yes_is_known_by_new_processes_and_forget_me_leaves_nothing(
-        fake_openai, tmp_path):
+        fake_openai, tmp_path, faces):
     fake_openai.responder = lambda req: "Nice to meet you."
     store = tmp_path / "people.db"
     watch = Observer()
-    session = Session(fake_openai, tmp_path, photo(tmp_path / "one", ("obama", 1)), store,
+    session = Session(fake_openai, tmp_path, face_source(faces, tmp_path, "one", ("obama", 1)),
+                      store,
                       {"remember you": "Yes, please."})
     try:
         assert watch.wait(lambda: len(watch.tracked) == 1, 180), session.logs()
         [stranger] = watch.tracked
         assert stranger.startswith("anonymous_person_")
+        # the manager's Ask skill is up (a third party's faces come before it is)
+        assert watch.wait(watch.ask.server_is_ready, 60), session.logs()
         session.speech.say("Hello there.")
         session.speech.say("My name is Barack.")
         assert watch.wait(lambda: watch.tracked and watch.tracked[0].startswith("person_")
@@ -143,9 +167,9 @@ def test_a_person_who_said_yes_is_known_by_new_processes_and_forget_me_leaves_no
     watch.tracked, watch.names = [], {}
     first_run = {f.parent.name for f in (tmp_path / "tr").glob("*/transcript.jsonl")}
     fake_openai.responder = lambda req: "Hello again."
-    session = Session(fake_openai, tmp_path, photo(tmp_path / "two", ("obama", 3),
-                                                   ("biden", 2)), store,
-                      {})
+    session = Session(fake_openai, tmp_path, face_source(faces, tmp_path, "two", ("obama", 3),
+                                                         ("biden", 2)), store,
+                      {}, "greet_first:=true")
     try:
         assert watch.wait(lambda: len(watch.tracked) == 2 and known in watch.tracked, 180), \
             (watch.tracked, session.logs())
@@ -156,6 +180,10 @@ def test_a_person_who_said_yes_is_known_by_new_processes_and_forget_me_leaves_no
         # the manager knows him: its timeline has his arrival by name (its own transcript)
         assert watch.wait(lambda: "Barack came into view" in json.dumps(
             session_records(tmp_path, first_run)), 60), session.logs()
+        # the opening remark waits for the people node's report, which names him (not the
+        # first frame with someone in it)
+        assert watch.wait(lambda: asked(fake_openai, "Now say hello to Barack by name"), 60), \
+            session.logs()
         session.speech.say("Do you know who I am?")
         assert watch.wait(lambda: asked(fake_openai, "Do you know who I am?"), 60), \
             session.logs()

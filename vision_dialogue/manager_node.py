@@ -62,7 +62,7 @@ from vision_dialogue.ros.manager_params import PARAMS, conversation_config, cros
 from vision_dialogue.ros.manager_tools import connect_application, connect_robot_tools, \
     connect_vfm_tools
 from vision_dialogue.ros.topics import FACE_RECORDS_TOPIC, HEARING_TOPIC, PARTIAL_TOPIC, \
-    VISUAL_EVENTS_TOPIC
+    PERSONS_TRACKED_TOPIC, VISUAL_EVENTS_TOPIC
 from vision_dialogue.ros.params import ParameterError, declare_params
 
 #: utterances the subscription holds while the callback is busy (a burst must not be lost)
@@ -258,6 +258,9 @@ class ManagerNode(ManagedNode):
         self.detections, self.voices = connect_standard_inputs(
             self, p, self.conversation, self.turns, self.people, notes,
             frame_width=lambda: frames.width, on_engaging=self._on_engaging)
+        if self.voices is not None:     # a person manager's report greets, named (not a frame)
+            self.turns.persons_from_a_manager = lambda: self.count_publishers(
+                PERSONS_TRACKED_TOPIC) > 0
         if p["prompt_state_period"] > 0:
             self.create_timer(p["prompt_state_period"], self.publish_state,
                               callback_group=MutuallyExclusiveCallbackGroup())
@@ -273,9 +276,12 @@ class ManagerNode(ManagedNode):
         self.conversation.notify("face", record)
 
     def _on_engaging(self, label: str) -> None:
-        """A ROS4HRI person starts engaging with the robot: the opening remark, once."""
+        """A ROS4HRI person engages (or a person manager first reports them): the opening remark.
+
+        Once a session; named for a person the manager knows (Persona.greeting).
+        """
         if self.turns.greet_once():
-            self.get_logger().info(f"{label} is engaging: greeting")
+            self.get_logger().info(f"{label} is here: greeting")
 
     # --- frames ----------------------------------------------------------------------------
     @property
@@ -288,7 +294,9 @@ class ManagerNode(ManagedNode):
 
     # --- turns -----------------------------------------------------------------------------
     def _on_utterance(self, msg: Utterance) -> None:
-        self.turns.utterance(msg.text, msg.speaker, msg.language)
+        stamp_ns = stamp_to_ns(msg.header.stamp)
+        self.turns.utterance(msg.text, msg.speaker, msg.language,
+                             stamp_ns / 1e9 if stamp_ns else None)
 
     def _on_partial(self, msg: Utterance) -> None:
         self.conversation.hear_ahead(msg.text, msg.speaker, msg.language)

@@ -8,7 +8,8 @@ server and the camera. Updates are pushed to the page (server-sent events); the 
 internet.
 
 Live, it reads the manager's `dialogue/events` (every transcript record as JSON, frames with a
-thumbnail), `dialogue/speech_state` and whether `vfm/list_tools` answers. With
+thumbnail), `dialogue/speech_state`, people_node's `people/state` (who is in view, the match
+and their consent) and whether `vfm/list_tools` answers. With
 `transcript:=<run folder>` it shows a finished session from its transcript.jsonl and frames
 instead (no topics needed).
 
@@ -32,9 +33,9 @@ from vision_dialogue.monitor.session import HEALTH_PARTS, SessionView, load_run
 from vision_dialogue_interfaces.msg import SpeechState
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params
-from vision_dialogue.ros.qos import RECORDS_QOS, SPEECH_STATE_QOS
+from vision_dialogue.ros.qos import LATCHED_QOS, RECORDS_QOS, SPEECH_STATE_QOS
 from vision_dialogue.ros.teardown import DestroyedWhole
-from vision_dialogue.ros.topics import DIAGNOSTICS_TOPIC, RECORDS_TOPIC
+from vision_dialogue.ros.topics import DIAGNOSTICS_TOPIC, PEOPLE_STATE_TOPIC, RECORDS_TOPIC
 from vision_dialogue.ros.vfm_actions import LIST_TOOLS_SERVICE
 from vision_dialogue_interfaces.srv import ListTools
 
@@ -124,6 +125,8 @@ class MonitorNode(DestroyedWhole, Node):
         self.create_subscription(DiagnosticArray, DIAGNOSTICS_TOPIC, self._on_diagnostics, 10,
                                  callback_group=group)
         self.create_timer(self.params["health_period"], self._check_health)
+        self.create_subscription(String, PEOPLE_STATE_TOPIC, self._on_people, LATCHED_QOS,
+                                 callback_group=group)
 
     def _on_event(self, msg: String) -> None:
         try:
@@ -133,6 +136,13 @@ class MonitorNode(DestroyedWhole, Node):
                                       throttle_duration_sec=30.0)
             return
         self.view.ingest(record)
+
+    def _on_people(self, msg: String) -> None:
+        try:
+            self.view.set_people(msg.data)
+        except ValueError as e:
+            self.get_logger().warning(f"{PEOPLE_STATE_TOPIC}: unreadable state skipped ({e})",
+                                      throttle_duration_sec=30.0)
 
     def _on_speech(self, msg: SpeechState) -> None:
         self.view.set_speech_state(SPEECH_STATES.get(msg.state, str(msg.state)))

@@ -7,7 +7,8 @@ path), matches them to the people it knows (identity/persons.py) and publishes R
 persons: ``/humans/persons/tracked``, ``/known`` and per person ``face_id``, ``voice_id``,
 ``name``, ``alias``, ``anonymous``, plus ``/humans/candidate_matches``. With
 ``person_manager: external`` (a robot whose ROS4HRI person manager owns the persons) only the
-candidate matches are published.
+candidate matches are published. ``people/state`` (std_msgs/String, JSON, latched) says who
+is in view, how sure each match is and their consent, for the monitor.
 
 Nobody is remembered without their yes: with ``enrol: ask`` the robot asks once (the
 manager's Ask skill) "May I remember you, so I can greet you next time?"; "forget me" is
@@ -25,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from sensor_msgs.msg import Image
+from std_msgs.msg import String
 
 from vision_dialogue.core.health import OK, WARN, Health
 from vision_dialogue.identity.embedders import FaceEmbedder, IdentityInputError, \
@@ -46,7 +48,8 @@ from vision_dialogue.ros.params import Param, declare_params
 from vision_dialogue.ros.people_talk import PeopleTalk
 from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS, no_event_handlers
 from vision_dialogue.ros.topics import AUDIO_INPUT_TOPIC, FACES_TRACKED_TOPIC, \
-    PEOPLE_ENROL_SERVICE, PEOPLE_FORGET_SERVICE, PEOPLE_LIST_SERVICE, UTTERANCE_TOPIC
+    PEOPLE_ENROL_SERVICE, PEOPLE_FORGET_SERVICE, PEOPLE_LIST_SERVICE, PEOPLE_STATE_TOPIC, \
+    UTTERANCE_TOPIC
 from vision_dialogue_interfaces.msg import AudioChunk, Utterance
 from vision_dialogue_interfaces.srv import Enrol, Forget, ListPeople
 
@@ -97,6 +100,8 @@ class PeopleNode(ManagedNode):
         self._face_subs: dict[str, object] = {}
         self.audio = AudioRing()
         self.out = HriPersonsOutput(self, p["person_manager"] == "own")
+        self.state_pub = self.create_publisher(String, PEOPLE_STATE_TOPIC, LATCHED_QOS)
+        self._shown = ""
         self.talk = PeopleTalk(self)
         quiet = no_event_handlers("subscription")
         for qos in (LATCHED_QOS, RELIABLE_QOS):     # latched lists and plain ones
@@ -255,6 +260,11 @@ class PeopleNode(ManagedNode):
         self.get_logger().info(f"not printed: {why}", throttle_duration_sec=5.0)
 
     # --- consent answers (PeopleTalk calls these) -----------------------------------------
+    def consent_not_asked(self, person_id: str) -> None:
+        with self._lock:
+            if self.persons is not None:
+                self.persons.not_asked(person_id)
+
     def consent_answer(self, person_id: str, yes: bool, answer: str) -> str:
         """The person's answer to the consent question: their id from now on ("" if gone)."""
         try:
@@ -320,6 +330,10 @@ class PeopleNode(ManagedNode):
                 return
             tracked = self.persons.tracked()
             self.out.publish(tracked, sorted(self.persons.known_ids))
+            shown = json.dumps({"people": [p.shown() for p in tracked]})
+            if shown != self._shown:            # latched: a monitor started later sees it
+                self._shown = shown
+                self.state_pub.publish(String(data=shown))
 
     def _health(self) -> list[Health]:
         values = dict(self.counts)

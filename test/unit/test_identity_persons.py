@@ -96,6 +96,19 @@ def test_no_keeps_nothing_and_is_not_asked_again(store):
     assert later.anonymous and later.consent is ConsentState.UNASKED    # a new session
 
 
+def test_a_question_that_could_not_be_put_is_no_answer_and_comes_at_a_later_line(store):
+    """No manager yet: the person is not taken as having said no; the next line asks again."""
+    session = Persons(store, EnrolPolicy.ASK, ask_after_lines=1)
+    eve = session.face_print("face_e", face(3))
+    assert say(session, eve, "Hello.") == [NextStep.ASK_CONSENT]
+    session.not_asked(eve.person_id)
+    assert eve.consent is ConsentState.UNASKED and store.people() == []
+    assert say(session, eve, "Are you there?") == [NextStep.ASK_CONSENT]
+    session.consent_answer(eve.person_id, False, "no")
+    session.not_asked(eve.person_id)                     # a no stays a no
+    assert say(session, eve, "Bye.") == [NextStep.NOTHING]
+
+
 def test_a_voice_heard_with_one_face_in_view_is_that_persons_and_is_known_later(store):
     session = Persons(store, EnrolPolicy.ASK, ask_after_lines=1)
     heard, match = session.voice_print("anonymous_speaker", voice(3), [])

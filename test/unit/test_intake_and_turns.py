@@ -343,3 +343,25 @@ def test_a_paused_deadline_waits_for_the_robot_to_act():
         yield "Too late."
     with pytest.raises(DeadlineExceeded):
         list(FirstBy(slow, time.monotonic() + 0.2, lambda late: None))
+
+
+def test_with_a_person_manager_a_frame_does_not_greet_its_report_does():
+    """A person manager publishes persons: the greeting waits for its report (which names).
+
+    The first frame with someone in it queues nothing; greet_once (the manager's report or
+    an engagement) queues the one opening remark.
+    """
+    backend, conv, turns, out = gated_turn_taker(True, False)
+    turns.persons_from_a_manager = lambda: True
+    backend.gate["reply"].set()
+    try:
+        frame = conv.add_frame(IMG)
+        frame.people = 1
+        turns.frame_added(frame)
+        assert len(turns.queue) == 0 and turns._answering == 0 and not backend.calls
+        assert turns.greet_once() and not turns.greet_once()
+        assert until(lambda: sum(c.final for c in out) == 1, timeout=10)
+        assert [c.in_reply_to for c in out if c.final] == [""]
+    finally:
+        turns.close()
+        conv.close()

@@ -91,3 +91,29 @@ def test_tracked_people_reach_the_prompt_and_their_comings_and_goings_the_events
         assert people == [{"event": "arrived", "id": "3"}, {"event": "left", "id": "3"}]
     finally:
         c.close()
+
+
+def test_the_opening_remark_greets_the_people_a_person_manager_named_by_name():
+    """A known person in view (people_node named them) is greeted by name; a stranger is not.
+
+    "someone" (a person the manager has not named) and a tracker's id are not names.
+    """
+    from vision_dialogue.core.people import PeopleInView
+    be = FakeChatBackend()
+    c = conv(be)
+    try:
+        people = PeopleInView(c)
+        people.update([TrackedPerson("p1", name="someone"), TrackedPerson("7")], named=True)
+        c.remark()
+        stranger = json.dumps(be.of_kind("reply")[-1][1])
+        assert "Now say hello to the person in front of you" in stranger
+        people.update([TrackedPerson("p1", name="Barack"), TrackedPerson("7")], named=True)
+        c.remark()
+        known = json.dumps(be.of_kind("reply")[-1][1])
+        assert "Now say hello to Barack by name" in known, known
+        people.update([TrackedPerson("p1", name="Barack"), TrackedPerson("p2", name="Ada")],
+                      named=True)
+        c.remark()
+        assert "Now say hello to Barack and Ada by name" in json.dumps(be.of_kind("reply")[-1][1])
+    finally:
+        c.close()

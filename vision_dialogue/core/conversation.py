@@ -104,6 +104,7 @@ class Conversation(DirectedLines):
         self._listeners: list[Listener] = list(listeners)
         self._turn_lock = threading.Lock()
         self._turn_id = 0
+        self._known_in_view: tuple[str, ...] = ()       # set_people's names
         self._closed = False
         self.warmer = PromptWarmer(backend, self._pool, self.prompt.reply_messages,
                                    self._no_turn, self.log, enabled=cfg.warm_cache)
@@ -220,7 +221,7 @@ class Conversation(DirectedLines):
         this reply only, and the remark enters the timeline as the robot's line.
         """
         return self._serve(None, on_sentence, "", deadline,
-                           instruction=instruction or self.persona.greet_instruction)
+                           instruction=instruction or self.persona.greeting(self._known_in_view))
 
     def _serve(self, text: str | None, on_sentence: SentenceCallback | None, speaker: str,
                deadline: float | None, language: str = "", instruction: str = "") -> TurnResult:
@@ -290,13 +291,15 @@ class Conversation(DirectedLines):
         """Turns answered or in progress (the last turn_id)."""
         return self._turn_id
 
-    def set_people(self, description: str, arrived=(), left=()) -> None:
+    def set_people(self, description: str, arrived=(), left=(), known=()) -> None:
         """Who the camera tracks now, in words (Furhat's users; "" for nobody).
 
         `arrived`, `left`: ids that came into view or went; each is a "person" event (the
-        transcript, the monitor).
+        transcript, the monitor). `known`: the names of people a person manager named (the
+        opening remark greets them by name).
         """
         self.prompt.set_people(description)
+        self._known_in_view = tuple(known)
         for event, ids in (("arrived", arrived), ("left", left)):
             for i in ids:
                 self._emit("person", {"event": event, "id": str(i)})

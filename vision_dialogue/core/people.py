@@ -116,7 +116,8 @@ class PeopleInView:
             self.conversation.set_people(describe_people(people), arrived, left)
             return
         self._labels.update({p.id: p.label for p in people})
-        self.conversation.set_people(describe_people(people))
+        self.conversation.set_people(describe_people(people),
+                                     known=[p.name for p in people if is_a_name(p.name)])
         for ids, words, kind in ((arrived, "came into view", "arrived"),
                                  (left, "left", "left")):
             for i in ids:

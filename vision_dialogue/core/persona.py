@@ -4,6 +4,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Sequence
 
 import yaml
 
@@ -31,6 +32,10 @@ class Persona:
     greet_instruction: str = ("Now say hello to the person in front of you, in one sentence, "
                               "and tell them what you like about what they wear.")
     greet_fallback_lines: tuple[str, ...] = ("Oh, hello there!", "Hi! It is nice to see you.")
+    # the opening remark when people the robot knows are in view (a person manager named them:
+    # people_node's enrolled people); {names}: how to call them
+    greet_known_instruction: str = ("Now say hello to {names} by name, in one sentence: you "
+                                    "have met before.")
     # short: the 0.5B default read a longer note out ("Ben said the last line.") on 7 of 8
     # turns of the people battery; this one it never did
     addressee_note: str = "[Answer {speaker}.]"
@@ -89,6 +94,12 @@ class Persona:
     ask_wording_instruction: str = ("Ask the person, in one short friendly question, for: "
                                     "{keys}. Say only the question.")
     extra: dict = field(default_factory=dict)
+
+    def greeting(self, names: Sequence[str] = ()) -> str:
+        """The opening remark's instruction: by name for the people it knows in view."""
+        if not names:
+            return self.greet_instruction
+        return self.greet_known_instruction.format(names=" and ".join(names))
 
     def fallback(self, rng: random.Random | None = None, greeting: bool = False) -> str:
         """One in-character line for when the LLM fails (`greeting`: for the opening remark)."""

@@ -84,10 +84,14 @@ class TurnTaker:
         self._on_dropped = on_dropped
         self.on_start: Callable[[], None] = lambda: None
         self.on_shared: Callable[[np.ndarray], None] = lambda bgr: None
-        self.claim: Callable[[str, str], bool] | None = None   # a skill takes the line
+        # a skill takes the line: claim(text, speaker, said_at)
+        self.claim: Callable[[str, str, float | None], bool] | None = None
         self.converse: Callable[[], bool] = lambda: True       # unclaimed lines get a reply
         self.on_person_line: Callable[[str, str], None] = lambda text, speaker: None
         self.on_heard: Callable[[str], None] = lambda text: None    # any line, at once
+        # a person manager publishes persons (ROS4HRI): the opening remark waits for its report,
+        # which names the people it knows, rather than the first frame with someone in it
+        self.persons_from_a_manager: Callable[[], bool] = lambda: False
         self.log = logger or logging.getLogger("vision_dialogue.turns")
         self.queue = TurnQueue(max_waiting, on_drop=self._dropped)
         self._spoken_to = False         # an utterance came, or the opening remark is queued
@@ -105,8 +109,13 @@ class TurnTaker:
             self.frame_added(data["frame"], self._tracked())
 
     # --- what comes in -----------------------------------------------------------------------
-    def utterance(self, text: str, speaker: str = "", language: str = "") -> bool:
-        """Queue a user turn; False (and a warning) for an empty one."""
+    def utterance(self, text: str, speaker: str = "", language: str = "",
+                  said_at: float | None = None) -> bool:
+        """Queue a user turn; False (and a warning) for an empty one.
+
+        `said_at`: when the line ended (the message's stamp, s), for a skill's claim: a line
+        said before a question went out is no answer to it, however late it arrives.
+        """
         text = " ".join(text.split())
         if not text:
             self.log.warning("ignoring an empty utterance")
@@ -115,7 +124,7 @@ class TurnTaker:
         self.proactive.user_spoke()
         self.on_heard(text)
         claim = self.claim
-        if claim is not None and claim(text, speaker):
+        if claim is not None and claim(text, speaker, said_at):
             return True
         if not self.converse():
             self.conversation.hear(text, speaker)
@@ -135,7 +144,7 @@ class TurnTaker:
         `tracked`: how many people a camera that tracks users counts now (None: unknown);
         used when perception did not count the frame's people.
         """
-        if frame.people != 0 and self.greet_once():
+        if frame.people != 0 and not self.persons_from_a_manager() and self.greet_once():
             return
         people = frame.people if frame.people is not None else tracked
         self._maybe_speak(self.proactive.on_frame(frame.bgr, people, self._busy()))

@@ -65,6 +65,13 @@ class SessionPerson:
     def drop_prints(self) -> None:
         self.face, self.voice = PooledPrint(), PooledPrint()
 
+    def shown(self) -> dict:
+        """What the monitor shows of them: who, how sure the match is, and their consent."""
+        return {"person_id": self.person_id, "name": self.name, "known": self.known,
+                "confidence": round(self.confidence, 2) if self.known else None,
+                "consent": self.consent.value, "faces": len(self.face_ids),
+                "heard": self.heard}
+
 
 class IdentityError(ValueError):
     """A request about a person that cannot be done (unknown id, no store, no prints)."""
@@ -229,6 +236,15 @@ class Persons:
             person.consent = ConsentState.ASKING
             return NextStep.ASK_CONSENT
         return NextStep.NOTHING
+
+    def not_asked(self, person_id: str) -> None:
+        """The consent question could not be put (no manager yet): it may come at a later line.
+
+        Not a no: nothing was answered (and nothing is kept meanwhile).
+        """
+        person = self.people.get(person_id)
+        if person is not None and person.consent is ConsentState.ASKING:
+            person.consent = ConsentState.UNASKED
 
     def consent_answer(self, person_id: str, yes: bool, answer: str = "") -> SessionPerson:
         """The person's answer: yes enrols them, anything else keeps nothing."""

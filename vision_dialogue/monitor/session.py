@@ -106,6 +106,7 @@ class SessionView:
         self._health = {k: {"ok": None, "detail": "no news yet", "t": None}
                         for k in HEALTH_PARTS}
         self._last_frame_t: float | None = None
+        self._people: list[dict] = []                # people_node's people/state
 
     # --- input ---------------------------------------------------------------------------
     def ingest(self, record: dict) -> None:
@@ -181,6 +182,21 @@ class SessionView:
             self._set_health(component, ok, detail, time.time())
             self._bump()
 
+    def set_people(self, state_json: str) -> None:
+        """people_node's `people/state`: who is in view, the match and their consent.
+
+        Raises ValueError for a state that is not its JSON (the page keeps the last good one).
+        """
+        state = json.loads(state_json)
+        people = state.get("people") if isinstance(state, dict) else None
+        if not isinstance(people, list) or not all(
+                isinstance(p, dict) and isinstance(p.get("person_id"), str) for p in people):
+            raise ValueError("expected {\"people\": [{\"person_id\": ...}, ...]}")
+        keep = ("person_id", "name", "known", "confidence", "consent", "faces", "heard")
+        with self._lock:
+            self._people = [{k: p.get(k) for k in keep} for p in people]
+            self._bump()
+
     def thumbnail(self, frame_id: int) -> bytes | None:
         """Return the frame's JPEG: from its record when live, from its file when browsing."""
         with self._lock:
@@ -212,6 +228,7 @@ class SessionView:
                     "items": [dict(i) for i in self._items],
                     "turns": [dict(t) for t in self._turns],
                     "speech": dict(self._speech),
+                    "people": [dict(p) for p in self._people],
                     "health": {k: dict(v) for k, v in self._health.items()}}
 
     def wait_change(self, seen: int, timeout: float) -> int:

@@ -2,8 +2,9 @@
 
 The question goes to the manager's Ask skill (``skill/ask``) with a boolean answer, so its
 yes/no reader and its follow-up when an answer is unclear are the ones applications use; the
-robot's reply after it goes to the Say skill. No Ask server, an error, a timeout or an
-unclear answer keep nothing: consent is a yes, never a silence.
+robot's reply after it goes to the Say skill. An error, a timeout or an unclear answer keep
+nothing: consent is a yes, never a silence. Without an Ask server (the manager not up yet) the
+question is not put, which is no answer: it may come at the person's next line.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ class PeopleTalk:
             new_id = self.node.consent_answer(person_id, yes is True, text)
             self.say(SAID["enrolled" if yes and new_id else "declined"], new_id or person_id)
         self._ask(CONSENT_QUESTION, "remember", "whether the person agrees to be remembered",
-                  person_id, answered)
+                  person_id, answered, lambda: self.node.consent_not_asked(person_id))
 
     def confirm_forget(self, person_id: str, known: bool) -> None:
         if not known:
@@ -59,12 +60,14 @@ class PeopleTalk:
                   person_id, answered)
 
     def _ask(self, question: str, key: str, what: str, person_id: str,
-             then: Callable[[bool | None, str], None]) -> None:
+             then: Callable[[bool | None, str], None],
+             not_put: Callable[[], None] = lambda: None) -> None:
+        """Put the question; `then(answer, answers_json)`, or `not_put()` without a server."""
         log = self.node.get_logger()
         if not self.ask.server_is_ready():
             log.warning(f"no Ask skill server ({ASK_ACTION}: is the manager running?): "
-                        f"cannot ask {person_id!r}; nothing kept")
-            then(None, "")
+                        f"cannot ask {person_id!r} yet; nothing kept")
+            not_put()
             return
         self.asked += 1
         # person_id "": the manager's Ask takes the next line of whoever speaks (its lines
@@ -87,7 +90,7 @@ class PeopleTalk:
             handle = future.result()
             if not handle.accepted:
                 log.warning(f"the Ask skill refused the question to {person_id}")
-                then(None, "")
+                not_put()
                 return
             handle.get_result_async().add_done_callback(on_result)
         self.ask.send_goal_async(goal).add_done_callback(on_accepted)

@@ -27,6 +27,9 @@ from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, REPLY_TOPIC, SPOKEN_T
 
 SPEECH_DISCOVERY_S = 2.0
 """How long a Say waits for a speech node to be discovered before it says there is none."""
+STAMP_TRUSTED_S = 30.0
+"""A line's stamp further than this from the manager's clock (a bag's old stamps, another
+machine's unsynchronised clock) is not compared with when an Ask's question went out."""
 SPOKEN_WAIT_S_PER_WORD = 1.0
 """Longest wait for the speech node's report of a said line, per word (at least 20 s)."""
 
@@ -67,6 +70,8 @@ class ManagerSkillHost:
         self._heard: "queue.Queue[Heard]" = queue.Queue()
         self._exchanges: "queue.Queue[tuple[str, str]]" = queue.Queue()
         self.listening_to: str | None = None     # an Ask listens (to this person, "" = anyone)
+        # when the Ask's question went out (node clock, s): a line said before it is no answer
+        self._question_sent_at: float | None = None
         self.chat_active = False
         self.chat_person = ""          # the Chat goal's person_id: its turns are theirs
         self._heard_at: float | None = None     # time.monotonic() of the newest person line
@@ -83,7 +88,8 @@ class ManagerSkillHost:
                                     "no speech node is running")
             time.sleep(0.05)
         done, box = threading.Event(), {}
-        item = self.turns.say(text, lambda r: (box.update(result=r), done.set()))
+        item = self.turns.say(text, lambda r: (box.update(result=r), self._sent_now(),
+                                               done.set()))
         feedback("queued", text)
         while not done.wait(0.05):
             why = control.reason()
@@ -125,6 +131,7 @@ class ManagerSkillHost:
         """The person's lines go to the skill from now on (an Ask), not to a reply."""
         while not self._heard.empty():
             self._heard.get_nowait()
+        self._question_sent_at = None
         self.listening_to = person_id
         self.turns.claim = self._claim
 
@@ -132,9 +139,22 @@ class ManagerSkillHost:
         self.turns.claim = None
         self.listening_to = None
 
-    def _claim(self, text: str, speaker: str) -> bool:
-        want = self.listening_to
-        if want is None or (want and speaker and speaker != want):
+    def _sent_now(self) -> None:
+        """The question went out now (see _claim)."""
+        self._question_sent_at = self.node.get_clock().now().nanoseconds / 1e9
+
+    def _claim(self, text: str, speaker: str, said_at: float | None = None) -> bool:
+        """An Ask's answer: a line of its person's said after its question went out.
+
+        A line said before (its stamp, `said_at`) is no answer however late it reaches the
+        manager: in a process test the people node heard "My name is Barack." and asked its
+        consent question 0.4 s before the manager had that line, which then answered it.
+        """
+        want, sent = self.listening_to, self._question_sent_at
+        if want is None or sent is None or (want and speaker and speaker != want):
+            return False
+        now = self.node.get_clock().now().nanoseconds / 1e9
+        if said_at is not None and abs(now - said_at) < STAMP_TRUSTED_S and said_at < sent:
             return False
         self.conversation.hear(text, speaker, skill="ask")
         self._heard.put(Heard(text, speaker))

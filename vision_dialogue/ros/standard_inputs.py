@@ -214,7 +214,8 @@ class Ros4hriInput:
       locale), the speaker being the person with that voice (name, else alias, else the id);
     * persons: the tracked persons with their face's ``roi`` and ``expression`` →
       on_people([TrackedPerson]) (named persons by name, others as "someone"); a person
-      becoming ENGAGING → on_engaging(label);
+      becoming ENGAGING, or first reported where nobody publishes their engagement (our
+      people_node) → on_engaging(label);
     * bodies: a tracked body's ``gesture`` → on_gesture(kind, text).
 
     Topics of a person, face, voice or body are subscribed while it is tracked. Faces alone are
@@ -237,6 +238,7 @@ class Ros4hriInput:
         self._engagement: dict[str, int] = {}
         self._first_seen: dict[str, float] = {}      # person id -> monotonic time
         self._reported = False                       # anyone tracked yet
+        self._announced: set[str] = set()            # person ids reported once
         self._lock = threading.Lock()
         self._skipped: set[str] = set()
         self.group = MutuallyExclusiveCallbackGroup()  # turns in the order they were said
@@ -301,10 +303,20 @@ class Ros4hriInput:
         """The persons to on_people, on each list and every REPORT_EVERY_S.
 
         Once anyone was tracked: departures are noticed by time, so an empty list must keep
-        coming.
+        coming. A person first reported whose engagement nobody publishes (people_node) is
+        on_engaging's then: the opening remark, named if the manager knows them.
         """
-        if self.on_people is not None and self._reported:
-            self.on_people(self.people())
+        if self.on_people is None or not self._reported:
+            return
+        seen = self.people()
+        self.on_people(seen)
+        for person in seen:
+            if person.id in self._announced:
+                continue
+            self._announced.add(person.id)
+            if self.on_engaging is not None and not self.node.count_publishers(
+                    f"/humans/persons/{person.id}/engagement_status"):
+                self.on_engaging(person.label)
 
     def _sub(self, msg_type, topic: str, callback, qos=LATCHED_QOS):
         return self.node.create_subscription(msg_type, topic, callback, qos,

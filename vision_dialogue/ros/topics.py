@@ -71,6 +71,7 @@ CANDIDATE_MATCHES_TOPIC = "/humans/candidate_matches"
 PEOPLE_ENROL_SERVICE = "people/enrol"
 PEOPLE_FORGET_SERVICE = "people/forget"
 PEOPLE_LIST_SERVICE = "people/list"
+PEOPLE_STATE_TOPIC = "people/state"     # std_msgs/String JSON: who is in view, for the monitor
 # --- ROS-wide ------------------------------------------------------------------------------
 DIAGNOSTICS_TOPIC = "/diagnostics"                # diagnostic_msgs/DiagnosticArray, every node
 CLOCK_TOPIC = "/clock"

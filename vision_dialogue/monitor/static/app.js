@@ -134,7 +134,29 @@ function render(state) {
     }
     return tr;
   }));
+  renderPeople(state.people || []);
   document.body.dataset.version = state.version;
+}
+
+// people_node's people/state: who is recognised, how sure, and whether they said yes
+function renderPeople(people) {
+  const body = $("#people tbody");
+  if (!people.length) {
+    const tr = el("tr");
+    const td = el("td", "", "nobody in view");
+    td.colSpan = 4;
+    tr.append(td);
+    body.replaceChildren(tr);
+    return;
+  }
+  body.replaceChildren(...people.map((p) => {
+    const tr = el("tr", p.known ? "known" : "stranger");
+    tr.append(el("td", "", p.name || (p.known ? "(no name)" : "stranger")),
+              el("td", "", p.person_id),
+              el("td", "", p.known && p.confidence !== null ? Number(p.confidence).toFixed(2) : "–"),
+              el("td", "consent " + p.consent, p.consent));
+    return tr;
+  }));
 }
 
 function connect() {
