@@ -138,12 +138,9 @@ SHORT_SCRIPT = """
 language: en-US
 speaker: visitor
 items:
-  - say: "Hello! Can you see me?"
+  - say: "What can you see right now?"
     wait_for_greeting: true
     delay: 1.0
-  - say: "What can you see right now?"
-    wait_for_reply: true
-    delay: 8.0
   - say: "Thank you, that was fun. Goodbye!"
     wait_for_reply: true
 """
@@ -178,8 +175,8 @@ def test_bringup_demo_on_llama_cpp_converses_without_fallbacks(installed, llama,
                                                                cores_for_real_time):
     url, model = llama
     env = dict(installed.env, OPENAI_API_KEY="none")
-    # three of the demo script's lines (the whole script on a busy machine took over 5 min;
-    # installed_default runs it whole): one before the person leaves, one after, a goodbye
+    # two of the demo script's lines (the whole script on a busy machine took over 5 min; three
+    # took 262 s on a 2-core AVX2 CPU): a question its tools may answer, a goodbye
     script = tmp_path / "script.yaml"
     script.write_text(SHORT_SCRIPT)
     # without the detector and the monitor (the embedded demo's test runs them): what is
@@ -192,7 +189,7 @@ def test_bringup_demo_on_llama_cpp_converses_without_fallbacks(installed, llama,
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-4000:]
     robot = [ln[len("robot: "):] for ln in run.stdout.splitlines() if ln.startswith("robot: ")]
-    assert len(robot) >= 4, out[-4000:]                  # the greeting and the script's lines
+    assert len(robot) >= 3, out[-4000:]                  # the greeting and the script's lines
     assert out.count("refused an image") == 1 and "text observations instead" in out
     assert "fallback" not in out and "failed" not in out, out[-4000:]
     assert not [r for r in robot if "{" in r or "look_back" in r or "<tool_call>" in r]
