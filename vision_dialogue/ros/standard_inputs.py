@@ -207,6 +207,11 @@ NAME_WAIT_S = 2.0
 REPORT_EVERY_S = 0.5
 
 
+def _engagement_topic(person_id: str) -> str:
+    """REP-155's engagement of a person (hri_msgs/EngagementLevel)."""
+    return f"/humans/persons/{person_id}/engagement_status"
+
+
 class Ros4hriInput:
     """ROS4HRI (REP-155) into the conversation.
 
@@ -315,7 +320,7 @@ class Ros4hriInput:
                 continue
             self._announced.add(person.id)
             if self.on_engaging is not None and not self.node.count_publishers(
-                    f"/humans/persons/{person.id}/engagement_status"):
+                    _engagement_topic(person.id)):
                 self.on_engaging(person.label)
 
     def _sub(self, msg_type, topic: str, callback, qos=LATCHED_QOS):
@@ -331,7 +336,7 @@ class Ros4hriInput:
         base = f"/humans/persons/{pid}"
         subs = [self._sub(String, f"{base}/{field}", lambda m, f=field: self._set(f, pid, m))
                 for field in ("voice_id", "face_id", "name", "alias")]
-        subs.append(self._sub(pm.EngagementLevel, f"{base}/engagement_status",
+        subs.append(self._sub(pm.EngagementLevel, _engagement_topic(pid),
                               lambda m: self._on_engagement(pid, m.level), RELIABLE_QOS))
         return subs
 
