@@ -281,6 +281,8 @@ except ImportError:         # without pytest-xdist: one process, the "master"
 def pytest_configure(config):
     import timeline     # each test's start and end per worker, for tier_summary.py
     config.pluginmanager.register(timeline, "vd-timeline")
+    import cores        # a conversation on a real model runs with no other test beside it
+    config.pluginmanager.register(cores, "vd-cores")
     config.addinivalue_line("markers", "fault(area, fault): a fault-injection probe, listed "
                             "in the fault matrix printed at the end of the run")
 
@@ -321,7 +323,8 @@ def shared_root(tmp_path_factory, worker_id: str) -> Path:
 def cores_for_real_time(tmp_path_factory, worker_id):
     """Hold the cores for real-time work: one such test at a time across test workers.
 
-    For a conversation on a real model and perception of a video played in real time. llama.cpp
+    For perception of a video played in real time (a conversation on llama.cpp takes
+    `cores_alone`, which also keeps these away). llama.cpp
     runs a thread per core; two conversations at once on 2 cores spin against each other (a
     fresh-clone run's first reply took 67 s while the llama.cpp server's demo ran beside the
     embedded one), and the events node beside them looked at too few frames to see a wave.
@@ -329,4 +332,17 @@ def cores_for_real_time(tmp_path_factory, worker_id):
     """
     from filelock import FileLock
     with FileLock(str(shared_root(tmp_path_factory, worker_id) / "real-model.lock")):
+        yield
+
+
+@pytest.fixture
+def cores_alone(request):
+    """Hold the cores alone: no other test runs meanwhile (test/cores.py).
+
+    For a conversation on llama.cpp, whose threads (one per core) wait for each other at every
+    layer: beside other tests the embedded 1.5B demo took 240-415 s, alone 71 s. Its time limit
+    counts its wait for the tests running when it asks.
+    """
+    import cores
+    with cores.cores(request.config, alone=True):
         yield

@@ -184,9 +184,9 @@ def test_tools_go_through_the_chat_template_and_a_call_is_never_spoken(backend):
     assert backend.warm(done) >= 0 and backend.warm(done) == 0
 
 
-# the limit counts the wait for another real-time test (cores_for_real_time)
+# the limit counts its wait for the tests running when it asks (cores_alone)
 @pytest.mark.timeout(600)
-def test_a_session_acts_on_each_request_decided_on_the_side(backend, cores_for_real_time):
+def test_a_session_acts_on_each_request_decided_on_the_side(backend, cores_alone):
     """The robot's actions decided first (core/action_choice.py), on the real model.
 
     Every request of one conversation calls, small talk does not, and the side question

@@ -58,10 +58,10 @@ def gguf():
 
 # the limit counts the session fixtures this test may be the first to build (the install,
 # the model: 130 s in a fresh-clone run, whose demo then ran 170 s of the 300 s default) and
-# the wait for another real-time test (cores_for_real_time)
+# its wait for the tests running when it asks (cores_alone)
 @pytest.mark.timeout(900)
 def test_bringup_demo_converses_on_the_embedded_default(installed, gguf, tmp_path,
-                                                        cores_for_real_time):
+                                                        cores_alone):
     """The demo converses, names the cat, and other stacks hear it.
 
     A third-party-like listener process hears our detections, REP-155 faces and voices and

@@ -169,10 +169,10 @@ def test_the_fake_answers_as_llama_cpp_does(llama):
 REPLY_DEADLINE_S = 240.0
 
 
-# the limit counts the wait for another real-time test (cores_for_real_time)
+# the limit counts its wait for the tests running when it asks (cores_alone)
 @pytest.mark.timeout(1200)
 def test_bringup_demo_on_llama_cpp_converses_without_fallbacks(installed, llama, tmp_path,
-                                                               cores_for_real_time):
+                                                               cores_alone):
     url, model = llama
     env = dict(installed.env, OPENAI_API_KEY="none")
     # two of the demo script's lines (the whole script on a busy machine took over 5 min; three

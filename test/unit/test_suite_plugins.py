@@ -96,3 +96,53 @@ def test_the_timeline_has_each_test_and_the_summary_sums_it(tmp_path):
                          r"test_it.py (\d+) s; most CPU: test_it.py (\d+) s", summary[1])
     assert times and int(times[1]) == int(times[3]) >= 1 and int(times[4]) >= 1, summary
     assert summary[-2:] == ["[test] tests took 0 min 7 s", "3 passed, 0 failed, 0 skipped"]
+
+
+ALONE = """
+import os, time
+from pathlib import Path
+
+import pytest
+
+OUT = Path(os.environ["VD_TEST_OUT"])
+
+
+@pytest.fixture
+def cores_alone(request):
+    import cores
+    with cores.cores(request.config, alone=True):
+        yield
+
+
+def _ran(name, start):
+    OUT.joinpath(name).write_text(f"{start} {time.time()}")
+
+
+def test_real_time(cores_alone):
+    start = time.time()
+    time.sleep(3)
+    _ran("real_time", start)
+
+
+@pytest.mark.timeout(1)
+@pytest.mark.parametrize("i", range(24))
+def test_short(i):
+    start = time.time()
+    time.sleep(0.3)
+    _ran(f"short{i}", start)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_real_time_test_runs_alone_and_the_others_wait_outside_their_limit(tmp_path):
+    out = tmp_path / "ran"
+    out.mkdir()
+    run, _ = _pytest_with("cores", tmp_path, ALONE, "-n", "3", "--dist", "load",
+                          VD_TEST_OUT=str(out))
+    assert run.returncode == 0, run.stdout + run.stderr      # a 3 s wait past a 1 s limit
+    ran = {p.name: tuple(map(float, p.read_text().split())) for p in out.iterdir()}
+    assert len(ran) == 25, sorted(ran)
+    start, end = ran.pop("real_time")
+    assert all(e <= start or s >= end for s, e in ran.values()), (start, end, ran)
+    # the workers that waited went on after it: the wait did not fail them
+    assert any(s >= end for s, _ in ran.values()) and any(e <= start for _, e in ran.values())
