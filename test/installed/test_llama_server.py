@@ -44,6 +44,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def llama(installed, tmp_path_factory):
     """(base_url, model name) of a llama.cpp server on the embedded default GGUF."""
+    from vision_dialogue.llm.cpu_threads import usable_cores
     from vision_dialogue.llm.default_model import ModelSetupError, ensure_default_gguf, \
         server_argv
     try:
@@ -52,13 +53,11 @@ def llama(installed, tmp_path_factory):
         pytest.skip(f"the embedded model is not installed: {e}")
     port = _free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
-    # one thread, for generation and for reading prompts (`--n_threads_batch` is every core
-    # unless given): the other test workers keep the cores busy, and a llama.cpp thread per
-    # core then waits for its descheduled twin at every layer (llm/cpu_threads.py's
-    # measurement: beside one busy process a reply took longer on 2 threads than on 1; the
-    # product's own backend picks its threads by that, a server is given them at start);
-    # otherwise the docs' command line (server_argv, with `--cache true`)
-    proc = subprocess.Popen(server_argv(gguf, port, threads=1, python=sys.executable),
+    # a thread per core, as the docs' command line (server_argv, with `--cache true`): the
+    # demo's conversation runs with no other test beside it (cores_alone); the short requests
+    # of the other tests here run beside them
+    proc = subprocess.Popen(server_argv(gguf, port, threads=usable_cores(),
+                                        python=sys.executable),
                             stdout=open(log, "w"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 300
@@ -162,9 +161,9 @@ def test_the_fake_answers_as_llama_cpp_does(llama):
 
 
 #: seconds a reply may take here (the product's default is 15): a fresh-clone run on a 2-core
-#: AVX2 CPU, beside two busy test workers, took over 60 s for a reply on this server's one
-#: thread. The request timeout (30 s between two streamed pieces) is as long: the server
-#: reads the whole prompt before its first piece. What is checked here is what the manager
+#: AVX2 CPU, beside two busy test workers, took over 60 s for a reply on one thread. The
+#: request timeout (30 s between two streamed pieces) is as long: the server reads the whole
+#: prompt before its first piece. What is checked here is what the manager
 #: does on the server; its speed is benchmarks/bench_demo.py's.
 REPLY_DEADLINE_S = 240.0
 
