@@ -1,4 +1,4 @@
-"""Furhat: Furhat camera feed + Furhat speech + conversation manager.
+"""Furhat: Furhat camera feed + Furhat speech + conversation manager + detector + people node.
 
     ros2 launch vision_dialogue furhat.launch.py [namespace:=furhat1] [log_level:=debug]
         [params_file:=/path/to/my_furhat_setup.yaml] [use_respawn:=true] ...

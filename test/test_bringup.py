@@ -252,10 +252,16 @@ def test_monitor_on_by_setup_and_by_flag(capsys):
     assert "monitor" not in bringup.resolve("demo", None, None, monitor=False)[2]
     with pytest.raises(BringupError, match="setup vfm has no monitor"):
         bringup.resolve("vfm", None, None, monitor=True)
-    # the object detector: on in the offline setups, asked for on the robot
+    # the object detector: on in every setup (on the robot for people_node's face crops)
     assert "detector" not in bringup.resolve("demo", None, None, detector=False)[2]
-    assert "detector" not in bringup.resolve("furhat", None, None)[2]
-    assert "detector" in bringup.resolve("furhat", None, None, detector=True)[2]
+    assert "detector" in bringup.resolve("furhat", None, None)[2]
+    assert "detector" not in bringup.resolve("furhat", None, None, detector=False)[2]
+    # people_node: on where people are met again (the people and voice demos, the robot)
+    for setup, on in [("people_demo", True), ("voice_demo", True), ("furhat", True),
+                      ("demo", False), ("standalone", False)]:
+        assert ("people" in bringup.resolve(setup, None, None)[2]) is on, setup
+        assert "people" not in bringup.resolve(setup, None, None, people=False)[2]
+    assert "people" in bringup.resolve("demo", None, None, people=True)[2]
 
 
 # ---------------------------------------------------------------------------- running

@@ -38,7 +38,7 @@ from vision_dialogue.identity.store import DEFAULT_STORE_URL, PeopleStore, Store
 from vision_dialogue.identity.voice_clips import AudioRing, seconds_for
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
-from vision_dialogue.ros.hri_output import voice_id
+from vision_dialogue.ros.hri_output import ANONYMOUS_VOICE, voice_id
 from vision_dialogue.ros.hri_persons import HriPersonsOutput
 from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionError, \
     from_image_msg, stamp_to_ns
@@ -107,7 +107,7 @@ class PeopleNode(ManagedNode):
         for qos in (LATCHED_QOS, RELIABLE_QOS):     # latched lists and plain ones
             self.create_subscription(pm.IdsList, FACES_TRACKED_TOPIC, self._on_faces, qos,
                                      **quiet)
-        self.create_subscription(Utterance, UTTERANCE_TOPIC, self._on_utterance, RELIABLE_QOS)
+        self._utterances = None         # subscribed once the models are loaded (configure)
         self.create_subscription(AudioChunk, AUDIO_INPUT_TOPIC, self._on_audio,
                                  RELIABLE_QOS)
         self.create_service(Enrol, PEOPLE_ENROL_SERVICE, self._enrol)
@@ -139,6 +139,11 @@ class PeopleNode(ManagedNode):
         log.info(f"people: {known} known, enrol {p['enrol']}, store {p['store_url']}, "
                  f"faces {'on' if self.faces else 'off'}, voices "
                  f"{'on' if self.voices else 'off'}, persons {p['person_manager']}")
+        # the person's lines from now on: a speech node that waits for this subscription
+        # (wait_for_listeners) says its first line once the models are in
+        if self._utterances is None:
+            self._utterances = self.create_subscription(Utterance, UTTERANCE_TOPIC,
+                                                        self._on_utterance, RELIABLE_QOS)
 
     def cleanup(self) -> None:
         if self.store is not None:
@@ -209,8 +214,9 @@ class PeopleNode(ManagedNode):
                          stamp_to_ns(msg.header.stamp))
 
     def _heard(self, text: str, vid: str, end_ns: int) -> None:
-        """On the worker: whose line (voice print, or the one face in view), then consent."""
+        """On the worker: whose line (a voice print, the label's person, the one in view)."""
         embedding = self._voice_print(text, end_ns)
+        label = "" if vid == ANONYMOUS_VOICE else vid
         with self._lock:
             if self.persons is None:
                 return
@@ -221,10 +227,11 @@ class PeopleNode(ManagedNode):
                 self.out.match(vid, pm.IdsMatch.VOICE, person.person_id,
                                match.confidence if match else 1.0)
             else:
-                person = self.persons.speaker(faces)
+                person = self.persons.speaker(faces, label)
             if person is None:
+                self.persons.unplaced_line(text, label)
                 return
-            step, pid = self.persons.heard_line(person, text), person.person_id
+            step, pid = self.persons.heard_line(person, text, label), person.person_id
         self.publish()
         if step is NextStep.ASK_CONSENT:
             self.talk.ask_consent(pid)

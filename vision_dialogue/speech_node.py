@@ -91,6 +91,10 @@ PARAMS = [
     Param("wait_for_subscriber", 10.0, "Start the backend once dialogue/utterance has a "
           "subscriber (so the first utterances are not lost), or after this many seconds; "
           "0: start at once.", range=(0.0, 3600.0)),
+    Param("wait_for_listeners", [], "Nodes (by name) that must subscribe to "
+          "dialogue/utterance before the backend starts, e.g. [manager_node, people_node]: a "
+          "script's first lines then reach each of them (within wait_for_subscriber).",
+          array_of="string"),
     Param("exit_when_done", False, "Shut the node down when input ends (end of script, or EOF "
           "on the terminal), after the last reply."),
 ]
@@ -245,10 +249,11 @@ class SpeechNode(ManagedNode):
         """Start the backend when someone listens to our utterances (or after the wait)."""
         wait = self.params["wait_for_subscriber"]
         deadline = time.monotonic() + wait
-        while wait > 0 and self.pub_utterance.get_subscription_count() == 0:
+        while wait > 0 and self._listeners_missing():
             if time.monotonic() >= deadline:
-                self.log.warning(f"nobody subscribes to {self.pub_utterance.topic_name} after "
-                                 f"{wait:g} s; starting anyway")
+                self.log.warning(f"no subscription to {self.pub_utterance.topic_name} from "
+                                 f"{', '.join(self._listeners_missing())} after {wait:g} s; "
+                                 "starting anyway")
                 break
             if self._closed.wait(0.05):
                 return
@@ -259,6 +264,14 @@ class SpeechNode(ManagedNode):
         self.backend.start(self.turns)
         self.started.set()
         self.log.info(f"speech backend {self.backend_kind!r} started")
+
+    def _listeners_missing(self) -> list[str]:
+        """Who of `wait_for_listeners` (or anybody, when none is named) does not listen yet."""
+        topic, named = self.pub_utterance.topic_name, self.params["wait_for_listeners"]
+        if not named:
+            return [] if self.pub_utterance.get_subscription_count() else ["anybody"]
+        there = {i.node_name for i in self.get_subscriptions_info_by_topic(topic)}
+        return [n for n in named if n not in there]
 
     def _make_backend(self, input_stream, output_stream) -> SpeechBackend:
         """The chosen backend (speech.SPEECH_BACKENDS), built from the parameters."""

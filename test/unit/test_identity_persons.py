@@ -221,3 +221,39 @@ def test_a_lines_clip_is_cut_from_the_microphone_ring_and_waits_for_late_audio()
     assert not ring.wait_for(9 * 10 ** 9, timeout=0.1)
     ring.add(20 * 10 ** 9, tone, rate)                           # older than keep_s: gone
     assert ring.clip(3 * 10 ** 9, 3.0).size == 0
+
+
+def test_a_speakers_label_keeps_their_lines_and_the_name_said_before_they_could_be_told(store):
+    """Two in view: "I am Ben" is nobody's yet; alone, Ben's label makes it his.
+
+    Then Anna's label stays hers though two are in view again.
+    """
+    session = Persons(store, EnrolPolicy.ASK, ask_after_lines=3)
+    anna = session.face_print("face_a", face(1))
+    ben = session.face_print("face_b", face(2))
+    assert session.speaker(["face_a", "face_b"], "Ben") is None        # two in view
+    session.unplaced_line("Hello, I am Ben. Did you see me wave?", "Ben")
+    session.face_gone("face_a")                                        # Anna left
+    assert session.speaker(["face_b"], "Ben") is ben
+    assert say_as(session, ben, "Ben", "Who is here now?") == NextStep.ASK_CONSENT
+    assert ben.name == "Ben" and anna.name == ""
+    anna = session.face_print("face_a2", face(1))                      # back: a new track
+    assert session.speaker(["face_a2"], "Anna") is anna
+    assert session.speaker(["face_a2", "face_b"], "Anna") is anna      # her label, two in view
+    assert session.speaker(["face_a2", "face_b"], "") is None          # no label: nobody
+    session.unplaced_line("I am Carl.", "")                            # no label: no name kept
+    assert say_as(session, anna, "", "Hi.") == NextStep.NOTHING and anna.name == ""
+
+
+def say_as(persons: Persons, person, label: str, line: str) -> NextStep:
+    return persons.heard_line(person, line, label)
+
+
+def test_a_face_in_view_without_its_print_yet_makes_the_speaker_unknown(store):
+    session = Persons(store, EnrolPolicy.ASK)
+    anna = session.face_print("face_a", face(1))
+    assert session.speaker(["face_a"]) is anna
+    assert session.speaker(["face_a", "face_b"]) is None       # Ben came; no print of his yet
+    assert session.speaker(["face_a", "face_b"], "Ben") is None
+    ben = session.face_print("face_b", face(2))
+    assert session.speaker(["face_b"], "Ben") is ben

@@ -12,6 +12,8 @@ import os
 import threading
 import time
 
+import numpy as np
+
 import pytest
 
 from fake_furhat import FakeFurhat
@@ -19,8 +21,10 @@ from fake_furhat_realtime import FakeFurhatRealtime
 from vision_dialogue.speech import SPEECH_BACKENDS
 from vision_dialogue.furhat.realtime_speech import FurhatRealtimeBackend
 from vision_dialogue.furhat.remote_speech import FurhatRemoteBackend
-from vision_dialogue.speech.script import ScriptBackend, ScriptError, ScriptItem, load_script
+from vision_dialogue.speech.script import (ScriptBackend, ScriptError, ScriptItem,
+                                           load_answers, load_script)
 from vision_dialogue.speech.terminal import TerminalBackend
+from vision_dialogue.voice.audio import write_wav
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -169,6 +173,100 @@ def test_script_wait_for_reply_times_out_and_goes_on(caplog):
     assert rec.utterances[1][0] - rec.utterances[0][0] >= 1.0     # reply_timeout + 1 s
     assert "no reply within" in caplog.text
     b.close()
+
+
+ANSWERED = """
+items:
+  - say: "I am Anna."
+    speaker: Anna
+  - say: "What colour is my suit?"
+    speaker: Anna
+    wait_for_reply: true
+answers:
+  - when: "May I remember you"
+    say: "Yes, you may."
+"""
+
+
+def test_a_question_the_robot_asks_gets_the_scripted_answer_before_the_next_line(tmp_path):
+    script = tmp_path / "s.yaml"
+    script.write_text(ANSWERED)
+    out = io.StringIO()
+    b = ScriptBackend(script, reply_timeout=5.0, output_stream=out)
+    rec = Recorder()
+    b.start(rec)
+    try:
+        assert rec.wait(1)
+        b.end_reply("Hello Anna.")                  # not a question it answers
+        assert rec.wait(2) and rec.texts() == ["I am Anna.", "What colour is my suit?"]
+        b.end_reply("Nice to meet you. may i remember you, so I can greet you next time?")
+        b.end_reply("Sorry, I did not catch that. May I remember you?")   # asked again
+        b.end_reply("Thank you! I will remember you next time.")
+        assert rec.finished.wait(3)
+        assert rec.texts()[2:] == ["Yes, you may.", "Yes, you may."]
+        assert [u[2] for u in rec.utterances[2:]] == ["Anna", "Anna"]   # the last speaker
+        assert "you: Yes, you may." in out.getvalue()
+    finally:
+        b.close()
+
+
+@pytest.mark.parametrize("answers, problem", [
+    ("answers: {when: x}", "'answers' must be a list"),
+    ("answers: [{when: x}]", "answer 1: 'say' must be a non-empty string"),
+    ("answers: [{when: x, say: y, to: z}]", "answer 1: expected a mapping with keys"),
+    ("answers: [{when: '', say: y}]", "answer 1: 'when' must be a non-empty string")])
+def test_a_bad_answer_is_a_clear_error(tmp_path, answers, problem):
+    script = tmp_path / "s.yaml"
+    script.write_text(f"items: [{{say: hi}}]\n{answers}\n")
+    with pytest.raises(ScriptError, match=problem):
+        load_answers(script)
+    assert ScriptBackend.check({"script_file": str(script)}).startswith("script_file: ")
+
+
+class _SaysYes:
+    """A TTS whose 'speech' is a constant level per line: the level tells the lines apart."""
+
+    def synthesize(self, text):
+        return np.full(1600, {"Hello.": 0.1, "Is there a cat?": 0.2,
+                              "Yes, you may.": 0.3}[text], np.float32), 16000
+
+
+def test_a_spoken_script_answers_the_robots_question_before_its_next_line(tmp_path):
+    from vision_dialogue.voice.sources import WavSource, load_wav_answers, load_wav_items
+    from vision_dialogue.voice.spoken_script import build_spoken_script
+    script = tmp_path / "s.yaml"
+    script.write_text('items: [{say: "Hello."}, {say: "Is there a cat?", wait_for_reply: true}]'
+                      '\nanswers: [{when: "may I remember you", say: "Yes, you may."}]\n')
+    seq = build_spoken_script(script, tmp_path / "spoken", _SaysYes())
+    answers = load_wav_answers(seq)
+    assert [a.when for a in answers] == ["may I remember you"]
+    robot = {"lines": (0, ""), "ready": False}
+    source = WavSource(load_wav_items(seq), realtime=False, reply_timeout=5.0, tail=0.0,
+                       answers=answers, robot_line=lambda: robot["lines"],
+                       turn_ready=lambda: robot["ready"], robot_speaking=lambda: False)
+    levels, stop, silent_after_answer = [], threading.Event(), 0
+    for chunk in source.chunks(stop):
+        level = round(float(np.abs(chunk).max()), 1)
+        if level and (not levels or levels[-1] != level):
+            levels.append(level)
+            if level == 0.1:            # its reply to hello ends with the question
+                robot["lines"], robot["ready"] = (1, "Nice to meet you. May I remember you?"), True
+        if levels == [0.1, 0.3] and not level:     # the robot thanks them a while later
+            silent_after_answer += 1
+            if silent_after_answer == 20:
+                robot["lines"] = (2, "Thank you! I will remember you next time.")
+    # hello, the answer, then the script's next line once the robot had its word on it
+    assert levels == [0.1, 0.3, 0.2] and silent_after_answer == 20
+
+
+def test_an_answer_without_its_file_is_a_clear_error(tmp_path):
+    from vision_dialogue.voice.audio import AudioFileError
+    from vision_dialogue.voice.sources import load_wav_answers
+    write_wav(tmp_path / "a.wav", np.zeros(160, np.float32), 16000)
+    seq = tmp_path / "seq.yaml"
+    seq.write_text("items: [{wav: a.wav}]\nanswers: [{when: remember, wav: gone.wav}]\n")
+    with pytest.raises(AudioFileError, match="answer 0: .*gone.wav: no such file"):
+        load_wav_answers(seq)
 
 
 # ------------------------------------------------------------------ terminal backend

@@ -30,7 +30,8 @@ from vision_dialogue.ros.node_runner import end_program
 from vision_dialogue.core.resources import PACKAGE, SOURCE_ROOT, ResourceNotFound
 from vision_dialogue.llm.factory import KINDS, SERVER_KIND, local_kinds
 from vision_dialogue.ros.setups import (NODES, SETUPS, Setup, default_params_file,
-                                        node_overrides, script_wait, start_order)
+                                        node_overrides, script_wait, start_order,
+                                        utterance_listeners)
 
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 
@@ -442,10 +443,11 @@ def parse_cli(argv):
                     "from the camera stream between frames (default: on in people_demo)")
     ap.add_argument("--detector", action=argparse.BooleanOptionalAction, default=None,
                     help="start (or leave out) the object detector (vision_msgs detections; "
-                    "default: on except in furhat)")
+                    "default: on)")
     ap.add_argument("--people", action=argparse.BooleanOptionalAction, default=None,
                     help="start (or leave out) the people node: who it is talking to across "
-                    "sessions, remembered only with consent (docs/people.md; default: off)")
+                    "sessions, remembered only with consent (docs/people.md; default: on in "
+                    "people_demo, voice_demo and furhat)")
     ap.add_argument("--managed", action="store_true",
                     help="start the nodes unconfigured, for a lifecycle manager to configure "
                     "and activate (docs/lifecycle.md)")
@@ -473,6 +475,8 @@ def main(args=None) -> int:
         for key in inputs:
             if key not in keys:
                 raise BringupError(f"--video/--camera/--script need the {key} node")
+        if "speech" in keys:            # its first line waits for each node that hears it
+            inputs.setdefault("speech", {}).update(utterance_listeners(keys))
         managed = {k: {"managed": True} for k in keys if ns.managed and NODES[k].managed}
         overrides = setup_overrides(setup, params_file, keys, llm, inputs, managed,
                                     param_overrides(ns.param, keys))

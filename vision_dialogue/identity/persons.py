@@ -95,6 +95,11 @@ class Persons:
         self.people: dict[str, SessionPerson] = {}
         self.face_of: dict[str, str] = {}       # face id -> person id
         self.voice_only: dict[str, str] = {}    # voice id -> person heard but not seen
+        #: a speaker label (the speech node's: a script's speaker, a robot's user id) -> the
+        #: person its lines were, and a name said under a label before its person was known;
+        #: this session only, in memory
+        self._label_of: dict[str, str] = {}
+        self._name_of_label: dict[str, str] = {}
         self._galleries: dict[tuple, Gallery] = {}
         #: this session only, in memory: the prints of those who said no, so that they are
         #: not asked again when they come back into view (dropped with the session)
@@ -128,12 +133,12 @@ class Persons:
                     faces_in_view: list[str]) -> tuple[SessionPerson, Match | None]:
         """An utterance's print: a known voice, the one person in view, or a person heard."""
         match = self._gallery(embedding).best(embedding.vector)
-        in_view = {self.face_of[f] for f in faces_in_view if f in self.face_of}
+        in_view = self._one_in_view(faces_in_view)
         heard_only = self.people.get(self.voice_only.get(voice_id, ""))
         target = (self._matched(match)
-                  or (self.people[next(iter(in_view))] if len(in_view) == 1 else None)
+                  or (self.people[in_view[0]] if in_view else None)
                   or heard_only or self._new_anonymous(embedding))
-        for other in [heard_only] + [self.people[p] for p in in_view if len(in_view) == 1]:
+        for other in [heard_only] + [self.people[p] for p in in_view]:
             if other is not None and other is not target and other.anonymous:
                 self._merge(other, target)      # a face seen, then its voice: one person
         if target.face_ids:
@@ -153,10 +158,37 @@ class Persons:
     def tracked(self) -> list[SessionPerson]:
         return [p for p in self.people.values() if p.face_ids or p.heard]
 
-    def speaker(self, faces_in_view: list[str]) -> SessionPerson | None:
-        """Who said a line without a print: the one person in view, else None."""
-        in_view = {self.face_of[f] for f in faces_in_view if f in self.face_of}
-        return self.people[next(iter(in_view))] if len(in_view) == 1 else None
+    def speaker(self, faces_in_view: list[str], label: str = "") -> SessionPerson | None:
+        """Who said a line without a print: whom its speaker label was, else the one in view.
+
+        `label`: the speech node's speaker label when it names one speaker ("" when it is the
+        same for everyone); once a line of it was one person's, its later lines are theirs.
+        """
+        person = self.people.get(self._label_of.get(label, "")) if label else None
+        if person is None:
+            in_view = self._one_in_view(faces_in_view)
+            person = self.people[in_view[0]] if in_view else None
+        if person is not None and label:
+            self._label_of[label] = person.person_id
+        return person
+
+    def _one_in_view(self, faces_in_view: list[str]) -> list[str]:
+        """[the person id] when the faces in view are all one person's, else [].
+
+        A face whose print has not come yet is someone too: with it in view, who spoke is
+        not known (a second person's line was taken for the first one's while the second
+        face waited for its print).
+        """
+        if any(f not in self.face_of for f in faces_in_view):
+            return []
+        ids = {self.face_of[f] for f in faces_in_view}
+        return list(ids) if len(ids) == 1 else []
+
+    def unplaced_line(self, text: str, label: str = "") -> None:
+        """A line nobody could be named for: a name said in it waits for its label's person."""
+        name = name_in(text)
+        if name and label:
+            self._name_of_label[label] = name
 
     def _keep(self, person: SessionPerson, part: str, embedding: Embedding) -> SessionPerson:
         """Keep a print for a possible enrolment (never a decliner's); `always` enrols."""
@@ -217,10 +249,15 @@ class Persons:
         return self._galleries[key]
 
     # --- words in -----------------------------------------------------------------------
-    def heard_line(self, person: SessionPerson, text: str) -> NextStep:
-        """A line said by `person`: their name, "forget me", or time to ask for consent."""
+    def heard_line(self, person: SessionPerson, text: str, label: str = "") -> NextStep:
+        """A line said by `person`: their name, "forget me", or time to ask for consent.
+
+        A name said earlier under the line's speaker label, when nobody could be named for
+        it, is theirs now.
+        """
         person.lines += 1
-        name = name_in(text)
+        earlier = self._name_of_label.pop(label, "") if label else ""
+        name = name_in(text) or earlier
         if name and name != person.name:
             person.name = name
             if person.known and self.store is not None:

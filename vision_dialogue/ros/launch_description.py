@@ -31,7 +31,8 @@ except ModuleNotFoundError as e:     # said plainly; `bringup` needs none of it
     raise
 
 from vision_dialogue.ros.setups import (NODES, SETUPS, Setup, default_params_file,
-                                        node_overrides, script_wait, start_order)
+                                        node_overrides, script_wait, start_order,
+                                        utterance_listeners)
 from vision_dialogue.core.resources import config_file
 
 #: (name, default, description, node keys that use it; empty: every setup)
@@ -155,6 +156,11 @@ def _launch_setup(context, setup_name: str | None):
                 arg_name: _existing_file(arg_name, arg[arg_name]), kind_param: variant})
     if arg.get('script_file') and 'speech' in setup.nodes:     # as the loop above sets it
         filled['speech'].update(script_wait(files))      # its first line waits for the manager
+    started = [k for k in setup.nodes
+               if (arg.get(f'use_{k}', '') or ('false' if k in setup.optional else 'true'))
+               .strip().lower() == 'true']
+    if 'speech' in started:             # its first line waits for each node that hears it
+        filled.setdefault('speech', {}).update(utterance_listeners(started))
     managed = arg.get('managed', 'false').strip().lower()
     if managed not in ('true', 'false'):
         raise LaunchArgumentError(f'managed:={managed}: true or false')

@@ -82,9 +82,10 @@ SETUPS: dict[str, Setup] = {
     "furhat": Setup("furhat", ("camera", "speech", "manager", "monitor", "events", "detector",
                                "people"),
                     "furhat_setup.yaml",
-                    "Furhat robot: Furhat camera + Furhat speech + manager (+ monitor page, "
-                    "gesture events, object detector and people node when asked)",
-                    optional=("monitor", "events", "detector", "people")),
+                    "Furhat robot: Furhat camera + Furhat speech + manager + object detector "
+                    "and people node (faces it knows; + monitor page, gesture events when "
+                    "asked)",
+                    optional=("monitor", "events")),
     "standalone": Setup("standalone", ("camera", "speech", "manager", "monitor", "events",
                                        "detector", "people"),
                         "standalone_setup.yaml",
@@ -103,16 +104,17 @@ SETUPS: dict[str, Setup] = {
                                        "people"),
                         "voice_demo_setup.yaml",
                         "Offline voice demo: demo video + the demo script spoken into the "
-                        "local voice (VAD, Whisper, Piper to WAV files) + manager + monitor",
-                        spoken_script="demo_script.yaml", demo_video=True,
-                        optional=("people",)),
+                        "local voice (VAD, Whisper, Piper to WAV files) + manager + people "
+                        "node + monitor",
+                        spoken_script="demo_script.yaml", demo_video=True),
     "people_demo": Setup("people_demo", ("camera", "speech", "manager", "monitor", "events",
                                          "detector", "people"),
                          "people_demo_setup.yaml",
                          "Offline two-person demo: two people come and go, one waves; two "
-                         "speakers in the script; events node + manager + monitor",
+                         "speakers in the script; events node + people node + manager + "
+                         "monitor",
                          config_paths={"speech": {"script_file": "people_demo_script.yaml"}},
-                         demo_video="people", optional=("people",)),
+                         demo_video="people"),
 }
 
 
@@ -140,6 +142,28 @@ def script_wait(params_files) -> dict:
         {"wait_for_subscriber": SCRIPT_WAITS_FOR_MANAGER_S}
 
 
+#: the nodes that hear the person's lines (dialogue/utterance): a script waits for each
+UTTERANCE_LISTENERS = ("manager", "people")
+
+
+def utterance_listeners(keys) -> dict:
+    """The speech node's `wait_for_listeners`: the started nodes among UTTERANCE_LISTENERS.
+
+    Filled in at start from the nodes that run, so `--no-people` never leaves the speech node
+    waiting for a node that is not there.
+    """
+    names = [NODES[k].executable for k in UTTERANCE_LISTENERS if k in keys]
+    return {"wait_for_listeners": names} if names else {}       # none: anybody (the default)
+
+
+class _ParamsLoader(yaml.SafeLoader):
+    """safe_load, and a list as launch_ros writes it (`!!python/tuple`, as rcl reads it)."""
+
+
+_ParamsLoader.add_constructor("tag:yaml.org,2002:python/tuple",
+                              lambda loader, node: loader.construct_sequence(node))
+
+
 def load_node_params(params_files, executable: str) -> dict:
     """Parameters YAML files give node `executable` (keys '/**', 'name', '/name', '/**/name').
 
@@ -149,7 +173,7 @@ def load_node_params(params_files, executable: str) -> dict:
     files = [params_files] if isinstance(params_files, (str, Path)) else list(params_files)
     out: dict = {}
     for path in files:
-        data = yaml.safe_load(Path(path).read_text()) or {}
+        data = yaml.load(Path(path).read_text(), Loader=_ParamsLoader) or {}
         for key in ("/**", executable, f"/{executable}", f"/**/{executable}"):
             out.update((data.get(key) or {}).get("ros__parameters", {}) or {})
     return out

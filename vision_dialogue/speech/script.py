@@ -14,6 +14,14 @@ File format (YAML or JSON)::
         language: en-GB      # per-item language / speaker override the defaults
       - say: "Who just came in?"
         at: 40.0             # not before 40 s after the script started (timed to a video)
+    answers:                 # optional: a robot line with `when` in it gets `say` at once
+      - when: "may I remember you"   # words of the robot's line, any case
+        say: "Yes, you may."
+        speaker: Anna        # optional; else whoever said the script's last line
+
+An answer goes out each time the robot's line has its words (a follow-up that asks again gets
+it again), before the script's next item: a question the robot asks on its own (people_node's
+consent question, an application's Ask) gets its reply however the conversation was timed.
 
 Replies are printed as they stream. After the last item the backend waits for its reply and
 reports `input_finished` (the node then shuts down if `exit_when_done`).
@@ -39,6 +47,9 @@ _ITEM_KEYS = {"say", "delay", "at", "wait_for_reply", "wait_for_greeting", "lang
               "speaker"}
 
 
+_ANSWER_KEYS = {"when", "say", "speaker"}
+
+
 class ScriptError(SpeechBackendError):
     """An unreadable or invalid script file; the message names the file and the problem."""
 
@@ -54,8 +65,29 @@ class ScriptItem:
     wait_for_greeting: bool = False   # until the robot has said something (its opening)
 
 
+@dataclass(frozen=True)
+class ScriptAnswer:
+    """What the scripted person answers to a robot line that has `when` in it."""
+
+    when: str
+    say: str
+    speaker: str = ""
+
+    def fits(self, robot_line: str) -> bool:
+        return self.when.lower() in robot_line.lower()
+
+
 def load_script(path: str | Path) -> list[ScriptItem]:
     """Read and validate a script file; raises ScriptError naming the file and the problem."""
+    return _load(path)[0]
+
+
+def load_answers(path: str | Path) -> list[ScriptAnswer]:
+    """The script's `answers` (none when it has none); raises ScriptError like load_script."""
+    return _load(path)[1]
+
+
+def _load(path: str | Path) -> tuple[list[ScriptItem], list[ScriptAnswer]]:
     p = Path(path).expanduser()
     if not str(path).strip():
         raise ScriptError("no script file given")
@@ -76,19 +108,40 @@ def load_script(path: str | Path) -> list[ScriptItem]:
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ScriptError(f"{p}: not valid YAML ({where}{problem})") from None
     defaults: dict = {}
+    answers: list[ScriptAnswer] = []
     if isinstance(data, dict):
-        unknown = set(data) - {"items", "script", "language", "speaker"}
+        unknown = set(data) - {"items", "script", "language", "speaker", "answers"}
         if unknown:
             raise ScriptError(f"{p}: unknown top-level keys {sorted(unknown)}")
         defaults = {k: data[k] for k in ("language", "speaker") if k in data}
         for k, v in defaults.items():
             if not isinstance(v, str):
                 raise ScriptError(f"{p}: '{k}' must be a string")
+        answers = _answers(p, data.get("answers", []))
         data = data.get("items", data.get("script"))
     if not isinstance(data, list) or not data:
         raise ScriptError(f"{p}: expected a non-empty list of items like "
                           "{say: text, delay: seconds} (top level or under 'items')")
-    return [_item(p, i, raw, defaults) for i, raw in enumerate(data, start=1)]
+    return [_item(p, i, raw, defaults) for i, raw in enumerate(data, start=1)], answers
+
+
+def _answers(p: Path, raw) -> list[ScriptAnswer]:
+    if not isinstance(raw, list):
+        raise ScriptError(f"{p}: 'answers' must be a list of {{when: words, say: text}}")
+    found = []
+    for i, entry in enumerate(raw, start=1):
+        where = f"{p}: answer {i}"
+        if not isinstance(entry, dict) or set(entry) - _ANSWER_KEYS:
+            raise ScriptError(f"{where}: expected a mapping with keys {sorted(_ANSWER_KEYS)}, "
+                              f"got {entry!r}")
+        for key in ("when", "say"):
+            if not isinstance(entry.get(key), str) or not entry[key].strip():
+                raise ScriptError(f"{where}: '{key}' must be a non-empty string")
+        if not isinstance(entry.get("speaker", ""), str):
+            raise ScriptError(f"{where}: 'speaker' must be a string")
+        found.append(ScriptAnswer(entry["when"].strip(), entry["say"].strip(),
+                                  entry.get("speaker", "")))
+    return found
 
 
 def _item(p: Path, i: int, raw, defaults: dict) -> ScriptItem:
@@ -137,7 +190,7 @@ class ScriptBackend(TerminalBackend):
     def check(cls, p) -> str | None:
         """The script is read at startup: a missing or malformed file is a parameter error."""
         try:
-            load_script(p["script_file"])
+            _load(p["script_file"])
         except ScriptError as e:
             return f"script_file: {e}"
         return None
@@ -150,17 +203,22 @@ class ScriptBackend(TerminalBackend):
 
     def __init__(self, script: str | Path | list[ScriptItem], *, reply_timeout: float = 30.0,
                  output_stream: TextIO | None = None, language: str = "", speaker: str = "",
-                 logger=None):
+                 logger=None, answers: list[ScriptAnswer] | None = None):
         super().__init__(input_stream=None, output_stream=output_stream or sys.stdout,
                          language=language, speaker=speaker, logger=logger)
-        self.items = script if isinstance(script, list) else load_script(script)
+        if isinstance(script, list):
+            self.items, self.answers = script, list(answers or [])
+        else:
+            self.items, self.answers = _load(script)
+        self._last_speaker = speaker
         self.reply_timeout = reply_timeout
         self._cv = threading.Condition()
         self._replies = 0        # replies completed so far
         self._stop = threading.Event()
         self.said: list[str] = []
         # with several speakers each line is printed with its speaker's name, else "you:"
-        self._named = len({i.speaker or speaker for i in self.items}) > 1
+        self._named = len({i.speaker or speaker for i in self.items}
+                          | {a.speaker for a in self.answers if a.speaker}) > 1
 
     def interactive(self) -> bool:
         return False         # nobody types: no `you:` prompt
@@ -197,20 +255,27 @@ class ScriptBackend(TerminalBackend):
                 return
             with self._cv:
                 last = self._replies
-            self.said.append(item.say)
-            self._newline()
-            who = (item.speaker or self.speaker) if self._named else "you"
-            self._write(f"{who}: {item.say}\n")
-            self.events.utterance(item.say, speaker=item.speaker or self.speaker,
-                                  language=item.language or self.language)
+                self._say(item.say, item.speaker or self.speaker, item.language)
         if last is not None:
             self._wait_reply(last)
         if not self._stop.is_set():
             self.events.input_finished()
 
+    def _say(self, text: str, speaker: str, language: str = "") -> None:
+        """One line of the scripted person (with `_cv` held: items and answers in order)."""
+        self._last_speaker = speaker
+        self.said.append(text)
+        self._newline()
+        self._write(f"{speaker if self._named else 'you'}: {text}\n")
+        self.events.utterance(text, speaker=speaker, language=language or self.language)
+
     def end_reply(self, text: str, timed_out: bool = False) -> None:
         super().end_reply(text, timed_out)
         with self._cv:
+            for answer in self.answers:
+                if not self._stop.is_set() and answer.fits(text):
+                    self._say(answer.say, answer.speaker or self._last_speaker)
+                    break
             self._replies += 1
             self._cv.notify_all()
 

@@ -137,6 +137,7 @@ class LocalVoiceBackend(SpeechBackend):
         self.timings: list[dict] = []
         self.barge_ins = self.echoes = 0
         self.replies_ended = 0            # replies said to their end (the opening remark too)
+        self._last_line = ""              # the last of them
 
     # ---------------------------------------------------------------- backend hooks
     def start(self, events: SpeechEvents) -> None:
@@ -152,6 +153,10 @@ class LocalVoiceBackend(SpeechBackend):
     def has_spoken(self) -> bool:
         """The robot has said something (a script's first item may wait for its opening)."""
         return self.replies_ended > 0
+
+    def robot_line(self) -> tuple[int, str]:
+        """(robot lines ended so far, the last one's text): a WAV input answers questions."""
+        return self.replies_ended, self._last_line
 
     def robot_speaking(self) -> bool:
         """The robot's voice is playing now (a WAV item that barges in waits for this)."""
@@ -227,6 +232,8 @@ class LocalVoiceBackend(SpeechBackend):
         if timed_out:
             self._say_line("robot: (no reply)")
         self._pending = None
+        if not timed_out:
+            self._last_line = text          # before the count: robot_line() reads both
         self.replies_ended += not timed_out
         self._in_reply.clear()
         self._replying.clear()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from vision_dialogue.voice.audio import AudioFileError
 from vision_dialogue.voice.sinks import AudioSink, SpeakerSink, WavFolderSink
 from vision_dialogue.voice.sources import (MIC, TOPIC, AudioSource, MicSource, TopicSource,
-                                           WavSource, load_wav_items)
+                                           WavSource, load_wav_answers, load_wav_items)
 from vision_dialogue.variants import Param, nonempty
 from vision_dialogue.voice.turn_end import HOLD_SILENCE_S, PARTIAL_AT_PAUSE, PARTIAL_EVERY_S, \
     QUICK_SILENCE_S, TURN_JUDGES, turn_end
@@ -81,6 +81,7 @@ def check_audio_in(p) -> str | None:
         return None
     try:
         load_wav_items(p["audio_in"])
+        load_wav_answers(p["audio_in"])
     except AudioFileError as e:
         return f"audio_in: {e} (or 'mic', or 'topic')"
     return None
@@ -115,7 +116,8 @@ def voice_parts(p: dict, logger: logging.Logger | None = None) -> VoiceParts:
     else:
         try:
             source = WavSource(load_wav_items(p["audio_in"]), realtime=p["audio_realtime"],
-                               reply_timeout=p["reply_timeout"], logger=log)
+                               reply_timeout=p["reply_timeout"], logger=log,
+                               answers=load_wav_answers(p["audio_in"]))
         except AudioFileError as e:
             raise VoicePartError(f"audio_in: {e}") from None
     try:
@@ -166,3 +168,4 @@ def connect(source: AudioSource, backend) -> None:
     if isinstance(source, WavSource):
         source.turn_ready, source.robot_quiet = backend.turn_ready, backend.robot_quiet
         source.has_spoken, source.robot_speaking = backend.has_spoken, backend.robot_speaking
+        source.robot_line = backend.robot_line

@@ -16,6 +16,10 @@ to the one before, like a person taking turns) or a sequence file::
         delay: 0.5
         interrupt: true           # plays over the robot's reply (barge-in)
 
+A sequence file may also answer the robot's own questions (people_node's consent question):
+`answers: [{when: "may I remember you", wav: yes.wav}]` plays `yes.wav` as soon as a robot
+line that has those words (any case) has ended, before the next item.
+
 Unless `interrupt` is set, an item also waits, after its delay, until the robot is not in the
 middle of a reply (a person does not talk over the robot's opening remark); an `interrupt`
 item waits, after its delay, until the robot is speaking (there is something to barge into,
@@ -41,6 +45,7 @@ from vision_dialogue.voice.audio import CHUNK, SAMPLE_RATE, AudioFileError, read
 MIC, TOPIC = "mic", "topic"
 _SEQUENCE_SUFFIXES = (".yaml", ".yml", ".json")
 _ITEM_KEYS = {"wav", "delay", "wait_for_reply", "wait_for_greeting", "interrupt"}
+_ANSWER_KEYS = {"when", "wav"}
 
 
 class AudioSourceError(RuntimeError):
@@ -56,6 +61,46 @@ class WavItem:
     wait_for_greeting: bool = False     # until the robot has said something (its opening)
 
 
+@dataclass(frozen=True)
+class WavAnswer:
+    """What the recorded person answers to a robot line that has `when` in it."""
+
+    when: str
+    wav: Path
+
+    def fits(self, robot_line: str) -> bool:
+        return self.when.lower() in robot_line.lower()
+
+
+def load_wav_answers(spec: str | Path) -> list[WavAnswer]:
+    """A sequence file's `answers` (none for a file, a folder or a sequence without them)."""
+    p = Path(spec).expanduser()
+    if not p.is_file() or p.suffix.lower() not in _SEQUENCE_SUFFIXES:
+        return []
+    data = _sequence(p)
+    raw = data.get("answers", []) if isinstance(data, dict) else []
+    if not isinstance(raw, list):
+        raise AudioFileError(f"{p}: 'answers' must be a list of {{when: words, wav: file}}")
+    out = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict) or set(entry) != _ANSWER_KEYS \
+                or not str(entry["when"]).strip():
+            raise AudioFileError(f"{p}: answer {i}: expected keys {sorted(_ANSWER_KEYS)}, "
+                                 f"got {entry!r}")
+        wav = (p.parent / str(entry["wav"])).expanduser()
+        if not wav.is_file():
+            raise AudioFileError(f"{p}: answer {i}: {wav}: no such file")
+        out.append(WavAnswer(str(entry["when"]).strip(), wav))
+    return out
+
+
+def _sequence(p: Path):
+    try:
+        return yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise AudioFileError(f"{p}: cannot read the sequence: {e}") from None
+
+
 def load_wav_items(spec: str | Path) -> list[WavItem]:
     """The items of a WAV input (file, folder or sequence file); AudioFileError says why not."""
     p = Path(spec).expanduser()
@@ -68,10 +113,7 @@ def load_wav_items(spec: str | Path) -> list[WavItem]:
         raise AudioFileError(f"{p}: no such file or folder")
     if p.suffix.lower() not in _SEQUENCE_SUFFIXES:
         return [WavItem(p)]
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise AudioFileError(f"{p}: cannot read the sequence: {e}") from None
+    data = _sequence(p)
     items = data.get("items") if isinstance(data, dict) else data
     if not isinstance(items, list) or not items:
         raise AudioFileError(f"{p}: expected a non-empty list of {{wav: file}} items")
@@ -121,7 +163,10 @@ class WavSource(AudioSource):
     wait_for_greeting until `has_spoken()` (the robot's opening remark), as long at most.
     `robot_quiet()` tells whether the robot is between replies; every item but an `interrupt`
     one waits for it after its delay; an `interrupt` one waits for `robot_speaking()`. `tail`
-    s of silence follow the last item so the last utterance's end is detected.
+    s of silence follow the last item so the last utterance's end is detected. An answer whose
+    words are in the robot's latest line (`robot_line()`: lines ended so far, the last one's
+    text) plays once that line has ended and the robot's voice stopped, before anything else,
+    and the next item waits for the robot's line after the answer (or `reply_timeout`).
     """
 
     finite = True
@@ -131,8 +176,11 @@ class WavSource(AudioSource):
                  robot_quiet: Callable[[], bool] = lambda: True,
                  has_spoken: Callable[[], bool] = lambda: True,
                  robot_speaking: Callable[[], bool] = lambda: True, reply_timeout: float = 30.0,
-                 tail: float = 1.5, logger: logging.Logger | None = None):
+                 tail: float = 1.5, logger: logging.Logger | None = None,
+                 answers: list[WavAnswer] = (),
+                 robot_line: Callable[[], tuple[int, str]] = lambda: (0, "")):
         self.items, self.realtime, self.turn_ready = items, realtime, turn_ready
+        self.answers, self.robot_line, self._lines_seen = list(answers), robot_line, 0
         self.robot_quiet, self.has_spoken = robot_quiet, has_spoken
         self.robot_speaking = robot_speaking
         self.reply_timeout, self.tail = reply_timeout, tail
@@ -153,6 +201,7 @@ class WavSource(AudioSource):
             yield from clock.play(_silence(item.delay), stop)
             yield from self._silence_until(
                 self.robot_speaking if item.interrupt else self.robot_quiet, clock, stop)
+            yield from self._answer_due(clock, stop)
             yield from clock.play(read_wav(item.wav, log=self.log), stop)
             if stop.is_set():
                 return
@@ -163,9 +212,26 @@ class WavSource(AudioSource):
         """Silence until `ready()` or `reply_timeout` s; a live microphone hears silence too."""
         deadline = time.monotonic() + self.reply_timeout
         while not ready() and time.monotonic() < deadline and not stop.is_set():
+            yield from self._answer_due(clock, stop)
             yield from clock.play(_silence(CHUNK / SAMPLE_RATE), stop)
             if not self.realtime:
                 stop.wait(0.01)     # as fast as possible, but not a busy loop
+
+    def _answer_due(self, clock: "_Pacer", stop: threading.Event) -> Iterator[np.ndarray]:
+        """The answer to the robot's latest line, if it asked one of the answers' questions."""
+        ended, text = self.robot_line() if self.answers else (0, "")
+        if ended <= self._lines_seen:
+            return
+        self._lines_seen = ended
+        answer = next((a for a in self.answers if a.fits(text)), None)
+        if answer is not None:          # once its voice has stopped, as a person answers
+            yield from self._silence_until(lambda: not self.robot_speaking(), clock, stop)
+            self.log.info(f"answering the robot's question with {answer.wav.name}")
+            yield from clock.play(read_wav(answer.wav, log=self.log), stop)
+            # then the robot's word on the answer ("Thank you! ..."), as a person waits for
+            # it: the next item right after would be heard as one utterance with the answer
+            yield from self._silence_until(lambda: self.robot_line()[0] > ended, clock, stop)
+            self._lines_seen = self.robot_line()[0]
 
 
 class _Pacer:

@@ -3,7 +3,8 @@
 The voice demo plays the demo script (config/demo_script.yaml) through the microphone path:
 each line is synthesised once with the local TTS and cached, named by a hash of the script
 and the voice, so a second run starts at once. The script's `delay`, `wait_for_reply` and
-`wait_for_greeting` carry over to the sequence.
+`wait_for_greeting` carry over to the sequence, and its `answers` (a reply to a question the
+robot asks on its own, e.g. people_node's consent question) become spoken answers.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from vision_dialogue.speech.script import load_script
+from vision_dialogue.speech.script import load_answers, load_script
 from vision_dialogue.voice.audio import SAMPLE_RATE, resample, write_wav
 
 
@@ -32,10 +33,17 @@ def build_spoken_script(script: Path, directory: Path, tts) -> Path:
         write_wav(directory / name, resample(audio, rate, SAMPLE_RATE), SAMPLE_RATE)
         items.append({"wav": name, "delay": item.delay, "wait_for_reply": item.wait_for_reply,
                       "wait_for_greeting": item.wait_for_greeting, "text": item.say})
+    answers = []
+    for i, answer in enumerate(load_answers(script)):
+        audio, rate = tts.synthesize(answer.say)
+        name = f"answer{i + 1:02d}.wav"
+        write_wav(directory / name, resample(audio, rate, SAMPLE_RATE), SAMPLE_RATE)
+        answers.append({"when": answer.when, "wav": name})
     seq = directory / "sequence.yaml"
     tmp = seq.with_name(f".sequence.{os.getpid()}.tmp")
     tmp.write_text(yaml.safe_dump({"items": [{k: v for k, v in it.items() if k != "text"}
-                                             for it in items]}, sort_keys=False))
+                                             for it in items], "answers": answers},
+                                  sort_keys=False))
     (directory / "lines.yaml").write_text(yaml.safe_dump(
         [{"wav": it["wav"], "text": it["text"]} for it in items], sort_keys=False))
     os.replace(tmp, seq)
