@@ -25,6 +25,7 @@ from manager_rig import Rig, photo, running_manager
 from vision_dialogue.core.persona import load_persona
 from vision_dialogue.core.summariser import SummaryRule
 from vision_dialogue.ros.image_msgs import stamp_from_ns, to_compressed_msg, to_image_msg
+from vision_dialogue.ros.params import ARRAY_TYPES
 
 FALLBACK_LINES = load_persona().fallback_lines
 
@@ -313,8 +314,12 @@ def test_every_parameter_takes_effect_live_or_is_refused_with_the_reason(
     for node, params in _nodes_with_their_params(ros_context, tmp_path):
         try:
             for p in params:
-                value = node.get_parameter(p.name).value
-                res = node.set_parameters([Parameter(p.name, value=value)])[0]
+                if p.array_of is not None and p.default in ([], None):   # declared by type
+                    given = Parameter(p.name, ARRAY_TYPES[p.array_of],
+                                      node.get_parameter_or(p.name).value or [])
+                else:
+                    given = Parameter(p.name, value=node.get_parameter(p.name).value)
+                res = node.set_parameters([given])[0]
                 if p.live:
                     assert res.successful, (node.get_name(), p.name, res.reason)
                 else:

@@ -123,9 +123,9 @@ def test_bringup_people_demo_as_processes(installed, tmp_path, cores_for_real_ti
     who = next(r for r in requests if "Who is here now?" in r)
     assert "[Ben] Who is here now?" in who and "[Anna]" in who
     # people_node (on in this setup) asked whether it may remember them, the script said yes,
-    # and the demo's own store holds those who said it, by the names they gave (Ben's
-    # question may come as the script says its last line, which the Ask then takes: one of
-    # five runs here; nothing is kept of him then)
+    # and the demo's own store holds those who said it, by the names they gave (the script
+    # waits for the end of a line the robot is saying, but a question that begins just as
+    # the script says its line takes that line as its answer: nothing is kept of him then)
     asked = re.findall(r"robot: .*May I remember you", out)
     said_yes = re.findall(r"\n(?:Anna|Ben): Yes, you may\.", out)
     assert asked and 1 <= len(said_yes) <= len(asked), out[-3000:]

@@ -1,8 +1,7 @@
 """The local voice as a user runs it: installed executables, separate processes.
 
 `bringup voice_demo --processes` with a fake LLM (the demo script spoken into the microphone
-path, the robot's sentences written as WAV files, people_node asking to remember the voice),
-and a speech node without a microphone.
+path, the robot's sentences written as WAV files), and a speech node without a microphone.
 """
 from __future__ import annotations
 
@@ -38,15 +37,6 @@ def test_bringup_voice_demo_as_processes(installed, tmp_path, cores_for_real_tim
     script = [i["say"] for i in
               yaml.safe_load((config / "demo_script.yaml").read_text())["items"]]
     heard = re.findall(r"you: (.*)", out)
-    # people_node (on in this setup) asked whether it may remember the voice, and the spoken
-    # script's answer came right after each time: the store of the demo holds that person
-    asked = re.findall(r"robot: .*May I remember you", out)
-    answered = [h for h in heard if re.match(r"yes,? you may", h, re.I)]
-    assert asked and len(answered) == len(asked), out[-4000:]
-    from vision_dialogue.identity.store import PeopleStore
-    store = installed.home / "runs" / "people" / "voice_demo.db"
-    assert len(PeopleStore(f"sqlite:///{store}").people()) == 1, out[-4000:]
-    heard = [h for h in heard if h not in answered]
     assert len(heard) == len(script), out[-4000:]
     assert word_error_rate(script, heard) <= 0.2, heard
     voice = installed.home / "runs" / "voice"

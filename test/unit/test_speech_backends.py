@@ -210,6 +210,25 @@ def test_a_question_the_robot_asks_gets_the_scripted_answer_before_the_next_line
         b.close()
 
 
+def test_the_script_does_not_say_its_next_line_into_a_line_the_robot_is_saying(tmp_path):
+    script = tmp_path / "s.yaml"
+    script.write_text('items: [{say: "I am Anna."}, {say: "What colour is my suit?", '
+                      'delay: 0.2}]\nanswers: [{when: "May I remember you", say: "Yes."}]\n')
+    b = ScriptBackend(script, reply_timeout=5.0, output_stream=io.StringIO())
+    rec = Recorder()
+    b.start(rec)
+    try:
+        assert rec.wait(1)
+        b.speak("May I remember you,")             # the robot's question begins
+        time.sleep(0.6)
+        assert rec.texts() == ["I am Anna."]       # the next line waits for its end
+        b.end_reply("May I remember you, so I can greet you next time?")
+        assert rec.wait(3)
+        assert rec.texts() == ["I am Anna.", "Yes.", "What colour is my suit?"]
+    finally:
+        b.close()
+
+
 @pytest.mark.parametrize("answers, problem", [
     ("answers: {when: x}", "'answers' must be a list"),
     ("answers: [{when: x}]", "answer 1: 'say' must be a non-empty string"),

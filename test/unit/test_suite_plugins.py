@@ -145,4 +145,4 @@ def test_a_real_time_test_runs_alone_and_the_others_wait_outside_their_limit(tmp
     start, end = ran.pop("real_time")
     assert all(e <= start or s >= end for s, e in ran.values()), (start, end, ran)
     # the workers that waited went on after it: the wait did not fail them
-    assert any(s >= end for s, _ in ran.values()) and any(e <= start for _, e in ran.values())
+    assert any(s >= end for s, _ in ran.values())

@@ -104,9 +104,10 @@ SETUPS: dict[str, Setup] = {
                                        "people"),
                         "voice_demo_setup.yaml",
                         "Offline voice demo: demo video + the demo script spoken into the "
-                        "local voice (VAD, Whisper, Piper to WAV files) + manager + people "
-                        "node + monitor",
-                        spoken_script="demo_script.yaml", demo_video=True),
+                        "local voice (VAD, Whisper, Piper to WAV files) + manager + monitor "
+                        "(+ people node when asked)",
+                        spoken_script="demo_script.yaml", demo_video=True,
+                        optional=("people",)),
     "people_demo": Setup("people_demo", ("camera", "speech", "manager", "monitor", "events",
                                          "detector", "people"),
                          "people_demo_setup.yaml",

@@ -22,6 +22,8 @@ File format (YAML or JSON)::
 An answer goes out each time the robot's line has its words (a follow-up that asks again gets
 it again), before the script's next item: a question the robot asks on its own (people_node's
 consent question, an application's Ask) gets its reply however the conversation was timed.
+An item is never said into a line the robot is saying (it waits for the line's end, at most
+`reply_timeout`), as a person waits for the robot to finish.
 
 Replies are printed as they stream. After the last item the backend waits for its reply and
 reports `input_finished` (the node then shuts down if `exit_when_done`).
@@ -211,6 +213,7 @@ class ScriptBackend(TerminalBackend):
         else:
             self.items, self.answers = _load(script)
         self._last_speaker = speaker
+        self._robot_talking = False     # a robot line has begun and not ended
         self.reply_timeout = reply_timeout
         self._cv = threading.Condition()
         self._replies = 0        # replies completed so far
@@ -253,7 +256,9 @@ class ScriptBackend(TerminalBackend):
                 return
             if self._stop.is_set():
                 return
-            with self._cv:
+            with self._cv:      # not into a line the robot is saying (a question of its own)
+                self._cv.wait_for(lambda: not self._robot_talking or self._stop.is_set(),
+                                  timeout=self.reply_timeout + 1.0)
                 last = self._replies
                 self._say(item.say, item.speaker or self.speaker, item.language)
         if last is not None:
@@ -269,9 +274,15 @@ class ScriptBackend(TerminalBackend):
         self._write(f"{speaker if self._named else 'you'}: {text}\n")
         self.events.utterance(text, speaker=speaker, language=language or self.language)
 
+    def speak(self, text: str) -> bool:
+        with self._cv:
+            self._robot_talking = True
+        return super().speak(text)
+
     def end_reply(self, text: str, timed_out: bool = False) -> None:
         super().end_reply(text, timed_out)
         with self._cv:
+            self._robot_talking = False
             for answer in self.answers:
                 if not self._stop.is_set() and answer.fits(text):
                     self._say(answer.say, answer.speaker or self._last_speaker)
