@@ -76,20 +76,26 @@ class ScriptAnswer:
     speaker: str = ""
 
     def fits(self, robot_line: str) -> bool:
-        return self.when.lower() in robot_line.lower()
+        return has_words(robot_line, self.when)
+
+
+def has_words(robot_line: str, words: str) -> bool:
+    """Whether a robot line asks what an answer answers: its words in it, any case."""
+    return words.lower() in robot_line.lower()
 
 
 def load_script(path: str | Path) -> list[ScriptItem]:
     """Read and validate a script file; raises ScriptError naming the file and the problem."""
-    return _load(path)[0]
+    return load_script_and_answers(path)[0]
 
 
 def load_answers(path: str | Path) -> list[ScriptAnswer]:
     """The script's `answers` (none when it has none); raises ScriptError like load_script."""
-    return _load(path)[1]
+    return load_script_and_answers(path)[1]
 
 
-def _load(path: str | Path) -> tuple[list[ScriptItem], list[ScriptAnswer]]:
+def load_script_and_answers(path: str | Path) -> tuple[list[ScriptItem], list[ScriptAnswer]]:
+    """The items and the answers of a script file, read once."""
     p = Path(path).expanduser()
     if not str(path).strip():
         raise ScriptError("no script file given")
@@ -192,7 +198,7 @@ class ScriptBackend(TerminalBackend):
     def check(cls, p) -> str | None:
         """The script is read at startup: a missing or malformed file is a parameter error."""
         try:
-            _load(p["script_file"])
+            load_script_and_answers(p["script_file"])
         except ScriptError as e:
             return f"script_file: {e}"
         return None
@@ -211,7 +217,7 @@ class ScriptBackend(TerminalBackend):
         if isinstance(script, list):
             self.items, self.answers = script, list(answers or [])
         else:
-            self.items, self.answers = _load(script)
+            self.items, self.answers = load_script_and_answers(script)
         self._last_speaker = speaker
         self._robot_talking = False     # a robot line has begun and not ended
         self.reply_timeout = reply_timeout

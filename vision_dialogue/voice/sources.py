@@ -39,6 +39,7 @@ from typing import Callable, Iterator
 import numpy as np
 import yaml
 
+from vision_dialogue.speech.script import has_words
 from vision_dialogue.voice.audio import CHUNK, SAMPLE_RATE, AudioFileError, read_wav
 
 #: audio_in values that are not file paths
@@ -69,7 +70,7 @@ class WavAnswer:
     wav: Path
 
     def fits(self, robot_line: str) -> bool:
-        return self.when.lower() in robot_line.lower()
+        return has_words(robot_line, self.when)
 
 
 def load_wav_answers(spec: str | Path) -> list[WavAnswer]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from vision_dialogue.speech.script import load_answers, load_script
+from vision_dialogue.speech.script import load_script_and_answers
 from vision_dialogue.voice.audio import SAMPLE_RATE, resample, write_wav
 
 
@@ -23,21 +23,24 @@ def spoken_script_key(script: Path, tts_name: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
+def _spoken(tts, text: str, path: Path) -> str:
+    """`text` synthesised into `path` at the microphone path's rate; the file's name."""
+    audio, rate = tts.synthesize(text)
+    return write_wav(path, resample(audio, rate, SAMPLE_RATE), SAMPLE_RATE).name
+
+
 def build_spoken_script(script: Path, directory: Path, tts) -> Path:
     """Synthesise every line of `script` into `directory`; the sequence file's path."""
     directory.mkdir(parents=True, exist_ok=True)
     items = []
-    for i, item in enumerate(load_script(script)):
-        audio, rate = tts.synthesize(item.say)
-        name = f"{i + 1:02d}.wav"
-        write_wav(directory / name, resample(audio, rate, SAMPLE_RATE), SAMPLE_RATE)
+    script_items, script_answers = load_script_and_answers(script)
+    for i, item in enumerate(script_items):
+        name = _spoken(tts, item.say, directory / f"{i + 1:02d}.wav")
         items.append({"wav": name, "delay": item.delay, "wait_for_reply": item.wait_for_reply,
                       "wait_for_greeting": item.wait_for_greeting, "text": item.say})
     answers = []
-    for i, answer in enumerate(load_answers(script)):
-        audio, rate = tts.synthesize(answer.say)
-        name = f"answer{i + 1:02d}.wav"
-        write_wav(directory / name, resample(audio, rate, SAMPLE_RATE), SAMPLE_RATE)
+    for i, answer in enumerate(script_answers):
+        name = _spoken(tts, answer.say, directory / f"answer{i + 1:02d}.wav")
         answers.append({"when": answer.when, "wav": name})
     seq = directory / "sequence.yaml"
     tmp = seq.with_name(f".sequence.{os.getpid()}.tmp")
