@@ -256,8 +256,8 @@ def test_monitor_on_by_setup_and_by_flag(capsys):
     assert "detector" not in bringup.resolve("demo", None, None, detector=False)[2]
     assert "detector" in bringup.resolve("furhat", None, None)[2]
     assert "detector" not in bringup.resolve("furhat", None, None, detector=False)[2]
-    # people_node: on on the robot, asked for in the demos
-    for setup, on in [("people_demo", False), ("voice_demo", False), ("furhat", True),
+    # people_node: on where people are met again (the people demo, the robot)
+    for setup, on in [("people_demo", True), ("voice_demo", False), ("furhat", True),
                       ("demo", False), ("standalone", False)]:
         assert ("people" in bringup.resolve(setup, None, None)[2]) is on, setup
         assert "people" not in bringup.resolve(setup, None, None, people=False)[2]

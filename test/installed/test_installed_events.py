@@ -122,6 +122,17 @@ def test_bringup_people_demo_as_processes(installed, tmp_path, cores_for_real_ti
     assert any("Someone just waved at you" in r for r in requests), "the wave was not answered"
     who = next(r for r in requests if "Who is here now?" in r)
     assert "[Ben] Who is here now?" in who and "[Anna]" in who
+    # people_node (on in this setup) asked whether it may remember them, the script said yes,
+    # and the demo's own store holds those who said it, by the names they gave (the script
+    # waits for the end of a line the robot is saying, but a question that begins just as
+    # the script says its line takes that line as its answer: nothing is kept of him then)
+    asked = re.findall(r"robot: .*May I remember you", out)
+    said_yes = re.findall(r"\n(?:Anna|Ben): Yes, you may\.", out)
+    assert asked and 1 <= len(said_yes) <= len(asked), out[-3000:]
+    from vision_dialogue.identity.store import PeopleStore
+    store = installed.home / "runs" / "people" / "people_demo.db"
+    names = {p.name for p in PeopleStore(f"sqlite:///{store}").people()}
+    assert "Anna" in names and names <= {"Anna", "Ben"}, (names, out[-3000:])
     # the prompt keeps arrival order: a departure the manager had when "Who is here now?"
     # came is before it (the demo means it to be; on a loaded machine the events node may see
     # Anna leave only after the line, and then it is not there)

@@ -101,3 +101,40 @@ def test_a_wave_is_answered_and_an_arrival_event_after_absence_greeted():
     clock.t += 21
     assert p.on_event("arrived") == "arrival"
     assert policy("paper")[0].on_event("wave") is None
+
+
+def test_a_wave_while_the_robot_is_busy_waits_for_it_then_is_answered_once():
+    p, clock = policy("arrivals")
+    img = photo(data.astronaut)
+    clock.t += 100
+    p.robot_busy(True)                           # talking with someone else
+    assert p.on_event("wave") is None
+    clock.t += 3
+    assert p.on_frame(img, 2) is None            # still busy: held
+    p.robot_busy(False)
+    p.user_spoke()                               # the other person answers the robot
+    clock.t += 3
+    assert p.on_frame(img, 2) is None            # just spoken to: held
+    clock.t += 8
+    assert p.on_frame(img, 2) == "wave"          # free, 14 s after the wave
+    p.remark_made()
+    clock.t += 100
+    assert p.on_frame(img, 2) is None            # answered once
+
+
+def test_a_held_wave_passes_after_its_hold_and_paper_holds_none():
+    p, clock = policy("arrivals", wave_hold_s=5)
+    img = photo(data.astronaut)
+    clock.t += 100
+    p.user_spoke()
+    assert p.on_event("wave") is None
+    clock.t += 9                                 # free now, but the wave was 9 s ago
+    assert p.on_frame(img, 1) is None
+    assert p.on_event("wave") == "wave"          # a new wave, the robot free: at once
+    paper, clock = policy("paper")
+    clock.t += 100
+    assert paper.on_event("wave") is None
+    clock.t += 1
+    assert paper.on_frame(img, 1) is None
+    with pytest.raises(ValueError, match="wave_hold_s"):
+        ProactiveConfig("arrivals", wave_hold_s=-1)

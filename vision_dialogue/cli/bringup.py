@@ -447,7 +447,7 @@ def parse_cli(argv):
     ap.add_argument("--people", action=argparse.BooleanOptionalAction, default=None,
                     help="start (or leave out) the people node: who it is talking to across "
                     "sessions, remembered only with consent (docs/people.md; default: on in "
-                    "furhat)")
+                    "people_demo and furhat)")
     ap.add_argument("--managed", action="store_true",
                     help="start the nodes unconfigured, for a lifecycle manager to configure "
                     "and activate (docs/lifecycle.md)")

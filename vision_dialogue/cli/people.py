@@ -4,6 +4,8 @@
     people enrol --name Ada --photo ada.jpg [--wav ada.wav]   # with their consent, by hand
     people forget --name Ada | --id person_abcdefgh
     people export > people.json                   # everything kept (a person's right to see it)
+    people export person_abcdefgh > one.json      # everything kept of one person, memory too
+    people expire --days 30                       # forget everyone not seen for 30 days
 
 The store is `--store` (default: people_node's default, sqlite:///~/.local/share/...). A
 running people_node reads the store when it starts; enrolments made here are matched from its
@@ -34,7 +36,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     who = forget.add_mutually_exclusive_group(required=True)
     who.add_argument("--name")
     who.add_argument("--id")
-    sub.add_parser("export", help="everything the store keeps, as JSON")
+    export = sub.add_parser("export", help="everything the store keeps (of one person, "
+                            "their memory and its audit too), as JSON")
+    export.add_argument("person_id", nargs="?", default="")
+    expire = sub.add_parser("expire", help="forget everyone not seen for this many days")
+    expire.add_argument("--days", type=float, required=True)
     return ap.parse_args(argv)
 
 
@@ -70,6 +76,7 @@ def wav_print(path: str):
 
 
 def run(ns: argparse.Namespace) -> int:
+    from vision_dialogue.identity.memory import PersonMemory
     from vision_dialogue.identity.records import Consent, ConsentWay
     store = PeopleStore(ns.store)
     if ns.command == "list":
@@ -86,6 +93,16 @@ def run(ns: argparse.Namespace) -> int:
         removed = store.forget(person_id=ns.id or "", name=ns.name or "")
         print("\n".join(removed) or "nobody of that id or name", file=sys.stdout)
         return 0 if removed else 1
+    elif ns.command == "expire":
+        removed = PersonMemory(store).expire(ns.days)
+        print(f"forgot {len(removed)} not seen for {ns.days:g} days")
+    elif ns.person_id:
+        person = PersonMemory(store).export(ns.person_id)
+        if person is None:
+            print(f"people: nobody has the id {ns.person_id}", file=sys.stderr)
+            return 1
+        json.dump(person, sys.stdout, indent=1)
+        print()
     else:
         json.dump(store.export(), sys.stdout, indent=1)
         print()

@@ -6,8 +6,11 @@ observer gives for text-only models, or an "arrived" event); and the scene chang
 notably (`core.images.thumbnail_difference` of consecutive frames, the perception observer's
 measure of "the view just changed", above `scene_change`). A remark is made only when the
 robot is not talking or thinking, the user has been quiet for `quiet_s`, nothing is waiting
-to be answered, and the last remark was at least `min_interval_s` ago. Mode "paper" never
-speaks first (the paper's behaviour).
+to be answered, and the last remark was at least `min_interval_s` ago. A wave that comes
+while the robot may not speak (it is busy with someone else, or was just spoken to) is held for
+`wave_hold_s` and answered at the first frame when it may: a wave asks for attention, and the
+person is still there a few seconds later. Mode "paper" never speaks first (the paper's
+behaviour).
 """
 from __future__ import annotations
 
@@ -29,10 +32,14 @@ class ProactiveConfig:
     quiet_s: float = 8.0
     absent_s: float = 20.0
     scene_change: float = 40.0
+    wave_hold_s: float = 15.0
 
     def __post_init__(self):
         if self.mode not in PROACTIVE_MODES:
             raise ValueError(f"proactive mode {self.mode!r}: one of {list(PROACTIVE_MODES)}")
+        if self.wave_hold_s < 0:
+            raise ValueError(f"wave_hold_s {self.wave_hold_s}: 0 (answer at once or never) "
+                             "or more")
 
 
 class ProactivePolicy:
@@ -46,6 +53,7 @@ class ProactivePolicy:
         self._last_remark = clock()          # none in the first min_interval_s either
         self._nobody_since: float | None = None
         self._prev: np.ndarray | None = None   # the previous frame's change thumbnail
+        self._wave_at: float | None = None   # a wave not answered yet (held, wave_hold_s)
 
     def user_spoke(self) -> None:
         with self._lock:
@@ -62,18 +70,24 @@ class ProactivePolicy:
     def on_event(self, kind: str, waiting: int = 0) -> str | None:
         """'wave' or 'arrival' for a detector's event (camera/events), else None.
 
-        A wave is answered in every mode but paper (it asks for the robot's attention); an
-        arrival counts only when nobody was seen for `absent_s` before it, as on_frame does.
+        A wave is answered in every mode but paper (it asks for the robot's attention), now or,
+        held, at a later frame (on_frame); an arrival counts only when nobody was seen for
+        `absent_s` before it, as on_frame does.
         """
         with self._lock:
             if kind == "wave":
                 trigger = "wave"
+                if self.cfg.mode != "paper":
+                    self._wave_at = self.clock()
             elif kind == "arrived" and self._nobody_since is not None and \
                     self.clock() - self._nobody_since >= self.cfg.absent_s:
                 trigger = "arrival"
             else:
                 return None
-            return trigger if self._may_speak(waiting) else None
+            if not self._may_speak(waiting):
+                return None
+            self._wave_at = None
+            return trigger
 
     def _may_speak(self, waiting: int) -> bool:
         now = self.clock()
@@ -82,7 +96,7 @@ class ProactivePolicy:
                     or now - self._last_remark < self.cfg.min_interval_s)
 
     def on_frame(self, bgr: np.ndarray, people: int | None, waiting: int = 0) -> str | None:
-        """'arrival', 'scene' or None for this frame; `waiting`: turns queued now."""
+        """'wave' (a held one), 'arrival', 'scene' or None now; `waiting`: turns queued."""
         now = self.clock()
         scenes = self.cfg.mode == "arrivals_and_scenes"
         thumb = change_thumbnail(bgr) if scenes else None     # no work for other modes
@@ -97,8 +111,13 @@ class ProactivePolicy:
                     arrived = (self._nobody_since is not None
                                and now - self._nobody_since >= self.cfg.absent_s)
                     self._nobody_since = None
+            if self._wave_at is not None and now - self._wave_at > self.cfg.wave_hold_s:
+                self._wave_at = None                  # held too long: the moment has passed
             if not self._may_speak(waiting):
                 return None
+            if self._wave_at is not None:
+                self._wave_at = None
+                return "wave"
             if arrived:
                 return "arrival"
             if (scenes and prev is not None

@@ -15,6 +15,7 @@ import os
 import secrets
 import sqlite3
 import string
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,32 +23,12 @@ import sqlalchemy as sa
 
 from vision_dialogue.identity.records import Consent, ConsentWay, Embedding, KnownPerson, \
     Modality
+from vision_dialogue.identity.schema import AUDIT, EMBEDDINGS, FACTS, META, METADATA, \
+    MIGRATIONS, PEOPLE, SCHEMA_VERSION, SESSIONS, VISITS
 
-#: the layout's version; MIGRATIONS[v] takes a store from version v to v + 1
-SCHEMA_VERSION = 1
 DEFAULT_STORE_URL = "sqlite:///~/.local/share/vision_dialogue/people.db"
-
-_META = sa.MetaData()
-META = sa.Table("meta", _META, sa.Column("key", sa.String(64), primary_key=True),
-                sa.Column("value", sa.String(256), nullable=False))
-PEOPLE = sa.Table(
-    "people", _META,
-    sa.Column("person_id", sa.String(64), primary_key=True),
-    sa.Column("name", sa.String(256), nullable=False, default=""),
-    sa.Column("consent_way", sa.String(32), nullable=False),
-    sa.Column("consent_question", sa.Text, nullable=False),
-    sa.Column("consent_answer", sa.Text, nullable=False, default=""),
-    sa.Column("consent_when", sa.Float, nullable=False))
-EMBEDDINGS = sa.Table(
-    "embeddings", _META,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("person_id", sa.String(64), sa.ForeignKey("people.person_id", ondelete="CASCADE"),
-              nullable=False, index=True),
-    sa.Column("modality", sa.String(16), nullable=False),
-    sa.Column("model", sa.String(128), nullable=False),
-    sa.Column("model_version", sa.String(64), nullable=False),
-    sa.Column("vector", sa.LargeBinary, nullable=False))
-MIGRATIONS: dict = {}       # none yet: version 1 is the first layout
+#: PostgreSQL advisory lock held while a store's layout is made or migrated
+LAYOUT_LOCK_KEY = 0x76645F70   # "vd_p"
 
 
 class StoreError(Exception):
@@ -84,6 +65,7 @@ class PeopleStore:
             self.engine = sa.create_engine(url)
             if self.path is not None:
                 sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+                sa.event.listen(self.engine, "begin", _sqlite_begin)
             self._open()
         except (sa.exc.SQLAlchemyError, sqlite3.Error) as e:
             raise StoreError(f"people store {self.url}: {_reason(e)}; identity is off and the "
@@ -103,10 +85,14 @@ class PeopleStore:
                 from None
 
     def _open(self) -> None:
+        """Create or check the layout, migrating it under a lock (a fleet's robots start too)."""
         with self.engine.begin() as db:
+            if db.dialect.name == "postgresql":       # SQLite: the write lock of the begin
+                db.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
+                           {"key": LAYOUT_LOCK_KEY})
             tables = set(sa.inspect(db).get_table_names())
             if not tables:
-                _META.create_all(db)
+                METADATA.create_all(db)
                 db.execute(META.insert().values(key="schema_version",
                                                 value=str(SCHEMA_VERSION)))
                 return
@@ -128,7 +114,7 @@ class PeopleStore:
     def enrol(self, name: str, embeddings: list[Embedding], consent: Consent,
               person_id: str = "") -> str:
         """Store a person who said yes (a new one, or more prints for `person_id`)."""
-        with self._write() as db:
+        with self.writing() as db:
             if person_id and self._exists(db, person_id):
                 if name:
                     db.execute(PEOPLE.update().where(PEOPLE.c.person_id == person_id)
@@ -147,39 +133,43 @@ class PeopleStore:
         return person_id
 
     def set_name(self, person_id: str, name: str) -> bool:
-        with self._write() as db:
+        with self.writing() as db:
             return db.execute(PEOPLE.update().where(PEOPLE.c.person_id == person_id)
                               .values(name=name)).rowcount > 0
 
-    def forget(self, person_id: str = "", name: str = "") -> list[str]:
-        """Remove a person (by id, or everyone of that name) and every print of theirs.
+    def forget(self, person_id: str = "", name: str = "", why: str = "forget") -> list[str]:
+        """Remove a person (by id, or everyone of that name), every print and memory of theirs.
 
-        The file is then rewritten (VACUUM) so that the removed rows are gone from it, not
-        only from the tables.
+        The audit keeps only that a person was forgotten, and when. The file is then rewritten
+        (VACUUM) so that the removed rows are gone from it, not only from the tables.
         """
         cond = PEOPLE.c.person_id == person_id if person_id else \
             sa.func.lower(PEOPLE.c.name) == name.strip().lower()
         if not (person_id or name.strip()):
             return []
-        with self._write() as db:
+        with self.writing() as db:
             ids = list(db.execute(sa.select(PEOPLE.c.person_id).where(cond)).scalars())
-            if ids:
-                db.execute(EMBEDDINGS.delete().where(EMBEDDINGS.c.person_id.in_(ids)))
-                db.execute(PEOPLE.delete().where(PEOPLE.c.person_id.in_(ids)))
-        if ids and self.path is not None:
-            with self._read() as db:
-                db.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM")
+            forget_rows(db, ids, why)
+        if ids:
+            self.vacuum()
         return ids
 
+    def vacuum(self) -> None:
+        """Rewrite an SQLite file so that deleted rows are gone from the file itself."""
+        if self.path is not None:
+            with self.reading() as db:
+                db.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM")
+
     @contextlib.contextmanager
-    def _write(self):
+    def writing(self):
         """A transaction, committed when the block ends; a database error is a StoreError."""
         with self._errors():
             with self.engine.begin() as db:
                 yield db
 
     @contextlib.contextmanager
-    def _read(self):
+    def reading(self):
+        """A connection to read with; a database error is a StoreError."""
         with self._errors():
             with self.engine.connect() as db:
                 yield db
@@ -201,7 +191,7 @@ class PeopleStore:
         counts = sa.select(EMBEDDINGS.c.person_id, EMBEDDINGS.c.modality,
                            sa.func.count()).group_by(EMBEDDINGS.c.person_id,
                                                      EMBEDDINGS.c.modality)
-        with self._read() as db:
+        with self.reading() as db:
             n = {(pid, kind): c for pid, kind, c in db.execute(counts)}
             rows = db.execute(sa.select(PEOPLE).order_by(PEOPLE.c.consent_when)).all()
         return [KnownPerson(r.person_id, r.name, Consent(
@@ -217,14 +207,18 @@ class PeopleStore:
         query = sa.select(EMBEDDINGS.c.person_id, EMBEDDINGS.c.vector).where(
             EMBEDDINGS.c.modality == modality.value, EMBEDDINGS.c.model == model,
             EMBEDDINGS.c.model_version == version)
-        with self._read() as db:
+        with self.reading() as db:
             return [(pid, np.frombuffer(blob, np.float32)) for pid, blob in db.execute(query)]
 
-    def export(self) -> dict:
-        """Everything the store holds, as JSON-able data (the person's right to see it)."""
-        with self._read() as db:
-            rows = db.execute(sa.select(EMBEDDINGS)).all()
-        people = {p.person_id: p.as_dict() | {"embeddings": []} for p in self.people()}
+    def export(self, person_id: str = "") -> dict:
+        """The enrolled people (or one) and their prints, as JSON-able data (right of access)."""
+        query = sa.select(EMBEDDINGS)
+        if person_id:
+            query = query.where(EMBEDDINGS.c.person_id == person_id)
+        with self.reading() as db:
+            rows = db.execute(query).all()
+        people = {p.person_id: p.as_dict() | {"embeddings": []} for p in self.people()
+                  if not person_id or p.person_id == person_id}
         for r in rows:
             people[r.person_id]["embeddings"].append({
                 "modality": r.modality, "model": r.model, "model_version": r.model_version,
@@ -235,13 +229,35 @@ class PeopleStore:
         self.engine.dispose()
 
 
+def forget_rows(db, ids: list[str], why: str, at: float | None = None) -> None:
+    """Delete every row of these people, their audit rows too; audit "a person was forgotten"."""
+    if not ids:
+        return
+    for table in (FACTS, SESSIONS, VISITS, AUDIT, EMBEDDINGS, PEOPLE):
+        db.execute(table.delete().where(table.c.person_id.in_(ids)))
+    db.execute(AUDIT.insert(), [{"at": time.time() if at is None else at, "action": "forgotten",
+                                 "kind": "person", "why": why, "person_id": None}
+                                for _ in ids])
+
+
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
-    """Per connection: foreign keys, deleted rows overwritten, durable commits."""
+    """Per connection: foreign keys, deleted rows overwritten, durable commits.
+
+    The driver's own transaction handling is off (`_sqlite_begin` begins them): it would not
+    begin one before a CREATE TABLE, and two processes could make one layout twice.
+    """
+    dbapi_connection.isolation_level = None
     cur = dbapi_connection.cursor()
     for pragma in ("foreign_keys=ON", "secure_delete=ON", "synchronous=FULL",
                    "journal_mode=DELETE"):
         cur.execute(f"PRAGMA {pragma}")
     cur.close()
+
+
+def _sqlite_begin(conn) -> None:
+    """Each transaction takes SQLite's write lock at once: a read-then-write never races."""
+    if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def _reason(e: Exception) -> str:

@@ -133,6 +133,10 @@ PARAMS = [
           range=(1.0, 3600.0)),
     Param("proactive_quiet", 8.0, "The user must have been quiet this many seconds before the "
           "robot speaks unasked.", range=(0.0, 600.0)),
+    Param("proactive_wave_hold", ProactiveConfig.wave_hold_s, "Seconds a wave the robot could "
+          "not answer at once (it was busy, just spoken to or spoke unasked) waits to be "
+          "answered at the first frame when it may; 0: answered at once or never.",
+          range=(0.0, 600.0)),
     Param("focus_note", "auto", "Text-only models: a short note right before the person's "
           "line (answer yes or no; for a question about the past, the memories it needs). "
           "strict: 'answer with yes or no'; soft: 'start with yes or no, then a few words'; "
@@ -236,4 +240,4 @@ def conversation_config(p, policy: ImagePolicy) -> ConversationConfig:
 
 def proactive_config(p) -> ProactiveConfig:
     return ProactiveConfig(p["proactive"], min_interval_s=p["proactive_interval"],
-                           quiet_s=p["proactive_quiet"])
+                           quiet_s=p["proactive_quiet"], wave_hold_s=p["proactive_wave_hold"])

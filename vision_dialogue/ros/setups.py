@@ -112,10 +112,10 @@ SETUPS: dict[str, Setup] = {
                                          "detector", "people"),
                          "people_demo_setup.yaml",
                          "Offline two-person demo: two people come and go, one waves; two "
-                         "speakers in the script; events node + manager + monitor (+ people "
-                         "node when asked)",
+                         "speakers in the script; events node + people node + manager + "
+                         "monitor",
                          config_paths={"speech": {"script_file": "people_demo_script.yaml"}},
-                         demo_video="people", optional=("people",)),
+                         demo_video="people"),
 }
 
 

@@ -1,0 +1,126 @@
+"""Facts a person says about themselves, taken from their lines, and the note that recalls them.
+
+Extraction is one short LLM question off the reply path, its answer constrained to
+`FACTS_SCHEMA` (as an Ask's answer is). A fact is kept only when it is grounded in the
+person's own words: every content word of it (bar the topic) is in the line, so a model that
+invents ("works as a doctor" from "I like the weather") keeps nothing. What a fact is about
+is one of `TOPICS`: a single-valued topic (where they work) holds one fact, and a new one
+replaces it ("I moved to building C"); the others (hobbies, family) hold one per fact.
+
+The recall note goes into the reply prompt when a known person is in view or speaking: the
+facts that share words with the current line, then the newest, then the last session's
+summary, cut at `cap` characters.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from vision_dialogue.identity.memory import Fact, Recall
+
+#: what a fact may be about; True: one fact at a time (a new one replaces it)
+TOPICS: dict[str, bool] = {
+    "work": True, "workplace": True, "home": True, "study": True, "origin": True,
+    "hobby": False, "family": False, "pet": False, "likes": False, "dislikes": False,
+    "plans": False, "other": False,
+}
+
+FACTS_SCHEMA = {
+    "type": "object",
+    "properties": {"facts": {"type": "array", "maxItems": 3, "items": {
+        "type": "object",
+        "properties": {"topic": {"type": "string", "enum": list(TOPICS)},
+                       "fact": {"type": "string", "maxLength": 120}},
+        "required": ["topic", "fact"]}}},
+    "required": ["facts"]}
+
+EXTRACT_INSTRUCTION = (
+    "You read one line a person said to a robot. List the facts the person states about "
+    "themselves (their work, where they work, home, studies, hobbies, family, pets, likes, "
+    "plans), each in a few of the person's own words written about them, such as \"loves "
+    "sailing\" or \"works in building B\". Questions, greetings and facts about other things "
+    "are not facts about the person. Answer with JSON: {\"facts\": [{\"topic\": ..., "
+    "\"fact\": ...}]}, or {\"facts\": []} when there are none.")
+
+#: words that carry no fact (the person's pronouns, verbs of being, articles)
+_FILLER = frozenset("""a an the i me my mine am is are was were be been i'm im i've ive i'd id
+ you your he she his her they their them it its this that these those to of in on at for with
+ and or but so as by from do does did really very also just now too quite some any new""".split())
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower())
+
+
+def _stem(word: str) -> str:
+    """A crude stem, enough to match "loves" with "love" and "sailing" with "sail"."""
+    for end in ("ing", "es", "s", "ed"):
+        if word.endswith(end) and len(word) - len(end) >= 3:
+            word = word[:-len(end)]
+            break
+    return word[:-1] if word.endswith("e") and len(word) >= 4 else word
+
+
+def grounded(fact_text: str, line: str) -> bool:
+    """Whether every content word of the fact is in the person's line (stems compared)."""
+    said = {_stem(w) for w in _words(line)}
+    content = [_stem(w) for w in _words(fact_text) if w not in _FILLER]
+    return bool(content) and all(w in said for w in content)
+
+
+def extraction_messages(line: str) -> list[dict]:
+    """The question that extracts facts from one line of the person's."""
+    return [{"role": "system", "content": EXTRACT_INSTRUCTION},
+            {"role": "user", "content": line}]
+
+
+def parse_facts(reply: str, line: str, said_when: float) -> list[Fact]:
+    """The grounded facts of the model's `reply` to `extraction_messages(line)`.
+
+    A reply that is not the schema's JSON gives none (extraction is best effort: the
+    conversation never waits for it); a fact not grounded in the line is dropped.
+    """
+    try:
+        items = json.loads(reply)["facts"]
+    except (ValueError, TypeError, KeyError):
+        return []
+    facts = []
+    for item in items if isinstance(items, list) else ():
+        if not isinstance(item, dict):
+            continue
+        topic, text = item.get("topic"), " ".join(str(item.get("fact", "")).split())
+        if topic not in TOPICS or not text or not grounded(text, line):
+            continue
+        about = topic if TOPICS[topic] else f"{topic}: {text.lower()}"
+        facts.append(Fact(about, text, said_when))
+    return facts
+
+
+def recall_note(recall: Recall, line: str, cap: int) -> str:
+    """The reply prompt's note of what is remembered of one person, at most `cap` characters.
+
+    The facts sharing words with `line` first (most shared first), then the newest; the
+    last session's summary if there is room. Empty when nothing is remembered.
+    """
+    heard = {_stem(w) for w in _words(line) if w not in _FILLER}
+
+    def shared(fact: Fact) -> int:
+        return len(heard & {_stem(w) for w in _words(fact.text) if w not in _FILLER})
+
+    facts = sorted(recall.facts, key=shared, reverse=True)     # stable: newest first on ties
+    if not facts and recall.last_session is None:
+        return ""
+    name = recall.name or "this person"
+    note = f"You have met {name} before."
+    told: list[str] = []
+    for fact in facts:
+        if len(f"{note} {name} told you: {'; '.join(told + [fact.text])}.") > cap:
+            break
+        told.append(fact.text)
+    if told:
+        note = f"{note} {name} told you: {'; '.join(told)}."
+    if recall.last_session is not None:
+        last = f"{note} Last time you talked about: {recall.last_session.summary}"
+        if len(last) <= cap:
+            note = last
+    return note if len(note) <= cap else ""
