@@ -19,12 +19,18 @@ case "$tier" in all|unit|system) ;; *) echo "test.sh: --tier unit|system, not $t
 # Debian packages some tests need, installed when this user can (before setup, whose build
 # then fills ccache): Chromium (the monitor's browser test), espeak-ng (a second synthetic
 # voice for the speech-to-text tests), ccache (the clean build of test/installed reuses what
-# setup compiled instead of compiling the message code again).
+# setup compiled instead of compiling the message code again), postgresql (a private server
+# for the fleet's shared people store, test/test_people_store_server.py).
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v espeak-ng >/dev/null 2>&1 || missing+=(espeak-ng)
 command -v ccache >/dev/null 2>&1 || missing+=(ccache)
+compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  # Debian's postgresql would make and start a server of its own on port 5432: the tests make
+  # private ones, so no default cluster is made
+  mkdir -p /etc/postgresql-common/createcluster.d
+  echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.d/vision_dialogue.conf
   echo "[test] installing ${missing[*]} for the tests" >&2
   { apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1 \
     || { apt-get update -q >/dev/null 2>&1 \

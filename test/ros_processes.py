@@ -109,12 +109,19 @@ def manager_process(fake, tmp_path, *params, env) -> Proc:
     return Proc(args, tmp_path, env=env)
 
 
-def speech_process(tmp_path, *, env) -> Proc:
-    """The speech node, terminal backend: the test types the person's lines on its stdin."""
+def speech_process(tmp_path, *, env, listeners: tuple[str, ...] = ()) -> Proc:
+    """The speech node, terminal backend: the test types the person's lines on its stdin.
+
+    `listeners`: the nodes whose utterance subscription it waits for before its backend
+    starts (its `wait_for_listeners`): a line typed then reaches each of them.
+    """
+    wait = ["-p", f"wait_for_listeners:=[{', '.join(listeners)}]",
+            "-p", "wait_for_subscriber:=150.0"] if listeners else []
     speech = Proc([sys.executable, "-m", "vision_dialogue.speech_node", "--ros-args",
-                   "-p", "backend:=terminal", "-p", "speaker:=visitor"], tmp_path, stdin=True,
-                  env=env)
-    assert speech.wait_err("speech backend 'terminal' started"), speech.err[-20:]
+                   "-p", "backend:=terminal", "-p", "speaker:=visitor", *wait], tmp_path,
+                  stdin=True, env=env)
+    assert speech.wait_err("speech backend 'terminal' started", 180 if listeners else 60), \
+        speech.err[-20:]
     return speech
 
 

@@ -78,7 +78,10 @@ class Session:
             node_process("people_node", tmp_path, f"store_url:=sqlite:///{store}",
                          "ask_after_lines:=2", "voices:=false", "face_interval:=0.5"),
             manager_process(fake, tmp_path, *manager_params, env=env())]
-        self.speech = speech_process(tmp_path, env=env())
+        # the person's first lines reach people_node too, which subscribes once its models
+        # are loaded (a suite run lost "My name is Barack." to it: said before it listened)
+        self.speech = speech_process(tmp_path, env=env(),
+                                     listeners=("manager_node", "people_node"))
         self.procs.append(self.speech)
 
         def answer(line: str) -> None:

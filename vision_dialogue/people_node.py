@@ -34,7 +34,8 @@ from vision_dialogue.identity.embedders import FaceEmbedder, IdentityInputError,
 from vision_dialogue.identity.persons import IdentityError, NextStep, Persons
 from vision_dialogue.identity.records import CONSENT_QUESTION, Consent, ConsentWay, \
     EnrolPolicy
-from vision_dialogue.identity.store import DEFAULT_STORE_URL, PeopleStore, StoreError
+from vision_dialogue.identity.store import DEFAULT_STORE_URL, PeopleStore, StoreError, \
+    sqlite_path
 from vision_dialogue.identity.voice_clips import AudioRing, seconds_for
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
@@ -59,6 +60,8 @@ AUDIO_WAIT_S = 1.0
 MAX_TRACK_PRINTS = 5
 #: the worker thread's niceness: prints yield the cores to the LLM's reply
 WORKER_NICENESS = 10
+#: seconds between two tries to reach a people store's database server that did not answer
+STORE_RETRY_S = 5.0
 
 PARAMS = [
     Param("person_manager", "own", "own: publish REP-155 persons; external: a robot's own "
@@ -68,7 +71,8 @@ PARAMS = [
           "the robot's question; never; always: everyone seen or heard (only for studies "
           "where consent was signed on paper).", choices=tuple(p.value for p in EnrolPolicy)),
     Param("store_url", DEFAULT_STORE_URL, "Where the people it knows are kept (an SQLAlchemy "
-          "URL; '~' allowed in an SQLite path)."),
+          "URL; '~' allowed in an SQLite path; postgresql://... for robots sharing one store, "
+          "its password in PGPASSWORD or ~/.pgpass)."),
     Param("ask_after_lines", 3, "Lines a stranger says before the consent question (at once "
           "when they say their name).", range=(1, 1000)),
     Param("faces", True, "Print faces (REP-155 /humans/faces/<id>/cropped)."),
@@ -108,6 +112,7 @@ class PeopleNode(ManagedNode):
             self.create_subscription(pm.IdsList, FACES_TRACKED_TOPIC, self._on_faces, qos,
                                      **quiet)
         self._utterances = None         # subscribed once the models are loaded (configure)
+        self._store_retry = None        # a timer while a database server is away
         self.create_subscription(AudioChunk, AUDIO_INPUT_TOPIC, self._on_audio,
                                  RELIABLE_QOS)
         self.create_service(Enrol, PEOPLE_ENROL_SERVICE, self._enrol)
@@ -121,11 +126,7 @@ class PeopleNode(ManagedNode):
     def configure(self) -> None:
         """Open the store and load the models; what fails turns that part off, loudly."""
         p, log = self.params, self.get_logger()
-        try:
-            self.store = PeopleStore(p["store_url"])
-        except StoreError as e:
-            self.problems["store"] = str(e)
-            log.error(str(e))
+        self.store = self._open_store()
         self.persons = Persons(self.store, EnrolPolicy(p["enrol"]), p["ask_after_lines"])
         for part, wanted, given, make in (("faces", p["faces"], self._given[0], FaceEmbedder),
                                           ("voices", p["voices"], self._given[1],
@@ -145,7 +146,45 @@ class PeopleNode(ManagedNode):
             self._utterances = self.create_subscription(Utterance, UTTERANCE_TOPIC,
                                                         self._on_utterance, RELIABLE_QOS)
 
+    def _open_store(self) -> PeopleStore | None:
+        """The store, or None: an error for a file, a WARN and a retry for a database server.
+
+        A fleet's server may start after the robot, or be away for a while: people_node
+        tries again every `STORE_RETRY_S` and takes the store when it answers.
+        """
+        url = self.params["store_url"]
+        try:
+            store = PeopleStore(url)
+        except StoreError as e:
+            self.problems["store"] = str(e)
+            if sqlite_path(url) is not None:
+                self.get_logger().error(str(e))
+            else:
+                self.get_logger().warning(f"{e}; trying again every {STORE_RETRY_S:g} s")
+                if self._store_retry is None:
+                    self._store_retry = self.create_timer(STORE_RETRY_S, self._retry_store)
+            return None
+        self.problems.pop("store", None)
+        if self._store_retry is not None:
+            self.destroy_timer(self._store_retry)
+            self._store_retry = None
+        return store
+
+    def _retry_store(self) -> None:
+        with self._lock:
+            if self.store is not None or self.persons is None:
+                return
+            self.store = self._open_store()
+            if self.store is not None:
+                self.persons.attach_store(self.store)
+                self.get_logger().info(f"people store {self.params['store_url']} is back: "
+                                       f"{len(self.persons.known_ids)} known")
+        self.publish()
+
     def cleanup(self) -> None:
+        if self._store_retry is not None:
+            self.destroy_timer(self._store_retry)
+            self._store_retry = None
         if self.store is not None:
             self.store.close()
         self.store = self.persons = None

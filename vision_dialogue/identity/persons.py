@@ -90,7 +90,7 @@ class Persons:
 
     def __init__(self, store: PeopleStore | None, policy: EnrolPolicy = EnrolPolicy.ASK,
                  ask_after_lines: int = 3, rules: dict | None = None):
-        self.store, self.policy, self.ask_after_lines = store, policy, ask_after_lines
+        self.policy, self.ask_after_lines = policy, ask_after_lines
         self.rules: dict = rules or RULES
         self.people: dict[str, SessionPerson] = {}
         self.face_of: dict[str, str] = {}       # face id -> person id
@@ -106,6 +106,11 @@ class Persons:
         self._declined: dict[tuple, Gallery] = {}
         #: the enrolled ids (REP-155's /humans/persons/known), read once, kept by enrol/forget
         self.known_ids: set[str] = set()
+        self.attach_store(store)
+
+    def attach_store(self, store: PeopleStore | None) -> None:
+        """Use `store` from now on (a database server that was away at start-up is back)."""
+        self.store, self._galleries = store, {}
         if store is not None:
             try:
                 self.known_ids = {p.person_id for p in store.people()}

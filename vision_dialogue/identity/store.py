@@ -40,6 +40,18 @@ def new_person_id() -> str:
     return "person_" + "".join(secrets.choice(string.ascii_lowercase) for _ in range(8))
 
 
+def driver_url(url: str) -> str:
+    """The URL with its driver: `postgresql://` means psycopg (3), the one requirements name.
+
+    Credentials belong in the environment (`PGPASSWORD`) or libpq's password file
+    (`PGPASSFILE`, `~/.pgpass`), TLS in `?sslmode=require` or `PGSSLMODE`: libpq reads them.
+    """
+    for plain in ("postgresql://", "postgres://"):
+        if url.startswith(plain):
+            return "postgresql+psycopg://" + url[len(plain):]
+    return url
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file of an sqlite:/// URL, '~' expanded; None for other databases.
 
@@ -62,7 +74,7 @@ class PeopleStore:
                 self._prepare_file(self.path)
             url = url if read_only else f"sqlite:///{self.path}"
         try:
-            self.engine = sa.create_engine(url)
+            self.engine = sa.create_engine(driver_url(url), pool_pre_ping=True)
             if self.path is not None:
                 sa.event.listen(self.engine, "connect", _sqlite_pragmas)
                 sa.event.listen(self.engine, "begin", _sqlite_begin)
