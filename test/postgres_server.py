@@ -12,7 +12,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 #: the user the cluster runs as when the tests run as root
@@ -68,13 +67,3 @@ class PrivateCluster:
         except subprocess.SubprocessError:
             pass
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-def wait_for(predicate, timeout: float = 30.0, step: float = 0.1) -> bool:
-    """Poll `predicate` until true (the event a step needs) or the time is up."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return bool(predicate())
