@@ -541,3 +541,47 @@ def test_an_input_built_while_its_node_spins_takes_a_message_at_once(ros_context
         assert list(ear._subs) == ["v1"]          # the voice it heard of is followed
     finally:
         node.destroy_node()
+
+
+def test_a_known_person_in_view_is_remembered_and_the_next_reply_is_told_it(ros_context,
+                                                                            tmp_path):
+    """Memory of people: a ROS4HRI person the people store knows (p1, Anna, who said yes).
+
+    Her line about herself gives two facts (the model's JSON, one fact invented and dropped),
+    kept in the store; her next line's reply prompt holds what is remembered of her.
+    """
+    from vision_dialogue.identity.memory import PersonMemory
+    from vision_dialogue.identity.records import Consent, ConsentWay
+    from vision_dialogue.identity.store import PeopleStore
+    url = f"sqlite:///{tmp_path / 'people.db'}"
+    store = PeopleStore(url)
+    store.enrol("Anna", [], Consent(ConsentWay.ASKED, answer="Yes."), person_id="p1")
+
+    def answer(req):
+        if req.get("response_format"):                     # the extraction question
+            return json.dumps({"facts": [
+                {"topic": "hobby", "fact": "loves sailing"},
+                {"topic": "workplace", "fact": "works in building B"},
+                {"topic": "family", "fact": "has three daughters"}]})
+        return "How nice."
+    said = "I love sailing and I work in building B."
+    with running_manager(ros_context, tmp_path, answer, people_store_url=url) as (rig, fake):
+        peer = Peer("voice", "--name", "Anna", "--say", said)
+        try:
+            assert peer.expect(lambda e: e.get("event") == "said", 60,
+                               spin=lambda: rig.wait(lambda: False, timeout=0.05)), peer.seen
+            memory = PersonMemory(store)
+            assert rig.wait(lambda: len(memory.recall("p1", "test").facts) == 2, timeout=30)
+            rig.say("What do I love doing?")
+            assert rig.wait(lambda: any("What do I love doing?" in json.dumps(r["messages"])
+                                        for r in fake.requests), timeout=30)
+        finally:
+            peer.close()
+    facts = {f.text for f in memory.recall("p1", "test").facts}
+    assert facts == {"loves sailing", "works in building B"}
+    asked = next(json.dumps(r["messages"]) for r in fake.requests
+                 if "What do I love doing?" in json.dumps(r["messages"]))
+    assert "You have met Anna before. Anna told you: loves sailing" in asked
+    why = [a.why for a in memory.audit()]
+    assert "fact from line 1" in why and "recall for a reply" in why
+    store.close()

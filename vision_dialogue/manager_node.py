@@ -56,6 +56,7 @@ from vision_dialogue.ros.managed import ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.qos import RELIABLE_QOS
 from vision_dialogue.ros.llm_check import LlmCheck
+from vision_dialogue.ros.manager_memory import connect_memory
 from vision_dialogue.ros.manager_outputs import ManagerOutputs
 from vision_dialogue.ros.manager_params import PARAMS, conversation_config, cross_check, \
     image_policy, proactive_config
@@ -131,7 +132,7 @@ class ManagerNode(ManagedNode):
                                logger=log)
         self.camera = ImageTopicInput(self, "camera/image_raw", self.intake, p["image_qos"],
                                       p["max_image_pixels"], taking=lambda: self.active)
-        self.vcg = self.robot_tools = None
+        self.vcg = self.robot_tools = self.memory = None
         try:
             if p["use_tools"]:       # Visual ChatGPT
                 self.vcg = connect_vfm_tools(self, conv, self.turns, self.camera, p,
@@ -141,6 +142,7 @@ class ManagerNode(ManagedNode):
         except ParameterError:
             self.close_early()
             raise
+        self.memory = connect_memory(p, conv, self.turns, self.people, self.backend, log)
         self._create_subscriptions(notes)
         self.skill_host, self.skills, self.intents = connect_application(
             self, conv, self.turns, self.people, self.robot_tools, p, log)
@@ -378,6 +380,8 @@ class ManagerNode(ManagedNode):
         if self.robot_tools is not None:
             self.robot_tools.close()
         self.turns.close()
+        if self.memory is not None:
+            self.memory.close()
         self.conversation.close(timeout=2.0)
         # after the frame in hand, not past FRAME_AT_EXIT_S (the process then ends without
         # destroying anything); one given to us is the giver's

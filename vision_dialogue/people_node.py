@@ -31,6 +31,7 @@ from std_msgs.msg import String
 from vision_dialogue.core.health import OK, WARN, Health
 from vision_dialogue.identity.embedders import FaceEmbedder, IdentityInputError, \
     ModelMissing, VoiceEmbedder
+from vision_dialogue.identity.memory import PersonMemory
 from vision_dialogue.identity.persons import IdentityError, NextStep, Persons
 from vision_dialogue.identity.records import CONSENT_QUESTION, Consent, ConsentWay, \
     EnrolPolicy
@@ -239,7 +240,20 @@ class PeopleNode(ManagedNode):
             self._track_prints[fid] = self._track_prints.get(fid, 0) + 1
         self.out.match(fid, pm.IdsMatch.FACE, person.person_id,
                        person.confidence if person.known else 1.0)
+        if person.known:
+            self._visit(person.person_id)
         self.publish()
+
+    def _visit(self, person_id: str) -> None:
+        """A known person is seen: their visits (first, last, how many; docs/memory.md)."""
+        store = self.store
+        if store is None:
+            return
+        try:
+            PersonMemory(store).seen(person_id, "face seen")
+        except StoreError as e:
+            self.get_logger().warning(f"visit of {person_id} not kept: {e}",
+                                      throttle_duration_sec=30.0)
 
     # --- voices and words -----------------------------------------------------------------
     def _on_audio(self, msg) -> None:

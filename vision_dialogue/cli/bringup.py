@@ -30,8 +30,8 @@ from vision_dialogue.ros.node_runner import end_program
 from vision_dialogue.core.resources import PACKAGE, SOURCE_ROOT, ResourceNotFound
 from vision_dialogue.llm.factory import KINDS, SERVER_KIND, local_kinds
 from vision_dialogue.ros.setups import (NODES, SETUPS, Setup, default_params_file,
-                                        node_overrides, script_wait, start_order,
-                                        utterance_listeners)
+                                        node_overrides, people_memory, script_wait,
+                                        start_order, utterance_listeners)
 
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 
@@ -477,6 +477,8 @@ def main(args=None) -> int:
                 raise BringupError(f"--video/--camera/--script need the {key} node")
         if "speech" in keys:            # its first line waits for each node that hears it
             inputs.setdefault("speech", {}).update(utterance_listeners(keys))
+        if people_memory(params_file, keys):    # the manager remembers in people_node's store
+            inputs.setdefault("manager", {}).update(people_memory(params_file, keys))
         managed = {k: {"managed": True} for k in keys if ns.managed and NODES[k].managed}
         overrides = setup_overrides(setup, params_file, keys, llm, inputs, managed,
                                     param_overrides(ns.param, keys))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -48,6 +48,9 @@ class PromptAssembly:
         self._people: tuple[float, str] = (0.0, "")   # (monotonic time, description)
         self._speakers: set[str] = set()
         self.needs = ""      # what a Chat still has to find out (core/skills.run_chat), or ""
+        #: recall(line) -> what the robot remembers of the known person in view, or "" (set
+        #: where a people store is given: identity/remembering.py through the manager)
+        self.recall: Callable[[str], str] | None = None
 
     # --- what comes in ---------------------------------------------------------------------
     def add_frame(self, image: np.ndarray, stamp: float | None = None,
@@ -154,6 +157,9 @@ class PromptAssembly:
                 self.persona.addressee_note:
             msgs.append({"role": "system",
                          "content": self.persona.addressee_note.format(speaker=speaker)})
+        remembered = self.recall(text) if text is not None and self.recall else ""
+        if remembered:
+            msgs.insert(now_index(msgs), {"role": "system", "content": remembered})
         answer_in = language_instruction(language)
         if answer_in:
             msgs.append({"role": "system", "content": answer_in})

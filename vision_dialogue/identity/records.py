@@ -32,6 +32,12 @@ class EnrolPolicy(str, enum.Enum):
     ALWAYS = "always"
 
 
+#: where a robot keeps the people it knows (people_node's `store_url`)
+DEFAULT_STORE_URL = "sqlite:///~/.local/share/vision_dialogue/people.db"
+#: the reply prompt's note of what is remembered of a person, at most (characters): about a
+#: tenth of what the paper's prompt bound (n frames' notes and the lines between) holds
+MEMORY_NOTE_CHARS = 400
+
 #: the question the robot asks before it remembers anyone (kept in each consent record)
 CONSENT_QUESTION = "May I remember you, so I can greet you next time?"
 

@@ -21,12 +21,11 @@ from pathlib import Path
 import numpy as np
 import sqlalchemy as sa
 
-from vision_dialogue.identity.records import Consent, ConsentWay, Embedding, KnownPerson, \
-    Modality
+from vision_dialogue.identity.records import DEFAULT_STORE_URL, Consent, ConsentWay, Embedding, \
+    KnownPerson, Modality
 from vision_dialogue.identity.schema import AUDIT, EMBEDDINGS, FACTS, META, METADATA, \
     MIGRATIONS, PEOPLE, SCHEMA_VERSION, SESSIONS, VISITS
 
-DEFAULT_STORE_URL = "sqlite:///~/.local/share/vision_dialogue/people.db"
 #: PostgreSQL advisory lock held while a store's layout is made or migrated
 LAYOUT_LOCK_KEY = 0x76645F70   # "vd_p"
 

@@ -31,8 +31,8 @@ except ModuleNotFoundError as e:     # said plainly; `bringup` needs none of it
     raise
 
 from vision_dialogue.ros.setups import (NODES, SETUPS, Setup, default_params_file,
-                                        node_overrides, script_wait, start_order,
-                                        utterance_listeners)
+                                        node_overrides, people_memory, script_wait,
+                                        start_order, utterance_listeners)
 from vision_dialogue.core.resources import config_file
 
 #: (name, default, description, node keys that use it; empty: every setup)
@@ -161,6 +161,8 @@ def _launch_setup(context, setup_name: str | None):
                .strip().lower() == 'true']
     if 'speech' in started:             # its first line waits for each node that hears it
         filled.setdefault('speech', {}).update(utterance_listeners(started))
+    if people_memory(files, started):   # the manager remembers in people_node's store
+        filled.setdefault('manager', {}).update(people_memory(files, started))
     managed = arg.get('managed', 'false').strip().lower()
     if managed not in ('true', 'false'):
         raise LaunchArgumentError(f'managed:={managed}: true or false')

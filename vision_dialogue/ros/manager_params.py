@@ -15,6 +15,7 @@ from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy
 from vision_dialogue.core.proactive import PROACTIVE_MODES, ProactiveConfig
 from vision_dialogue.core.summariser import SummaryRule
 from vision_dialogue.core.transcript import parse_retention
+from vision_dialogue.identity.records import MEMORY_NOTE_CHARS
 from vision_dialogue.llm.factory import LLM_BACKENDS, BackendOptions, backend_class, \
     measured_focus_note
 from vision_dialogue.ros.params import Param, nonempty
@@ -133,6 +134,13 @@ PARAMS = [
           range=(1.0, 3600.0)),
     Param("proactive_quiet", 8.0, "The user must have been quiet this many seconds before the "
           "robot speaks unasked.", range=(0.0, 600.0)),
+    Param("people_store_url", "", "The people store (people_node's store_url) whose memory "
+          "the robot uses: facts the one known person in view says of themselves are kept, "
+          "and a reply is told what is remembered of them (docs/memory.md); empty: off."),
+    Param("memory_note_chars", MEMORY_NOTE_CHARS, "The reply prompt's note of what is "
+          "remembered of a person, at most (characters).", range=(40, 20000)),
+    Param("memory_in_company", False, "Tell a reply what is remembered of a known person "
+          "while others are in view too (off: only when they are alone with the robot)."),
     Param("proactive_wave_hold", ProactiveConfig.wave_hold_s, "Seconds a wave the robot could "
           "not answer at once (it was busy, just spoken to or spoke unasked) waits to be "
           "answered at the first frame when it may; 0: answered at once or never.",

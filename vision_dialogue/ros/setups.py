@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from vision_dialogue.core.resources import config_file
+from vision_dialogue.identity.records import DEFAULT_STORE_URL
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,20 @@ def utterance_listeners(keys) -> dict:
     """
     names = [NODES[k].executable for k in UTTERANCE_LISTENERS if k in keys]
     return {"wait_for_listeners": names} if names else {}       # none: anybody (the default)
+
+
+def people_memory(params_files, keys) -> dict:
+    """The manager's `people_store_url`: people_node's store, where both run.
+
+    The manager keeps what known people said of themselves in the store people_node knows
+    them by (docs/memory.md); a params file that sets the manager's own keeps it.
+    """
+    if not {"manager", "people"} <= set(keys):
+        return {}
+    if "people_store_url" in load_node_params(params_files, NODES["manager"].executable):
+        return {}
+    people = load_node_params(params_files, NODES["people"].executable)
+    return {"people_store_url": people.get("store_url", DEFAULT_STORE_URL)}
 
 
 class _ParamsLoader(yaml.SafeLoader):

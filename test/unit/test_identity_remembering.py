@@ -1,0 +1,79 @@
+"""The conversation's side of memory: whose line, which facts, what the reply is told."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vision_dialogue.identity.memory import Fact, PersonMemory
+from vision_dialogue.identity.records import Consent, ConsentWay
+from vision_dialogue.identity.remembering import MemoryKeeper, says_something_of_themselves
+from vision_dialogue.identity.store import PeopleStore
+
+
+class FakeModel:
+    """Answers the extraction question with the facts given for a line; counts the calls."""
+
+    def __init__(self, facts_of: dict):
+        self.facts_of, self.asked = facts_of, []
+
+    def __call__(self, messages, schema):
+        line = messages[-1]["content"]
+        self.asked.append(line)
+        if line not in self.facts_of:
+            raise RuntimeError("the model is away")
+        return json.dumps({"facts": [{"topic": t, "fact": f} for t, f in self.facts_of[line]]})
+
+
+@pytest.fixture
+def keeper(tmp_path):
+    store = PeopleStore(f"sqlite:///{tmp_path / 'people.db'}")
+    anna = store.enrol("Anna", [], Consent(ConsentWay.ASKED, answer="Yes."))
+    model = FakeModel({
+        "I work in building B and I love sailing.": [("workplace", "works in building B"),
+                                                     ("hobby", "loves sailing"),
+                                                     ("family", "has three daughters")],
+        "I moved to building C last week.": [("workplace", "moved to building C")]})
+    yield MemoryKeeper(PersonMemory(store), model, note_chars=300), model, anna
+    store.close()
+
+
+def test_facts_of_the_one_known_person_in_view_are_kept_and_a_correction_replaces(keeper):
+    keep, model, anna = keeper
+    kept = keep.heard([anna], "I work in building B and I love sailing.")
+    assert [f.text for f in kept] == ["works in building B", "loves sailing"]   # not invented
+    assert keep.heard([anna], "What is the weather like?") == []     # asks: model not asked
+    assert keep.heard([anna, "anonymous_person_x"], "I moved to building C last week.") == []
+    assert keep.heard(["anonymous_person_x"], "I moved to building C last week.") == []
+    assert len(model.asked) == 1                    # two in view, a stranger: nobody asked
+    keep.heard([anna], "I moved to building C last week.")
+    facts = keep.memory.recall(anna, "test").facts
+    assert [f.text for f in facts] == ["moved to building C", "loves sailing"]
+
+
+def test_the_note_tells_a_known_person_alone_and_nothing_in_company(keeper):
+    keep, _, anna = keeper
+    keep.memory.remember(anna, Fact("hobby: loves sailing", "loves sailing"), "line 1")
+    note = keep.note([anna], "Do you remember what I love?")
+    assert note == "You have met Anna before. Anna told you: loves sailing."
+    assert keep.note([anna, "anonymous_person_x"], "Hi") == ""
+    keep.in_company = True
+    assert "loves sailing" in keep.note([anna, "anonymous_person_x"], "Hi")
+    assert keep.note(["anonymous_person_x"], "Hi") == ""
+
+
+def test_a_failing_model_or_store_costs_a_fact_never_a_reply(keeper, caplog):
+    keep, _, anna = keeper
+    assert keep.heard([anna], "I like my new job a lot.") == []        # the model raised
+    assert "facts of line 1 not taken: RuntimeError" in caplog.text
+    keep.memory.store.engine.dispose()
+    keep.memory.store.path.unlink()
+    keep.memory.store.path.mkdir()                                    # the file is gone
+    assert keep.note([anna], "Hi") == "" and "no recall" in caplog.text
+
+
+@pytest.mark.parametrize("line, maybe", [
+    ("I love sailing.", True), ("My daughter plays the violin", True),
+    ("I'm from Ghent.", True), ("Can you see me?", False), ("The cup is red.", False)])
+def test_only_a_line_about_the_speaker_goes_to_the_model(line, maybe):
+    assert says_something_of_themselves(line) is maybe

@@ -1,0 +1,90 @@
+"""The conversation's side of memory: facts from known people's lines, their recall notes.
+
+Whose line it is decides everything: a fact is kept only when the speaker is identified, here
+the one person in view (a voice match comes as that person's id too), and only for a person
+who said yes (the store knows them; `PersonMemory.remember` refuses anyone else). The model
+is asked through `ask(messages, schema)`, which the manager gives (its backend's side
+questions), so this module needs no LLM of its own and runs off the reply path. What the
+robot knows of one person is not brought up while others are in view unless `in_company`.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+from vision_dialogue.identity.facts import FACTS_SCHEMA, extraction_messages, parse_facts, \
+    recall_note
+from vision_dialogue.identity.memory import Fact, PersonMemory
+from vision_dialogue.identity.records import MEMORY_NOTE_CHARS
+from vision_dialogue.identity.store import StoreError
+
+#: words with which a person speaks of themselves
+_FIRST_PERSON = frozenset("i i'm im i've ive i'd my mine me we we're our ours us".split())
+
+
+def says_something_of_themselves(text: str) -> bool:
+    """Whether a line may hold a fact about its speaker: it speaks of them and asks nothing.
+
+    The cheap test before the model is asked: on two cores a side question costs seconds.
+    """
+    words = set(text.lower().replace("\u2019", "'").split())
+    words = {w.strip(".,!?;:") for w in words}
+    return bool(words & _FIRST_PERSON) and not text.rstrip().endswith("?")
+
+
+class MemoryKeeper:
+    """Facts from the lines of the one known person in view; the note for a reply."""
+
+    def __init__(self, memory: PersonMemory, ask: Callable[[list, dict], str],
+                 note_chars: int = MEMORY_NOTE_CHARS, in_company: bool = False,
+                 logger=None):
+        self.memory, self.ask = memory, ask
+        self.note_chars, self.in_company = note_chars, in_company
+        self.log = logger or logging.getLogger("vision_dialogue.memory")
+        self.lines = 0
+
+    @staticmethod
+    def speaker(in_view: list[str]) -> str | None:
+        """The id of whoever said a line: the one person in view, else nobody for sure."""
+        return in_view[0] if len(in_view) == 1 else None
+
+    def heard(self, in_view: list[str], text: str) -> list[Fact]:
+        """A person's line: the facts kept of it (none when its speaker is not known)."""
+        self.lines += 1
+        person = self.speaker(in_view)
+        if person is None or not says_something_of_themselves(text):
+            return []
+        try:
+            if self.memory.store.person(person) is None:    # a stranger: nothing is asked
+                return []
+            reply = self.ask(extraction_messages(text), FACTS_SCHEMA)
+            facts = parse_facts(reply, text, time.time())
+            kept = [f for f in facts
+                    if self.memory.remember(person, f, f"fact from line {self.lines}")]
+        except StoreError as e:
+            self.log.warning(f"memory: a fact of line {self.lines} not kept: {e}")
+            return []
+        except Exception as e:  # noqa: BLE001 - the model's failure costs a fact, never a reply
+            self.log.warning(f"memory: facts of line {self.lines} not taken: "
+                             f"{type(e).__name__}: {e}")
+            return []
+        if kept:
+            self.log.info(f"memory: {len(kept)} fact(s) of {person} kept from line "
+                          f"{self.lines}")
+        return kept
+
+    def note(self, in_view: list[str], line: str) -> str:
+        """What the reply prompt is told of the known people in view ("" for nothing)."""
+        if len(in_view) > 1 and not self.in_company:
+            return ""
+        notes = []
+        for person in in_view:
+            try:
+                recall = self.memory.recall(person, "recall for a reply")
+            except StoreError as e:
+                self.log.warning(f"memory: no recall for a reply: {e}")
+                return ""
+            if recall is not None:
+                notes.append(recall_note(recall, line, self.note_chars))
+        return " ".join(n for n in notes if n)
