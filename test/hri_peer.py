@@ -89,10 +89,18 @@ def voice(node, args):
     face_id.publish(String(data="f3"))
     name.publish(String(data=args.name))
     persons.publish(IdsList(ids=["p1"]))
-    state = {"sent": False, "engaged": False}
+    state = {"sent": False, "engaged": False, "leave": False}
+    # SIGUSR1: the person walks away (the tracked persons are empty from then on)
+    signal.signal(signal.SIGUSR1, lambda *_: state.__setitem__("leave", True))
 
     def tick():
         # as a person manager does: the tracked lists and the face's place, again and again
+        if state["leave"]:
+            persons.publish(IdsList(ids=[]))
+            if not state.setdefault("left", False):
+                state["left"] = True
+                say(event="left")
+            return
         persons.publish(IdsList(ids=["p1"]))
         bodies.publish(IdsList(ids=["b2"]))
         roi.publish(NormalizedRegionOfInterest2D(xmin=0.1, xmax=0.3, ymin=0.2, ymax=0.5, c=0.9))

@@ -10,6 +10,7 @@ import io
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -548,7 +549,8 @@ def test_a_known_person_in_view_is_remembered_and_the_next_reply_is_told_it(ros_
     """Memory of people: a ROS4HRI person the people store knows (p1, Anna, who said yes).
 
     Her line about herself gives two facts (the model's JSON, one fact invented and dropped),
-    kept in the store; her next line's reply prompt holds what is remembered of her.
+    kept in the store; her next line's reply prompt holds what is remembered of her; when
+    she leaves, her session is summed up.
     """
     from vision_dialogue.identity.memory import PersonMemory
     from vision_dialogue.identity.records import Consent, ConsentWay
@@ -558,6 +560,8 @@ def test_a_known_person_in_view_is_remembered_and_the_next_reply_is_told_it(ros_
     store.enrol("Anna", [], Consent(ConsentWay.ASKED, answer="Yes."), person_id="p1")
 
     def answer(req):
+        if "summary" in json.dumps(req.get("response_format")):    # she left: her session
+            return json.dumps({"summary": "her sailing and her work"})
         if req.get("response_format"):                     # the extraction question
             return json.dumps({"facts": [
                 {"topic": "hobby", "fact": "loves sailing"},
@@ -575,8 +579,13 @@ def test_a_known_person_in_view_is_remembered_and_the_next_reply_is_told_it(ros_
             rig.say("What do I love doing?")
             assert rig.wait(lambda: any("What do I love doing?" in json.dumps(r["messages"])
                                         for r in fake.requests), timeout=30)
+            peer.proc.send_signal(signal.SIGUSR1)           # Anna leaves: her session ends
+            assert peer.expect(lambda e: e.get("event") == "left", 30), peer.seen
+            assert rig.wait(lambda: memory.recall("p1", "test").last_session is not None,
+                            timeout=30)
         finally:
             peer.close()
+    assert memory.recall("p1", "test").last_session.summary == "her sailing and her work"
     facts = {f.text for f in memory.recall("p1", "test").facts}
     assert facts == {"loves sailing", "works in building B"}
     asked = next(json.dumps(r["messages"]) for r in fake.requests

@@ -142,7 +142,7 @@ class ManagerNode(ManagedNode):
         except ParameterError:
             self.close_early()
             raise
-        self.memory = connect_memory(p, conv, self.turns, self.people, self.backend, log)
+        self.memory = connect_memory(self, p, conv, self.turns, self.people, self.backend, log)
         self._create_subscriptions(notes)
         self.skill_host, self.skills, self.intents = connect_application(
             self, conv, self.turns, self.people, self.robot_tools, p, log)

@@ -20,6 +20,8 @@ class FakeModel:
     def __call__(self, messages, schema):
         line = messages[-1]["content"]
         self.asked.append(line)
+        if "summary" in schema["properties"]:
+            return json.dumps({"summary": f"{line.count(chr(10)) + 1} lines about sailing"})
         if line not in self.facts_of:
             raise RuntimeError("the model is away")
         return json.dumps({"facts": [{"topic": t, "fact": f} for t, f in self.facts_of[line]]})
@@ -77,3 +79,16 @@ def test_a_failing_model_or_store_costs_a_fact_never_a_reply(keeper, caplog):
     ("I'm from Ghent.", True), ("Can you see me?", False), ("The cup is red.", False)])
 def test_only_a_line_about_the_speaker_goes_to_the_model(line, maybe):
     assert says_something_of_themselves(line) is maybe
+
+
+def test_a_known_persons_session_is_summed_up_when_they_leave(keeper):
+    keep, model, anna = keeper
+    keep.heard([anna], "I work in building B and I love sailing.")
+    keep.heard([anna], "Can you see my boat?")
+    keep.heard(["anonymous_person_x"], "Hello!")                       # nobody's session
+    assert keep.left([anna]) == [] and keep.memory.recall(anna, "t").last_session is None
+    assert keep.left([]) == [anna]
+    last = keep.memory.recall(anna, "test").last_session
+    assert last.summary == "2 lines about sailing" and last.started <= last.ended
+    assert model.asked[-1] == "- I work in building B and I love sailing.\n- Can you see my boat?"
+    assert keep.left([]) == []                                          # summed up once

@@ -42,6 +42,15 @@ EXTRACT_INSTRUCTION = (
     "are not facts about the person. Answer with JSON: {\"facts\": [{\"topic\": ..., "
     "\"fact\": ...}]}, or {\"facts\": []} when there are none.")
 
+SUMMARY_SCHEMA = {"type": "object",
+                  "properties": {"summary": {"type": "string", "maxLength": 200}},
+                  "required": ["summary"]}
+
+SUMMARY_INSTRUCTION = (
+    "You read what one person said to a robot in one conversation. In one short phrase, say "
+    "what they talked about, such as \"her sailing trip and her new job\". Answer with "
+    "JSON: {\"summary\": ...}.")
+
 #: words that carry no fact (the person's pronouns, verbs of being, articles)
 _FILLER = frozenset("""a an the i me my mine am is are was were be been i'm im i've ive i'd id
  you your he she his her they their them it its this that these those to of in on at for with
@@ -94,6 +103,22 @@ def parse_facts(reply: str, line: str, said_when: float) -> list[Fact]:
         about = topic if TOPICS[topic] else f"{topic}: {text.lower()}"
         facts.append(Fact(about, text, said_when))
     return facts
+
+
+def summary_messages(lines: list[str]) -> list[dict]:
+    """The question that sums up a session from the person's own lines (newest 20)."""
+    said = "\n".join(f"- {line}" for line in lines[-20:])
+    return [{"role": "system", "content": SUMMARY_INSTRUCTION},
+            {"role": "user", "content": said}]
+
+
+def parse_summary(reply: str) -> str:
+    """The summary of the model's JSON answer, one line; "" for anything else."""
+    try:
+        summary = json.loads(reply)["summary"]
+    except (ValueError, TypeError, KeyError):
+        return ""
+    return " ".join(summary.split())[:200] if isinstance(summary, str) else ""
 
 
 def recall_note(recall: Recall, line: str, cap: int) -> str:

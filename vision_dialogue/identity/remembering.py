@@ -13,9 +13,9 @@ import logging
 import time
 from typing import Callable
 
-from vision_dialogue.identity.facts import FACTS_SCHEMA, extraction_messages, parse_facts, \
-    recall_note
-from vision_dialogue.identity.memory import Fact, PersonMemory
+from vision_dialogue.identity.facts import FACTS_SCHEMA, SUMMARY_SCHEMA, extraction_messages, \
+    parse_facts, parse_summary, recall_note, summary_messages
+from vision_dialogue.identity.memory import Fact, PersonMemory, SessionSummary
 from vision_dialogue.identity.records import MEMORY_NOTE_CHARS
 from vision_dialogue.identity.store import StoreError
 
@@ -43,6 +43,8 @@ class MemoryKeeper:
         self.note_chars, self.in_company = note_chars, in_company
         self.log = logger or logging.getLogger("vision_dialogue.memory")
         self.lines = 0
+        #: person id -> (when their session began, their lines in it): summed up when they go
+        self._sessions: dict[str, tuple[float, list[str]]] = {}
 
     @staticmethod
     def speaker(in_view: list[str]) -> str | None:
@@ -52,27 +54,51 @@ class MemoryKeeper:
     def heard(self, in_view: list[str], text: str) -> list[Fact]:
         """A person's line: the facts kept of it (none when its speaker is not known)."""
         self.lines += 1
-        person = self.speaker(in_view)
-        if person is None or not says_something_of_themselves(text):
+        line, person = self.lines, self.speaker(in_view)
+        if person is None or not self._guarded(f"line {line}", self._enrolled, person):
             return []
-        try:
-            if self.memory.store.person(person) is None:    # a stranger: nothing is asked
-                return []
-            reply = self.ask(extraction_messages(text), FACTS_SCHEMA)
-            facts = parse_facts(reply, text, time.time())
-            kept = [f for f in facts
-                    if self.memory.remember(person, f, f"fact from line {self.lines}")]
-        except StoreError as e:
-            self.log.warning(f"memory: a fact of line {self.lines} not kept: {e}")
+        self._sessions.setdefault(person, (time.time(), []))[1].append(text)
+        if not says_something_of_themselves(text):
             return []
-        except Exception as e:  # noqa: BLE001 - the model's failure costs a fact, never a reply
-            self.log.warning(f"memory: facts of line {self.lines} not taken: "
-                             f"{type(e).__name__}: {e}")
-            return []
+        kept = self._guarded(f"facts of line {line}", self._facts, person, text, line) or []
         if kept:
-            self.log.info(f"memory: {len(kept)} fact(s) of {person} kept from line "
-                          f"{self.lines}")
+            self.log.info(f"memory: {len(kept)} fact(s) of {person} kept from line {line}")
         return kept
+
+    def in_session(self) -> bool:
+        """Whether someone's session is open (a summary is due when they go)."""
+        return bool(self._sessions)
+
+    def left(self, in_view: list[str]) -> list[str]:
+        """End the sessions of those no longer in view: each one's summary is kept."""
+        gone = [p for p in self._sessions if p not in in_view]
+        for person in gone:
+            started, lines = self._sessions.pop(person)
+            self._guarded(f"the session of {person}", self._summarise, person, started, lines)
+        return gone
+
+    def _enrolled(self, person: str) -> bool:
+        return self.memory.store.person(person) is not None    # a stranger: nothing is kept
+
+    def _facts(self, person: str, text: str, line: int) -> list[Fact]:
+        facts = parse_facts(self.ask(extraction_messages(text), FACTS_SCHEMA), text, time.time())
+        return [f for f in facts if self.memory.remember(person, f, f"fact from line {line}")]
+
+    def _summarise(self, person: str, started: float, lines: list[str]) -> None:
+        summary = parse_summary(self.ask(summary_messages(lines), SUMMARY_SCHEMA))
+        if summary:
+            self.memory.session_ended(person, SessionSummary(started, time.time(), summary),
+                                      "session ended")
+
+    def _guarded(self, what: str, job, *args):
+        """job(*args), or None: a failing model or store costs this, never a reply."""
+        try:
+            return job(*args)
+        except StoreError as e:
+            self.log.warning(f"memory: {what} not kept: {e}")
+        except Exception as e:  # noqa: BLE001 - the model's failure costs a fact, never a reply
+            self.log.warning(f"memory: {what} not taken: {type(e).__name__}: {e}")
+        return None
 
     def note(self, in_view: list[str], line: str) -> str:
         """What the reply prompt is told of the known people in view ("" for nothing)."""

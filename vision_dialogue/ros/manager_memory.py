@@ -3,8 +3,9 @@
 With `people_store_url` set (bringup sets it to people_node's `store_url` where people_node
 runs): each line goes, on a worker of its own, to the keeper, which asks the model for the
 facts of a known person's line as a side question; each reply's prompt gets the note of what
-is remembered of the known person in view. The persons in view are those ROS4HRI reports
-(people_node's persistent ids).
+is remembered of the known person in view; a known person's session is summed up when they
+leave (not when the manager stops: its model is closed by then). The persons in view are
+those ROS4HRI reports (people_node's persistent ids).
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from vision_dialogue.llm.base import short_question
 
 #: tokens of the model's answer to the extraction question (three short facts in JSON)
 EXTRACT_MAX_TOKENS = 160
+#: seconds between two looks for people who left (their session is then summed up)
+DEPARTURE_CHECK_S = 2.0
 
 
 class ManagerMemory:
@@ -34,6 +37,14 @@ class ManagerMemory:
         except RuntimeError:           # closing
             pass
 
+    def check_departures(self) -> None:
+        """Sum up the sessions of those who left (on the worker, in the model's idle time)."""
+        if self.keeper.in_session():
+            try:
+                self._worker.submit(self.keeper.left, self.in_view())
+            except RuntimeError:       # closing
+                pass
+
     def note(self, line: str) -> str:
         return self.keeper.note(self.in_view(), line)
 
@@ -42,7 +53,8 @@ class ManagerMemory:
         self.keeper.memory.store.close()
 
 
-def connect_memory(p, conversation, turns, people, backend, log) -> ManagerMemory | None:
+def connect_memory(node, p, conversation, turns, people, backend,
+                   log) -> ManagerMemory | None:
     """The manager's memory of people, or None (off, or the store cannot be opened: a WARN)."""
     if not p["people_store_url"]:
         return None
@@ -69,5 +81,6 @@ def connect_memory(p, conversation, turns, people, backend, log) -> ManagerMemor
         memory.heard(text)
     turns.on_heard = heard
     conversation.prompt.recall = memory.note
+    node.create_timer(DEPARTURE_CHECK_S, memory.check_departures)
     log.info(f"memory of people on: {p['people_store_url']}")
     return memory
