@@ -356,3 +356,23 @@ def test_a_voice_alone_is_known_again_and_a_face_then_its_voice_are_one_person(
     assert until(ex, lambda: any(p.heard and p.face_ids for p in node.persons.tracked()))
     both = next(p for p in node.persons.tracked() if p.face_ids)
     assert both.anonymous and both.voice.count == 1 and both.voice_id == "anonymous_speaker"
+
+
+def test_people_not_seen_for_the_retention_days_are_forgotten_at_start(rig, tmp_path):
+    """memory_retention_days: who was last seen 40 days ago is gone; who came 5 days ago stays."""
+    import time
+
+    from vision_dialogue.identity.memory import PersonMemory
+    from vision_dialogue.identity.records import Consent, ConsentWay
+    from vision_dialogue.identity.store import PeopleStore
+    store = tmp_path / "people.db"
+    people = PeopleStore(f"sqlite:///{store}")
+    now = time.time()
+    for name, days_ago in (("Old", 40), ("Recent", 5)):
+        pid = people.enrol(name, [], Consent(ConsentWay.ASKED, answer="Yes.",
+                                             when=now - 50 * 86400))
+        PersonMemory(people, clock=lambda d=days_ago: now - d * 86400).seen(pid)
+    people.close()
+    _, _, node = rig(store, {}, memory_retention_days=30.0)
+    assert [p.name for p in node.store.people()] == ["Recent"]
+    assert b"Old" not in store.read_bytes()

@@ -63,6 +63,8 @@ MAX_TRACK_PRINTS = 5
 WORKER_NICENESS = 10
 #: seconds between two tries to reach a people store's database server that did not answer
 STORE_RETRY_S = 5.0
+#: seconds between two looks for people not seen for memory_retention_days
+RETENTION_CHECK_S = 3600.0
 
 PARAMS = [
     Param("person_manager", "own", "own: publish REP-155 persons; external: a robot's own "
@@ -74,6 +76,9 @@ PARAMS = [
     Param("store_url", DEFAULT_STORE_URL, "Where the people it knows are kept (an SQLAlchemy "
           "URL; '~' allowed in an SQLite path; postgresql://... for robots sharing one store, "
           "its password in PGPASSWORD or ~/.pgpass)."),
+    Param("memory_retention_days", 0.0, "Forget everyone not seen for this many days (their "
+          "identity and what the robot remembers of them), at start and then hourly; 0: "
+          "keep until forgotten.", range=(0.0, 36500.0)),
     Param("ask_after_lines", 3, "Lines a stranger says before the consent question (at once "
           "when they say their name).", range=(1, 1000)),
     Param("faces", True, "Print faces (REP-155 /humans/faces/<id>/cropped)."),
@@ -114,6 +119,7 @@ class PeopleNode(ManagedNode):
                                      **quiet)
         self._utterances = None         # subscribed once the models are loaded (configure)
         self._store_retry = None        # a timer while a database server is away
+        self._retention = None          # the hourly timer of memory_retention_days
         self.create_subscription(AudioChunk, AUDIO_INPUT_TOPIC, self._on_audio,
                                  RELIABLE_QOS)
         self.create_service(Enrol, PEOPLE_ENROL_SERVICE, self._enrol)
@@ -129,6 +135,10 @@ class PeopleNode(ManagedNode):
         p, log = self.params, self.get_logger()
         self.store = self._open_store()
         self.persons = Persons(self.store, EnrolPolicy(p["enrol"]), p["ask_after_lines"])
+        if p["memory_retention_days"] > 0:
+            self._expire()
+            if self._retention is None:
+                self._retention = self.create_timer(RETENTION_CHECK_S, self._expire)
         for part, wanted, given, make in (("faces", p["faces"], self._given[0], FaceEmbedder),
                                           ("voices", p["voices"], self._given[1],
                                            VoiceEmbedder)):
@@ -171,6 +181,23 @@ class PeopleNode(ManagedNode):
             self._store_retry = None
         return store
 
+    def _expire(self) -> None:
+        """Forget those not seen for `memory_retention_days` (docs/memory.md)."""
+        days = self.params["memory_retention_days"]
+        with self._lock:
+            if self.store is None or self.persons is None:
+                return
+            try:
+                gone = PersonMemory(self.store).expire(days)
+            except StoreError as e:
+                self.get_logger().warning(f"retention: nobody forgotten now: {e}")
+                return
+            if gone:
+                self.persons.attach_store(self.store)        # the known ids without them
+        if gone:
+            self.get_logger().info(f"retention: forgot {len(gone)} not seen for {days:g} days")
+            self.publish()
+
     def _retry_store(self) -> None:
         with self._lock:
             if self.store is not None or self.persons is None:
@@ -183,9 +210,10 @@ class PeopleNode(ManagedNode):
         self.publish()
 
     def cleanup(self) -> None:
-        if self._store_retry is not None:
-            self.destroy_timer(self._store_retry)
-            self._store_retry = None
+        for timer in (self._store_retry, self._retention):
+            if timer is not None:
+                self.destroy_timer(timer)
+        self._store_retry = self._retention = None
         if self.store is not None:
             self.store.close()
         self.store = self.persons = None

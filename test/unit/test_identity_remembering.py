@@ -92,3 +92,17 @@ def test_a_known_persons_session_is_summed_up_when_they_leave(keeper):
     assert last.summary == "2 lines about sailing" and last.started <= last.ended
     assert model.asked[-1] == "- I work in building B and I love sailing.\n- Can you see my boat?"
     assert keep.left([]) == []                                          # summed up once
+
+
+def test_asked_what_it_knows_the_note_holds_all_of_it_or_says_nothing_was_kept(keeper):
+    keep, _, anna = keeper
+    keep.note_chars = 60
+    assert keep.note([anna], "What do you know about me?") == (
+        "You have met Anna before, but they have told you nothing about themselves that you "
+        "kept: say so.")
+    assert keep.note([anna], "Hello!") == ""                 # not asked: nothing to say
+    for i, hobby in enumerate(["loves sailing", "plays the violin", "grows tomatoes"]):
+        keep.memory.remember(anna, Fact(f"hobby: {hobby}", hobby, float(i + 1)), "line")
+    assert keep.note([anna], "Hello!").count(";") == 0       # the cap: one fact fits
+    told = keep.note([anna], "What do you remember about me?")
+    assert all(h in told for h in ("loves sailing", "plays the violin", "grows tomatoes"))

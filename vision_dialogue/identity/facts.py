@@ -57,6 +57,13 @@ _FILLER = frozenset("""a an the i me my mine am is are was were be been i'm im i
  and or but so as by from do does did really very also just now too quite some any new""".split())
 
 
+#: a person asking what the robot knows of them: their note then holds everything kept
+ASKS_WHAT_IS_KNOWN = re.compile(
+    r"\bwhat (?:do|did) you (?:know|remember) (?:about|of) me\b"
+    r"|\bdo you (?:still )?remember (?:me|what i|what we|where i)\b"
+    r"|\bwhat did we talk about\b", re.IGNORECASE)
+
+
 def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower())
 

@@ -13,11 +13,17 @@ import logging
 import time
 from typing import Callable
 
-from vision_dialogue.identity.facts import FACTS_SCHEMA, SUMMARY_SCHEMA, extraction_messages, \
-    parse_facts, parse_summary, recall_note, summary_messages
+from vision_dialogue.identity.facts import ASKS_WHAT_IS_KNOWN, FACTS_SCHEMA, SUMMARY_SCHEMA, \
+    extraction_messages, parse_facts, parse_summary, recall_note, summary_messages
 from vision_dialogue.identity.memory import Fact, PersonMemory, SessionSummary
 from vision_dialogue.identity.records import MEMORY_NOTE_CHARS
 from vision_dialogue.identity.store import StoreError
+
+#: how much longer the note may be when the person asks what the robot knows of them
+ASKED_NOTE_TIMES = 4
+#: the note for a known person who asks what the robot knows and nothing is kept of them
+NOTHING_KEPT = ("You have met {name} before, but they have told you nothing about "
+                "themselves that you kept: say so.")
 
 #: words with which a person speaks of themselves
 _FIRST_PERSON = frozenset("i i'm im i've ive i'd my mine me we we're our ours us".split())
@@ -104,6 +110,7 @@ class MemoryKeeper:
         """What the reply prompt is told of the known people in view ("" for nothing)."""
         if len(in_view) > 1 and not self.in_company:
             return ""
+        asked = bool(ASKS_WHAT_IS_KNOWN.search(line))     # then all of it, or "nothing"
         notes = []
         for person in in_view:
             try:
@@ -111,6 +118,11 @@ class MemoryKeeper:
             except StoreError as e:
                 self.log.warning(f"memory: no recall for a reply: {e}")
                 return ""
-            if recall is not None:
-                notes.append(recall_note(recall, line, self.note_chars))
+            if recall is None:
+                continue
+            note = recall_note(recall, line, self.note_chars * (ASKED_NOTE_TIMES if asked
+                                                                 else 1))
+            if not note and asked:
+                note = NOTHING_KEPT.format(name=recall.name or "this person")
+            notes.append(note)
         return " ".join(n for n in notes if n)
