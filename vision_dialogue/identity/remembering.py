@@ -120,8 +120,8 @@ class MemoryKeeper:
                 return ""
             if recall is None:
                 continue
-            note = recall_note(recall, line, self.note_chars * (ASKED_NOTE_TIMES if asked
-                                                                 else 1))
+            cap = self.note_chars * (ASKED_NOTE_TIMES if asked else 1)
+            note = recall_note(recall, line, cap)
             if not note and asked:
                 note = NOTHING_KEPT.format(name=recall.name or "this person")
             notes.append(note)
