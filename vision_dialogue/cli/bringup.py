@@ -477,8 +477,9 @@ def main(args=None) -> int:
                 raise BringupError(f"--video/--camera/--script need the {key} node")
         if "speech" in keys:            # its first line waits for each node that hears it
             inputs.setdefault("speech", {}).update(utterance_listeners(keys))
-        if people_memory(params_file, keys):    # the manager remembers in people_node's store
-            inputs.setdefault("manager", {}).update(people_memory(params_file, keys))
+        memory = people_memory(params_file, keys)   # the manager remembers in people_node's
+        if memory:                                  # store
+            inputs.setdefault("manager", {}).update(memory)
         managed = {k: {"managed": True} for k in keys if ns.managed and NODES[k].managed}
         overrides = setup_overrides(setup, params_file, keys, llm, inputs, managed,
                                     param_overrides(ns.param, keys))

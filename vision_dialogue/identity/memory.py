@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 import sqlalchemy as sa
 
 from vision_dialogue.identity.schema import AUDIT, FACTS, PEOPLE, SESSIONS, VISITS
-from vision_dialogue.identity.store import PeopleStore, forget_rows
+from vision_dialogue.identity.store import PeopleStore, forget_rows, person_exists
 
 #: seconds without being seen after which a person's next sighting is a new visit
 VISIT_GAP_S = 30 * 60.0
@@ -102,7 +102,7 @@ class PersonMemory:
         if not about or not text:
             raise ValueError(f"a fact needs what it is about and its words: {fact!r}")
         with self.store.writing() as db:
-            if not self._enrolled(db, person_id):
+            if not person_exists(db, person_id):
                 return False
             db.execute(FACTS.delete().where(FACTS.c.person_id == person_id,
                                             FACTS.c.about == about))
@@ -116,7 +116,7 @@ class PersonMemory:
         if not session.summary.strip():
             raise ValueError("an empty session summary")
         with self.store.writing() as db:
-            if not self._enrolled(db, person_id):
+            if not person_exists(db, person_id):
                 return False
             db.execute(SESSIONS.insert().values(person_id=person_id, **asdict(session)))
             self._audit(db, AuditAction.WRITE, MemoryKind.SESSION, why, person_id)
@@ -126,7 +126,7 @@ class PersonMemory:
         """The person is here now: a new visit after `visit_gap_s` unseen; None: not enrolled."""
         now = self.clock()
         with self.store.writing() as db:
-            if not self._enrolled(db, person_id):
+            if not person_exists(db, person_id):
                 return None
             row = db.execute(sa.select(VISITS).where(VISITS.c.person_id == person_id)).first()
             if row is None:
@@ -203,8 +203,3 @@ class PersonMemory:
                person_id: str) -> None:
         db.execute(AUDIT.insert().values(at=self.clock(), action=action.value, kind=kind.value,
                                          why=why[:128], person_id=person_id))
-
-    @staticmethod
-    def _enrolled(db, person_id: str) -> bool:
-        return db.execute(sa.select(PEOPLE.c.person_id).where(
-            PEOPLE.c.person_id == person_id)).first() is not None

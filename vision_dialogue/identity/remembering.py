@@ -61,7 +61,8 @@ class MemoryKeeper:
         """A person's line: the facts kept of it (none when its speaker is not known)."""
         self.lines += 1
         line, person = self.lines, self.speaker(in_view)
-        if person is None or not self._guarded(f"line {line}", self._enrolled, person):
+        # a stranger's line: nothing is kept
+        if person is None or not self._guarded(f"line {line}", self.memory.store.knows, person):
             return []
         self._sessions.setdefault(person, (time.time(), []))[1].append(text)
         if not says_something_of_themselves(text):
@@ -82,9 +83,6 @@ class MemoryKeeper:
             started, lines = self._sessions.pop(person)
             self._guarded(f"the session of {person}", self._summarise, person, started, lines)
         return gone
-
-    def _enrolled(self, person: str) -> bool:
-        return self.memory.store.person(person) is not None    # a stranger: nothing is kept
 
     def _facts(self, person: str, text: str, line: int) -> list[Fact]:
         facts = parse_facts(self.ask(extraction_messages(text), FACTS_SCHEMA), text, time.time())

@@ -126,7 +126,7 @@ class PeopleStore:
               person_id: str = "") -> str:
         """Store a person who said yes (a new one, or more prints for `person_id`)."""
         with self.writing() as db:
-            if person_id and self._exists(db, person_id):
+            if person_id and person_exists(db, person_id):
                 if name:
                     db.execute(PEOPLE.update().where(PEOPLE.c.person_id == person_id)
                                .values(name=name))
@@ -192,11 +192,6 @@ class PeopleStore:
         except (sa.exc.SQLAlchemyError, sqlite3.Error) as e:
             raise StoreError(f"people store {self.url}: {_reason(e)}") from None
 
-    @staticmethod
-    def _exists(db, person_id: str) -> bool:
-        return db.execute(sa.select(PEOPLE.c.person_id).where(
-            PEOPLE.c.person_id == person_id)).first() is not None
-
     # --- reading ----------------------------------------------------------------------------
     def people(self) -> list[KnownPerson]:
         counts = sa.select(EMBEDDINGS.c.person_id, EMBEDDINGS.c.modality,
@@ -209,6 +204,11 @@ class PeopleStore:
             ConsentWay(r.consent_way), r.consent_question, r.consent_answer, r.consent_when),
             faces=n.get((r.person_id, Modality.FACE.value), 0),
             voices=n.get((r.person_id, Modality.VOICE.value), 0)) for r in rows]
+
+    def knows(self, person_id: str) -> bool:
+        """Whether `person_id` is enrolled (one row read, not the whole list)."""
+        with self.reading() as db:
+            return person_exists(db, person_id)
 
     def person(self, person_id: str) -> KnownPerson | None:
         return next((p for p in self.people() if p.person_id == person_id), None)
@@ -238,6 +238,12 @@ class PeopleStore:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def person_exists(db, person_id: str) -> bool:
+    """Whether the people table has this id, on an open connection."""
+    return db.execute(sa.select(PEOPLE.c.person_id).where(
+        PEOPLE.c.person_id == person_id)).first() is not None
 
 
 def forget_rows(db, ids: list[str], why: str, at: float | None = None) -> None:

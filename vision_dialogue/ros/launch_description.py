@@ -161,8 +161,9 @@ def _launch_setup(context, setup_name: str | None):
                .strip().lower() == 'true']
     if 'speech' in started:             # its first line waits for each node that hears it
         filled.setdefault('speech', {}).update(utterance_listeners(started))
-    if people_memory(files, started):   # the manager remembers in people_node's store
-        filled.setdefault('manager', {}).update(people_memory(files, started))
+    memory = people_memory(files, started)      # the manager remembers in people_node's store
+    if memory:
+        filled.setdefault('manager', {}).update(memory)
     managed = arg.get('managed', 'false').strip().lower()
     if managed not in ('true', 'false'):
         raise LaunchArgumentError(f'managed:={managed}: true or false')
