@@ -569,7 +569,8 @@ def test_a_known_person_in_view_is_remembered_and_the_next_reply_is_told_it(ros_
                 {"topic": "family", "fact": "has three daughters"}]})
         return "How nice."
     said = "I love sailing and I work in building B."
-    with running_manager(ros_context, tmp_path, answer, people_store_url=url) as (rig, fake):
+    with running_manager(ros_context, tmp_path, answer, people_store_url=url,
+                         memory_queue_file=str(tmp_path / "queue.db")) as (rig, fake):
         peer = Peer("voice", "--name", "Anna", "--say", said)
         try:
             assert peer.expect(lambda e: e.get("event") == "said", 60,

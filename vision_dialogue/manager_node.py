@@ -329,13 +329,16 @@ class ManagerNode(ManagedNode):
         self.out.conversation_event(kind, data)
 
     def _health(self) -> list[Health]:
-        """The LLM (server checked, replies), and the prompt with the frames coming in."""
+        """The LLM, the memory of people, and the prompt with the frames coming in.
+
+        The LLM: its server checked, its replies; the memory: writes waiting for its store.
+        """
         if not self._built:             # not configured (yet): nothing built to look at
             return self.lifecycle_health("conversation") or []
-        llm = self.llm.health()
+        llm = [self.llm.health()] + ([self.memory.health()] if self.memory else [])
         inactive = self.lifecycle_health("conversation")
         if inactive:
-            return [llm] + inactive
+            return llm + inactive
         st, losing = self.conversation.state(), self.camera.losing()
         values = {"frames received": self.frames_received, "frames rejected":
                   self.intake.rejected,
@@ -345,10 +348,10 @@ class ManagerNode(ManagedNode):
                   "prompt chars": st["prompt_chars"]}
         if losing:
             worst = max(losing, key=lambda p: p.share)
-            return [llm, Health("conversation", WARN, f"a camera publisher lost {worst.lost} of "
-                                f"{worst.announced} frames on the way", values)]
-        return [llm, Health("conversation", OK, f"{st['raw_frames']} raw frames, "
-                            f"{st['prompt_chars']} characters in the prompt", values)]
+            return llm + [Health("conversation", WARN, f"a camera publisher lost {worst.lost} "
+                                 f"of {worst.announced} frames on the way", values)]
+        return llm + [Health("conversation", OK, f"{st['raw_frames']} raw frames, "
+                             f"{st['prompt_chars']} characters in the prompt", values)]
 
     def publish_state(self) -> None:
         """Publish a PromptState snapshot now."""

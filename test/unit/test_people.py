@@ -117,3 +117,23 @@ def test_the_opening_remark_greets_the_people_a_person_manager_named_by_name():
         assert "Now say hello to Barack and Ada by name" in json.dumps(be.of_kind("reply")[-1][1])
     finally:
         c.close()
+
+
+def test_the_report_holds_who_is_there_now_and_presence_keeps_a_leaver_a_while():
+    """A person just enrolled changes id: the report has one, presence both for a grace.
+
+    (A departure is told once the grace is past.) A stale report holds nobody.
+    """
+    from vision_dialogue.core.people import PeopleInView
+    clock = [100.0]
+    c = conv(FakeChatBackend())
+    try:
+        people = PeopleInView(c, clock=lambda: clock[0])
+        people.update([TrackedPerson("anonymous_person_x")], named=True)
+        people.update([TrackedPerson("person_abc", name="Barack")], named=True)
+        assert people.reported() == ["person_abc"]
+        assert people.presence.ids() == {"anonymous_person_x", "person_abc"}
+        clock[0] += 60.0
+        assert people.reported() == [] and people.count() is None
+    finally:
+        c.close()

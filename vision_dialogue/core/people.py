@@ -103,6 +103,7 @@ class PeopleInView:
         self.presence = Presence(clock=clock)
         self._at = -1e9                         # clock() of the last report
         self._labels: dict[str, str] = {}       # id -> how to call them, for departures too
+        self._reported: list[str] = []          # the ids of the last report
 
     def update(self, people: list[TrackedPerson], named: bool = False) -> None:
         """A tracker's people now.
@@ -111,7 +112,7 @@ class PeopleInView:
         "user <id>" person events (Furhat).
         """
         arrived, left = self.presence.update(p.id for p in people)
-        self._at = self.clock()
+        self._at, self._reported = self.clock(), [str(p.id) for p in people]
         if not named:
             self.conversation.set_people(describe_people(people), arrived, left)
             return
@@ -127,6 +128,14 @@ class PeopleInView:
     def count(self) -> int | None:
         """People in view by the tracker, if it reported within PEOPLE_FRESH_S."""
         return self.presence.count if self.clock() - self._at <= PEOPLE_FRESH_S else None
+
+    def reported(self) -> list[str]:
+        """The ids of the tracker's last report, if fresh ([] if not).
+
+        Not `presence`, which keeps an id for its grace after it went: an anonymous person
+        just enrolled under a new id is one person, not two, in the report.
+        """
+        return sorted(self._reported) if self.count() is not None else []
 
     def tracks(self, person_id: str) -> bool | None:
         """Whether the tracker sees this person now (None: no fresh report)."""

@@ -96,11 +96,22 @@ class PersonMemory:
         self.store, self.clock, self.visit_gap_s = store, clock, visit_gap_s
 
     # --- writing ----------------------------------------------------------------------------
-    def remember(self, person_id: str, fact: Fact, why: str) -> bool:
-        """Keep `fact`, replacing what was known about the same thing; False: not enrolled."""
+    @staticmethod
+    def check_fact(fact: Fact) -> tuple[str, str]:
+        """What the fact is about and its words, as stored; a ValueError for an empty part."""
         about, text = topic_key(fact.about), " ".join(fact.text.split())
         if not about or not text:
             raise ValueError(f"a fact needs what it is about and its words: {fact!r}")
+        return about, text
+
+    @staticmethod
+    def check_session(session: SessionSummary) -> None:
+        if not session.summary.strip():
+            raise ValueError("an empty session summary")
+
+    def remember(self, person_id: str, fact: Fact, why: str) -> bool:
+        """Keep `fact`, replacing what was known about the same thing; False: not enrolled."""
+        about, text = self.check_fact(fact)
         with self.store.writing() as db:
             if not person_exists(db, person_id):
                 return False
@@ -113,8 +124,7 @@ class PersonMemory:
 
     def session_ended(self, person_id: str, session: SessionSummary, why: str) -> bool:
         """Keep the summary of a session with the person; False: not enrolled."""
-        if not session.summary.strip():
-            raise ValueError("an empty session summary")
+        self.check_session(session)
         with self.store.writing() as db:
             if not person_exists(db, person_id):
                 return False
@@ -159,6 +169,9 @@ class PersonMemory:
         return ids
 
     # --- reading ----------------------------------------------------------------------------
+    def knows(self, person_id: str) -> bool:
+        return self.store.knows(person_id)
+
     def recall(self, person_id: str, why: str) -> Recall | None:
         """Everything remembered of the person (audited as one read); None: not enrolled."""
         with self.store.writing() as db:

@@ -16,6 +16,7 @@ from typing import Callable
 from vision_dialogue.identity.facts import ASKS_WHAT_IS_KNOWN, FACTS_SCHEMA, SUMMARY_SCHEMA, \
     extraction_messages, parse_facts, parse_summary, recall_note, summary_messages
 from vision_dialogue.identity.memory import Fact, PersonMemory, SessionSummary
+from vision_dialogue.identity.pending import QueuedMemory
 from vision_dialogue.identity.records import MEMORY_NOTE_CHARS
 from vision_dialogue.identity.store import StoreError
 
@@ -42,7 +43,7 @@ def says_something_of_themselves(text: str) -> bool:
 class MemoryKeeper:
     """Facts from the lines of the one known person in view; the note for a reply."""
 
-    def __init__(self, memory: PersonMemory, ask: Callable[[list, dict], str],
+    def __init__(self, memory: PersonMemory | QueuedMemory, ask: Callable[[list, dict], str],
                  note_chars: int = MEMORY_NOTE_CHARS, in_company: bool = False,
                  logger=None):
         self.memory, self.ask = memory, ask
@@ -62,7 +63,7 @@ class MemoryKeeper:
         self.lines += 1
         line, person = self.lines, self.speaker(in_view)
         # a stranger's line: nothing is kept
-        if person is None or not self._guarded(f"line {line}", self.memory.store.knows, person):
+        if person is None or not self._guarded(f"line {line}", self.memory.knows, person):
             return []
         self._sessions.setdefault(person, (time.time(), []))[1].append(text)
         if not says_something_of_themselves(text):

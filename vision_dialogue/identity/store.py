@@ -28,6 +28,8 @@ from vision_dialogue.identity.schema import AUDIT, EMBEDDINGS, FACTS, META, META
 
 #: PostgreSQL advisory lock held while a store's layout is made or migrated
 LAYOUT_LOCK_KEY = 0x76645F70   # "vd_p"
+#: seconds a connection to a database server may take (a host that does not answer)
+CONNECT_TIMEOUT_S = 5
 
 
 class StoreError(Exception):
@@ -51,6 +53,13 @@ def driver_url(url: str) -> str:
     return url
 
 
+def _connect_args(url: str) -> dict:
+    """A server that does not answer is given up after CONNECT_TIMEOUT_S (libpq waits on)."""
+    if driver_url(url).startswith("postgresql+psycopg://") and "connect_timeout" not in url:
+        return {"connect_timeout": CONNECT_TIMEOUT_S}
+    return {}
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file of an sqlite:/// URL, '~' expanded; None for other databases.
 
@@ -67,33 +76,21 @@ class PeopleStore:
 
     def __init__(self, url: str = DEFAULT_STORE_URL):
         self.url, self.path = url, sqlite_path(url)
-        if self.path is not None:
-            read_only = "mode=ro" in url
-            if not read_only:
-                self._prepare_file(self.path)
-            url = url if read_only else f"sqlite:///{self.path}"
+        writable_file = self.path is not None and "mode=ro" not in url
+        if writable_file:
+            prepare_sqlite_file(self.path)
         try:
-            self.engine = sa.create_engine(driver_url(url), pool_pre_ping=True)
-            if self.path is not None:
-                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
-                sa.event.listen(self.engine, "begin", _sqlite_begin)
+            if writable_file:
+                self.engine = sqlite_engine(self.path)
+            else:
+                self.engine = sa.create_engine(driver_url(url), pool_pre_ping=True,
+                                               connect_args=_connect_args(url))
+                if self.path is not None:
+                    _sqlite_events(self.engine)
             self._open()
         except (sa.exc.SQLAlchemyError, sqlite3.Error) as e:
             raise StoreError(f"people store {self.url}: {_reason(e)}; identity is off and the "
                              "store is left as it was") from None
-
-    @staticmethod
-    def _prepare_file(path: Path) -> None:
-        """Create the folder and file, owner-only; never touch a file that exists but is odd."""
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if not path.exists():
-                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-            elif path.stat().st_mode & 0o077:
-                path.chmod(0o600)
-        except OSError as e:
-            raise StoreError(f"people store {path}: {e.strerror or e} (identity is off)") \
-                from None
 
     def _open(self) -> None:
         """Create or check the layout, migrating it under a lock (a fleet's robots start too)."""
@@ -205,6 +202,11 @@ class PeopleStore:
             faces=n.get((r.person_id, Modality.FACE.value), 0),
             voices=n.get((r.person_id, Modality.VOICE.value), 0)) for r in rows]
 
+    def ping(self) -> None:
+        """A StoreError unless the database answers now (one round trip)."""
+        with self.reading() as db:
+            db.execute(sa.text("SELECT 1"))
+
     def knows(self, person_id: str) -> bool:
         """Whether `person_id` is enrolled (one row read, not the whole list)."""
         with self.reading() as db:
@@ -255,6 +257,29 @@ def forget_rows(db, ids: list[str], why: str, at: float | None = None) -> None:
     db.execute(AUDIT.insert(), [{"at": time.time() if at is None else at, "action": "forgotten",
                                  "kind": "person", "why": why, "person_id": None}
                                 for _ in ids])
+
+
+def prepare_sqlite_file(path: Path, what: str = "people store") -> None:
+    """Create the folder and file, owner-only; never touch a file that exists but is odd."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not path.exists():
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        elif path.stat().st_mode & 0o077:
+            path.chmod(0o600)
+    except OSError as e:
+        raise StoreError(f"{what} {path}: {e.strerror or e} (identity is off)") from None
+
+
+def sqlite_engine(path: Path) -> sa.engine.Engine:
+    """An engine on an SQLite file with the store's pragmas and write-locking transactions."""
+    return _sqlite_events(sa.create_engine(f"sqlite:///{path}", pool_pre_ping=True))
+
+
+def _sqlite_events(engine: sa.engine.Engine) -> sa.engine.Engine:
+    sa.event.listen(engine, "connect", _sqlite_pragmas)
+    sa.event.listen(engine, "begin", _sqlite_begin)
+    return engine
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

@@ -5,17 +5,21 @@ runs): each line goes, on a worker of its own, to the keeper, which asks the mod
 facts of a known person's line as a side question; each reply's prompt gets the note of what
 is remembered of the known person in view; a known person's session is summed up when they
 leave (not when the manager stops: its model is closed by then). The persons in view are
-those ROS4HRI reports (people_node's persistent ids).
+those ROS4HRI reports (people_node's persistent ids). Facts and summaries go through a durable
+queue (identity/pending.py): while the store is away they wait, `/diagnostics` says how many,
+and they are written when it answers again; a store down at start-up is tried again.
 """
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+from vision_dialogue.core.health import OK, WARN, Health
 from vision_dialogue.llm.base import short_question
 
 #: tokens of the model's answer to the extraction question (three short facts in JSON)
 EXTRACT_MAX_TOKENS = 160
-#: seconds between two looks for people who left (their session is then summed up)
+#: seconds between two looks for people who left (their session is then summed up), and
+#: for writes that wait for the store
 DEPARTURE_CHECK_S = 2.0
 
 
@@ -28,7 +32,7 @@ class ManagerMemory:
 
     def in_view(self) -> list[str]:
         """The person ids the tracker reports now (none while its report is stale)."""
-        return sorted(self.people.presence.ids()) if self.people.count() is not None else []
+        return self.people.reported()
 
     def heard(self, text: str) -> None:
         in_view = self.in_view()       # who is there when the line is heard, not later
@@ -38,19 +42,34 @@ class ManagerMemory:
             pass
 
     def check_departures(self) -> None:
-        """Sum up the sessions of those who left (on the worker, in the model's idle time)."""
-        if self.keeper.in_session():
-            try:
+        """Sum up the sessions of those who left; write what waits for the store.
+
+        On the worker, in the model's idle time.
+        """
+        try:
+            if self.keeper.in_session():
                 self._worker.submit(self.keeper.left, self.in_view())
-            except RuntimeError:       # closing
-                pass
+            memory = self.keeper.memory
+            if memory.waiting or memory.last_error:     # writes wait, or the store was away
+                self._worker.submit(memory.flush)
+        except RuntimeError:           # closing
+            pass
+
+    def health(self) -> Health:
+        """WARN while writes wait for the store (they are kept and written when it answers)."""
+        memory = self.keeper.memory
+        values = {"writes waiting": memory.waiting, "store": memory.store_key}
+        if memory.waiting or memory.last_error:
+            return Health("people memory", WARN, f"{memory.waiting} memory write(s) wait for "
+                          f"the people store: {memory.last_error or 'not written yet'}", values)
+        return Health("people memory", OK, "memory of people on", values)
 
     def note(self, line: str) -> str:
         return self.keeper.note(self.in_view(), line)
 
     def close(self) -> None:
         self._worker.shutdown(wait=True, cancel_futures=True)
-        self.keeper.memory.store.close()
+        self.keeper.memory.close()
 
 
 def connect_memory(node, p, conversation, turns, people, backend,
@@ -58,12 +77,12 @@ def connect_memory(node, p, conversation, turns, people, backend,
     """The manager's memory of people, or None (off, or the store cannot be opened: a WARN)."""
     if not p["people_store_url"]:
         return None
-    from vision_dialogue.identity.memory import PersonMemory
+    from vision_dialogue.identity.pending import open_queued_memory
     from vision_dialogue.identity.remembering import MemoryKeeper
-    from vision_dialogue.identity.store import PeopleStore, StoreError
+    from vision_dialogue.identity.store import StoreError
     try:
-        store = PeopleStore(p["people_store_url"])
-    except StoreError as e:
+        queued = open_queued_memory(p["people_store_url"], p["memory_queue_file"], log)
+    except StoreError as e:            # the queue file itself: a store away is only a WARN
         log.warning(f"memory of people off: {e}")
         return None
 
@@ -71,7 +90,7 @@ def connect_memory(node, p, conversation, turns, people, backend,
         return short_question(backend, messages, EXTRACT_MAX_TOKENS, json_schema=schema,
                               side=True, temperature=0.0)
 
-    keeper = MemoryKeeper(PersonMemory(store), ask, note_chars=p["memory_note_chars"],
+    keeper = MemoryKeeper(queued, ask, note_chars=p["memory_note_chars"],
                           in_company=p["memory_in_company"], logger=log)
     memory = ManagerMemory(keeper, people)
     before = turns.on_heard

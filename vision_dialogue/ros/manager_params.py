@@ -15,7 +15,7 @@ from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy
 from vision_dialogue.core.proactive import PROACTIVE_MODES, ProactiveConfig
 from vision_dialogue.core.summariser import SummaryRule
 from vision_dialogue.core.transcript import parse_retention
-from vision_dialogue.identity.records import MEMORY_NOTE_CHARS
+from vision_dialogue.identity.records import DEFAULT_QUEUE_FILE, MEMORY_NOTE_CHARS
 from vision_dialogue.llm.factory import LLM_BACKENDS, BackendOptions, backend_class, \
     measured_focus_note
 from vision_dialogue.ros.params import Param, nonempty
@@ -137,6 +137,9 @@ PARAMS = [
     Param("people_store_url", "", "The people store (people_node's store_url) whose memory "
           "the robot uses: facts the one known person in view says of themselves are kept, "
           "and a reply is told what is remembered of them (docs/memory.md); empty: off."),
+    Param("memory_queue_file", DEFAULT_QUEUE_FILE, "Where facts and session summaries wait "
+          "(durably, owner-only) while the people store is away; replayed when it answers.",
+          check=nonempty),
     Param("memory_note_chars", MEMORY_NOTE_CHARS, "The reply prompt's note of what is "
           "remembered of a person, at most (characters).", range=(40, 20000)),
     Param("memory_in_company", False, "Tell a reply what is remembered of a known person "
