@@ -244,6 +244,21 @@ def test_node_parameters_video_script_and_camera_from_the_command_line(
         assert message in capsys.readouterr().err, argv
 
 
+def test_the_people_demos_video_waits_for_the_events_node_and_the_script(capsys, monkeypatch):
+    """The video starts with the script and the events node; one left out is not waited for.
+
+    (The speech node subscribes to the camera once its listeners are ready: its clock topic.)
+    """
+    monkeypatch.setenv("VD_DEMO_DIR", DEMO_DIR)
+    assert bringup.main(["bringup", "people_demo", "--dry-run", "--no-monitor"]) == 0
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.strip().splitlines())
+    assert "-p wait_for_listeners:=['events_node', 'speech_node']" in lines["camera"]
+    assert bringup.main(["bringup", "people_demo", "--dry-run", "--no-monitor",
+                         "--no-events"]) == 0
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.strip().splitlines())
+    assert "-p wait_for_listeners:=['speech_node']" in lines["camera"]
+
+
 def test_monitor_on_by_setup_and_by_flag(capsys):
     assert bringup.resolve("demo", None, None)[2] == ("camera", "speech", "manager", "monitor",
                                                       "detector")

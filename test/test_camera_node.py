@@ -298,3 +298,30 @@ def test_a_given_file_is_played_without_naming_the_source(harness, tmp_path):
     h = harness(folder_path=str(folder), frame_period=0.05)
     assert h.cam.acquisition.source.describe().startswith("image folder")
     assert h.spin_until(lambda: len(h.images) >= 2)
+
+
+def test_acquisition_waits_for_the_named_listeners(harness, tmp_path, ros_context):
+    """wait_for_listeners: nothing is read until each named node subscribes to an image topic.
+
+    (A video's clock does not start before.)
+    """
+    h = harness(source="video", video_path=str(write_video(tmp_path / "v.avi")),
+                frame_period=0.05, publish_rate=10.0, loop=True,
+                wait_for_listeners=["events_node", "speech_node"])
+    assert h.cam._listeners_missing() == ["events_node", "speech_node"]
+    events = Node("events_node", context=ros_context)
+    events.create_subscription(Image, "camera/stream/image_raw", lambda m: None,
+                               qos_profile_sensor_data)
+    h.ex.add_node(events)
+    try:
+        assert h.spin_until(lambda: h.cam._listeners_missing() == ["speech_node"], 10)
+        assert h.images == [] and h.cam.frames_published == 0      # the "listener" is no one
+        speech = Node("speech_node", context=ros_context)
+        speech.create_subscription(Image, "camera/image_raw", lambda m: None,
+                                   qos_profile_sensor_data)
+        h.ex.add_node(speech)
+        assert h.spin_until(lambda: h.images, 10)
+    finally:
+        for n in list(h.ex.get_nodes())[2:]:
+            h.ex.remove_node(n)
+            n.destroy_node()

@@ -518,8 +518,9 @@ def test_a_silent_raw_publisher_is_reported_and_compressed_frames_taken(ros_cont
                                                                         tmp_path, capfd):
     """A silent raw publisher is reported and compressed frames are taken.
 
-    A driver matched on camera/image_raw whose frames never arrive, with /compressed: one
-    warning naming it, the raw subscription dropped, frames from /compressed used.
+    A driver matched on camera/image_raw whose frames never arrive while its /compressed ones
+    do: one warning naming it, the raw subscription dropped, frames from /compressed used;
+    silent on both (not started yet), it is not reported.
     """
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import Image
@@ -544,6 +545,13 @@ def test_a_silent_raw_publisher_is_reported_and_compressed_frames_taken(ros_cont
         camera.loss.clock = lambda: time.monotonic() + shift
         camera.check_loss()
         raw_sub, _ = camera.subs
+        # silent on both topics: a camera that has not started (waiting for its listeners,
+        # an inactive lifecycle node) loses nothing
+        assert not camera.reported and raw_sub.sub is not None
+        before = len(rig.node.conversation.archive.frames())
+        assert rig.send_until(lambda: jpg.publish(to_compressed_msg(photo())),
+                              lambda: len(rig.node.conversation.archive.frames()) > before)
+        camera.check_loss()                         # its JPEGs come, its raw frames do not
         assert raw_sub.sub is None                  # dropped: frames come from /compressed
         before = len(rig.node.conversation.archive.frames())
         assert rig.send_until(lambda: jpg.publish(to_compressed_msg(photo())),

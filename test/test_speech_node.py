@@ -306,6 +306,22 @@ def test_script_backend_end_to_end_with_shutdown(rig, spin, tmp_path, ros_contex
     assert out.getvalue().count("Hallo!") == 1
 
 
+def test_a_script_with_a_clock_topic_starts_at_the_first_frame(rig, spin, tmp_path):
+    """script_clock_topic: the script's clock starts with the video's first frame."""
+    from sensor_msgs.msg import Image
+    f = tmp_path / "talk.yaml"
+    f.write_text("items:\n  - {say: First line., at: 0.0}\n")
+    node, peer, ex = rig({"backend": "script", "script_file": str(f),
+                          "script_clock_topic": "camera/image_raw"})
+    camera = peer.node.create_publisher(Image, "camera/image_raw", 5)
+    # the speech node subscribes once its listener (the peer) is there: the camera's cue
+    assert spin(ex, lambda: camera.get_subscription_count() >= 1, timeout=10)
+    assert peer.utterances == [] and not node.started.is_set()    # no frame: no script yet
+    camera.publish(Image(height=1, width=1, encoding="mono8", step=1, data=[0]))
+    assert spin(ex, lambda: peer.texts() == ["First line."], timeout=10)
+    assert spin(ex, lambda: camera.get_subscription_count() == 0, timeout=10)  # let go
+
+
 # ------------------------------------------------------------------ Furhat Remote API
 # the exact call sequences below leave the face's own calls out (test_face.py has them)
 FURHAT = {"backend": "furhat", "furhat_host": "127.0.0.1", "backoff_initial": 0.05,

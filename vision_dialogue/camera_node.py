@@ -15,7 +15,9 @@ carry the acquisition time on the node's clock (bag time under ``use_sim_time``)
 ``frame_id``. The compressed topics follow the resolved image topics
 (image_transport naming): remapping ``camera/image_raw`` moves ``/compressed`` with it.
 Acquisition (camera/acquisition.py): a failing source logs one error, is retried with
-exponential backoff and publishes nothing meanwhile; the node keeps running. See
+exponential backoff and publishes nothing meanwhile; the node keeps running. With
+``wait_for_listeners``, acquisition (a video's clock) starts once each named node subscribes
+to one of the image topics: a demo's video and its script then start together. See
 docs/camera.md.
 """
 from __future__ import annotations
@@ -65,6 +67,11 @@ PARAMS = [
           range=(0.01, 3600.0)),
     Param("retry_max", 30.0, "Maximum retry delay (s); the delay doubles up to it.",
           range=(0.01, 3600.0)),
+    Param("wait_for_listeners", [], "Nodes (by name) that must subscribe to one of the image "
+          "topics before acquisition starts (a video then starts when they are ready: the "
+          "demos' events node and scripted speech node); empty: at once.", array_of="string"),
+    Param("wait_for_listeners_timeout", 600.0, "Seconds to wait for wait_for_listeners; "
+          "then acquisition starts anyway, with a warning.", range=(0.0, 86400.0)),
 ]
 PARAMS += CAMERA_SOURCES.params() + [MANAGED_PARAM]
 
@@ -124,6 +131,7 @@ class CameraNode(ManagedNode):
         self.device = _device(dev)
         self._log = self.get_logger()
         self._warned_fit = False
+        self._listen_deadline = 0.0   # monotonic end of the wait for wait_for_listeners
         self.frames_published = 0     # frames sent on camera/image_raw
         self.stream_published = 0     # frames sent on camera/stream/image_raw
         self.context.on_shutdown(self.close)
@@ -159,11 +167,36 @@ class CameraNode(ManagedNode):
             publish_rate=self.params["publish_rate"], retry_initial=self.params["retry_initial"],
             retry_max=self.params["retry_max"], logger=self._log)
         self.acquisition.source = self._make_source()   # opened by the acquisition thread
-        rate = self.params["publish_rate"]
+        rate, waits = self.params["publish_rate"], self.params["wait_for_listeners"]
+        self._listen_deadline = 0.0
         self._log.info(f"camera source: {self.acquisition.source.describe()}, frame every "
                        f"{self.params['frame_period']:g} s on {self.pub_image.topic_name}"
-                       + (f", stream at {rate:g} Hz" if rate > 0 else ""))
-        self.acquisition.start()
+                       + (f", stream at {rate:g} Hz" if rate > 0 else "")
+                       + (f"; starts once {', '.join(waits)} listen" if waits else ""))
+        self.acquisition.start(self._listeners_ready if waits else None)
+
+    def _listeners_ready(self) -> bool:
+        """Whether each node of `wait_for_listeners` subscribes to an image topic.
+
+        Or the wait is over (`wait_for_listeners_timeout`): then a warning, and true.
+        """
+        missing = self._listeners_missing()
+        if not missing:
+            return True
+        if not self._listen_deadline:
+            self._listen_deadline = time.monotonic() + self.params["wait_for_listeners_timeout"]
+        if time.monotonic() < self._listen_deadline:
+            return False
+        self._log.warning(f"no subscription to the camera's images from {', '.join(missing)} "
+                          f"after {self.params['wait_for_listeners_timeout']:g} s; "
+                          "starting anyway")
+        return True
+
+    def _listeners_missing(self) -> list[str]:
+        there = {i.node_name for pub in (self.pub_image, self.pub_compressed, self.pub_stream,
+                                         self.pub_stream_compressed) if pub is not None
+                 for i in self.get_subscriptions_info_by_topic(pub.topic_name)}
+        return [n for n in self.params["wait_for_listeners"] if n not in there]
 
     def deactivate(self) -> None:
         """Stop capturing and release the device (publishers stay)."""

@@ -266,11 +266,18 @@ class PeopleNode(ManagedNode):
             person = self.persons.face_print(fid, embedding)
             self.counts["face prints"] += 1
             self._track_prints[fid] = self._track_prints.get(fid, 0) + 1
+            # a name said while this face alone was in view, before its print, is theirs
+            waiting = self.persons.name_waiting(fid)
+            if waiting is not None:
+                step = self.persons.heard_line(waiting[0], "", waiting[1])
         self.out.match(fid, pm.IdsMatch.FACE, person.person_id,
                        person.confidence if person.known else 1.0)
         if person.known:
             self._visit(person.person_id)
-        self.publish()
+        if waiting is not None:
+            self._next_step(step, waiting[0])
+        else:
+            self.publish()
 
     def _visit(self, person_id: str) -> None:
         """A known person is seen: their visits (first, last, how many; docs/memory.md)."""
@@ -310,14 +317,18 @@ class PeopleNode(ManagedNode):
             else:
                 person = self.persons.speaker(faces, label)
             if person is None:
-                self.persons.unplaced_line(text, label)
+                self.persons.unplaced_line(text, label, faces)
                 return
-            step, pid = self.persons.heard_line(person, text, label), person.person_id
+            step = self.persons.heard_line(person, text, label)
+        self._next_step(step, person)
+
+    def _next_step(self, step: NextStep, person) -> None:
+        """After a line of `person`'s: publish, then ask for consent or to confirm forgetting."""
         self.publish()
         if step is NextStep.ASK_CONSENT:
-            self.talk.ask_consent(pid)
+            self.talk.ask_consent(person.person_id)
         elif step is NextStep.CONFIRM_FORGET:
-            self.talk.confirm_forget(pid, known=person.known)
+            self.talk.confirm_forget(person.person_id, known=person.known)
 
     def _voice_print(self, text: str, end_ns: int):
         if self.voices is None or not self.count_publishers(AUDIO_INPUT_TOPIC):

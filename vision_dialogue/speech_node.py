@@ -40,7 +40,9 @@ import time
 from typing import Callable, TextIO
 
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.qos import qos_profile_sensor_data
 from rclpy.qos_overriding_options import QoSOverridingOptions
+from sensor_msgs.msg import Image
 from std_msgs.msg import Bool, UInt32
 
 from vision_dialogue.core.health import ERROR, FAULT_ERROR_S, OK, WARN, Health
@@ -95,6 +97,10 @@ PARAMS = [
           "dialogue/utterance before the backend starts, e.g. [manager_node, people_node]: a "
           "script's first lines then reach each of them (within wait_for_subscriber).",
           array_of="string"),
+    Param("script_clock_topic", "", "An image topic (e.g. camera/image_raw) whose first "
+          "frame starts the backend, once wait_for_listeners listen: a script's `at` times "
+          "then count from a video's start (the camera waits for this subscription with its "
+          "own wait_for_listeners); empty: no wait."),
     Param("exit_when_done", False, "Shut the node down when input ends (end of script, or EOF "
           "on the terminal), after the last reply."),
 ]
@@ -257,13 +263,35 @@ class SpeechNode(ManagedNode):
                 break
             if self._closed.wait(0.05):
                 return
-        if self._closed.is_set():
+        if self._closed.is_set() or not self._clock_started(deadline):
             return
         if self.backend.reads_text_input:
             self.turns.listening()              # input is read from now on
         self.backend.start(self.turns)
         self.started.set()
         self.log.info(f"speech backend {self.backend_kind!r} started")
+
+    def _clock_started(self, deadline: float) -> bool:
+        """With `script_clock_topic`: wait for its first frame (False: the node closed).
+
+        Subscribed only now, so a camera that waits for this node (its wait_for_listeners)
+        starts its video when the listeners of our lines are ready.
+        """
+        topic = self.params["script_clock_topic"]
+        if not topic:
+            return True
+        first = threading.Event()
+        sub = self.create_subscription(Image, topic, lambda _msg: first.set(),
+                                       qos_profile_sensor_data)
+        self.log.info(f"the script starts with the first frame on {sub.topic_name}")
+        while not first.wait(0.05):
+            if self._closed.is_set():
+                return False
+            if time.monotonic() >= deadline:
+                self.log.warning(f"no frame on {sub.topic_name}: starting anyway")
+                break
+        self.destroy_subscription(sub)
+        return True
 
     def _listeners_missing(self) -> list[str]:
         """Who of `wait_for_listeners` (or anybody, when none is named) does not listen yet."""

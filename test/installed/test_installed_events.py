@@ -155,4 +155,6 @@ def test_bringup_people_demo_as_processes(installed, tmp_path, cores_for_real_ti
             if r["type"] == "event" and r["text"].startswith("a person left")]
     in_prompt = "You noticed: a person left" in who.split("Who is here now?")[0]
     outcomes = {bool([i for i in left if i > summarised_to(end)]) for end in (line_at, reply_at)}
-    assert in_prompt in outcomes, [r.get("text") for r in records[:reply_at + 1]]
+    assert in_prompt in outcomes, (      # all of it: a failure in CI told too little
+        [(i, r["type"], r.get("text"), r.get("frame_id"), r.get("frame_ids"))
+         for i, r in enumerate(records[:reply_at + 1])], who.split("Who is here now?")[0][-2500:])

@@ -137,3 +137,30 @@ def test_thread_ticks_and_close_releases_the_source():
     n = len(got)
     time.sleep(0.05)
     assert len(got) == n                          # no tick after close
+
+
+def test_the_source_opens_only_once_ready_and_close_ends_the_wait():
+    import threading
+    src = ScriptedSource(list(range(1000)))
+    got, ready, asked = [], threading.Event(), threading.Event()
+
+    def is_ready():
+        asked.set()
+        return ready.is_set()
+    acq = Acquisition(lambda: src, lambda f, due: got.append(f.index), frame_period=0.01)
+    acq.source = src
+    acq.start(is_ready)
+    assert asked.wait(5.0)                       # it is waiting on the condition
+    assert src.opened == 0 and got == []
+    ready.set()
+    acq._thread.join(0)                          # (still running)
+    import time
+    deadline = time.monotonic() + 5.0
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.01)
+    acq.close()
+    assert got and src.opened == 1
+    waiting = Acquisition(lambda: src, lambda f, due: None, frame_period=0.01)
+    waiting.start(lambda: False)
+    waiting.close()                              # never ready: close ends the wait
+    assert not waiting._thread.is_alive()

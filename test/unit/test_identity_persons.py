@@ -257,3 +257,22 @@ def test_a_face_in_view_without_its_print_yet_makes_the_speaker_unknown(store):
     assert session.speaker(["face_a", "face_b"], "Ben") is None
     ben = session.face_print("face_b", face(2))
     assert session.speaker(["face_b"], "Ben") is ben
+
+
+def test_a_name_said_before_the_one_face_in_views_print_is_theirs_when_it_comes(store):
+    """A name said while the one face in view waits for its print is theirs once it comes.
+
+    Anna is then asked; with two faces in view the name waits for a later line.
+    """
+    session = Persons(store, EnrolPolicy.ASK, ask_after_lines=3)
+    assert session.speaker(["face_a"], "Anna") is None                 # no print yet
+    session.unplaced_line("Hi robot, I am Anna.", "Anna", ["face_a"])
+    assert session.name_waiting("face_a") is None                       # still no print
+    anna = session.face_print("face_a", face(1))
+    assert session.name_waiting("face_a") == (anna, "Anna")
+    assert session.heard_line(anna, "", "Anna") == NextStep.ASK_CONSENT and anna.name == "Anna"
+    assert session.speaker(["face_a", "face_b"], "Anna") is anna       # her label from now on
+    assert session.name_waiting("face_a") is None                       # once
+    session.unplaced_line("I am Ben.", "Ben", ["face_a", "face_b"])    # two in view: not his
+    ben = session.face_print("face_b", face(2))
+    assert session.name_waiting("face_b") is None and ben.name == ""

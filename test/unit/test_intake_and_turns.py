@@ -365,3 +365,22 @@ def test_with_a_person_manager_a_frame_does_not_greet_its_report_does():
     finally:
         turns.close()
         conv.close()
+
+
+def test_a_line_to_say_tells_that_it_starts_before_its_words_go_out():
+    """An Ask's question: `started` comes before the line is published, `done` after.
+
+    (An answer said as soon as the question is heard then comes after `started`.)
+    """
+    order = []
+    backend, conv, turns, out = gated_turn_taker(False, False)
+    turns._publish = lambda chunk: (order.append("published"), out.append(chunk))
+    try:
+        backend.gate["reply"].set()
+        turns.say("May I remember you?", lambda r: order.append("done"),
+                  started=lambda: order.append("started"))
+        assert until(lambda: "done" in order, timeout=10)
+    finally:
+        turns.close()
+        conv.close()
+    assert order[0] == "started" and order[-1] == "done" and "published" in order[1:-1]

@@ -202,7 +202,8 @@ def test_ask_fills_from_words_and_from_what_it_sees_and_follows_up():
     assert out.status == "answered" and out.success
     assert out.data == {"name": "Zebulon", "holding": "a blue cup"}
     assert host.said[0] == "What is your name, and what are you holding?"
-    assert host.said[1].startswith("Sorry, I did not get that.")     # the follow-up
+    # the follow-up asks for what is missing (what they hold was seen)
+    assert host.said[1] == "Sorry, I did not get that. Could you tell me name?"
     assert stages[:2] == ["queued", "asked"] or "asked" in stages
     assert "follow_up" in stages and stages.count("heard") == 2
 
@@ -215,6 +216,15 @@ def test_a_boolean_is_read_without_the_llm_and_a_wrong_value_never_comes_back():
     host = Host(["I would rather not say."], llm=lambda m, s: '{"name": "Bob"}')
     out, _ = run(host, {"name": {"type": "string"}}, "Your name?", followups=0)
     assert out.status == "partial" and out.data == {} and not out.success
+
+
+def test_a_question_nothing_was_answered_to_is_asked_again_in_its_own_words():
+    host = Host(["What colour is my suit?", "Yes, you may."], llm=lambda m, s: "{}")
+    out, stages = run(host, {"remember": {"type": "boolean", "description":
+                                          "whether the person agrees to be remembered"}},
+                      "May I remember you?")
+    assert host.said == ["May I remember you?", "Sorry, I did not get that. May I remember you?"]
+    assert out.status == "answered" and out.data == {"remember": True}
 
 
 def test_ask_without_a_question_words_one_and_ends_on_timeout_with_what_it_has():

@@ -9,7 +9,8 @@ if needed and reads one frame. A `SourceError` is logged once per distinct messa
 source is closed when the error says so, and the next attempt waits `retry_initial` seconds,
 doubling up to `retry_max`; the first good frame logs the recovery. `EndOfStream` (a video or
 folder without loop) ends acquisition. Any other exception from a source counts as a source
-error, so a bad driver never ends the thread.
+error, so a bad driver never ends the thread. `start(ready)` holds the first tick (and the
+source's opening, so a video's clock) until `ready()`: camera_node's `wait_for_listeners`.
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ _log = logging.getLogger("vision_dialogue.camera")
 
 #: on_frame(frame, due): due = the frame goes out on the frame_period topic too
 FrameSink = Callable[[CapturedFrame, bool], None]
+#: seconds between two looks at `start(ready)`'s condition
+READY_POLL_S = 0.05
 
 
 class Acquisition:
@@ -61,13 +64,20 @@ class Acquisition:
         self._last_due: float | None = None
 
     # ------------------------------------------------------------------ thread
-    def start(self) -> None:
-        """Tick on a background thread (the first tick right away) until close()."""
-        self._thread = threading.Thread(target=self._run, name="camera-acquisition",
-                                        daemon=True)
+    def start(self, ready: Callable[[], bool] | None = None) -> None:
+        """Tick on a background thread until close(), the first tick once `ready()` is true.
+
+        Without `ready`, at once; `ready` is polled every READY_POLL_S, and the source is
+        opened at the first tick (a video's clock starts then).
+        """
+        self._thread = threading.Thread(target=self._run, args=(ready,),
+                                        name="camera-acquisition", daemon=True)
         self._thread.start()
 
-    def _run(self) -> None:
+    def _run(self, ready: Callable[[], bool] | None) -> None:
+        while ready is not None and not ready():
+            if self._stop.wait(READY_POLL_S):
+                return
         next_t = self.clock()
         while not self._stop.is_set():
             try:

@@ -29,9 +29,9 @@ from vision_dialogue.ros.console import VERBOSE_ENV, quiet_console
 from vision_dialogue.ros.node_runner import end_program
 from vision_dialogue.core.resources import PACKAGE, SOURCE_ROOT, ResourceNotFound
 from vision_dialogue.llm.factory import KINDS, SERVER_KIND, local_kinds
-from vision_dialogue.ros.setups import (NODES, SETUPS, Setup, default_params_file,
-                                        node_overrides, people_memory, script_wait,
-                                        start_order, utterance_listeners)
+from vision_dialogue.ros.setups import (NODES, SETUPS, Setup, camera_listeners,
+                                        default_params_file, node_overrides, people_memory,
+                                        script_wait, start_order, utterance_listeners)
 
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 
@@ -477,6 +477,9 @@ def main(args=None) -> int:
                 raise BringupError(f"--video/--camera/--script need the {key} node")
         if "speech" in keys:            # its first line waits for each node that hears it
             inputs.setdefault("speech", {}).update(utterance_listeners(keys))
+        camera = camera_listeners(params_file, keys)   # a video waits only for nodes that run
+        if camera:
+            inputs.setdefault("camera", {}).update(camera)
         memory = people_memory(params_file, keys)   # the manager remembers in people_node's
         if memory:                                  # store
             inputs.setdefault("manager", {}).update(memory)

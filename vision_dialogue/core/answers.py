@@ -298,6 +298,11 @@ def question_for(schema: AnswerSchema, keys: list[str]) -> str:
     return f"Could you tell me {joined}?"
 
 
-def follow_up(schema: AnswerSchema, keys: list[str]) -> str:
-    """The follow-up line when answers are still missing or were invalid."""
-    return "Sorry, I did not get that. " + question_for(schema, keys)
+def follow_up(schema: AnswerSchema, keys: list[str], question: str = "") -> str:
+    """The follow-up line when answers are still missing or were invalid.
+
+    With nothing answered yet, the question itself again (`question`), as a person repeats
+    what they asked: a yes/no question's description reads badly aloud ("whether the person
+    agrees"), and a listener waiting for the question hears it.
+    """
+    return "Sorry, I did not get that. " + (question or question_for(schema, keys))

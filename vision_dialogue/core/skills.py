@@ -236,7 +236,7 @@ def run_ask(host: SkillHost, control: Control, feedback: Feedback, question: str
         missing = schema.missing(answers)
         if not missing:
             return SkillOutcome("answered", answers)
-        asked = follow_up(schema, missing)
+        asked = follow_up(schema, missing, question if not answers else "")
     return SkillOutcome("partial", answers, f"not obtained: {', '.join(schema.missing(answers))}")
 
 

@@ -35,6 +35,7 @@ class PendingTurn:
     language: str = ""          # the utterance's language tag (BCP-47), "" if unknown
     frames_before: int = 0      # camera frames received before it (they go first in the prompt)
     done: Callable[[Any], None] | None = None   # told the TurnResult (None: dropped unserved)
+    started: Callable[[], None] | None = None   # told just before it is served (said)
 
 
 class TurnQueue:

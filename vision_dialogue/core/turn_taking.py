@@ -154,12 +154,15 @@ class TurnTaker:
         self.conversation.add_event(text, stamp=stamp, event=kind)
         self._maybe_speak(self.proactive.on_event(kind, self._busy()))
 
-    def say(self, text: str, done: Callable[[TurnResult | None], None]) -> PendingTurn:
+    def say(self, text: str, done: Callable[[TurnResult | None], None],
+            started: Callable[[], None] | None = None) -> PendingTurn:
         """Queue a line to say as given (the Say skill); `done(result)` once it was sent.
 
-        Returns the queued item (`queue.remove(item)` takes it back while it waits).
+        `started()` just before it is sent (an Ask's question: a line said from then on may
+        be its answer). Returns the queued item (`queue.remove(item)` takes it back while it
+        waits).
         """
-        item = PendingTurn("say", text, done=done)
+        item = PendingTurn("say", text, done=done, started=started)
         self.queue.put(item)
         return item
 
@@ -239,6 +242,8 @@ class TurnTaker:
                 if item.kind in ("turn", "heard"):
                     self._before_reply(run)
                 self._hear_first(run[:-1])
+                if item.started is not None:
+                    item.started()
                 result = self._serve_one(item)
             except Exception as e:  # noqa: BLE001 - the worker must survive anything
                 self.log.error(f"turn failed unexpectedly: {type(e).__name__}: {e}")

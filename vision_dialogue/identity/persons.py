@@ -99,7 +99,8 @@ class Persons:
         #: person its lines were, and a name said under a label before its person was known;
         #: this session only, in memory
         self._label_of: dict[str, str] = {}
-        self._name_of_label: dict[str, str] = {}
+        #: label -> (the name, the faces in view when it was said)
+        self._name_of_label: dict[str, tuple[str, frozenset[str]]] = {}
         self._galleries: dict[tuple, Gallery] = {}
         #: this session only, in memory: the prints of those who said no, so that they are
         #: not asked again when they come back into view (dropped with the session)
@@ -189,11 +190,31 @@ class Persons:
         ids = {self.face_of[f] for f in faces_in_view}
         return list(ids) if len(ids) == 1 else []
 
-    def unplaced_line(self, text: str, label: str = "") -> None:
-        """A line nobody could be named for: a name said in it waits for its label's person."""
+    def unplaced_line(self, text: str, label: str = "", faces_in_view: list[str] = ()) -> None:
+        """A line nobody could be named for: a name said in it waits for its label's person.
+
+        That is the person of the label's next placed line, or, when one face was in view
+        and had no print yet, the person that face's print makes (`name_waiting`).
+        """
         name = name_in(text)
         if name and label:
-            self._name_of_label[label] = name
+            self._name_of_label[label] = (name, frozenset(faces_in_view))
+
+    def name_waiting(self, face_id: str) -> tuple[SessionPerson, str] | None:
+        """(the person of `face_id`, a label) when a name is theirs now.
+
+        A name said while that face alone was in view, before its print: the label's lines
+        are that person's from now on.
+        """
+        person = self.people.get(self.face_of.get(face_id, ""))
+        if person is None or person.name or person.person_id in self._label_of.values():
+            return None
+        label = next((lb for lb, (_, faces) in self._name_of_label.items()
+                      if faces == {face_id}), None)
+        if label is None:
+            return None
+        self._label_of[label] = person.person_id
+        return person, label
 
     def _keep(self, person: SessionPerson, part: str, embedding: Embedding) -> SessionPerson:
         """Keep a print for a possible enrolment (never a decliner's); `always` enrols."""
@@ -261,7 +282,7 @@ class Persons:
         it, is theirs now.
         """
         person.lines += 1
-        earlier = self._name_of_label.pop(label, "") if label else ""
+        earlier = self._name_of_label.pop(label, ("", ()))[0] if label else ""
         name = name_in(text) or earlier
         if name and name != person.name:
             person.name = name

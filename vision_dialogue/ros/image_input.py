@@ -7,10 +7,11 @@ topics with one stamp is decoded and added once.
 
 Frames lost between processes are noticed (camera/loss.py): from each message's publication
 sequence number, from the middleware's "message lost" reports (which come also when no frame
-arrives at all), and from a publisher heard from not at all. One warning names the publisher,
-the loss and the fix; when `<topic>/compressed` is published, the raw subscription is dropped
-and the frames come from there. Frames larger than WORK_MAX_SIDE are downscaled on arrival
-(one log line).
+arrives at all), and from a publisher heard from not at all (while its node's /compressed, if
+it publishes one, delivers: a camera that waits to start is silent on both). One warning names
+the publisher, the loss and the fix; when `<topic>/compressed` is published, the raw
+subscription is dropped and the frames come from there. Frames larger than WORK_MAX_SIDE are
+downscaled on arrival (one log line).
 """
 from __future__ import annotations
 
@@ -122,7 +123,7 @@ class ImageTopicInput:
                 continue
             losing = self._losing(gid, info)
             matched_for = now - self.loss.first_seen(gid)
-            silent = gid not in self.heard and matched_for >= SILENT_S
+            silent = matched_for >= SILENT_S and self._silent(gid, info)
             if (losing or silent) and not endpoint_named(info) and \
                     now - self.unnamed_since.setdefault(gid, now) < NAME_WAIT_S:
                 continue                    # the warning names the node: wait for the graph
@@ -132,6 +133,20 @@ class ImageTopicInput:
                        f"{max(1.0, now - losing.since):.0f} s" if losing else
                        f"none of its frames arrived in {matched_for:.0f} s")
                 self._report(info, got)
+
+    def _silent(self, gid: bytes, info) -> bool:
+        """No frame from this raw publisher, while its node's /compressed, if any, delivers.
+
+        A camera that publishes nothing yet (waiting for its listeners, or an inactive
+        lifecycle node) is silent on both topics: that is no loss.
+        """
+        if gid in self.heard:
+            return False
+        node = endpoint_node(info)
+        companions = [bytes(i.endpoint_gid) for i in
+                      self.node.get_publishers_info_by_topic(self.subs[1].topic)
+                      if endpoint_node(i) == node]
+        return not companions or any(c in self.heard for c in companions)
 
     def _losing(self, gid: bytes, info) -> PublisherLoss | None:
         """`gid`'s loss, by its sequence numbers or, best effort, by the middleware's reports."""

@@ -30,9 +30,9 @@ except ModuleNotFoundError as e:     # said plainly; `bringup` needs none of it
              "install); without them, use `bringup <setup>`")
     raise
 
-from vision_dialogue.ros.setups import (NODES, SETUPS, Setup, default_params_file,
-                                        node_overrides, people_memory, script_wait,
-                                        start_order, utterance_listeners)
+from vision_dialogue.ros.setups import (NODES, SETUPS, Setup, camera_listeners,
+                                        default_params_file, node_overrides, people_memory,
+                                        script_wait, start_order, utterance_listeners)
 from vision_dialogue.core.resources import config_file
 
 #: (name, default, description, node keys that use it; empty: every setup)
@@ -161,6 +161,9 @@ def _launch_setup(context, setup_name: str | None):
                .strip().lower() == 'true']
     if 'speech' in started:             # its first line waits for each node that hears it
         filled.setdefault('speech', {}).update(utterance_listeners(started))
+    camera = camera_listeners(files, started)   # a video waits only for nodes that run
+    if camera:
+        filled.setdefault('camera', {}).update(camera)
     memory = people_memory(files, started)      # the manager remembers in people_node's store
     if memory:
         filled.setdefault('manager', {}).update(memory)

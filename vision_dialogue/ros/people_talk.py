@@ -3,12 +3,15 @@
 The question goes to the manager's Ask skill (``skill/ask``) with a boolean answer, so its
 yes/no reader and its follow-up when an answer is unclear are the ones applications use; the
 robot's reply after it goes to the Say skill. An error, a timeout or an unclear answer keep
-nothing: consent is a yes, never a silence. Without an Ask server (the manager not up yet) the
-question is not put, which is no answer: it may come at the person's next line.
+nothing: consent is a yes, never a silence. A question waits up to `SERVER_WAIT_S` for the
+manager's Ask server to be discovered (the manager may start after people_node, and a client sees
+a server a moment after the server's topics); without one by then the question is not put, which
+is no answer: it may come at the person's next line.
 """
 from __future__ import annotations
 
 import json
+import time
 from typing import Callable
 
 from rclpy.action import ActionClient
@@ -28,6 +31,9 @@ SAID = {
     "nothing_kept": "I have not kept anything about you, and I will not.",
 }
 ASK_TIMEOUT_S = 30.0
+#: how long a question or a reply waits for the manager's skill server to be discovered
+SERVER_WAIT_S = 15.0
+SERVER_POLL_S = 0.2
 
 
 class PeopleTalk:
@@ -64,11 +70,17 @@ class PeopleTalk:
              not_put: Callable[[], None] = lambda: None) -> None:
         """Put the question; `then(answer, answers_json)`, or `not_put()` without a server."""
         log = self.node.get_logger()
-        if not self.ask.server_is_ready():
+
+        def no_server() -> None:
             log.warning(f"no Ask skill server ({ASK_ACTION}: is the manager running?): "
                         f"cannot ask {person_id!r} yet; nothing kept")
             not_put()
-            return
+        self._when_ready(self.ask, lambda: self._put(question, key, what, person_id, then,
+                                                     not_put), no_server)
+
+    def _put(self, question: str, key: str, what: str, person_id: str,
+             then: Callable[[bool | None, str], None], not_put: Callable[[], None]) -> None:
+        log = self.node.get_logger()
         self.asked += 1
         # person_id "": the manager's Ask takes the next line of whoever speaks (its lines
         # carry the speech node's speaker label, not REP-155 ids); the question is only put
@@ -96,7 +108,28 @@ class PeopleTalk:
         self.ask.send_goal_async(goal).add_done_callback(on_accepted)
 
     def say(self, line: str, person_id: str = "") -> None:
-        if self.say_client.server_is_ready():
-            self.say_client.send_goal_async(Say.Goal(input=line, person_id=person_id))
-        else:
-            self.node.get_logger().warning(f"no Say skill server: not said: {line!r}")
+        self._when_ready(
+            self.say_client,
+            lambda: self.say_client.send_goal_async(Say.Goal(input=line, person_id=person_id)),
+            lambda: self.node.get_logger().warning(f"no Say skill server: not said: {line!r}"))
+
+    def _when_ready(self, client: ActionClient, then: Callable[[], None],
+                    gave_up: Callable[[], None]) -> None:
+        """`then()` once `client` has discovered its server, or `gave_up()` after SERVER_WAIT_S.
+
+        Waits for the event (the server discovered) on a timer, never blocking the node.
+        """
+        if client.server_is_ready():
+            then()
+            return
+        deadline = time.monotonic() + SERVER_WAIT_S
+        timer = None
+
+        def check() -> None:
+            ready = client.server_is_ready()
+            if not ready and time.monotonic() < deadline:
+                return
+            timer.cancel()
+            self.node.destroy_timer(timer)
+            (then if ready else gave_up)()
+        timer = self.node.create_timer(SERVER_POLL_S, check)

@@ -158,6 +158,20 @@ def utterance_listeners(keys) -> dict:
     return {"wait_for_listeners": names} if names else {}       # none: anybody (the default)
 
 
+def camera_listeners(params_files, keys) -> dict:
+    """The camera's `wait_for_listeners` of the params files, less the nodes not started.
+
+    A video that waits for the events node and a scripted speech node (the people demo)
+    must not wait for one left out (`--no-events`): it would wait out its timeout.
+    """
+    named = load_node_params(params_files, NODES["camera"].executable).get(
+        "wait_for_listeners")
+    if not named or "camera" not in keys:
+        return {}
+    started = {NODES[k].executable for k in keys}
+    return {"wait_for_listeners": [n for n in named if n in started]}
+
+
 def people_memory(params_files, keys) -> dict:
     """The manager's `people_store_url`: people_node's store, where both run.
 

@@ -88,8 +88,11 @@ class ManagerSkillHost:
                                     "no speech node is running")
             time.sleep(0.05)
         done, box = threading.Event(), {}
-        item = self.turns.say(text, lambda r: (box.update(result=r), self._sent_now(),
-                                               done.set()))
+        # the question goes out from the moment it is served: a person who answers as soon
+        # as it is heard (a script, in 30 ms) answers after that, not before the reply's
+        # record (the done callback ran after the answer was claimed: a loaded run lost it)
+        item = self.turns.say(text, lambda r: (box.update(result=r), done.set()),
+                              started=self._sent_now)
         feedback("queued", text)
         while not done.wait(0.05):
             why = control.reason()

@@ -13,7 +13,8 @@ File format (YAML or JSON)::
         delay: 2.0           # then wait 2 s before saying it
         language: en-GB      # per-item language / speaker override the defaults
       - say: "Who just came in?"
-        at: 40.0             # not before 40 s after the script started (timed to a video)
+        at: 40.0             # not before 40 s after the script started (timed to a video:
+                             # the speech node's script_clock_topic starts it with the video)
     answers:                 # optional: a robot line with `when` in it gets `say` at once
       - when: "may I remember you"   # words of the robot's line, any case
         say: "Yes, you may."
