@@ -146,3 +146,18 @@ def call_forget(watch: Observer, person_id: str) -> list[str]:
     assert watch.wait(future.done, 30)
     assert future.result().ok, future.result().message
     return list(future.result().removed)
+
+
+def introduce(watch: Observer, session: Session, name: str = "Barack") -> str:
+    """The person in view says their name and yes (the session's answers): their new id.
+
+    Waits for the manager's Ask skill first (a third party's faces come before it is up).
+    """
+    assert watch.wait(watch.ask.server_is_ready, 60), session.logs()
+    session.speech.say("Hello there.")
+    session.speech.say(f"My name is {name}.")
+    assert watch.wait(lambda: watch.tracked and watch.tracked[0].startswith("person_")
+                      and watch.names.get(watch.tracked[0]) == name, 120), session.logs()
+    [known] = watch.tracked
+    assert session.speech.expect("I will remember you next time", 60), session.logs()
+    return known

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from people_rig import Observer, Session, call_forget, face_source
+from people_rig import Observer, Session, call_forget, face_source, introduce
 from vision_dialogue.ros import perception_msgs as pm
 
 pytestmark = [pytest.mark.skipif(bool(pm.missing()), reason=f"{pm.missing()} not installed"),
@@ -36,15 +36,7 @@ def test_a_person_who_said_yes_is_known_by_new_processes_and_forget_me_leaves_no
         assert watch.wait(lambda: len(watch.tracked) == 1, 180), session.logs()
         [stranger] = watch.tracked
         assert stranger.startswith("anonymous_person_")
-        # the manager's Ask skill is up (a third party's faces come before it is)
-        assert watch.wait(watch.ask.server_is_ready, 60), session.logs()
-        session.speech.say("Hello there.")
-        session.speech.say("My name is Barack.")
-        assert watch.wait(lambda: watch.tracked and watch.tracked[0].startswith("person_")
-                          and watch.names.get(watch.tracked[0]) == "Barack", 120), \
-            session.logs()
-        [known] = watch.tracked
-        assert session.speech.expect("I will remember you next time", 60), session.logs()
+        known = introduce(watch, session)
     finally:
         session.close()
     assert b"Barack" in store.read_bytes()

@@ -132,7 +132,7 @@ class ManagerNode(ManagedNode):
                                logger=log)
         self.camera = ImageTopicInput(self, "camera/image_raw", self.intake, p["image_qos"],
                                       p["max_image_pixels"], taking=lambda: self.active)
-        self.vcg = self.robot_tools = self.memory = None
+        self.vcg = self.robot_tools = self.memory = self.voices = None
         try:
             if p["use_tools"]:       # Visual ChatGPT
                 self.vcg = connect_vfm_tools(self, conv, self.turns, self.camera, p,
@@ -142,7 +142,8 @@ class ManagerNode(ManagedNode):
         except ParameterError:
             self.close_early()
             raise
-        self.memory = connect_memory(self, p, conv, self.turns, self.people, self.backend, log)
+        self.memory = connect_memory(self, p, conv, self.turns, self.people, self.backend, log,
+                                     faces=self._tracked_faces)
         self._create_subscriptions(notes)
         self.skill_host, self.skills, self.intents = connect_application(
             self, conv, self.turns, self.people, self.robot_tools, p, log)
@@ -327,6 +328,10 @@ class ManagerNode(ManagedNode):
             self.llm.stats.add(r.first_sentence_s, r.fallback, r.error)
         self.publish_state()
         self.out.conversation_event(kind, data)
+
+    def _tracked_faces(self) -> dict[str, str] | None:
+        """Person id -> face id of those a ROS4HRI person manager tracks (None: no ROS4HRI)."""
+        return self.voices.tracked_faces() if self.voices is not None else None
 
     def _health(self) -> list[Health]:
         """The LLM, the memory of people, and the prompt with the frames coming in.

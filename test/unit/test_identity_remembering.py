@@ -106,3 +106,23 @@ def test_asked_what_it_knows_the_note_holds_all_of_it_or_says_nothing_was_kept(k
     assert keep.note([anna], "Hello!").count(";") == 0       # the cap: one fact fits
     told = keep.note([anna], "What do you remember about me?")
     assert all(h in told for h in ("loves sailing", "plays the violin", "grows tomatoes"))
+
+
+def test_a_line_said_just_before_the_yes_is_kept_once_the_same_face_is_known(keeper):
+    """A line of an anonymous person waits with their face until that face is known.
+
+    (Their new id was not reported yet when it was heard.) Never another face's person's.
+    """
+    keep, model, anna = keeper
+    line = "I work in building B and I love sailing."
+    assert keep.heard(["anonymous_person_q"], line, {"anonymous_person_q": "face1"}) == []
+    assert keep.heard(["anonymous_person_r"], "I moved to building C last week.",
+                      {"anonymous_person_r": "face2"}) == []
+    assert model.asked == [] and keep.waiting_lines() == 2
+    assert keep.place({"anonymous_person_q": "face1"}) == []     # not known yet: waits
+    kept = keep.place({anna: "face1", "anonymous_person_r": "face2"})   # she said yes
+    assert [f.text for f in kept] == ["works in building B", "loves sailing"]
+    assert keep.waiting_lines() == 1                              # face2's waits on
+    assert keep.place({anna: "face1"}) == [] and keep.waiting_lines() == 1
+    facts = {f.text for f in keep.memory.recall(anna, "t").facts}
+    assert facts == {"works in building B", "loves sailing"}

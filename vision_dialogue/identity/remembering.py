@@ -26,6 +26,10 @@ ASKED_NOTE_TIMES = 4
 NOTHING_KEPT = ("You have met {name} before, but they have told you nothing about "
                 "themselves that you kept: say so.")
 
+#: lines of a person not known yet that wait for their yes (newest kept), and for how long (s)
+UNPLACED_LINES = 5
+UNPLACED_S = 60.0
+
 #: words with which a person speaks of themselves
 _FIRST_PERSON = frozenset("i i'm im i've ive i'd my mine me we we're our ours us".split())
 
@@ -52,19 +56,36 @@ class MemoryKeeper:
         self.lines = 0
         #: person id -> (when their session began, their lines in it): summed up when they go
         self._sessions: dict[str, tuple[float, list[str]]] = {}
+        #: (face id, line, line number, monotonic time) of someone not known yet, in memory
+        self._unplaced: list[tuple[str, str, int, float]] = []
 
     @staticmethod
     def speaker(in_view: list[str]) -> str | None:
         """The id of whoever said a line: the one person in view, else nobody for sure."""
         return in_view[0] if len(in_view) == 1 else None
 
-    def heard(self, in_view: list[str], text: str) -> list[Fact]:
-        """A person's line: the facts kept of it (none when its speaker is not known)."""
+    def heard(self, in_view: list[str], text: str,
+              faces: dict[str, str] | None = None) -> list[Fact]:
+        """A person's line: the facts kept of it (none when its speaker is not known).
+
+        `faces`: person id -> face id of those in view. The line of one person in view whom
+        the store does not know (yet) waits, with their face, for `place`: a person who says
+        yes and at once what they love is enrolled under a new id a moment later.
+        """
         self.lines += 1
         line, person = self.lines, self.speaker(in_view)
-        # a stranger's line: nothing is kept
-        if person is None or not self._guarded(f"line {line}", self.memory.knows, person):
+        if person is None:
             return []
+        if not self._guarded(f"line {line}", self.memory.knows, person):
+            face = (faces or {}).get(person, "")
+            if face and says_something_of_themselves(text):
+                self._unplaced = [u for u in self._unplaced[-(UNPLACED_LINES - 1):]
+                                  if time.monotonic() - u[3] < UNPLACED_S]
+                self._unplaced.append((face, text, line, time.monotonic()))
+            return []
+        return self._keep_line(person, text, line)
+
+    def _keep_line(self, person: str, text: str, line: int) -> list[Fact]:
         self._sessions.setdefault(person, (time.time(), []))[1].append(text)
         if not says_something_of_themselves(text):
             return []
@@ -73,9 +94,29 @@ class MemoryKeeper:
             self.log.info(f"memory: {len(kept)} fact(s) of {person} kept from line {line}")
         return kept
 
+    def place(self, faces: dict[str, str]) -> list[Fact]:
+        """The waiting lines whose face is now a known person's (who just said yes) are theirs.
+
+        Only by the face: a line is never given to someone else who came into view. A line
+        waits at most UNPLACED_S; nothing of it is kept otherwise.
+        """
+        kept: list[Fact] = []
+        waiting, self._unplaced = self._unplaced, []
+        for face, text, line, at in waiting:
+            owner = next((p for p, f in faces.items() if f == face), None)
+            if owner is not None and self._guarded(f"line {line}", self.memory.knows, owner):
+                kept += self._keep_line(owner, text, line)
+            elif time.monotonic() - at < UNPLACED_S:
+                self._unplaced.append((face, text, line, at))
+        return kept
+
     def in_session(self) -> bool:
         """Whether someone's session is open (a summary is due when they go)."""
         return bool(self._sessions)
+
+    def waiting_lines(self) -> int:
+        """Lines of someone not known yet that wait for their yes (`place`)."""
+        return len(self._unplaced)
 
     def left(self, in_view: list[str]) -> list[str]:
         """End the sessions of those no longer in view: each one's summary is kept."""

@@ -26,19 +26,26 @@ DEPARTURE_CHECK_S = 2.0
 class ManagerMemory:
     """A MemoryKeeper on the manager's backend, its lines on one worker thread."""
 
-    def __init__(self, keeper, people):
-        self.keeper, self.people = keeper, people
+    def __init__(self, keeper, people, faces=lambda: None):
+        """`faces()`: person id -> face id of those a ROS4HRI person manager tracks now.
+
+        All of them (also one just enrolled whose name has not come yet); None without one.
+        """
+        self.keeper, self.people, self.faces = keeper, people, faces
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="vd-memory")
 
-    def in_view(self) -> list[str]:
-        """The person ids the tracker reports now (none while its report is stale)."""
-        return self.people.reported()
+    def in_view(self) -> tuple[list[str], dict[str, str]]:
+        """The person ids tracked now, and their faces (the tracker's report without one)."""
+        faces = self.faces()
+        if faces is None:
+            return self.people.reported(), {}
+        return sorted(faces), faces
 
     def heard(self, text: str) -> None:
-        in_view = self.in_view()       # who is there when the line is heard, not later
+        in_view, faces = self.in_view()    # who is there when the line is heard, not later
         try:
-            self._worker.submit(self.keeper.heard, in_view, text)
-        except RuntimeError:           # closing
+            self._worker.submit(self.keeper.heard, in_view, text, faces)
+        except RuntimeError:               # closing
             pass
 
     def check_departures(self) -> None:
@@ -48,10 +55,12 @@ class ManagerMemory:
         """
         try:
             if self.keeper.in_session():
-                self._worker.submit(self.keeper.left, self.in_view())
+                self._worker.submit(self.keeper.left, self.in_view()[0])
             memory = self.keeper.memory
             if memory.waiting or memory.last_error:     # writes wait, or the store was away
                 self._worker.submit(memory.flush)
+            if self.keeper.waiting_lines():             # lines of someone saying yes
+                self._worker.submit(self.keeper.place, self.in_view()[1])
         except RuntimeError:           # closing
             pass
 
@@ -65,15 +74,15 @@ class ManagerMemory:
         return Health("people memory", OK, "memory of people on", values)
 
     def note(self, line: str) -> str:
-        return self.keeper.note(self.in_view(), line)
+        return self.keeper.note(self.in_view()[0], line)
 
     def close(self) -> None:
         self._worker.shutdown(wait=True, cancel_futures=True)
         self.keeper.memory.close()
 
 
-def connect_memory(node, p, conversation, turns, people, backend,
-                   log) -> ManagerMemory | None:
+def connect_memory(node, p, conversation, turns, people, backend, log,
+                   faces=lambda: None) -> ManagerMemory | None:
     """The manager's memory of people, or None (off, or the store cannot be opened: a WARN)."""
     if not p["people_store_url"]:
         return None
@@ -92,7 +101,7 @@ def connect_memory(node, p, conversation, turns, people, backend,
 
     keeper = MemoryKeeper(queued, ask, note_chars=p["memory_note_chars"],
                           in_company=p["memory_in_company"], logger=log)
-    memory = ManagerMemory(keeper, people)
+    memory = ManagerMemory(keeper, people, faces)
     before = turns.on_heard
 
     def heard(text: str) -> None:

@@ -272,6 +272,12 @@ class Ros4hriInput:
             person = next((p for p, v in self._of["voice_id"].items() if v == voice_id), None)
             return (self._name(person) if person else "") or voice_id
 
+    def tracked_faces(self) -> dict[str, str]:
+        """Every person tracked now -> their face id ("" for none): one just tracked too."""
+        ids = tuple(self._subs["person"])      # one C-level copy: the list may change meanwhile
+        with self._lock:
+            return {pid: self._of["face_id"].get(pid, "") for pid in ids}
+
     def people(self) -> list:
         """The tracked persons as TrackedPerson (x from the face's place in the image).
 
