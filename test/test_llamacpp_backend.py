@@ -228,3 +228,61 @@ def test_a_session_acts_on_each_request_decided_on_the_side(backend, cores_alone
     assert [n for n, _ in ran] == ["go_to", "go_to"], ran
     assert "kitchen" in ran[0][1]["place"] and "library" in ran[1][1]["place"]
     assert reused_before > 0 and backend.reused_tokens > 0.5 * backend.prompt_tokens
+
+
+@pytest.fixture(scope="module")
+def demo_backend():
+    """The demos' embedded model (config/*_setup.yaml: default:1.5b), greedy."""
+    from vision_dialogue.llm.default_model import ModelSetupError
+    try:
+        return make_backend("llamacpp", model="default:1.5b", max_new_tokens=60,
+                            temperature=0.0)
+    except ModelSetupError as e:
+        pytest.skip(f"the embedded 1.5B model is not installed: {e}")
+
+
+def test_a_person_is_remembered_across_a_restart_on_the_embedded_model(
+        demo_backend, tmp_path):
+    """Three facts told in session 1 are answered in session 2, after a restart.
+
+    On the demos' embedded model, greedy: it takes the facts from the person's lines (the
+    manager's side question); session 2, on a new keeper and store object, answers from the
+    memory note in the facts' words. (The 0.5B files every fact under "work" and rewrites
+    them; bench_memory.py measures both.)
+    """
+    backend = demo_backend
+    from vision_dialogue.core.conversation import Conversation, ConversationConfig
+    from vision_dialogue.core.persona import load_persona
+    from vision_dialogue.identity.memory import PersonMemory
+    from vision_dialogue.identity.records import Consent, ConsentWay
+    from vision_dialogue.identity.remembering import MemoryKeeper
+    from vision_dialogue.identity.store import PeopleStore
+    from vision_dialogue.llm.base import short_question
+    url = f"sqlite:///{tmp_path / 'people.db'}"
+
+    def keeper() -> MemoryKeeper:
+        return MemoryKeeper(PersonMemory(PeopleStore(url)), lambda messages, schema:
+                            short_question(backend, messages, 160, json_schema=schema,
+                                           side=True, temperature=0.0))
+    first = keeper()
+    dana = first.memory.store.enrol("Dana", [], Consent(ConsentWay.ASKED, answer="Yes."))
+    for line in ("I love sailing on the lake.", "I work in building B.",
+                 "My daughter plays the violin."):
+        first.heard([dana], line)
+    first.left([])                                   # she leaves: the session is summed up
+    kept = first.memory.recall(dana, "test")
+    first.memory.store.close()
+    assert len(kept.facts) == 3 and kept.last_session is not None, kept
+    second = keeper()                                # session 2: a restart
+    conv = Conversation(backend, load_persona(), ConversationConfig(warm_cache=False))
+    conv.prompt.recall = lambda line: second.note([dana], line)
+    try:
+        hobby = conv.turn("What do I love doing?").text
+        work = conv.turn("Where do I work?").text
+        violin = conv.turn("What does my daughter play?").text
+    finally:
+        conv.close(0)
+        second.memory.store.close()
+    assert "sail" in hobby.lower(), hobby
+    assert "building b" in work.lower(), work
+    assert "violin" in violin.lower(), violin

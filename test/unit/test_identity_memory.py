@@ -180,3 +180,15 @@ def test_the_operators_command_exports_one_person_and_expires_the_unseen(tmp_pat
     assert "retention_days 0" in capsys.readouterr().err
     assert cli.main(["people", "--store", url, "expire", "--days", "30"]) == 0
     assert "forgot 0" in capsys.readouterr().out          # enrolled just now
+
+
+def test_a_fact_under_the_same_topic_with_nothing_in_common_is_kept_beside_it(memory):
+    """A small model files both under "work": the nurse does not erase building B."""
+    mem, clock, _ = memory
+    dana = enrol(mem, "Dana")
+    assert mem.remember(dana, Fact("work", "is a nurse"), "fact from line 1")
+    clock.t += 1
+    assert mem.remember(dana, Fact("work", "works in building B"), "fact from line 2")
+    clock.t += 1
+    assert mem.remember(dana, Fact("work", "moved to building C"), "fact from line 3")
+    assert {f.text for f in mem.recall(dana, "t").facts} == {"is a nurse", "moved to building C"}

@@ -17,6 +17,7 @@ import json
 import re
 
 from vision_dialogue.identity.memory import Fact, Recall
+from vision_dialogue.identity.words import content_stems, stem, words
 
 #: what a fact may be about; True: one fact at a time (a new one replaces it)
 TOPICS: dict[str, bool] = {
@@ -51,12 +52,6 @@ SUMMARY_INSTRUCTION = (
     "what they talked about, such as \"her sailing trip and her new job\". Answer with "
     "JSON: {\"summary\": ...}.")
 
-#: words that carry no fact (the person's pronouns, verbs of being, articles)
-_FILLER = frozenset("""a an the i me my mine am is are was were be been i'm im i've ive i'd id
- you your he she his her they their them it its this that these those to of in on at for with
- and or but so as by from do does did really very also just now too quite some any new""".split())
-
-
 #: a person asking what the robot knows of them: their note then holds everything kept
 ASKS_WHAT_IS_KNOWN = re.compile(
     r"\bwhat (?:do|did) you (?:know|remember) (?:about|of) me\b"
@@ -64,24 +59,11 @@ ASKS_WHAT_IS_KNOWN = re.compile(
     r"|\bwhat did we talk about\b", re.IGNORECASE)
 
 
-def _words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower())
-
-
-def _stem(word: str) -> str:
-    """A crude stem, enough to match "loves" with "love" and "sailing" with "sail"."""
-    for end in ("ing", "es", "s", "ed"):
-        if word.endswith(end) and len(word) - len(end) >= 3:
-            word = word[:-len(end)]
-            break
-    return word[:-1] if word.endswith("e") and len(word) >= 4 else word
-
-
 def grounded(fact_text: str, line: str) -> bool:
     """Whether every content word of the fact is in the person's line (stems compared)."""
-    said = {_stem(w) for w in _words(line)}
-    content = [_stem(w) for w in _words(fact_text) if w not in _FILLER]
-    return bool(content) and all(w in said for w in content)
+    said = {stem(w) for w in words(line)}
+    content = content_stems(fact_text)
+    return bool(content) and content <= said
 
 
 def extraction_messages(line: str) -> list[dict]:
@@ -134,10 +116,10 @@ def recall_note(recall: Recall, line: str, cap: int) -> str:
     The facts sharing words with `line` first (most shared first), then the newest; the
     last session's summary if there is room. Empty when nothing is remembered.
     """
-    heard = {_stem(w) for w in _words(line) if w not in _FILLER}
+    heard = content_stems(line)
 
     def shared(fact: Fact) -> int:
-        return len(heard & {_stem(w) for w in _words(fact.text) if w not in _FILLER})
+        return len(heard & content_stems(fact.text))
 
     facts = sorted(recall.facts, key=shared, reverse=True)     # stable: newest first on ties
     if not facts and recall.last_session is None:

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from vision_dialogue.identity.schema import AUDIT, FACTS, PEOPLE, SESSIONS, VISITS
 from vision_dialogue.identity.store import PeopleStore, forget_rows, person_exists
+from vision_dialogue.identity.words import content_stems
 
 #: seconds without being seen after which a person's next sighting is a new visit
 VISIT_GAP_S = 30 * 60.0
@@ -110,11 +111,23 @@ class PersonMemory:
             raise ValueError("an empty session summary")
 
     def remember(self, person_id: str, fact: Fact, why: str) -> bool:
-        """Keep `fact`, replacing what was known about the same thing; False: not enrolled."""
+        """Keep `fact`, replacing what was known about the same thing; False: not enrolled.
+
+        The same thing: the same topic, and a word in common ("moved to building C" replaces
+        "works in building B"). A fact under the same topic with nothing in common is kept
+        beside it: a small model files "I am a nurse" and "I work in building B" both under
+        "work", and the second must not erase the first.
+        """
         about, text = self.check_fact(fact)
         with self.store.writing() as db:
             if not person_exists(db, person_id):
                 return False
+            same = db.execute(sa.select(FACTS.c.about, FACTS.c.text).where(
+                FACTS.c.person_id == person_id, sa.or_(
+                    FACTS.c.about == about, FACTS.c.about.startswith(f"{about}: ")))).all()
+            if same and ":" not in about:     # one thing at a time: which one it corrects
+                about = next((a for a, t in same if content_stems(t) & content_stems(text)),
+                             topic_key(f"{about}: {text}"))
             db.execute(FACTS.delete().where(FACTS.c.person_id == person_id,
                                             FACTS.c.about == about))
             db.execute(FACTS.insert().values(person_id=person_id, about=about, text=text,
