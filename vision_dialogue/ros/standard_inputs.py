@@ -201,8 +201,10 @@ GESTURES = {6: ("wave", "waved"), 3: ("raised_hand", "raised a hand"),
 ENGAGING = 2          # hri_msgs/EngagementLevel.ENGAGING
 #: a new person is reported once their name came, or after this long without one (their
 #: latched topics arrive after the subscriptions made when the person is first tracked have
-#: matched: 0.5 s was too short on a loaded machine, and the arrival went out as "someone")
-NAME_WAIT_S = 2.0
+#: matched: 0.5 s was too short on a loaded machine, and so was 2 s in a busy suite run: a
+#: known person was greeted as "someone"). Not sooner for a stranger's empty name: two people
+#: arriving together were then greeted as the stranger alone, before the known one's name
+NAME_WAIT_S = 4.0
 #: how often the persons are reported (departures are noticed by time)
 REPORT_EVERY_S = 0.5
 

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Benchmark: what the robot remembers of a person across a restart, and what it costs.
+
+Session 1: a person who said yes tells the robot 20 facts, one line each
+(memory_battery.yaml); each line goes to the manager's memory keeper
+(identity/remembering.py), which asks the model for the facts as the manager does (a side
+question, constrained JSON, temperature 0). The store is closed. Session 2, from a new store
+object and keeper on the same file (a restart): the person asks about each fact, and the reply
+comes from the real conversation (core/conversation.py) whose prompt holds the memory note
+(`PromptAssembly.recall`), as the manager's does.
+
+Scored per question: right (one of the expected words in the reply), missing (the reply says
+it does not know), wrong (anything else: worse than missing). Invented: a second known person
+who told the robot nothing asks five of the questions; a reply holding any of the battery's
+facts is invented about them. The baseline, interleaved question by question on a
+conversation and an engine of its own, is the same model with memory off (what a user has
+without it):
+its right answers are the floor, and the first spoken sentence with memory on vs off is the
+cost of the note (the goal: within +5 %). The prompt's size: the note of a person with the
+20 facts and 50 remembered sessions vs none (`memory_note_chars` caps it).
+
+Engines (`--engines`): `local` = the embedded default (1.5B) on llama.cpp in this process,
+`server` = the same GGUF behind llama.cpp's OpenAI-compatible server (bench_skills.make_engine).
+Prints a table and one JSON line; the record goes to benchmarks/results/bench_memory.json.
+
+    source env.sh && python benchmarks/bench_memory.py [--engines local,server] [--facts 20]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from bench_skills import make_engine  # noqa: E402
+from results import record  # noqa: E402 - benchmarks/ is on sys.path
+from vision_dialogue.core.conversation import Conversation, ConversationConfig  # noqa: E402
+from vision_dialogue.core.persona import load_persona  # noqa: E402
+from vision_dialogue.identity.memory import PersonMemory, SessionSummary  # noqa: E402
+from vision_dialogue.identity.records import Consent, ConsentWay  # noqa: E402
+from vision_dialogue.identity.remembering import MemoryKeeper  # noqa: E402
+from vision_dialogue.identity.store import PeopleStore  # noqa: E402
+from vision_dialogue.llm.base import short_question  # noqa: E402
+
+BATTERY = Path(__file__).with_name("memory_battery.yaml")
+MANAGER = dict(n=4, m=3, max_reply_tokens=60, stream=True)      # the demos' manager
+EXTRACT_MAX_TOKENS = 160                                         # ros/manager_memory.py
+SESSIONS_FOR_SIZE = 50
+
+
+def words(text: str) -> str:
+    return " " + re.sub(r"[^a-z0-9' ]+", " ", text.lower().replace("\u2019", "'")) + " "
+
+
+def score(reply: str, expect: list[str], not_known: list[str]) -> str:
+    said = words(reply)
+    if any(f" {w} " in said for w in expect):
+        return "right"
+    return "missing" if any(p in reply.lower() for p in not_known) else "wrong"
+
+
+def keeper_on(store_url: str, backend) -> MemoryKeeper:
+    def ask(messages: list, schema: dict) -> str:
+        return short_question(backend, messages, EXTRACT_MAX_TOKENS, json_schema=schema,
+                              side=True, temperature=0.0)
+    return MemoryKeeper(PersonMemory(PeopleStore(store_url)), ask)
+
+
+def conversation(backend, keeper: MemoryKeeper | None, person: str) -> Conversation:
+    conv = Conversation(backend, load_persona(), ConversationConfig(**MANAGER))
+    if keeper is not None:
+        conv.prompt.recall = lambda line: keeper.note([person], line)
+    return conv
+
+
+def ask(conv: Conversation, question: str) -> tuple[str, float | None, int]:
+    result = conv.turn(question)
+    return result.text, result.first_sentence_s, result.prompt_chars
+
+
+def run_engine(name: str, battery: dict, n_facts: int) -> dict:
+    """One engine's results: memory on and off, each on an engine of its own.
+
+    (Each keeps its prompt cache: one llama.cpp context serving both conversations in turn
+    would read each prompt anew; the first run shared one and measured that, not memory.)
+    """
+    backend, close = make_engine(name)
+    baseline, close_baseline = make_engine(name)
+    facts, not_known = battery["facts"][:n_facts], battery["not_known"]
+    folder = Path(tempfile.mkdtemp(prefix="vd-bench-memory-"))
+    url = f"sqlite:///{folder / 'people.db'}"
+    store = PeopleStore(url)
+    person = store.enrol("Dana", [], Consent(ConsentWay.ASKED, answer="Yes."))
+    quiet = store.enrol("Eli", [], Consent(ConsentWay.ASKED, answer="Yes."))
+    store.close()
+    try:
+        keeper = keeper_on(url, backend)                    # session 1
+        t0 = time.monotonic()
+        kept = sum(len(keeper.heard([person], f["tell"])) for f in facts)
+        extract_s = (time.monotonic() - t0) / len(facts)
+        keeper.memory.store.close()
+        keeper = keeper_on(url, backend)                    # session 2: a restart
+        on, off = conversation(backend, keeper, person), conversation(baseline, None, person)
+        rows = []
+        for i, f in enumerate(facts):                       # interleaved, alternating first
+            order = [("on", on), ("off", off)] if i % 2 == 0 else [("off", off), ("on", on)]
+            row = {"ask": f["ask"]}
+            for method, conv in order:
+                reply, first_s, chars = ask(conv, f["ask"])
+                row[method] = {"reply": reply, "first_s": first_s, "chars": chars,
+                               "score": score(reply, f["expect"], not_known)}
+            rows.append(row)
+        everything = [w for f in facts for w in f["expect"]]
+        invented = []
+        stranger = conversation(backend, keeper, quiet)
+        for q in battery["nothing_told"]:
+            reply, _, _ = ask(stranger, q)
+            invented.append({"ask": q, "reply": reply,
+                             "invented": score(reply, everything, not_known) == "right"})
+        size = prompt_size(keeper, person, facts)
+        for conv in (on, off, stranger):
+            conv.close()
+    finally:
+        close()
+        close_baseline()
+    return summarise(name, rows, invented, kept, extract_s, size)
+
+
+def prompt_size(keeper: MemoryKeeper, person: str, facts: list[dict]) -> dict:
+    """The note for a question, with the facts only, then with 50 remembered sessions too."""
+    memory, question = keeper.memory, facts[0]["ask"]
+    facts_only = len(keeper.note([person], question))
+    for i in range(SESSIONS_FOR_SIZE):
+        told = facts[i % len(facts)]["tell"]
+        memory.session_ended(person, SessionSummary(1000.0 + i, 1001.0 + i,
+                                                    f"session {i}: {told}"), "benchmark")
+    return {"note_chars_facts_only": facts_only,
+            "note_chars_50_sessions": len(keeper.note([person], question)),
+            "note_cap": keeper.note_chars}
+
+
+def summarise(name, rows, invented, kept, extract_s, size) -> dict:
+    def counts(method):
+        scores = [r[method]["score"] for r in rows]
+        return {k: scores.count(k) for k in ("right", "wrong", "missing")}
+
+    def p50(method):
+        xs = [r[method]["first_s"] for r in rows if r[method]["first_s"] is not None]
+        return round(statistics.median(xs), 2) if xs else None
+    on_s, off_s = p50("on"), p50("off")
+    return {"engine": name, "facts": len(rows), "facts_kept_in_session_1": kept,
+            "extract_s_per_line": round(extract_s, 2),
+            "memory_on": counts("on"), "memory_off": counts("off"),
+            "invented": sum(i["invented"] for i in invented), "asked_of_a_quiet_person":
+            len(invented), "first_sentence_p50_s": {"on": on_s, "off": off_s},
+            "first_sentence_cost": round(on_s / off_s - 1, 3) if on_s and off_s else None,
+            "prompt_chars_p50": {m: statistics.median(r[m]["chars"] for r in rows)
+                                 for m in ("on", "off")},
+            **size, "rows": rows, "invented_rows": invented}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--engines", default="local,server")
+    ap.add_argument("--facts", type=int, default=20)
+    args = ap.parse_args()
+    battery = yaml.safe_load(BATTERY.read_text())
+    out = {"benchmark": "bench_memory", "engines": []}
+    for name in args.engines.split(","):
+        res = run_engine(name.strip(), battery, args.facts)
+        out["engines"].append(res)
+        on, off = res["memory_on"], res["memory_off"]
+        cost = "n/a" if res["first_sentence_cost"] is None else \
+            f"{res['first_sentence_cost']:+.1%}"
+        print(f"{name}: memory on right/wrong/missing {on['right']}/{on['wrong']}/"
+              f"{on['missing']}, off {off['right']}/{off['wrong']}/{off['missing']}; "
+              f"invented {res['invented']}/{res['asked_of_a_quiet_person']}; first sentence "
+              f"p50 on {res['first_sentence_p50_s']['on']} s, off "
+              f"{res['first_sentence_p50_s']['off']} s ({cost}); "
+              f"note {res['note_chars_50_sessions']} chars with 50 sessions "
+              f"(cap {res['note_cap']}); extraction {res['extract_s_per_line']} s a line",
+              flush=True)
+    print(json.dumps(out))
+    record("bench_memory", out)
+
+
+if __name__ == "__main__":
+    main()
