@@ -235,8 +235,8 @@ def demo_backend():
     """The demos' embedded model (config/*_setup.yaml: default:1.5b), greedy."""
     from vision_dialogue.llm.default_model import ModelSetupError
     try:
-        return make_backend("llamacpp", model="default:1.5b", max_new_tokens=60,
-                            temperature=0.0)
+        return make_backend("llamacpp", model="default:1.5b", max_new_tokens=24,
+                            temperature=0.0)     # a short answer holds the word (CPU: suite)
     except ModelSetupError as e:
         pytest.skip(f"the embedded 1.5B model is not installed: {e}")
 
@@ -269,12 +269,12 @@ def test_a_person_is_remembered_across_a_restart_on_the_embedded_model(
     for line in ("I love sailing on the lake.", "I work in building B.",
                  "My daughter plays the violin."):
         first.heard([dana], line)
-    first.left([])                                   # she leaves: the session is summed up
-    kept = first.memory.recall(dana, "test")
+    kept = first.memory.recall(dana, "test")        # (summaries: test_identity_remembering)
     first.memory.store.close()
-    assert len(kept.facts) == 3 and kept.last_session is not None, kept
+    assert len(kept.facts) == 3, kept
     second = keeper()                                # session 2: a restart
-    conv = Conversation(backend, load_persona(), ConversationConfig(warm_cache=False))
+    conv = Conversation(backend, load_persona(), ConversationConfig(warm_cache=False,
+                                                                    max_reply_tokens=24))
     conv.prompt.recall = lambda line: second.note([dana], line)
     try:
         hobby = conv.turn("What do I love doing?").text
