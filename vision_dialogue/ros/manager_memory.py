@@ -53,14 +53,15 @@ class ManagerMemory:
 
         On the worker, in the model's idle time.
         """
+        in_view, faces = self.in_view()        # read once a tick
         try:
             if self.keeper.in_session():
-                self._worker.submit(self.keeper.left, self.in_view()[0])
+                self._worker.submit(self.keeper.left, in_view)
             memory = self.keeper.memory
             if memory.waiting or memory.last_error:     # writes wait, or the store was away
                 self._worker.submit(memory.flush)
             if self.keeper.waiting_lines():             # lines of someone saying yes
-                self._worker.submit(self.keeper.place, self.in_view()[1])
+                self._worker.submit(self.keeper.place, faces)
         except RuntimeError:           # closing
             pass
 
