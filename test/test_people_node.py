@@ -233,6 +233,29 @@ def test_a_name_said_before_the_face_was_printed_is_asked_about_once_it_is(rig, 
     assert [p.name for p in node.store.people()] == ["Barack"]
 
 
+def test_the_persons_of_one_frame_are_reported_together(rig, tmp_path, monkeypatch):
+    """Two faces come into view; the first is printed: no persons go out until the second is.
+
+    A listener greets whoever is reported first: a stranger printed before a known person
+    was greeted alone (a suite run).
+    """
+    from vision_dialogue import people_node as module
+    monkeypatch.setattr(module, "FIRST_PRINT_WAIT_S", 600.0)      # the event, not the bound
+    ex, robot, node = rig(tmp_path / "people.db", {})
+    robot.crops["faceb"] = robot.node.create_publisher(robot._Image, "/humans/faces/faceb/cropped",
+                                                       10)
+    sent = []
+    publish = node.out.publish
+    node.out.publish = lambda persons, known: (sent.append([p.person_id for p in persons]),
+                                               publish(persons, known))
+    assert until(ex, lambda: node._track_prints.get("facea"), robot,
+                 ("facea", face_crop("obama", 1)))
+    node.publish()
+    assert not any(sent), sent                   # faceb in view, not printed yet
+    assert until(ex, lambda: len(robot.tracked) == 2, robot, ("faceb", face_crop("biden", 1)))
+    assert [len(ids) for ids in sent if ids][0] == 2, sent
+
+
 def test_no_and_forget_me_leave_nothing_in_the_store_file(rig, tmp_path):
     store = tmp_path / "people.db"
     ex, robot, node = rig(store, {"remember": False})

@@ -595,3 +595,43 @@ def test_a_known_person_in_view_is_remembered_and_the_next_reply_is_told_it(ros_
     why = [a.why for a in memory.audit()]
     assert "fact from line 1" in why and "recall for a reply" in why
     store.close()
+
+
+@pytest.mark.skipif(bool(pm.missing()), reason="vision_msgs/hri_msgs not built")
+def test_two_people_arriving_together_are_greeted_once_both_are_named(ros_context):
+    """A stranger's empty name comes first, the known one's later: the greeting waits for it.
+
+    A suite run greeted the stranger alone ("hello to the person in front of you") while the
+    known person's name was still on its way. The greeting is asked for only once nobody
+    tracked waits for a name, after a report of everyone (by name where known).
+    """
+    from std_msgs.msg import String
+
+    from vision_dialogue.ros.qos import LATCHED_QOS
+    from vision_dialogue.ros.standard_inputs import Ros4hriInput
+    node = rclpy.create_node("greets_together", context=ros_context)
+    peer = rclpy.create_node("person_manager", context=ros_context)
+    events = []
+    Ros4hriInput(node, on_speech=lambda *a: None,
+                 on_people=lambda seen: events.append(("people", sorted(p.label for p in seen))),
+                 on_engaging=lambda label: events.append(("engaging", label)))
+    tracked = peer.create_publisher(pm.IdsList, "/humans/persons/tracked", LATCHED_QOS)
+    names = {pid: peer.create_publisher(String, f"/humans/persons/{pid}/name", LATCHED_QOS)
+             for pid in ("known1", "anonymous_person_x")}
+    ex = SingleThreadedExecutor(context=ros_context)
+    ex.add_node(node)
+    ex.add_node(peer)
+    try:
+        tracked.publish(pm.IdsList(ids=["anonymous_person_x", "known1"]))
+        names["anonymous_person_x"].publish(String(data=""))
+        # the stranger is reported (their empty name came), nobody is greeted yet
+        assert spin_until(ex, lambda: ("people", ["someone"]) in events, 30), events
+        assert not [e for e in events if e[0] == "engaging"]
+        names["known1"].publish(String(data="Barack"))
+        assert spin_until(ex, lambda: any(e[0] == "engaging" for e in events), 30), events
+        first = next(i for i, e in enumerate(events) if e[0] == "engaging")
+        assert events[first - 1] == ("people", ["Barack", "someone"]), events
+    finally:
+        ex.shutdown()
+        node.destroy_node()
+        peer.destroy_node()

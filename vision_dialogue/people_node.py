@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -55,6 +56,11 @@ from vision_dialogue.ros.topics import AUDIO_INPUT_TOPIC, FACES_TRACKED_TOPIC, \
 from vision_dialogue_interfaces.msg import AudioChunk, Utterance
 from vision_dialogue_interfaces.srv import Enrol, Forget, ListPeople
 
+#: a face in view not yet printed holds the persons' report this long at most (its crop may
+#: never come): the persons of one frame go out together, so a listener that greets whoever
+#: comes greets a known person and a stranger who arrive together as both, not as the
+#: stranger whose print happened to be read first
+FIRST_PRINT_WAIT_S = 5.0
 #: how long a line waits for the microphone's audio up to its end (the chunks may come later)
 AUDIO_WAIT_S = 1.0
 #: prints of one face track, at most: the pool is steady by then, and the CPU is the reply's
@@ -225,10 +231,11 @@ class PeopleNode(ManagedNode):
     def _follow_face(self, fid: str) -> tuple:
         return fid, self.create_subscription(Image, f"/humans/faces/{fid}/cropped",
                                              lambda m: self._on_crop(fid, m), RELIABLE_QOS,
-                                             **no_event_handlers("subscription"))
+                                             **no_event_handlers("subscription")), \
+            time.monotonic()
 
     def _drop_face(self, entry: tuple) -> None:
-        fid, sub = entry
+        fid, sub, _ = entry
         self.destroy_subscription(sub)
         with self._lock:
             self._last_print.pop(fid, None)
@@ -423,9 +430,18 @@ class PeopleNode(ManagedNode):
         return response
 
     # --- out ------------------------------------------------------------------------------
+    def _first_prints_pending(self) -> bool:
+        """Whether a face in view has no print yet (for FIRST_PRINT_WAIT_S at most)."""
+        if not self.active or self.faces is None:
+            return False
+        now = time.monotonic()
+        return any(fid not in self._track_prints and now - since < FIRST_PRINT_WAIT_S
+                   for fid, _, since in tuple(self._face_subs.values()))
+
     def publish(self) -> None:
+        """The persons in view, once every face in view was printed (FIRST_PRINT_WAIT_S)."""
         with self._lock:
-            if self.persons is None:
+            if self.persons is None or self._first_prints_pending():
                 return
             tracked = self.persons.tracked()
             self.out.publish(tracked, sorted(self.persons.known_ids))

@@ -199,12 +199,12 @@ GESTURES = {6: ("wave", "waved"), 3: ("raised_hand", "raised a hand"),
             4: ("raised_hand", "raised a hand"), 5: ("raised_hand", "raised both hands"),
             9: ("point", "pointed up"), 11: ("thumbs_up", "gave a thumbs up")}
 ENGAGING = 2          # hri_msgs/EngagementLevel.ENGAGING
-#: a new person is reported once their name came, or after this long without one (their
-#: latched topics arrive after the subscriptions made when the person is first tracked have
-#: matched: 0.5 s was too short on a loaded machine, and so was 2 s in a busy suite run: a
-#: known person was greeted as "someone"). Not sooner for a stranger's empty name: two people
-#: arriving together were then greeted as the stranger alone, before the known one's name
-NAME_WAIT_S = 4.0
+#: a new person is reported once their name message came (empty for a stranger), or after
+#: this long without one (a person manager that publishes no names; their latched topics
+#: arrive once the subscriptions made when the person is first tracked have matched: 2 s was
+#: too short in a busy suite run). Nobody is greeted while anyone tracked still waits, so two
+#: people arriving together are greeted together, by name where one is known
+NAME_WAIT_S = 6.0
 #: how often the persons are reported (departures are noticed by time)
 REPORT_EVERY_S = 0.5
 
@@ -283,13 +283,14 @@ class Ros4hriInput:
     def people(self) -> list:
         """The tracked persons as TrackedPerson (x from the face's place in the image).
 
-        A person first tracked less than NAME_WAIT_S ago without a name yet is left out.
+        A person whose name message has not come, first tracked less than NAME_WAIT_S ago,
+        is left out.
         """
         now = time.monotonic()
         with self._lock:
             out = []
-            for pid in self._subs["person"]:
-                if not self._name(pid) and now - self._first_seen.get(pid, now) < NAME_WAIT_S:
+            for pid in tuple(self._subs["person"]):
+                if self._waiting(pid, now):
                     continue
                 face = self._of["face_id"].get(pid, "")
                 cx = self._roi.get(face)
@@ -297,6 +298,11 @@ class Ros4hriInput:
                                          self._of["expression"].get(face, ""),
                                          name=self._name(pid) or "someone"))
             return out
+
+    def _waiting(self, pid: str, now: float) -> bool:
+        """Whether a tracked person's name may still come (their name message has not)."""
+        return (pid not in self._of["name"] and not self._name(pid)
+                and now - self._first_seen.get(pid, now) < NAME_WAIT_S)
 
     # --- subscriptions ----------------------------------------------------------------------
     def _on_tracked(self, kind: str, ids) -> None:
@@ -307,9 +313,11 @@ class Ros4hriInput:
         for pid in added:
             self._first_seen[pid] = time.monotonic()
             self._reported = True
-        for pid in removed:                 # the person's face goes with them
+        for pid in removed:                 # the person's face and name go with them
             _unsubscribe(self.node, self._subs["face"].pop(self._of["face_id"].pop(pid, ""), []))
             self._first_seen.pop(pid, None)
+            with self._lock:
+                self._of["name"].pop(pid, None)
         self._report()
 
     def _report(self) -> None:
@@ -317,12 +325,16 @@ class Ros4hriInput:
 
         Once anyone was tracked: departures are noticed by time, so an empty list must keep
         coming. A person first reported whose engagement nobody publishes (people_node) is
-        on_engaging's then: the opening remark, named if the manager knows them.
+        on_engaging's then, once nobody tracked waits for a name: the opening remark, by name
+        for the people the manager knows among everyone who came together.
         """
         if self.on_people is None or not self._reported:
             return
         seen = self.people()
         self.on_people(seen)
+        now = time.monotonic()
+        if any(self._waiting(pid, now) for pid in tuple(self._subs["person"])):
+            return
         for person in seen:
             if person.id in self._announced:
                 continue
