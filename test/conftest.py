@@ -232,25 +232,27 @@ def tier_of(item) -> int:
     return TIERS.index(parts[0]) if len(parts) > 1 and parts[0] in TIERS else 1
 
 
-#: files that take longest (seconds on 2 cores, roughly, from a run of the suite): under
-#: pytest-xdist they start first, so the last file a worker takes is a short one (longest
-#: first packs two workers best); only the order depends on these numbers
+#: files that take longest (wall seconds in a fresh-clone run of the suite on 2 cores, three
+#: workers: the mean of the two runs of 0ab182b and 0fa1e9b in bench_suite.json's logs, from
+#: their junit files): under pytest-xdist they start first, so the last file a worker takes is
+#: a short one (longest first packs the workers best); only the order depends on these numbers.
+#: Stale numbers cost: test_llamacpp_backend weighed 19 here while it took 200 s, started late,
+#: and one worker ended 140 s after the others. Update them when a file grows
 HEAVY_FILES = {
-    # the system tier (wall seconds of a two-worker run): an in-process heavy file first, so
-    # one worker works while the other makes the install tree's clean build (in the first
-    # installed file's time)
-    "test_voice": 200, "test_installed_default": 190, "test_real_launch": 120,
-    "test_llama_server": 110, "test_installed_events": 80, "test_installed_voice": 72,
-    "test_two_hosts": 69, "test_bringup": 66, "test_stock_driver": 60,
-    "test_frames_across_processes": 55, "test_voice_node": 54, "test_docs_site": 52,
-    "test_installed_session": 49, "test_installed_lifecycle": 46, "test_robot_tools": 36,
-    "test_faults": 29, "test_skills_ros": 28, "test_monitor_browser": 25,
-    "test_manager_node": 25, "test_installed_vfm": 25, "test_installed_diagnostics": 20,
-    "test_people_node": 40, "test_people_process": 30,
-    "test_llamacpp_backend": 19,
+    # the system tier
+    "test_voice": 250, "test_llamacpp_backend": 200, "test_llama_server": 136,
+    "test_installed_events": 90, "test_installed_voice": 88, "test_bringup": 88,
+    "test_real_launch": 83, "test_two_hosts": 80, "test_installed_default": 80,
+    "test_stock_driver": 61, "test_docs_site": 57, "test_installed_lifecycle": 56,
+    "test_voice_node": 53, "test_frames_across_processes": 52, "test_installed_session": 50,
+    "test_skills_ros": 47, "test_robot_tools": 46, "test_faults": 41,
+    "test_standard_interfaces": 40, "test_people_process": 40, "test_installed_vfm": 38,
+    "test_manager_node": 38, "test_bags": 27, "test_people_node": 26, "test_fleet_process": 25,
+    "test_installed_diagnostics": 22, "test_monitor_browser": 20, "test_ros_helpers": 20,
+    "test_local_llm": 19, "test_manager_tools": 18, "test_speech_node": 18,
     # the unit tier
-    "test_vfm_tools": 18, "test_lint": 16, "test_face": 14, "test_prompt_bound": 12,
-    "test_doctor": 12, "test_console": 11, "test_events": 10,
+    "test_vfm_tools": 47, "test_lint": 26, "test_events": 20, "test_doctor": 17, "test_face": 15,
+    "test_console": 14, "test_prompt_bound": 12,
 }
 
 
