@@ -125,7 +125,7 @@ def speech_process(tmp_path, *, env, listeners: tuple[str, ...] = ()) -> Proc:
     return speech
 
 
-def transcript_records(tmp_path) -> list[dict]:
-    """The records of the manager's transcript(s) under tmp_path/tr."""
+def transcript_records(tmp_path, before: set = frozenset()) -> list[dict]:
+    """The records of the manager's transcript(s) under tmp_path/tr (runs not in `before`)."""
     return [json.loads(line) for f in (tmp_path / "tr").glob("*/transcript.jsonl")
-            for line in f.read_text().splitlines()]
+            if f.parent.name not in before for line in f.read_text().splitlines()]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image as PILImage
 
-from conftest import REPO, spin_until
+from conftest import REPO, matched, spin_until
 from vision_dialogue.ros import perception_msgs as pm
 
 pytestmark = [pytest.mark.skipif(bool(pm.missing()), reason=f"{pm.missing()} not installed"),
@@ -284,6 +284,11 @@ def test_no_and_forget_me_leave_nothing_in_the_store_file(rig, tmp_path):
     assert until(ex, lambda: len(robot.said) == 2)
     [alex] = node.store.people()
     assert b"Alex" in store.read_bytes()
+    # the manager is told whom to clear from its transcripts (people/forgotten)
+    from vision_dialogue_interfaces.msg import Forgotten
+    told = []
+    robot.node.create_subscription(Forgotten, "people/forgotten", told.append, 10)
+    assert spin_until(ex, lambda: matched(node.forgotten_pub, robot.node), 10)
     robot.say("Please forget me.")
     assert until(ex, lambda: len(robot.said) == 3)
     assert robot.asked[-1][0].startswith("Shall I forget you?")
@@ -291,6 +296,8 @@ def test_no_and_forget_me_leave_nothing_in_the_store_file(rig, tmp_path):
     assert node.store.people() == []
     raw = store.read_bytes()
     assert b"Alex" not in raw and alex.person_id.encode() not in raw
+    assert until(ex, lambda: told)
+    assert (list(told[0].person_ids), list(told[0].names)) == ([alex.person_id], ["Alex"])
 
 
 def diagnostics_of(ex, node_obj, robot) -> list:
@@ -382,8 +389,12 @@ def _voices():
     return VoiceEmbedder()
 
 
-def speak(robot, clip: str, text: str, at_s: float) -> None:
-    """A recorded clip on audio/input (as the local voice publishes it), then its line."""
+def speak(robot, clip: str, text: str, at_s: float, late_s: float = 0.0) -> None:
+    """A recorded clip on audio/input (as the local voice publishes it), then its line.
+
+    `late_s`: the line is published that long after the voice ended (a busy recogniser) and
+    says when the voice began and ended, as the local voice does.
+    """
     import soundfile
 
     from vision_dialogue.ros.image_msgs import stamp_from_ns
@@ -401,7 +412,10 @@ def speak(robot, clip: str, text: str, at_s: float) -> None:
         msg.header.stamp = stamp_from_ns(start_ns + int(i * 1e9 / rate))
         robot.audio.publish(msg)
     line = robot._Utterance(text=text, source="test")
-    line.header.stamp = stamp_from_ns(start_ns + int(len(samples) * 1e9 / rate))
+    end_ns = start_ns + int(len(samples) * 1e9 / rate)
+    line.header.stamp = stamp_from_ns(end_ns + int(late_s * 1e9))
+    if late_s:
+        line.speech_start, line.speech_end = stamp_from_ns(start_ns), stamp_from_ns(end_ns)
     robot.lines.publish(line)
 
 
@@ -418,7 +432,9 @@ def test_a_voice_alone_is_known_again_and_a_face_then_its_voice_are_one_person(
     assert until(ex, lambda: robot.tracked == [diane.person_id])
 
     ex, robot, node = rig(store, {}, voices=True)                # session 2: a new node
-    speak(robot, "diane/1", "Good morning, I am here again today.", 50.0)
+    # recognised 3 s late: the clip is the span the voice was heard in, not the 3.6 s the
+    # words would take before the line (which held 0.6 s of her voice)
+    speak(robot, "diane/1", "Good morning, I am here again today.", 50.0, late_s=3.0)
     assert until(ex, lambda: robot.tracked == [diane.person_id]), robot.tracked
     # a stranger seen, then heard while alone in view: one person with a face and a voice
     assert until(ex, lambda: len(robot.tracked) == 2, robot, ("faces", face_crop("biden", 2)))

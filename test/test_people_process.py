@@ -6,7 +6,8 @@ node prints it; the person types "My name is Barack." and "Yes, please." to the
 consent question the manager's Ask skill puts. Every process is stopped; a second session
 from new processes, with another photo of the same person beside a stranger's, names him on
 /humans/persons/<id>/name with the same person id and the manager's prompt says his name; the
-stranger gets another id and no name. "Forget me" then leaves nothing in the store file.
+stranger gets another id and no name. "Forget me" then leaves nothing in the store file, nor
+in the manager's transcripts (this run's, still written, and the first run's).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from people_rig import Observer, Session, call_forget, face_source, introduce
+from ros_processes import transcript_records
 from vision_dialogue.ros import perception_msgs as pm
 
 pytestmark = [pytest.mark.skipif(bool(pm.missing()), reason=f"{pm.missing()} not installed"),
@@ -56,7 +58,7 @@ def test_a_person_who_said_yes_is_known_by_new_processes_and_forget_me_leaves_no
                           and watch.names.get(other) == "", 30), watch.names
         # the manager knows him: its timeline has his arrival by name (its own transcript)
         assert watch.wait(lambda: "Barack came into view" in json.dumps(
-            session_records(tmp_path, first_run)), 60), session.logs()
+            transcript_records(tmp_path, first_run)), 60), session.logs()
         # the opening remark waits for the people node's report, which names him (not the
         # first frame with someone in it)
         assert watch.wait(lambda: asked(fake_openai, "Now say hello to Barack by name"), 60), \
@@ -71,15 +73,21 @@ def test_a_person_who_said_yes_is_known_by_new_processes_and_forget_me_leaves_no
         assert removed == [known]
         raw = store.read_bytes()
         assert b"Barack" not in raw and known.encode() not in raw
+        # the manager clears him from its transcripts: this run's, still written, and the first
+        assert watch.wait(lambda: not mentions(tmp_path, "Barack", known), 60), \
+            mentions(tmp_path, "Barack", known)
+        session.speech.say("Goodbye!")
+        assert watch.wait(lambda: asked(fake_openai, "Goodbye!"), 60), session.logs()
     finally:
         session.close()
         watch.close()
+    assert not mentions(tmp_path, "Barack", known)          # nor after the processes ended
 
 
-def session_records(tmp_path: Path, before: set) -> list[dict]:
-    """The transcript records of the manager runs not in `before` (this session's)."""
-    return [json.loads(line) for f in (tmp_path / "tr").glob("*/transcript.jsonl")
-            if f.parent.name not in before for line in f.read_text().splitlines()]
+def mentions(tmp_path: Path, *words: str) -> list[str]:
+    """The transcript lines on this machine that hold any of `words`."""
+    return [line for f in (tmp_path / "tr").glob("*/transcript.jsonl")
+            for line in f.read_text().splitlines() if any(w in line for w in words)]
 
 
 def asked(fake, line: str) -> list:

@@ -144,6 +144,8 @@ def test_each_spoken_segment_becomes_an_utterance(tmp_path, rig, piper):
     said = [u.text for u in r.utterances]
     assert len(said) == 2 and word_error_rate(SENTENCES[:2], said) <= 0.2, said
     assert all(u.language == "en-US" and u.confidence > 0 for u in r.utterances)
+    # when each voice began and ended (people_node cuts its voice print there)
+    assert all(u.spoken is not None and u.spoken[0] < u.spoken[1] for u in r.utterances)
 
 
 def test_turn_states_follow_the_furhat_backends(tmp_path, rig, piper):

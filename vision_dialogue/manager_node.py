@@ -43,6 +43,7 @@ from vision_dialogue.core.health import OK, WARN, Health
 from vision_dialogue.core.persona import PersonaError, default_persona_file, load_persona
 from vision_dialogue.core.people import PeopleInView, TrackedPerson
 from vision_dialogue.core.proactive import ProactivePolicy
+from vision_dialogue.core.redaction import ForgottenPeople
 from vision_dialogue.core.transcript import TranscriptWriter, record_from_json
 from vision_dialogue.core.turn_taking import ReplyChunk, TurnTaker
 from vision_dialogue.core.frame_input import FrameInput
@@ -51,7 +52,8 @@ from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.image_input import ImageTopicInput
 from vision_dialogue.ros.standard_inputs import connect_standard_inputs, object_notes
 from vision_dialogue.ros.image_msgs import ImageConversionError, stamp_to_ns
-from vision_dialogue_interfaces.msg import DetectedUsers, SpeechState, Utterance, VisualEvent
+from vision_dialogue_interfaces.msg import DetectedUsers, Forgotten, SpeechState, Utterance, \
+    VisualEvent
 from vision_dialogue.ros.managed import ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.qos import RELIABLE_QOS
@@ -63,7 +65,7 @@ from vision_dialogue.ros.manager_params import PARAMS, conversation_config, cros
 from vision_dialogue.ros.manager_tools import connect_application, connect_robot_tools, \
     connect_vfm_tools
 from vision_dialogue.ros.topics import FACE_RECORDS_TOPIC, HEARING_TOPIC, PARTIAL_TOPIC, \
-    PERSONS_TRACKED_TOPIC, VISUAL_EVENTS_TOPIC
+    PEOPLE_FORGOTTEN_TOPIC, PERSONS_TRACKED_TOPIC, VISUAL_EVENTS_TOPIC
 from vision_dialogue.ros.params import ParameterError, declare_params
 
 #: utterances the subscription holds while the callback is busy (a burst must not be lost)
@@ -256,6 +258,9 @@ class ManagerNode(ManagedNode):
                                  lambda msg: self.conversation.hearing(msg.data), RELIABLE_QOS)
         # what the robot's face showed (the speech node's face), into the transcript
         self.create_subscription(String, FACE_RECORDS_TOPIC, self._on_face_record, RELIABLE_QOS)
+        # a person forgotten (people_node): their lines and frames leave the transcripts
+        self.create_subscription(Forgotten, PEOPLE_FORGOTTEN_TOPIC, self._on_forgotten,
+                                 RELIABLE_QOS)
         # vision_msgs detections and ROS4HRI in, where those packages are installed
         frames = self.frames
         self.detections, self.voices = connect_standard_inputs(
@@ -277,6 +282,31 @@ class ManagerNode(ManagedNode):
                                       throttle_duration_sec=10.0)
             return
         self.conversation.notify("face", record)
+
+    def _on_forgotten(self, msg: Forgotten) -> None:
+        """Forget me: the prompt and every transcript under transcript_dir without them."""
+        try:
+            who = ForgottenPeople(tuple(msg.person_ids), tuple(msg.names))
+        except ValueError as e:
+            self.get_logger().error(f"{PEOPLE_FORGOTTEN_TOPIC}: {e}")
+            return
+        self.people.forget(who)
+        lines = self.conversation.forget(who)
+        self.get_logger().info(f"forgotten: {lines} prompt items without them")
+        if self.transcript is None:
+            return
+        try:
+            runs = self.transcript.forget(who)
+        except OSError as e:
+            self.get_logger().error(f"{PEOPLE_FORGOTTEN_TOPIC}: transcripts not redacted ({e})")
+            return
+        changed = [r for r in runs if r.lines]
+        skipped = sum(r.skipped for r in runs)
+        self.get_logger().info(
+            f"forgotten {len(msg.person_ids)} person(s): {sum(r.lines for r in changed)} lines "
+            f"in {len(changed)} transcripts redacted, {sum(r.frames for r in changed)} frames "
+            f"deleted" + (f"; {skipped} runs of other running managers left to them"
+                          if skipped else ""))
 
     def _on_engaging(self, label: str) -> None:
         """A ROS4HRI person engages (or a person manager first reports them): the opening remark.

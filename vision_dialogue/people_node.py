@@ -38,7 +38,7 @@ from vision_dialogue.identity.records import CONSENT_QUESTION, Consent, ConsentW
     EnrolPolicy
 from vision_dialogue.identity.store import DEFAULT_STORE_URL, PeopleStore, StoreError, \
     sqlite_path
-from vision_dialogue.identity.voice_clips import AudioRing, seconds_for
+from vision_dialogue.identity.voice_clips import MAX_CLIP_S, AudioRing, seconds_for
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.hri_output import ANONYMOUS_VOICE, voice_id
@@ -51,9 +51,9 @@ from vision_dialogue.ros.params import Param, declare_params
 from vision_dialogue.ros.people_talk import PeopleTalk
 from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS, no_event_handlers
 from vision_dialogue.ros.topics import AUDIO_INPUT_TOPIC, FACES_TRACKED_TOPIC, \
-    PEOPLE_ENROL_SERVICE, PEOPLE_FORGET_SERVICE, PEOPLE_LIST_SERVICE, PEOPLE_STATE_TOPIC, \
-    UTTERANCE_TOPIC
-from vision_dialogue_interfaces.msg import AudioChunk, Utterance
+    PEOPLE_ENROL_SERVICE, PEOPLE_FORGET_SERVICE, PEOPLE_FORGOTTEN_TOPIC, PEOPLE_LIST_SERVICE, \
+    PEOPLE_STATE_TOPIC, UTTERANCE_TOPIC
+from vision_dialogue_interfaces.msg import AudioChunk, Forgotten, Utterance
 from vision_dialogue_interfaces.srv import Enrol, Forget, ListPeople
 
 #: a face in view not yet printed holds the persons' report this long at most (its crop may
@@ -117,6 +117,8 @@ class PeopleNode(ManagedNode):
         self.audio = AudioRing()
         self.out = HriPersonsOutput(self, p["person_manager"] == "own")
         self.state_pub = self.create_publisher(String, PEOPLE_STATE_TOPIC, LATCHED_QOS)
+        self.forgotten_pub = self.create_publisher(Forgotten, PEOPLE_FORGOTTEN_TOPIC,
+                                                   RELIABLE_QOS)
         self._shown = ""
         self.talk = PeopleTalk(self)
         quiet = no_event_handlers("subscription")
@@ -305,12 +307,15 @@ class PeopleNode(ManagedNode):
 
     def _on_utterance(self, msg) -> None:
         if self.active and msg.text.strip():
-            self._submit(self._heard, msg.text.strip(), voice_id(msg.speaker),
-                         stamp_to_ns(msg.header.stamp))
+            start_ns, end_ns = stamp_to_ns(msg.speech_start), stamp_to_ns(msg.speech_end)
+            if not (0 < start_ns < end_ns):     # the backend did not say: the line's length
+                end_ns = stamp_to_ns(msg.header.stamp)
+                start_ns = end_ns - int(seconds_for(msg.text) * 1e9)
+            self._submit(self._heard, msg.text.strip(), voice_id(msg.speaker), start_ns, end_ns)
 
-    def _heard(self, text: str, vid: str, end_ns: int) -> None:
+    def _heard(self, text: str, vid: str, start_ns: int, end_ns: int) -> None:
         """On the worker: whose line (a voice print, the label's person, the one in view)."""
-        embedding = self._voice_print(text, end_ns)
+        embedding = self._voice_print(start_ns, end_ns)
         label = "" if vid == ANONYMOUS_VOICE else vid
         with self._lock:
             if self.persons is None:
@@ -337,12 +342,13 @@ class PeopleNode(ManagedNode):
         elif step is NextStep.CONFIRM_FORGET:
             self.talk.confirm_forget(person.person_id, known=person.known)
 
-    def _voice_print(self, text: str, end_ns: int):
+    def _voice_print(self, start_ns: int, end_ns: int):
+        """The print of the voice from start to end (the speech node says when it spoke)."""
         if self.voices is None or not self.count_publishers(AUDIO_INPUT_TOPIC):
             return None
         if not self.audio.wait_for(end_ns, AUDIO_WAIT_S) and not self.audio.sample_rate:
             return None
-        clip = self.audio.clip(end_ns, seconds_for(text))
+        clip = self.audio.clip(end_ns, min(MAX_CLIP_S, (end_ns - start_ns) / 1e9))
         try:
             return self.voices.embed(clip, self.audio.sample_rate) if len(clip) else None
         except IdentityInputError as e:
@@ -385,10 +391,18 @@ class PeopleNode(ManagedNode):
         return person.person_id
 
     def forget_person(self, person_id: str = "", name: str = "") -> list[str]:
+        """Forget them here; the manager is told (people/forgotten) to clear its transcripts."""
         with self._lock:
-            removed = self.persons.forget(person_id, name) if self.persons else []
+            if self.persons is None:
+                return []
+            names = self.persons.names_of(person_id, name)
+            removed = self.persons.forget(person_id, name)
         self.get_logger().info(f"forgotten: {removed or 'nobody'}")
         self.publish()
+        if removed:
+            msg = Forgotten(person_ids=removed, names=names)
+            msg.header.stamp = self.get_clock().now().to_msg()
+            self.forgotten_pub.publish(msg)
         return removed
 
     # --- services -------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from typing import Callable, TextIO
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.qos import qos_profile_sensor_data
 from rclpy.qos_overriding_options import QoSOverridingOptions
+from rclpy.time import Time
 from sensor_msgs.msg import Image
 from std_msgs.msg import Bool, UInt32
 
@@ -380,6 +381,10 @@ class SpeechNode(ManagedNode):
         msg.source = self.backend_kind
         msg.language = heard.language or self.params["language"]
         msg.confidence = heard.confidence
+        if heard.spoken is not None:        # the monotonic clock's times on the node's clock
+            now_ns, mono = self.get_clock().now().nanoseconds, time.monotonic()
+            for field, t in zip(("speech_start", "speech_end"), heard.spoken):
+                setattr(msg, field, Time(nanoseconds=now_ns - int((mono - t) * 1e9)).to_msg())
         return msg
 
     def _publish_state(self, state: int) -> None:

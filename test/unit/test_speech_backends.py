@@ -38,7 +38,7 @@ class Recorder:
         self.finished = threading.Event()
         self.t0 = time.monotonic()
 
-    def utterance(self, text, speaker="", language="", confidence=-1.0):
+    def utterance(self, text, speaker="", language="", confidence=-1.0, spoken=None):
         self.utterances.append((time.monotonic() - self.t0, text, speaker, language))
 
     def listening(self):

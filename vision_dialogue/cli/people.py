@@ -2,7 +2,7 @@
 
     people list                                   # who is known, with their consent records
     people enrol --name Ada --photo ada.jpg [--wav ada.wav]   # with their consent, by hand
-    people forget --name Ada | --id person_abcdefgh
+    people forget --name Ada | --id person_abcdefgh [--transcripts runs/transcripts]
     people export > people.json                   # everything kept (a person's right to see it)
     people export person_abcdefgh > one.json      # everything kept of one person, memory too
     people expire --days 30                       # forget everyone not seen for 30 days
@@ -10,7 +10,9 @@
 The store is `--store` (default: people_node's default, sqlite:///~/.local/share/...). A
 running people_node reads the store when it starts; enrolments made here are matched from its
 next start, and `people forget` on a running robot is better done through its
-`people/forget` service (it also drops the person from the session).
+`people/forget` service (it also drops the person from the session, and the running manager
+clears its transcripts). `--transcripts` clears the transcripts of managers that are not
+running (their lines and the frames of their runs; a run a manager writes is left to it).
 """
 from __future__ import annotations
 
@@ -36,6 +38,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     who = forget.add_mutually_exclusive_group(required=True)
     who.add_argument("--name")
     who.add_argument("--id")
+    forget.add_argument("--transcripts", metavar="DIR",
+                        help="also clear them from the transcripts under DIR (the manager's "
+                        "transcript_dir, e.g. runs/transcripts)")
     export = sub.add_parser("export", help="everything the store keeps (of one person, "
                             "their memory and its audit too), as JSON")
     export.add_argument("person_id", nargs="?", default="")
@@ -90,9 +95,7 @@ def run(ns: argparse.Namespace) -> int:
             answer="people enrol"))
         print(pid)
     elif ns.command == "forget":
-        removed = store.forget(person_id=ns.id or "", name=ns.name or "")
-        print("\n".join(removed) or "nobody of that id or name", file=sys.stdout)
-        return 0 if removed else 1
+        return forget(store, ns)
     elif ns.command == "expire":
         removed = PersonMemory(store).expire(ns.days)
         print(f"forgot {len(removed)} not seen for {ns.days:g} days")
@@ -107,6 +110,28 @@ def run(ns: argparse.Namespace) -> int:
         json.dump(store.export(), sys.stdout, indent=1)
         print()
     return 0
+
+
+def forget(store: PeopleStore, ns: argparse.Namespace) -> int:
+    """Out of the store; with --transcripts, out of the transcripts under that folder too."""
+    from vision_dialogue.core.redaction import ForgottenPeople, redact_transcripts
+    known = store.person(ns.id) if ns.id else None
+    names = tuple(n for n in (ns.name, known and known.name) if n)
+    removed = store.forget(person_id=ns.id or "", name=ns.name or "")
+    print("\n".join(removed) or "nobody of that id or name in the store")
+    if ns.transcripts:
+        runs = redact_transcripts(ns.transcripts,
+                                  ForgottenPeople(tuple(removed) + ((ns.id,) if ns.id else ()),
+                                                  names))
+        changed = [r for r in runs if r.lines]
+        print(f"transcripts: {sum(r.lines for r in changed)} lines in {len(changed)} runs "
+              f"redacted, {sum(r.frames for r in changed)} frames deleted")
+        for r in runs:
+            if r.skipped:
+                print(f"transcripts: {r.run} is being written by a running manager: it "
+                      "clears its own run when people_node forgets them", file=sys.stderr)
+        return 0 if removed or changed else 1
+    return 0 if removed else 1
 
 
 def main(args=None) -> int:

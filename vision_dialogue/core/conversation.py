@@ -33,6 +33,7 @@ from vision_dialogue.core.lookback import LookBack, about_the_past
 from vision_dialogue.core.persona import Persona
 from vision_dialogue.core.prompt import prompt_size
 from vision_dialogue.core.prompt_assembly import PromptAssembly
+from vision_dialogue.core.redaction import ForgottenPeople
 from vision_dialogue.core.reply_filter import clean_reply
 from vision_dialogue.core.reply_maker import ReplyMaker
 from vision_dialogue.core.summariser import FrameSummariser, SummaryRule
@@ -305,6 +306,12 @@ class Conversation(DirectedLines):
                 self._emit("person", {"event": event, "id": str(i)})
                 self.add_event(f"user {i} {'came into view' if event == 'arrived' else 'left'}",
                                event=event)
+
+    def forget(self, who: ForgottenPeople) -> int:
+        """Forget me: their lines' words and their names out of the prompt; items changed."""
+        self._known_in_view = tuple(n for n in self._known_in_view if not who.is_them(n))
+        self.prompt.set_people(who.redact(self.prompt.people_now()))
+        return self.timeline.redact(who)
 
     def add_event(self, text: str, stamp: float | None = None, event: str = "") -> None:
         """Something seen between frames ("someone on the left waved") into the timeline.

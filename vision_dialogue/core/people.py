@@ -125,6 +125,11 @@ class PeopleInView:
                 self.conversation.add_event(f"{self._labels.get(i, 'someone')} {words}",
                                             event=kind)
 
+    def forget(self, who) -> None:
+        """Forget me (core/redaction.ForgottenPeople): their departure is not told by name."""
+        self._labels = {i: label for i, label in self._labels.items()
+                        if not (who.is_them(i) or who.is_them(label))}
+
     def count(self) -> int | None:
         """People in view by the tracker, if it reported within PEOPLE_FRESH_S."""
         return self.presence.count if self.clock() - self._at <= PEOPLE_FRESH_S else None

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from vision_dialogue.core.images import Frame
+from vision_dialogue.core.redaction import FORGOTTEN, ForgottenPeople
 
 USER, ROBOT = "user", "robot"
 
@@ -143,6 +144,23 @@ class Timeline:
     @property
     def lock(self) -> threading.RLock:
         return self._lock
+
+    def redact(self, who: ForgottenPeople) -> int:
+        """Forget me in the prompt: their lines' words gone, their names elsewhere; how many."""
+        changed = 0
+        with self._lock:
+            for item in self._items:
+                if isinstance(item, FrameItem):
+                    continue
+                if isinstance(item, LineItem) and item.role == USER and who.is_them(item.speaker):
+                    text, item.speaker = FORGOTTEN, FORGOTTEN
+                else:
+                    text = who.redact(item.text)
+                if text != item.text:
+                    self._text_chars += len(text) - len(item.text)
+                    item.text, changed = text, changed + 1
+            self.history_summary = who.redact(self.history_summary)
+        return changed
 
     def add_frame(self, frame: Frame) -> FrameItem:
         """Append `frame`, giving it the next frame id (1, 2, ...) in arrival order."""

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 from vision_dialogue.core.images import ImagePolicy
+from vision_dialogue.core.redaction import TRANSCRIPT_FILE, ForgottenPeople, RunLock, \
+    RunRedaction, redact_run, redact_transcripts
 
 _log = logging.getLogger("vision_dialogue.transcript")
 #: frame_retention values besides "<N>d" (frames deleted N days after their run)
@@ -75,7 +77,9 @@ class TranscriptWriter:
         self.frames_dir = self.dir / "frames"
         made = self.dir if self.retention == "none" else self.frames_dir
         made.mkdir(parents=True, exist_ok=True)
-        self.path = self.dir / "transcript.jsonl"
+        self.path = self.dir / TRANSCRIPT_FILE
+        self._run_lock = RunLock(self.dir)       # others leave this run to us (redaction)
+        self._run_lock.take()
         self._f = open(self.path, "a", encoding="utf-8")
         self._lock = threading.Lock()
         self._fsync = fsync
@@ -124,6 +128,19 @@ class TranscriptWriter:
             return None
         return rel
 
+    def forget(self, who: ForgottenPeople) -> list[RunRedaction]:
+        """Them out of this run (still being written) and every other run under its root."""
+        with self._lock:
+            if self._f is None:
+                return []
+            self._f.close()
+            try:
+                own = redact_run(self.dir, who)
+            finally:
+                self._f = open(self.path, "a", encoding="utf-8")
+        others = [r for r in redact_transcripts(self.dir.parent, who) if r.run != str(self.dir)]
+        return [own] + others
+
     def close(self) -> None:
         if self.retention == "session" and self._f is not None:
             n = sum(1 for _ in self.frames_dir.glob("*.jpg"))
@@ -134,6 +151,7 @@ class TranscriptWriter:
             if self._f is not None:
                 self._f.close()
                 self._f = None
+                self._run_lock.release()
 
 
 def event_record(kind: str, data: dict) -> dict | None:

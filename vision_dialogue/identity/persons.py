@@ -350,6 +350,14 @@ class Persons:
         person.consent = ConsentState.GIVEN
         return new_id
 
+    def names_of(self, person_id: str = "", name: str = "") -> list[str]:
+        """The names the person to forget goes by (the store's and this session's)."""
+        names = {name.strip()} if name.strip() else set()
+        known = self.store.person(person_id) if self.store and person_id else None
+        session = self.people.get(person_id)
+        names.update(p.name for p in (known, session) if p is not None and p.name)
+        return sorted(names)
+
     def forget(self, person_id: str = "", name: str = "") -> list[str]:
         """Remove from the store, the galleries and this session; they are anonymous now."""
         removed = self.store.forget(person_id=person_id, name=name) if self.store else []

@@ -1,8 +1,10 @@
 """The last seconds of microphone audio, so that an utterance's voice can be printed.
 
-An utterance message says when the line ended and what was said, not where its audio is:
-the clip is the `seconds_for(text)` before its end, and the voice print's own silence
-trimming (Resemblyzer's VAD) keeps only the speech. Nothing is written anywhere: the ring
+The local voice says when the person's voice began and ended (Utterance's `speech_start`,
+`speech_end`): the clip is that span. Other backends say only when the line was published:
+the clip is then the `seconds_for(text)` before it (which misses the start of a line
+recognised late), and the voice print's own silence trimming (Resemblyzer's VAD) keeps only
+the speech. Nothing is written anywhere: the ring
 forgets audio older than `keep_s`.
 """
 from __future__ import annotations

@@ -49,7 +49,8 @@ class SpeechEvents(Protocol):
     """Callbacks a backend uses to report to its owner (thread-safe)."""
 
     def utterance(self, text: str, speaker: str = "", language: str = "",
-                  confidence: float = -1.0) -> None: ...
+                  confidence: float = -1.0,
+                  spoken: tuple[float, float] | None = None) -> None: ...
 
     def partial(self, text: str, speaker: str = "") -> None:
         """The words so far of a line still being said (optional: backends check for it)."""

@@ -55,6 +55,8 @@ class HeardUtterance:
     speaker: str = ""
     language: str = ""
     confidence: float = -1.0
+    # when the voice began and ended (time.monotonic()); None: the backend does not know
+    spoken: tuple[float, float] | None = None
 
 
 class SpeechTurns:
@@ -144,14 +146,18 @@ class SpeechTurns:
 
     # ---------------------------------------------------------------- SpeechEvents
     def utterance(self, text: str, speaker: str = "", language: str = "",
-                  confidence: float = -1.0) -> None:
-        """The backend heard the user: barge in if the robot is replying, then publish."""
+                  confidence: float = -1.0,
+                  spoken: tuple[float, float] | None = None) -> None:
+        """The backend heard the user: barge in if the robot is replying, then publish.
+
+        `spoken`: when the voice began and ended (time.monotonic()), where the backend knows.
+        """
         text = (text or "").strip()
         if not text or self._closed.is_set():
             return
         self.barge_in("the user spoke during the reply", awaiting=True)
         self.acknowledger.heard(text)
-        self.publish(HeardUtterance(text, speaker, language, float(confidence)))
+        self.publish(HeardUtterance(text, speaker, language, float(confidence), spoken))
         self._observe("heard", text)
         self.set_state(THINKING)
         self._backend_call(self.backend.on_thinking)

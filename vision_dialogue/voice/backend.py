@@ -457,7 +457,8 @@ class LocalVoiceBackend(SpeechBackend):
         self.log.debug(f"heard {text!r} ({result.language}, confidence "
                        f"{result.confidence:.2f}, {timing['speech_s']:.1f} s)")
         self._say_line(f"you: {text}")
-        self.events.utterance(text, self.speaker, language, result.confidence)
+        self.events.utterance(text, self.speaker, language, result.confidence,
+                              (timing["vad_end"] - timing["speech_s"], timing["vad_end"]))
         self._barged.clear()
 
     def _is_echo(self, text: str) -> bool:
