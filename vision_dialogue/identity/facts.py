@@ -30,9 +30,11 @@ FACTS_SCHEMA = {
     "type": "object",
     "properties": {"facts": {"type": "array", "maxItems": 3, "items": {
         "type": "object",
-        "properties": {"topic": {"type": "string", "enum": list(TOPICS)},
-                       "fact": {"type": "string", "maxLength": 120}},
-        "required": ["topic", "fact"]}}},
+        # the fact first, then what it is about: a small model that picks the topic first
+        # takes the first one offered ("work") for everything and then bends the fact to it
+        "properties": {"fact": {"type": "string", "maxLength": 120},
+                       "topic": {"type": "string", "enum": list(TOPICS)}},
+        "required": ["fact", "topic"]}}},
     "required": ["facts"]}
 
 EXTRACT_INSTRUCTION = (
@@ -40,8 +42,8 @@ EXTRACT_INSTRUCTION = (
     "themselves (their work, where they work, home, studies, hobbies, family, pets, likes, "
     "plans), each in a few of the person's own words written about them, such as \"loves "
     "sailing\" or \"works in building B\". Questions, greetings and facts about other things "
-    "are not facts about the person. Answer with JSON: {\"facts\": [{\"topic\": ..., "
-    "\"fact\": ...}]}, or {\"facts\": []} when there are none.")
+    "are not facts about the person. Answer with JSON: {\"facts\": [{\"fact\": ..., "
+    "\"topic\": ...}]}, or {\"facts\": []} when there are none.")
 
 SUMMARY_SCHEMA = {"type": "object",
                   "properties": {"summary": {"type": "string", "maxLength": 200}},
