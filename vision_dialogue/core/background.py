@@ -64,6 +64,7 @@ class PromptWarmer:
         self._lock = threading.Lock()
         self._pending = False
         self._next: Callable[[], list] | None = None
+        self._future = None             # the warm-up submitted last (Conversation.wait_idle)
         self.closed = False
 
     def soon(self, messages: Callable[[], list] | None = None) -> None:
@@ -80,9 +81,14 @@ class PromptWarmer:
                 return
             self._pending = True
         try:
-            self._pool.submit(self._run)
+            self._future = self._pool.submit(self._run)
         except RuntimeError:        # the pool is shut down (closing)
             self._pending = False
+
+    def futures(self) -> list:
+        """The warm-up in flight, if any (a test or a benchmark waits for a quiet engine)."""
+        future = self._future
+        return [future] if future is not None and not future.done() else []
 
     def _run(self) -> None:
         with self._lock:

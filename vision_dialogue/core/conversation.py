@@ -344,14 +344,17 @@ class Conversation(DirectedLines):
         return self.prompt.counts() | {"pending_summaries": self.summariser.pending}
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
-        """Wait until no summary or fold is in flight (tests, shutdown)."""
+        """Wait until no summary, fold or warm-up is in flight (tests, benchmarks, shutdown)."""
         deadline = time.monotonic() + timeout
+
+        def in_flight() -> list:
+            return self.summariser.futures() + self.folder.futures() + self.warmer.futures()
         while time.monotonic() < deadline:
-            futs = self.summariser.futures() + self.folder.futures()
+            futs = in_flight()
             if not futs:
                 return True
             wait(futs, timeout=max(0.0, deadline - time.monotonic()))
-        return not (self.summariser.futures() or self.folder.futures())
+        return not in_flight()
 
     def close(self, timeout: float = 5.0) -> None:
         """Let in-flight summaries finish (bounded by `timeout`) and stop the pool.
