@@ -343,12 +343,16 @@ class Conversation(DirectedLines):
         """Counts and texts for monitoring (the node's PromptState)."""
         return self.prompt.counts() | {"pending_summaries": self.summariser.pending}
 
-    def wait_idle(self, timeout: float = 10.0) -> bool:
-        """Wait until no summary, fold or warm-up is in flight (tests, benchmarks, shutdown)."""
+    def wait_idle(self, timeout: float = 10.0, warm_ups: bool = True) -> bool:
+        """Wait until no summary or fold (nor warm-up) is in flight (tests, benchmarks).
+
+        Closing waits for summaries and folds only: a warm-up is only a speed-up, stopped.
+        """
         deadline = time.monotonic() + timeout
 
         def in_flight() -> list:
-            return self.summariser.futures() + self.folder.futures() + self.warmer.futures()
+            return self.summariser.futures() + self.folder.futures() + (
+                self.warmer.futures() if warm_ups else [])
         while time.monotonic() < deadline:
             futs = in_flight()
             if not futs:
@@ -366,7 +370,7 @@ class Conversation(DirectedLines):
         if self._closed:
             return
         self._closed = self.warmer.closed = True
-        self.wait_idle(timeout)
+        self.wait_idle(timeout, warm_ups=False)
         self._pool.shutdown(wait=False, cancel_futures=True)
         stop = getattr(self._summary_backend, "stop_background", None)
         if callable(stop):
