@@ -23,6 +23,7 @@ import time
 import rclpy
 from hri_msgs.msg import EngagementLevel, Expression, Gesture, IdsList, LiveSpeech, \
     NormalizedRegionOfInterest2D
+from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Bool, String
 from vision_msgs.msg import Detection2D, Detection2DArray, LabelInfo, ObjectHypothesisWithPose, \
@@ -169,9 +170,13 @@ def listen(node, args):
         for topic, _types in node.get_topic_names_and_types():
             if topic.startswith("/humans/voices/") and topic.endswith("/speech") \
                     and topic not in subs:
+                # "matched": its writer is known to this reader (what is sent before is lost)
+                matched = SubscriptionEventCallbacks(matched=lambda info, t=topic: say(
+                    event="matched", topic=t, count=info.current_count))
                 subs[topic] = node.create_subscription(
                     LiveSpeech, topic, lambda m, t=topic: say(event="speech", topic=t,
-                                                              final=m.final), 10)
+                                                              final=m.final), 10,
+                    event_callbacks=matched)
                 say(event="following", topic=topic)
     node.create_timer(0.2, follow)
     say(event="ready")

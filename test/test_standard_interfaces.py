@@ -215,6 +215,11 @@ def test_the_speech_node_speaks_ros4hri_robot_speaking_and_voices(ros_context, t
         speech_pub = node.hri._speech_pubs["Ada"]          # matched both ways, then speak
         assert spin_until(ex, lambda: matched(speech_pub, *ex.get_nodes())
                           and matched(node.hri.speaking_pub, *ex.get_nodes()), 30)
+        # the listener's reader knows our writer too (a suite run lost the line: its reader
+        # had not matched yet, and a volatile reader misses what came before)
+        assert listener.expect(lambda e: e.get("event") == "matched"
+                               and e["topic"] == "/humans/voices/Ada/speech"
+                               and e["count"] > 0, 60, spin=spin), listener.seen
         manager.create_subscription(Utterance, "dialogue/utterance", lambda m: None, 10)
         pub = manager.create_publisher(Reply, "dialogue/reply", 10)
         assert listener.expect(lambda e: e.get("event") == "speech"
