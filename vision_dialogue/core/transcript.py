@@ -52,7 +52,7 @@ def expire_frames(root: str | os.PathLike, days: int, keep: Path | None = None,
     """
     now = time.time() if now is None else now
     deleted = 0
-    for run in Path(root).glob("*/transcript.jsonl"):
+    for run in Path(root).glob(f"*/{TRANSCRIPT_FILE}"):
         frames = run.parent / "frames"
         if run.parent == keep or not frames.is_dir():
             continue
