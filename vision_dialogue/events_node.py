@@ -18,7 +18,8 @@ import time
 from vision_dialogue.core.frame_intake import FrameIntake, wait_for_frame_in_hand
 from vision_dialogue.core.health import OK, WARN, Health, Throughput
 from vision_dialogue_interfaces.msg import VisualEvent
-from vision_dialogue.perception.events import EVENT_KINDS, EventConfig, EventDetector
+from vision_dialogue.perception.events import (EVENT_KINDS, WAVE_MIN_RATE, EventConfig,
+                                               EventDetector)
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.image_input import ImageTopicInput
 from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionError
@@ -97,6 +98,7 @@ class EventsNode(ManagedNode):
             raise ParameterError(str(e)) from None
         self._given = detector
         self.published = 0
+        self._dropped_before = 0         # frames dropped while busy, at the last health check
         self.work = Throughput()
         self.pub = self.create_publisher(VisualEvent, VISUAL_EVENTS_TOPIC, 10)
         self.intake = FrameIntake(self._look, min_interval=1.0 / p["max_rate"], backlog=2,
@@ -140,6 +142,12 @@ class EventsNode(ManagedNode):
         if not (self.count_publishers(topic) or self.count_publishers(topic + "/compressed")):
             return [Health("events", WARN, f"nothing publishes {topic} (the camera's "
                            "publish_rate is 0?)", values)]
+        dropped, self._dropped_before = self.intake.dropped - self._dropped_before, \
+            self.intake.dropped
+        if dropped and float(values["rate (Hz)"]) < WAVE_MIN_RATE:
+            return [Health("events", WARN, f"{values['rate (Hz)']} frames/s analysed, "
+                           f"{dropped} dropped while busy: too few to see a wave (at least "
+                           f"{WAVE_MIN_RATE:g}); the CPU is busy", values)]
         return [Health("events", OK, f"{values['rate (Hz)']} frames/s analysed", values)]
 
     def _check_stream(self, topic: str) -> None:
@@ -172,6 +180,9 @@ class EventsNode(ManagedNode):
     def destroy_node(self):
         if self.intake is not None:
             self.intake.close()
+            self.get_logger().info(
+                f"events: {self.work.total} frames analysed of {self.intake.received} received "
+                f"({self.intake.dropped} dropped while busy), {self.published} events")
         self.cleanup()
         return super().destroy_node()
 

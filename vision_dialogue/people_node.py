@@ -361,7 +361,8 @@ class PeopleNode(ManagedNode):
             try:
                 job(*args)
             except Exception as e:  # noqa: BLE001 - one bad input must not stop the worker
-                self.get_logger().error(f"{job.__name__}: {type(e).__name__}: {e}")
+                if self.context.ok():   # at shutdown a publisher may be gone: not an error
+                    self.get_logger().error(f"{job.__name__}: {type(e).__name__}: {e}")
         try:
             self._worker.submit(run)
         except RuntimeError:        # shutting down

@@ -97,6 +97,8 @@ def test_bringup_people_demo_as_processes(installed, tmp_path, cores_for_real_ti
         (installed.prefix / "share" / "vision_dialogue" / "config" / "people_demo_script.yaml")
         .read_text())
     count = iter(range(1, 1000))
+    store = installed.home / "runs" / "people" / "people_demo.db"
+    store.unlink(missing_ok=True)   # a person known from an earlier run is not asked again
     with FakeOpenAI() as fake:
         fake.responder = lambda req: f"Reply number {next(count)}, nice to see you."
         env = dict(installed.env, OPENAI_API_KEY="sk-test", VD_DEMO_DIR=DEMO_DIR)
@@ -111,13 +113,15 @@ def test_bringup_people_demo_as_processes(installed, tmp_path, cores_for_real_ti
     for item in script["items"]:
         assert f"{item['speaker']}: {item['say']}" in out, out[-3000:]
     # Ben holds a phone to her ear: now and then the pose reads it as a raised hand, which
-    # she does; the story checked here is the arrivals, the wave and the departures
-    seen = [e for e in re.findall(r"seen: (.*)", out) if e != "someone raised a hand"]
+    # she does, and a wave looked at sparsely may start as one (a loaded machine); the story
+    # checked here is the arrivals, the wave and the departures
+    seen = [e for e in re.findall(r"seen: (.*)", out) if not e.endswith("raised a hand")]
     assert seen[:5] == ["a person came into view (one person in view now)",
                         "a person came into view (two people in view now)",
                         "someone on the right waved",
                         "a person left (one person in view now)",
-                        "a person left (no one in view now)"][:len(seen[:5])], seen
+                        "a person left (no one in view now)"][:len(seen[:5])], (
+        seen, re.findall(r"events: \d+ frames analysed.*", out))
     assert len(seen) >= 4, out[-3000:]       # the script may end before Ben leaves
     assert any("Someone just waved at you" in r for r in requests), "the wave was not answered"
     who = next(r for r in requests if "Who is here now?" in r)
@@ -130,7 +134,6 @@ def test_bringup_people_demo_as_processes(installed, tmp_path, cores_for_real_ti
     said_yes = re.findall(r"\n(?:Anna|Ben): Yes, you may\.", out)
     assert asked and 1 <= len(said_yes) <= len(asked), out[-3000:]
     from vision_dialogue.identity.store import PeopleStore
-    store = installed.home / "runs" / "people" / "people_demo.db"
     names = {p.name for p in PeopleStore(f"sqlite:///{store}").people()}
     assert "Anna" in names and names <= {"Anna", "Ben"}, (names, out[-3000:])
     # the prompt keeps arrival order: a departure the manager had when "Who is here now?"

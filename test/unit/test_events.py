@@ -55,6 +55,23 @@ def test_a_wave_judged_in_few_frames_is_not_a_raised_hand():
     assert kinds(events) == ["arrived"]
 
 
+def test_a_wave_looked_at_one_and_a_half_times_a_second_is_a_wave():
+    """A loaded events node sees the demo's wave (one swing a second) as a slower one.
+
+    The hand where MediaPipe placed it in the people demo's frames 1.5 a second: two changes
+    of direction take 3.3 s, longer than `wave_window_s`; a hand moved once is still no wave.
+    """
+    xs = [0.868, 0.840, 0.909, 0.841, 0.841, 0.908, 0.841, 0.841, 0.908, 0.841]
+    looks = [Glimpse(5.0 + i / 1.5, 1, [HandSeen(OPEN_HAND, x, 0.3)]) for i, x in enumerate(xs)]
+    events = run(EventDetector(), glimpses(3) + looks)
+    assert kinds(events) == ["arrived", "wave"] and events[1].where == "on the right"
+    assert 5.0 + 4 / 1.5 <= events[1].stamp <= 5.0 + 6 / 1.5
+    once = run(EventDetector(EventConfig(hold_s=30)), glimpses(3) + [
+        Glimpse(5.0 + i / 1.5, 1, [HandSeen(OPEN_HAND, x, 0.3)])
+        for i, x in enumerate([0.84, 0.84, 0.91, 0.91, 0.91, 0.91])])
+    assert kinds(once) == ["arrived"]
+
+
 def test_a_raised_hand_needs_enough_frames_to_be_seen_still():
     hand = [HandSeen(OPEN_HAND, 0.8, 0.3)]
     two = run(EventDetector(), glimpses(3) + [Glimpse(1.0, 1, hand), Glimpse(2.5, 1, hand)])

@@ -4,7 +4,11 @@ The conversation sees a frame every few seconds; a wave lasts one or two. The de
 at the camera's stream (5-10 frames a second) and turns what persists or moves into events:
 
 * ``wave``: an open hand raised whose wrist swings sideways (``wave_swings`` changes of
-  direction of at least ``wave_amplitude`` of the frame width within ``wave_window_s``);
+  direction of at least ``wave_amplitude`` of the frame width within ``wave_window_s``; a
+  machine that looks at fewer frames, e.g. 1.5 a second on a loaded CPU, sees a wave of one
+  swing a second as a slower one and cannot see two changes of direction in that window, so
+  the window is twice as long while it holds fewer than 2 * (``wave_swings`` + 1) glimpses
+  of the hand);
 * ``raised_hand``: an open hand or an arm held up, and still, for ``hold_s``, seen still
   (within half of ``wave_amplitude``) in at least ``still_glimpses`` frames: one or two
   frames cannot tell a held hand from a waving one (a loaded machine that looks at two
@@ -74,6 +78,11 @@ class Glimpse:
 
 def _people(n: int) -> str:
     return _NUMBERS[n] if n < len(_NUMBERS) else f"{n} people"
+
+
+#: frames a second the detector must look at to see a wave of one swing a second (a sparse
+#: look, see the module docstring; at two a second a wave can alias to no motion at all)
+WAVE_MIN_RATE = 1.5
 
 
 @dataclass
@@ -216,7 +225,10 @@ class EventDetector:
         track = self._open_hand
         if hand is not None:
             track.append((g.stamp, hand.x))
-        while track and g.stamp - track[0][0] > self.cfg.wave_window_s:
+        window = self.cfg.wave_window_s
+        if sum(g.stamp - t <= window for t, _ in track) < 2 * (self.cfg.wave_swings + 1):
+            window *= 2         # too few glimpses to see the swings: a sparse look (docstring)
+        while track and g.stamp - track[0][0] > window:
             track.popleft()
         if hand is None and not g.arm_raised:
             self._raised_since, self._raised_glimpses = None, 0
