@@ -78,8 +78,9 @@ def keeper_on(store_url: str, backend) -> MemoryKeeper:
 
 def conversation(backend, keeper: MemoryKeeper | None, person: str) -> Conversation:
     conv = Conversation(backend, load_persona(), ConversationConfig(**MANAGER))
-    if keeper is not None:
-        conv.prompt.recall = lambda line: keeper.note([person], line)
+    if keeper is not None:             # as ros/manager_memory.py wires them
+        conv.prompt.standing = lambda: keeper.standing([person])
+        conv.prompt.recall = lambda line: keeper.for_line([person], line)
     return conv
 
 

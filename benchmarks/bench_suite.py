@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """README command 2 as CI runs it: a fresh clone, `bash .ci/run`, timed (optionally busy).
 
-    python benchmarks/bench_suite.py [--busy N] [--keep] [--venv PATH]
+    python benchmarks/bench_suite.py [--busy N] [--workers N] [--keep] [--venv PATH]
 
 Clones this checkout's HEAD into a temporary folder with `../shared` beside it (a symlink to
 this repository's), runs `.ci/run` there in a clean environment (PATH and HOME only, as CI),
@@ -35,7 +35,7 @@ def _spin() -> None:
         pass
 
 
-def run(busy: int, keep: bool, venv: str = "") -> dict:
+def run(busy: int, keep: bool, venv: str = "", workers: int = 0) -> dict:
     top = Path(tempfile.mkdtemp(prefix="vd-suite-"))
     clone = top / "vision_dialogue"
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
@@ -47,6 +47,8 @@ def run(busy: int, keep: bool, venv: str = "") -> dict:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ["HOME"]}
     if venv:            # set up into this venv (the tests' time is the same; setup is shorter)
         env["VD_VENV"] = venv
+    if workers:         # test workers per tier (scripts/test.sh's VD_TEST_WORKERS; default 3)
+        env["VD_TEST_WORKERS"] = str(workers)
     burners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(busy)]
     for b in burners:
         b.start()
@@ -67,7 +69,7 @@ def run(busy: int, keep: bool, venv: str = "") -> dict:
     tiers = dict(re.findall(r"^\[test\] tier (\w+): (.*)$", text, re.M))
     failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", text, re.M)
     result = {"exit_code": code, "commit": commit, "busy_processes": busy,
-              "venv": "given" if venv else "fresh",
+              "venv": "given" if venv else "fresh", "workers": workers or 3,
               "whole_s": round(whole), "tests_s": tests_s,
               "setup_s": round(whole - tests_s) if tests_s is not None else None,
               "budget_s": BUDGET_S,
@@ -86,8 +88,10 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the clone")
     ap.add_argument("--venv", default="", help="set up into this existing venv (VD_VENV) "
                     "instead of a fresh one: the same tests, a shorter setup")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="test workers per tier (VD_TEST_WORKERS; default: scripts/test.sh's 3)")
     a = ap.parse_args(argv)
-    result = run(a.busy, a.keep, a.venv)
+    result = run(a.busy, a.keep, a.venv, a.workers)
     tests = result["tests_s"]
     print(f"{'busy':>5} {'exit':>5} {'setup s':>8} {'tests s':>8} {'budget s':>9} passed failed")
     print(f"{a.busy:>5} {result['exit_code']:>5} {result['setup_s']!s:>8} {tests!s:>8} "

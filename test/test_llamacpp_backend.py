@@ -276,7 +276,8 @@ def test_a_person_is_remembered_across_a_restart_on_the_embedded_model(
     second = keeper()                                # session 2: a restart
     conv = Conversation(backend, load_persona(), ConversationConfig(warm_cache=False,
                                                                     max_reply_tokens=24))
-    conv.prompt.recall = lambda line: second.note([dana], line)
+    conv.prompt.standing = lambda: second.standing([dana])    # as the manager wires them
+    conv.prompt.recall = lambda line: second.for_line([dana], line)
     try:
         hobby = conv.turn("What do I love doing?").text
         work = conv.turn("Where do I work?").text

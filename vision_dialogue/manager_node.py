@@ -291,6 +291,8 @@ class ManagerNode(ManagedNode):
             self.get_logger().error(f"{PEOPLE_FORGOTTEN_TOPIC}: {e}")
             return
         self.people.forget(who)
+        if self.memory is not None:
+            self.memory.keeper.forget()     # no note of theirs read before stays
         lines = self.conversation.forget(who)
         self.get_logger().info(f"forgotten: {lines} prompt items without them")
         if self.transcript is None:

@@ -103,7 +103,11 @@ def test_asked_what_it_knows_the_note_holds_all_of_it_or_says_nothing_was_kept(k
     assert keep.note([anna], "Hello!") == ""                 # not asked: nothing to say
     for i, hobby in enumerate(["loves sailing", "plays the violin", "grows tomatoes"]):
         keep.memory.remember(anna, Fact(f"hobby: {hobby}", hobby, float(i + 1)), "line")
-    assert keep.note([anna], "Hello!").count(";") == 0       # the cap: one fact fits
+    # written past this keeper (another robot): the standing note has them at her next arrival
+    assert keep.note([anna], "Hello!") == ""
+    assert keep.standing([]) == ""
+    hello = keep.note([anna], "Hello!")
+    assert hello.count(";") == 0 and "grows tomatoes" in hello   # the cap: the newest fits
     told = keep.note([anna], "What do you remember about me?")
     assert all(h in told for h in ("loves sailing", "plays the violin", "grows tomatoes"))
 
@@ -126,3 +130,55 @@ def test_a_line_said_just_before_the_yes_is_kept_once_the_same_face_is_known(kee
     assert keep.place({anna: "face1"}) == [] and keep.waiting_lines() == 1
     facts = {f.text for f in keep.memory.recall(anna, "t").facts}
     assert facts == {"works in building B", "loves sailing"}
+
+
+class CountedReads:
+    """A PersonMemory whose reads are counted (each one is an audited store read)."""
+
+    def __init__(self, memory):
+        self.memory, self.reads = memory, 0
+
+    def __getattr__(self, name):
+        return getattr(self.memory, name)
+
+    def recall(self, person_id, why):
+        self.reads += 1
+        return self.memory.recall(person_id, why)
+
+
+def test_the_standing_note_is_read_once_while_the_same_people_are_in_view(keeper):
+    """The reply prompt asks for it at every warm-up and reply: the store is read once.
+
+    A fact kept, someone arriving or leaving, or someone forgotten reads it again.
+    """
+    keep, _, anna = keeper
+    keep.memory = counted = CountedReads(keep.memory)
+    keep.memory.remember(anna, Fact("hobby: loves sailing", "loves sailing"), "line 1")
+    first = keep.standing([anna])
+    assert first == "You have met Anna before. Anna told you: loves sailing."
+    for line in ("Hello!", "How are you?", "What is that?"):
+        assert keep.note([anna], line) == first
+    assert counted.reads == 1
+    keep.heard([anna], "I work in building B and I love sailing.")      # this keeper wrote
+    assert "works in building B" in keep.standing([anna]) and counted.reads == 2
+    keep.standing([anna])
+    keep.forget()
+    keep.standing([anna])
+    assert counted.reads == 3
+    keep.standing([anna, "anonymous_person_x"])          # in company: nothing told or read
+    assert counted.reads == 3
+
+
+def test_a_line_asking_of_a_fact_the_standing_note_left_out_gets_it(keeper):
+    keep, _, anna = keeper
+    keep.note_chars = 90
+    facts = ["loves sailing", "plays the violin", "grows tomatoes", "keeps bees"]
+    for i, fact in enumerate(facts):
+        keep.memory.remember(anna, Fact(f"hobby: {fact}", fact, float(i + 1)), "line")
+    standing = keep.standing([anna])
+    assert "keeps bees" in standing and "sailing" not in standing       # the newest fit
+    assert keep.for_line([anna], "Do I like sailing?") == "Anna also told you: loves sailing."
+    assert keep.for_line([anna], "Do you know about my bees?") == ""    # told already
+    assert keep.for_line([anna], "Nice weather today.") == ""
+    assert keep.note([anna], "Do I like sailing?") == \
+        standing + " Anna also told you: loves sailing."

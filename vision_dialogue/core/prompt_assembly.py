@@ -48,9 +48,12 @@ class PromptAssembly:
         self._people: tuple[float, str] = (0.0, "")   # (monotonic time, description)
         self._speakers: set[str] = set()
         self.needs = ""      # what a Chat still has to find out (core/skills.run_chat), or ""
-        #: recall(line) -> what the robot remembers of the known person in view, or "" (set
-        #: where a people store is given: identity/remembering.py through the manager)
+        #: what the robot remembers of the known people in view (set where a people store is
+        #: given: identity/remembering.py through the manager): standing() the same while
+        #: they are, recall(line) what a line asks that it does not tell ("" for nothing)
+        self.standing: Callable[[], str] | None = None
         self.recall: Callable[[str], str] | None = None
+        self._pinned = ("", 0)   # the standing note and the message index where it first went
 
     # --- what comes in ---------------------------------------------------------------------
     def add_frame(self, image: np.ndarray, stamp: float | None = None,
@@ -133,6 +136,7 @@ class PromptAssembly:
         items = self.items() if items is None else items
         msgs = self.builder.reply_messages(items, self.timeline.history_summary,
                                            self.camera_lost())
+        self._insert_standing(msgs)
         people = self.people_now()
         if people:
             msgs.insert(now_index(msgs), {"role": "system", "content":
@@ -141,6 +145,21 @@ class PromptAssembly:
             msgs.insert(now_index(msgs), {"role": "system", "content":
                                           self.persona.needs_note.format(needs=self.needs)})
         return msgs
+
+    def _insert_standing(self, msgs: list) -> None:
+        """The standing memory note where it first went: read once, then from the cache.
+
+        Inserted at now_index each turn, a note is read again at every reply (a 1.5B on two
+        cores: seconds); kept where it first appeared, the prompt before and with it stays
+        the one the model read. A new note (someone came, a fact was kept) goes at the end.
+        """
+        note = self.standing() if self.standing else ""
+        if not note:
+            self._pinned = ("", 0)
+            return
+        if note != self._pinned[0]:
+            self._pinned = (note, now_index(msgs))
+        msgs.insert(min(self._pinned[1], now_index(msgs)), {"role": "system", "content": note})
 
     def turn_messages(self, text: str | None, speaker: str, language: str, instruction: str,
                       past: bool, items: list | None = None,

@@ -7,9 +7,10 @@ invents ("works as a doctor" from "I like the weather") keeps nothing. What a fa
 is one of `TOPICS`: a single-valued topic (where they work) holds one fact, and a new one
 replaces it ("I moved to building C"); the others (hobbies, family) hold one per fact.
 
-The recall note goes into the reply prompt when a known person is in view or speaking: the
-facts that share words with the current line, then the newest, then the last session's
-summary, cut at `cap` characters.
+The recall notes go into the reply prompt when a known person is in view or speaking: a
+standing note while they are in view (the newest facts, then the last session's summary, cut
+at `cap` characters), and for each line the facts that share words with it that the standing
+note left out.
 """
 from __future__ import annotations
 
@@ -119,13 +120,40 @@ def recall_note(recall: Recall, line: str, cap: int) -> str:
     last session's summary if there is room. Empty when nothing is remembered.
     """
     heard = content_stems(line)
+    facts = sorted(recall.facts, key=lambda f: len(heard & content_stems(f.text)),
+                   reverse=True)                        # stable: newest first on ties
+    return _note(recall, facts, cap)[0]
 
-    def shared(fact: Fact) -> int:
-        return len(heard & content_stems(fact.text))
 
-    facts = sorted(recall.facts, key=shared, reverse=True)     # stable: newest first on ties
+def standing_note(recall: Recall, cap: int) -> tuple[str, frozenset[str]]:
+    """The note of one person for as long as they are in view, and the facts it tells.
+
+    The newest facts and the last session's summary, at most `cap` characters: the same
+    whatever is said, so a local model reads it once (llama.cpp's prefix cache); `line_note`
+    adds what a line asks about that it left out.
+    """
+    note, told = _note(recall, list(recall.facts), cap)
+    return note, frozenset(told)
+
+
+def line_note(recall: Recall, line: str, told: frozenset[str], cap: int) -> str:
+    """The facts sharing words with `line` that the standing note did not tell ("" none)."""
+    heard = content_stems(line)
+    shared = [(len(heard & content_stems(f.text)), f.text) for f in recall.facts
+              if f.text not in told]
+    asked = [text for n, text in sorted(shared, key=lambda s: s[0], reverse=True) if n]
+    name, kept = recall.name or "this person", []
+    for text in asked:
+        if len(f"{name} also told you: {'; '.join(kept + [text])}.") > cap:
+            break
+        kept.append(text)
+    return f"{name} also told you: {'; '.join(kept)}." if kept else ""
+
+
+def _note(recall: Recall, facts: list[Fact], cap: int) -> tuple[str, list[str]]:
+    """The note telling `facts` in their order while they fit `cap`, and those it tells."""
     if not facts and recall.last_session is None:
-        return ""
+        return "", []
     name = recall.name or "this person"
     note = f"You have met {name} before."
     told: list[str] = []
@@ -139,4 +167,4 @@ def recall_note(recall: Recall, line: str, cap: int) -> str:
         last = f"{note} Last time you talked about: {recall.last_session.summary}"
         if len(last) <= cap:
             note = last
-    return note if len(note) <= cap else ""
+    return (note, told) if len(note) <= cap else ("", [])

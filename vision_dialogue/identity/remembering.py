@@ -10,18 +10,22 @@ robot knows of one person is not brought up while others are in view unless `in_
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Callable
 
 from vision_dialogue.identity.facts import ASKS_WHAT_IS_KNOWN, FACTS_SCHEMA, SUMMARY_SCHEMA, \
-    extraction_messages, parse_facts, parse_summary, recall_note, summary_messages
-from vision_dialogue.identity.memory import Fact, PersonMemory, SessionSummary
+    extraction_messages, line_note, parse_facts, parse_summary, recall_note, standing_note, \
+    summary_messages
+from vision_dialogue.identity.memory import Fact, PersonMemory, Recall, SessionSummary
 from vision_dialogue.identity.pending import QueuedMemory
 from vision_dialogue.identity.records import MEMORY_NOTE_CHARS
 from vision_dialogue.identity.store import StoreError
 
 #: how much longer the note may be when the person asks what the robot knows of them
 ASKED_NOTE_TIMES = 4
+#: the share of `note_chars` a line's own note (the facts it asks about) may take
+LINE_NOTE_SHARE = 0.5
 #: the note for a known person who asks what the robot knows and nothing is kept of them
 NOTHING_KEPT = ("You have met {name} before, but they have told you nothing about "
                 "themselves that you kept: say so.")
@@ -58,6 +62,11 @@ class MemoryKeeper:
         self._sessions: dict[str, tuple[float, list[str]]] = {}
         #: (face id, line, line number, monotonic time) of someone not known yet, in memory
         self._unplaced: list[tuple[str, str, int, float]] = []
+        #: the standing notes: ((people in view, writes so far), [(recall, (note, told))])
+        self._standing: tuple[tuple, list[tuple[Recall, tuple[str, frozenset]]]] | None = None
+        self._writes = 0                # facts and summaries this keeper wrote: a new note
+        self._read_failed = False       # said once until a read works (each prompt reads)
+        self._lock = threading.Lock()   # the warm-ups' thread, the reply's, the memory worker
 
     @staticmethod
     def speaker(in_view: list[str]) -> str | None:
@@ -128,13 +137,21 @@ class MemoryKeeper:
 
     def _facts(self, person: str, text: str, line: int) -> list[Fact]:
         facts = parse_facts(self.ask(extraction_messages(text), FACTS_SCHEMA), text, time.time())
-        return [f for f in facts if self.memory.remember(person, f, f"fact from line {line}")]
+        kept = [f for f in facts if self.memory.remember(person, f, f"fact from line {line}")]
+        if kept:
+            self._wrote()
+        return kept
+
+    def _wrote(self) -> None:
+        with self._lock:
+            self._writes += 1
 
     def _summarise(self, person: str, started: float, lines: list[str]) -> None:
         summary = parse_summary(self.ask(summary_messages(lines), SUMMARY_SCHEMA))
         if summary:
             self.memory.session_ended(person, SessionSummary(started, time.time(), summary),
                                       "session ended")
+            self._wrote()
 
     def _guarded(self, what: str, job, *args):
         """job(*args), or None: a failing model or store costs this, never a reply."""
@@ -146,23 +163,66 @@ class MemoryKeeper:
             self.log.warning(f"memory: {what} not taken: {type(e).__name__}: {e}")
         return None
 
+    def standing(self, in_view: list[str]) -> str:
+        """The note of the known people in view, the same while they are and nothing is kept.
+
+        Read from the store (audited) when the people in view change or this keeper wrote a
+        fact or a summary; a fact another robot wrote comes with the next arrival.
+        """
+        return " ".join(note for _, (note, _) in self._recalls(in_view) if note)
+
+    def for_line(self, in_view: list[str], line: str) -> str:
+        """What a line asks of the memory that the standing note does not tell ("" nothing).
+
+        A person asking what the robot knows of them gets all of it (or "nothing kept").
+        """
+        if ASKS_WHAT_IS_KNOWN.search(line):
+            return self._asked(in_view, line)
+        cap = int(self.note_chars * LINE_NOTE_SHARE)
+        return " ".join(n for n in (line_note(r, line, told, cap)
+                                    for r, (_, told) in self._recalls(in_view)) if n)
+
     def note(self, in_view: list[str], line: str) -> str:
-        """What the reply prompt is told of the known people in view ("" for nothing)."""
+        """Everything the reply prompt is told of the known people in view for this line."""
+        if ASKS_WHAT_IS_KNOWN.search(line):
+            return self._asked(in_view, line)       # all of it already
+        return " ".join(n for n in (self.standing(in_view), self.for_line(in_view, line)) if n)
+
+    def forget(self) -> None:
+        """Someone was forgotten: no note read before stays (the next one is read anew)."""
+        with self._lock:
+            self._standing = None
+
+    def _recalls(self, in_view: list[str]) -> list[tuple[Recall, tuple[str, frozenset]]]:
+        if len(in_view) > 1 and not self.in_company:
+            return []
+        with self._lock:
+            key = (tuple(in_view), self._writes)
+            if self._standing is None or self._standing[0] != key:
+                recalls = self._read(in_view)
+                if recalls is None:
+                    return []               # the store is away: tried again next time
+                self._standing = (key, [(r, standing_note(r, self.note_chars))
+                                        for r in recalls])
+            return self._standing[1]
+
+    def _read(self, in_view: list[str]) -> list[Recall] | None:
+        try:
+            found = [self.memory.recall(person, "recall for a reply") for person in in_view]
+        except StoreError as e:         # a queued memory answers at once while it is away
+            if not self._read_failed:
+                self.log.warning(f"memory: no recall for a reply: {e}")
+            self._read_failed = True
+            return None
+        self._read_failed = False
+        return [r for r in found if r is not None]
+
+    def _asked(self, in_view: list[str], line: str) -> str:
+        """The whole note of each known person in view, or that nothing is kept of them."""
         if len(in_view) > 1 and not self.in_company:
             return ""
-        asked = bool(ASKS_WHAT_IS_KNOWN.search(line))     # then all of it, or "nothing"
         notes = []
-        for person in in_view:
-            try:
-                recall = self.memory.recall(person, "recall for a reply")
-            except StoreError as e:
-                self.log.warning(f"memory: no recall for a reply: {e}")
-                return ""
-            if recall is None:
-                continue
-            cap = self.note_chars * (ASKED_NOTE_TIMES if asked else 1)
-            note = recall_note(recall, line, cap)
-            if not note and asked:
-                note = NOTHING_KEPT.format(name=recall.name or "this person")
-            notes.append(note)
-        return " ".join(n for n in notes if n)
+        for recall in self._read(in_view) or ():
+            note = recall_note(recall, line, self.note_chars * ASKED_NOTE_TIMES)
+            notes.append(note or NOTHING_KEPT.format(name=recall.name or "this person"))
+        return " ".join(notes)

@@ -3,7 +3,8 @@
 With `people_store_url` set (bringup sets it to people_node's `store_url` where people_node
 runs): each line goes, on a worker of its own, to the keeper, which asks the model for the
 facts of a known person's line as a side question; each reply's prompt gets the note of what
-is remembered of the known person in view; a known person's session is summed up when they
+is remembered of the known person in view (a standing note while they are, read once, and
+what each line asks that it does not tell); a known person's session is summed up when they
 leave (not when the manager stops: its model is closed by then). The persons in view are
 those ROS4HRI reports (people_node's persistent ids). Facts and summaries go through a durable
 queue (identity/pending.py): while the store is away they wait, `/diagnostics` says how many,
@@ -74,8 +75,11 @@ class ManagerMemory:
                           f"the people store: {memory.last_error or 'not written yet'}", values)
         return Health("people memory", OK, "memory of people on", values)
 
-    def note(self, line: str) -> str:
-        return self.keeper.note(self.in_view()[0], line)
+    def standing(self) -> str:
+        return self.keeper.standing(self.in_view()[0])
+
+    def for_line(self, line: str) -> str:
+        return self.keeper.for_line(self.in_view()[0], line)
 
     def close(self) -> None:
         self._worker.shutdown(wait=True, cancel_futures=True)
@@ -109,7 +113,7 @@ def connect_memory(node, p, conversation, turns, people, backend, log,
         before(text)
         memory.heard(text)
     turns.on_heard = heard
-    conversation.prompt.recall = memory.note
+    conversation.prompt.standing, conversation.prompt.recall = memory.standing, memory.for_line
     node.create_timer(DEPARTURE_CHECK_S, memory.check_departures)
     log.info(f"memory of people on: {p['people_store_url']}")
     return memory

@@ -1,0 +1,44 @@
+"""Where the memory notes go in the reply prompt: a local model reads the standing note once.
+
+(A 1.5B on two cores read the whole note again at every reply when it went before each line:
+bench_memory.py measured the first sentence more than twice as slow with memory on.)
+"""
+from fake_chat_backend import FakeChatBackend
+from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.persona import load_persona
+
+STANDING = "You have met Dana before. Dana told you: loves sailing."
+WORK = "Dana also told you: works in building B."
+
+
+def texts(msgs):
+    return [m["content"] if isinstance(m["content"], str) else
+            " ".join(p.get("text", "") for p in m["content"]) for m in msgs]
+
+
+def test_the_standing_note_stays_where_it_first_went_and_a_lines_note_is_before_it():
+    be = FakeChatBackend()
+    c = Conversation(be, load_persona(), ConversationConfig(warm_cache=False))
+    known = [STANDING]
+    c.prompt.standing = lambda: known[0]
+    c.prompt.recall = lambda line: WORK if "work" in line else ""
+    try:
+        for line in ("Hello!", "Where do I work?", "Nice weather today."):
+            c.turn(line)
+        prompts = [texts(c[1]) for c in be.of_kind("reply")]
+        at = prompts[0].index(STANDING)
+        assert prompts[0][at + 1:] and "Hello!" in prompts[0][-1]
+        for later in prompts[1:]:
+            assert later[:at + 1] == prompts[0][:at + 1]        # the same prefix, note and all
+            assert later.count(STANDING) == 1
+        assert prompts[1][-2:] == [WORK, "Where do I work?"]    # the line's own note: last
+        assert WORK not in prompts[2]
+        known[0] = STANDING + " Last time you talked about: boats."     # a new note: at the end
+        c.turn("Bye!")
+        newest = texts(be.of_kind("reply")[-1][1])
+        assert STANDING not in newest and newest[-2] == known[0] and "Bye!" in newest[-1]
+        known[0] = ""                                           # they left: no note
+        c.turn("Hello?")
+        assert not [t for t in texts(be.of_kind("reply")[-1][1]) if "Dana" in t]
+    finally:
+        c.close()
