@@ -180,5 +180,11 @@ def test_a_line_asking_of_a_fact_the_standing_note_left_out_gets_it(keeper):
     assert keep.for_line([anna], "Do I like sailing?") == "Anna also told you: loves sailing."
     assert keep.for_line([anna], "Do you know about my bees?") == ""    # told already
     assert keep.for_line([anna], "Nice weather today.") == ""
+    # only the best match: "grows sailing boats" shares two words, "loves sailing" one
+    keep.memory.remember(anna, Fact("hobby: grows sailing boats", "grows sailing boats", 0.5),
+                         "line")
+    keep.forget()
+    assert keep.for_line([anna], "Do I grow tomatoes while sailing?") == \
+        "Anna also told you: grows sailing boats."
     assert keep.note([anna], "Do I like sailing?") == \
         standing + " Anna also told you: loves sailing."

@@ -137,11 +137,16 @@ def standing_note(recall: Recall, cap: int) -> tuple[str, frozenset[str]]:
 
 
 def line_note(recall: Recall, line: str, told: frozenset[str], cap: int) -> str:
-    """The facts sharing words with `line` that the standing note did not tell ("" none)."""
+    """The facts sharing the most words with `line` that the standing note did not tell.
+
+    Only the best matches (ties kept, newest first): every token here is read at the reply,
+    and a small model answers from the first fact it finds ("" when none shares a word).
+    """
     heard = content_stems(line)
     shared = [(len(heard & content_stems(f.text)), f.text) for f in recall.facts
               if f.text not in told]
-    asked = [text for n, text in sorted(shared, key=lambda s: s[0], reverse=True) if n]
+    best = max((n for n, _ in shared), default=0)
+    asked = [text for n, text in shared if best and n == best]
     name, kept = recall.name or "this person", []
     for text in asked:
         if len(f"{name} also told you: {'; '.join(kept + [text])}.") > cap:
