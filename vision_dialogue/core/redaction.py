@@ -53,9 +53,15 @@ class ForgottenPeople:
         return self._pattern.fullmatch(speaker.strip()) is not None
 
     def said(self, record: dict) -> bool:
-        """Whether a record is a line of theirs (its speaker is one of their names or ids)."""
-        speaker = record.get("speaker")
-        return record.get("type") == "user" and isinstance(speaker, str) and self.is_them(speaker)
+        """Whether a transcript record is a line of theirs (`line_of_theirs`)."""
+        return self.line_of_theirs(record.get("type"), record.get("speaker"))
+
+    def line_of_theirs(self, role, speaker) -> bool:
+        """Whether a line is theirs: a person's line whose speaker is one of their names or ids.
+
+        (The timeline's role and a transcript record's type are both "user" for it.)
+        """
+        return role == "user" and isinstance(speaker, str) and self.is_them(speaker)
 
 
 @dataclass(frozen=True)
@@ -170,10 +176,16 @@ class RunLock:
             self.fd = None
 
 
-def redact_transcripts(root: str | os.PathLike, who: ForgottenPeople) -> list[RunRedaction]:
-    """Every run under `root` without them; a run a running manager holds is skipped."""
+def redact_transcripts(root: str | os.PathLike, who: ForgottenPeople,
+                       own_run: str | os.PathLike | None = None) -> list[RunRedaction]:
+    """Every run under `root` without them; a run a running manager holds is skipped.
+
+    `own_run`: the caller's own run, which it redacts itself under its own lock.
+    """
     done = []
     for transcript in sorted(Path(root).glob(f"*/{TRANSCRIPT_FILE}")):
+        if own_run is not None and transcript.parent == Path(own_run):
+            continue
         lock = RunLock(transcript.parent)
         try:
             if not lock.take(wait=False):

@@ -152,7 +152,7 @@ class Timeline:
             for item in self._items:
                 if isinstance(item, FrameItem):
                     continue
-                if isinstance(item, LineItem) and item.role == USER and who.is_them(item.speaker):
+                if isinstance(item, LineItem) and who.line_of_theirs(item.role, item.speaker):
                     text, item.speaker = FORGOTTEN, FORGOTTEN
                 else:
                     text = who.redact(item.text)

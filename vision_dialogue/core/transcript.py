@@ -138,8 +138,7 @@ class TranscriptWriter:
                 own = redact_run(self.dir, who)
             finally:
                 self._f = open(self.path, "a", encoding="utf-8")
-        others = [r for r in redact_transcripts(self.dir.parent, who) if r.run != str(self.dir)]
-        return [own] + others
+        return [own] + redact_transcripts(self.dir.parent, who, own_run=self.dir)
 
     def close(self) -> None:
         if self.retention == "session" and self._f is not None:

@@ -286,18 +286,22 @@ class Ros4hriInput:
         A person whose name message has not come, first tracked less than NAME_WAIT_S ago,
         is left out.
         """
-        now = time.monotonic()
+        return self._persons(time.monotonic())[0]
+
+    def _persons(self, now: float) -> tuple[list, bool]:
+        """people(), and whether anyone tracked was left out waiting for a name."""
         with self._lock:
-            out = []
+            out, waiting = [], False
             for pid in tuple(self._subs["person"]):
                 if self._waiting(pid, now):
+                    waiting = True
                     continue
                 face = self._of["face_id"].get(pid, "")
                 cx = self._roi.get(face)
                 out.append(TrackedPerson(pid, 0.0 if cx is None else (0.5 - cx) * 2.0, 0.0,
                                          self._of["expression"].get(face, ""),
                                          name=self._name(pid) or "someone"))
-            return out
+            return out, waiting
 
     def _waiting(self, pid: str, now: float) -> bool:
         """Whether a tracked person's name may still come (their name message has not)."""
@@ -330,10 +334,9 @@ class Ros4hriInput:
         """
         if self.on_people is None or not self._reported:
             return
-        seen = self.people()
+        seen, waiting = self._persons(time.monotonic())
         self.on_people(seen)
-        now = time.monotonic()
-        if any(self._waiting(pid, now) for pid in tuple(self._subs["person"])):
+        if waiting:
             return
         for person in seen:
             if person.id in self._announced:
