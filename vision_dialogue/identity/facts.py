@@ -147,12 +147,19 @@ def line_note(recall: Recall, line: str, told: frozenset[str], cap: int) -> str:
               if f.text not in told]
     best = max((n for n, _ in shared), default=0)
     asked = [text for n, text in shared if best and n == best]
-    name, kept = recall.name or "this person", []
-    for text in asked:
-        if len(f"{name} also told you: {'; '.join(kept + [text])}.") > cap:
+    head = f"{recall.name or 'this person'} also told you: "
+    kept = _fitting(head, asked, cap)
+    return f"{head}{'; '.join(kept)}." if kept else ""
+
+
+def _fitting(head: str, texts: list[str], cap: int) -> list[str]:
+    """The first `texts` that, as `head` + "a; b; c.", keep within `cap` characters."""
+    kept: list[str] = []
+    for text in texts:
+        if len(f"{head}{'; '.join(kept + [text])}.") > cap:
             break
         kept.append(text)
-    return f"{name} also told you: {'; '.join(kept)}." if kept else ""
+    return kept
 
 
 def _note(recall: Recall, facts: list[Fact], cap: int) -> tuple[str, list[str]]:
@@ -161,13 +168,10 @@ def _note(recall: Recall, facts: list[Fact], cap: int) -> tuple[str, list[str]]:
         return "", []
     name = recall.name or "this person"
     note = f"You have met {name} before."
-    told: list[str] = []
-    for fact in facts:
-        if len(f"{note} {name} told you: {'; '.join(told + [fact.text])}.") > cap:
-            break
-        told.append(fact.text)
+    head = f"{note} {name} told you: "
+    told = _fitting(head, [f.text for f in facts], cap)
     if told:
-        note = f"{note} {name} told you: {'; '.join(told)}."
+        note = f"{head}{'; '.join(told)}."
     if recall.last_session is not None:
         last = f"{note} Last time you talked about: {recall.last_session.summary}"
         if len(last) <= cap:
