@@ -169,6 +169,40 @@ def test_the_standing_note_is_read_once_while_the_same_people_are_in_view(keeper
     assert counted.reads == 3
 
 
+class CommitsThenWaits(CountedReads):
+    """A memory whose write is in the store before `remember` returns (a queue's own commit).
+
+    `on_commit()` runs in that moment: a reply's prompt read then.
+    """
+
+    def __init__(self, memory, on_commit):
+        super().__init__(memory)
+        self.on_commit = on_commit
+
+    def remember(self, person_id, fact, why):
+        kept = self.memory.remember(person_id, fact, why)
+        self.on_commit()
+        return kept
+
+
+def test_a_note_read_while_a_fact_is_written_is_read_again_once_it_is(keeper):
+    """A note read between a fact's commit and the end of its write tells the fact.
+
+    A suite run's reply missed the facts in the store: read in that moment, the note from
+    before them was used.
+    """
+    keep, _, anna = keeper
+    assert keep.standing([anna]) == ""              # read before: nothing kept of her yet
+    during = []
+    keep.memory = CommitsThenWaits(keep.memory, lambda: during.append(keep.standing([anna])))
+    keep.heard([anna], "I work in building B and I love sailing.")
+    assert "works in building B" in during[0] and "loves sailing" in during[-1]
+    assert "works in building B" in keep.note([anna], "What do I love doing?")
+    reads = keep.memory.reads
+    keep.standing([anna])
+    assert keep.memory.reads == reads               # once it ended, read once and kept
+
+
 def test_a_line_asking_of_a_fact_the_standing_note_left_out_gets_it(keeper):
     keep, _, anna = keeper
     keep.note_chars = 90

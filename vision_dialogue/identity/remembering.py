@@ -9,6 +9,7 @@ robot knows of one person is not brought up while others are in view unless `in_
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -64,7 +65,8 @@ class MemoryKeeper:
         self._unplaced: list[tuple[str, str, int, float]] = []
         #: the standing notes: ((people in view, writes so far), [(recall, (note, told))])
         self._standing: tuple[tuple, list[tuple[Recall, tuple[str, frozenset]]]] | None = None
-        self._writes = 0                # facts and summaries this keeper wrote: a new note
+        self._writes = 0                # writes to the store this keeper ended: a new note
+        self._writes_open = 0           # writes under way: a note read meanwhile is not kept
         self._read_failed = False       # said once until a read works (each prompt reads)
         self._lock = threading.Lock()   # the warm-ups' thread, the reply's, the memory worker
 
@@ -137,21 +139,37 @@ class MemoryKeeper:
 
     def _facts(self, person: str, text: str, line: int) -> list[Fact]:
         facts = parse_facts(self.ask(extraction_messages(text), FACTS_SCHEMA), text, time.time())
-        kept = [f for f in facts if self.memory.remember(person, f, f"fact from line {line}")]
-        if kept:
-            self._wrote()
-        return kept
-
-    def _wrote(self) -> None:
-        with self._lock:
-            self._writes += 1
+        with self._writing():
+            return [f for f in facts if self.memory.remember(person, f, f"fact from line {line}")]
 
     def _summarise(self, person: str, started: float, lines: list[str]) -> None:
         summary = parse_summary(self.ask(summary_messages(lines), SUMMARY_SCHEMA))
         if summary:
-            self.memory.session_ended(person, SessionSummary(started, time.time(), summary),
-                                      "session ended")
-            self._wrote()
+            with self._writing():
+                self.memory.session_ended(person, SessionSummary(started, time.time(), summary),
+                                          "session ended")
+
+    def flush(self) -> int:
+        """Write what waits for the store (a queued memory); how many writes still wait."""
+        with self._writing():
+            return self.memory.flush()
+
+    @contextlib.contextmanager
+    def _writing(self):
+        """A write to the store under way: the notes read before it or while it runs go.
+
+        Counted when it ends only, a note read before it would be used again in the moment
+        between its commit and the count (a suite run's reply missed the facts just kept: the
+        queue's own commit came between); while one runs, a note is read and not kept.
+        """
+        with self._lock:
+            self._writes_open += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._writes_open -= 1
+                self._writes += 1
 
     def _guarded(self, what: str, job, *args):
         """job(*args), or None: a failing model or store costs this, never a reply."""
@@ -198,12 +216,14 @@ class MemoryKeeper:
             return []
         with self._lock:
             key = (tuple(in_view), self._writes)
-            if self._standing is None or self._standing[0] != key:
+            if self._standing is None or self._standing[0] != key or self._writes_open:
                 recalls = self._read(in_view)
                 if recalls is None:
                     return []               # the store is away: tried again next time
-                self._standing = (key, [(r, standing_note(r, self.note_chars))
-                                        for r in recalls])
+                notes = [(r, standing_note(r, self.note_chars)) for r in recalls]
+                if self._writes_open:
+                    return notes            # it may miss what is being written
+                self._standing = (key, notes)
             return self._standing[1]
 
     def _read(self, in_view: list[str]) -> list[Recall] | None:

@@ -60,7 +60,7 @@ class ManagerMemory:
                 self._worker.submit(self.keeper.left, in_view)
             memory = self.keeper.memory
             if memory.waiting or memory.last_error:     # writes wait, or the store was away
-                self._worker.submit(memory.flush)
+                self._worker.submit(self.keeper.flush)
             if self.keeper.waiting_lines():             # lines of someone saying yes
                 self._worker.submit(self.keeper.place, faces)
         except RuntimeError:           # closing
