@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -56,23 +59,52 @@ def backstop_file():
     return backstop_file.opened
 
 
+def native_watchdog() -> Path:
+    """The file this process writes each test's deadline to, for its native-stacks watchdog.
+
+    test/native_stacks.py, started on first use (stopped and waited for at the end): past a
+    deadline it writes every thread's native stacks next to the backstop's Python ones.
+    """
+    if getattr(native_watchdog, "deadline", None) is None:
+        stacks = Path(backstop_file().name)
+        deadline = stacks.with_name(stacks.stem + "-deadline")
+        deadline.write_text("")
+        env = {k: v for k, v in os.environ.items() if k != "ROS_DOMAIN_ID"}   # no ROS here
+        native_watchdog.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("native_stacks.py")), str(os.getpid()),
+             str(deadline), str(stacks.with_name(stacks.stem + "-native.txt"))],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env)
+        native_watchdog.deadline = deadline
+    return native_watchdog.deadline
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     stacks = backstop_file()
     stacks.write(f"\n{item.nodeid}: past its time limit and the backstop's {BACKSTOP_S:.0f} s "
                  "more; every thread's stacks, then the process ends:\n")
     stacks.flush()
-    faulthandler.dump_traceback_later(time_limit(item) + BACKSTOP_S, exit=True, file=stacks)
+    limit = time_limit(item)
+    deadline = native_watchdog()
+    deadline.write_text(f"{time.time() + limit + BACKSTOP_S / 2:.3f}")   # native stacks first
+    faulthandler.dump_traceback_later(limit + BACKSTOP_S, exit=True, file=stacks)
     try:
         yield
     finally:
         faulthandler.cancel_dump_traceback_later()
+        deadline.write_text("")
         stacks.seek(0)
         stacks.truncate()           # the file holds only a test that ran out of time
 
 
 def pytest_unconfigure(config):
     """Close this process's stacks file; an empty one (no test ran out of time) goes."""
+    proc = getattr(native_watchdog, "proc", None)
+    if proc is not None:
+        proc.terminate()
+        proc.wait(30)
+        native_watchdog.deadline.unlink(missing_ok=True)
+        native_watchdog.proc = native_watchdog.deadline = None
     opened = getattr(backstop_file, "opened", None)
     if opened is not None:
         opened.close()

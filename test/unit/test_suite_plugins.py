@@ -38,7 +38,7 @@ def _pytest_with(plugin: str, tmp_path, test_source: str, *args: str, **env: str
     env.pop("PYTEST_XDIST_WORKER", None)
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "-p", plugin, *args, str(tmp_path / "test_it.py")],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=50)
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=80)
     return run, results
 
 
@@ -48,10 +48,27 @@ def test_a_test_past_its_limit_leaves_its_stacks_in_the_results_folder(tmp_path)
     run, results = _pytest_with("backstop", tmp_path, STUCK, "-p", "no:timeout", "-W", "ignore",
                                 VD_TEST_BACKSTOP_S="1")
     assert run.returncode != 0, run.stdout
-    (stacks,) = results.glob("stacks-main-*.txt")
+    (stacks,) = results.glob("stacks-main-[0-9]*[0-9].txt")
     text = stacks.read_text()
     assert "test_it.py::test_stuck_in_a_thread_join: past its time limit" in text
     assert "in join" in text and "Thread 0x" in text      # every thread, the main one in join()
+
+
+@pytest.mark.timeout(90)
+def test_a_test_stuck_in_c_leaves_its_native_stacks_too(tmp_path):
+    """Python frames end at the C call (a hang in rclpy's destroy_node showed none below it).
+
+    Halfway through the backstop's time, the watchdog writes every thread's native stacks:
+    gdb's backtraces where gdb is installed, else each thread's kernel wait.
+    """
+    run, results = _pytest_with("backstop", tmp_path, STUCK, "-p", "no:timeout", "-W", "ignore",
+                                VD_TEST_BACKSTOP_S="20")
+    assert run.returncode != 0, run.stdout
+    (native,) = results.glob("stacks-main-*-native.txt")
+    text = native.read_text()
+    assert text.startswith("native stacks of process"), text[:500]
+    assert re.search(r"futex|pthread_join|sem_clockwait|do_wait", text), text[:3000]
+    assert not list(results.glob("*-deadline"))            # the watchdog's file went with it
 
 
 def test_a_run_within_its_limits_leaves_no_file(tmp_path):

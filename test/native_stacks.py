@@ -1,0 +1,98 @@
+"""A test process's watchdog: the native stacks of every thread when a test is stuck in C.
+
+faulthandler (test/backstop.py) shows Python frames only: a suite run hung in rclpy's
+`destroy_node`, inside rcl and Fast DDS, and no frame said where. Started once per test
+process; that process writes, at each test's start, the moment it counts as stuck (nothing
+between tests). Past it, this writes gdb's backtrace of every thread (where gdb is installed),
+else each thread's name, wait channel and kernel stack from /proc, to `out`, before the
+backstop ends the process. It ends when the process does.
+
+    python native_stacks.py PID DEADLINE_FILE OUT_FILE
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+#: how often the deadline is looked at
+POLL_S = 1.0
+#: gdb's time to attach and print every thread
+GDB_TIMEOUT_S = 60.0
+
+
+def _deadline(path: Path) -> float | None:
+    try:
+        text = path.read_text().strip()
+        return float(text) if text else None
+    except (OSError, ValueError):       # not written yet, or written as we read
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return Path(f"/proc/{pid}").exists() and "Z" not in _state(pid)
+    except OSError:
+        return False
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def _proc_stacks(pid: int) -> str:
+    """Each thread's name, wait channel and kernel stack (readable as root)."""
+    lines = []
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda p: int(p.name)):
+        def read(name: str) -> str:
+            try:
+                return (task / name).read_text().strip()
+            except OSError as e:
+                return f"({e.strerror})"
+        lines.append(f"thread {task.name} {read('comm')!r} waits in {read('wchan')}")
+        lines += [f"    {frame}" for frame in read("stack").splitlines()]
+    return "\n".join(lines)
+
+
+def dump(pid: int) -> str:
+    """gdb's backtrace of every thread of `pid`, else what /proc tells of them."""
+    gdb = shutil.which("gdb")
+    if gdb:
+        try:
+            done = subprocess.run([gdb, "-p", str(pid), "-batch", "-nx", "-ex",
+                                   "thread apply all bt"], capture_output=True, text=True,
+                                  timeout=GDB_TIMEOUT_S)
+            if "Thread" in done.stdout:
+                return done.stdout
+        except subprocess.TimeoutExpired:
+            pass
+    return _proc_stacks(pid)
+
+
+def watch(pid: int, deadline_file: Path, out: Path) -> None:
+    """Until `pid` ends: past each deadline once, its native stacks appended to `out`.
+
+    The deadline file goes when the process does.
+    """
+    dumped = None
+    while _alive(pid):
+        deadline = _deadline(deadline_file)
+        if deadline is not None and time.time() > deadline and deadline != dumped:
+            dumped = deadline
+            text = dump(pid)
+            with open(out, "a", encoding="utf-8") as f:
+                f.write(f"native stacks of process {pid}, stuck past its test's limit:\n"
+                        f"{text}\n")
+        time.sleep(POLL_S)
+    deadline_file.unlink(missing_ok=True)       # the process ended (the backstop's exit too)
+
+
+if __name__ == "__main__":
+    watch(int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))
