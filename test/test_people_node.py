@@ -432,16 +432,25 @@ def test_a_voice_alone_is_known_again_and_a_face_then_its_voice_are_one_person(
     assert until(ex, lambda: robot.tracked == [diane.person_id])
 
     ex, robot, node = rig(store, {}, voices=True)                # session 2: a new node
+    from vision_dialogue_interfaces.msg import LineSpeaker
+    speakers = []                                       # whose each line was, for the manager
+    robot.node.create_subscription(LineSpeaker, "people/speakers", speakers.append, 10)
+    assert spin_until(ex, lambda: matched(node.speakers_pub, robot.node), 10)
     # recognised 3 s late: the clip is the span the voice was heard in, not the 3.6 s the
     # words would take before the line (which held 0.6 s of her voice)
     speak(robot, "diane/1", "Good morning, I am here again today.", 50.0, late_s=3.0)
     assert until(ex, lambda: robot.tracked == [diane.person_id]), robot.tracked
+    assert until(ex, lambda: speakers)
+    assert (speakers[0].text, speakers[0].person_id, speakers[0].by_voice) == (
+        "Good morning, I am here again today.", diane.person_id, True)
     # a stranger seen, then heard while alone in view: one person with a face and a voice
     assert until(ex, lambda: len(robot.tracked) == 2, robot, ("faces", face_crop("biden", 2)))
     speak(robot, "sheila/1", "Hello, who are you and what is this place?", 60.0)
     assert until(ex, lambda: any(p.heard and p.face_ids for p in node.persons.tracked()))
     both = next(p for p in node.persons.tracked() if p.face_ids)
     assert both.anonymous and both.voice.count == 1 and both.voice_id == "anonymous_speaker"
+    assert until(ex, lambda: len(speakers) == 2)        # no enrolled voice: the one in view
+    assert (speakers[1].person_id, speakers[1].by_voice) == (both.person_id, False)
 
 
 def test_people_not_seen_for_the_retention_days_are_forgotten_at_start(rig, tmp_path):

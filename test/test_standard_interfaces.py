@@ -613,6 +613,72 @@ def test_a_known_person_in_view_is_remembered_and_the_next_reply_is_told_it(ros_
 
 
 @pytest.mark.skipif(bool(pm.missing()), reason="vision_msgs/hri_msgs not built")
+def test_with_two_in_view_a_lines_facts_go_to_whom_its_voice_print_named(ros_context, tmp_path):
+    """Anna and Ben (both said yes) in view: a line is the one its voice print named.
+
+    people_node says who said each line on people/speakers a moment after it (it prints the
+    voice first): a line its print named keeps its facts for that person; a line it could
+    not name by voice keeps none (two in view: nobody for sure).
+    """
+    from std_msgs.msg import String
+
+    from vision_dialogue.identity.memory import PersonMemory
+    from vision_dialogue.identity.records import Consent, ConsentWay
+    from vision_dialogue.identity.store import PeopleStore
+    from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS
+    from vision_dialogue.ros.topics import PEOPLE_SPEAKERS_TOPIC
+    from vision_dialogue_interfaces.msg import LineSpeaker
+    url = f"sqlite:///{tmp_path / 'people.db'}"
+    store = PeopleStore(url)
+    for pid, name in (("p1", "Anna"), ("p2", "Ben")):
+        store.enrol(name, [], Consent(ConsentWay.ASKED, answer="Yes."), person_id=pid)
+    told = {"I love sailing.": "loves sailing", "I play the violin.": "plays the violin"}
+
+    def answer(req):
+        if "summary" in json.dumps(req.get("response_format")):
+            return json.dumps({"summary": "sailing"})
+        if req.get("response_format"):                     # the extraction question
+            line = json.dumps(req["messages"])
+            return json.dumps({"facts": [{"topic": "hobby", "fact": fact}
+                                         for said, fact in told.items() if said in line]})
+        return "How nice."
+    memory = PersonMemory(store)
+    with running_manager(ros_context, tmp_path, answer, people_store_url=url,
+                         memory_queue_file=str(tmp_path / "queue.db")) as (rig, fake):
+        peer = rclpy.create_node("people_node_like", context=ros_context)
+        tracked = peer.create_publisher(pm.IdsList, "/humans/persons/tracked", LATCHED_QOS)
+        names = {pid: peer.create_publisher(String, f"/humans/persons/{pid}/name", LATCHED_QOS)
+                 for pid in ("p1", "p2")}
+        speakers = peer.create_publisher(LineSpeaker, PEOPLE_SPEAKERS_TOPIC, RELIABLE_QOS)
+        rig.ex.add_node(peer)
+        try:
+            tracked.publish(pm.IdsList(ids=["p1", "p2"]))
+            names["p1"].publish(String(data="Anna"))
+            names["p2"].publish(String(data="Ben"))
+            assert rig.wait(lambda: sorted(rig.node._tracked_faces() or ()) == ["p1", "p2"]
+                            and matched(speakers, rig.node), 30)
+            rig.say("I love sailing.")
+            assert rig.wait(lambda: any("I love sailing." in json.dumps(r["messages"])
+                                        for r in fake.requests), 30)
+            speakers.publish(LineSpeaker(text="I love sailing.", person_id="p2",
+                                         confidence=0.8, by_voice=True))       # Ben's voice
+            assert rig.wait(lambda: memory.recall("p2", "test").facts, 30)
+            rig.say("I play the violin.")
+            speakers.publish(LineSpeaker(text="I play the violin.", person_id="p1",
+                                         by_voice=False))                      # no print
+            assert rig.wait(lambda: rig.node.memory.keeper.lines == 2, 30)
+            rig.node.memory._worker.submit(lambda: None).result(timeout=30)   # the line done
+        finally:
+            rig.ex.remove_node(peer)
+            peer.destroy_node()
+    assert [f.text for f in memory.recall("p2", "test").facts] == ["loves sailing"]
+    assert memory.recall("p1", "test").facts == ()
+    asked = [json.dumps(r["messages"]) for r in fake.requests if r.get("response_format")]
+    assert len(asked) == 1 and "I love sailing." in asked[0], asked   # the violin: not asked
+    store.close()
+
+
+@pytest.mark.skipif(bool(pm.missing()), reason="vision_msgs/hri_msgs not built")
 def test_two_people_arriving_together_are_greeted_once_both_are_named(ros_context):
     """A stranger's empty name comes first, the known one's later: the greeting waits for it.
 

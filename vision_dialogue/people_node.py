@@ -52,8 +52,8 @@ from vision_dialogue.ros.people_talk import PeopleTalk
 from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS, no_event_handlers
 from vision_dialogue.ros.topics import AUDIO_INPUT_TOPIC, FACES_TRACKED_TOPIC, \
     PEOPLE_ENROL_SERVICE, PEOPLE_FORGET_SERVICE, PEOPLE_FORGOTTEN_TOPIC, PEOPLE_LIST_SERVICE, \
-    PEOPLE_STATE_TOPIC, UTTERANCE_TOPIC
-from vision_dialogue_interfaces.msg import AudioChunk, Forgotten, Utterance
+    PEOPLE_SPEAKERS_TOPIC, PEOPLE_STATE_TOPIC, UTTERANCE_TOPIC
+from vision_dialogue_interfaces.msg import AudioChunk, Forgotten, LineSpeaker, Utterance
 from vision_dialogue_interfaces.srv import Enrol, Forget, ListPeople
 
 #: a face in view not yet printed holds the persons' report this long at most (its crop may
@@ -119,6 +119,8 @@ class PeopleNode(ManagedNode):
         self.state_pub = self.create_publisher(String, PEOPLE_STATE_TOPIC, LATCHED_QOS)
         self.forgotten_pub = self.create_publisher(Forgotten, PEOPLE_FORGOTTEN_TOPIC,
                                                    RELIABLE_QOS)
+        self.speakers_pub = self.create_publisher(LineSpeaker, PEOPLE_SPEAKERS_TOPIC,
+                                                  RELIABLE_QOS)
         self._shown = ""
         self.talk = PeopleTalk(self)
         quiet = no_event_handlers("subscription")
@@ -311,12 +313,17 @@ class PeopleNode(ManagedNode):
             if not (0 < start_ns < end_ns):     # the backend did not say: the line's length
                 end_ns = stamp_to_ns(msg.header.stamp)
                 start_ns = end_ns - int(seconds_for(msg.text) * 1e9)
-            self._submit(self._heard, msg.text.strip(), voice_id(msg.speaker), start_ns, end_ns)
+            self._submit(self._heard, msg.text.strip(), voice_id(msg.speaker), start_ns, end_ns,
+                         msg.header.stamp)
 
-    def _heard(self, text: str, vid: str, start_ns: int, end_ns: int) -> None:
-        """On the worker: whose line (a voice print, the label's person, the one in view)."""
+    def _heard(self, text: str, vid: str, start_ns: int, end_ns: int, stamp) -> None:
+        """On the worker: whose line (a voice print, the label's person, the one in view).
+
+        The manager is told (people/speakers), for the facts of the line.
+        """
         embedding = self._voice_print(start_ns, end_ns)
         label = "" if vid == ANONYMOUS_VOICE else vid
+        match = None
         with self._lock:
             if self.persons is None:
                 return
@@ -328,11 +335,20 @@ class PeopleNode(ManagedNode):
                                match.confidence if match else 1.0)
             else:
                 person = self.persons.speaker(faces, label)
+            self._said_by(stamp, text, person, match)
             if person is None:
                 self.persons.unplaced_line(text, label, faces)
                 return
             step = self.persons.heard_line(person, text, label)
         self._next_step(step, person)
+
+    def _said_by(self, stamp, text: str, person, match) -> None:
+        """people/speakers: the line's person, and whether its voice print named them."""
+        confidence = match.confidence if match else (1.0 if person else 0.0)
+        msg = LineSpeaker(text=text, person_id=person.person_id if person else "",
+                          confidence=float(confidence), by_voice=match is not None)
+        msg.header.stamp, msg.header.frame_id = stamp, ""
+        self.speakers_pub.publish(msg)
 
     def _next_step(self, step: NextStep, person) -> None:
         """After a line of `person`'s: publish, then ask for consent or to confirm forgetting."""

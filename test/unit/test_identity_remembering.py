@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
@@ -222,3 +224,40 @@ def test_a_line_asking_of_a_fact_the_standing_note_left_out_gets_it(keeper):
         "Anna also told you: grows sailing boats."
     assert keep.note([anna], "Do I like sailing?") == \
         standing + " Anna also told you: loves sailing."
+
+
+def test_a_line_a_voice_print_named_gives_its_facts_also_with_others_in_view(keeper):
+    keep, model, anna = keeper
+    ben = keep.memory.store.enrol("Ben", [], Consent(ConsentWay.ASKED, answer="Yes."))
+    line = "I work in building B and I love sailing."
+    assert keep.heard([anna, ben], line) == []                      # whose? nobody for sure
+    assert model.asked == []
+    kept = keep.heard([anna, ben], line, voice=ben)                 # his voice said it
+    assert [f.text for f in kept] == ["works in building B", "loves sailing"]
+    assert keep.memory.recall(anna, "test").facts == ()
+    assert len(keep.memory.recall(ben, "test").facts) == 2
+
+
+def test_whose_voice_said_a_line_comes_after_it_and_pairs_with_its_words():
+    from vision_dialogue.identity.remembering import LineSpeakers
+    speakers = LineSpeakers()
+    heard = time.monotonic()
+    speakers.said("I love sailing.", "p1", by_voice=True)           # before the wait: kept
+    assert speakers.wait("I  love sailing.", heard, timeout=0) == "p1"
+    assert speakers.wait("I love sailing.", heard, timeout=0) is None   # taken once
+    speakers.said("Yes.", "p2", by_voice=False)                     # the one in view: no voice
+    assert speakers.wait("Yes.", heard, timeout=0) is None
+    for who in ("p3", "p4"):                                        # the same words, in order
+        speakers.said("Hello.", who, by_voice=True)
+    assert [speakers.wait("Hello.", heard, 0) for _ in range(2)] == ["p3", "p4"]
+    later = threading.Timer(0.2, speakers.said, ("I work in building B.", "p5", True))
+    later.start()
+    try:
+        assert speakers.wait("I work in building B.", heard, timeout=30) == "p5"
+    finally:
+        later.join()
+    waiting = threading.Thread(target=speakers.wait, args=("Nobody answers.", heard, 60))
+    waiting.start()
+    speakers.close()                                                 # the node closes
+    waiting.join(timeout=30)
+    assert not waiting.is_alive()

@@ -1,11 +1,12 @@
 """The conversation's side of memory: facts from known people's lines, their recall notes.
 
-Whose line it is decides everything: a fact is kept only when the speaker is identified, here
-the one person in view (a voice match comes as that person's id too), and only for a person
-who said yes (the store knows them; `PersonMemory.remember` refuses anyone else). The model
-is asked through `ask(messages, schema)`, which the manager gives (its backend's side
-questions), so this module needs no LLM of its own and runs off the reply path. What the
-robot knows of one person is not brought up while others are in view unless `in_company`.
+Whose line it is decides everything: a fact is kept only when the speaker is identified, by
+a voice match (`LineSpeakers`: people_node names the person its print matched, also with
+others in view) or as the one person in view, and only for a person who said yes (the store
+knows them; `PersonMemory.remember` refuses anyone else). The model is asked through
+`ask(messages, schema)`, which the manager gives (its backend's side questions), so this
+module needs no LLM of its own and runs off the reply path. What the robot knows of one
+person is not brought up while others are in view unless `in_company`.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import contextlib
 import logging
 import threading
 import time
+from collections import deque
+from dataclasses import dataclass
 from typing import Callable
 
 from vision_dialogue.identity.facts import ASKS_WHAT_IS_KNOWN, FACTS_SCHEMA, SUMMARY_SCHEMA, \
@@ -35,6 +38,10 @@ NOTHING_KEPT = ("You have met {name} before, but they have told you nothing abou
 UNPLACED_LINES = 5
 UNPLACED_S = 60.0
 
+#: how long an answer of who said a line is kept for its line (s), and how many at most
+SPEAKER_KEEP_S = 30.0
+SPEAKER_ANSWERS = 32
+
 #: words with which a person speaks of themselves
 _FIRST_PERSON = frozenset("i i'm im i've ive i'd my mine me we we're our ours us".split())
 
@@ -47,6 +54,64 @@ def says_something_of_themselves(text: str) -> bool:
     words = set(text.lower().replace("\u2019", "'").split())
     words = {w.strip(".,!?;:") for w in words}
     return bool(words & _FIRST_PERSON) and not text.rstrip().endswith("?")
+
+
+@dataclass(frozen=True)
+class SaidBy:
+    """A voice identifier's answer: who said the line `text` (people_node's people/speakers)."""
+
+    text: str
+    person_id: str
+    by_voice: bool          # a voice print matched this enrolled person
+    at: float               # monotonic time it came
+
+
+class LineSpeakers:
+    """Whose voice said each line, as a voice identifier tells it a moment after the line.
+
+    The manager hears a line at once; people_node prints its voice and then names its person
+    with the line's text. `wait(text, since, timeout)` gives the person a voice print named
+    for that line (the oldest answer for the same words not taken yet, none older than
+    `since` - SPEAKER_KEEP_S), else None: no print matched, or no answer in time.
+    """
+
+    def __init__(self):
+        self._answers: deque[SaidBy] = deque(maxlen=SPEAKER_ANSWERS)
+        self._changed = threading.Condition()
+        self._closed = False
+
+    def close(self) -> None:
+        """A wait ends now (the node is closing)."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+
+    def said(self, text: str, person_id: str, by_voice: bool) -> None:
+        """An answer came (on the node's thread)."""
+        with self._changed:
+            self._answers.append(SaidBy(" ".join(text.split()), person_id, by_voice,
+                                        time.monotonic()))
+            self._changed.notify_all()
+
+    def wait(self, text: str, since: float, timeout: float) -> str | None:
+        """The person whose voice print said `text` (heard at `since`, monotonic), or None."""
+        text, found = " ".join(text.split()), []
+
+        def taken() -> bool:
+            answer = self._take(text, since)
+            if answer is not None:
+                found.append(answer)
+            return bool(found) or self._closed
+        with self._changed:
+            self._changed.wait_for(taken, timeout)
+        return next((a.person_id for a in found if a.by_voice and a.person_id), None)
+
+    def _take(self, text: str, since: float) -> SaidBy | None:
+        for answer in self._answers:
+            if answer.text == text and answer.at >= since - SPEAKER_KEEP_S:
+                self._answers.remove(answer)
+                return answer
+        return None
 
 
 class MemoryKeeper:
@@ -75,16 +140,18 @@ class MemoryKeeper:
         """The id of whoever said a line: the one person in view, else nobody for sure."""
         return in_view[0] if len(in_view) == 1 else None
 
-    def heard(self, in_view: list[str], text: str,
-              faces: dict[str, str] | None = None) -> list[Fact]:
+    def heard(self, in_view: list[str], text: str, faces: dict[str, str] | None = None,
+              voice: str | None = None) -> list[Fact]:
         """A person's line: the facts kept of it (none when its speaker is not known).
 
-        `faces`: person id -> face id of those in view. The line of one person in view whom
-        the store does not know (yet) waits, with their face, for `place`: a person who says
-        yes and at once what they love is enrolled under a new id a moment later.
+        `voice`: the person a voice print named as the speaker (`LineSpeakers`), theirs also
+        with others in view; else the one person in view. `faces`: person id -> face id of
+        those in view. The line of one person in view whom the store does not know (yet)
+        waits, with their face, for `place`: a person who says yes and at once what they love
+        is enrolled under a new id a moment later.
         """
         self.lines += 1
-        line, person = self.lines, self.speaker(in_view)
+        line, person = self.lines, voice or self.speaker(in_view)
         if person is None:
             return []
         if not self._guarded(f"line {line}", self.memory.knows, person):

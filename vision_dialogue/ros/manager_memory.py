@@ -2,7 +2,9 @@
 
 With `people_store_url` set (bringup sets it to people_node's `store_url` where people_node
 runs): each line goes, on a worker of its own, to the keeper, which asks the model for the
-facts of a known person's line as a side question; each reply's prompt gets the note of what
+facts of a known person's line as a side question (whose line: the person people_node's
+voice print named, on people/speakers, waited for at most SPEAKER_WAIT_S where a voice
+identifier publishes; else the one person in view); each reply's prompt gets the note of what
 is remembered of the known person in view (a standing note while they are, read once, and
 what each line asks that it does not tell); a known person's session is summed up when they
 leave (not when the manager stops: its model is closed by then). The persons in view are
@@ -12,27 +14,38 @@ and they are written when it answers again; a store down at start-up is tried ag
 """
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from vision_dialogue.core.health import OK, WARN, Health
 from vision_dialogue.llm.base import short_question
+from vision_dialogue.ros.qos import RELIABLE_QOS
+from vision_dialogue.ros.topics import PEOPLE_SPEAKERS_TOPIC
+from vision_dialogue_interfaces.msg import LineSpeaker
 
 #: tokens of the model's answer to the extraction question (three short facts in JSON)
 EXTRACT_MAX_TOKENS = 160
 #: seconds between two looks for people who left (their session is then summed up), and
 #: for writes that wait for the store
 DEPARTURE_CHECK_S = 2.0
+#: seconds a line's facts wait for a voice identifier (people_node) to say whose voice said
+#: it: it prints the voice first (a fraction of a second on two cores; more when busy)
+SPEAKER_WAIT_S = 5.0
 
 
 class ManagerMemory:
     """A MemoryKeeper on the manager's backend, its lines on one worker thread."""
 
-    def __init__(self, keeper, people, faces=lambda: None):
+    def __init__(self, keeper, people, faces=lambda: None, speakers=None,
+                 identifier=lambda: False):
         """`faces()`: person id -> face id of those a ROS4HRI person manager tracks now.
 
         All of them (also one just enrolled whose name has not come yet); None without one.
+        `speakers`: a LineSpeakers the voice identifier's answers go to; `identifier()`:
+        whether one publishes them now (else a line's speaker is not waited for).
         """
         self.keeper, self.people, self.faces = keeper, people, faces
+        self.speakers, self.identifier = speakers, identifier
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="vd-memory")
 
     def in_view(self) -> tuple[list[str], dict[str, str]]:
@@ -45,9 +58,16 @@ class ManagerMemory:
     def heard(self, text: str) -> None:
         in_view, faces = self.in_view()    # who is there when the line is heard, not later
         try:
-            self._worker.submit(self.keeper.heard, in_view, text, faces)
+            self._worker.submit(self._heard, in_view, text, faces, time.monotonic())
         except RuntimeError:               # closing
             pass
+
+    def _heard(self, in_view: list[str], text: str, faces: dict, since: float) -> list:
+        """On the worker: the line's facts, for the person whose voice said it if known."""
+        voice = None
+        if self.speakers is not None and self.identifier():
+            voice = self.speakers.wait(text, since, SPEAKER_WAIT_S)
+        return self.keeper.heard(in_view, text, faces, voice)
 
     def check_departures(self) -> None:
         """Sum up the sessions of those who left; write what waits for the store.
@@ -82,6 +102,8 @@ class ManagerMemory:
         return self.keeper.for_line(self.in_view()[0], line)
 
     def close(self) -> None:
+        if self.speakers is not None:
+            self.speakers.close()          # a line waiting for its speaker goes on at once
         self._worker.shutdown(wait=True, cancel_futures=True)
         self.keeper.memory.close()
 
@@ -92,7 +114,7 @@ def connect_memory(node, p, conversation, turns, people, backend, log,
     if not p["people_store_url"]:
         return None
     from vision_dialogue.identity.pending import open_queued_memory
-    from vision_dialogue.identity.remembering import MemoryKeeper
+    from vision_dialogue.identity.remembering import LineSpeakers, MemoryKeeper
     from vision_dialogue.identity.store import StoreError
     try:
         queued = open_queued_memory(p["people_store_url"], p["memory_queue_file"], log)
@@ -106,7 +128,10 @@ def connect_memory(node, p, conversation, turns, people, backend, log,
 
     keeper = MemoryKeeper(queued, ask, note_chars=p["memory_note_chars"],
                           in_company=p["memory_in_company"], logger=log)
-    memory = ManagerMemory(keeper, people, faces)
+    memory = ManagerMemory(keeper, people, faces, LineSpeakers(),
+                           lambda: node.count_publishers(PEOPLE_SPEAKERS_TOPIC) > 0)
+    node.create_subscription(LineSpeaker, PEOPLE_SPEAKERS_TOPIC, lambda m: memory.speakers.said(
+        m.text, m.person_id, m.by_voice), RELIABLE_QOS)
     before = turns.on_heard
 
     def heard(text: str) -> None:

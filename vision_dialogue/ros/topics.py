@@ -73,6 +73,7 @@ PEOPLE_FORGET_SERVICE = "people/forget"
 PEOPLE_LIST_SERVICE = "people/list"
 PEOPLE_STATE_TOPIC = "people/state"     # std_msgs/String JSON: who is in view, for the monitor
 PEOPLE_FORGOTTEN_TOPIC = "people/forgotten"
+PEOPLE_SPEAKERS_TOPIC = "people/speakers"
 # --- ROS-wide ------------------------------------------------------------------------------
 DIAGNOSTICS_TOPIC = "/diagnostics"                # diagnostic_msgs/DiagnosticArray, every node
 CLOCK_TOPIC = "/clock"
@@ -170,6 +171,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "the people the robot knows and their consent records"),
     Endpoint(PEOPLE_FORGOTTEN_TOPIC, "topic", f"{INTERFACES}/Forgotten", "people node → manager",
              _RELIABLE, "persons just forgotten: their lines and frames leave the transcripts"),
+    Endpoint(PEOPLE_SPEAKERS_TOPIC, "topic", f"{INTERFACES}/LineSpeaker", "people node → manager",
+             _RELIABLE, "who said each line (a voice print's match): whose facts it holds"),
     Endpoint(DIAGNOSTICS_TOPIC, "topic", "diagnostic_msgs/DiagnosticArray", "every node → anyone",
              _RELIABLE, "each node's health at 1 Hz (REP-107 levels)"),
     Endpoint(CLOCK_TOPIC, "topic", "rosgraph_msgs/Clock", "bag_play → every node",
