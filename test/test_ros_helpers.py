@@ -319,6 +319,47 @@ def test_a_running_node_prints_its_stacks_on_request_and_runs_on(tmp_path):
             proc.wait()
 
 
+def test_a_node_stuck_in_c_holding_the_interpreter_lock_prints_its_stacks_too(tmp_path):
+    """The console's pump is a Python thread: a node stuck in C stops it, and its stacks with it.
+
+    A suite run's manager hung while it was made and left an empty log: the stacks
+    faulthandler wrote went into the pump's pipe. They go to the process's own stderr.
+    """
+    import os
+
+    from installed.user_env import until
+    from vision_dialogue.ros.node_runner import STACKS_SIGNAL
+    go = tmp_path / "go"
+    proc, log, program = _node_process(tmp_path, "stuck_node", (
+        "import pathlib, re, time\n"
+        "import rclpy\n"
+        "from vision_dialogue.ros.node_runner import run_node\n"
+        f"GO = pathlib.Path({str(go)!r})\n"
+        "def make():\n"
+        "    node = rclpy.create_node('stuck_node')\n"
+        "    node.get_logger().info('up')\n"
+        "    while not GO.exists():\n"
+        "        time.sleep(0.05)\n"
+        "    re.match(r'(a+)+$', 'a' * 64 + 'b')    # C, the interpreter lock held, for ever\n"
+        "    return node\n"
+        "raise SystemExit(run_node(make, 'stuck_node'))\n"))
+
+    def cpu_s() -> float:
+        with open(f"/proc/{proc.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    try:
+        before = cpu_s()
+        go.touch()
+        assert until(lambda: cpu_s() > before + 1.0, 60)        # in the regex, in C
+        proc.send_signal(STACKS_SIGNAL)
+        assert until(lambda: f'"{program}", line 10 in make' in log.read_text(), 30), \
+            log.read_text()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_a_node_slow_to_stop_prints_its_stacks_before_launch_would_kill_it(tmp_path):
     """A stop that takes longer than STACKS_IF_STOP_TAKES_S prints every thread's stack.
 

@@ -185,6 +185,24 @@ def show_prompt(prompt: str | None, write: Callable[[], None] | None = None) -> 
         write()
 
 
+_direct: int | None = None
+
+
+def direct_stderr() -> int:
+    """A descriptor of the process's own stderr with no pump thread in front of it.
+
+    A thread holding the interpreter lock in C stops the pump, and with it what faulthandler
+    writes: a node stuck there had an empty log where its stacks should have been. Kept open
+    for the life of the process.
+    """
+    global _direct
+    if _pump is None:
+        return 2
+    if _direct is None:
+        _direct = os.dup(_pump.real)
+    return _direct
+
+
 def restore_console() -> None:
     """Put stderr back and write out what the pump still holds (before os._exit, at exit)."""
     global _pump

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
 
-from vision_dialogue.ros.console import quiet_console, wants_verbose
+from vision_dialogue.ros.console import direct_stderr, quiet_console, wants_verbose
 from vision_dialogue.ros.dds import apply_default_profile
 
 if TYPE_CHECKING:   # rclpy is imported after the DDS profile is set
@@ -315,8 +315,9 @@ def stacks_on_request() -> None:
     A node that stays up after Ctrl-C is found stuck without a debugger (the tests send it
     before they kill a node that did not stop, so the stacks are in its log).
     """
-    faulthandler.register(STACKS_SIGNAL, all_threads=True)
-    faulthandler.enable()     # and a crash (SIGSEGV, SIGABRT) prints them too
+    stderr = direct_stderr()    # past the console's pump: it stops when a thread hangs in C
+    faulthandler.register(STACKS_SIGNAL, file=stderr, all_threads=True)
+    faulthandler.enable(file=stderr)    # and a crash (SIGSEGV, SIGABRT) prints them too
 
 
 STACKS_IF_STOP_TAKES_S = 4.0
@@ -327,7 +328,8 @@ SIGTERM at 5 s, then kills): what held it is in the log of the run that showed i
 def stacks_if_slow_to_stop(program: bool) -> None:
     """Arm the stacks print of a stop that takes too long (a process that exits never prints)."""
     if program:
-        faulthandler.dump_traceback_later(STACKS_IF_STOP_TAKES_S, exit=False)
+        faulthandler.dump_traceback_later(STACKS_IF_STOP_TAKES_S, exit=False,
+                                          file=direct_stderr())
 
 
 def end_with_parent() -> None:
