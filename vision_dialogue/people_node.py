@@ -347,7 +347,7 @@ class PeopleNode(ManagedNode):
         confidence = match.confidence if match else (1.0 if person else 0.0)
         msg = LineSpeaker(text=text, person_id=person.person_id if person else "",
                           confidence=float(confidence), by_voice=match is not None)
-        msg.header.stamp, msg.header.frame_id = stamp, ""
+        msg.header.stamp = stamp
         self.speakers_pub.publish(msg)
 
     def _next_step(self, step: NextStep, person) -> None:

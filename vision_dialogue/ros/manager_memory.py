@@ -36,12 +36,11 @@ SPEAKER_WAIT_S = 5.0
 class ManagerMemory:
     """A MemoryKeeper on the manager's backend, its lines on one worker thread."""
 
-    def __init__(self, keeper, people, faces=lambda: None, speakers=None,
-                 identifier=lambda: False):
+    def __init__(self, keeper, people, speakers, identifier, faces=lambda: None):
         """`faces()`: person id -> face id of those a ROS4HRI person manager tracks now.
 
         All of them (also one just enrolled whose name has not come yet); None without one.
-        `speakers`: a LineSpeakers the voice identifier's answers go to; `identifier()`:
+        `speakers`: the LineSpeakers the voice identifier's answers go to; `identifier()`:
         whether one publishes them now (else a line's speaker is not waited for).
         """
         self.keeper, self.people, self.faces = keeper, people, faces
@@ -64,9 +63,7 @@ class ManagerMemory:
 
     def _heard(self, in_view: list[str], text: str, faces: dict, since: float) -> list:
         """On the worker: the line's facts, for the person whose voice said it if known."""
-        voice = None
-        if self.speakers is not None and self.identifier():
-            voice = self.speakers.wait(text, since, SPEAKER_WAIT_S)
+        voice = self.speakers.wait(text, since, SPEAKER_WAIT_S) if self.identifier() else None
         return self.keeper.heard(in_view, text, faces, voice)
 
     def check_departures(self) -> None:
@@ -102,8 +99,7 @@ class ManagerMemory:
         return self.keeper.for_line(self.in_view()[0], line)
 
     def close(self) -> None:
-        if self.speakers is not None:
-            self.speakers.close()          # a line waiting for its speaker goes on at once
+        self.speakers.close()              # a line waiting for its speaker goes on at once
         self._worker.shutdown(wait=True, cancel_futures=True)
         self.keeper.memory.close()
 
@@ -128,8 +124,8 @@ def connect_memory(node, p, conversation, turns, people, backend, log,
 
     keeper = MemoryKeeper(queued, ask, note_chars=p["memory_note_chars"],
                           in_company=p["memory_in_company"], logger=log)
-    memory = ManagerMemory(keeper, people, faces, LineSpeakers(),
-                           lambda: node.count_publishers(PEOPLE_SPEAKERS_TOPIC) > 0)
+    memory = ManagerMemory(keeper, people, LineSpeakers(),
+                           lambda: node.count_publishers(PEOPLE_SPEAKERS_TOPIC) > 0, faces)
     node.create_subscription(LineSpeaker, PEOPLE_SPEAKERS_TOPIC, lambda m: memory.speakers.said(
         m.text, m.person_id, m.by_voice), RELIABLE_QOS)
     before = turns.on_heard
