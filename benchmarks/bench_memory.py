@@ -54,7 +54,7 @@ from vision_dialogue.llm.base import short_question  # noqa: E402
 
 BATTERY = Path(__file__).with_name("memory_battery.yaml")
 MANAGER = dict(n=4, m=3, max_reply_tokens=60, stream=True)      # the demos' manager
-EXTRACT_MAX_TOKENS = 160                                         # ros/manager_memory.py
+EXTRACT_MAX_TOKENS = 160                                         # ros/manager/memory.py
 SESSIONS_FOR_SIZE = 50
 
 
@@ -78,7 +78,7 @@ def keeper_on(store_url: str, backend) -> MemoryKeeper:
 
 def conversation(backend, keeper: MemoryKeeper | None, person: str) -> Conversation:
     conv = Conversation(backend, load_persona(), ConversationConfig(**MANAGER))
-    if keeper is not None:             # as ros/manager_memory.py wires them
+    if keeper is not None:             # as ros/manager/memory.py wires them
         conv.prompt.standing = lambda: keeper.standing([person])
         conv.prompt.recall = lambda line: keeper.for_line([person], line)
     return conv

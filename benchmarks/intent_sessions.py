@@ -56,7 +56,7 @@ def intent_specs(raw) -> list[IntentSpec]:
 
 
 class SessionLLM:
-    """The manager's short LLM questions on the model under test (ros/skill_host.ask_llm)."""
+    """The manager's short LLM questions on the model under test (skill_host.ask_llm)."""
 
     def __init__(self, backend, side: bool):
         self.backend, self.side = backend, side

@@ -722,7 +722,7 @@ def test_the_observer_the_manager_made_is_released_after_the_frame_in_hand(
     ("strict", "local", "default:1.5b", "strict"), ("none", "local", "default", "none")])
 def test_focus_note_auto_follows_the_measurement_per_model(setting, backend, model, on):
     """focus_note auto: strict for the 0.5B, soft for the 1.5B and others (measured)."""
-    from vision_dialogue.ros.manager_params import focus_note_style
+    from vision_dialogue.ros.manager.params import focus_note_style
     assert focus_note_style({"focus_note": setting, "llm_backend": backend,
                              "model": model}) == on
 
@@ -731,7 +731,7 @@ def test_a_reply_said_while_the_context_shuts_down_ends_quietly(ros_context):
     """SIGTERM mid-turn: the sentence after the shutdown goes nowhere, with no error."""
     import rclpy
     from vision_dialogue.core.turn_taking import ReplyChunk
-    from vision_dialogue.ros.manager_outputs import ManagerOutputs
+    from vision_dialogue.ros.manager.outputs import ManagerOutputs
     node = rclpy.create_node("outputs_probe", context=ros_context)
     try:
         out = ManagerOutputs(node, {"frame_id": "base_link"}, lambda: True)

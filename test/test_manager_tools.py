@@ -446,7 +446,7 @@ def test_an_unanswered_goal_is_sent_again_and_a_late_first_copy_cancelled(ros_co
     from rclpy.task import Future
 
     from vision_dialogue_interfaces.action import ImageToImage
-    from vision_dialogue.ros import vfm_client
+    from vision_dialogue.ros.manager import vfm_client
     monkeypatch.setattr(vfm_client, "GOAL_RESEND_S", 0.2)
     node = rclpy.create_node("resend_test", context=ros_context)
 

@@ -389,11 +389,11 @@ def _voices():
     return VoiceEmbedder()
 
 
-def speak(robot, clip: str, text: str, at_s: float, late_s: float = 0.0) -> None:
+def speak(robot, clip: str, text: str, at_s: float, late_s: float = 0.0) -> object:
     """A recorded clip on audio/input (as the local voice publishes it), then its line.
 
     `late_s`: the line is published that long after the voice ended (a busy recogniser) and
-    says when the voice began and ended, as the local voice does.
+    says when the voice began and ended, as the local voice does. Returns the line's stamp.
     """
     import soundfile
 
@@ -417,6 +417,7 @@ def speak(robot, clip: str, text: str, at_s: float, late_s: float = 0.0) -> None
     if late_s:
         line.speech_start, line.speech_end = stamp_from_ns(start_ns), stamp_from_ns(end_ns)
     robot.lines.publish(line)
+    return line.header.stamp
 
 
 def test_a_voice_alone_is_known_again_and_a_face_then_its_voice_are_one_person(
@@ -438,11 +439,12 @@ def test_a_voice_alone_is_known_again_and_a_face_then_its_voice_are_one_person(
     assert spin_until(ex, lambda: matched(node.speakers_pub, robot.node), 10)
     # recognised 3 s late: the clip is the span the voice was heard in, not the 3.6 s the
     # words would take before the line (which held 0.6 s of her voice)
-    speak(robot, "diane/1", "Good morning, I am here again today.", 50.0, late_s=3.0)
+    said_at = speak(robot, "diane/1", "Good morning, I am here again today.", 50.0, late_s=3.0)
     assert until(ex, lambda: robot.tracked == [diane.person_id]), robot.tracked
     assert until(ex, lambda: speakers)
     assert (speakers[0].text, speakers[0].person_id, speakers[0].by_voice) == (
         "Good morning, I am here again today.", diane.person_id, True)
+    assert speakers[0].header.stamp == said_at          # the line's own: the manager pairs by it
     # a stranger seen, then heard while alone in view: one person with a face and a voice
     assert until(ex, lambda: len(robot.tracked) == 2, robot, ("faces", face_crop("biden", 2)))
     speak(robot, "sheila/1", "Hello, who are you and what is this place?", 60.0)

@@ -133,7 +133,8 @@ def test_what_comes_back_is_short_text_for_the_llm(tmp_path):
 # --- types resolved at run time ---------------------------------------------------------------
 def test_types_resolve_at_run_time_and_fields_are_set_and_read(ros_context):
     from geometry_msgs.msg import Pose
-    from vision_dialogue.ros.robot_tools import fill_message, interface_type, message_fields
+    from vision_dialogue.ros.manager.robot_tools import fill_message, interface_type, \
+        message_fields
     std_srvs = pytest.importorskip("std_srvs.srv", reason="std_srvs is not installed "
                                    "(pip install ros-kilted-std-srvs)")
     assert interface_type("std_srvs/srv/Trigger") is std_srvs.Trigger
@@ -154,7 +155,7 @@ def test_types_resolve_at_run_time_and_fields_are_set_and_read(ros_context):
 def test_a_type_or_field_that_is_not_there_stops_the_manager_at_start(ros_context, tmp_path):
     import rclpy
     from vision_dialogue.ros.params import ParameterError
-    from vision_dialogue.ros.robot_tools import RobotTools
+    from vision_dialogue.ros.manager.robot_tools import RobotTools
     pytest.importorskip("std_srvs.srv", reason="std_srvs is not installed")
     node = rclpy.create_node("robot_tools_check", context=ros_context)
     try:

@@ -564,7 +564,8 @@ def test_a_known_person_in_view_is_remembered_and_the_next_reply_is_told_it(ros_
 
     Her line about herself gives two facts (the model's JSON, one fact invented and dropped),
     kept in the store; her next line's reply prompt holds what is remembered of her; when
-    she leaves, her session is summed up.
+    she leaves, her session is summed up. The robot's own tools are declared too: both they
+    (barge-in) and the memory hear every line (once, the tools' hook silenced the memory's).
     """
     from vision_dialogue.identity.memory import PersonMemory
     from vision_dialogue.identity.records import Consent, ConsentWay
@@ -583,8 +584,12 @@ def test_a_known_person_in_view_is_remembered_and_the_next_reply_is_told_it(ros_
                 {"topic": "family", "fact": "has three daughters"}]})
         return "How nice."
     said = "I love sailing and I work in building B."
+    tools = tmp_path / "robot_tools.yaml"
+    tools.write_text("robot_tools:\n  - {name: wave_hand, description: Wave a hand., "
+                     "service: /wave_hand, type: std_srvs/srv/Trigger}\n")
     with running_manager(ros_context, tmp_path, answer, people_store_url=url,
-                         memory_queue_file=str(tmp_path / "queue.db")) as (rig, fake):
+                         memory_queue_file=str(tmp_path / "queue.db"),
+                         robot_tools_file=str(tools)) as (rig, fake):
         peer = Peer("voice", "--name", "Anna", "--say", said)
         try:
             assert peer.expect(lambda e: e.get("event") == "said", 60,

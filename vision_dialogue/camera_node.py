@@ -43,7 +43,7 @@ from vision_dialogue.ros.managed import MANAGED_PARAM, ConfigureError, ManagedNo
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 from vision_dialogue.ros.qos import CAMERA_FRAME_QOS, no_event_handlers
-from vision_dialogue.ros.topics import USERS_TOPIC
+from vision_dialogue.ros.topics import IMAGE_TOPIC, STREAM_TOPIC, USERS_TOPIC
 from vision_dialogue.variants import AUTO
 
 #: declared apart (ROS dynamic typing: an index or a path); listed for --help and the docs
@@ -148,11 +148,11 @@ class CameraNode(ManagedNode):
                 raise ConfigureError(f"{source.describe()}: {e}") from None
             finally:
                 source.close()
-        self.pub_image, self.pub_compressed = self._image_publishers("camera/image_raw",
+        self.pub_image, self.pub_compressed = self._image_publishers(IMAGE_TOPIC,
                                                                      CAMERA_FRAME_QOS)
         if self.params["publish_rate"] > 0:
             self.pub_stream, self.pub_stream_compressed = self._image_publishers(
-                "camera/stream/image_raw", qos_profile_sensor_data)
+                STREAM_TOPIC, qos_profile_sensor_data)
         self.pub_users = self.create_publisher(
             DetectedUsers, USERS_TOPIC, QoSProfile(depth=10), **no_event_handlers("publisher"))
 

@@ -18,16 +18,16 @@ package is vision_dialogue_interfaces'):
   every change and on a timer; a monitor that starts late gets the newest one;
 * `dialogue/events` (std_msgs/String, transient local, depth 200): every transcript record as
   JSON (frames with a small JPEG thumbnail), for the `monitor` page and any other tool
-  (the three: ros/manager_outputs.py).
+  (the three: ros/manager/outputs.py).
 
 Every header stamp comes from the node's clock (bag time under `use_sim_time`).
 
 With `use_tools` (Visual ChatGPT, docs/tools_in_dialogue.md) the LLM may also call the VFM
-server's tools (vision_dialogue/ros/vfm_client.py) during a turn; images they make are published
-on `dialogue/tool_image`, and pictures shared on `dialogue/shared_image` are stored in the
+server's tools (ros/manager/vfm_client.py) during a turn; images they make are published on
+`dialogue/tool_image`, and pictures shared on `dialogue/shared_image` are stored in the
 image store and announced to the LLM with Visual ChatGPT's "Received." exchange. With
 `robot_tools_file` the LLM may call the robot's own services and actions
-(vision_dialogue/ros/robot_tools.py).
+(ros/manager/robot_tools.py).
 """
 from __future__ import annotations
 
@@ -57,15 +57,16 @@ from vision_dialogue_interfaces.msg import DetectedUsers, Forgotten, SpeechState
 from vision_dialogue.ros.managed import ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.qos import RELIABLE_QOS
-from vision_dialogue.ros.llm_check import LlmCheck
-from vision_dialogue.ros.manager_memory import connect_memory
-from vision_dialogue.ros.manager_outputs import ManagerOutputs
-from vision_dialogue.ros.manager_params import PARAMS, conversation_config, cross_check, \
+from vision_dialogue.ros.manager.llm_check import LlmCheck
+from vision_dialogue.ros.manager.memory import connect_memory
+from vision_dialogue.ros.manager.outputs import ManagerOutputs
+from vision_dialogue.ros.manager.params import PARAMS, conversation_config, cross_check, \
     image_policy, proactive_config
-from vision_dialogue.ros.manager_tools import connect_application, connect_robot_tools, \
+from vision_dialogue.ros.manager.tools import connect_application, connect_robot_tools, \
     connect_vfm_tools
-from vision_dialogue.ros.topics import FACE_RECORDS_TOPIC, HEARING_TOPIC, PARTIAL_TOPIC, \
-    PEOPLE_FORGOTTEN_TOPIC, PERSONS_TRACKED_TOPIC, VISUAL_EVENTS_TOPIC
+from vision_dialogue.ros.topics import FACE_RECORDS_TOPIC, HEARING_TOPIC, IMAGE_TOPIC, \
+    PARTIAL_TOPIC, PEOPLE_FORGOTTEN_TOPIC, PERSONS_TRACKED_TOPIC, SPEECH_STATE_TOPIC, \
+    USERS_TOPIC, UTTERANCE_TOPIC, VISUAL_EVENTS_TOPIC
 from vision_dialogue.ros.params import ParameterError, declare_params
 
 #: utterances the subscription holds while the callback is busy (a burst must not be lost)
@@ -132,7 +133,7 @@ class ManagerNode(ManagedNode):
                                max_waiting=p["max_queued_turns"], frames=self.intake,
                                tracked=self.people.count, on_dropped=self.publish_state,
                                logger=log)
-        self.camera = ImageTopicInput(self, "camera/image_raw", self.intake, p["image_qos"],
+        self.camera = ImageTopicInput(self, IMAGE_TOPIC, self.intake, p["image_qos"],
                                       p["max_image_pixels"], taking=lambda: self.active)
         self.vcg = self.robot_tools = self.memory = self.voices = None
         try:
@@ -237,16 +238,16 @@ class ManagerNode(ManagedNode):
     def _create_subscriptions(self, notes) -> None:
         """The inputs besides the camera's (created in _build, beside the frame intake)."""
         p = self.params
-        self.create_subscription(DetectedUsers, "camera/users",
-                                 self.when_active(self._on_users, "camera/users"), 10)
+        self.create_subscription(DetectedUsers, USERS_TOPIC,
+                                 self.when_active(self._on_users, USERS_TOPIC), 10)
         if p["visual_events"]:
             self.create_subscription(VisualEvent, VISUAL_EVENTS_TOPIC, self.when_active(
                 self._on_visual_event, "a visual event"), 50)
         # volatile: matches a latched (transient local) speech node and a plain publisher alike
-        self.create_subscription(SpeechState, "dialogue/speech_state", self._on_speech_state,
+        self.create_subscription(SpeechState, SPEECH_STATE_TOPIC, self._on_speech_state,
                                  RELIABLE_QOS)
         # one callback at a time, so utterances reach the turn queue in the order they came
-        self.create_subscription(Utterance, "dialogue/utterance", self.when_active(
+        self.create_subscription(Utterance, UTTERANCE_TOPIC, self.when_active(
                                  self._on_utterance, "a line (not answered)"), UTTERANCE_DEPTH,
                                  callback_group=MutuallyExclusiveCallbackGroup(),
                                  qos_overriding_options=QoSOverridingOptions

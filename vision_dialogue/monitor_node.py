@@ -35,7 +35,8 @@ from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params
 from vision_dialogue.ros.qos import LATCHED_QOS, RECORDS_QOS, SPEECH_STATE_QOS
 from vision_dialogue.ros.teardown import DestroyedWhole
-from vision_dialogue.ros.topics import DIAGNOSTICS_TOPIC, PEOPLE_STATE_TOPIC, RECORDS_TOPIC
+from vision_dialogue.ros.topics import DIAGNOSTICS_TOPIC, PEOPLE_STATE_TOPIC, RECORDS_TOPIC, \
+    SPEECH_STATE_TOPIC
 from vision_dialogue.ros.vfm_actions import LIST_TOOLS_SERVICE
 from vision_dialogue_interfaces.srv import ListTools
 
@@ -118,7 +119,7 @@ class MonitorNode(DestroyedWhole, Node):
         group = MutuallyExclusiveCallbackGroup()       # records are applied in order
         self.create_subscription(String, RECORDS_TOPIC, self._on_event, RECORDS_QOS,
                                  callback_group=group)
-        self.create_subscription(SpeechState, "dialogue/speech_state", self._on_speech,
+        self.create_subscription(SpeechState, SPEECH_STATE_TOPIC, self._on_speech,
                                  SPEECH_STATE_QOS, callback_group=group)
         self.vfm = self.create_client(ListTools, LIST_TOOLS_SERVICE)
         self.board = StatusBoard()

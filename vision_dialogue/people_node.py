@@ -431,7 +431,7 @@ class PeopleNode(ManagedNode):
                 response.person_id = self.persons.enrol(
                     request.person_id, request.name.strip(), Consent(
                         ConsentWay.APPLICATION, question="the application's own",
-                        answer="people/enrol"))
+                        answer=PEOPLE_ENROL_SERVICE))
             response.ok, response.message = True, "enrolled"
         except (IdentityError, StoreError) as e:
             response.ok, response.message = False, str(e)

@@ -60,8 +60,9 @@ from vision_dialogue.ros.managed import MANAGED_PARAM, ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 from vision_dialogue.ros.qos import RELIABLE_QOS, SPEECH_STATE_QOS
-from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, HEARING_TOPIC, PARTIAL_TOPIC, \
-    SPOKEN_TOPIC
+from vision_dialogue.ros.topics import AUDIO_INPUT_TOPIC, AUDIO_OUTPUT_TOPIC, CANCEL_REPLY_TOPIC, \
+    HEARING_TOPIC, PARTIAL_TOPIC, REPLY_TOPIC, SPEECH_STATE_TOPIC, SPOKEN_TOPIC, USERS_TOPIC, \
+    UTTERANCE_TOPIC
 from vision_dialogue.speech import SPEECH_BACKENDS, SpeechBackend
 from vision_dialogue.speech.acknowledgement import Acknowledger
 from vision_dialogue.speech.base import RobotTurnTaking, SpeechIO
@@ -149,16 +150,16 @@ class SpeechNode(ManagedNode):
         self._on_done = on_done or (lambda: self.context.try_shutdown())
         self.started = threading.Event()     # the backend is running
         overridable = QoSOverridingOptions.with_default_policies()
-        self.pub_utterance = self.create_publisher(Utterance, "dialogue/utterance", 10,
+        self.pub_utterance = self.create_publisher(Utterance, UTTERANCE_TOPIC, 10,
                                                    qos_overriding_options=overridable)
         self.pub_partial = self.create_publisher(Utterance, PARTIAL_TOPIC, 10)
         self.pub_hearing = self.create_publisher(Bool, HEARING_TOPIC, RELIABLE_QOS)
-        self.pub_state = self.create_publisher(SpeechState, "dialogue/speech_state",
+        self.pub_state = self.create_publisher(SpeechState, SPEECH_STATE_TOPIC,
                                                SPEECH_STATE_QOS)
         self.hri = HriSpeechOutput(self, self.params["speaker"]) if self.params["ros4hri"] \
             else None
         self.hri_ear = None
-        self.create_subscription(Reply, "dialogue/reply",
+        self.create_subscription(Reply, REPLY_TOPIC,
                                  self.when_active(self._on_reply, "a reply (not spoken)"), 50,
                                  callback_group=ReentrantCallbackGroup(),
                                  qos_overriding_options=overridable)
@@ -185,7 +186,7 @@ class SpeechNode(ManagedNode):
         if isinstance(self.backend, RobotTurnTaking):
             self._users: tuple[float, str] = (-1e9, "")
             self.backend.tracked_user = self._tracked_user
-            self.create_subscription(DetectedUsers, "camera/users", self._on_users, 10)
+            self.create_subscription(DetectedUsers, USERS_TOPIC, self._on_users, 10)
         if self.backend.reads_text_input:   # a terminal: logs stay off the dialogue's lines
             self.backend.hold_logs, self.backend.show_prompt = hold_logs, show_prompt
         self.face = make_face(self, self.params, self.backend, self.log)
@@ -318,11 +319,11 @@ class SpeechNode(ManagedNode):
         p = self.params
         publish = p["publish_audio"] and p["audio_in"] != TOPIC
         if publish:
-            self.pub_audio_in = self.create_publisher(AudioChunk, "audio/input", 50)
+            self.pub_audio_in = self.create_publisher(AudioChunk, AUDIO_INPUT_TOPIC, 50)
         if p["publish_audio"]:
-            self.pub_audio_out = self.create_publisher(AudioChunk, "audio/output", 10)
+            self.pub_audio_out = self.create_publisher(AudioChunk, AUDIO_OUTPUT_TOPIC, 10)
         if p["audio_in"] == TOPIC:
-            self.create_subscription(AudioChunk, "audio/input", self._on_audio_chunk, 200,
+            self.create_subscription(AudioChunk, AUDIO_INPUT_TOPIC, self._on_audio_chunk, 200,
                                      callback_group=ReentrantCallbackGroup())
         return (self._publish_audio_in if publish else None,
                 self._publish_audio_out if p["publish_audio"] else None)

@@ -166,6 +166,90 @@ def test_the_ros_side_never_imports_a_command_or_a_node():
     assert not bad, "\n".join(bad)
 
 
+MANAGER_ROOM = "vision_dialogue.ros.manager"
+"""The manager's own ROS side: imported by manager_node.py and its own modules alone."""
+
+
+def manager_only(importers: set[str]) -> bool:
+    """Whether every importer is the manager node or a module of its room."""
+    return all(m == "vision_dialogue.manager_node" or m.startswith(MANAGER_ROOM + ".")
+               for m in importers)
+
+
+def test_the_managers_ros_side_is_its_own_room():
+    """ros/manager/ serves the manager alone, and what serves the manager alone is there."""
+    graph = package_graph()
+    importers: dict[str, set[str]] = {m: set() for m in graph}
+    for module, used in graph.items():
+        for m in used:
+            importers[m].add(module)
+    room = [m for m in graph if m.startswith(MANAGER_ROOM + ".")]
+    assert len(room) >= 10
+    outside = [f"{m} is imported by {sorted(importers[m])}" for m in room
+               if not manager_only(importers[m])]
+    assert not outside, "\n".join(outside)
+    shared = [m for m in graph if m.startswith("vision_dialogue.ros.")
+              and not m.startswith(MANAGER_ROOM) and m.count(".") == 2]
+    misplaced = [f"{m} serves only {sorted(importers[m])}: move it to ros/manager/"
+                 for m in shared if importers[m] and manager_only(importers[m])]
+    assert not misplaced, "\n".join(misplaced)
+    assert manager_only({"vision_dialogue.manager_node"})
+    assert not manager_only({"vision_dialogue.speech_node", "vision_dialogue.manager_node"})
+
+
+#: the calls whose second argument (or `topic=`) names a topic, service or action
+NAMING_CALLS = {"create_publisher", "create_subscription", "create_service", "create_client",
+                "ActionServer", "ActionClient"}
+
+
+def topic_names() -> dict[str, str]:
+    """The names ros/topics.py defines (value -> its constant) and where it defines them."""
+    names = {}
+    for node in ast.parse((PKG / "ros" / "topics.py").read_text()).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            if isinstance(target, ast.Name) and target.id.endswith(
+                    ("_TOPIC", "_ACTION", "_SERVICE", "_ACTIONS")):
+                names.update((c.value, target.id) for c in ast.walk(node.value)
+                             if isinstance(c, ast.Constant) and isinstance(c.value, str))
+    return names
+
+
+def literal_topic_names(tree: ast.AST, names: dict[str, str]) -> list[tuple[int, str]]:
+    """(line, name) of each topic name written as a literal rather than its constant.
+
+    A name with a slash that ros/topics.py defines, anywhere but a docstring; any string as
+    the name a publisher, subscription, service, client or action takes.
+    """
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr)}
+    found = [(n.lineno, n.value) for n in ast.walk(tree)
+             if isinstance(n, ast.Constant) and isinstance(n.value, str) and "/" in n.value
+             and n.value in names and id(n) not in docs]
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+        name = getattr(call.func, "attr", getattr(call.func, "id", ""))
+        given = call.args[1:2] + [k.value for k in call.keywords if k.arg == "topic"]
+        found += [(a.lineno, a.value) for a in given if name in NAMING_CALLS
+                  and isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    return sorted(set(found))
+
+
+def test_every_topic_name_comes_from_ros_topics():
+    """One definition of each name: a node or a command that writes one out gets a failure."""
+    names = topic_names()
+    assert names["dialogue/reply"] == "REPLY_TOPIC" and len(names) > 40
+    sample = ast.parse('"""dialogue/reply"""\nnode.create_publisher(Reply, "dialogue/reply", 1)\n'
+                       'node.create_subscription(Bool, "my_topic", cb, 1)\nx = "dialogue/reply"')
+    assert literal_topic_names(sample, names) == [(2, "dialogue/reply"), (3, "my_topic"),
+                                                  (4, "dialogue/reply")]
+    bad = [f"{path.relative_to(REPO)}:{line}: {value!r}"
+           + (f" (ros/topics.py's {names[value]})" if value in names else "")
+           for path in sorted(PKG.rglob("*.py")) if path != PKG / "ros" / "topics.py"
+           for line, value in literal_topic_names(ast.parse(path.read_text()), names)]
+    assert not bad, "\n".join(bad)
+
+
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 600, 60
 
 

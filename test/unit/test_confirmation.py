@@ -45,7 +45,7 @@ def tools(tmp_path):
 
 
 class RobotProvider:
-    """The robot's tools as ros/robot_tools.RobotTools serves them, minus ROS."""
+    """The robot's tools as ros/manager/robot_tools.RobotTools serves them, minus ROS."""
 
     acts = True
 

@@ -261,3 +261,18 @@ def test_whose_voice_said_a_line_comes_after_it_and_pairs_with_its_words():
     speakers.close()                                                 # the node closes
     waiting.join(timeout=30)
     assert not waiting.is_alive()
+
+
+def test_two_people_saying_the_same_words_are_told_apart_by_their_lines_stamps():
+    from vision_dialogue.identity.remembering import LineSpeakers
+    speakers = LineSpeakers()
+    heard = time.monotonic()
+    speakers.said("Hello.", "p1", True, stamp=100.25)
+    speakers.said("Hello.", "p2", True, stamp=101.5)
+    assert speakers.wait("Hello.", heard, 0, stamp=101.5) == "p2"       # not the oldest
+    assert speakers.wait("Hello.", heard, 0, stamp=101.5) is None       # taken once
+    assert speakers.wait("Hello.", heard, 0, stamp=100.25) == "p1"
+    speakers.said("Hi.", "p3", True)                                    # no stamp: by words
+    assert speakers.wait("Hi.", heard, 0, stamp=7.0) == "p3"
+    speakers.said("Hey.", "p4", True, stamp=8.0)
+    assert speakers.wait("Hey.", heard, 0) == "p4"                      # a line with none

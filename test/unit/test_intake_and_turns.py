@@ -200,6 +200,9 @@ def test_lines_said_while_the_robot_is_busy_get_one_reply_in_order():
     waited = frames.waited
     backend, conv, turns, out = gated_turn_taker(False, False, frames=frames)
     turns.on_person_line = lambda text, speaker: heard.append(text)
+    records = []                                             # what the transcript writes
+    conv.add_listener(lambda kind, data: records.append((data["turn_id"], data["text"]))
+                      if kind == "user" else None)
     try:
         turns.utterance("hello robot")
         assert until(lambda: backend.calls, timeout=10)      # the first reply is being asked
@@ -220,6 +223,9 @@ def test_lines_said_while_the_robot_is_busy_get_one_reply_in_order():
     assert -1 not in spots and spots == sorted(spots), prompt
     assert heard == ["hello robot", "what is on the table?", "the red thing", "on the left"]
     assert waited == [0, 1, 2, 3]                            # each line after its frames
+    assert records == [(1, "hello robot"), (2, "what is on the table?"), (2, "the red thing"),
+                       (2, "on the left")]                   # each names the reply that took it
+    assert finals[1].turn_id == 2
     user = [line for line in conv.state()["timeline"] if line.startswith("user")]
     assert len(user) == 4
 
@@ -244,6 +250,26 @@ def test_each_line_is_read_for_intents_before_its_reply_and_a_line_only_heard_to
     assert seen == [("hello robot", "ada", 0, "vd-turns"),
                     ("take me to the kitchen", "ada", 1, "vd-turns")]
     assert sum(c.final for c in out) == 1 and len(backend.calls) == 1
+
+
+def test_every_hearer_hears_every_line_at_once_in_the_order_given():
+    """The robot's tools and the memory both hear each line (and its stamp) before a reply."""
+    heard = []
+    backend, conv, turns, out = gated_turn_taker(False, False)
+    turns.hear_with(lambda text, at: heard.append(("tools", text, len(backend.calls))))
+    turns.hear_with(lambda text, at: heard.append(("memory", text, at)))
+    try:
+        turns.utterance("hello robot", "ada", said_at=12.5)
+        turns.converse = lambda: False               # a line only heard is heard by both too
+        turns.utterance("I like sailing", "ada")
+    finally:
+        backend.gate["reply"].set()
+        turns.close()
+        conv.close()
+    assert heard[:2] == [("tools", "hello robot", 0), ("memory", "hello robot", 12.5)]
+    assert [h[:2] for h in heard[2:]] == [("tools", "I like sailing"),
+                                          ("memory", "I like sailing")]
+    assert heard[3][2] is None
 
 
 class SlowBackend:

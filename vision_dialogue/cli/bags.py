@@ -20,29 +20,32 @@ from rosbags.interfaces import (Qos, QosDurability, QosHistory, QosLiveliness,
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from vision_dialogue.ros.topics import CLOCK_TOPIC  # noqa: F401 - the players' name for it
-from vision_dialogue.ros.topics import INTERFACES
+from vision_dialogue.ros.topics import AUDIO_INPUT_TOPIC, AUDIO_OUTPUT_TOPIC, DETECTIONS_TOPIC, \
+    IMAGE_TOPIC, INTERFACES, LABEL_INFO_TOPIC, PROMPT_STATE_TOPIC, REPLY_TOPIC, \
+    ROBOT_SPEAKING_TOPIC, SPEECH_STATE_TOPIC, USERS_TOPIC, UTTERANCE_TOPIC, VISUAL_EVENTS_TOPIC, \
+    VOICES_TRACKED_TOPIC
 
 
 #: topic (relative) -> ROS type name, the default set `bag_record` writes.
 SESSION_TOPICS: dict[str, str] = {
-    "camera/image_raw": "sensor_msgs/msg/Image",
-    "camera/image_raw/compressed": "sensor_msgs/msg/CompressedImage",
-    "camera/users": f"{INTERFACES}/msg/DetectedUsers",
-    "camera/events": f"{INTERFACES}/msg/VisualEvent",
-    "dialogue/utterance": f"{INTERFACES}/msg/Utterance",
-    "dialogue/reply": f"{INTERFACES}/msg/Reply",
-    "dialogue/prompt_state": f"{INTERFACES}/msg/PromptState",
-    "dialogue/speech_state": f"{INTERFACES}/msg/SpeechState",
-    "audio/input": f"{INTERFACES}/msg/AudioChunk",
-    "audio/output": f"{INTERFACES}/msg/AudioChunk",
+    IMAGE_TOPIC: "sensor_msgs/msg/Image",
+    f"{IMAGE_TOPIC}/compressed": "sensor_msgs/msg/CompressedImage",
+    USERS_TOPIC: f"{INTERFACES}/msg/DetectedUsers",
+    VISUAL_EVENTS_TOPIC: f"{INTERFACES}/msg/VisualEvent",
+    UTTERANCE_TOPIC: f"{INTERFACES}/msg/Utterance",
+    REPLY_TOPIC: f"{INTERFACES}/msg/Reply",
+    PROMPT_STATE_TOPIC: f"{INTERFACES}/msg/PromptState",
+    SPEECH_STATE_TOPIC: f"{INTERFACES}/msg/SpeechState",
+    AUDIO_INPUT_TOPIC: f"{INTERFACES}/msg/AudioChunk",
+    AUDIO_OUTPUT_TOPIC: f"{INTERFACES}/msg/AudioChunk",
 }
 
 #: the standard perception topics, recorded by default where their packages are installed
 STANDARD_TOPICS: dict[str, str] = {
-    "detections": "vision_msgs/msg/Detection2DArray",
-    "label_info": "vision_msgs/msg/LabelInfo",
-    "/robot_speaking": "std_msgs/msg/Bool",
-    "/humans/voices/tracked": "hri_msgs/msg/IdsList",
+    DETECTIONS_TOPIC: "vision_msgs/msg/Detection2DArray",
+    LABEL_INFO_TOPIC: "vision_msgs/msg/LabelInfo",
+    ROBOT_SPEAKING_TOPIC: "std_msgs/msg/Bool",
+    VOICES_TRACKED_TOPIC: "hri_msgs/msg/IdsList",
 }
 #: interface packages whose .msg files are registered when installed (no rosbags store has them)
 INTERFACE_PACKAGES = (INTERFACES, "vision_msgs", "hri_msgs")

@@ -38,14 +38,20 @@ class DirectedLines:
         self.folder.check()
         return result
 
-    def hear(self, text: str, speaker: str = "", skill: str = "") -> None:
-        """A person's line that gets no reply of its own (an Ask's answer): into the timeline."""
+    def hear(self, text: str, speaker: str = "", skill: str = "",
+             next_reply: bool = False) -> None:
+        """A person's line that gets no reply of its own (an Ask's answer): into the timeline.
+
+        `next_reply`: the next turn's reply answers it with the lines after it (lines said
+        while the robot was busy): its record names that turn, not the one before.
+        """
         text = " ".join(str(text).split())
         if not text:
             return
         with self._turn_lock:
             self.timeline.add_line(USER, text, speaker)
-        self._emit("user", {"turn_id": self._turn_id, "text": text, "speaker": speaker,
+            turn_id = self._turn_id + (1 if next_reply else 0)
+        self._emit("user", {"turn_id": turn_id, "text": text, "speaker": speaker,
                             "skill": skill})
         self.folder.check()
 

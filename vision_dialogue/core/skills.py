@@ -1,8 +1,9 @@
 """The communication skills an application drives: Say, Ask and Chat (ROS-free).
 
-ROS4HRI's communication_skills, as the manager serves them (`ros/skill_servers.py` wires the
-actions): the skills here only decide what to say, what to listen for and when they are over;
-a `SkillHost` (the manager) says lines, hands them the person's lines and asks the LLM.
+ROS4HRI's communication_skills, as the manager serves them (`ros/manager/skill_servers.py`
+wires the actions): the skills here only decide what to say, what to listen for and when they
+are over; a `SkillHost` (the manager) says lines, hands them the person's lines and asks the
+LLM.
 
 One skill speaks at a time (`SkillArbiter`): a goal with a higher priority pre-empts the running
 one (whose result says "preempted"); a goal of equal or lower priority waits, highest priority

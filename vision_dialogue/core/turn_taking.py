@@ -17,7 +17,8 @@ picture) and publishes what comes out (`publish(ReplyChunk)`). Here is decided:
   same order as the replies; `on_person_line(text, speaker)` for each person's line no skill
   took, on the worker before its reply (intents: from their own line, before the robot
   answers and before the next line; a line only heard is queued for it alone);
-  `on_heard(text)` for every line, at once (barge-in stops a running robot action).
+  every function given to `hear_with(fn)` hears every line at once, as `fn(text, said_at)`
+  (barge-in stops a running robot action; the memory of people reads it), in the order given.
 
 `settings` is read at each use, so a live parameter change applies at the next turn:
 `reply_deadline` (s), `greet_first`, `stream`, `proactive`.
@@ -88,7 +89,7 @@ class TurnTaker:
         self.claim: Callable[[str, str, float | None], bool] | None = None
         self.converse: Callable[[], bool] = lambda: True       # unclaimed lines get a reply
         self.on_person_line: Callable[[str, str], None] = lambda text, speaker: None
-        self.on_heard: Callable[[str], None] = lambda text: None    # any line, at once
+        self._hearers: list[Callable[[str, float | None], None]] = []    # any line, at once
         # a person manager publishes persons (ROS4HRI): the opening remark waits for its report,
         # which names the people it knows, rather than the first frame with someone in it
         self.persons_from_a_manager: Callable[[], bool] = lambda: False
@@ -99,6 +100,16 @@ class TurnTaker:
         self.replies = self.fallback_replies = 0
         self._worker = threading.Thread(target=self._serve, name="vd-turns", daemon=True)
         conversation.add_listener(self._on_conversation)
+
+    def hear_with(self, hear: Callable[[str, float | None], None]) -> None:
+        """Have `hear(text, said_at)` hear every person's line at once, after those before.
+
+        `said_at`: the line's stamp (s) as `utterance` got it, None without one.
+
+        A list, not one hook: the robot's tools and the memory of people both listen, and
+        one setting the hook after the other silenced the first.
+        """
+        self._hearers.append(hear)
 
     def start_worker(self) -> None:
         """Serve the queue from now on (what came before waits in it)."""
@@ -122,7 +133,8 @@ class TurnTaker:
             return False
         self._spoken_to = True
         self.proactive.user_spoke()
-        self.on_heard(text)
+        for hear in self._hearers:
+            hear(text, said_at)
         claim = self.claim
         if claim is not None and claim(text, speaker, said_at):
             return True
@@ -267,7 +279,7 @@ class TurnTaker:
                           "one reply takes them all")
         for line in lines:
             self._wait_frames(line.frames_before)
-            self.conversation.hear(line.payload, line.speaker)
+            self.conversation.hear(line.payload, line.speaker, next_reply=True)
 
     def _serve_one(self, item: PendingTurn) -> TurnResult | None:
         if item.kind == "heard":             # read for an intent (above), not answered

@@ -64,15 +64,18 @@ class SaidBy:
     person_id: str
     by_voice: bool          # a voice print matched this enrolled person
     at: float               # monotonic time it came
+    stamp: float | None = None      # the line's own stamp (s), None where it had none
 
 
 class LineSpeakers:
     """Whose voice said each line, as a voice identifier tells it a moment after the line.
 
     The manager hears a line at once; people_node prints its voice and then names its person
-    with the line's text. `wait(text, since, timeout)` gives the person a voice print named
-    for that line (the oldest answer for the same words not taken yet, none older than
-    `since` - SPEAKER_KEEP_S), else None: no print matched, or no answer in time.
+    with the line's text and stamp. `wait(text, since, timeout, stamp)` gives the person a
+    voice print named for that line (the answer with the same words and, where both have one,
+    the same stamp, so two people saying the same words are told apart; else the oldest for
+    the same words not taken yet; none older than `since` - SPEAKER_KEEP_S), else None: no
+    print matched, or no answer in time.
     """
 
     def __init__(self):
@@ -86,19 +89,21 @@ class LineSpeakers:
             self._closed = True
             self._changed.notify_all()
 
-    def said(self, text: str, person_id: str, by_voice: bool) -> None:
-        """An answer came (on the node's thread)."""
+    def said(self, text: str, person_id: str, by_voice: bool,
+             stamp: float | None = None) -> None:
+        """An answer came (on the node's thread); `stamp`: the line's (s), None unknown."""
         with self._changed:
             self._answers.append(SaidBy(" ".join(text.split()), person_id, by_voice,
-                                        time.monotonic()))
+                                        time.monotonic(), stamp))
             self._changed.notify_all()
 
-    def wait(self, text: str, since: float, timeout: float) -> str | None:
+    def wait(self, text: str, since: float, timeout: float,
+             stamp: float | None = None) -> str | None:
         """The person whose voice print said `text` (heard at `since`, monotonic), or None."""
         text, found = " ".join(text.split()), []
 
         def taken() -> bool:
-            answer = self._take(text, since)
+            answer = self._take(text, since, stamp)
             if answer is not None:
                 found.append(answer)
             return bool(found) or self._closed
@@ -106,12 +111,18 @@ class LineSpeakers:
             self._changed.wait_for(taken, timeout)
         return next((a.person_id for a in found if a.by_voice and a.person_id), None)
 
-    def _take(self, text: str, since: float) -> SaidBy | None:
+    def _take(self, text: str, since: float, stamp: float | None) -> SaidBy | None:
         for answer in self._answers:
-            if answer.text == text and answer.at >= since - SPEAKER_KEEP_S:
+            if answer.text == text and answer.at >= since - SPEAKER_KEEP_S \
+                    and same_stamp(answer.stamp, stamp):
                 self._answers.remove(answer)
                 return answer
         return None
+
+
+def same_stamp(a: float | None, b: float | None) -> bool:
+    """Whether two stamps name one line: equal to the microsecond, or one is unknown."""
+    return a is None or b is None or abs(a - b) < 1e-6
 
 
 class MemoryKeeper:

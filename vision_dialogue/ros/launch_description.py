@@ -33,6 +33,8 @@ except ModuleNotFoundError as e:     # said plainly; `bringup` needs none of it
 from vision_dialogue.ros.setups import (NODES, SETUPS, Setup, camera_listeners,
                                         default_params_file, node_overrides, people_memory,
                                         script_wait, start_order, utterance_listeners)
+from vision_dialogue.ros.topics import DETECTIONS_TOPIC, IMAGE_TOPIC, LABEL_INFO_TOPIC, \
+    STREAM_TOPIC
 from vision_dialogue.core.resources import config_file
 
 #: (name, default, description, node keys that use it; empty: every setup)
@@ -44,14 +46,14 @@ COMMON_ARGUMENTS = [
     ('log_level', 'info', 'Log level (debug, info, warn, error)', ()),
     ('use_respawn', 'false', 'Restart a node that exits (else any node\'s exit ends the '
      'launch)', ()),
-    ('image_topic', 'camera/image_raw', 'Camera image topic (its /compressed companion is '
+    ('image_topic', IMAGE_TOPIC, 'Camera image topic (its /compressed companion is '
      'remapped with it)', ('camera', 'manager', 'events', 'detector')),
-    ('stream_topic', 'camera/stream/image_raw', 'Fast camera stream the events_node watches '
+    ('stream_topic', STREAM_TOPIC, 'Fast camera stream the events_node watches '
      '(its /compressed companion with it)', ('events',)),
-    ('detections_topic', 'detections', 'Object detections (vision_msgs/Detection2DArray) '
+    ('detections_topic', DETECTIONS_TOPIC, 'Object detections (vision_msgs/Detection2DArray) '
      'the manager reads and the detector_node publishes: remap a robot\'s detector here, '
      'e.g. /yolo/detections', ('manager', 'detector')),
-    ('label_info_topic', 'label_info', 'Class names by id (vision_msgs/LabelInfo, latched) '
+    ('label_info_topic', LABEL_INFO_TOPIC, 'Class names by id (vision_msgs/LabelInfo, latched) '
      'for detectors that put numbers in class_id', ('manager', 'detector')),
     ('managed', 'false', 'Start the nodes unconfigured, for a lifecycle manager (nav2\'s '
      'lifecycle_manager, `ros2 lifecycle set`) to configure and activate them; false: each '
@@ -184,8 +186,8 @@ def _launch_setup(context, setup_name: str | None):
 
 def _node(key: str, wanted: str, files: list[str], filled: dict) -> Node:
     exe = NODES[key].executable
-    image, stream = LaunchConfiguration('image_topic', default='camera/image_raw'), \
-        LaunchConfiguration('stream_topic', default='camera/stream/image_raw')
+    image, stream = LaunchConfiguration('image_topic', default=IMAGE_TOPIC), \
+        LaunchConfiguration('stream_topic', default=STREAM_TOPIC)
     return Node(
         condition=IfCondition(wanted),
         package='vision_dialogue', executable=exe, name=exe,
@@ -195,14 +197,14 @@ def _node(key: str, wanted: str, files: list[str], filled: dict) -> Node:
         parameters=[*files, filled] if filled else files,
         arguments=['--ros-args', '--log-level', LaunchConfiguration('log_level')],
         # raw + compressed camera topics move as a pair (image_transport naming)
-        remappings=[('camera/image_raw', image),
-                    ('camera/image_raw/compressed', [image, '/compressed']),
-                    ('camera/stream/image_raw', stream),
-                    ('camera/stream/image_raw/compressed', [stream, '/compressed']),
-                    ('detections', LaunchConfiguration('detections_topic',
-                                                       default='detections')),
-                    ('label_info', LaunchConfiguration('label_info_topic',
-                                                       default='label_info'))],
+        remappings=[(IMAGE_TOPIC, image),
+                    (f'{IMAGE_TOPIC}/compressed', [image, '/compressed']),
+                    (STREAM_TOPIC, stream),
+                    (f'{STREAM_TOPIC}/compressed', [stream, '/compressed']),
+                    (DETECTIONS_TOPIC, LaunchConfiguration('detections_topic',
+                                                           default=DETECTIONS_TOPIC)),
+                    (LABEL_INFO_TOPIC, LaunchConfiguration('label_info_topic',
+                                                           default=LABEL_INFO_TOPIC))],
         # like `bringup`: a node that ends (the demo script is over) ends the whole setup
         on_exit=[EmitEvent(event=Shutdown(reason=f'{exe} finished'),
                            condition=UnlessCondition(LaunchConfiguration('use_respawn')))])

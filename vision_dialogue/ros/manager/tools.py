@@ -2,20 +2,20 @@
 
 * Visual ChatGPT's side (`use_tools`): the VFM server's tools for the LLM, found by the turn
   worker before its first turn, and pictures shared on `dialogue/shared_image` served in turn
-  order (ros/dialogue_tools.py);
+  order (ros/manager/dialogue_tools.py);
 * the robot's own services and actions as the LLM's tools (`robot_tools_file`,
-  ros/robot_tools.py), stopped when the person speaks or a chat ends;
+  ros/manager/robot_tools.py), stopped when the person speaks or a chat ends;
 * the application's skills (`skill/say`, `skill/ask`, `skill/chat`) and intents out
-  (ros/skill_servers.py, docs/application.md).
+  (ros/manager/skill_servers.py, docs/application.md).
 Each raises ParameterError for a setting it cannot take; the manager then stops what runs.
 """
 from __future__ import annotations
 
-from vision_dialogue.ros.dialogue_tools import DialogueTools
-from vision_dialogue.ros.manager_outputs import THUMBNAIL_SIDE
-from vision_dialogue.ros.robot_tools import RobotTools
-from vision_dialogue.ros.skill_host import ManagerSkillHost
-from vision_dialogue.ros.skill_servers import IntentOutput, SkillServers
+from vision_dialogue.ros.manager.dialogue_tools import DialogueTools
+from vision_dialogue.ros.manager.outputs import THUMBNAIL_SIDE
+from vision_dialogue.ros.manager.robot_tools import RobotTools
+from vision_dialogue.ros.manager.skill_host import ManagerSkillHost
+from vision_dialogue.ros.manager.skill_servers import IntentOutput, SkillServers
 
 
 def connect_vfm_tools(node, conversation, turns, camera, params, publish_record) -> DialogueTools:
@@ -54,6 +54,6 @@ def connect_application(node, conversation, turns, people, robot_tools, params, 
     intents = IntentOutput(node, conversation, turns, host, params["intents_file"], log) \
         if params["intents_file"] else None
     if robot_tools is not None:
-        turns.on_heard = lambda text: robot_tools.interrupt("the person spoke")
+        turns.hear_with(lambda text, _: robot_tools.interrupt("the person spoke"))
         host.on_chat_end = lambda: robot_tools.interrupt("the chat skill ended")
     return host, skills, intents

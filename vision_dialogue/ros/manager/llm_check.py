@@ -16,7 +16,7 @@ from vision_dialogue.core.health import LLM_CHECK_PERIOD_S, Health, LlmWatch, Re
 from vision_dialogue.llm.base import BackendError
 from vision_dialogue.llm.factory import backend_class
 from vision_dialogue.llm.probe import unreachable
-from vision_dialogue.ros.manager_params import backend_options
+from vision_dialogue.ros.manager.params import backend_options
 from vision_dialogue.ros.params import ParameterError
 
 

@@ -23,7 +23,7 @@ from vision_dialogue.core.transcript import describe_record, event_record
 from vision_dialogue.core.turn_taking import ReplyChunk
 from vision_dialogue_interfaces.msg import PromptState, Reply
 from vision_dialogue.ros.qos import RECORDS_QOS, LATCHED_QOS
-from vision_dialogue.ros.topics import RECORDS_TOPIC
+from vision_dialogue.ros.topics import PROMPT_STATE_TOPIC, RECORDS_TOPIC, REPLY_TOPIC
 
 THUMBNAIL_SIDE = 192      # longest side of the frame thumbnails in dialogue/events
 PROMPT_COUNTS = ("raw_frames", "frame_summaries", "dialogue_lines", "folded_lines",
@@ -47,9 +47,9 @@ class ManagerOutputs:
         self.node, self.params, self._is_open, self.verbose = node, params, open, verbose
         self.redact = None                   # faces blurred in thumbnails (blur_faces)
         overridable = QoSOverridingOptions.with_default_policies()
-        self.reply_pub = node.create_publisher(Reply, "dialogue/reply", 10,
+        self.reply_pub = node.create_publisher(Reply, REPLY_TOPIC, 10,
                                                qos_overriding_options=overridable)
-        self.state_pub = node.create_publisher(PromptState, "dialogue/prompt_state",
+        self.state_pub = node.create_publisher(PromptState, PROMPT_STATE_TOPIC,
                                                LATCHED_QOS)
         self.records_pub = node.create_publisher(String, RECORDS_TOPIC, RECORDS_QOS)
 

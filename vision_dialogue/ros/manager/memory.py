@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from vision_dialogue.core.health import OK, WARN, Health
 from vision_dialogue.llm.base import short_question
+from vision_dialogue.ros.image_msgs import stamp_to_ns
 from vision_dialogue.ros.qos import RELIABLE_QOS
 from vision_dialogue.ros.topics import PEOPLE_SPEAKERS_TOPIC
 from vision_dialogue_interfaces.msg import LineSpeaker
@@ -54,16 +55,19 @@ class ManagerMemory:
             return self.people.reported(), {}
         return sorted(faces), faces
 
-    def heard(self, text: str) -> None:
+    def heard(self, text: str, said_at: float | None = None) -> None:
+        """A person's line (`said_at`: its stamp, s, which people/speakers repeats)."""
         in_view, faces = self.in_view()    # who is there when the line is heard, not later
         try:
-            self._worker.submit(self._heard, in_view, text, faces, time.monotonic())
+            self._worker.submit(self._heard, in_view, text, faces, time.monotonic(), said_at)
         except RuntimeError:               # closing
             pass
 
-    def _heard(self, in_view: list[str], text: str, faces: dict, since: float) -> list:
+    def _heard(self, in_view: list[str], text: str, faces: dict, since: float,
+               said_at: float | None = None) -> list:
         """On the worker: the line's facts, for the person whose voice said it if known."""
-        voice = self.speakers.wait(text, since, SPEAKER_WAIT_S) if self.identifier() else None
+        voice = self.speakers.wait(text, since, SPEAKER_WAIT_S, said_at) \
+            if self.identifier() else None
         return self.keeper.heard(in_view, text, faces, voice)
 
     def check_departures(self) -> None:
@@ -127,13 +131,9 @@ def connect_memory(node, p, conversation, turns, people, backend, log,
     memory = ManagerMemory(keeper, people, LineSpeakers(),
                            lambda: node.count_publishers(PEOPLE_SPEAKERS_TOPIC) > 0, faces)
     node.create_subscription(LineSpeaker, PEOPLE_SPEAKERS_TOPIC, lambda m: memory.speakers.said(
-        m.text, m.person_id, m.by_voice), RELIABLE_QOS)
-    before = turns.on_heard
-
-    def heard(text: str) -> None:
-        before(text)
-        memory.heard(text)
-    turns.on_heard = heard
+        m.text, m.person_id, m.by_voice, stamp_to_ns(m.header.stamp) / 1e9 or None),
+        RELIABLE_QOS)
+    turns.hear_with(memory.heard)
     conversation.prompt.standing, conversation.prompt.recall = memory.standing, memory.for_line
     node.create_timer(DEPARTURE_CHECK_S, memory.check_departures)
     log.info(f"memory of people on: {p['people_store_url']}")

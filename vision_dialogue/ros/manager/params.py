@@ -140,8 +140,9 @@ PARAMS = [
     Param("memory_queue_file", DEFAULT_QUEUE_FILE, "Where facts and session summaries wait "
           "(durably, owner-only) while the people store is away; replayed when it answers.",
           check=nonempty),
-    Param("memory_note_chars", MEMORY_NOTE_CHARS, "The reply prompt's note of what is "
-          "remembered of a person, at most (characters).", range=(40, 20000)),
+    Param("memory_note_chars", MEMORY_NOTE_CHARS, "The standing note of what is remembered "
+          "of a person, at most (characters); a line's note of the facts it asks about adds "
+          "at most half as much again (docs/memory.md).", range=(40, 20000)),
     Param("memory_in_company", False, "Tell a reply what is remembered of a known person "
           "while others are in view too (off: only when they are alone with the robot)."),
     Param("proactive_wave_hold", ProactiveConfig.wave_hold_s, "Seconds a wave the robot could "

@@ -1,6 +1,6 @@
 """The manager's Visual ChatGPT side (`use_tools`): tools, their images, shared pictures.
 
-* the VFM server's tools (ros/vfm_client.py) offered to the conversation's turns;
+* the VFM server's tools (ros/manager/vfm_client.py) offered to the conversation's turns;
 * each image a tool makes is published on `dialogue/tool_image` and, as a thumbnail, on
   `dialogue/events`;
 * a picture on `dialogue/shared_image` is queued as a turn (`on_shared`), then stored in the
@@ -16,7 +16,8 @@ from sensor_msgs.msg import Image
 from vision_dialogue.core.images import jpeg_bytes
 from vision_dialogue.ros.image_msgs import ImageConversionError, from_image_msg
 from vision_dialogue.ros.params import ParameterError
-from vision_dialogue.ros.vfm_client import VfmClient, VfmTools, describe_shared, frame_to_rgb
+from vision_dialogue.ros.manager.vfm_client import VfmClient, VfmTools, describe_shared, \
+    frame_to_rgb
 from vision_dialogue.vfm import registry
 from vision_dialogue.vfm.image_store import ImageStore
 from vision_dialogue.ros.topics import SHARED_IMAGE_TOPIC, TOOL_IMAGE_TOPIC

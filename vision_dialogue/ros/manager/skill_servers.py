@@ -3,7 +3,7 @@
 * `skill/say`, `skill/ask`, `skill/chat` (vision_dialogue_interfaces/action/Say, Ask, Chat,
   with ROS4HRI communication_skills' field names): each goal waits its turn at one
   `SkillArbiter` (a higher priority pre-empts), runs the ROS-free skill of core/skills.py on the
-  manager (ros/skill_host.py), publishes feedback per stage and honours cancel;
+  manager (ros/manager/skill_host.py), publishes feedback per stage and honours cancel;
 * `intents` (vision_dialogue_interfaces/Intent, hri_actions_msgs/Intent's fields): each of the
   person's lines is read on the turn worker before the robot answers it, and the declared
   intent it asks for is published then (core/intents.LineIntents): from its own line, within
@@ -29,7 +29,7 @@ from vision_dialogue.core.skills import ChatRole, Control, SkillArbiter, SkillOu
 from vision_dialogue_interfaces.msg import Intent
 from vision_dialogue.ros.params import ParameterError
 from vision_dialogue.ros.qos import RELIABLE_QOS, SKILL_FEEDBACK_QOS
-from vision_dialogue.ros.skill_host import ManagerSkillHost
+from vision_dialogue.ros.manager.skill_host import ManagerSkillHost
 from vision_dialogue.ros.topics import ASK_ACTION, CHAT_ACTION, INTENTS_TOPIC, SAY_ACTION
 
 
