@@ -15,18 +15,16 @@ setup from the npm registry). One frame at a time; the newest wins when it falls
 """
 from __future__ import annotations
 
-import threading
-import time
-
-from vision_dialogue.core.frame_intake import FrameIntake, wait_for_frame_in_hand
-from vision_dialogue.core.health import ERROR, OK, Health, Throughput
+from vision_dialogue.core.frame_intake import FrameIntake
+from vision_dialogue.core.health import ERROR, OK, Health
 from vision_dialogue.perception.object_detector import Detected, ObjectDetector, ObjectModelMissing
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
+from vision_dialogue.ros.frame_node import FrameAnalysisNode
 from vision_dialogue.ros.image_input import ImageTopicInput
 from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionError, \
     stamp_from_ns
-from vision_dialogue.ros.managed import MANAGED_PARAM, ConfigureError, ManagedNode
+from vision_dialogue.ros.managed import MANAGED_PARAM, ConfigureError
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, declare_params
 from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES
@@ -53,7 +51,7 @@ PARAMS = [
 ]
 
 
-class DetectorNode(ManagedNode):
+class DetectorNode(FrameAnalysisNode):
     """The object detector's ROS side: frames in, Detection2DArray out.
 
     A managed node (ros/managed.py): configure loads the models (managed, a missing model
@@ -61,14 +59,13 @@ class DetectorNode(ManagedNode):
     activate takes frames, deactivate ignores them (the models stay), cleanup frees the models.
     """
 
+    WHAT = "detector"
+
     def __init__(self, detector=None, **kwargs):
         super().__init__(kwargs.pop("node_name", "detector_node"), **kwargs)
-        self.detector = self.pub = self.images = self.intake = None
+        self.detector = self.pub = self.images = None
         self.observer = self.face_tracker = self.hri_faces = None
-        self._models = threading.Lock()
         self.params = declare_params(self, PARAMS)
-        self.published = 0
-        self.work = Throughput()
         self._given, self._why = detector, ""
         DiagnosticsPublisher(self, self._health)
         self.start_lifecycle(self.params["managed"])
@@ -98,7 +95,7 @@ class DetectorNode(ManagedNode):
         if p["faces"] and pm.IdsList is not None:
             from vision_dialogue.ros.hri_output import HriFacesOutput
             self.hri_faces = HriFacesOutput(self)
-        self.intake = FrameIntake(self._look, min_interval=1.0 / p["max_rate"], backlog=1,
+        self.intake = FrameIntake(self.look, min_interval=1.0 / p["max_rate"], backlog=1,
                                   errors=(ImageConversionError, ValueError),
                                   warn=self.get_logger().warning, what="frame")
         self.images = ImageTopicInput(self, IMAGE_TOPIC, self.intake, p["image_qos"],
@@ -112,16 +109,13 @@ class DetectorNode(ManagedNode):
                 f"{self.params['min_score']:g}) -> "
                 f"{self.resolve_topic_name(pm.DETECTIONS_TOPIC)}")
 
-    def deactivate(self) -> None:
-        wait_for_frame_in_hand(self._models, self.get_logger().warning, "inactive")
-        self.get_logger().info("detector inactive: frames ignored, the models kept")
+    def free_models(self) -> None:
+        if self.observer is not None:
+            self.observer.close()
+        self.detector = self.observer = self.face_tracker = None
 
-    def cleanup(self) -> None:
-        """Free the models (the next configure loads them again)."""
-        with self._models:
-            if self.observer is not None:
-                self.observer.close()
-            self.detector = self.observer = self.face_tracker = None
+    def models_ready(self) -> bool:
+        return self.detector is not None
 
     def _health(self) -> list[Health]:
         """Detecting (rate, time per frame), waiting for frames, or without a detector."""
@@ -157,20 +151,14 @@ class DetectorNode(ManagedNode):
         from std_msgs.msg import Header
         return Header(stamp=stamp_from_ns(stamp_ns), frame_id=frame_id)
 
-    def _look(self, bgr, stamp_ns: int) -> None:
-        """On the intake worker: one frame through the detector; stamped as the frame."""
-        stamp_ns = stamp_ns or self.get_clock().now().nanoseconds
-        t0 = time.monotonic()
-        with self._models:               # cleanup frees them between frames, not during one;
-            if self.detector is None or not self.active:    # deactivate waits for the frame
-                return
-            found = self.detector.detect(bgr)
-            header = self._header(stamp_ns, self.images.frame_id)
-            if self.observer is not None:
-                found = found + self._parts(bgr, header)
-            self.pub.publish(pm.to_detection_array(header, found))
-            self.published += 1
-            self.work.add(time.monotonic() - t0)
+    def look_at(self, bgr, stamp_ns: int) -> None:
+        """One frame through the detector; its detections stamped as the frame."""
+        found = self.detector.detect(bgr)
+        header = self._header(stamp_ns, self.images.frame_id)
+        if self.observer is not None:
+            found = found + self._parts(bgr, header)
+        self.pub.publish(pm.to_detection_array(header, found))
+        self.published += 1
         if found:
             self.get_logger().debug(", ".join(f"{d.label} {d.score:.2f}" for d in found))
 
@@ -198,15 +186,6 @@ class DetectorNode(ManagedNode):
                    for hand in seen.hands if hand.box is not None]
                 + [Detected("text", round(score, 3), pixels(box), track=words)
                    for words, box, score in seen.text_boxes])
-
-    def destroy_node(self):
-        if self.intake is not None:
-            self.intake.close(timeout=0)     # no new frame; the one in hand is waited for below
-        # a frame still in the models is waited for, not past FRAME_AT_EXIT_S (they load at
-        # configure now, so a frame takes its usual time even on a loaded machine)
-        if wait_for_frame_in_hand(self._models, self.get_logger().warning, "exiting"):
-            self.cleanup()
-        return super().destroy_node()
 
 
 def main(args=None):

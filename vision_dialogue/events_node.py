@@ -12,18 +12,16 @@ the newest frames win when the detector falls behind.
 """
 from __future__ import annotations
 
-import threading
-import time
-
-from vision_dialogue.core.frame_intake import FrameIntake, wait_for_frame_in_hand
-from vision_dialogue.core.health import OK, WARN, Health, Throughput
+from vision_dialogue.core.frame_intake import FrameIntake
+from vision_dialogue.core.health import OK, WARN, Health
 from vision_dialogue_interfaces.msg import VisualEvent
 from vision_dialogue.perception.events import (EVENT_KINDS, WAVE_MIN_RATE, EventConfig,
                                                EventDetector)
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
+from vision_dialogue.ros.frame_node import FrameAnalysisNode
 from vision_dialogue.ros.image_input import ImageTopicInput
 from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionError
-from vision_dialogue.ros.managed import MANAGED_PARAM, ManagedNode
+from vision_dialogue.ros.managed import MANAGED_PARAM
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params
 from vision_dialogue.ros.qos import IMAGE_QOS_CHOICES
@@ -75,17 +73,18 @@ PARAMS = [
 ]
 
 
-class EventsNode(ManagedNode):
+class EventsNode(FrameAnalysisNode):
     """The event detector's ROS side: stream frames in, VisualEvent messages out.
 
     A managed node (ros/managed.py): configure builds the detector (its MediaPipe models),
     activate takes stream frames, deactivate ignores them (the models stay), cleanup frees them.
     """
 
+    WHAT = "events"
+
     def __init__(self, detector: EventDetector | None = None, **kwargs):
         super().__init__(kwargs.pop("node_name", "events_node"), **kwargs)
-        self.intake = self.detector = None          # until built (destroy_node after a refusal)
-        self._models = threading.Lock()
+        self.detector = None                        # until built (destroy_node after a refusal)
         self.params = p = declare_params(self, PARAMS)
         try:
             self.config = EventConfig(
@@ -97,11 +96,9 @@ class EventsNode(ManagedNode):
         except ValueError as e:
             raise ParameterError(str(e)) from None
         self._given = detector
-        self.published = 0
         self._dropped_before = 0         # frames dropped while busy, at the last health check
-        self.work = Throughput()
         self.pub = self.create_publisher(VisualEvent, VISUAL_EVENTS_TOPIC, 10)
-        self.intake = FrameIntake(self._look, min_interval=1.0 / p["max_rate"], backlog=2,
+        self.intake = FrameIntake(self.look, min_interval=1.0 / p["max_rate"], backlog=2,
                                   errors=(ImageConversionError, ValueError),
                                   warn=self.get_logger().warning, what="stream frame")
         self.stream = ImageTopicInput(self, STREAM_TOPIC, self.intake, p["image_qos"],
@@ -122,16 +119,17 @@ class EventsNode(ManagedNode):
             f"events from {self.stream.topic} at up to {self.params['max_rate']:g} Hz: "
             f"{', '.join(self.params['kinds'])} -> {self.resolve_topic_name(VISUAL_EVENTS_TOPIC)}")
 
-    def deactivate(self) -> None:
-        wait_for_frame_in_hand(self._models, self.get_logger().warning, "inactive")
-        self.get_logger().info("events inactive: stream frames ignored, the models kept")
+    def free_models(self) -> None:
+        if self.detector is not None:
+            self.detector.close()
+        self.detector = None
 
-    def cleanup(self) -> None:
-        """Free the models (the next configure builds them again)."""
-        with self._models:
-            if self.detector is not None:
-                self.detector.close()
-            self.detector = None
+    def models_ready(self) -> bool:
+        return self.detector is not None
+
+    def exit_summary(self) -> str:
+        return (f"events: {self.work.total} frames analysed of {self.intake.received} "
+                f"received ({self.intake.dropped} dropped while busy), {self.published} events")
 
     def _health(self) -> list[Health]:
         """Analysing the stream (rate, time per frame), or nothing publishes it."""
@@ -159,32 +157,16 @@ class EventsNode(ManagedNode):
                 "publish_rate (e.g. -p publish_rate:=8.0), or remap camera/stream/image_raw "
                 "to a camera topic")
 
-    def _look(self, bgr, stamp_ns: int) -> None:
-        """On the intake worker: one frame through the detector, its events published."""
-        stamp_ns = stamp_ns or self.get_clock().now().nanoseconds
-        t0 = time.monotonic()
-        with self._models:               # cleanup frees them between frames, not during one;
-            if self.detector is None or not self.active:    # deactivate waits for the frame
-                return
-            events = list(self.detector.observe(bgr, stamp_ns / 1e9))
-            self.work.add(time.monotonic() - t0)
-            for event in events:
-                msg = VisualEvent(kind=event.kind, text=event.text, where=event.where,
-                                  confidence=float(event.confidence))
-                msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 10 ** 9)
-                msg.header.frame_id = self.stream.frame_id
-                self.pub.publish(msg)
-                self.published += 1
-                self.get_logger().info(f"seen: {event.text}")
-
-    def destroy_node(self):
-        if self.intake is not None:
-            self.intake.close()
-            self.get_logger().info(
-                f"events: {self.work.total} frames analysed of {self.intake.received} received "
-                f"({self.intake.dropped} dropped while busy), {self.published} events")
-        self.cleanup()
-        return super().destroy_node()
+    def look_at(self, bgr, stamp_ns: int) -> None:
+        """One frame through the detector, its events published."""
+        for event in list(self.detector.observe(bgr, stamp_ns / 1e9)):
+            msg = VisualEvent(kind=event.kind, text=event.text, where=event.where,
+                              confidence=float(event.confidence))
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 10 ** 9)
+            msg.header.frame_id = self.stream.frame_id
+            self.pub.publish(msg)
+            self.published += 1
+            self.get_logger().info(f"seen: {event.text}")
 
 
 def main(args=None):
