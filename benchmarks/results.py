@@ -101,14 +101,19 @@ def commit() -> dict:
                               timeout=10).stdout.strip()
     try:
         return {"commit": git("rev-parse", "--short=10", "HEAD"),
-                "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+                "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                                  ":!benchmarks/results"))}     # the records are not code
     except (OSError, subprocess.SubprocessError):
         return {"commit": "unknown", "dirty": None}
 
 
+#: the code a run ran, read when it started: a commit made while a long run goes on is not it
+COMMIT_AT_START = commit()
+
+
 def run_record(result: dict, argv: list[str] | None = None) -> dict:
     argv = list(sys.argv if argv is None else argv)
-    return {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **commit(),
+    return {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **COMMIT_AT_START,
             "command": "python " + " ".join(shlex.quote(a) for a in
                                             [os.path.relpath(argv[0], REPO), *argv[1:]]),
             "cpu": cpu(), "load": {"loadavg": LOAD_BEFORE.get("loadavg"),
