@@ -186,11 +186,9 @@ class ManagerNode(ManagedNode):
         p.on_change("n", lambda v: conv.set_summary_rule(v, p["m"]))
         p.on_change("m", lambda v: conv.set_summary_rule(p["n"], v))
         p.on_change("min_frame_interval", lambda v: setattr(self.intake, "min_interval", v))
-        p.on_change("history_budget_chars", lambda v: setattr(conv.folder, "budget_chars", v))
-        p.on_change("keep_recent_lines", lambda v: setattr(conv.folder, "keep_recent_lines", v))
-        p.on_change("max_reply_tokens", lambda v: setattr(conv.config, "max_reply_tokens", v))
-        p.on_change("stream", lambda v: setattr(conv.config, "stream", v))
-        p.on_change("max_tool_rounds", lambda v: setattr(conv.turn_tools, "max_rounds", v))
+        for name in ("history_budget_chars", "keep_recent_lines", "max_reply_tokens", "stream",
+                     "max_tool_rounds"):
+            p.on_change(name, lambda v, name=name: conv.tune(**{name: v}))
         p.on_change("max_queued_turns", lambda v: setattr(self.turns.queue, "max_waiting", v))
 
     def close_early(self) -> None:

@@ -166,6 +166,32 @@ def test_the_ros_side_never_imports_a_command_or_a_node():
     assert not bad, "\n".join(bad)
 
 
+#: the helper objects a Conversation is made of: the ROS side asks the Conversation by name
+CONVERSATION_HELPERS = {"config", "prompt", "timeline", "builder", "archive", "summariser",
+                        "folder", "warmer", "look_back", "turn_tools", "replies"}
+
+
+def helper_reaches(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, "conversation.helper") where code reaches into a Conversation's helper object."""
+    def name(node) -> str:
+        return node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
+    return sorted((n.lineno, f"{name(n.value)}.{n.attr}") for n in ast.walk(tree)
+                  if isinstance(n, ast.Attribute) and n.attr in CONVERSATION_HELPERS
+                  and name(n.value) in ("conversation", "conv", "_conversation"))
+
+
+def test_the_ros_side_asks_the_conversation_by_name():
+    """Nodes, ros/ and cli/ use Conversation's own methods, never its helper objects."""
+    sample = ast.parse("self.conversation.builder.notes['x'] = 1\nconv.tune(stream=True)\n"
+                       "conv.prompt.newest")
+    assert helper_reaches(sample) == [(1, "conversation.builder"), (3, "conv.prompt")]
+    ros_side = [p for p in sorted(PKG.rglob("*.py"))
+                if p.parent == PKG or p.relative_to(PKG).parts[0] in ("ros", "cli")]
+    bad = [f"{path.relative_to(REPO)}:{line}: {reach}" for path in ros_side
+           for line, reach in helper_reaches(ast.parse(path.read_text()))]
+    assert not bad, "\n".join(bad)
+
+
 MANAGER_ROOM = "vision_dialogue.ros.manager"
 """The manager's own ROS side: imported by manager_node.py and its own modules alone."""
 

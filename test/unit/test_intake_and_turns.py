@@ -257,6 +257,7 @@ def test_every_hearer_hears_every_line_at_once_in_the_order_given():
     heard = []
     backend, conv, turns, out = gated_turn_taker(False, False)
     turns.hear_with(lambda text, at: heard.append(("tools", text, len(backend.calls))))
+    turns.hear_with(lambda text, at: 1 / 0)                 # a failing one stops nobody
     turns.hear_with(lambda text, at: heard.append(("memory", text, at)))
     try:
         turns.utterance("hello robot", "ada", said_at=12.5)

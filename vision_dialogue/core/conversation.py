@@ -339,6 +339,64 @@ class Conversation(DirectedLines):
             self._emit("objects", {"frame": frame, "text": note})
         return True
 
+    # --- what the ROS side sets and reads, by name (no node reaches into a helper object) ---
+    def tune(self, *, history_budget_chars: int | None = None,
+             keep_recent_lines: int | None = None, max_reply_tokens: int | None = None,
+             stream: bool | None = None, max_tool_rounds: int | None = None) -> None:
+        """Live settings (a parameter changed): each one given applies from the next turn."""
+        folder, config = self.folder, self.config
+        if history_budget_chars is not None:
+            folder.budget_chars = history_budget_chars
+        if keep_recent_lines is not None:
+            folder.keep_recent_lines = keep_recent_lines
+        if max_reply_tokens is not None:
+            config.max_reply_tokens = max_reply_tokens
+        if stream is not None:
+            config.stream = stream
+        if max_tool_rounds is not None:
+            self.turn_tools.max_rounds = max_tool_rounds
+
+    @property
+    def calls_tools(self) -> bool:
+        """Whether its backend can call tools (the VFM tools, the robot's own)."""
+        return self.turn_tools.supported
+
+    def newest_frame(self) -> Frame | None:
+        """The newest camera frame it took (None before the first)."""
+        return self.prompt.newest
+
+    def camera_lost(self) -> bool:
+        """Whether the camera stopped sending frames (the prompt then says so)."""
+        return self.prompt.camera_lost()
+
+    def set_note(self, key: str, text: str | None) -> None:
+        """Set a standing note of the prompt ("purpose", "abilities"); None drops it.
+
+        The next warm-up reads the prompt with it.
+        """
+        if text is None:
+            self.builder.notes.pop(key, None)
+        else:
+            self.builder.notes[key] = text
+        self.warmer.soon()
+
+    def set_needs(self, needs: str) -> None:
+        """What the running skill still needs from the person (a note next to the line)."""
+        self.prompt.needs = needs
+        self.warmer.soon()
+
+    def remember_with(self, standing: Callable[[], str], recall: Callable[[str], str]) -> None:
+        """The memory of people: `standing()` and `recall(line)` notes in each reply's prompt."""
+        self.prompt.standing, self.prompt.recall = standing, recall
+
+    def last_lines(self, count: int) -> list:
+        """The last `count` dialogue lines (timeline items: role, text, speaker)."""
+        return self.timeline.last_lines(count)
+
+    def warm_side_soon(self, messages: list) -> None:
+        """Read `messages` into the side questions' cache in idle time (an intent's question)."""
+        self.warmer.side_soon(messages)
+
     def state(self) -> dict:
         """Counts and texts for monitoring (the node's PromptState)."""
         return self.prompt.counts() | {"pending_summaries": self.summariser.pending}

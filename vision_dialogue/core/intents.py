@@ -257,7 +257,10 @@ class IntentReader:
 
 
 def recent_lines(timeline: Timeline, count: int = RECENT_LINES) -> list[str]:
-    """The timeline's last dialogue lines as IntentReader.read's `earlier`."""
+    """The last dialogue lines as IntentReader.read's `earlier`.
+
+    `timeline`: a Timeline, or anything with its `last_lines(count)` (a Conversation).
+    """
     return [f"{'person' if it.role == USER else 'robot'}: {it.text}"
             for it in timeline.last_lines(count)]
 

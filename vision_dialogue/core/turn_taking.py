@@ -134,7 +134,10 @@ class TurnTaker:
         self._spoken_to = True
         self.proactive.user_spoke()
         for hear in self._hearers:
-            hear(text, said_at)
+            try:
+                hear(text, said_at)
+            except Exception as e:  # noqa: BLE001 - the line is still taken, the next hears it
+                self.log.error(f"a hearer of the line failed: {type(e).__name__}: {e}")
         claim = self.claim
         if claim is not None and claim(text, speaker, said_at):
             return True

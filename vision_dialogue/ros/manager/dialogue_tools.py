@@ -49,12 +49,12 @@ class DialogueTools:
         node.create_subscription(Image, SHARED_IMAGE_TOPIC, self._on_shared_msg, 10,
                                  callback_group=ReentrantCallbackGroup())
         self.tools: VfmTools | None = None
-        if not conversation.turn_tools.supported:
+        if not conversation.calls_tools:
             self.log.warning(f"use_tools: the {p['llm_backend']!r} backend cannot call tools; "
                              "answering without tools")
             return
         self.tools = VfmTools(
-            VfmClient(node), lambda: conversation.prompt.newest, timeout=p["tool_timeout"],
+            VfmClient(node), conversation.newest_frame, timeout=p["tool_timeout"],
             list_timeout=min(2.0, p["tool_timeout"]),
             show_images=p["tool_images_to_llm"] and conversation.supports_images,
             image_max_side=p["newest_max_side"], camera_frame_id=camera_frame_id,

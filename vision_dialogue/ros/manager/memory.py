@@ -134,7 +134,7 @@ def connect_memory(node, p, conversation, turns, people, backend, log,
         m.text, m.person_id, m.by_voice, stamp_to_ns(m.header.stamp) / 1e9 or None),
         RELIABLE_QOS)
     turns.hear_with(memory.heard)
-    conversation.prompt.standing, conversation.prompt.recall = memory.standing, memory.for_line
+    conversation.remember_with(memory.standing, memory.for_line)
     node.create_timer(DEPARTURE_CHECK_S, memory.check_departures)
     log.info(f"memory of people on: {p['people_store_url']}")
     return memory

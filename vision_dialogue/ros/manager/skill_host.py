@@ -173,8 +173,8 @@ class ManagerSkillHost:
 
     # --- seeing and the LLM -------------------------------------------------------------------
     def seen(self) -> str:
-        frame = self.conversation.prompt.newest
-        if frame is None or self.conversation.prompt.camera_lost():
+        frame = self.conversation.newest_frame()
+        if frame is None or self.conversation.camera_lost():
             return ""
         return " ".join(t for t in (frame.observation, frame.objects) if t).strip()
 
@@ -192,16 +192,14 @@ class ManagerSkillHost:
     def begin_chat(self, role: ChatRole) -> None:
         while not self._exchanges.empty():
             self._exchanges.get_nowait()
-        self.conversation.builder.notes["purpose"] = \
-            self.conversation.persona.purpose_note.format(name=role.name,
-                                                          instruction=role.instruction)
+        self.conversation.set_note("purpose", self.conversation.persona.purpose_note.format(
+            name=role.name, instruction=role.instruction))
         self.chat_active = True
 
     def end_chat(self) -> None:
         self.chat_active = False
         self.on_chat_end()
-        self.conversation.builder.notes.pop("purpose", None)
-        self.conversation.warmer.soon()
+        self.conversation.set_note("purpose", None)
 
     def start_turn(self, text: str | None, instruction: str = "") -> None:
         self.turns.start(text, instruction, speaker=self.chat_person)
@@ -220,8 +218,8 @@ class ManagerSkillHost:
         tracked = self.people.count()
         if tracked is not None:
             return tracked > 0
-        frame = self.conversation.prompt.newest
-        if frame is None or frame.people is None or self.conversation.prompt.camera_lost():
+        frame = self.conversation.newest_frame()
+        if frame is None or frame.people is None or self.conversation.camera_lost():
             return None
         return frame.people > 0
 
@@ -229,8 +227,7 @@ class ManagerSkillHost:
         return self._heard_at
 
     def still_needed(self, needs: str) -> None:
-        self.conversation.prompt.needs = needs
-        self.conversation.warmer.soon()
+        self.conversation.set_needs(needs)
 
     def _on_event(self, kind: str, data: dict) -> None:
         if kind == "user":

@@ -193,11 +193,11 @@ class IntentOutput:
         self.node, self.conversation, self.log = node, conversation, logger
         reader = IntentReader(specs, lambda msgs, **kw: host.ask_llm(msgs, side=True, **kw),
                               logger)
-        self.lines = LineIntents(reader, lambda: recent_lines(conversation.timeline),
-                                 self.publish, logger, warm=conversation.warmer.side_soon)
+        self.lines = LineIntents(reader, lambda: recent_lines(conversation),
+                                 self.publish, logger, warm=conversation.warm_side_soon)
         self.pub = node.create_publisher(Intent, INTENTS_TOPIC, RELIABLE_QOS)
-        conversation.builder.notes["abilities"] = conversation.persona.abilities_note.format(
-            abilities=reader.abilities())
+        conversation.set_note("abilities", conversation.persona.abilities_note.format(
+            abilities=reader.abilities()))
         turns.on_person_line = self.lines.read
         logger.info(f"intents: {', '.join(s.name for s in specs)} (from {path})")
 

@@ -29,7 +29,7 @@ def connect_vfm_tools(node, conversation, turns, camera, params, publish_record)
 
 def connect_robot_tools(node, conversation, params, log) -> RobotTools | None:
     """The robot's services and actions as the LLM's tools (None: the backend cannot call)."""
-    if not conversation.turn_tools.supported:
+    if not conversation.calls_tools:
         log.warning(f"robot_tools_file: the {params['llm_backend']!r} backend cannot call "
                     "tools; answering without the robot's tools")
         return None
@@ -37,7 +37,7 @@ def connect_robot_tools(node, conversation, params, log) -> RobotTools | None:
         node, params["robot_tools_file"], logger=log,
         on_event=lambda record: conversation.notify("robot_action", record))
     conversation.add_tools(tools)
-    conversation.turn_tools.max_rounds = params["max_tool_rounds"]
+    conversation.tune(max_tool_rounds=params["max_tool_rounds"])
     log.info(f"robot tools for the LLM: {', '.join(tools.tools)}")
     return tools
 
