@@ -3,9 +3,10 @@
 faulthandler (test/backstop.py) shows Python frames only: a suite run hung in rclpy's
 `destroy_node`, inside rcl and Fast DDS, and no frame said where. Started once per test
 process; that process writes, at each test's start, the moment it counts as stuck (nothing
-between tests). Past it, this writes gdb's backtrace of every thread (where gdb is installed),
-else each thread's name, wait channel and kernel stack from /proc, to `out`, before the
-backstop ends the process. It ends when the process does.
+between tests). Past it, this writes each thread's name, wait channel and kernel stack from
+/proc to `out` at once, then gdb's backtrace of every thread where gdb is installed (gdb can
+take long on a process with torch loaded), before the backstop ends the process. It ends
+when the process does.
 
     python native_stacks.py PID DEADLINE_FILE OUT_FILE
 """
@@ -20,8 +21,9 @@ from pathlib import Path
 
 #: how often the deadline is looked at
 POLL_S = 1.0
-#: gdb's time to attach and print every thread
-GDB_TIMEOUT_S = 60.0
+#: gdb's time to attach and print every thread: within the half of the backstop's minute
+#: left (a process with torch loaded can take gdb longer: /proc's stacks are written first)
+GDB_TIMEOUT_S = 25.0
 
 
 def _deadline(path: Path) -> float | None:
@@ -86,10 +88,20 @@ def watch(pid: int, deadline_file: Path, out: Path) -> None:
         deadline = _deadline(deadline_file)
         if deadline is not None and time.time() > deadline and deadline != dumped:
             dumped = deadline
-            text = dump(pid)
+            try:                # at once what the kernel tells, then gdb's (it may be slow)
+                first = _proc_stacks(pid)
+            except OSError as e:                    # the process ended meanwhile
+                first = f"(no /proc stacks: {e})"
             with open(out, "a", encoding="utf-8") as f:
                 f.write(f"native stacks of process {pid}, stuck past its test's limit:\n"
-                        f"{text}\n")
+                        f"{first}\n")
+            try:
+                text = dump(pid) if shutil.which("gdb") else ""
+            except OSError:                         # gdb gave nothing and the process ended
+                text = ""
+            if text and text != first:
+                with open(out, "a", encoding="utf-8") as f:
+                    f.write(f"gdb's backtraces of process {pid}:\n{text}\n")
         time.sleep(POLL_S)
     deadline_file.unlink(missing_ok=True)       # the process ended (the backstop's exit too)
 
