@@ -63,7 +63,7 @@ class DetectorNode(FrameAnalysisNode):
 
     def __init__(self, detector=None, **kwargs):
         super().__init__(kwargs.pop("node_name", "detector_node"), **kwargs)
-        self.detector = self.pub = self.images = None
+        self.pub = self.images = None
         self.observer = self.face_tracker = self.hri_faces = None
         self.params = declare_params(self, PARAMS)
         self._given, self._why = detector, ""
@@ -113,9 +113,6 @@ class DetectorNode(FrameAnalysisNode):
         if self.observer is not None:
             self.observer.close()
         self.detector = self.observer = self.face_tracker = None
-
-    def models_ready(self) -> bool:
-        return self.detector is not None
 
     def _health(self) -> list[Health]:
         """Detecting (rate, time per frame), waiting for frames, or without a detector."""

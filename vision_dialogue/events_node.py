@@ -84,7 +84,6 @@ class EventsNode(FrameAnalysisNode):
 
     def __init__(self, detector: EventDetector | None = None, **kwargs):
         super().__init__(kwargs.pop("node_name", "events_node"), **kwargs)
-        self.detector = None                        # until built (destroy_node after a refusal)
         self.params = p = declare_params(self, PARAMS)
         try:
             self.config = EventConfig(
@@ -124,9 +123,6 @@ class EventsNode(FrameAnalysisNode):
             self.detector.close()
         self.detector = None
 
-    def models_ready(self) -> bool:
-        return self.detector is not None
-
     def exit_summary(self) -> str:
         return (f"events: {self.work.total} frames analysed of {self.intake.received} "
                 f"received ({self.intake.dropped} dropped while busy), {self.published} events")
@@ -159,7 +155,7 @@ class EventsNode(FrameAnalysisNode):
 
     def look_at(self, bgr, stamp_ns: int) -> None:
         """One frame through the detector, its events published."""
-        for event in list(self.detector.observe(bgr, stamp_ns / 1e9)):
+        for event in self.detector.observe(bgr, stamp_ns / 1e9):
             msg = VisualEvent(kind=event.kind, text=event.text, where=event.where,
                               confidence=float(event.confidence))
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 10 ** 9)

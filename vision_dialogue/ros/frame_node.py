@@ -4,7 +4,7 @@ detector_node and events_node share this skeleton: models behind one lock, so a 
 them between frames and never during one; a frame looked at only while the node is active
 and its models are loaded; deactivate and exit wait (a bounded time) for the frame in hand;
 the work's rate and time per frame for `/diagnostics`. Each says what its models are and what
-a frame gives (`models_ready`, `look_at`, `free_models`).
+a frame gives (`look_at`, `free_models`; `detector` is its model once loaded).
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ class FrameAnalysisNode(ManagedNode):
     def __init__(self, node_name: str, **kwargs):
         super().__init__(node_name, **kwargs)
         self.intake: FrameIntake | None = None      # until built (destroy_node after a refusal)
+        self.detector = None                        # the model a frame goes through, once loaded
         self._models = threading.Lock()
         self.published = 0
         self.work = Throughput()
@@ -32,7 +33,7 @@ class FrameAnalysisNode(ManagedNode):
     # --- what a subclass says ----------------------------------------------------------------
     def models_ready(self) -> bool:
         """Whether the models are loaded (a frame before is not looked at)."""
-        raise NotImplementedError
+        return self.detector is not None
 
     def look_at(self, bgr, stamp_ns: int) -> None:
         """One frame through the models, its messages published (the models' lock held)."""
