@@ -23,19 +23,47 @@ PHOTOS = REPO / "test" / "data" / "people"
 dlib = pytest.importorskip("dlib", reason="requirements/identity.txt is not installed")
 
 
+#: every photo the module's tests show: their faces are cut before any node of the module starts
+CROPPED = [("obama", 1), ("obama", 3), ("biden", 1), ("biden", 2), ("kit_harington", 1),
+           ("kit_harington", 2), ("alex_lacamoire", 1)]
+
+
 def face_crop(person: str, shot: int) -> np.ndarray:
     """The face of a photo with a margin, BGR, as a detector's `cropped` topic carries it."""
-    rgb = np.asarray(PILImage.open(PHOTOS / person / f"{shot}.jpg").convert("RGB"))
-    x, y, w, h = _faces().faces_in(rgb)[0]
-    m = w // 4
-    return np.ascontiguousarray(rgb[max(0, y - m):y + h + m, max(0, x - m):x + w + m, ::-1])
+    return _crops()[(person, shot)]
+
+
+@functools.cache
+def _crops() -> dict[tuple[str, int], np.ndarray]:
+    """The faces of CROPPED, cut once, read-only.
+
+    Cut before any node of the module starts: a fresh-clone run hung for minutes in dlib's
+    detector, cutting a face here while the in-process people_node ran the same detector object
+    (`_faces()`, shared to load the models once) on its worker; a dlib detector is not
+    thread-safe.
+    """
+    faces, crops = _faces(), {}
+    for person, shot in CROPPED:
+        rgb = np.asarray(PILImage.open(PHOTOS / person / f"{shot}.jpg").convert("RGB"))
+        x, y, w, h = faces.faces_in(rgb)[0]
+        m = w // 4
+        crop = np.ascontiguousarray(rgb[max(0, y - m):y + h + m, max(0, x - m):x + w + m, ::-1])
+        crop.setflags(write=False)
+        crops[(person, shot)] = crop
+    return crops
 
 
 @functools.cache
 def _faces():
-    """One face printer for the module's tests (its models load once)."""
+    """One face printer for the module's nodes (its models load once), one node at a time."""
     from vision_dialogue.identity.embedders import FaceEmbedder
     return FaceEmbedder()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _faces_cut_first():
+    """The photos' faces cut before the first test makes a node (see `_crops`)."""
+    _crops()
 
 
 class Robot:

@@ -1,6 +1,7 @@
 """Raw frames from a separate driver process reach the installed manager_node.
 
-At least 95 % of them, or the manager says which publisher loses them.
+All but the share the manager lets pass (camera/loss.py's MAX_LOSS), or the manager
+says which publisher loses them.
 
 With the settings a user has: sourced install (its Fast DDS profile) and default parameters.
 
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from installed.user_env import stop, wait_for_log
+from vision_dialogue.camera.loss import MAX_LOSS
 
 DRIVER = Path(__file__).with_name("frame_driver.py")
 
@@ -63,13 +65,15 @@ def received(ros_context, until: int, timeout: float = 10.0) -> int:
 
 
 def assert_arrived_or_told(got: int, sent: int, log: str) -> None:
-    """At least 95 % of the frames arrived, or the loss was told: loss is never silent.
+    """The frames arrived but for the share the manager lets pass, or the loss was told.
 
-    Where a loaded machine lost more (a busy run got 55 of 60 reliable 30 fps frames: a
-    keep-last history of 10 frames drops the oldest while a process waits for a core), the
-    manager told the user which publisher loses frames and the fix, and most still arrived.
+    Loss is never silent past `MAX_LOSS` (camera/loss.py), the share above which the manager
+    warns: below it, a keep-last history of 10 frames that drops the oldest while a process
+    waits for a core is normal (CI lost 5 of 60 reliable 30 fps frames once; the manager needs
+    one every few seconds). Past it, the manager told the user which publisher loses frames
+    and the fix, and at least half still arrived.
     """
-    if got >= 0.95 * sent:
+    if got >= (1 - MAX_LOSS) * sent:
         return
     assert "are lost between processes" in log and "/frame_driver" in log and \
         got >= 0.5 * sent, f"{got}/{sent} frames reached the manager\n{log[-2000:]}"

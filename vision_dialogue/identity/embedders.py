@@ -9,6 +9,8 @@ Both are loaded on first use, off the reply path (people_node's worker).
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from vision_dialogue.identity.records import Embedding, Modality
@@ -30,7 +32,11 @@ class ModelMissing(RuntimeError):
 
 
 class FaceEmbedder:
-    """RGB face crop -> dlib ResNet 128-d print (Euclidean distance: same person < ~0.6)."""
+    """RGB face crop -> dlib ResNet 128-d print (Euclidean distance: same person < ~0.6).
+
+    Safe to share between threads: dlib's models are not (two threads on one printer crashed
+    or hung now and then), so each call holds the printer's lock.
+    """
 
     modality = Modality.FACE
     model = "dlib_face_recognition_resnet_model_v1"
@@ -46,6 +52,7 @@ class FaceEmbedder:
         self._detector = dlib.get_frontal_face_detector()
         self._landmarks = dlib.shape_predictor(weights.pose_predictor_five_point_model_location())
         self._resnet = dlib.face_recognition_model_v1(weights.face_recognition_model_location())
+        self._lock = threading.Lock()
 
     def embed(self, rgb: np.ndarray) -> Embedding:
         """The print of the one (largest) frontal face in a crop."""
@@ -57,19 +64,22 @@ class FaceEmbedder:
             raise IdentityInputError(f"face of {side} px is too small to recognise (at least "
                                      f"{MIN_FACE_PX} px)")
         rgb = _scaled(rgb, FACE_WORK_PX / side) if side < FACE_WORK_PX else rgb
-        found = self._detector(rgb, 0)
-        if not found:
-            raise IdentityInputError("no frontal face in the crop (a profile, a blur or "
-                                     "something else)")
-        box = max(found, key=lambda r: r.area())
-        shape = self._landmarks(rgb, box)
-        vector = np.asarray(self._resnet.compute_face_descriptor(rgb, shape), np.float32)
+        with self._lock:
+            found = self._detector(rgb, 0)
+            if not found:
+                raise IdentityInputError("no frontal face in the crop (a profile, a blur or "
+                                         "something else)")
+            box = max(found, key=lambda r: r.area())
+            shape = self._landmarks(rgb, box)
+            vector = np.asarray(self._resnet.compute_face_descriptor(rgb, shape), np.float32)
         return Embedding(self.modality, self.model, self.version, vector)
 
     def faces_in(self, rgb: np.ndarray) -> list[tuple[int, int, int, int]]:
         """(x, y, w, h) pixel boxes of the frontal faces in a whole picture (the CLI, tests)."""
         rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
-        return [(r.left(), r.top(), r.width(), r.height()) for r in self._detector(rgb, 1)]
+        with self._lock:
+            found = self._detector(rgb, 1)
+        return [(r.left(), r.top(), r.width(), r.height()) for r in found]
 
 
 class VoiceEmbedder:
