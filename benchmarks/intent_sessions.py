@@ -33,7 +33,7 @@ from vision_dialogue.core.intents import FoundIntent, IntentReader, IntentSpec, 
     recent_lines
 from vision_dialogue.core.persona import Persona
 from vision_dialogue.core.proactive import ProactiveConfig, ProactivePolicy
-from vision_dialogue.core.turn_taking import TurnTaker
+from vision_dialogue.core.turn_taking import TurnHooks, TurnTaker
 from vision_dialogue.llm.base import Preempted, short_question
 
 METHODS = ("before_reply", "after_reply")
@@ -80,8 +80,6 @@ def run_session(backend, persona: Persona, specs, session: dict, method: str) ->
     conv = Conversation(backend, persona, ConversationConfig(**CHAT_MANAGER),
                         observer=lambda bgr: VISITOR)
     chunks: "queue.Queue" = queue.Queue()
-    turns = TurnTaker(conv, ProactivePolicy(ProactiveConfig("paper")), TURN_SETTINGS,
-                      chunks.put, max_waiting=4)
     published: dict[str, tuple[FoundIntent, float]] = {}
     llm = SessionLLM(backend, side=method == "before_reply")
     reader = IntentReader(specs, llm)
@@ -96,8 +94,9 @@ def run_session(backend, persona: Persona, specs, session: dict, method: str) ->
         began = time.monotonic()
         lines.read(text, speaker)
         reads[text] = (began, time.monotonic())
-    if method == "before_reply":
-        turns.on_person_line = read
+    hooks = TurnHooks(on_person_line=read) if method == "before_reply" else TurnHooks()
+    turns = TurnTaker(conv, ProactivePolicy(ProactiveConfig("paper")), TURN_SETTINGS,
+                      chunks.put, max_waiting=4, hooks=hooks)
     turns.start_worker()
     rows = []
     try:

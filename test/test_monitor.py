@@ -20,7 +20,7 @@ from conftest import matched, spin_until
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.persona import load_persona
-from vision_dialogue.core.transcript import TranscriptWriter, event_record
+from vision_dialogue.core.transcript import TranscriptWriter
 from vision_dialogue.monitor.session import SessionView, load_run
 from vision_dialogue.monitor.web import MonitorServer
 from vision_dialogue.ros.params import ParameterError
@@ -43,8 +43,8 @@ def session(tmp_path, be=None, turns=("Hello!", "What now?"), n=3, m=2, feed=Non
     writer = TranscriptWriter(tmp_path / "runs")
     view = SessionView()
     conv.add_listener(writer)
-    conv.add_listener(lambda kind, data: view.ingest(
-        dict(event_record(kind, data) or {"type": "ignored"}, t=time.time())))
+    conv.add_listener(lambda entry: view.ingest(
+        dict(entry.to_record() or {"type": "ignored"}, t=time.time())))
     try:
         (feed or (lambda c: frames_and_turns(c, turns)))(conv)
     finally:

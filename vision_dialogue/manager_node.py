@@ -45,7 +45,8 @@ from vision_dialogue.core.people import PeopleInView, TrackedPerson
 from vision_dialogue.core.proactive import ProactivePolicy
 from vision_dialogue.core.redaction import ForgottenPeople
 from vision_dialogue.core.transcript import TranscriptWriter, record_from_json
-from vision_dialogue.core.turn_taking import ReplyChunk, TurnTaker
+from vision_dialogue.core.entries import Entry, FaceEntry, ReplyEntry
+from vision_dialogue.core.turn_taking import ReplyChunk, TurnHooks, TurnTaker
 from vision_dialogue.core.frame_input import FrameInput
 from vision_dialogue.core.frame_intake import FRAME_AT_EXIT_S, FrameIntake
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
@@ -119,7 +120,7 @@ class ManagerNode(ManagedNode):
             from vision_dialogue.perception.privacy import FaceBlurrer
             self.out.redact = FaceBlurrer()   # thumbnails and stored frames
         self.transcript = self._open_transcript()
-        conv.add_listener(self._on_event)
+        conv.add_listener(self._on_entry)
         self.proactive = ProactivePolicy(proactive_config(p))
         self.people = PeopleInView(conv)
         # a frame's one way: the intake's worker -> FrameInput (its detections' note) -> the
@@ -129,13 +130,13 @@ class ManagerNode(ManagedNode):
         self.intake = FrameIntake(self.frames.take, min_interval=p["min_frame_interval"],
                                   errors=(ImageConversionError, ValueError),
                                   warn=log.warning, what="camera frame")
+        self.vcg = self.robot_tools = self.memory = self.voices = None
+        self.skill_host = self.skills = self.intents = None
         self.turns = TurnTaker(conv, self.proactive, p, self._publish_reply,
                                max_waiting=p["max_queued_turns"], frames=self.intake,
-                               tracked=self.people.count, on_dropped=self.publish_state,
-                               logger=log)
+                               tracked=self.people.count, hooks=self._turn_hooks(), logger=log)
         self.camera = ImageTopicInput(self, IMAGE_TOPIC, self.intake, p["image_qos"],
                                       p["max_image_pixels"], taking=lambda: self.active)
-        self.vcg = self.robot_tools = self.memory = self.voices = None
         try:
             if p["use_tools"]:       # Visual ChatGPT
                 self.vcg = connect_vfm_tools(self, conv, self.turns, self.camera, p,
@@ -157,6 +158,28 @@ class ManagerNode(ManagedNode):
         log.info(f"manager ready: backend={p['llm_backend']} "
                  f"({type(self.backend).__name__}) model={p['model']!r} "
                  f"n={p['n']} m={p['m']} persona={persona_path}")
+
+    def _turn_hooks(self) -> TurnHooks:
+        """What the parts built after the turn-taker plug into it, all here (read at each use).
+
+        The VFM tools found before the first turn and serving shared pictures; an Ask's answer
+        taken by the skill; a reply for lines no skill took between chats only with
+        `free_conversation`; each line read for intents; with a person manager publishing
+        persons, the opening remark waits for its report (it names people), not a frame.
+        """
+        p = self.params
+        return TurnHooks(
+            on_start=lambda: self.vcg and self.vcg.discover(),
+            on_shared=lambda bgr: self.vcg and self.vcg.shared_image(bgr),
+            claim=lambda text, speaker, said_at: bool(
+                self.skill_host and self.skill_host.claim(text, speaker, said_at)),
+            converse=lambda: bool(p["free_conversation"]
+                                  or (self.skill_host and self.skill_host.chat_active)),
+            on_person_line=lambda text, speaker: self.intents and self.intents.read(text,
+                                                                                    speaker),
+            persons_from_a_manager=lambda: self.voices is not None and self.count_publishers(
+                PERSONS_TRACKED_TOPIC) > 0,
+            on_dropped=self.publish_state)
 
     # --- lifecycle (ros/managed.py) --------------------------------------------------------
     def configure(self) -> None:
@@ -265,9 +288,6 @@ class ManagerNode(ManagedNode):
         self.detections, self.voices = connect_standard_inputs(
             self, p, self.conversation, self.turns, self.people, notes,
             frame_width=lambda: frames.width, on_engaging=self._on_engaging)
-        if self.voices is not None:     # a person manager's report greets, named (not a frame)
-            self.turns.persons_from_a_manager = lambda: self.count_publishers(
-                PERSONS_TRACKED_TOPIC) > 0
         if p["prompt_state_period"] > 0:
             self.create_timer(p["prompt_state_period"], self.publish_state,
                               callback_group=MutuallyExclusiveCallbackGroup())
@@ -280,7 +300,7 @@ class ManagerNode(ManagedNode):
             self.get_logger().warning(f"{FACE_RECORDS_TOPIC}: ignoring a record ({e})",
                                       throttle_duration_sec=10.0)
             return
-        self.conversation.notify("face", record)
+        self.conversation.notify(FaceEntry(record))
 
     def _on_forgotten(self, msg: Forgotten) -> None:
         """Forget me: the prompt and every transcript under transcript_dir without them."""
@@ -353,12 +373,12 @@ class ManagerNode(ManagedNode):
             self.out.reply(c)
 
     # --- state -----------------------------------------------------------------------------
-    def _on_event(self, kind: str, data: dict) -> None:
-        r = data.get("result") if kind == "reply" else None
-        if r is not None and not getattr(r, "skill", ""):
+    def _on_entry(self, entry: Entry) -> None:
+        if isinstance(entry, ReplyEntry) and not entry.result.skill:
+            r = entry.result
             self.llm.stats.add(r.first_sentence_s, r.fallback, r.error)
         self.publish_state()
-        self.out.conversation_event(kind, data)
+        self.out.entry(entry)
 
     def _tracked_faces(self) -> dict[str, str] | None:
         """Person id -> face id of those a ROS4HRI person manager tracks (None: no ROS4HRI)."""

@@ -117,7 +117,7 @@ class MonitorNode(DestroyedWhole, Node):
 
     def _subscribe(self) -> None:
         group = MutuallyExclusiveCallbackGroup()       # records are applied in order
-        self.create_subscription(String, RECORDS_TOPIC, self._on_event, RECORDS_QOS,
+        self.create_subscription(String, RECORDS_TOPIC, self._on_record, RECORDS_QOS,
                                  callback_group=group)
         self.create_subscription(SpeechState, SPEECH_STATE_TOPIC, self._on_speech,
                                  SPEECH_STATE_QOS, callback_group=group)
@@ -129,7 +129,7 @@ class MonitorNode(DestroyedWhole, Node):
         self.create_subscription(String, PEOPLE_STATE_TOPIC, self._on_people, LATCHED_QOS,
                                  callback_group=group)
 
-    def _on_event(self, msg: String) -> None:
+    def _on_record(self, msg: String) -> None:
         try:
             record = record_from_json(msg.data)
         except ValueError as e:

@@ -192,6 +192,32 @@ def test_the_ros_side_asks_the_conversation_by_name():
     assert not bad, "\n".join(bad)
 
 
+def hook_assignments(tree: ast.AST, hooks: set[str]) -> list[tuple[int, str]]:
+    """(line, attribute) of each assignment to an attribute named like a TurnHooks field."""
+    targets = [(node.lineno, target) for node in ast.walk(tree)
+               if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+               for target in (node.targets if isinstance(node, ast.Assign) else [node.target])]
+    return [(line, each.attr) for line, target in targets
+            for each in (target.elts if isinstance(target, ast.Tuple) else [target])
+            if isinstance(each, ast.Attribute) and each.attr in hooks]
+
+
+def test_the_turn_takers_hooks_are_given_when_it_is_made():
+    """No module sets a turn-taking hook on an object: TurnHooks are given to TurnTaker.
+
+    (Three modules once set six hook attributes, and one setting replaced another's.)
+    """
+    import dataclasses
+
+    from vision_dialogue.core.turn_taking import TurnHooks
+    hooks = {f.name for f in dataclasses.fields(TurnHooks)}
+    sample = ast.parse("turns.claim = f\nx.y = 1\nt.on_start, t.on_shared = a, b")
+    assert hook_assignments(sample, hooks) == [(1, "claim"), (3, "on_start"), (3, "on_shared")]
+    bad = [f"{path.relative_to(REPO)}:{line}: .{attr} =" for path in sorted(PKG.rglob("*.py"))
+           for line, attr in hook_assignments(ast.parse(path.read_text()), hooks)]
+    assert not bad, "\n".join(bad)
+
+
 MANAGER_ROOM = "vision_dialogue.ros.manager"
 """The manager's own ROS side: imported by manager_node.py and its own modules alone."""
 

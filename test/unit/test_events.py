@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import skimage.data
 
+from vision_dialogue.core.entries import SeenEntry
 from vision_dialogue.core.summariser import SummaryRule, bounded, merged_text
 from vision_dialogue.core.timeline import EventItem, FrameItem, SummaryItem, Timeline
 from vision_dialogue.perception.events import EventConfig, EventDetector, Glimpse
@@ -202,7 +203,7 @@ def test_events_reach_the_reply_prompt_in_arrival_order(vision):
     be = FakeChatBackend(supports_images=vision)
     c = Conversation(be, load_persona(), ConversationConfig(n=4, m=3))
     seen = []
-    c.add_listener(lambda kind, data: seen.append((kind, data.get("text"))))
+    c.add_listener(seen.append)
     try:
         c.add_frame(skimage.data.astronaut()[:, :, ::-1].copy())
         c.add_event("someone on the left waved", event="wave")
@@ -215,7 +216,8 @@ def test_events_reach_the_reply_prompt_in_arrival_order(vision):
         waved, arrived = text.index(label + "someone on the left waved"), \
             text.index(label + "user 3 came into view")
         assert waved < arrived < text.index("What did I just do?")
-        assert ("event", "someone on the left waved") in seen
+        assert [e.text for e in seen if isinstance(e, SeenEntry)] == [
+            "someone on the left waved", "user 3 came into view"]
         assert c.state()["events"] == 2
     finally:
         c.close()

@@ -11,6 +11,7 @@ import pytest
 
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.entries import UserEntry
 from vision_dialogue.core.focus import (ABOUT_THE_PERSON_NOTE, SOFT_YES_NO_NOTE, YES_NO_NOTE,
                                         Person, asked_about, asks_to_repeat, focus_note, is_yes_no,
                                         question_of)
@@ -293,8 +294,8 @@ def test_a_frame_that_came_during_a_turn_is_read_after_it():
     try:
         during = []
 
-        def camera(kind, _data):
-            if kind == "user" and not during:       # the turn is under way
+        def camera(entry):
+            if isinstance(entry, UserEntry) and not during:     # the turn is under way
                 during.append(c.add_frame(np.full((60, 80, 3), 90, np.uint8)))
                 assert _until(lambda: not c.warmer._pending)    # its warm-up was skipped
         c.add_listener(camera)

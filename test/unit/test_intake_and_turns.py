@@ -9,9 +9,11 @@ import pytest
 
 from vision_dialogue.core.frame_intake import FrameIntake
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.entries import UserEntry
 from vision_dialogue.core.images import ImageDecodeError
 from vision_dialogue.core.persona import load_persona
 from vision_dialogue.core.turn_queue import PendingTurn, TurnQueue
+from vision_dialogue.core.turn_taking import TurnHooks
 
 
 def until(pred, timeout=3.0):
@@ -198,11 +200,11 @@ def test_lines_said_while_the_robot_is_busy_get_one_reply_in_order():
     heard = []
     frames = Arrived()
     waited = frames.waited
-    backend, conv, turns, out = gated_turn_taker(False, False, frames=frames)
-    turns.on_person_line = lambda text, speaker: heard.append(text)
+    backend, conv, turns, out = gated_turn_taker(False, False, frames=frames, hooks=TurnHooks(
+        on_person_line=lambda text, speaker: heard.append(text)))
     records = []                                             # what the transcript writes
-    conv.add_listener(lambda kind, data: records.append((data["turn_id"], data["text"]))
-                      if kind == "user" else None)
+    conv.add_listener(lambda entry: records.append((entry.turn_id, entry.text))
+                      if isinstance(entry, UserEntry) else None)
     try:
         turns.utterance("hello robot")
         assert until(lambda: backend.calls, timeout=10)      # the first reply is being asked
@@ -232,16 +234,17 @@ def test_lines_said_while_the_robot_is_busy_get_one_reply_in_order():
 
 def test_each_line_is_read_for_intents_before_its_reply_and_a_line_only_heard_too():
     """on_person_line runs on the worker before the reply is asked (an intent is timely)."""
-    seen = []
-    backend, conv, turns, out = gated_turn_taker(False, False)
-    turns.on_person_line = lambda text, speaker: seen.append(
-        (text, speaker, len(backend.calls), threading.current_thread().name))
+    seen, talk, made = [], [True], {}
+    backend, conv, turns, out = made["rig"] = gated_turn_taker(False, False, hooks=TurnHooks(
+        on_person_line=lambda text, speaker: seen.append(
+            (text, speaker, len(made["rig"][0].calls), threading.current_thread().name)),
+        converse=lambda: talk[0]))
     try:
         turns.utterance("hello robot", "ada")
         assert until(lambda: seen, timeout=10)
         backend.gate["reply"].set()
         assert until(lambda: sum(c.final for c in out) == 1, timeout=10)
-        turns.converse = lambda: False               # outside a chat: heard, not answered
+        talk[0] = False                              # outside a chat: heard, not answered
         assert turns.utterance("take me to the kitchen", "ada")
         assert until(lambda: len(seen) == 2, timeout=10)
     finally:
@@ -254,14 +257,15 @@ def test_each_line_is_read_for_intents_before_its_reply_and_a_line_only_heard_to
 
 def test_every_hearer_hears_every_line_at_once_in_the_order_given():
     """The robot's tools and the memory both hear each line (and its stamp) before a reply."""
-    heard = []
-    backend, conv, turns, out = gated_turn_taker(False, False)
+    heard, talk = [], [True]
+    backend, conv, turns, out = gated_turn_taker(False, False,
+                                                 hooks=TurnHooks(converse=lambda: talk[0]))
     turns.hear_with(lambda text, at: heard.append(("tools", text, len(backend.calls))))
     turns.hear_with(lambda text, at: 1 / 0)                 # a failing one stops nobody
     turns.hear_with(lambda text, at: heard.append(("memory", text, at)))
     try:
         turns.utterance("hello robot", "ada", said_at=12.5)
-        turns.converse = lambda: False               # a line only heard is heard by both too
+        talk[0] = False                              # a line only heard is heard by both too
         turns.utterance("I like sailing", "ada")
     finally:
         backend.gate["reply"].set()
@@ -378,8 +382,8 @@ def test_with_a_person_manager_a_frame_does_not_greet_its_report_does():
     The first frame with someone in it queues nothing; greet_once (the manager's report or
     an engagement) queues the one opening remark.
     """
-    backend, conv, turns, out = gated_turn_taker(True, False)
-    turns.persons_from_a_manager = lambda: True
+    backend, conv, turns, out = gated_turn_taker(
+        True, False, hooks=TurnHooks(persons_from_a_manager=lambda: True))
     backend.gate["reply"].set()
     try:
         frame = conv.add_frame(IMG)

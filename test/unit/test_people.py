@@ -5,6 +5,7 @@ import json
 
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.entries import PersonEntry
 from vision_dialogue.core.people import Presence, TrackedPerson, describe_people
 from vision_dialogue.core.persona import load_persona
 
@@ -76,7 +77,7 @@ def test_tracked_people_reach_the_prompt_and_their_comings_and_goings_the_events
     be = FakeChatBackend()
     c = conv(be)
     events = []
-    c.add_listener(lambda kind, data: events.append((kind, data)))
+    c.add_listener(events.append)
     try:
         c.set_people("user 3 in front of you, 1.2 m away, looking happy", arrived=["3"])
         c.turn("Hi!")
@@ -87,8 +88,8 @@ def test_tracked_people_reach_the_prompt_and_their_comings_and_goings_the_events
         c.set_people("", left=["3"])
         c.turn("Still there?")
         assert "camera tracks" not in json.dumps(be.of_kind("reply")[-1][1])
-        people = [d for k, d in events if k == "person"]
-        assert people == [{"event": "arrived", "id": "3"}, {"event": "left", "id": "3"}]
+        people = [e for e in events if isinstance(e, PersonEntry)]
+        assert people == [PersonEntry("arrived", "3"), PersonEntry("left", "3")]
     finally:
         c.close()
 

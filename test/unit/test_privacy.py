@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from skimage import data
 
+from vision_dialogue.core.entries import FrameEntry
 from vision_dialogue.core.images import Frame
 from vision_dialogue.core.transcript import (DAY_S, TranscriptWriter, expire_frames,
                                              parse_retention, read_transcript)
@@ -39,7 +40,7 @@ def test_faces_are_pixelated_and_nothing_else_changes(blurrer):
 
 
 def stored(writer: TranscriptWriter, bgr: np.ndarray, frame_id: int = 1):
-    writer("frame", {"frame": Frame(bgr, id=frame_id)})
+    writer(FrameEntry(Frame(bgr, id=frame_id)))
     return read_transcript(writer.path)[-1]
 
 

@@ -35,13 +35,18 @@ def images_in(msgs) -> int:
                for p in m["content"] if p.get("type") == "image_url")
 
 
+def as_pair(entry) -> tuple:
+    """(record type, record) of a conversation's entry."""
+    return entry.TYPE, entry.to_record()
+
+
 def run_session(backend, n, m, pace=0.005, **cfg):
     """100 frames, a turn after every 5th; returns the conversation's events and replies."""
     events = []
     observer = (lambda bgr: f"seen: grey level {int(bgr.mean())}") \
         if not backend.supports_images else None
     c = Conversation(backend, load_persona(), ConversationConfig(n=n, m=m, **cfg),
-                     observer=observer, listeners=[lambda k, d: events.append((k, d))])
+                     observer=observer, listeners=[lambda e: events.append(as_pair(e))])
     results = []
     try:
         for i in range(FRAMES):
@@ -108,7 +113,7 @@ def test_a_one_frame_summary_leaves_a_text_models_prompt_as_it_was_read():
     events = []
     c = Conversation(be, load_persona(), ConversationConfig(n=4, m=3),
                      observer=lambda bgr: f"seen: grey level {int(bgr.mean())}; a cup.",
-                     listeners=[lambda k, d: events.append((k, d))])
+                     listeners=[lambda e: events.append(as_pair(e))])
     try:
         for i in range(8):
             c.add_frame(img(i * 20))
@@ -129,7 +134,7 @@ def test_pending_summaries_are_written_at_exit():
     be = OneAtATimeBackend(token_s=0.05, summary_tokens=1000)   # never finishes by itself
     events = []
     c = Conversation(be, load_persona(), ConversationConfig(n=3, m=2, summary_mode="llm"),
-                     listeners=[lambda k, d: events.append((k, d))])
+                     listeners=[lambda e: events.append(as_pair(e))])
     for i in range(6):
         c.add_frame(img(i))
     t0 = time.monotonic()

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vision_dialogue.core.entries import FrameEntry, SeenEntry, UserEntry
 from vision_dialogue.core.images import Frame
 from vision_dialogue.core.redaction import FORGOTTEN, ForgottenPeople, RunLock, redact_record, \
     redact_transcripts
@@ -18,10 +19,10 @@ BARACK = ForgottenPeople(("person_abc123",), ("Barack",))
 
 def a_session(writer: TranscriptWriter, name: str = "Barack", pid: str = "person_abc123"):
     """A run in which Barack comes, says things, and is answered by name; Ann too."""
-    writer("frame", {"frame": Frame(np.zeros((24, 32, 3), np.uint8), id=1)})
-    writer("person", {"text": f"{name} came into view", "person_id": pid})
-    writer("user", {"text": "I love sailing.", "speaker": name})
-    writer("user", {"text": "Annual leave starts Monday.", "speaker": "Ann"})
+    writer(FrameEntry(Frame(np.zeros((24, 32, 3), np.uint8), id=1)))
+    writer(SeenEntry(f"{name} ({pid}) came into view", "arrived", 1.0))
+    writer(UserEntry(1, "I love sailing.", name))
+    writer(UserEntry(2, "Annual leave starts Monday.", "Ann"))
     writer.write({"type": "reply", "text": f"Sailing sounds lovely, {name.lower()}!",
                   "sentences": [f"Sailing sounds lovely, {name}!"]})
 
@@ -65,7 +66,7 @@ def test_a_running_writer_redacts_its_own_run_and_goes_on_writing(tmp_path):
 
     done = live.forget(BARACK)
     assert [Path(r.run).name for r in done] == ["live", "closed"]
-    live("user", {"text": "Goodbye!", "speaker": "Ann"})
+    live(UserEntry(3, "Goodbye!", "Ann"))
     live.close()
     lines = (tmp_path / "live" / "transcript.jsonl").read_text().splitlines()
     assert "Barack" not in "".join(lines)

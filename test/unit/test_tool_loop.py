@@ -13,6 +13,7 @@ import pytest
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.llm.base import BackendError
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.entries import ExchangeEntry
 from vision_dialogue.core.lookback import LOOK_BACK, LOOK_BACK_NOTE, SCHEMA as LOOK_SCHEMA
 from vision_dialogue.llm.openai_backend import ToolCall
 from vision_dialogue.core.persona import load_persona
@@ -295,7 +296,7 @@ def test_conversation_tool_turn_streams_sentences_and_remembers_the_file():
     conv.set_tools(Provider(TOOLS, ex), max_rounds=2)
     conv.add_frame(frame())
     events, chunks = [], []
-    conv.add_listener(lambda k, d: events.append(k))
+    conv.add_listener(lambda entry: events.append(entry.TYPE))
     res = conv.turn("Show me the edges", on_sentence=lambda s, i, fallback=False:
                     chunks.append((i, s)))
     conv.close()
@@ -386,7 +387,7 @@ def test_add_exchange_and_newest_frame():
     f = conv.add_frame(frame())
     assert conv.prompt.newest is f
     got = []
-    conv.add_listener(lambda k, d: got.append((k, d)))
+    conv.add_listener(got.append)
     human, ai = registry.image_received_turn("abcd1234.png", "a cat on a sofa")
     conv.add_exchange(human, ai, image_file="abcd1234.png")
     with pytest.raises(ValueError):
@@ -395,8 +396,7 @@ def test_add_exchange_and_newest_frame():
     tl = conv.state()["timeline"]
     assert tl[-2].startswith("user: provide a figure named abcd1234.png")
     assert tl[-1] == "robot: Received."
-    assert got == [("exchange", {"user": human, "robot": "Received.",
-                                 "image_file": "abcd1234.png"})]
+    assert got == [ExchangeEntry(human, "Received.", {"image_file": "abcd1234.png"})]
 
 
 def test_set_tools_rejects_zero_rounds():

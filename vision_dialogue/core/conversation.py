@@ -26,6 +26,8 @@ from vision_dialogue.core.background import PromptWarmer
 from vision_dialogue.core.conversation_types import ConversationConfig, SentenceCallback, \
     TurnResult
 from vision_dialogue.core.directed import DirectedLines
+from vision_dialogue.core.entries import Entry, FoldEntry, FrameEntry, Listener, \
+    ObjectsEntry, PersonEntry, ReplyEntry, SeenEntry, SummaryEntry, UserEntry
 from vision_dialogue.core.deadlines import DeadlineExceeded, TimedSentences, YieldToTurns
 from vision_dialogue.core.history import HistoryFolder
 from vision_dialogue.core.images import Frame
@@ -46,8 +48,6 @@ __all__ = ["Conversation", "ConversationConfig", "DeadlineExceeded", "SentenceCa
 
 _log = logging.getLogger("vision_dialogue.conversation")
 
-Listener = Callable[[str, dict], None]
-
 
 class Conversation(DirectedLines):
     """A vision-enabled dialogue with one person.
@@ -56,10 +56,9 @@ class Conversation(DirectedLines):
     or an object with .text and .people (perception's Observation), used when the backend
     cannot take images; when it has `speak(notes, past)`, a reply that reads its notes out is
     said in the robot's words instead. summary_backend: for summaries and folds
-    (default: backend). listeners: callables(event, data) for "frame", "user", "reply",
-    "summarising", "summary", "summary_deferred", "summary_failed", "fold", "fold_failed",
-    "tool", "exchange", "dropped" (called outside locks, except "tool", which is called during
-    the turn).
+    (default: backend). listeners: callables(entry) for each Entry (core/entries.py: a frame,
+    a line, a reply, a summary, a fold, a tool's call, ...), called outside locks, except a
+    tool's (ToolEntry), called during the turn.
 
     Tools (Visual ChatGPT): after `set_tools(provider)`, a turn offers the provider's tools
     to the LLM (llm/tool_loop.py) whenever it has any and the backend has
@@ -98,10 +97,10 @@ class Conversation(DirectedLines):
             self.timeline, self.builder, sb, self._pool, rule, mode=self.summary_mode,
             model=smodel,
             max_tokens=cfg.summary_max_tokens, max_failures=cfg.max_summary_failures,
-            on_event=self._after_summary, logger=self.log)
+            on_entry=self._after_summary, logger=self.log)
         self.folder = HistoryFolder(
             self.timeline, self.builder, sb, self._pool, cfg.history_budget_chars,
-            cfg.keep_recent_lines, model=smodel, on_event=self._after_fold, logger=self.log)
+            cfg.keep_recent_lines, model=smodel, on_entry=self._after_fold, logger=self.log)
         self._listeners: list[Listener] = list(listeners)
         self._turn_lock = threading.Lock()
         self._turn_id = 0
@@ -145,28 +144,29 @@ class Conversation(DirectedLines):
             self.builder.notes[f"tools {len(self.turn_tools.providers)}"] = provider.note
             self.warmer.soon()
 
-    # --- events ----------------------------------------------------------------------------
+    # --- listeners ---------------------------------------------------------------------------
     def add_listener(self, fn: Listener) -> None:
         self._listeners.append(fn)
 
-    def _emit(self, kind: str, data: dict) -> None:
+    def _emit(self, entry: Entry) -> None:
         for fn in list(self._listeners):
             try:
-                fn(kind, data)
+                fn(entry)
             except Exception as e:  # noqa: BLE001 - a listener must not break the dialogue
-                self.log.error(f"listener failed on {kind!r}: {e}")
+                self.log.error(f"listener failed on {entry.TYPE!r}: {e}")
 
-    def _after_summary(self, kind: str, data: dict) -> None:
-        if kind == "summary":
-            self.archive.summarised(data.get("frame_ids", ()), data.get("text", ""))
-        self._emit(kind, data)
-        if kind == "summary":
+    def _after_summary(self, entry: Entry) -> None:
+        summary = isinstance(entry, SummaryEntry)
+        if summary:
+            self.archive.summarised(entry.frame_ids, entry.text)
+        self._emit(entry)
+        if summary:
             self.folder.check()
             self.warmer.soon()
 
-    def _after_fold(self, kind: str, data: dict) -> None:
-        self._emit(kind, data)
-        if kind == "fold":
+    def _after_fold(self, entry: Entry) -> None:
+        self._emit(entry)
+        if isinstance(entry, FoldEntry):
             self.warmer.soon()
 
     # --- input -----------------------------------------------------------------------------
@@ -179,7 +179,7 @@ class Conversation(DirectedLines):
         ValueError on a malformed image.
         """
         frame = self.prompt.add_frame(image, stamp, objects)
-        self._emit("frame", {"frame": frame})
+        self._emit(FrameEntry(frame))
         self.summariser.check()
         self.warmer.soon()
         return frame
@@ -234,7 +234,7 @@ class Conversation(DirectedLines):
                                     instruction)
         finally:
             self._no_turn.set()
-        self._emit("reply", {"result": result})
+        self._emit(ReplyEntry(result))
         self.summariser.check()     # summaries that gave way to this reply go again
         self.warmer.soon()          # then what came meanwhile (frames, this turn's lines)
         return result
@@ -250,7 +250,7 @@ class Conversation(DirectedLines):
         turn_id = self._turn_id
         if text is not None:
             self.prompt.add_person_line(text, speaker)
-            self._emit("user", {"turn_id": turn_id, "text": text, "speaker": speaker})
+            self._emit(UserEntry(turn_id, text, speaker))
         self.folder.check()
         past = about_the_past(text or "")
         items, msgs = self.prompt.turn_messages(text, speaker, language, instruction, past,
@@ -303,7 +303,7 @@ class Conversation(DirectedLines):
         self._known_in_view = tuple(known)
         for event, ids in (("arrived", arrived), ("left", left)):
             for i in ids:
-                self._emit("person", {"event": event, "id": str(i)})
+                self._emit(PersonEntry(event, str(i)))
                 self.add_event(f"user {i} {'came into view' if event == 'arrived' else 'left'}",
                                event=event)
 
@@ -323,7 +323,7 @@ class Conversation(DirectedLines):
             return
         stamp = time.time() if stamp is None else stamp
         self.timeline.add_event(text, stamp, event)
-        self._emit("event", {"text": text, "event": event, "stamp": stamp})
+        self._emit(SeenEntry(text, event, stamp))
 
     def set_objects(self, frame_stamp: float, note: str) -> bool:
         """An object detector's note for the recent frame stamped `frame_stamp`.
@@ -336,7 +336,7 @@ class Conversation(DirectedLines):
             return False
         if not frame.dark:
             frame.set_objects(note, text_only=not self.supports_images)
-            self._emit("objects", {"frame": frame, "text": note})
+            self._emit(ObjectsEntry(frame, note))
         return True
 
     # --- what the ROS side sets and reads, by name (no node reaches into a helper object) ---

@@ -10,8 +10,11 @@ from typing import Protocol
 
 from vision_dialogue.core.focus import STYLES as FOCUS_STYLES
 from vision_dialogue.core.images import ImagePolicy
-from vision_dialogue.core.summariser import SUMMARY_MODES
 from vision_dialogue.llm.tool_loop import ToolRecord
+
+#: how frames become a summary: the LLM's sentence, or their notes merged without it
+#: (core/summariser.py; "auto" in the config chooses by the backend)
+SUMMARY_MODES = ("llm", "merge")
 
 
 class SentenceCallback(Protocol):

@@ -8,6 +8,8 @@ lock and tells the listeners (transcript, monitor), as a reply does.
 from __future__ import annotations
 
 from vision_dialogue.core.conversation_types import SentenceCallback, TurnResult
+from vision_dialogue.core.entries import DroppedEntry, Entry, ExchangeEntry, ReplyEntry, \
+    UserEntry
 from vision_dialogue.core.timeline import ROBOT, USER
 from vision_dialogue.llm.sentences import split_sentences
 
@@ -20,7 +22,7 @@ class DirectedLines:
         """The robot says `text` as given: streamed sentence by sentence, then its line.
 
         A turn of its own (turn id), so the speech node speaks it in order with the replies and
-        the next reply knows it was said. Emits "reply" with `skill` set. ValueError if empty.
+        the next reply knows it was said. Tells a ReplyEntry with `skill` set. ValueError if empty.
         """
         text = " ".join(str(text).split())
         if not text:
@@ -34,7 +36,7 @@ class DirectedLines:
                     on_sentence(sentence, i)
             self.timeline.add_line(ROBOT, text)
         result = TurnResult(turn_id, "", text, sentences, skill=skill)
-        self._emit("reply", {"result": result})
+        self._emit(ReplyEntry(result))
         self.folder.check()
         return result
 
@@ -51,19 +53,18 @@ class DirectedLines:
         with self._turn_lock:
             self.timeline.add_line(USER, text, speaker)
             turn_id = self._turn_id + (1 if next_reply else 0)
-        self._emit("user", {"turn_id": turn_id, "text": text, "speaker": speaker,
-                            "skill": skill})
+        self._emit(UserEntry(turn_id, text, speaker, skill))
         self.folder.check()
 
-    def notify(self, kind: str, data: dict) -> None:
-        """Tell the listeners of something beside the lines ("skill" stages, "intent"s)."""
-        self._emit(kind, data)
+    def notify(self, entry: Entry) -> None:
+        """Tell the listeners of something beside the lines (a skill's stage, an intent)."""
+        self._emit(entry)
 
     def add_exchange(self, user_text: str, robot_text: str, **info) -> None:
         """Add a user line and the robot's line without asking the LLM.
 
-        For Visual ChatGPT's "Received." turn for a shared image, say. Emits "exchange" with both
-        texts and `info`.
+        For Visual ChatGPT's "Received." turn for a shared image, say. Tells an ExchangeEntry
+        with both texts and `info`.
         """
         user_text, robot_text = " ".join(str(user_text).split()), " ".join(
             str(robot_text).split())
@@ -72,10 +73,10 @@ class DirectedLines:
         with self._turn_lock:
             self.timeline.add_line(USER, user_text)
             self.timeline.add_line(ROBOT, robot_text)
-        self._emit("exchange", {"user": user_text, "robot": robot_text, **info})
+        self._emit(ExchangeEntry(user_text, robot_text, info))
         self.folder.check()
 
     def note_dropped(self, text: str, reason: str, speaker: str = "") -> None:
-        """Report an utterance that was never answered (emits "dropped" for the transcript)."""
+        """Report an utterance that was never answered (a DroppedEntry, for the transcript)."""
         self.log.warning(f"utterance dropped unanswered ({reason}): {text[:120]!r}")
-        self._emit("dropped", {"text": text, "reason": reason, "speaker": speaker})
+        self._emit(DroppedEntry(text, reason, speaker))

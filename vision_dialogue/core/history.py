@@ -14,6 +14,7 @@ from concurrent.futures import Executor, Future
 from typing import Callable
 
 from vision_dialogue.core.background import BackgroundJobs
+from vision_dialogue.core.entries import Entry, FoldEntry, FoldFailedEntry
 from vision_dialogue.core.prompt import PromptBuilder
 from vision_dialogue.core.timeline import Timeline
 from vision_dialogue.llm.base import Preempted
@@ -27,7 +28,7 @@ class HistoryFolder:
     def __init__(self, timeline: Timeline, builder: PromptBuilder, backend, pool: Executor,
                  budget_chars: int = 3000, keep_recent_lines: int = 6, *,
                  model: str | None = None, max_tokens: int = 200,
-                 on_event: Callable[[str, dict], None] | None = None, logger=None):
+                 on_entry: Callable[[Entry], None] | None = None, logger=None):
         if budget_chars < 1:
             raise ValueError(f"history_budget_chars={budget_chars!r} must be >= 1")
         if keep_recent_lines < 0:
@@ -35,7 +36,7 @@ class HistoryFolder:
         self.timeline, self.builder, self.backend, self.pool = timeline, builder, backend, pool
         self.budget_chars, self.keep_recent_lines = budget_chars, keep_recent_lines
         self.model, self.max_tokens = model, max_tokens
-        self.on_event = on_event or (lambda kind, data: None)
+        self.on_entry = on_entry or (lambda entry: None)
         self.log = logger or _log
         self._jobs = BackgroundJobs(pool)
 
@@ -68,7 +69,7 @@ class HistoryFolder:
             self.timeline.release_fold(items)
             self.log.warning(f"folding {len(items)} old dialogue items failed ({e}); "
                              "kept verbatim, retry at the next line")
-            self.on_event("fold_failed", {"items": len(items), "error": str(e)})
+            self.on_entry(FoldFailedEntry(len(items), str(e)))
             return
         self.timeline.apply_fold(items, text)
-        self.on_event("fold", {"items": len(items), "history_summary": text})
+        self.on_entry(FoldEntry(len(items), text))

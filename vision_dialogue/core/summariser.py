@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from vision_dialogue.core.background import BackgroundJobs
+from vision_dialogue.core.entries import Entry, SummarisingEntry, SummaryDeferredEntry, \
+    SummaryEntry, SummaryFailedEntry
 from vision_dialogue.core.prompt import PromptBuilder
 from vision_dialogue.core.timeline import EventItem, FrameItem, Item, SummaryItem, Timeline, \
     merge_observations
+from vision_dialogue.core.conversation_types import SUMMARY_MODES
 from vision_dialogue.llm.base import Preempted
-
-SUMMARY_MODES = ("llm", "merge")
 
 _log = logging.getLogger("vision_dialogue.summariser")
 
@@ -153,7 +154,7 @@ class FrameSummariser:
     def __init__(self, timeline: Timeline, builder: PromptBuilder, backend, pool: Executor,
                  rule: SummaryRule = SummaryRule(), *, mode: str = "llm",
                  model: str | None = None, max_tokens: int = 60, max_failures: int = 3,
-                 on_event: Callable[[str, dict], None] | None = None, logger=None):
+                 on_entry: Callable[[Entry], None] | None = None, logger=None):
         if mode not in SUMMARY_MODES:
             raise ValueError(f"summary_mode={mode!r} must be one of {list(SUMMARY_MODES)}")
         if max_failures < 1:
@@ -162,7 +163,7 @@ class FrameSummariser:
         self.timeline, self.builder, self.backend, self.pool = timeline, builder, backend, pool
         self.rule, self.model, self.max_tokens = rule, model, max_tokens
         self.max_failures = max_failures
-        self.on_event = on_event or (lambda kind, data: None)
+        self.on_entry = on_entry or (lambda entry: None)
         self.log = logger or _log
         self._jobs = BackgroundJobs(pool)
         self.completed = 0
@@ -244,12 +245,11 @@ class FrameSummariser:
         item = self.timeline.splice_summary(frames, text, method=method)
         if item is not None:
             self.completed += 1
-            self.on_event("summary", {"frame_ids": [f.id for f in frames], "text": text,
-                                      "item": item, "method": method})
+            self.on_entry(SummaryEntry([f.id for f in frames], text, method, item))
 
     def _run(self, frames: list[FrameItem]) -> None:
         ids = [f.id for f in frames]
-        self.on_event("summarising", {"frame_ids": ids})
+        self.on_entry(SummarisingEntry(ids))
         try:
             items = self.timeline.snapshot()
             msgs = self.builder.summary_messages(items, frames, self.timeline.history_summary)
@@ -259,7 +259,7 @@ class FrameSummariser:
                 raise ValueError("empty summary")
         except Preempted:
             self.timeline.release(frames, failed=False)
-            self.on_event("summary_deferred", {"frame_ids": ids})
+            self.on_entry(SummaryDeferredEntry(ids))
             self.log.debug(f"summary of frames {ids} gave way to a reply; tried again later")
             return
         except Exception as e:  # noqa: BLE001 - any backend failure is handled the same way
@@ -275,7 +275,6 @@ class FrameSummariser:
             else:
                 self.log.warning(f"summary of frames {ids} failed ({e}); frames kept, "
                                  f"retry at the next frame ({attempts}/{self.max_failures})")
-            self.on_event("summary_failed", {"frame_ids": ids, "error": str(e),
-                                             "attempts": attempts, "marker": marker})
+            self.on_entry(SummaryFailedEntry(ids, str(e), attempts, marker))
             return
         self._splice(frames, text, "llm")

@@ -1,9 +1,10 @@
 """A crash-safe JSONL transcript of the conversation, with frames stored as JPEG files.
 
 One run = one folder `<root>/<YYYYmmdd-HHMMSS>-<pid>/` holding `transcript.jsonl` and
-`frames/frame_000001.jpg`, ... Every event is one JSON line, written and flushed at once
+`frames/frame_000001.jpg`, ... Every entry is one JSON line, written and flushed at once
 (frames: the JPEG file is written first, then the line that references it), so a crash
-loses nothing that was already reported. Plug it into a Conversation as a listener.
+loses nothing that was already reported. Plug it into a Conversation as a listener (each entry
+written as its record, core/entries.py).
 
 Privacy: `retention` says how long frame files live (RETENTIONS: kept, never stored, deleted
 when the run closes, or deleted N days after their run by the next run that starts); the
@@ -22,6 +23,7 @@ import time
 from pathlib import Path
 
 from vision_dialogue.core.images import ImagePolicy
+from vision_dialogue.core.entries import Entry, FrameEntry
 from vision_dialogue.core.redaction import TRANSCRIPT_FILE, ForgottenPeople, RunLock, \
     RunRedaction, redact_run, redact_transcripts
 
@@ -106,13 +108,13 @@ class TranscriptWriter:
                 self.errors += 1
                 self.log.error(f"transcript write failed ({e})")
 
-    def __call__(self, kind: str, data: dict) -> None:
-        """Conversation listener: turns events into records (frames also into JPEG files)."""
-        record = event_record(kind, data)
+    def __call__(self, entry: Entry) -> None:
+        """Conversation listener: each entry as its record (a frame's also as a JPEG file)."""
+        record = entry.to_record()
         if record is None:
             return
-        if kind == "frame":
-            record["file"] = None if self.retention == "none" else self._store(data["frame"])
+        if isinstance(entry, FrameEntry):
+            record["file"] = None if self.retention == "none" else self._store(entry.frame)
         self.write(record)
 
     def _store(self, f) -> str | None:
@@ -151,53 +153,6 @@ class TranscriptWriter:
                 self._f.close()
                 self._f = None
                 self._run_lock.release()
-
-
-def event_record(kind: str, data: dict) -> dict | None:
-    """The JSON record of a Conversation event (None: not recorded).
-
-    One format for the transcript's lines and the manager's `dialogue/events` messages, which
-    the monitor reads live or from a finished run.
-    """
-    if kind == "frame":
-        f = data["frame"]
-        return {"type": "frame", "frame_id": f.id, "stamp": f.stamp, "file": None,
-                "dark": f.dark, "observation": f.observation, "objects": f.objects}
-    if kind == "objects":
-        f = data["frame"]
-        return {"type": "objects", "frame_id": f.id, "text": data["text"],
-                "observation": f.observation}
-    if kind == "user":
-        return {"type": "user", **data}
-    if kind == "reply":
-        r = data["result"]
-        rec = {"type": "reply", "turn_id": r.turn_id, "in_reply_to": r.in_reply_to,
-               "text": r.text, "sentences": r.sentences, "fallback": r.fallback,
-               "error": r.error, "frames_in_prompt": r.frame_ids,
-               "summaries_in_prompt": [list(x) for x in r.summary_ids],
-               "first_sentence_s": r.first_sentence_s, "reply_s": r.reply_s,
-               "prompt_chars": r.prompt_chars}
-        if getattr(r, "skill", ""):
-            rec["skill"] = r.skill
-        if getattr(r, "tools", None):
-            rec["tools"] = [{"name": t.name, "arguments": t.arguments, "text": t.outcome.text,
-                             "image_file": t.outcome.image_file, "error": t.outcome.error}
-                            for t in r.tools]
-        return rec
-    if kind == "exchange":
-        return {"type": "exchange", **{k: v for k, v in data.items()
-                                       if isinstance(v, (str, int, float, bool))}}
-    if kind == "summary":
-        return {"type": "summary", "frame_ids": data["frame_ids"], "text": data["text"],
-                "method": data.get("method", "llm")}
-    if kind == "summary_failed":
-        return {"type": "summary_failed", "frame_ids": data["frame_ids"],
-                "error": data["error"], "attempts": data["attempts"],
-                "marker": data["marker"] is not None}
-    if kind in ("summarising", "summary_deferred", "fold", "fold_failed", "dropped", "person",
-                "event", "intent", "skill", "robot_action", "face"):
-        return {"type": kind, **data}
-    return None
 
 
 def describe_record(r: dict) -> str:

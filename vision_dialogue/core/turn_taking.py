@@ -34,6 +34,7 @@ from typing import Any, Callable, Mapping, Protocol
 import numpy as np
 
 from vision_dialogue.core.conversation import Conversation, TurnResult
+from vision_dialogue.core.entries import Entry, FrameEntry
 from vision_dialogue.core.images import Frame
 from vision_dialogue.core.proactive import ProactivePolicy
 from vision_dialogue.core.turn_queue import PendingTurn, TurnQueue
@@ -56,6 +57,33 @@ def _person_line(item: PendingTurn) -> bool:
     return item.kind == "turn" and item.done is None
 
 
+def _never(*_args) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class TurnHooks:
+    """What the owner plugs into the turn-taking, given when it is made (each may be left out).
+
+    on_start(): once on the worker before the first turn (the VFM tools discovered);
+    on_shared(bgr): serve a shared picture; claim(text, speaker, said_at): a skill takes the
+    line (an Ask's answer), or not; converse(): whether a line no skill took gets a reply
+    (False: it is only heard); on_person_line(text, speaker): each person's line no skill took,
+    on the worker before its reply (intents); persons_from_a_manager(): a person manager
+    publishes persons (ROS4HRI), so the opening remark waits for its report, which names the
+    people it knows, rather than the first frame with someone in it; on_dropped(): a turn was
+    dropped unanswered (publish the state).
+    """
+
+    on_start: Callable[[], None] = lambda: None
+    on_shared: Callable[[np.ndarray], None] = lambda bgr: None
+    claim: Callable[[str, str, float | None], bool] = _never
+    converse: Callable[[], bool] = lambda: True
+    on_person_line: Callable[[str, str], None] = lambda text, speaker: None
+    persons_from_a_manager: Callable[[], bool] = _never
+    on_dropped: Callable[[], None] = lambda: None
+
+
 class ArrivingFrames(Protocol):
     """What a turn waits on: frames that arrived before its utterance (core/frame_intake.py)."""
 
@@ -69,30 +97,18 @@ class TurnTaker:
 
     `frames`: the frame intake a turn waits on (None: no camera); `tracked()`: how many people
     a camera that tracks users counts now. It hears of each frame the conversation takes (its
-    "frame" event). Hooks an owner may set before `start_worker()`: `on_start()`, run once on
-    the worker before the first turn (tool discovery); `on_shared(bgr)`, serve a shared
-    picture. `on_dropped()`: after a turn was dropped unanswered (publish the state).
+    FrameEntry). `hooks`: what the owner plugs in (TurnHooks), all given here.
     """
 
     def __init__(self, conversation: Conversation, proactive: ProactivePolicy,
                  settings: Mapping[str, Any], publish: Callable[[ReplyChunk], None], *,
                  max_waiting: int, frames: ArrivingFrames | None = None,
                  tracked: Callable[[], int | None] = lambda: None,
-                 on_dropped: Callable[[], None] = lambda: None,
-                 logger: logging.Logger | None = None):
+                 hooks: TurnHooks = TurnHooks(), logger: logging.Logger | None = None):
         self.conversation, self.proactive, self.settings = conversation, proactive, settings
         self._publish, self._frames, self._tracked = publish, frames, tracked
-        self._on_dropped = on_dropped
-        self.on_start: Callable[[], None] = lambda: None
-        self.on_shared: Callable[[np.ndarray], None] = lambda bgr: None
-        # a skill takes the line: claim(text, speaker, said_at)
-        self.claim: Callable[[str, str, float | None], bool] | None = None
-        self.converse: Callable[[], bool] = lambda: True       # unclaimed lines get a reply
-        self.on_person_line: Callable[[str, str], None] = lambda text, speaker: None
+        self.hooks = hooks
         self._hearers: list[Callable[[str, float | None], None]] = []    # any line, at once
-        # a person manager publishes persons (ROS4HRI): the opening remark waits for its report,
-        # which names the people it knows, rather than the first frame with someone in it
-        self.persons_from_a_manager: Callable[[], bool] = lambda: False
         self.log = logger or logging.getLogger("vision_dialogue.turns")
         self.queue = TurnQueue(max_waiting, on_drop=self._dropped)
         self._spoken_to = False         # an utterance came, or the opening remark is queued
@@ -115,9 +131,9 @@ class TurnTaker:
         """Serve the queue from now on (what came before waits in it)."""
         self._worker.start()
 
-    def _on_conversation(self, kind: str, data: dict) -> None:
-        if kind == "frame":
-            self.frame_added(data["frame"], self._tracked())
+    def _on_conversation(self, entry: Entry) -> None:
+        if isinstance(entry, FrameEntry):
+            self.frame_added(entry.frame, self._tracked())
 
     # --- what comes in -----------------------------------------------------------------------
     def utterance(self, text: str, speaker: str = "", language: str = "",
@@ -138,10 +154,9 @@ class TurnTaker:
                 hear(text, said_at)
             except Exception as e:  # noqa: BLE001 - the line is still taken, the next hears it
                 self.log.error(f"a hearer of the line failed: {type(e).__name__}: {e}")
-        claim = self.claim
-        if claim is not None and claim(text, speaker, said_at):
+        if self.hooks.claim(text, speaker, said_at):
             return True
-        if not self.converse():
+        if not self.hooks.converse():
             self.conversation.hear(text, speaker)
             self.log.info("outside a chat (free_conversation:=false): heard, not answered")
             self.queue.put(PendingTurn("heard", text, speaker))
@@ -159,7 +174,7 @@ class TurnTaker:
         `tracked`: how many people a camera that tracks users counts now (None: unknown);
         used when perception did not count the frame's people.
         """
-        if frame.people != 0 and not self.persons_from_a_manager() and self.greet_once():
+        if frame.people != 0 and not self.hooks.persons_from_a_manager() and self.greet_once():
             return
         people = frame.people if frame.people is not None else tracked
         self._maybe_speak(self.proactive.on_frame(frame.bgr, people, self._busy()))
@@ -235,7 +250,7 @@ class TurnTaker:
             self.log.warning(f"line not read for an intent ({reason}): {item.payload[:80]!r}")
         else:
             self.log.warning(f"shared image dropped ({reason})")
-        self._on_dropped()
+        self.hooks.on_dropped()
 
     def _received(self) -> int:
         return self._frames.received if self._frames is not None else 0
@@ -245,7 +260,7 @@ class TurnTaker:
             self._frames.wait_through(count)
 
     def _serve(self) -> None:
-        self.on_start()
+        self.hooks.on_start()
         while True:
             run = self.queue.get_run(_person_line)
             if run is None:
@@ -271,7 +286,7 @@ class TurnTaker:
         """Each person's line to `on_person_line` (intents) before the robot answers it."""
         for line in lines:
             try:
-                self.on_person_line(line.payload, line.speaker)
+                self.hooks.on_person_line(line.payload, line.speaker)
             except Exception as e:  # noqa: BLE001 - the line is still answered
                 self.log.error(f"on_person_line failed: {type(e).__name__}: {e}")
 
@@ -288,7 +303,7 @@ class TurnTaker:
         if item.kind == "heard":             # read for an intent (above), not answered
             return None
         if item.kind == "shared":
-            self.on_shared(item.payload)
+            self.hooks.on_shared(item.payload)
             return None
         if item.kind == "say":
             return self._answer(lambda chunk: self.conversation.say(

@@ -13,6 +13,7 @@ from typing import Callable, ContextManager, Iterable
 
 from vision_dialogue.core.action_choice import ActionChooser, chooser_for, claims_action
 from vision_dialogue.core.answers import yes_or_no
+from vision_dialogue.core.entries import Entry, ToolEntry
 from vision_dialogue.core.lookback import LOOK_BACK, LOOK_BACK_NOTE, LookBack, ToolSet
 from vision_dialogue.llm.base import short_question
 from vision_dialogue.llm.tool_loop import (TOOLS_NOTE, AgentResult, ToolRecord, run_tool_loop,
@@ -39,10 +40,10 @@ class TurnTools:
     """The tools of a conversation's turns and the loop that calls them.
 
     `config`: the ConversationConfig (model, reply tokens, stream, look_back, image policy);
-    `emit(kind, data)`: the conversation's listeners ("tool" records).
+    `emit(entry)`: the conversation's listeners (a ToolEntry for each call).
     """
 
-    def __init__(self, backend, config, look_back: LookBack, emit: Callable[[str, dict], None],
+    def __init__(self, backend, config, look_back: LookBack, emit: Callable[[Entry], None],
                  logger: logging.Logger, show_images: bool):
         self.backend, self.config, self.look_back = backend, config, look_back
         self._emit, self.log = emit, logger
@@ -240,7 +241,7 @@ class TurnTools:
             self.log.info(f"turn {turn_id}: tool {rec.name}({rec.arguments}) -> "
                           + (f"error: {o.error}" if o.error else o.image_file or
                              (o.text or "")[:80]))
-            self._emit("tool", {"turn_id": turn_id, "record": rec})
+            self._emit(ToolEntry(turn_id, rec))
 
         return msgs, dict(max_rounds=self.max_rounds, model=cfg.model,
                           one_round=getattr(self.backend, "simple_tool_use", False),

@@ -1,7 +1,7 @@
 """What the monitor page shows, built from event records; no ROS, no web.
 
 Records are the manager's `dialogue/events` messages, or the lines of a finished run's
-transcript.jsonl (the same format: core/transcript.py `event_record`). The view keeps:
+transcript.jsonl (the same format: core/entries.py, each entry's `to_record()`). The view keeps:
 
 - the timeline in arrival order: frames (raw, being summarised, summarised; with their
   observation and a thumbnail), summaries with the frames they replaced, the person's and the

@@ -19,7 +19,8 @@ import rclpy
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from std_msgs.msg import String
 
-from vision_dialogue.core.transcript import describe_record, event_record
+from vision_dialogue.core.entries import Entry, FrameEntry, ObjectsEntry
+from vision_dialogue.core.transcript import describe_record
 from vision_dialogue.core.turn_taking import ReplyChunk
 from vision_dialogue_interfaces.msg import PromptState, Reply
 from vision_dialogue.ros.qos import RECORDS_QOS, LATCHED_QOS
@@ -78,12 +79,12 @@ class ManagerOutputs:
             if self._live():
                 raise
 
-    def conversation_event(self, kind: str, data: dict) -> None:
-        """A conversation's event out as its transcript record (a frame's with a thumbnail)."""
-        record = event_record(kind, data)
-        frame = data.get("frame")
+    def entry(self, entry: Entry) -> None:
+        """A conversation's entry out as its record (a frame's with a thumbnail)."""
+        record = entry.to_record()
         thumb = None
-        if frame is not None:
+        if isinstance(entry, (FrameEntry, ObjectsEntry)):
+            frame = entry.frame
             try:
                 thumb = frame.stored_jpeg(THUMBNAIL_SIDE, self.params["jpeg_quality"],
                                           self.redact)

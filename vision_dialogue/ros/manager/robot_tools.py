@@ -5,7 +5,7 @@ the interface types at run time (any installed `pkg/srv/Name` or `pkg/action/Nam
 per robot), sets the checked arguments on the request or goal, calls the robot, and words the
 response or result for the LLM. A call never hangs the turn: a server that is not there is an
 error after SERVER_WAIT seconds, one that goes away while it works is an error at once, and
-every call has the tool's timeout. An action's feedback goes to `on_event` (the monitor and the
+every call has the tool's timeout. An action's feedback goes to `on_entry` (the monitor and the
 transcript); `interrupt(reason)` cancels the running interruptible goals (barge-in, a cancelled
 skill).
 """
@@ -19,6 +19,7 @@ from typing import Callable
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 
+from vision_dialogue.core.entries import RobotActionEntry
 from vision_dialogue.core.confirmation import Confirmations
 from vision_dialogue.core.robot_tools import ACTION, SERVICE, ArgumentError, RobotTool, \
     RobotToolsError, action_words, feedback_text, load_robot_tools, reply_text, \
@@ -137,15 +138,16 @@ def _fit(kind: str, value):
 class RobotTools:
     """The declared tools as a ToolProvider for the conversation (core/turn_tools.py).
 
-    `on_event(record)`: one dict per stage of a call ("asked", "not_confirmed", "sent",
+    `on_entry(entry)`: a RobotActionEntry per stage of a call ("asked", "not_confirmed", "sent",
     "feedback", "done", "failed", "cancelled") for the monitor and the transcript. Raises
     ParameterError at construction when a type is not installed or an argument is not a field
     of its request or goal.
     """
 
     def __init__(self, node, tools: list[RobotTool], *,
-                 on_event: Callable[[dict], None] = lambda record: None, logger=None):
-        self.node, self.on_event = node, on_event
+                 on_entry: Callable[[RobotActionEntry], None] = lambda entry: None,
+                 logger=None):
+        self.node, self.on_entry = node, on_entry
         self.log = logger or node.get_logger()
         self.tools = {t.name: t for t in tools}
         self.note = tools_note(tools)
@@ -207,15 +209,15 @@ class RobotTools:
         if held is not None:
             if held.stage:
                 self.log.info(f"robot tool {name}: {held.stage}: {held.detail}")
-                self._event(tool, held.stage, held.detail)
+                self._stage(tool, held.stage, held.detail)
             return held.outcome
-        self._event(tool, "sent", values)
+        self._stage(tool, "sent", values)
         outcome = self._call(tool, request) if tool.kind == SERVICE else \
             self._action(tool, request)
         if outcome.ok:
-            self._event(tool, "done", outcome.text)
+            self._stage(tool, "done", outcome.text)
         else:
-            self._event(tool, "cancelled" if outcome.error.startswith("stopped") else "failed",
+            self._stage(tool, "cancelled" if outcome.error.startswith("stopped") else "failed",
                         outcome.error)
         return outcome
 
@@ -227,7 +229,7 @@ class RobotTools:
         """A question not answered in time: no call (logged now, told at the next turn)."""
         for p in self.confirmations.expire():
             self.log.info(f"robot tool {p.name}: not_confirmed: {p.unanswered()}")
-            self._event(self.tools[p.name], "not_confirmed", p.unanswered())
+            self._stage(self.tools[p.name], "not_confirmed", p.unanswered())
 
     def interrupt(self, reason: str) -> int:
         """Cancel every running interruptible goal; how many were running."""
@@ -280,7 +282,7 @@ class RobotTools:
             now = time.monotonic()
             if now - last[0] >= FEEDBACK_PERIOD:
                 last[0] = now
-                self._event(tool, "feedback", feedback_text(message_fields(msg.feedback)))
+                self._stage(tool, "feedback", feedback_text(message_fields(msg.feedback)))
         end = time.monotonic() + tool.timeout
         sent = client.send_goal_async(goal, feedback_callback=on_feedback)
         why = _wait(sent, tool.timeout, client.server_is_ready, stop)
@@ -316,14 +318,11 @@ class RobotTools:
             return f"{tool.name} did not finish within {tool.timeout:g} s and was stopped"
         return f"the robot's {tool.name} server went away before it answered"
 
-    def _event(self, tool: RobotTool, stage: str, detail) -> None:
-        record = {"tool": tool.name, "kind": tool.kind, "address": tool.address,
-                  "stage": stage}
-        record["arguments" if stage == "sent" else "text"] = detail
+    def _stage(self, tool: RobotTool, stage: str, detail) -> None:
         try:
-            self.on_event(record)
+            self.on_entry(RobotActionEntry(tool.name, tool.kind, tool.address, stage, detail))
         except Exception as e:  # noqa: BLE001 - a listener must not break the call
-            self.log.error(f"robot tool event listener failed: {e}")
+            self.log.error(f"a listener of robot tool stages failed: {e}")
 
 
 _STATUS = {4: "succeeded", 5: "was cancelled by the robot", 6: "was aborted by the robot"}

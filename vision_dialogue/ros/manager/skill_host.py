@@ -19,6 +19,7 @@ from typing import Callable
 
 from std_msgs.msg import UInt32
 
+from vision_dialogue.core.entries import Entry, ReplyEntry, UserEntry
 from vision_dialogue.core.skills import ChatRole, Control, Heard, SkillOutcome
 from vision_dialogue.llm.base import short_question
 from vision_dialogue_interfaces.msg import Spoken
@@ -76,7 +77,7 @@ class ManagerSkillHost:
         self.chat_person = ""          # the Chat goal's person_id: its turns are theirs
         self._heard_at: float | None = None     # time.monotonic() of the newest person line
         self.on_chat_end: Callable[[], None] = lambda: None     # stops a robot action
-        conversation.add_listener(self._on_event)
+        conversation.add_listener(self._on_entry)
 
     # --- saying -------------------------------------------------------------------------------
     def say(self, text: str, control: Control,
@@ -136,18 +137,16 @@ class ManagerSkillHost:
             self._heard.get_nowait()
         self._question_sent_at = None
         self.listening_to = person_id
-        self.turns.claim = self._claim
 
     def end_listening(self) -> None:
-        self.turns.claim = None
         self.listening_to = None
 
     def _sent_now(self) -> None:
-        """The question went out now (see _claim)."""
+        """The question went out now (see claim)."""
         self._question_sent_at = self.node.get_clock().now().nanoseconds / 1e9
 
-    def _claim(self, text: str, speaker: str, said_at: float | None = None) -> bool:
-        """An Ask's answer: a line of its person's said after its question went out.
+    def claim(self, text: str, speaker: str, said_at: float | None = None) -> bool:
+        """Whether a line is an Ask's answer: its person's, said after its question went out.
 
         A line said before (its stamp, `said_at`) is no answer however late it reaches the
         manager: in a process test the people node heard "My name is Barack." and asked its
@@ -229,10 +228,10 @@ class ManagerSkillHost:
     def still_needed(self, needs: str) -> None:
         self.conversation.set_needs(needs)
 
-    def _on_event(self, kind: str, data: dict) -> None:
-        if kind == "user":
+    def _on_entry(self, entry: Entry) -> None:
+        if isinstance(entry, UserEntry):
             self._heard_at = time.monotonic()
-        if kind == "reply" and self.chat_active:
-            r = data["result"]
+        if isinstance(entry, ReplyEntry) and self.chat_active:
+            r = entry.result
             if not r.skill:
                 self._exchanges.put((r.in_reply_to, r.text))

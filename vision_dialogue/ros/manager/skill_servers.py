@@ -22,6 +22,7 @@ from rclpy.task import Future
 
 from vision_dialogue_interfaces.action import Ask, Chat, Say
 from vision_dialogue.core.answers import SchemaError
+from vision_dialogue.core.entries import IntentEntry, SkillEntry
 from vision_dialogue.core.intents import FoundIntent, IntentReader, IntentsError, \
     LineIntents, load_intents, recent_lines
 from vision_dialogue.core.skills import ChatRole, Control, SkillArbiter, SkillOutcome, \
@@ -172,20 +173,15 @@ class SkillServers:
 
     def _record(self, skill, gid, stage, out: SkillOutcome | None = None) -> None:
         """A skill's start or end (`out`) for the transcript, the monitor and the log."""
-        rec = {"skill": skill, "goal": gid, "stage": stage}
-        why = ""
-        if out is not None:
-            rec.update(status=out.status, success=out.success, error=out.error,
-                       result=out.data)
-            why = f" ({out.status}{': ' + out.error if out.error else ''})"
-        self.conversation.notify("skill", rec)
+        why = f" ({out.status}{': ' + out.error if out.error else ''})" if out else ""
+        self.conversation.notify(SkillEntry(skill, gid, stage, out))
         self.log.info(f"skill {skill} {gid}: {stage}{why}")
 
 
 class IntentOutput:
     """Intents from the person's lines, published on `intents` (see the module docstring)."""
 
-    def __init__(self, node, conversation, turns, host: ManagerSkillHost, path: str, logger):
+    def __init__(self, node, conversation, host: ManagerSkillHost, path: str, logger):
         try:
             specs = load_intents(path)
         except IntentsError as e:
@@ -198,8 +194,11 @@ class IntentOutput:
         self.pub = node.create_publisher(Intent, INTENTS_TOPIC, RELIABLE_QOS)
         conversation.set_note("abilities", conversation.persona.abilities_note.format(
             abilities=reader.abilities()))
-        turns.on_person_line = self.lines.read
         logger.info(f"intents: {', '.join(s.name for s in specs)} (from {path})")
+
+    def read(self, text: str, speaker: str) -> None:
+        """A person's line, read for intents on the turn worker before its reply (TurnHooks)."""
+        self.lines.read(text, speaker)
 
     def publish(self, found: FoundIntent, text: str, speaker: str) -> None:
         """`found`, read from the person's line `text`, on `intents` and in the transcript."""
@@ -208,9 +207,8 @@ class IntentOutput:
                      confidence=float(found.confidence), utterance=text)
         msg.header.stamp = self.node.get_clock().now().to_msg()
         self.pub.publish(msg)
-        self.conversation.notify("intent", {"intent": found.intent, "data": found.data,
-                                            "source": msg.source, "utterance": text,
-                                            "confidence": found.confidence})
+        self.conversation.notify(IntentEntry(found.intent, found.data, msg.source, text,
+                                             found.confidence))
         self.log.info(f"intent: {found.intent} {found.json()} from {text[:60]!r}")
 
 

@@ -19,12 +19,14 @@ from vision_dialogue.ros.manager.skill_servers import IntentOutput, SkillServers
 
 
 def connect_vfm_tools(node, conversation, turns, camera, params, publish_record) -> DialogueTools:
-    """The VFM tools for the LLM; the turn worker discovers them and serves shared pictures."""
-    vcg = DialogueTools(node, conversation, params, camera_frame_id=lambda: camera.frame_id,
-                        publish_event=publish_record, on_shared=turns.shared_image,
-                        thumbnail_side=THUMBNAIL_SIDE)
-    turns.on_start, turns.on_shared = vcg.discover, vcg.shared_image
-    return vcg
+    """The VFM tools for the LLM; shared pictures queue as turns.
+
+    The turn-taker's hooks (manager_node) have its worker discover the tools and serve the
+    pictures.
+    """
+    return DialogueTools(node, conversation, params, camera_frame_id=lambda: camera.frame_id,
+                         publish_event=publish_record, on_shared=turns.shared_image,
+                         thumbnail_side=THUMBNAIL_SIDE)
 
 
 def connect_robot_tools(node, conversation, params, log) -> RobotTools | None:
@@ -35,7 +37,7 @@ def connect_robot_tools(node, conversation, params, log) -> RobotTools | None:
         return None
     tools = RobotTools.from_file(
         node, params["robot_tools_file"], logger=log,
-        on_event=lambda record: conversation.notify("robot_action", record))
+        on_entry=conversation.notify)
     conversation.add_tools(tools)
     conversation.tune(max_tool_rounds=params["max_tool_rounds"])
     log.info(f"robot tools for the LLM: {', '.join(tools.tools)}")
@@ -49,9 +51,8 @@ def connect_application(node, conversation, turns, people, robot_tools, params, 
     the chat ending, stops a running robot action.
     """
     host = ManagerSkillHost(node, conversation, turns, people, log)
-    turns.converse = lambda: bool(params["free_conversation"] or host.chat_active)
     skills = SkillServers(node, conversation, host, params, log) if params["skills"] else None
-    intents = IntentOutput(node, conversation, turns, host, params["intents_file"], log) \
+    intents = IntentOutput(node, conversation, host, params["intents_file"], log) \
         if params["intents_file"] else None
     if robot_tools is not None:
         turns.hear_with(lambda text, _: robot_tools.interrupt("the person spoke"))
