@@ -59,8 +59,8 @@ class Rig:
         self.ex.add_node(self.io)
         assert self.wait(lambda: all(matched(p, self.node) for p in
                                      (self.img_pub, self.jpg_pub, self.utt_pub))
-                         and matched(self.node.reply_pub, self.io)
-                         and matched(self.node.state_pub, self.io))
+                         and matched(self.node.out.reply_pub, self.io)
+                         and matched(self.node.out.state_pub, self.io))
 
     def wait(self, pred, timeout=10.0):
         return spin_until(self.ex, pred, timeout=timeout)

@@ -112,7 +112,7 @@ class Rig:
         for n in self.nodes:
             self.ex.add_node(n)
         assert self.wait(lambda: all(matched(p, *self.nodes) for p in (
-            self.img_pub, self.utt_pub, self.shared_pub, self.node.reply_pub,
+            self.img_pub, self.utt_pub, self.shared_pub, self.node.out.reply_pub,
             self.node.vcg.image_pub)))
 
     def wait(self, pred, timeout=15.0):

@@ -34,30 +34,25 @@ from __future__ import annotations
 import os
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.qos_overriding_options import QoSOverridingOptions
-from std_msgs.msg import Bool, String
 
 from vision_dialogue.ros.console import VERBOSE_ENV
 from vision_dialogue.core.conversation import Conversation
 from vision_dialogue.core.health import OK, WARN, Health
 from vision_dialogue.core.persona import PersonaError, default_persona_file, load_persona
-from vision_dialogue.core.people import PeopleInView, TrackedPerson
+from vision_dialogue.core.people import PeopleInView
 from vision_dialogue.core.proactive import ProactivePolicy
-from vision_dialogue.core.redaction import ForgottenPeople
-from vision_dialogue.core.transcript import TranscriptWriter, record_from_json
-from vision_dialogue.core.entries import Entry, FaceEntry, ReplyEntry
+from vision_dialogue.core.transcript import TranscriptWriter
+from vision_dialogue.core.entries import Entry, ReplyEntry
 from vision_dialogue.core.turn_taking import ReplyChunk, TurnHooks, TurnTaker
 from vision_dialogue.core.frame_input import FrameInput
 from vision_dialogue.core.frame_intake import FRAME_AT_EXIT_S, FrameIntake
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.image_input import ImageTopicInput
-from vision_dialogue.ros.standard_inputs import connect_standard_inputs, object_notes
-from vision_dialogue.ros.image_msgs import ImageConversionError, stamp_to_ns
-from vision_dialogue_interfaces.msg import DetectedUsers, Forgotten, SpeechState, Utterance, \
-    VisualEvent
+from vision_dialogue.ros.standard_inputs import object_notes
+from vision_dialogue.ros.image_msgs import ImageConversionError
 from vision_dialogue.ros.managed import ManagedNode
 from vision_dialogue.ros.node_runner import run_node
-from vision_dialogue.ros.qos import RELIABLE_QOS
+from vision_dialogue.ros.manager.inputs import ManagerInputs
 from vision_dialogue.ros.manager.llm_check import LlmCheck
 from vision_dialogue.ros.manager.memory import connect_memory
 from vision_dialogue.ros.manager.outputs import ManagerOutputs
@@ -65,13 +60,17 @@ from vision_dialogue.ros.manager.params import PARAMS, conversation_config, cros
     image_policy, proactive_config
 from vision_dialogue.ros.manager.tools import connect_application, connect_robot_tools, \
     connect_vfm_tools
-from vision_dialogue.ros.topics import FACE_RECORDS_TOPIC, HEARING_TOPIC, IMAGE_TOPIC, \
-    PARTIAL_TOPIC, PEOPLE_FORGOTTEN_TOPIC, PERSONS_TRACKED_TOPIC, SPEECH_STATE_TOPIC, \
-    USERS_TOPIC, UTTERANCE_TOPIC, VISUAL_EVENTS_TOPIC
+from vision_dialogue.ros.topics import IMAGE_TOPIC, PERSONS_TRACKED_TOPIC
 from vision_dialogue.ros.params import ParameterError, declare_params
 
-#: utterances the subscription holds while the callback is busy (a burst must not be lost)
-UTTERANCE_DEPTH = 100
+
+def persona_of(p) -> tuple:
+    """(path, Persona) of the `persona_file` parameter (ours when empty)."""
+    path = p["persona_file"] or str(default_persona_file())
+    try:
+        return path, load_persona(path)
+    except PersonaError as e:
+        raise ParameterError(f"persona_file: {e}") from None
 
 
 class ManagerNode(ManagedNode):
@@ -101,13 +100,8 @@ class ManagerNode(ManagedNode):
     def _build(self, backend, observer) -> None:
         """Everything the manager is made of, in the order it needs (configure)."""
         p, log = self.params, self.get_logger()
-        persona_path = p["persona_file"] or str(default_persona_file())
-        try:
-            persona = load_persona(persona_path)
-        except PersonaError as e:
-            raise ParameterError(f"persona_file: {e}") from None
+        persona_path, persona = persona_of(p)
         self.out = ManagerOutputs(self, p, self._open, verbose=self._verbose)
-        self.reply_pub, self.state_pub = self.out.reply_pub, self.out.state_pub
         self.llm = LlmCheck(p, log, self.out.record, given=backend)
         self.backend = self.llm.backend
         if observer is None and not getattr(self.backend, "supports_images", True):
@@ -148,7 +142,12 @@ class ManagerNode(ManagedNode):
             raise
         self.memory = connect_memory(self, p, conv, self.turns, self.people, self.backend, log,
                                      faces=self._tracked_faces)
-        self._create_subscriptions(notes)
+        self.inputs = ManagerInputs(self, conv, self.turns, self.people, self.proactive,
+                                    self.transcript, notes, self.memory, self.frames)
+        self.detections, self.voices = self.inputs.detections, self.inputs.voices
+        if p["prompt_state_period"] > 0:
+            self.create_timer(p["prompt_state_period"], self.publish_state,
+                              callback_group=MutuallyExclusiveCallbackGroup())
         self.skill_host, self.skills, self.intents = connect_application(
             self, conv, self.turns, self.people, self.robot_tools, p, log)
         self._apply_live_params()
@@ -256,87 +255,6 @@ class ManagerNode(ManagedNode):
         self.get_logger().info(f"transcript: {transcript.path}")
         return transcript
 
-    def _create_subscriptions(self, notes) -> None:
-        """The inputs besides the camera's (created in _build, beside the frame intake)."""
-        p = self.params
-        self.create_subscription(DetectedUsers, USERS_TOPIC,
-                                 self.when_active(self._on_users, USERS_TOPIC), 10)
-        if p["visual_events"]:
-            self.create_subscription(VisualEvent, VISUAL_EVENTS_TOPIC, self.when_active(
-                self._on_visual_event, "a visual event"), 50)
-        # volatile: matches a latched (transient local) speech node and a plain publisher alike
-        self.create_subscription(SpeechState, SPEECH_STATE_TOPIC, self._on_speech_state,
-                                 RELIABLE_QOS)
-        # one callback at a time, so utterances reach the turn queue in the order they came
-        self.create_subscription(Utterance, UTTERANCE_TOPIC, self.when_active(
-                                 self._on_utterance, "a line (not answered)"), UTTERANCE_DEPTH,
-                                 callback_group=MutuallyExclusiveCallbackGroup(),
-                                 qos_overriding_options=QoSOverridingOptions
-                                 .with_default_policies())
-        # the words so far of a line still being said: the prompt is read ahead (a local LLM)
-        self.create_subscription(Utterance, PARTIAL_TOPIC,
-                                 self.when_active(self._on_partial, "a partial line"), 10)
-        self.create_subscription(Bool, HEARING_TOPIC,
-                                 lambda msg: self.conversation.hearing(msg.data), RELIABLE_QOS)
-        # what the robot's face showed (the speech node's face), into the transcript
-        self.create_subscription(String, FACE_RECORDS_TOPIC, self._on_face_record, RELIABLE_QOS)
-        # a person forgotten (people_node): their lines and frames leave the transcripts
-        self.create_subscription(Forgotten, PEOPLE_FORGOTTEN_TOPIC, self._on_forgotten,
-                                 RELIABLE_QOS)
-        # vision_msgs detections and ROS4HRI in, where those packages are installed
-        frames = self.frames
-        self.detections, self.voices = connect_standard_inputs(
-            self, p, self.conversation, self.turns, self.people, notes,
-            frame_width=lambda: frames.width, on_engaging=self._on_engaging)
-        if p["prompt_state_period"] > 0:
-            self.create_timer(p["prompt_state_period"], self.publish_state,
-                              callback_group=MutuallyExclusiveCallbackGroup())
-
-    def _on_face_record(self, msg: String) -> None:
-        """An expression the robot's face showed, for the transcript and the monitor."""
-        try:
-            record = record_from_json(msg.data)
-        except ValueError as e:
-            self.get_logger().warning(f"{FACE_RECORDS_TOPIC}: ignoring a record ({e})",
-                                      throttle_duration_sec=10.0)
-            return
-        self.conversation.notify(FaceEntry(record))
-
-    def _on_forgotten(self, msg: Forgotten) -> None:
-        """Forget me: the prompt and every transcript under transcript_dir without them."""
-        try:
-            who = ForgottenPeople(tuple(msg.person_ids), tuple(msg.names))
-        except ValueError as e:
-            self.get_logger().error(f"{PEOPLE_FORGOTTEN_TOPIC}: {e}")
-            return
-        self.people.forget(who)
-        if self.memory is not None:
-            self.memory.keeper.forget()     # no note of theirs read before stays
-        lines = self.conversation.forget(who)
-        self.get_logger().info(f"forgotten: {lines} prompt items without them")
-        if self.transcript is None:
-            return
-        try:
-            runs = self.transcript.forget(who)
-        except OSError as e:
-            self.get_logger().error(f"{PEOPLE_FORGOTTEN_TOPIC}: transcripts not redacted ({e})")
-            return
-        changed = [r for r in runs if r.lines]
-        skipped = sum(r.skipped for r in runs)
-        self.get_logger().info(
-            f"forgotten {len(msg.person_ids)} person(s): {sum(r.lines for r in changed)} lines "
-            f"in {len(changed)} transcripts redacted, {sum(r.frames for r in changed)} frames "
-            f"deleted" + (f"; {skipped} runs of other running managers left to them"
-                          if skipped else ""))
-
-    def _on_engaging(self, label: str) -> None:
-        """A ROS4HRI person engages (or a person manager first reports them): the opening remark.
-
-        Once a session; named for a person the manager knows (Persona.greeting).
-        """
-        if self.turns.greet_once():
-            self.get_logger().info(f"{label} is here: greeting")
-
     # --- frames ----------------------------------------------------------------------------
     @property
     def frames_received(self) -> int:
@@ -347,27 +265,6 @@ class ManagerNode(ManagedNode):
         return self.intake.skipped
 
     # --- turns -----------------------------------------------------------------------------
-    def _on_utterance(self, msg: Utterance) -> None:
-        stamp_ns = stamp_to_ns(msg.header.stamp)
-        self.turns.utterance(msg.text, msg.speaker, msg.language,
-                             stamp_ns / 1e9 if stamp_ns else None)
-
-    def _on_partial(self, msg: Utterance) -> None:
-        self.conversation.hear_ahead(msg.text, msg.speaker, msg.language)
-
-    def _on_users(self, msg: DetectedUsers) -> None:
-        """The people the camera tracks (Furhat): a note in the prompt, arrivals, departures."""
-        self.people.update([TrackedPerson(u.id, u.position.x, u.position.z, u.emotion)
-                            for u in msg.users])
-
-    def _on_visual_event(self, msg: VisualEvent) -> None:
-        stamp_ns = stamp_to_ns(msg.header.stamp) or self.get_clock().now().nanoseconds
-        self.turns.seen(msg.kind, msg.text or msg.kind, stamp_ns / 1e9)
-
-    def _on_speech_state(self, msg: SpeechState) -> None:
-        """The robot talks or thinks: no remark unasked now."""
-        self.proactive.robot_busy(msg.state in (SpeechState.THINKING, SpeechState.SPEAKING))
-
     def _publish_reply(self, c: ReplyChunk) -> None:
         if self.active:           # deactivated while answering: nothing more is said
             self.out.reply(c)

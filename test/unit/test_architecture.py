@@ -218,6 +218,35 @@ def test_the_turn_takers_hooks_are_given_when_it_is_made():
     assert not bad, "\n".join(bad)
 
 
+def private_writes(cls: ast.ClassDef) -> list[tuple[int, str]]:
+    """(line, attribute) of each `self._x = ...` in a class's methods."""
+    return [(node.lineno, each.attr) for method in cls.body
+            if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for node in ast.walk(method)
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            for each in (target.elts if isinstance(target, ast.Tuple) else [target])
+            if isinstance(each, ast.Attribute) and isinstance(each.value, ast.Name)
+            and each.value.id == "self" and each.attr.startswith("_")
+            and not each.attr.startswith("__")]
+
+
+def test_no_mixin_writes_the_private_state_of_the_class_it_joins():
+    """A mixin (a base without __init__) keeps to its class's public names.
+
+    (DirectedLines once counted Conversation's turns through its private `_turn_id`.)
+    """
+    classes = {(path, c) for path in sorted(PKG.rglob("*.py"))
+               for c in ast.walk(ast.parse(path.read_text())) if isinstance(c, ast.ClassDef)}
+    bases = {b.id for _, c in classes for b in c.bases if isinstance(b, ast.Name)}
+    mixins = [(path, c) for path, c in classes if c.name in bases and not any(
+        isinstance(m, ast.FunctionDef) and m.name == "__init__" for m in c.body)]
+    assert "DirectedLines" in {c.name for _, c in mixins}
+    bad = [f"{path.relative_to(REPO)}:{line}: {c.name} writes self.{attr}"
+           for path, c in mixins for line, attr in private_writes(c)]
+    assert not bad, "\n".join(bad)
+
+
 MANAGER_ROOM = "vision_dialogue.ros.manager"
 """The manager's own ROS side: imported by manager_node.py and its own modules alone."""
 
@@ -303,6 +332,16 @@ def test_every_topic_name_comes_from_ros_topics():
 
 
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 600, 60
+MAX_CLASS_METHODS = 25
+#: classes still over MAX_CLASS_METHODS, with the most methods each may have until it is split
+BIG_CLASSES = {
+    "vision_dialogue.core.conversation.Conversation": 32,
+    "vision_dialogue.furhat.realtime.FurhatRealtimeClient": 31,
+    "vision_dialogue.people_node.PeopleNode": 30,
+    "vision_dialogue.speech.turns.SpeechTurns": 29,
+    "vision_dialogue.speech_node.SpeechNode": 31,
+    "vision_dialogue.voice.backend.LocalVoiceBackend": 30,
+}
 
 
 def test_modules_and_functions_stay_small():
@@ -318,6 +357,29 @@ def test_modules_and_functions_stay_small():
                     big.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}: "
                                f"{length} lines")
     assert not big, "\n".join(big)
+
+
+def class_sizes() -> dict[str, int]:
+    """`module.Class` -> how many methods it defines itself."""
+    return {f"{module_name(path)}.{node.name}": sum(
+                isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) for m in node.body)
+            for path in sorted(PKG.rglob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ClassDef)}
+
+
+def test_no_class_grows_past_its_methods():
+    """No class over MAX_CLASS_METHODS methods; the ones over it may only shrink.
+
+    BIG_CLASSES is the baseline still to split (a class that shrinks under the limit leaves
+    it; one that grows fails).
+    """
+    sizes = class_sizes()
+    over = {name: n for name, n in sizes.items() if n > MAX_CLASS_METHODS}
+    grown = [f"{name}: {n} methods (at most {BIG_CLASSES.get(name, MAX_CLASS_METHODS)})"
+             for name, n in sorted(over.items()) if n > BIG_CLASSES.get(name, MAX_CLASS_METHODS)]
+    assert not grown, "\n".join(grown)
+    stale = sorted(set(BIG_CLASSES) - set(over))
+    assert not stale, f"split under {MAX_CLASS_METHODS}: take them out of BIG_CLASSES: {stale}"
 
 
 def test_the_unit_tier_runs_without_ros():

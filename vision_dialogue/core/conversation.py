@@ -24,7 +24,7 @@ import numpy as np
 
 from vision_dialogue.core.background import PromptWarmer
 from vision_dialogue.core.conversation_types import ConversationConfig, SentenceCallback, \
-    TurnResult
+    TurnResult, TurnSequence
 from vision_dialogue.core.directed import DirectedLines
 from vision_dialogue.core.entries import Entry, FoldEntry, FrameEntry, Listener, \
     ObjectsEntry, PersonEntry, ReplyEntry, SeenEntry, SummaryEntry, UserEntry
@@ -102,8 +102,7 @@ class Conversation(DirectedLines):
             self.timeline, self.builder, sb, self._pool, cfg.history_budget_chars,
             cfg.keep_recent_lines, model=smodel, on_entry=self._after_fold, logger=self.log)
         self._listeners: list[Listener] = list(listeners)
-        self._turn_lock = threading.Lock()
-        self._turn_id = 0
+        self.turns_taken = TurnSequence()
         self._known_in_view: tuple[str, ...] = ()       # set_people's names
         self._closed = False
         self.warmer = PromptWarmer(backend, self._pool, self.prompt.reply_messages,
@@ -229,7 +228,7 @@ class Conversation(DirectedLines):
         """A turn with background LLM calls held back, then its "reply" event."""
         self._no_turn.clear()
         try:
-            with self._turn_lock:
+            with self.turns_taken.lock:
                 result = self._turn(text, on_sentence, speaker, deadline, language,
                                     instruction)
         finally:
@@ -246,8 +245,7 @@ class Conversation(DirectedLines):
         text None: the robot speaks first (no user line; `instruction` is asked).
         """
         t0 = time.perf_counter()
-        self._turn_id += 1
-        turn_id = self._turn_id
+        turn_id = self.turns_taken.next()
         if text is not None:
             self.prompt.add_person_line(text, speaker)
             self._emit(UserEntry(turn_id, text, speaker))
@@ -290,7 +288,7 @@ class Conversation(DirectedLines):
     @property
     def turn_count(self) -> int:
         """Turns answered or in progress (the last turn_id)."""
-        return self._turn_id
+        return self.turns_taken.last
 
     def set_people(self, description: str, arrived=(), left=(), known=()) -> None:
         """Who the camera tracks now, in words (Furhat's users; "" for nobody).

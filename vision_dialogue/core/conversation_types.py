@@ -5,6 +5,7 @@ place. ROS-free.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -15,6 +16,23 @@ from vision_dialogue.llm.tool_loop import ToolRecord
 #: how frames become a summary: the LLM's sentence, or their notes merged without it
 #: (core/summariser.py; "auto" in the config chooses by the backend)
 SUMMARY_MODES = ("llm", "merge")
+
+
+class TurnSequence:
+    """Turns one at a time: the lock a turn holds while the timeline changes, the last id.
+
+    Shared by every way a line enters the conversation (a reply, a line said as given, a
+    line only heard), so each knows its turn's id.
+    """
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.last = 0
+
+    def next(self) -> int:
+        """A new turn's id (hold `lock`)."""
+        self.last += 1
+        return self.last
 
 
 class SentenceCallback(Protocol):

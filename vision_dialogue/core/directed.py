@@ -28,9 +28,8 @@ class DirectedLines:
         if not text:
             raise ValueError("the line to say is empty")
         sentences = split_sentences(text) or [text]
-        with self._turn_lock:
-            self._turn_id += 1
-            turn_id = self._turn_id
+        with self.turns_taken.lock:
+            turn_id = self.turns_taken.next()
             for i, sentence in enumerate(sentences):
                 if self.config.stream and on_sentence is not None:
                     on_sentence(sentence, i)
@@ -50,9 +49,9 @@ class DirectedLines:
         text = " ".join(str(text).split())
         if not text:
             return
-        with self._turn_lock:
+        with self.turns_taken.lock:
             self.timeline.add_line(USER, text, speaker)
-            turn_id = self._turn_id + (1 if next_reply else 0)
+            turn_id = self.turns_taken.last + (1 if next_reply else 0)
         self._emit(UserEntry(turn_id, text, speaker, skill))
         self.folder.check()
 
@@ -70,7 +69,7 @@ class DirectedLines:
             str(robot_text).split())
         if not user_text or not robot_text:
             raise ValueError("both lines of an exchange must be non-empty")
-        with self._turn_lock:
+        with self.turns_taken.lock:
             self.timeline.add_line(USER, user_text)
             self.timeline.add_line(ROBOT, robot_text)
         self._emit(ExchangeEntry(user_text, robot_text, info))

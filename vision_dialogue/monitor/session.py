@@ -82,6 +82,25 @@ def face_note(record: dict, t: float) -> dict:
                     f"\"{record.get('line', '')}\""}
 
 
+class HealthBoard:
+    """Each part's health on the page (HEALTH_PARTS first): ok (None: no news), detail, when."""
+
+    def __init__(self):
+        self.parts = {k: {"ok": None, "detail": "no news yet", "t": None}
+                      for k in HEALTH_PARTS}
+
+    def set(self, component: str, ok: bool | None, detail: str, t: float) -> None:
+        self.parts[component] = {"ok": ok, "detail": str(detail)[:200], "t": t}
+
+    def same(self, component: str, ok: bool | None, detail: str) -> bool:
+        """Whether this is the news the board already shows."""
+        old = self.parts.get(component, {})
+        return old.get("ok") == ok and old.get("detail") == detail
+
+    def view(self) -> dict:
+        return {k: dict(v) for k, v in self.parts.items()}
+
+
 class SessionView:
     """The monitor's model of one session (see the module docstring).
 
@@ -103,8 +122,7 @@ class SessionView:
         self._images: list[bytes] = []                # images the tools made (live)
         self._turns: list[dict] = []
         self._speech = {"state": "unknown", "t": None}
-        self._health = {k: {"ok": None, "detail": "no news yet", "t": None}
-                        for k in HEALTH_PARTS}
+        self._health = HealthBoard()
         self._last_frame_t: float | None = None
         self._people: list[dict] = []                # people_node's people/state
 
@@ -166,7 +184,7 @@ class SessionView:
                       "thumbnail": f"images/{len(self._images) - 1}.jpg" if thumb else None})
 
     def _on_health(self, record: dict, t: float) -> None:
-        self._set_health(record.get("component", "?"), record.get("ok"),
+        self._health.set(record.get("component", "?"), record.get("ok"),
                          record.get("detail", ""), t)
 
     def set_speech_state(self, state: str) -> None:
@@ -176,11 +194,9 @@ class SessionView:
 
     def set_health(self, component: str, ok: bool | None, detail: str) -> None:
         with self._lock:
-            if self._health.get(component, {}).get("ok") == ok and \
-                    self._health.get(component, {}).get("detail") == detail:
-                return
-            self._set_health(component, ok, detail, time.time())
-            self._bump()
+            if not self._health.same(component, ok, detail):
+                self._health.set(component, ok, detail, time.time())
+                self._bump()
 
     def set_people(self, state_json: str) -> None:
         """people_node's `people/state`: who is in view, the match and their consent.
@@ -229,7 +245,7 @@ class SessionView:
                     "turns": [dict(t) for t in self._turns],
                     "speech": dict(self._speech),
                     "people": [dict(p) for p in self._people],
-                    "health": {k: dict(v) for k, v in self._health.items()}}
+                    "health": self._health.view()}
 
     def wait_change(self, seen: int, timeout: float) -> int:
         """Block until `version` differs from `seen` (or timeout); the current version."""
@@ -307,7 +323,7 @@ class SessionView:
         self._frames[fid] = entry
         self._append(entry)
         self._last_frame_t = t
-        self._set_health("camera", True, f"frame {fid}", t)
+        self._health.set("camera", True, f"frame {fid}", t)
 
     def _add_reply(self, record: dict, t: float) -> None:
         if record.get("skill"):        # a line the application had said: no LLM turn
@@ -328,12 +344,9 @@ class SessionView:
                             "prompt_chars": record.get("prompt_chars"),
                             "frames_in_prompt": len(record.get("frames_in_prompt", []))})
         if record.get("fallback"):
-            self._set_health("llm", False, record.get("error") or "fallback reply", t)
+            self._health.set("llm", False, record.get("error") or "fallback reply", t)
         else:
-            self._set_health("llm", True, f"turn {record.get('turn_id')} answered", t)
-
-    def _set_health(self, component: str, ok, detail: str, t: float) -> None:
-        self._health[component] = {"ok": ok, "detail": str(detail)[:200], "t": t}
+            self._health.set("llm", True, f"turn {record.get('turn_id')} answered", t)
 
 
 def load_run(folder: str | Path, **kw) -> SessionView:

@@ -211,7 +211,7 @@ class Toolbox:
         key = entry.key
         _check_device(key[-1])
         with self._budget_lock:
-            self._make_room(entry, self._estimate(entry))
+            self._make_room(entry, _load_estimate(entry, self._check_checkpoint))
             before = memory.bytes_on(self._loaded_tensors(), entry.device)
             try:
                 inst = entry.factory()
@@ -260,20 +260,6 @@ class Toolbox:
             if e.instance is not None:
                 out.update(memory.tensors_of(e.instance))
         return out
-
-    def _estimate(self, entry: _Entry) -> int:
-        """Bytes a load will add: as measured last time, else the weight files on disk."""
-        if entry.size:
-            return entry.size
-        m = registry.MODELS[entry.key[0]]
-        total = 0
-        for ck in (m.checkpoint, m.base_checkpoint):
-            if ck:
-                try:
-                    total += memory.weights_on_disk(self._check_checkpoint(ck))
-                except ModelMissingError:
-                    pass
-        return total
 
     def _make_room(self, entry: _Entry, need: int) -> None:
         """Unload idle models, least recently used first, until `need` more fits the budget."""
@@ -375,6 +361,21 @@ class Toolbox:
                       "helper": models[0] if spec.helper else None}
             with self._run_lock(op):
                 return getattr(models[-1], spec.call)(*(inputs[a] for a in spec.args))
+
+
+def _load_estimate(entry: _Entry, checkpoint_path: Callable[[str], str]) -> int:
+    """Bytes a load will add: as measured last time, else the weight files on disk."""
+    if entry.size:
+        return entry.size
+    m = registry.MODELS[entry.key[0]]
+    total = 0
+    for ck in (m.checkpoint, m.base_checkpoint):
+        if ck:
+            try:
+                total += memory.weights_on_disk(checkpoint_path(ck))
+            except ModelMissingError:
+                pass
+    return total
 
 
 def _check_device(device: str) -> None:

@@ -3,7 +3,7 @@
 * `dialogue/reply` (vision_dialogue_interfaces/Reply): one message per sentence, then the
   whole reply;
 * `dialogue/prompt_state` (PromptState, latched): after every change and on a timer;
-* `dialogue/events` (std_msgs/String, latched, depth 200): each conversation event as its
+* `dialogue/events` (std_msgs/String, latched, depth 200): each conversation entry as its
   transcript record in JSON, a frame's with a small JPEG thumbnail (blurred when the
   transcript's frames are), for the monitor page and any other tool.
 Stamps come from the node's clock.
