@@ -166,7 +166,7 @@ def test_a_recorded_voice_session_replays_through_the_backend(
         ex.add_node(n)
     peer = None
     try:
-        assert spin(ex, lambda: matched(node.pub_audio_in, rec), 30.0)
+        assert spin(ex, lambda: matched(node.audio.pub_in, rec), 30.0)
         peer = Peer(ros_context, NS)
         ex.add_node(peer.node)
         # bounds, not waits: Whisper on a loaded 2-core machine took over 40 s for two lines
@@ -198,4 +198,4 @@ def test_a_recorded_voice_session_replays_through_the_backend(
     # ("What color is" / "What colors"), so the bound the voice tests use, not equality
     assert len(peer2.texts()) == len(recorded)
     assert word_error_rate(recorded, peer2.texts()) <= 0.2, (recorded, peer2.texts())
-    assert node2.pub_audio_in is None      # what it hears from the topic is not echoed back
+    assert node2.audio.pub_in is None      # what it hears from the topic is not echoed back

@@ -5,11 +5,12 @@ out, with sentence-by-sentence speech of streamed replies, barge-in and a turn s
 
 Topics (relative, remappable; a type without a package is vision_dialogue_interfaces'):
   publishes  dialogue/utterance    Utterance   what the user said
-  publishes  dialogue/partial      Utterance   backend=local: the words so far
-                                                               of a line still being said
-  publishes  dialogue/hearing      std_msgs/Bool               backend=local: true when the
-                                                               person begins speaking, false
-                                                               when the line ends
+  publishes  dialogue/partial      Utterance   the words so far of a line still
+                                                               being said (a backend that
+                                                               hears audio itself)
+  publishes  dialogue/hearing      std_msgs/Bool               true when the person begins
+                                                               speaking, false when the line
+                                                               ends (the same backends)
   subscribes dialogue/reply        Reply       chunks (final=false), then final
   publishes  dialogue/speech_state SpeechState IDLE/LISTENING/THINKING/SPEAKING
                                                                (transient local: late joiners
@@ -18,11 +19,12 @@ Topics (relative, remappable; a type without a package is vision_dialogue_interf
                                                                said, the turn is done/interrupted
   subscribes dialogue/cancel_reply std_msgs/UInt32             stop saying reply turn N (a
                                                                cancelled Say)
-  publishes  audio/input           AudioChunk  backend=local: what the
-                                                               microphone heard (publish_audio)
-  publishes  audio/output          AudioChunk  backend=local: each sentence said
-  subscribes audio/input           AudioChunk  backend=local, audio_in=topic
-                                                               (a bag replayed)
+  publishes  audio/input           AudioChunk  what a backend that hears audio
+                                                               itself heard, when it asks
+                                                               (speech/base.AudioTopics)
+  publishes  audio/output          AudioChunk  each sentence said, when it asks
+  subscribes audio/input           AudioChunk  instead of a microphone, when it
+                                                               asks (a bag replayed)
   publishes  robot_face/expression hri_msgs/Expression         the robot's face (expressions)
   publishes  robot_face/gesture    std_msgs/String             Furhat-style gestures, JSON
   publishes  robot_face/gaze_target geometry_msgs/PointStamped where the eyes look
@@ -48,8 +50,8 @@ from std_msgs.msg import Bool, UInt32
 
 from vision_dialogue.core.health import ERROR, FAULT_ERROR_S, OK, WARN, Health
 from vision_dialogue.core.people import PEOPLE_FRESH_S, TrackedPerson, closest
-from vision_dialogue_interfaces.msg import AudioChunk, DetectedUsers, Reply, SpeechState, Spoken, \
-    Utterance
+from vision_dialogue_interfaces.msg import DetectedUsers, Reply, SpeechState, Spoken, Utterance
+from vision_dialogue.ros.audio_topics import NodeAudioTopics
 from vision_dialogue.ros.console import hold_logs, show_prompt
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros import perception_msgs as pm
@@ -60,15 +62,13 @@ from vision_dialogue.ros.managed import MANAGED_PARAM, ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
 from vision_dialogue.ros.qos import RELIABLE_QOS, SPEECH_STATE_QOS
-from vision_dialogue.ros.topics import AUDIO_INPUT_TOPIC, AUDIO_OUTPUT_TOPIC, CANCEL_REPLY_TOPIC, \
-    HEARING_TOPIC, PARTIAL_TOPIC, REPLY_TOPIC, SPEECH_STATE_TOPIC, SPOKEN_TOPIC, USERS_TOPIC, \
-    UTTERANCE_TOPIC
+from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, HEARING_TOPIC, PARTIAL_TOPIC, \
+    REPLY_TOPIC, SPEECH_STATE_TOPIC, SPOKEN_TOPIC, USERS_TOPIC, UTTERANCE_TOPIC
 from vision_dialogue.speech import SPEECH_BACKENDS, SpeechBackend
 from vision_dialogue.speech.acknowledgement import Acknowledger
 from vision_dialogue.speech.base import RobotTurnTaking, SpeechIO
 from vision_dialogue.speech.turns import STATE_NAMES, HeardUtterance, SpeechTurns
 from vision_dialogue.variants import AUTO
-from vision_dialogue.voice.sources import TOPIC
 
 
 PARAMS = [
@@ -160,16 +160,17 @@ class SpeechNode(ManagedNode):
             else None
         self.hri_ear = None
         self.create_subscription(Reply, REPLY_TOPIC,
-                                 self.when_active(self._on_reply, "a reply (not spoken)"), 50,
+                                 self.when_active(lambda msg: self.turns.on_reply(
+                                     msg.turn_id, msg.text, msg.final, msg.fallback),
+                                     "a reply (not spoken)"), 50,
                                  callback_group=ReentrantCallbackGroup(),
                                  qos_overriding_options=overridable)
         # what became of each reply turn (the manager's Say skill waits for it), and the
         # manager's request to stop one (a cancelled Say)
         self.pub_spoken = self.create_publisher(Spoken, SPOKEN_TOPIC, RELIABLE_QOS)
+        self.audio = NodeAudioTopics(self)     # audio/input and audio/output, when asked
         self.create_subscription(UInt32, CANCEL_REPLY_TOPIC, self._on_cancel_reply, 10,
                                  callback_group=ReentrantCallbackGroup())
-        self.pub_audio_in = self.pub_audio_out = None
-        self._audio_stamp = None
         self._streams = (input_stream, output_stream)
         self.backend = self._starter = None
         DiagnosticsPublisher(self, self._health)
@@ -306,54 +307,11 @@ class SpeechNode(ManagedNode):
     def _make_backend(self, input_stream, output_stream) -> SpeechBackend:
         """The chosen backend (speech.SPEECH_BACKENDS), built from the parameters."""
         p, cls = self.params, SPEECH_BACKENDS.load(self.backend_kind)
-        io = SpeechIO(input_stream, output_stream, self.log)
-        if cls.uses_audio_topics:
-            io.on_audio_in, io.on_audio_out = self._audio_topics()
+        io = SpeechIO(input_stream, output_stream, self.log, audio=self.audio)
         try:
             return cls.from_params(p, io)
-        except ValueError as e:    # e.g. a local voice part that cannot load (names its param)
+        except ValueError as e:    # e.g. a part that cannot load (names its parameter)
             raise ParameterError(str(e)) from None
-
-    def _audio_topics(self):
-        """audio/input and audio/output (publish_audio, audio_in:=topic): the callbacks."""
-        p = self.params
-        publish = p["publish_audio"] and p["audio_in"] != TOPIC
-        if publish:
-            self.pub_audio_in = self.create_publisher(AudioChunk, AUDIO_INPUT_TOPIC, 50)
-        if p["publish_audio"]:
-            self.pub_audio_out = self.create_publisher(AudioChunk, AUDIO_OUTPUT_TOPIC, 10)
-        if p["audio_in"] == TOPIC:
-            self.create_subscription(AudioChunk, AUDIO_INPUT_TOPIC, self._on_audio_chunk, 200,
-                                     callback_group=ReentrantCallbackGroup())
-        return (self._publish_audio_in if publish else None,
-                self._publish_audio_out if p["publish_audio"] else None)
-
-    # ---------------------------------------------------------------- audio topics
-    def _audio_msg(self, samples, rate: int, text: str = "") -> AudioChunk:
-        from vision_dialogue.voice.audio import PCM16, to_pcm16
-        msg = AudioChunk()
-        msg.header.stamp = self.get_clock().now().to_msg()
-        msg.header.frame_id = self.params["frame_id"]
-        msg.sample_rate, msg.channels, msg.encoding = int(rate), 1, PCM16
-        msg.data = to_pcm16(samples)
-        msg.text = text
-        return msg
-
-    def _publish_audio_in(self, chunk) -> None:
-        from vision_dialogue.voice.audio import SAMPLE_RATE
-        self.pub_audio_in.publish(self._audio_msg(chunk, SAMPLE_RATE))
-
-    def _publish_audio_out(self, samples, rate: int, text: str) -> None:
-        self.pub_audio_out.publish(self._audio_msg(samples, rate, text))
-
-    def _on_audio_chunk(self, msg: AudioChunk) -> None:
-        from vision_dialogue.voice.audio import PCM16, from_pcm16, resample
-        if msg.encoding != PCM16 or msg.channels != 1 or msg.sample_rate <= 0:
-            self.log.warning(f"audio/input: ignoring a {msg.encoding} x{msg.channels} chunk "
-                             f"at {msg.sample_rate} Hz (want mono {PCM16})",
-                             throttle_duration_sec=10.0)
-            return
-        self.backend.source.push(resample(from_pcm16(msg.data), msg.sample_rate))
 
     # ---------------------------------------------------------------- ROS in and out
     def handle_utterance(self, text: str, speaker: str = "", language: str = "",
@@ -397,9 +355,6 @@ class SpeechNode(ManagedNode):
         self.pub_state.publish(msg)
         if self.hri is not None:
             self.hri.robot_speaking(state == SpeechState.SPEAKING)
-
-    def _on_reply(self, msg: Reply) -> None:
-        self.turns.on_reply(msg.turn_id, msg.text, msg.final, msg.fallback)
 
     def _publish_spoken(self, turn_id: int, event: int, text: str) -> None:
         if self._closed.is_set():

@@ -339,7 +339,6 @@ BIG_CLASSES = {
     "vision_dialogue.furhat.realtime.FurhatRealtimeClient": 31,
     "vision_dialogue.people_node.PeopleNode": 30,
     "vision_dialogue.speech.turns.SpeechTurns": 29,
-    "vision_dialogue.speech_node.SpeechNode": 31,
     "vision_dialogue.voice.backend.LocalVoiceBackend": 30,
 }
 

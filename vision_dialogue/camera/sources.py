@@ -90,6 +90,7 @@ class CameraSource:
     kind = "base"
     PARAMS: list[Param] = []      # the node parameters this source reads besides the node's
     FILE_PARAM = ""               # a file parameter that, given, means this source
+    ROBOT_HOST_PARAM = ""         # the parameter naming the robot whose camera it reads (doctor)
 
     @classmethod
     def check(cls, p) -> str | None:

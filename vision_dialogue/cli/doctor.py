@@ -27,8 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from vision_dialogue.camera.sources import CAMERA_SOURCES
 from vision_dialogue.llm.factory import KINDS, SERVER_KIND, BackendOptions, backend_class, \
     default_variant, local_kinds
+from vision_dialogue.speech import SPEECH_BACKENDS
+from vision_dialogue.variants import AUTO
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 FREE_DISK_WARN = 1 << 30          # less free space than this for transcripts: a warning
@@ -416,11 +419,15 @@ def config_from(ns) -> Config:
         cfg.api_key_env = man.get("api_key_env", cfg.api_key_env)
         cfg.transcript_dir = man.get("transcript_dir", cfg.transcript_dir)
         cfg.camera_source = cam.get("source", "webcam") if "camera" in setup.nodes else ""
-        if "furhat" in str(speech.get("backend", "")) or "furhat" in cfg.camera_source:
-            cfg.furhat_host = speech.get("furhat_host") or cam.get("furhat_host") or ""
+        talks, sees = _variant(SPEECH_BACKENDS, speech.get("backend")), \
+            _variant(CAMERA_SOURCES, cfg.camera_source)
+        hosts = [params.get(cls.ROBOT_HOST_PARAM) or "" for cls, params in
+                 ((talks, speech), (sees, cam)) if cls is not None and cls.ROBOT_HOST_PARAM]
+        if hosts:
+            cfg.furhat_host = next((h for h in hosts if h), "")
         cfg.vfm = "vfm" in setup.nodes or bool(man.get("use_tools"))
-        if speech.get("backend") == "local":
-            cfg.voice_in = str(speech.get("audio_in") or "file")
+        if talks is not None and talks.AUDIO_IN_PARAM:     # filled in at start when not set
+            cfg.voice_in = str(speech.get(talks.AUDIO_IN_PARAM) or "file")
     if ns.base_url:
         cfg.llm_backend, cfg.base_url = SERVER_KIND, ns.base_url
         if cfg.model.startswith("default"):
@@ -434,6 +441,14 @@ def config_from(ns) -> Config:
     cfg.listen_s = float(getattr(ns, "listen", None) or cfg.listen_s)
     cfg.health = bool(getattr(ns, "health", False))
     return cfg
+
+
+def _variant(table, name) -> type | None:
+    """The class `table` names `name` (a params file's value), None for auto or an unknown one."""
+    try:
+        return table.load(str(name)) if name and name != AUTO else None
+    except (ValueError, ImportError):
+        return None
 
 
 def health_rows(cfg: Config) -> list[Check]:

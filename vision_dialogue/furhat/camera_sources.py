@@ -27,6 +27,7 @@ class FurhatFeedSource(CameraSource):
     """
 
     kind = "furhat"
+    ROBOT_HOST_PARAM = FURHAT_HOST.name
     PARAMS = [FURHAT_HOST,
               Param("furhat_camera_port", 3000, "Port of the Furhat camera feed (ZeroMQ).",
                     range=(1, 65535)),
@@ -91,6 +92,7 @@ class FurhatRealtimeSource(CameraSource):
     """
 
     kind = "furhat_realtime"
+    ROBOT_HOST_PARAM = FURHAT_HOST.name
     PARAMS = [FURHAT_HOST,
               Param("furhat_realtime_port", 9000, "Port of the Furhat Realtime API (websocket).",
                     range=(1, 65535)),

@@ -17,6 +17,7 @@ class FurhatRealtimeBackend(RobotTurnTaking):
     """Speech I/O through a Furhat's Realtime API; one websocket client per backend."""
 
     name = "furhat_realtime"
+    ROBOT_HOST_PARAM = "furhat_host"
     PARAMS = ROBOT_PARAMS + [Param("furhat_key", "", "Realtime API key, if the robot requires "
                                    "one.")]
 

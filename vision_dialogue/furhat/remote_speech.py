@@ -36,6 +36,7 @@ class FurhatRemoteBackend(RobotTurnTaking):
     """
 
     name = "furhat"
+    ROBOT_HOST_PARAM = "furhat_host"
 
     @classmethod
     def from_params(cls, p, io: SpeechIO) -> "FurhatRemoteBackend":

@@ -26,6 +26,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
+import numpy as np
+
 from vision_dialogue.variants import Param, nonempty
 
 
@@ -68,19 +70,35 @@ class SpeechEvents(Protocol):
         """The robot cannot be reached: nobody is listening until it is back."""
 
 
+class AudioTopics(Protocol):
+    """The speech node's audio topics, for a backend that hears and speaks audio itself.
+
+    The backend asks, from its own parameters, for what it uses; the node creates a topic
+    only when asked (at the backend's build). Samples are mono float in [-1, 1].
+    """
+
+    def publisher_in(self) -> Callable[[np.ndarray], None]:
+        """publish(chunk): the microphone's 16 kHz chunks on audio/input."""
+
+    def publisher_out(self) -> Callable[[np.ndarray, int, str], None]:
+        """publish(samples, rate, text): each sentence said, on audio/output."""
+
+    def subscribe_in(self, push: Callable[[np.ndarray], None]) -> None:
+        """audio/input's chunks (resampled to 16 kHz) to `push`, instead of a microphone."""
+
+
 @dataclass
 class SpeechIO:
     """What the speech node gives a backend it builds besides its parameters.
 
-    on_audio_in / on_audio_out: publish the microphone's chunks / the robot's speech (None:
-    not asked for); backends with `uses_audio_topics` get them.
+    `audio`: the node's audio topics (AudioTopics), the base class's optional part: a backend
+    that hears or speaks audio itself uses them; None where no node carries audio (a test).
     """
 
     input_stream: object = None
     output_stream: object = None
     logger: logging.Logger | None = None
-    on_audio_in: Callable | None = None
-    on_audio_out: Callable | None = None
+    audio: AudioTopics | None = None
 
 
 class SpeechBackend(ABC):
@@ -94,8 +112,9 @@ class SpeechBackend(ABC):
     name = "base"
     PARAMS: list[Param] = []      # the node parameters this backend reads besides the node's
     FILE_PARAM = ""               # a file parameter that, given, means this backend
-    uses_audio_topics = False     # the node wires audio/input and audio/output for it
     reads_text_input = False      # lines are read at once (terminal, script): listening at start
+    ROBOT_HOST_PARAM = ""         # the parameter naming the robot it talks through (doctor)
+    AUDIO_IN_PARAM = ""           # the parameter naming what it hears: 'mic', a file, 'topic'
 
     @classmethod
     def check(cls, p) -> str | None:

@@ -59,8 +59,8 @@ class LocalVoiceBackend(SpeechBackend):
     """See the module docstring. `timings` holds one dict per utterance, for the benchmark."""
 
     name = "local"
+    AUDIO_IN_PARAM = "audio_in"
     PARAMS = build.VOICE_PARAMS + [BARGE_IN] + BACKOFF
-    uses_audio_topics = True
 
     @classmethod
     def check(cls, p) -> str | None:
@@ -73,6 +73,7 @@ class LocalVoiceBackend(SpeechBackend):
         Raises VoicePartError (a ValueError naming the parameter) for a part that cannot load.
         """
         parts = build.voice_parts(p, logger=io.logger)
+        on_audio_in, on_audio_out = build.audio_topics(p, io.audio, parts.source)
         backend = cls(parts.source, parts.sink, recognizer=parts.recognizer, tts=parts.tts,
                       segmenter=parts.segmenter, language=p["language"],
                       speaker=p["speaker"], barge_in=p["barge_in"], echo_gain=p["echo_gain"],
@@ -80,8 +81,8 @@ class LocalVoiceBackend(SpeechBackend):
                       ends_by_meaning=p["ends_by_meaning"], quick_silence=p["quick_silence"],
                       hold_silence=p["hold_silence"], partial_every=p["partial_every"],
                       partial_at_pause=p["partial_at_pause"], turn_judge=parts.turn_judge,
-                      backoff_max=p["backoff_max"], on_audio_in=io.on_audio_in,
-                      on_audio_out=io.on_audio_out, logger=io.logger)
+                      backoff_max=p["backoff_max"], on_audio_in=on_audio_in,
+                      on_audio_out=on_audio_out, logger=io.logger)
         build.connect(parts.source, backend)
         backend.log.info(f"local voice: {parts.source.describe()} -> VAD -> Whisper "
                          f"({parts.recognizer.path.name}) ... {parts.tts.name} -> "

@@ -169,3 +169,20 @@ def connect(source: AudioSource, backend) -> None:
         source.turn_ready, source.robot_quiet = backend.turn_ready, backend.robot_quiet
         source.has_spoken, source.robot_speaking = backend.has_spoken, backend.robot_speaking
         source.robot_line = backend.robot_line
+
+
+def audio_topics(p: dict, audio, source: AudioSource) -> tuple:
+    """(on_audio_in, on_audio_out) on the node's audio topics (speech/base.AudioTopics).
+
+    With `publish_audio`: the microphone's chunks on audio/input (not when audio/input is
+    what the voice hears: `audio_in:=topic` takes its chunks from there) and each sentence
+    said on audio/output. None each, where not asked for or no node carries audio.
+    """
+    if audio is None:
+        return None, None
+    from_topic = p["audio_in"] == TOPIC
+    if from_topic:
+        audio.subscribe_in(source.push)
+    if not p["publish_audio"]:
+        return None, None
+    return (None if from_topic else audio.publisher_in()), audio.publisher_out()
