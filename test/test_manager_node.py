@@ -13,7 +13,7 @@ import pytest
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import CompressedImage
 
-from conftest import matched
+from conftest import REPO, matched
 from fake_openai import FakeOpenAI, Reply
 from manager_rig import REPLY, Rig, photo, responder
 from vision_dialogue.manager_node import ManagerNode
@@ -745,3 +745,68 @@ def test_a_reply_said_while_the_context_shuts_down_ends_quietly(ros_context):
         assert sent == ["Hello there."]
     finally:
         node.destroy_node()
+
+
+#: the camera frame's way through the manager, as docs/ARCHITECTURE.md draws it: (what the
+#: docs name, the code that runs); the first two on the executor, the rest on the intake's
+#: worker, the listeners after add_frame in any order
+FRAME_WALK = [("ros/image_input.py", "ImageTopicInput._on_image"),
+              ("core/frame_intake.py", "FrameIntake.offer"),
+              ("ros/image_msgs.py", "from_image_msg"),
+              ("core/frame_input.FrameInput", "FrameInput.take"),
+              ("Conversation.add_frame", "Conversation.add_frame")]
+FRAME_LISTENERS = [("core/turn_taking.TurnTaker", "TurnTaker.frame_added"),
+                   ("ros/manager/outputs.py", "ManagerOutputs.entry"),
+                   ("core/transcript.py", "TranscriptWriter.__call__")]
+
+
+def test_a_frame_travels_as_the_architecture_draws_it(ros_context, fake, tmp_path,
+                                                      monkeypatch):
+    """One raw frame, each step on the thread the docs say, in their order; nothing else."""
+    import functools
+    import importlib
+    from vision_dialogue.core.conversation import Conversation
+    from vision_dialogue.core.frame_input import FrameInput
+    from vision_dialogue.core.frame_intake import FrameIntake
+    from vision_dialogue.core.transcript import TranscriptWriter
+    from vision_dialogue.core.turn_taking import TurnTaker
+    from vision_dialogue.ros.image_input import ImageTopicInput
+    from vision_dialogue.ros.manager.outputs import ManagerOutputs
+    image_input = importlib.import_module("vision_dialogue.ros.image_input")
+    steps = []
+
+    def walked(name, fn):
+        @functools.wraps(fn)            # rclpy reads a callback's signature (MessageInfo)
+        def step(*args, **kwargs):
+            steps.append((name, threading.current_thread().name))
+            return fn(*args, **kwargs)
+        return step
+    for owner, name in ((ImageTopicInput, "_on_image"), (FrameIntake, "offer"),
+                        (FrameInput, "take"), (Conversation, "add_frame"),
+                        (TurnTaker, "frame_added"), (ManagerOutputs, "entry"),
+                        (TranscriptWriter, "__call__")):
+        monkeypatch.setattr(owner, name, walked(f"{owner.__name__}.{name}",
+                                                getattr(owner, name)))
+    monkeypatch.setattr(image_input, "from_image_msg",
+                        walked("from_image_msg", image_input.from_image_msg))
+    rig = Rig(ros_context, fake, tmp_path)
+    try:
+        assert rig.send_until(lambda: rig.img_pub.publish(to_image_msg(photo())),
+                              lambda: {"TranscriptWriter.__call__", "TurnTaker.frame_added",
+                                       "ManagerOutputs.entry"} <= {s for s, _ in steps})
+    finally:
+        rig.close()
+    first = steps.index(("Conversation.add_frame", "vd-frames"))      # the frame taken
+    on_executor = [s for s, t in steps[:first + 1] if t != "vd-frames"]
+    on_worker = [s for s, t in steps[:first + 1] if t == "vd-frames"]
+    assert on_executor[-2:] + on_worker == [code for _, code in FRAME_WALK], steps
+    assert set(on_executor) == {code for _, code in FRAME_WALK[:2]}, steps   # only queued
+    heard = {s: t for s, t in steps[first + 1:]}
+    assert {code for _, code in FRAME_LISTENERS} <= set(heard) and \
+        {heard[code] for _, code in FRAME_LISTENERS} == {"vd-frames"}, steps
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+    section = text[text.index("## How a camera frame travels"):
+                   text.index("## How an event between frames travels")]
+    places = [section.index(f"`{doc}") for doc, _ in FRAME_WALK + FRAME_LISTENERS]
+    assert places[:len(FRAME_WALK)] == sorted(places[:len(FRAME_WALK)]), places
+    assert min(places[len(FRAME_WALK):]) > max(places[:len(FRAME_WALK)]), places

@@ -3,8 +3,8 @@
 The manager's frame intake (core/frame_intake.py) hands every frame it accepts to
 `FrameInput.take` on its worker thread: the frame is stamped (the camera's stamp, else the
 clock's), the detections that came for it before it (core/objects.ObjectNotes) become its note,
-and it enters the conversation; the turn-taker hears of it as a "frame" event of the
-conversation (core/turn_taking.py). Nothing goes back into the node. ROS-free.
+and it enters the conversation, whose listeners hear it as a FrameEntry (core/entries.py) on
+the intake's worker: the turn-taker, the manager's outputs, the transcript. ROS-free.
 """
 from __future__ import annotations
 
