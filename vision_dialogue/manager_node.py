@@ -118,7 +118,7 @@ class ManagerNode(ManagedNode):
         self.proactive = ProactivePolicy(proactive_config(p))
         self.people = PeopleInView(conv)
         # a frame's one way: the intake's worker -> FrameInput (its detections' note) -> the
-        # conversation, whose "frame" event the turn-taker hears
+        # conversation, whose FrameEntry the turn-taker hears
         notes = object_notes(p, observed_people=observer is not None)
         self.frames = FrameInput(conv, notes, lambda: self.get_clock().now().nanoseconds)
         self.intake = FrameIntake(self.frames.take, min_interval=p["min_frame_interval"],

@@ -34,8 +34,7 @@ from vision_dialogue.identity.embedders import FaceEmbedder, IdentityInputError,
     ModelMissing, VoiceEmbedder
 from vision_dialogue.identity.memory import PersonMemory
 from vision_dialogue.identity.persons import IdentityError, NextStep, Persons
-from vision_dialogue.identity.records import CONSENT_QUESTION, Consent, ConsentWay, \
-    EnrolPolicy
+from vision_dialogue.identity.records import CONSENT_QUESTION, EnrolPolicy
 from vision_dialogue.identity.store import DEFAULT_STORE_URL, PeopleStore, StoreError, \
     sqlite_path
 from vision_dialogue.identity.voice_clips import MAX_CLIP_S, AudioRing, seconds_for
@@ -48,13 +47,12 @@ from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionEr
 from vision_dialogue.ros.managed import MANAGED_PARAM, ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, declare_params
+from vision_dialogue.ros.people_services import PeopleServices
 from vision_dialogue.ros.people_talk import PeopleTalk
 from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS, no_event_handlers
 from vision_dialogue.ros.topics import AUDIO_INPUT_TOPIC, FACES_TRACKED_TOPIC, \
-    PEOPLE_ENROL_SERVICE, PEOPLE_FORGET_SERVICE, PEOPLE_FORGOTTEN_TOPIC, PEOPLE_LIST_SERVICE, \
-    PEOPLE_SPEAKERS_TOPIC, PEOPLE_STATE_TOPIC, UTTERANCE_TOPIC
+    PEOPLE_FORGOTTEN_TOPIC, PEOPLE_SPEAKERS_TOPIC, PEOPLE_STATE_TOPIC, UTTERANCE_TOPIC
 from vision_dialogue_interfaces.msg import AudioChunk, Forgotten, LineSpeaker, Utterance
-from vision_dialogue_interfaces.srv import Enrol, Forget, ListPeople
 
 #: a face in view not yet printed holds the persons' report this long at most (its crop may
 #: never come): the persons of one frame go out together, so a listener that greets whoever
@@ -132,9 +130,7 @@ class PeopleNode(ManagedNode):
         self._retention = None          # the hourly timer of memory_retention_days
         self.create_subscription(AudioChunk, AUDIO_INPUT_TOPIC, self._on_audio,
                                  RELIABLE_QOS)
-        self.create_service(Enrol, PEOPLE_ENROL_SERVICE, self._enrol)
-        self.create_service(Forget, PEOPLE_FORGET_SERVICE, self._forget)
-        self.create_service(ListPeople, PEOPLE_LIST_SERVICE, self._list)
+        self.people_services = PeopleServices(self, self._lock)
         self.create_timer(1.0, self.publish)
         DiagnosticsPublisher(self, self._health)
         self.start_lifecycle(p["managed"])
@@ -421,44 +417,6 @@ class PeopleNode(ManagedNode):
             msg.header.stamp = self.get_clock().now().to_msg()
             self.forgotten_pub.publish(msg)
         return removed
-
-    # --- services -------------------------------------------------------------------------
-    def _enrol(self, request, response):
-        try:
-            with self._lock:
-                if self.persons is None:
-                    raise IdentityError("people_node is not configured")
-                response.person_id = self.persons.enrol(
-                    request.person_id, request.name.strip(), Consent(
-                        ConsentWay.APPLICATION, question="the application's own",
-                        answer=PEOPLE_ENROL_SERVICE))
-            response.ok, response.message = True, "enrolled"
-        except (IdentityError, StoreError) as e:
-            response.ok, response.message = False, str(e)
-        self.publish()
-        return response
-
-    def _forget(self, request, response):
-        if not (request.person_id.strip() or request.name.strip()):
-            response.ok, response.message = False, "give a person_id or a name"
-            return response
-        try:
-            response.removed = self.forget_person(request.person_id.strip(),
-                                                  request.name.strip())
-        except StoreError as e:
-            response.ok, response.message = False, str(e)
-            return response
-        response.ok = bool(response.removed)
-        response.message = "forgotten" if response.ok else "nobody of that id or name"
-        return response
-
-    def _list(self, request, response):
-        try:
-            people = [p.as_dict() for p in self.store.people()] if self.store else []
-        except StoreError as e:
-            people = [{"error": str(e)}]
-        response.people_json = json.dumps(people)
-        return response
 
     # --- out ------------------------------------------------------------------------------
     def _first_prints_pending(self) -> bool:

@@ -225,7 +225,7 @@ class Conversation(DirectedLines):
 
     def _serve(self, text: str | None, on_sentence: SentenceCallback | None, speaker: str,
                deadline: float | None, language: str = "", instruction: str = "") -> TurnResult:
-        """A turn with background LLM calls held back, then its "reply" event."""
+        """A turn with background LLM calls held back, then its ReplyEntry."""
         self._no_turn.clear()
         try:
             with self.turns_taken.lock:
@@ -314,7 +314,7 @@ class Conversation(DirectedLines):
     def add_event(self, text: str, stamp: float | None = None, event: str = "") -> None:
         """Something seen between frames ("someone on the left waved") into the timeline.
 
-        `event`: the detector's kind (wave, arrived, ...); emits "event" (transcript, monitor).
+        `event`: the detector's kind (wave, arrived, ...); tells a SeenEntry (transcript, monitor).
         """
         text = " ".join(str(text).split())
         if not text:
@@ -419,7 +419,7 @@ class Conversation(DirectedLines):
     def close(self, timeout: float = 5.0) -> None:
         """Let in-flight summaries finish (bounded by `timeout`) and stop the pool.
 
-        Frames whose summary is still not in get one without the LLM ("summary" events), so the
+        Frames whose summary is still not in get one without the LLM (SummaryEntry), so the
         transcript holds every frame's summary; a background generation still running is asked
         to stop, so exit is not held up by a slow local model.
         """
