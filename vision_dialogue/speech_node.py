@@ -61,7 +61,7 @@ from vision_dialogue.ros.standard_inputs import HriBargeIn
 from vision_dialogue.ros.managed import MANAGED_PARAM, ManagedNode
 from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
-from vision_dialogue.ros.qos import RELIABLE_QOS, SPEECH_STATE_QOS
+from vision_dialogue.ros.qos import RELIABLE_QOS, SPEECH_STATE_QOS, no_event_handlers
 from vision_dialogue.ros.topics import CANCEL_REPLY_TOPIC, HEARING_TOPIC, PARTIAL_TOPIC, \
     REPLY_TOPIC, SPEECH_STATE_TOPIC, SPOKEN_TOPIC, USERS_TOPIC, UTTERANCE_TOPIC
 from vision_dialogue.speech import SPEECH_BACKENDS, SpeechBackend
@@ -284,8 +284,12 @@ class SpeechNode(ManagedNode):
         if not topic:
             return True
         first = threading.Event()
+        # no QoS event handlers: it is destroyed below, off the executor, while the executor
+        # may add a handler to its wait set (InvalidHandle, "destruction was requested": a
+        # fresh-clone run of the people demo printed it, with a CPU burner beside it)
         sub = self.create_subscription(Image, topic, lambda _msg: first.set(),
-                                       qos_profile_sensor_data)
+                                       qos_profile_sensor_data,
+                                       **no_event_handlers("subscription"))
         self.log.info(f"the script starts with the first frame on {sub.topic_name}")
         while not first.wait(0.05):
             if self._closed.is_set():

@@ -15,7 +15,7 @@ import yaml
 
 from conftest import DEMO_DIR
 from fake_openai import FakeOpenAI
-from installed.user_env import stop, wait_for_log
+from installed.user_env import around_traceback, stop, wait_for_log
 
 
 def write_arrival_video(path: Path, fps: float = 10.0) -> Path:
@@ -109,7 +109,7 @@ def test_bringup_people_demo_as_processes(installed, tmp_path, cores_for_real_ti
         requests = [json.dumps(r["messages"]) for r in fake.requests]
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
-    assert "Traceback" not in out, out[-3000:]
+    assert "Traceback" not in out, around_traceback(out)
     for item in script["items"]:
         assert f"{item['speaker']}: {item['say']}" in out, out[-3000:]
     # Ben holds a phone to her ear: now and then the pose reads it as a raised hand, which

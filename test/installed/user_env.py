@@ -254,6 +254,17 @@ class OwnParticipant:
             self.ctx.try_shutdown()
 
 
+def around_traceback(out: str, tail: int = 3000) -> str:
+    """The output around its first traceback (from a few lines before it), else its tail.
+
+    A traceback in the middle of a long output is cut from the tail a failure message shows.
+    """
+    at = out.find("Traceback")
+    if at < 0:
+        return out[-tail:]
+    return out[max(0, at - 600):at + tail]
+
+
 def until(pred, timeout: float = 30.0, step: float = 0.05) -> bool:
     """Whether `pred()` holds within `timeout` s (checked every `step` s)."""
     deadline = time.monotonic() + timeout
