@@ -336,7 +336,6 @@ MAX_CLASS_METHODS = 25
 #: classes still over MAX_CLASS_METHODS, with the most methods each may have until it is split
 BIG_CLASSES = {
     "vision_dialogue.core.conversation.Conversation": 32,
-    "vision_dialogue.furhat.realtime.FurhatRealtimeClient": 31,
     "vision_dialogue.people_node.PeopleNode": 27,
     "vision_dialogue.speech.turns.SpeechTurns": 29,
     "vision_dialogue.voice.backend.LocalVoiceBackend": 30,

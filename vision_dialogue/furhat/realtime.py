@@ -115,6 +115,123 @@ def decode_camera_image(event: dict) -> bytes:
     return jpeg
 
 
+def _close_quietly(ws) -> None:
+    try:
+        ws.close()
+    except Exception:  # noqa: BLE001 - closing a broken socket
+        pass
+
+
+class _PendingRequests:
+    """Requests waiting for their answer: matched by type and request id (thread-safe)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._waiters: list[_Waiter] = []
+        self._ids = itertools.count(1)
+
+    def add(self, reply_types: Iterable[str]) -> _Waiter:
+        waiter = _Waiter(frozenset(reply_types), f"vd-{next(self._ids)}")
+        with self._lock:
+            self._waiters.append(waiter)
+        return waiter
+
+    def remove(self, waiter: _Waiter) -> None:
+        with self._lock:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+    def complete(self, event: dict) -> None:
+        """The waiter this event answers: with an id, its own; without, the oldest of its type."""
+        etype, rid = event.get("type"), event.get("request_id")
+        with self._lock:
+            match = next((w for w in self._waiters if etype in w.types
+                          and (rid is None or rid == w.request_id)), None)
+            if match is not None:
+                self._waiters.remove(match)
+        if match is not None:
+            match.event = event
+            match.done.set()
+
+    def fail_all(self, error: Exception) -> None:
+        with self._lock:
+            waiters, self._waiters = self._waiters, []
+        for w in waiters:
+            w.error = error
+            w.done.set()
+
+
+class _EventDispatch:
+    """User callbacks on a thread of their own, never on the receive thread.
+
+    `listeners` hear every event in order (a bounded queue); `camera` gets the newest camera
+    frame (frames that came while it ran are coalesced). `closing`: the client's stop flag.
+    """
+
+    def __init__(self, closing: threading.Event, logger: logging.Logger):
+        self.closing, self.log = closing, logger
+        self.listeners: list[Callable[[dict], None]] = []
+        self.camera: Callable[[bytes, int], None] | None = None
+        self._cv = threading.Condition()
+        self._queue: deque = deque(maxlen=1000)
+        self._frame: tuple[bytes, int] | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._loop, name="furhat-rt-dispatch",
+                                            daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Wake the thread (the client set `closing`) and join it."""
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            with self._cv:
+                self._cv.notify_all()
+            thread.join(timeout=2.0)
+        self._thread = None
+
+    def put(self, event: dict) -> None:
+        frame = None
+        if event.get("type") == EVENTS["camera_data"] and self.camera is not None:
+            try:
+                frame = (decode_camera_image(event), time.time_ns())
+            except FurhatRealtimeError as e:
+                self.log.warning(f"furhat realtime: dropping a camera frame: {e}")
+        if not self.listeners and frame is None:
+            return
+        with self._cv:
+            if frame is not None:
+                self._frame = frame
+            if self.listeners:
+                self._queue.append(event)
+            self._cv.notify()
+
+    def _loop(self) -> None:
+        while not self.closing.is_set():
+            with self._cv:
+                while not self._queue and self._frame is None:
+                    if self.closing.is_set():
+                        return
+                    self._cv.wait(0.5)
+                event = self._queue.popleft() if self._queue else None
+                frame, self._frame = (
+                    (self._frame, None) if event is None else (None, self._frame))
+            if event is not None:
+                for cb in list(self.listeners):
+                    try:
+                        cb(event)
+                    except Exception as e:  # noqa: BLE001 - a callback must not kill the thread
+                        self.log.error(f"furhat realtime: event callback failed: {e!r}")
+            camera = self.camera
+            if frame is not None and camera is not None:
+                try:
+                    camera(*frame)
+                except Exception as e:  # noqa: BLE001
+                    self.log.error(f"furhat realtime: camera callback failed: {e!r}")
+
+
 class FurhatRealtimeClient:
     """Blocking client for the Furhat Realtime API; safe to call from several threads.
 
@@ -139,19 +256,11 @@ class FurhatRealtimeClient:
         self.log = logger or log
         self._ws = None
         self._send_lock = threading.Lock()
-        self._lock = threading.Lock()
-        self._waiters: list[_Waiter] = []
-        self._ids = itertools.count(1)
+        self._pending = _PendingRequests()
         self._closing = threading.Event()
         self._connected = threading.Event()
         self._recv_thread: threading.Thread | None = None
-        self._listeners: list[Callable[[dict], None]] = []
-        self._camera_cb: Callable[[bytes, int], None] | None = None
-        # dispatch thread state: queued events and the newest undelivered camera frame
-        self._dispatch_cv = threading.Condition()
-        self._dispatch_q: deque = deque(maxlen=1000)
-        self._pending_frame: tuple[bytes, int] | None = None
-        self._dispatch_thread: threading.Thread | None = None
+        self._dispatch = _EventDispatch(self._closing, self.log)
 
     # ---------------------------------------------------------------- connection
     @property
@@ -167,7 +276,7 @@ class FurhatRealtimeClient:
         if self.connected:
             return
         self._closing.clear()
-        self._start_dispatch()
+        self._dispatch.start()
         self._open()
 
     def _open(self) -> None:
@@ -190,41 +299,33 @@ class FurhatRealtimeClient:
         try:
             reply = self._request(auth, [EVENTS["auth_ok"]], self.timeout, require_connected=False)
         except FurhatRealtimeError:
-            self._drop(ws)
+            _close_quietly(ws)       # not connected yet: the flag is set after the answer
             raise
         if reply.get("access") is False:
-            self._drop(ws)
+            _close_quietly(ws)
             raise FurhatAuthError(f"{self.url}: authentication refused "
                                   f"({'wrong key' if self.key else 'a key is required'})")
         self._connected.set()
-        if self._camera_cb is not None:  # resume a stream after a reconnect
+        if self._dispatch.camera is not None:  # resume a stream after a reconnect
             self._send({"type": EVENTS["camera_start"]})
-
-    def _drop(self, ws) -> None:
-        self._connected.clear()
-        try:
-            ws.close()
-        except Exception:  # noqa: BLE001 - closing a broken socket
-            pass
 
     def close(self) -> None:
         """Close the connection and stop all threads (no reconnect afterwards)."""
         self._closing.set()
         ws = self._ws
         if ws is not None:
-            if self.connected and self._camera_cb is not None:
+            if self.connected and self._dispatch.camera is not None:
                 try:
                     self._send({"type": EVENTS["camera_stop"]})
                 except FurhatRealtimeError:
                     pass
-            self._drop(ws)
-        self._fail_waiters(FurhatRealtimeError("client closed"))
-        for t in (self._recv_thread, self._dispatch_thread):
-            if t is not None and t is not threading.current_thread():
-                with self._dispatch_cv:
-                    self._dispatch_cv.notify_all()
-                t.join(timeout=2.0)
-        self._dispatch_thread = None
+            self._connected.clear()
+            _close_quietly(ws)
+        self._pending.fail_all(FurhatRealtimeError("client closed"))
+        recv = self._recv_thread
+        if recv is not None and recv is not threading.current_thread():
+            recv.join(timeout=2.0)
+        self._dispatch.stop()
 
     def __enter__(self):
         self.connect()
@@ -327,13 +428,13 @@ class FurhatRealtimeClient:
         time. Frames arriving while the callback runs are coalesced (the newest wins). The stream
         resumes by itself after a reconnect.
         """
-        self._camera_cb = callback
-        self._start_dispatch()
+        self._dispatch.camera = callback
+        self._dispatch.start()
         self._send({"type": EVENTS["camera_start"]})
 
     def stop_camera(self) -> None:
         """Stop the camera stream."""
-        self._camera_cb = None
+        self._dispatch.camera = None
         if self.connected:
             self._send({"type": EVENTS["camera_stop"]})
 
@@ -342,13 +443,10 @@ class FurhatRealtimeClient:
 
         Returns a function that removes the callback.
         """
-        self._listeners.append(callback)
-        self._start_dispatch()
-
-        def remove() -> None:
-            if callback in self._listeners:
-                self._listeners.remove(callback)
-        return remove
+        listeners = self._dispatch.listeners
+        listeners.append(callback)
+        self._dispatch.start()
+        return lambda: callback in listeners and listeners.remove(callback)
 
     # ---------------------------------------------------------------- internals
     def _send(self, event: dict) -> None:
@@ -365,11 +463,8 @@ class FurhatRealtimeClient:
                  require_connected: bool = True) -> dict:
         if require_connected and not self.connected:
             raise FurhatRealtimeError(f"not connected to {self.url}")
-        rid = f"vd-{next(self._ids)}"
-        event = dict(event, request_id=rid)
-        waiter = _Waiter(frozenset(reply_types), rid)
-        with self._lock:
-            self._waiters.append(waiter)
+        waiter = self._pending.add(reply_types)
+        event = dict(event, request_id=waiter.request_id)
         try:
             self._send(event)
             if not waiter.done.wait(timeout):
@@ -377,33 +472,10 @@ class FurhatRealtimeClient:
                 raise FurhatRealtimeTimeout(
                     f"no {awaited} for {event['type']} within {timeout:g} s")
         finally:
-            with self._lock:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
+            self._pending.remove(waiter)
         if waiter.error is not None:
             raise waiter.error
         return waiter.event  # type: ignore[return-value]
-
-    def _complete_waiter(self, event: dict) -> None:
-        etype, rid = event.get("type"), event.get("request_id")
-        with self._lock:
-            match = None
-            for w in self._waiters:
-                if etype in w.types and (rid is None or rid == w.request_id):
-                    match = w  # with an id: exact match; without: the oldest waiter of that type
-                    break
-            if match is not None:
-                self._waiters.remove(match)
-        if match is not None:
-            match.event = event
-            match.done.set()
-
-    def _fail_waiters(self, error: Exception) -> None:
-        with self._lock:
-            waiters, self._waiters = self._waiters, []
-        for w in waiters:
-            w.error = error
-            w.done.set()
 
     def _receive_loop(self, ws) -> None:
         while True:
@@ -420,13 +492,13 @@ class FurhatRealtimeClient:
                 continue
             if not isinstance(event, dict):
                 continue
-            self._complete_waiter(event)
-            self._queue_dispatch(event)
+            self._pending.complete(event)
+            self._dispatch.put(event)
         if ws is not self._ws:
             return
         was_connected = self.connected
         self._connected.clear()
-        self._fail_waiters(FurhatRealtimeError(f"connection to {self.url} lost"))
+        self._pending.fail_all(FurhatRealtimeError(f"connection to {self.url} lost"))
         if was_connected and self.reconnect and not self._closing.is_set():
             self._reconnect_loop()
 
@@ -441,49 +513,3 @@ class FurhatRealtimeClient:
             except FurhatRealtimeError as e:
                 self.log.debug(f"furhat realtime: reconnect failed: {e}")
                 delay = min(delay * 2, self.backoff_max)
-
-    # dispatch thread: user callbacks run here, never on the receive thread
-    def _start_dispatch(self) -> None:
-        if self._dispatch_thread is None or not self._dispatch_thread.is_alive():
-            self._dispatch_thread = threading.Thread(target=self._dispatch_loop,
-                                                     name="furhat-rt-dispatch", daemon=True)
-            self._dispatch_thread.start()
-
-    def _queue_dispatch(self, event: dict) -> None:
-        frame = None
-        if event.get("type") == EVENTS["camera_data"] and self._camera_cb is not None:
-            try:
-                frame = (decode_camera_image(event), time.time_ns())
-            except FurhatRealtimeError as e:
-                self.log.warning(f"furhat realtime: dropping a camera frame: {e}")
-        if not self._listeners and frame is None:
-            return
-        with self._dispatch_cv:
-            if frame is not None:
-                self._pending_frame = frame
-            if self._listeners:
-                self._dispatch_q.append(event)
-            self._dispatch_cv.notify()
-
-    def _dispatch_loop(self) -> None:
-        while not self._closing.is_set():
-            with self._dispatch_cv:
-                while not self._dispatch_q and self._pending_frame is None:
-                    if self._closing.is_set():
-                        return
-                    self._dispatch_cv.wait(0.5)
-                event = self._dispatch_q.popleft() if self._dispatch_q else None
-                frame, self._pending_frame = (
-                    (self._pending_frame, None) if event is None else (None, self._pending_frame))
-            if event is not None:
-                for cb in list(self._listeners):
-                    try:
-                        cb(event)
-                    except Exception as e:  # noqa: BLE001 - a callback must not kill the thread
-                        self.log.error(f"furhat realtime: event callback failed: {e!r}")
-            cb_cam = self._camera_cb
-            if frame is not None and cb_cam is not None:
-                try:
-                    cb_cam(*frame)
-                except Exception as e:  # noqa: BLE001
-                    self.log.error(f"furhat realtime: camera callback failed: {e!r}")
