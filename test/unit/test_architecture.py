@@ -192,14 +192,18 @@ def test_the_ros_side_asks_the_conversation_by_name():
     assert not bad, "\n".join(bad)
 
 
+def assigned_attributes(tree: ast.AST) -> list[tuple[int, ast.Attribute]]:
+    """(line, target) of each attribute assigned under `tree` (tuple targets unpacked)."""
+    return [(node.lineno, each) for node in ast.walk(tree)
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            for each in (target.elts if isinstance(target, ast.Tuple) else [target])
+            if isinstance(each, ast.Attribute)]
+
+
 def hook_assignments(tree: ast.AST, hooks: set[str]) -> list[tuple[int, str]]:
     """(line, attribute) of each assignment to an attribute named like a TurnHooks field."""
-    targets = [(node.lineno, target) for node in ast.walk(tree)
-               if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
-               for target in (node.targets if isinstance(node, ast.Assign) else [node.target])]
-    return [(line, each.attr) for line, target in targets
-            for each in (target.elts if isinstance(target, ast.Tuple) else [target])
-            if isinstance(each, ast.Attribute) and each.attr in hooks]
+    return [(line, each.attr) for line, each in assigned_attributes(tree) if each.attr in hooks]
 
 
 def test_the_turn_takers_hooks_are_given_when_it_is_made():
@@ -220,15 +224,11 @@ def test_the_turn_takers_hooks_are_given_when_it_is_made():
 
 def private_writes(cls: ast.ClassDef) -> list[tuple[int, str]]:
     """(line, attribute) of each `self._x = ...` in a class's methods."""
-    return [(node.lineno, each.attr) for method in cls.body
+    return [(line, each.attr) for method in cls.body
             if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
-            for node in ast.walk(method)
-            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
-            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
-            for each in (target.elts if isinstance(target, ast.Tuple) else [target])
-            if isinstance(each, ast.Attribute) and isinstance(each.value, ast.Name)
-            and each.value.id == "self" and each.attr.startswith("_")
-            and not each.attr.startswith("__")]
+            for line, each in assigned_attributes(method)
+            if isinstance(each.value, ast.Name) and each.value.id == "self"
+            and each.attr.startswith("_") and not each.attr.startswith("__")]
 
 
 def test_no_mixin_writes_the_private_state_of_the_class_it_joins():

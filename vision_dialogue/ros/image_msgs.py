@@ -32,6 +32,15 @@ def stamp_to_ns(stamp: Time) -> int:
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
+def stamp_seconds(stamp: Time) -> float | None:
+    """A header stamp in seconds, None for an unset (zero) stamp.
+
+    One way for every line's stamp: the manager pairs a speaker answer with its line by it.
+    """
+    ns = stamp_to_ns(stamp)
+    return ns / 1e9 if ns else None
+
+
 def wall_stamp() -> Time:
     """Wall-clock time.
 

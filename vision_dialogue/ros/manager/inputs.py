@@ -23,7 +23,7 @@ from vision_dialogue.core.redaction import ForgottenPeople
 from vision_dialogue.core.transcript import record_from_json
 from vision_dialogue_interfaces.msg import DetectedUsers, Forgotten, SpeechState, Utterance, \
     VisualEvent
-from vision_dialogue.ros.image_msgs import stamp_to_ns
+from vision_dialogue.ros.image_msgs import stamp_seconds, stamp_to_ns
 from vision_dialogue.ros.qos import RELIABLE_QOS
 from vision_dialogue.ros.standard_inputs import connect_standard_inputs
 from vision_dialogue.ros.topics import FACE_RECORDS_TOPIC, HEARING_TOPIC, PARTIAL_TOPIC, \
@@ -76,9 +76,8 @@ class ManagerInputs:
             frame_width=lambda: frames.width, on_engaging=self._on_engaging)
 
     def _on_utterance(self, msg: Utterance) -> None:
-        stamp_ns = stamp_to_ns(msg.header.stamp)
         self.turns.utterance(msg.text, msg.speaker, msg.language,
-                             stamp_ns / 1e9 if stamp_ns else None)
+                             stamp_seconds(msg.header.stamp))
 
     def _on_users(self, msg: DetectedUsers) -> None:
         """The people the camera tracks (Furhat): a note in the prompt, arrivals, departures."""

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from vision_dialogue.core.health import OK, WARN, Health
 from vision_dialogue.llm.base import short_question
-from vision_dialogue.ros.image_msgs import stamp_to_ns
+from vision_dialogue.ros.image_msgs import stamp_seconds
 from vision_dialogue.ros.qos import RELIABLE_QOS
 from vision_dialogue.ros.topics import PEOPLE_SPEAKERS_TOPIC
 from vision_dialogue_interfaces.msg import LineSpeaker
@@ -131,7 +131,7 @@ def connect_memory(node, p, conversation, turns, people, backend, log,
     memory = ManagerMemory(keeper, people, LineSpeakers(),
                            lambda: node.count_publishers(PEOPLE_SPEAKERS_TOPIC) > 0, faces)
     node.create_subscription(LineSpeaker, PEOPLE_SPEAKERS_TOPIC, lambda m: memory.speakers.said(
-        m.text, m.person_id, m.by_voice, stamp_to_ns(m.header.stamp) / 1e9 or None),
+        m.text, m.person_id, m.by_voice, stamp_seconds(m.header.stamp)),
         RELIABLE_QOS)
     turns.hear_with(memory.heard)
     conversation.remember_with(memory.standing, memory.for_line)
