@@ -277,7 +277,7 @@ def main(argv=None) -> int:
     if not turns:
         print("no turn completed", file=sys.stderr)
     from vision_dialogue.ros.setups import load_node_params
-    from vision_dialogue.core.resources import share_dir
+    from vision_dialogue.common.resources import share_dir
     max_tokens = load_node_params(share_dir("config") / "demo_setup.yaml",
                                   "manager_node").get("max_reply_tokens", 60)
     base = baseline(backend, turns, max_tokens)

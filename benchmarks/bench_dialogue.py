@@ -302,7 +302,7 @@ class ObjectsNote:
     """The detector node's path, in-process: each frame's objects note, as the manager adds it.
 
     Setup `objects=true`: CenterNet (perception/object_detector.py) on every frame, worded by
-    core/objects.py with the manager's defaults (people left to the observer).
+    common/objects.py with the manager's defaults (people left to the observer).
     """
 
     def __init__(self, observer):
@@ -311,7 +311,7 @@ class ObjectsNote:
         self.skip = ("face", "person") if observer is not None else ("face",)
 
     def note(self, frame) -> str:
-        from vision_dialogue.core.objects import ObjectSighting, describe_objects
+        from vision_dialogue.common.objects import ObjectSighting, describe_objects
         return describe_objects([ObjectSighting.from_box(d.label, d.score, d.box,
                                                          frame.shape[1], d.alternatives)
                                  for d in self.detector.detect(frame)], skip=self.skip)

@@ -2,7 +2,7 @@
 """Benchmark: how well the embedded models take facts from a person's lines.
 
 The manager's memory asks the model for the facts of each line of a known person
-(identity/facts.py, a side question constrained to `FACTS_SCHEMA`). Each of the memory
+(application/identity/facts.py, a side question constrained to `FACTS_SCHEMA`). Each of the memory
 battery's 20 lines (memory_battery.yaml) goes to each model with the schema as shipped (the
 fact first, then its topic) and with the baseline a user had before (the topic first), the two
 interleaved line by line on one engine. Per model and schema: lines with a fact kept (one
@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).parent))
 
 from results import record  # noqa: E402 - benchmarks/ is on sys.path
-from vision_dialogue.identity import facts  # noqa: E402
+from vision_dialogue.application.identity import facts  # noqa: E402
 from vision_dialogue.llm.base import short_question  # noqa: E402
 from vision_dialogue.llm.factory import BackendOptions, backend_class  # noqa: E402
 

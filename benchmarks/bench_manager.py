@@ -36,7 +36,7 @@ from skimage import data  # noqa: E402
 
 from fake_chat_backend import kind_of  # noqa: E402
 from vision_dialogue.core.conversation import Conversation, ConversationConfig  # noqa: E402
-from vision_dialogue.core.images import ImagePolicy, downscale  # noqa: E402
+from vision_dialogue.common.images import ImagePolicy, downscale  # noqa: E402
 from vision_dialogue.core.persona import load_persona  # noqa: E402
 from vision_dialogue.core.prompt import prompt_size  # noqa: E402
 from results import record  # noqa: E402 - benchmarks/ is on sys.path

@@ -3,8 +3,8 @@
 
 Session 1: a person who said yes tells the robot 20 facts, one line each
 (memory_battery.yaml); each line goes to the manager's memory keeper
-(identity/remembering.py), which asks the model for the facts as the manager does (a side
-question, constrained JSON, temperature 0). The store is closed. Session 2, from a new store
+(application/identity/remembering.py), which asks the model for the facts as the manager does (a
+side question, constrained JSON, temperature 0). The store is closed. Session 2, from a new store
 object and keeper on the same file (a restart): the person asks about each fact, and the reply
 comes from the real conversation (core/conversation.py) whose prompt holds the memory note
 (`PromptAssembly.recall`), as the manager's does.
@@ -46,10 +46,10 @@ from bench_skills import make_engine  # noqa: E402
 from results import record  # noqa: E402 - benchmarks/ is on sys.path
 from vision_dialogue.core.conversation import Conversation, ConversationConfig  # noqa: E402
 from vision_dialogue.core.persona import load_persona  # noqa: E402
-from vision_dialogue.identity.memory import PersonMemory, SessionSummary  # noqa: E402
-from vision_dialogue.identity.records import Consent, ConsentWay  # noqa: E402
-from vision_dialogue.identity.remembering import MemoryKeeper  # noqa: E402
-from vision_dialogue.identity.store import PeopleStore  # noqa: E402
+from vision_dialogue.application.identity.memory import PersonMemory, SessionSummary  # noqa: E402
+from vision_dialogue.application.identity.records import Consent, ConsentWay  # noqa: E402
+from vision_dialogue.application.identity.remembering import MemoryKeeper  # noqa: E402
+from vision_dialogue.application.identity.store import PeopleStore  # noqa: E402
 from vision_dialogue.llm.base import short_question  # noqa: E402
 
 BATTERY = Path(__file__).with_name("memory_battery.yaml")

@@ -13,7 +13,7 @@ photo:
 
 For each variant and score threshold: precision (named classes that are there), recall (classes
 there that are named), the photos with a wrong class, and ms per photo. Also what the prompt
-would say (core/objects.py wording: "maybe" under the sure threshold, "a dog or a cat" when
+would say (common/objects.py wording: "maybe" under the sure threshold, "a dog or a cat" when
 animal classes compete). Prints a table and one JSON line.
 
     source env.sh && python benchmarks/bench_objects.py
@@ -29,7 +29,7 @@ from pathlib import Path
 import cv2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from vision_dialogue.core.objects import ObjectSighting, object_phrases  # noqa: E402
+from vision_dialogue.common.objects import ObjectSighting, object_phrases  # noqa: E402
 from vision_dialogue.perception.object_detector import ObjectDetector  # noqa: E402
 from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
@@ -118,7 +118,7 @@ def main(argv=None) -> int:
             # a wrong claim: a class named plainly (not "maybe", not "a dog or a cat") not there
             wrong_claims[v] += [f"{name.split(':')[1]}:{p.claims}" for p in phrases
                                 if p.claims and p.claims not in present | fine]
-    print("\nwhat the prompt would say (core/objects.py wording, min_score 0.3, sure 0.45):")
+    print("\nwhat the prompt would say (common/objects.py wording, min_score 0.3, sure 0.45):")
     for v in variants:
         print(f"  {v}: wrong plain claims: {', '.join(wrong_claims[v]) or 'none'}")
     for name in photos:

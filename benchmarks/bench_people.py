@@ -41,8 +41,8 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 from results import record  # noqa: E402 - benchmarks/ is on sys.path
 
-from vision_dialogue.identity.matching import RULES  # noqa: E402
-from vision_dialogue.identity.records import Modality  # noqa: E402
+from vision_dialogue.application.identity.matching import RULES  # noqa: E402
+from vision_dialogue.application.identity.records import Modality  # noqa: E402
 
 PHOTOS, VOICES = REPO / "test" / "data" / "people", REPO / "test" / "data" / "voices"
 MAX_FALSE_ACCEPTS = 0.01
@@ -62,7 +62,7 @@ def face_prints() -> tuple[dict, list[float], float]:
     """{(person, photo): vector}, seconds per print, MB the model took."""
     from PIL import Image
 
-    from vision_dialogue.identity.embedders import FaceEmbedder
+    from vision_dialogue.application.identity.embedders import FaceEmbedder
     before = rss_mb()
     faces = FaceEmbedder()
     model_mb = rss_mb() - before
@@ -101,7 +101,7 @@ def voice_prints(folder: Path) -> tuple[dict, list[float], float, set]:
     """{(speaker, clip): vector}, seconds per print, model MB, the recorded speakers."""
     import soundfile
 
-    from vision_dialogue.identity.embedders import VoiceEmbedder
+    from vision_dialogue.application.identity.embedders import VoiceEmbedder
     before = rss_mb()
     voices = VoiceEmbedder()
     model_mb = rss_mb() - before

@@ -50,8 +50,8 @@ from bench_skills import make_engine  # noqa: E402
 from vision_dialogue.core.action_choice import claims_action  # noqa: E402
 from vision_dialogue.core.conversation import Conversation, ConversationConfig  # noqa: E402
 from vision_dialogue.core.persona import default_persona_file, load_persona  # noqa: E402
-from vision_dialogue.core.robot_tools import ArgumentError, action_words, load_robot_tools, \
-    reply_text, tools_note  # noqa: E402
+from vision_dialogue.application.robot_tools import ArgumentError, action_words, \
+    load_robot_tools, reply_text, tools_note  # noqa: E402
 from vision_dialogue.llm.tool_loop import ToolOutcome  # noqa: E402
 from results import record  # noqa: E402 - benchmarks/ is on sys.path
 

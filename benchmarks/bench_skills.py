@@ -59,10 +59,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from vision_dialogue.core.answers import parse_json_object  # noqa: E402
-from vision_dialogue.core.intents import FoundIntent, IntentReader  # noqa: E402
+from vision_dialogue.llm.answers import parse_json_object  # noqa: E402
+from vision_dialogue.llm.intent_reader import FoundIntent, IntentReader  # noqa: E402
 from vision_dialogue.core.persona import Persona, default_persona_file, load_persona  # noqa: E402
-from vision_dialogue.core.skills import Control, Heard, SkillOutcome, fill, run_ask  # noqa: E402
+from vision_dialogue.application.skills import Control, Heard, fill, run_ask  # noqa: E402
+from vision_dialogue.core.conversation_types import SkillOutcome  # noqa: E402
 from answer_scores import score_answers  # noqa: E402
 from chat_sessions import chats_part  # noqa: E402
 from intent_sessions import intent_sessions_part, intent_specs, \

@@ -1,6 +1,6 @@
 """Chats with a purpose on the real conversation, for `bench_skills.py --parts chats`.
 
-The Chat skill (core/skills.run_chat) runs on core/conversation.Conversation, as the manager
+The Chat skill (application/skills.run_chat) runs on core/conversation.Conversation, as the manager
 hosts it, without ROS: the purpose note goes into the prompt, the robot's opening and replies
 come from the model under test, and a scripted person (benchmarks/chat_battery.yaml) answers
 each robot line with their next line. The camera shows the visitor in front of the robot (a
@@ -20,7 +20,8 @@ import numpy as np
 from answer_scores import score_answers
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.persona import Persona
-from vision_dialogue.core.skills import ChatRole, Control, SkillOutcome, run_chat
+from vision_dialogue.application.skills import ChatRole, Control, run_chat
+from vision_dialogue.core.conversation_types import SkillOutcome
 from vision_dialogue.llm.base import short_question
 
 #: the demo's manager settings (config/demo_setup.yaml), as bench_dialogue runs them

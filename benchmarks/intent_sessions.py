@@ -7,7 +7,7 @@ after the reply is complete. Two methods, interleaved session by session (the or
 each session):
 
 - before_reply (ours, the product): TurnTaker's `on_person_line` reads each line before its
-  reply (core/intents.LineIntents, the lines before it shown when it refers back), on the
+  reply (application/intents.LineIntents, the lines before it shown when it refers back), on the
   backend's side cache;
 - after_reply (the baseline, the manager before this change): each line that got a reply is
   read afterwards, on a thread of its own, as a background call that gives way to replies,
@@ -27,10 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from answer_scores import score_answers
 from chat_sessions import CHAT_MANAGER, FRAME, VISITOR
-from vision_dialogue.core.answers import AnswerSchema
+from vision_dialogue.llm.answers import AnswerSchema
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
-from vision_dialogue.core.intents import FoundIntent, IntentReader, IntentSpec, LineIntents, \
-    recent_lines
+from vision_dialogue.application.intents import LineIntents, recent_lines
+from vision_dialogue.llm.intent_reader import FoundIntent, IntentReader, IntentSpec
 from vision_dialogue.core.persona import Persona
 from vision_dialogue.core.proactive import ProactiveConfig, ProactivePolicy
 from vision_dialogue.core.turn_taking import TurnHooks, TurnTaker

@@ -37,7 +37,7 @@ def test_shutdown_does_not_wait_for_a_frame_stuck_in_the_detector(ros_context):
     import rclpy
     from sensor_msgs.msg import Image
 
-    from vision_dialogue.core.frame_intake import FRAME_AT_EXIT_S
+    from vision_dialogue.common.frame_intake import FRAME_AT_EXIT_S
     from vision_dialogue.detector_node import DetectorNode
     stuck = StuckDetector()
     node = DetectorNode(detector=stuck, context=ros_context, parameter_overrides=[

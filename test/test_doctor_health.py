@@ -24,7 +24,7 @@ def own_domain(monkeypatch):
 def _status_node(name: str, context):
     import rclpy
 
-    from vision_dialogue.core import health
+    from vision_dialogue.common import health
     from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
     node = rclpy.create_node(name, context=context)
     DiagnosticsPublisher(node, lambda: [

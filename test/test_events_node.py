@@ -66,7 +66,7 @@ def test_the_events_node_warns_when_it_drops_frames_at_too_few_a_second_for_a_wa
     from sensor_msgs.msg import Image
 
     from vision_dialogue import events_node
-    from vision_dialogue.core.health import OK, WARN
+    from vision_dialogue.common.health import OK, WARN
 
     class NoModels:
         def warm_up(self):

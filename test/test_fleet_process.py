@@ -51,7 +51,7 @@ def model(req) -> str:
 
 def rows_of(url: str, person_id: str) -> dict[str, list]:
     """Every row that names the person, per table, read from the database itself."""
-    from vision_dialogue.identity.schema import METADATA
+    from vision_dialogue.application.identity.schema import METADATA
     engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
     try:
         with engine.connect() as db:
@@ -63,7 +63,7 @@ def rows_of(url: str, person_id: str) -> dict[str, list]:
 
 
 def facts_of(url: str, person_id: str) -> set[str]:
-    from vision_dialogue.identity.schema import FACTS as TABLE
+    from vision_dialogue.application.identity.schema import FACTS as TABLE
     names = [c.name for c in TABLE.columns]
     return {dict(zip(names, r))["text"] for r in rows_of(url, person_id)["facts"]}
 

@@ -122,7 +122,8 @@ def test_avoided_lines_are_not_said_again(backend):
 def test_a_json_schema_constrains_the_reply_and_an_ask_reads_a_name(backend):
     import json
 
-    from vision_dialogue.core.skills import Control, Heard, SkillOutcome, run_ask
+    from vision_dialogue.application.skills import Control, Heard, run_ask
+    from vision_dialogue.core.conversation_types import SkillOutcome
     schema = {"type": "object", "properties": {"name": {"type": "string"}},
               "required": ["name"], "additionalProperties": False}
     text = backend.complete([PERSONA, {"role": "user", "content": "Tell me about the sea."}],
@@ -150,7 +151,7 @@ def test_a_json_schema_constrains_the_reply_and_an_ask_reads_a_name(backend):
 
 def test_tools_go_through_the_chat_template_and_a_call_is_never_spoken(backend):
     """The robot's tools (docs/robot_tools.md) on the local model."""
-    from vision_dialogue.core.robot_tools import RobotTool, tools_note
+    from vision_dialogue.application.robot_tools import RobotTool, tools_note
     from vision_dialogue.llm.tool_loop import ToolOutcome, ToolRecord, outcome_note
     go = RobotTool("go_to", "Walk to a place in the building, with the person following.",
                    "action", "/go_to", "my_robot_msgs/action/GoTo",
@@ -194,7 +195,7 @@ def test_a_session_acts_on_each_request_decided_on_the_side(backend, cores_alone
     """
     from vision_dialogue.core.conversation import Conversation, ConversationConfig
     from vision_dialogue.core.persona import load_persona
-    from vision_dialogue.core.robot_tools import RobotTool
+    from vision_dialogue.application.robot_tools import RobotTool
     from vision_dialogue.llm.tool_loop import ToolOutcome
 
     go = RobotTool("go_to", "Walk to a place in the building; the person can follow.",
@@ -254,10 +255,10 @@ def test_a_person_is_remembered_across_a_restart_on_the_embedded_model(
     backend = greedy_backend
     from vision_dialogue.core.conversation import Conversation, ConversationConfig
     from vision_dialogue.core.persona import load_persona
-    from vision_dialogue.identity.memory import PersonMemory
-    from vision_dialogue.identity.records import Consent, ConsentWay
-    from vision_dialogue.identity.remembering import MemoryKeeper
-    from vision_dialogue.identity.store import PeopleStore
+    from vision_dialogue.application.identity.memory import PersonMemory
+    from vision_dialogue.application.identity.records import Consent, ConsentWay
+    from vision_dialogue.application.identity.remembering import MemoryKeeper
+    from vision_dialogue.application.identity.store import PeopleStore
     from vision_dialogue.llm.base import short_question
     url = f"sqlite:///{tmp_path / 'people.db'}"
 

@@ -710,7 +710,7 @@ def test_the_observer_the_manager_made_is_released_after_the_frame_in_hand(
         assert observing.wait(5)
         rig.node.close()
         adding.join(5)
-        from vision_dialogue.core.frame_intake import FRAME_AT_EXIT_S
+        from vision_dialogue.common.frame_intake import FRAME_AT_EXIT_S
         assert events == ["observed", ("released", FRAME_AT_EXIT_S)]
     finally:
         rig.close()
@@ -751,7 +751,7 @@ def test_a_reply_said_while_the_context_shuts_down_ends_quietly(ros_context):
 #: docs name, the code that runs); the first two on the executor, the rest on the intake's
 #: worker, the listeners after add_frame in any order
 FRAME_WALK = [("ros/image_input.py", "ImageTopicInput._on_image"),
-              ("core/frame_intake.py", "FrameIntake.offer"),
+              ("common/frame_intake.py", "FrameIntake.offer"),
               ("ros/image_msgs.py", "from_image_msg"),
               ("core/frame_input.FrameInput", "FrameInput.take"),
               ("Conversation.add_frame", "Conversation.add_frame")]
@@ -767,7 +767,7 @@ def test_a_frame_travels_as_the_architecture_draws_it(ros_context, fake, tmp_pat
     import importlib
     from vision_dialogue.core.conversation import Conversation
     from vision_dialogue.core.frame_input import FrameInput
-    from vision_dialogue.core.frame_intake import FrameIntake
+    from vision_dialogue.common.frame_intake import FrameIntake
     from vision_dialogue.core.transcript import TranscriptWriter
     from vision_dialogue.core.turn_taking import TurnTaker
     from vision_dialogue.ros.image_input import ImageTopicInput

@@ -210,7 +210,7 @@ def test_the_page_shows_who_people_node_recognises_and_their_consent(ros_context
 
     A state that is not its JSON is skipped (the last good one stays).
     """
-    from vision_dialogue.identity.persons import ConsentState, SessionPerson
+    from vision_dialogue.application.identity.persons import ConsentState, SessionPerson
     from vision_dialogue.monitor_node import MonitorNode
     from vision_dialogue.ros.qos import LATCHED_QOS
     from vision_dialogue.ros.topics import PEOPLE_STATE_TOPIC

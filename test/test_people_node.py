@@ -56,7 +56,7 @@ def _crops() -> dict[tuple[str, int], np.ndarray]:
 @functools.cache
 def _faces():
     """One face printer for the module's nodes (its models load once), one node at a time."""
-    from vision_dialogue.identity.embedders import FaceEmbedder
+    from vision_dialogue.application.identity.embedders import FaceEmbedder
     return FaceEmbedder()
 
 
@@ -251,7 +251,7 @@ def test_a_name_said_before_the_face_was_printed_is_asked_about_once_it_is(rig, 
     """
     ex, robot, node = rig(tmp_path / "people.db", {"remember": True})
     robot.faces.publish(pm.IdsList(ids=["facea"]))                # in view, no crop yet
-    assert until(ex, lambda: "facea" in node._face_subs)
+    assert until(ex, lambda: "facea" in node.face_crops.tracked)
     assert spin_until(ex, lambda: robot.node.count_subscribers("dialogue/utterance") > 0, 10)
     robot.say("Hi robot, I am Barack.", speaker="Barack")
     assert until(ex, lambda: "Barack" in node.persons._name_of_label)   # heard, nobody's yet
@@ -413,7 +413,7 @@ def test_missing_models_turn_their_part_off_on_diagnostics(ros_context, tmp_path
 
 @functools.cache
 def _voices():
-    from vision_dialogue.identity.embedders import VoiceEmbedder
+    from vision_dialogue.application.identity.embedders import VoiceEmbedder
     return VoiceEmbedder()
 
 
@@ -487,9 +487,9 @@ def test_people_not_seen_for_the_retention_days_are_forgotten_at_start(rig, tmp_
     """memory_retention_days: who was last seen 40 days ago is gone; who came 5 days ago stays."""
     import time
 
-    from vision_dialogue.identity.memory import PersonMemory
-    from vision_dialogue.identity.records import Consent, ConsentWay
-    from vision_dialogue.identity.store import PeopleStore
+    from vision_dialogue.application.identity.memory import PersonMemory
+    from vision_dialogue.application.identity.records import Consent, ConsentWay
+    from vision_dialogue.application.identity.store import PeopleStore
     store = tmp_path / "people.db"
     people = PeopleStore(f"sqlite:///{store}")
     now = time.time()

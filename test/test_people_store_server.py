@@ -38,8 +38,8 @@ def server():
 
 def _robot(url: str, robot: str, person_id: str, start, results) -> None:
     """One robot's process: open the store (maybe making its layout), write its facts."""
-    from vision_dialogue.identity.memory import Fact, PersonMemory
-    from vision_dialogue.identity.store import PeopleStore
+    from vision_dialogue.application.identity.memory import Fact, PersonMemory
+    from vision_dialogue.application.identity.store import PeopleStore
     start.wait(30)
     store = PeopleStore(url)
     memory = PersonMemory(store)
@@ -68,10 +68,10 @@ def _run_robots(url: str, person_id: str) -> dict:
 
 
 def test_two_robots_make_one_layout_share_what_they_learn_and_lose_no_write(server):
-    from vision_dialogue.identity.memory import PersonMemory
-    from vision_dialogue.identity.records import Consent, ConsentWay
-    from vision_dialogue.identity.schema import SCHEMA_VERSION
-    from vision_dialogue.identity.store import PeopleStore
+    from vision_dialogue.application.identity.memory import PersonMemory
+    from vision_dialogue.application.identity.records import Consent, ConsentWay
+    from vision_dialogue.application.identity.schema import SCHEMA_VERSION
+    from vision_dialogue.application.identity.store import PeopleStore
     assert _run_robots(server.url, "") == {"reception": 0, "guide": 0}   # both open it new
     store = PeopleStore(server.url)
     with store.reading() as db:
@@ -87,9 +87,9 @@ def test_two_robots_make_one_layout_share_what_they_learn_and_lose_no_write(serv
 
 
 def test_a_server_away_is_a_clear_error_and_the_store_works_when_it_is_back(server):
-    from vision_dialogue.identity.memory import Fact, PersonMemory
-    from vision_dialogue.identity.records import Consent, ConsentWay
-    from vision_dialogue.identity.store import PeopleStore, StoreError
+    from vision_dialogue.application.identity.memory import Fact, PersonMemory
+    from vision_dialogue.application.identity.records import Consent, ConsentWay
+    from vision_dialogue.application.identity.store import PeopleStore, StoreError
     store = PeopleStore(server.url)
     memory = PersonMemory(store)
     ben = store.enrol("Ben", [], Consent(ConsentWay.ASKED, answer="Yes."))
@@ -116,9 +116,9 @@ def test_people_node_waits_for_a_server_away_at_start_up_and_takes_it_when_back(
     from rclpy.parameter import Parameter
 
     from conftest import spin_until
-    from vision_dialogue.core.health import WARN
-    from vision_dialogue.identity.records import Consent, ConsentWay
-    from vision_dialogue.identity.store import PeopleStore
+    from vision_dialogue.common.health import WARN
+    from vision_dialogue.application.identity.records import Consent, ConsentWay
+    from vision_dialogue.application.identity.store import PeopleStore
     from vision_dialogue.people_node import STORE_RETRY_S, PeopleNode
     store = PeopleStore(server.url)
     cleo = store.enrol("Cleo", [], Consent(ConsentWay.ASKED, answer="Yes."))

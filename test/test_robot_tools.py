@@ -22,7 +22,7 @@ import pytest
 from conftest import DOMAIN_ID
 from ros_processes import Proc, manager_process, process_env, speech_process, \
     transcript_records
-from vision_dialogue.core.robot_tools import ArgumentError, RobotToolsError, \
+from vision_dialogue.application.robot_tools import ArgumentError, RobotToolsError, \
     load_robot_tools, reply_text
 from vision_dialogue.monitor.session import note_item
 
@@ -336,8 +336,8 @@ def test_a_tool_that_matters_is_called_only_after_a_yes(fake_openai, tmp_path, r
     """`confirm:` as a robot runs it: the robot asks, and only a yes in time makes the call.
 
     The LLM calls the tool each time it is asked (a capable model); the robot's question is
-    the reply; the person's next line decides (core/confirmation.py), and the LLM reads why a
-    call was not made. go_to has 30 s for the answer, wave_hand 1 s (the manager logs when it
+    the reply; the person's next line decides (application/confirmation.py), and the LLM reads why
+    a call was not made. go_to has 30 s for the answer, wave_hand 1 s (the manager logs when it
     passes: the step waits for that line, then answers too late).
     """
     wave_asks = "    arguments: {}\n    confirm: true\n    confirm_within: 1\n"

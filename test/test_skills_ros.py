@@ -23,8 +23,8 @@ from rclpy.executors import SingleThreadedExecutor
 from conftest import side_domain, spin_until
 from ros_processes import Proc, manager_process, process_env, speech_process, \
     transcript_records
-from vision_dialogue.core.answers import EXTRACT_SYSTEM
-from vision_dialogue.core.intents import INTENT_SYSTEM
+from vision_dialogue.llm.answers import EXTRACT_SYSTEM
+from vision_dialogue.llm.intent_reader import INTENT_SYSTEM
 from vision_dialogue.ros import perception_msgs
 from vision_dialogue_interfaces.msg import Intent, Reply
 

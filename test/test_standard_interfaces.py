@@ -529,7 +529,7 @@ def test_an_input_built_while_its_node_spins_takes_a_message_at_once(ros_context
 
     from vision_msgs.msg import VisionClass
 
-    from vision_dialogue.core.objects import LabelMap, ObjectNotes
+    from vision_dialogue.common.objects import LabelMap, ObjectNotes
     from vision_dialogue.ros.standard_inputs import DetectionsInput, HriBargeIn
     node = rclpy.create_node("built_while_spinning", context=ros_context)
     at_once = {pm.LabelInfo: pm.LabelInfo(class_map=[VisionClass(class_id=24,
@@ -567,9 +567,9 @@ def test_a_known_person_in_view_is_remembered_and_the_next_reply_is_told_it(ros_
     she leaves, her session is summed up. The robot's own tools are declared too: both they
     (barge-in) and the memory hear every line (once, the tools' hook silenced the memory's).
     """
-    from vision_dialogue.identity.memory import PersonMemory
-    from vision_dialogue.identity.records import Consent, ConsentWay
-    from vision_dialogue.identity.store import PeopleStore
+    from vision_dialogue.application.identity.memory import PersonMemory
+    from vision_dialogue.application.identity.records import Consent, ConsentWay
+    from vision_dialogue.application.identity.store import PeopleStore
     url = f"sqlite:///{tmp_path / 'people.db'}"
     store = PeopleStore(url)
     store.enrol("Anna", [], Consent(ConsentWay.ASKED, answer="Yes."), person_id="p1")
@@ -627,9 +627,9 @@ def test_with_two_in_view_a_lines_facts_go_to_whom_its_voice_print_named(ros_con
     """
     from std_msgs.msg import String
 
-    from vision_dialogue.identity.memory import PersonMemory
-    from vision_dialogue.identity.records import Consent, ConsentWay
-    from vision_dialogue.identity.store import PeopleStore
+    from vision_dialogue.application.identity.memory import PersonMemory
+    from vision_dialogue.application.identity.records import Consent, ConsentWay
+    from vision_dialogue.application.identity.store import PeopleStore
     from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS
     from vision_dialogue.ros.topics import PEOPLE_SPEAKERS_TOPIC
     from vision_dialogue_interfaces.msg import LineSpeaker

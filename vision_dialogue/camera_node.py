@@ -33,8 +33,8 @@ from sensor_msgs.msg import CompressedImage, Image
 from vision_dialogue.camera.acquisition import Acquisition
 from vision_dialogue.camera.sources import CAMERA_SOURCES, CameraSource, CapturedFrame, \
     SourceContext, SourceError
-from vision_dialogue.core.health import OK, Health, by_age
-from vision_dialogue.core.images import resize_to
+from vision_dialogue.common.health import OK, Health, by_age
+from vision_dialogue.common.images import resize_to
 from vision_dialogue.ros.dds import MAX_FRAME_BYTES
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue_interfaces.msg import DetectedUsers

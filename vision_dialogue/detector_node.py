@@ -15,8 +15,8 @@ setup from the npm registry). One frame at a time; the newest wins when it falls
 """
 from __future__ import annotations
 
-from vision_dialogue.core.frame_intake import FrameIntake
-from vision_dialogue.core.health import ERROR, OK, Health
+from vision_dialogue.common.frame_intake import FrameIntake
+from vision_dialogue.common.health import ERROR, OK, Health
 from vision_dialogue.perception.object_detector import Detected, ObjectDetector, ObjectModelMissing
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher

@@ -12,8 +12,8 @@ the newest frames win when the detector falls behind.
 """
 from __future__ import annotations
 
-from vision_dialogue.core.frame_intake import FrameIntake
-from vision_dialogue.core.health import OK, WARN, Health
+from vision_dialogue.common.frame_intake import FrameIntake
+from vision_dialogue.common.health import OK, WARN, Health
 from vision_dialogue_interfaces.msg import VisualEvent
 from vision_dialogue.perception.events import (EVENT_KINDS, WAVE_MIN_RATE, EventConfig,
                                                EventDetector)

@@ -37,7 +37,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
 from vision_dialogue.ros.console import VERBOSE_ENV
 from vision_dialogue.core.conversation import Conversation
-from vision_dialogue.core.health import OK, WARN, Health
+from vision_dialogue.common.health import OK, WARN, Health
 from vision_dialogue.core.persona import PersonaError, default_persona_file, load_persona
 from vision_dialogue.core.people import PeopleInView
 from vision_dialogue.core.proactive import ProactivePolicy
@@ -45,7 +45,7 @@ from vision_dialogue.core.transcript import TranscriptWriter
 from vision_dialogue.core.entries import Entry, ReplyEntry
 from vision_dialogue.core.turn_taking import ReplyChunk, TurnHooks, TurnTaker
 from vision_dialogue.core.frame_input import FrameInput
-from vision_dialogue.core.frame_intake import FRAME_AT_EXIT_S, FrameIntake
+from vision_dialogue.common.frame_intake import FRAME_AT_EXIT_S, FrameIntake
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.image_input import ImageTopicInput
 from vision_dialogue.ros.standard_inputs import object_notes

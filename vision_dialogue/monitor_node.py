@@ -27,7 +27,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from std_msgs.msg import String
 
-from vision_dialogue.core.health import ERROR, OK, StatusBoard
+from vision_dialogue.common.health import ERROR, OK, StatusBoard
 from vision_dialogue.core.transcript import record_from_json
 from vision_dialogue.monitor.session import HEALTH_PARTS, SessionView, load_run
 from vision_dialogue_interfaces.msg import SpeechState

@@ -2,9 +2,9 @@
 
 Reads faces (REP-155 ``/humans/faces/tracked`` and each face's ``cropped`` image, from our
 detector or any ROS4HRI face detector) and voices (``dialogue/utterance`` with the
-microphone's ``audio/input``), prints them (identity/embedders.py, on a worker off the reply
-path), matches them to the people it knows (identity/persons.py) and publishes REP-155
-persons: ``/humans/persons/tracked``, ``/known`` and per person ``face_id``, ``voice_id``,
+microphone's ``audio/input``), prints them (application/identity/embedders.py, on a worker off the
+reply path), matches them to the people it knows (application/identity/persons.py) and publishes
+REP-155 persons: ``/humans/persons/tracked``, ``/known`` and per person ``face_id``, ``voice_id``,
 ``name``, ``alias``, ``anonymous``, plus ``/humans/candidate_matches``. With
 ``person_manager: external`` (a robot whose ROS4HRI person manager owns the persons) only the
 candidate matches are published. ``people/state`` (std_msgs/String, JSON, latched) says who
@@ -26,20 +26,20 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
-from vision_dialogue.core.health import OK, WARN, Health
-from vision_dialogue.identity.embedders import FaceEmbedder, IdentityInputError, \
+from vision_dialogue.common.health import OK, WARN, Health
+from vision_dialogue.application.identity.embedders import FaceEmbedder, IdentityInputError, \
     ModelMissing, VoiceEmbedder
-from vision_dialogue.identity.memory import PersonMemory
-from vision_dialogue.identity.persons import IdentityError, NextStep, Persons
-from vision_dialogue.identity.records import CONSENT_QUESTION, EnrolPolicy
-from vision_dialogue.identity.store import DEFAULT_STORE_URL, PeopleStore, StoreError, \
-    sqlite_path
-from vision_dialogue.identity.voice_clips import MAX_CLIP_S, AudioRing, seconds_for
+from vision_dialogue.application.identity.memory import PersonMemory
+from vision_dialogue.application.identity.persons import IdentityError, NextStep, Persons
+from vision_dialogue.application.identity.records import CONSENT_QUESTION, EnrolPolicy
+from vision_dialogue.application.identity.store import DEFAULT_STORE_URL, PeopleStore, \
+    StoreError, sqlite_path
+from vision_dialogue.application.identity.voice_clips import MAX_CLIP_S, AudioRing, seconds_for
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
+from vision_dialogue.ros.face_crops import FaceCrops
 from vision_dialogue.ros.hri_output import ANONYMOUS_VOICE, voice_id
 from vision_dialogue.ros.hri_persons import HriPersonsOutput
 from vision_dialogue.ros.image_msgs import DEFAULT_MAX_PIXELS, ImageConversionError, \
@@ -49,9 +49,9 @@ from vision_dialogue.ros.node_runner import run_node
 from vision_dialogue.ros.params import Param, declare_params
 from vision_dialogue.ros.people_services import PeopleServices
 from vision_dialogue.ros.people_talk import PeopleTalk
-from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS, no_event_handlers
-from vision_dialogue.ros.topics import AUDIO_INPUT_TOPIC, FACES_TRACKED_TOPIC, \
-    PEOPLE_FORGOTTEN_TOPIC, PEOPLE_SPEAKERS_TOPIC, PEOPLE_STATE_TOPIC, UTTERANCE_TOPIC
+from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS
+from vision_dialogue.ros.topics import AUDIO_INPUT_TOPIC, PEOPLE_FORGOTTEN_TOPIC, \
+    PEOPLE_SPEAKERS_TOPIC, PEOPLE_STATE_TOPIC, UTTERANCE_TOPIC
 from vision_dialogue_interfaces.msg import AudioChunk, Forgotten, LineSpeaker, Utterance
 
 #: a face in view not yet printed holds the persons' report this long at most (its crop may
@@ -111,7 +111,6 @@ class PeopleNode(ManagedNode):
         self._track_prints: dict[str, int] = {}
         self._busy: set[str] = set()
         self._last_print: dict[str, float] = {}
-        self._face_subs: dict[str, object] = {}
         self.audio = AudioRing()
         self.out = HriPersonsOutput(self, p["person_manager"] == "own")
         self.state_pub = self.create_publisher(String, PEOPLE_STATE_TOPIC, LATCHED_QOS)
@@ -121,10 +120,7 @@ class PeopleNode(ManagedNode):
                                                   RELIABLE_QOS)
         self._shown = ""
         self.talk = PeopleTalk(self)
-        quiet = no_event_handlers("subscription")
-        for qos in (LATCHED_QOS, RELIABLE_QOS):     # latched lists and plain ones
-            self.create_subscription(pm.IdsList, FACES_TRACKED_TOPIC, self._on_faces, qos,
-                                     **quiet)
+        self.face_crops = FaceCrops(self, self._on_crop, self._face_gone)
         self._utterances = None         # subscribed once the models are loaded (configure)
         self._store_retry = None        # a timer while a database server is away
         self._retention = None          # the hourly timer of memory_retention_days
@@ -225,18 +221,7 @@ class PeopleNode(ManagedNode):
         self.store = self.persons = None
 
     # --- faces ----------------------------------------------------------------------------
-    def _on_faces(self, msg) -> None:
-        pm.follow_ids(self._face_subs, msg.ids, self._follow_face, self._drop_face)
-
-    def _follow_face(self, fid: str) -> tuple:
-        return fid, self.create_subscription(Image, f"/humans/faces/{fid}/cropped",
-                                             lambda m: self._on_crop(fid, m), RELIABLE_QOS,
-                                             **no_event_handlers("subscription")), \
-            time.monotonic()
-
-    def _drop_face(self, entry: tuple) -> None:
-        fid, sub, _ = entry
-        self.destroy_subscription(sub)
+    def _face_gone(self, fid: str) -> None:
         with self._lock:
             self._last_print.pop(fid, None)
             self._track_prints.pop(fid, None)
@@ -268,7 +253,7 @@ class PeopleNode(ManagedNode):
         finally:
             self._busy.discard(fid)
         with self._lock:
-            if self.persons is None or fid not in self._face_subs:
+            if self.persons is None or fid not in self.face_crops.tracked:
                 return
             person = self.persons.face_print(fid, embedding)
             self.counts["face prints"] += 1
@@ -323,7 +308,7 @@ class PeopleNode(ManagedNode):
         with self._lock:
             if self.persons is None:
                 return
-            faces = list(self._face_subs)
+            faces = list(self.face_crops.tracked)
             if embedding is not None:
                 person, match = self.persons.voice_print(vid, embedding, faces)
                 self.counts["voice prints"] += 1
@@ -425,7 +410,7 @@ class PeopleNode(ManagedNode):
             return False
         now = time.monotonic()
         return any(fid not in self._track_prints and now - since < FIRST_PRINT_WAIT_S
-                   for fid, _, since in tuple(self._face_subs.values()))
+                   for fid, _, since in tuple(self.face_crops.tracked.values()))
 
     def publish(self) -> None:
         """The persons in view, once every face in view was printed (FIRST_PRINT_WAIT_S)."""

@@ -48,7 +48,7 @@ from rclpy.time import Time
 from sensor_msgs.msg import Image
 from std_msgs.msg import Bool, UInt32
 
-from vision_dialogue.core.health import ERROR, FAULT_ERROR_S, OK, WARN, Health
+from vision_dialogue.common.health import ERROR, FAULT_ERROR_S, OK, WARN, Health
 from vision_dialogue.core.people import PEOPLE_FRESH_S, TrackedPerson, closest
 from vision_dialogue_interfaces.msg import DetectedUsers, Reply, SpeechState, Spoken, Utterance
 from vision_dialogue.ros.audio_topics import NodeAudioTopics

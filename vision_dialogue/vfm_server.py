@@ -27,8 +27,8 @@ from rclpy.task import Future
 from vision_dialogue_interfaces.msg import ToolInfo
 from vision_dialogue.ros.image_msgs import ImageConversionError, from_image_msg, to_image_msg
 from vision_dialogue.ros.params import Param, ParameterError, declare_params, nonempty
-from vision_dialogue.core.health import OK, WARN, Health
-from vision_dialogue.core.images import DEFAULT_MAX_PIXELS
+from vision_dialogue.common.health import OK, WARN, Health
+from vision_dialogue.common.images import DEFAULT_MAX_PIXELS
 from vision_dialogue.ros.diagnostics import DiagnosticsPublisher
 from vision_dialogue.ros.managed import MANAGED_PARAM, ConfigureError, ManagedNode
 from vision_dialogue.ros.vfm_actions import (ACTIONS, LIST_TOOLS_SERVICE, VFM_ACTION_QOS,

@@ -38,8 +38,8 @@ EXECUTABLES = {
     "bag_play": "vision_dialogue.cli.bag_play",
 }
 #: the ROS-free rooms whose Python API is documented (docs/ARCHITECTURE.md)
-ROOMS = ("variants", "llm", "core", "perception", "camera", "speech", "voice", "face",
-         "furhat", "vfm", "monitor")
+ROOMS = ("common", "variants", "llm", "core", "application", "perception", "camera", "speech",
+         "voice", "face", "furhat", "vfm", "monitor")
 
 
 def generated_pages() -> list[Path]:

@@ -133,7 +133,7 @@ def test_bringup_people_demo_as_processes(installed, tmp_path, cores_for_real_ti
     asked = re.findall(r"robot: .*May I remember you", out)
     said_yes = re.findall(r"\n(?:Anna|Ben): Yes, you may\.", out)
     assert asked and 1 <= len(said_yes) <= len(asked), out[-3000:]
-    from vision_dialogue.identity.store import PeopleStore
+    from vision_dialogue.application.identity.store import PeopleStore
     names = {p.name for p in PeopleStore(f"sqlite:///{store}").people()}
     assert "Anna" in names and names <= {"Anna", "Ben"}, (names, out[-3000:])
     # the prompt keeps arrival order: a departure the manager had when "Who is here now?"

@@ -9,7 +9,7 @@ from test_tool_loop import Executor, Provider, ToolBackend, make_conv, tool_mess
 from vision_dialogue.core.action_choice import ACTION_SYSTEM, ActionChooser, claims_action
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.persona import load_persona
-from vision_dialogue.core.robot_tools import action_words, load_robot_tools
+from vision_dialogue.application.robot_tools import action_words, load_robot_tools
 from vision_dialogue.llm.base import BackendError
 from vision_dialogue.llm.openai_backend import ToolCall
 from vision_dialogue.llm.tool_loop import ToolOutcome, outcome_note

@@ -13,7 +13,7 @@ sys.path.insert(0, str(BENCH))
 from answer_scores import score_answers  # noqa: E402
 from chat_sessions import chat_scores, recited, run_chat_item  # noqa: E402
 from fake_chat_backend import FakeChatBackend  # noqa: E402
-from vision_dialogue.core.answers import AnswerSchema  # noqa: E402
+from vision_dialogue.llm.answers import AnswerSchema  # noqa: E402
 from vision_dialogue.core.persona import load_persona  # noqa: E402
 
 CHATS = yaml.safe_load((BENCH / "chat_battery.yaml").read_text())["chats"]

@@ -1,12 +1,12 @@
-"""core/confirmation.py: a robot tool declared `confirm:` is called only after a yes."""
+"""application/confirmation.py: a robot tool declared `confirm:` is called only after a yes."""
 from __future__ import annotations
 
 import pytest
 
 from test_action_choice import SmallLocalModel
 from test_tool_loop import ToolBackend, make_conv, tool_messages
-from vision_dialogue.core.confirmation import Confirmations
-from vision_dialogue.core.robot_tools import RobotToolsError, load_robot_tools
+from vision_dialogue.application.confirmation import Confirmations
+from vision_dialogue.application.robot_tools import RobotToolsError, load_robot_tools
 from vision_dialogue.llm.openai_backend import ToolCall
 from vision_dialogue.llm.tool_loop import ToolOutcome, run_tool_loop, stream_tool_loop, \
     AgentResult

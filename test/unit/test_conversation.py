@@ -16,7 +16,7 @@ from skimage import data
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.llm.base import BackendError
 from vision_dialogue.core.conversation import Conversation, ConversationConfig, clean_reply
-from vision_dialogue.core.images import ImagePolicy
+from vision_dialogue.common.images import ImagePolicy
 from vision_dialogue.core.persona import PersonaError, load_persona
 from vision_dialogue.core.transcript import TranscriptWriter, read_transcript
 

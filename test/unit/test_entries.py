@@ -9,8 +9,8 @@ import numpy as np
 
 from vision_dialogue.core import entries as e
 from vision_dialogue.core.conversation_types import TurnResult
-from vision_dialogue.core.images import Frame
-from vision_dialogue.core.skills import SkillOutcome
+from vision_dialogue.common.images import Frame
+from vision_dialogue.core.conversation_types import SkillOutcome
 from vision_dialogue.llm.tool_loop import ToolOutcome, ToolRecord
 
 FRAME = Frame(bgr=np.zeros((4, 4, 3), np.uint8), id=7, stamp=12.5, observation="a cup",

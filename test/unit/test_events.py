@@ -151,7 +151,7 @@ def test_real_photos_arrival_departure_and_scene_change(detector_on_photos):
 
 # -- the timeline ------------------------------------------------------------------------------
 def _frame(tl, obs=""):
-    from vision_dialogue.core.images import Frame
+    from vision_dialogue.common.images import Frame
     f = Frame(np.zeros((8, 8, 3), np.uint8))
     f.observation = obs
     return tl.add_frame(f)

@@ -1,9 +1,9 @@
-"""The health rules every node reports on /diagnostics (core/health.py), ROS-free."""
+"""The health rules every node reports on /diagnostics (common/health.py), ROS-free."""
 from __future__ import annotations
 
 import time
 
-from vision_dialogue.core.health import ERROR, FAULT_ERROR_S, OK, WARN, LlmWatch, ReplyStats, \
+from vision_dialogue.common.health import ERROR, FAULT_ERROR_S, OK, WARN, LlmWatch, ReplyStats, \
     SinceFailing, StatusBoard, Throughput, by_age, error_after, warn_after
 from vision_dialogue.llm.probe import Probe
 

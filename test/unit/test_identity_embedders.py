@@ -6,9 +6,9 @@ import pytest
 from PIL import Image
 
 from conftest import REPO
-from vision_dialogue.identity.embedders import IdentityInputError
-from vision_dialogue.identity.matching import RULES
-from vision_dialogue.identity.records import Modality
+from vision_dialogue.application.identity.embedders import IdentityInputError
+from vision_dialogue.application.identity.matching import RULES
+from vision_dialogue.application.identity.records import Modality
 
 pytest.importorskip("dlib", reason="requirements/identity.txt is not installed")
 DATA = REPO / "test" / "data"
@@ -16,7 +16,7 @@ DATA = REPO / "test" / "data"
 
 @pytest.fixture(scope="module")
 def faces():
-    from vision_dialogue.identity.embedders import FaceEmbedder
+    from vision_dialogue.application.identity.embedders import FaceEmbedder
     return FaceEmbedder()
 
 
@@ -57,7 +57,7 @@ def test_two_faces_in_one_picture_are_two(faces):
 def test_voices_print_and_a_clip_too_short_is_refused():
     import soundfile
 
-    from vision_dialogue.identity.embedders import VoiceEmbedder
+    from vision_dialogue.application.identity.embedders import VoiceEmbedder
     voices = VoiceEmbedder()
     clips = {(who, n): soundfile.read(DATA / "voices" / who / f"{n}.flac", dtype="int16")
              for who in ("diane", "sheila") for n in (1, 2)}
@@ -75,7 +75,7 @@ SHARED_BY_TWO_THREADS = """
 import sys, threading
 import numpy as np
 from PIL import Image
-from vision_dialogue.identity.embedders import FaceEmbedder
+from vision_dialogue.application.identity.embedders import FaceEmbedder
 faces = FaceEmbedder()
 rgb = np.asarray(Image.open(sys.argv[1]).convert("RGB"))
 [(x, y, w, h)] = faces.faces_in(rgb)

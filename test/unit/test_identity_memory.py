@@ -6,12 +6,13 @@ import sqlite3
 
 import pytest
 
-from vision_dialogue.identity.facts import FACTS_SCHEMA, grounded, parse_facts, recall_note
-from vision_dialogue.identity.memory import AuditAction, Fact, MemoryKind, PersonMemory, \
-    Recall, SessionSummary
-from vision_dialogue.identity.records import Consent, ConsentWay
-from vision_dialogue.identity.schema import SCHEMA_VERSION
-from vision_dialogue.identity.store import PeopleStore
+from vision_dialogue.application.identity.facts import FACTS_SCHEMA, grounded, parse_facts, \
+    recall_note
+from vision_dialogue.application.identity.memory import AuditAction, Fact, MemoryKind, \
+    PersonMemory, Recall, SessionSummary
+from vision_dialogue.application.identity.records import Consent, ConsentWay
+from vision_dialogue.application.identity.schema import SCHEMA_VERSION
+from vision_dialogue.application.identity.store import PeopleStore
 
 
 class Clock:

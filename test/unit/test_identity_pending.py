@@ -6,13 +6,13 @@ import threading
 import pytest
 import sqlalchemy as sa
 
-from vision_dialogue.identity.memory import AuditAction, Fact, MemoryKind, PersonMemory, \
-    SessionSummary
-from vision_dialogue.identity.pending import PendingWrites, QueuedMemory, open_queued_memory, \
-    store_key
-from vision_dialogue.identity.records import Consent, ConsentWay
-from vision_dialogue.identity.remembering import MemoryKeeper
-from vision_dialogue.identity.store import PeopleStore, StoreError
+from vision_dialogue.application.identity.memory import AuditAction, Fact, MemoryKind, \
+    PersonMemory, SessionSummary
+from vision_dialogue.application.identity.pending import PendingWrites, QueuedMemory, \
+    open_queued_memory, store_key
+from vision_dialogue.application.identity.records import Consent, ConsentWay
+from vision_dialogue.application.identity.remembering import MemoryKeeper
+from vision_dialogue.application.identity.store import PeopleStore, StoreError
 
 
 class Server:

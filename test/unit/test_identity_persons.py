@@ -4,12 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vision_dialogue.identity.matching import RULES, Gallery, PooledPrint
-from vision_dialogue.identity.persons import ConsentState, IdentityError, NextStep, Persons
-from vision_dialogue.identity.phrases import asks_to_be_forgotten, name_in
-from vision_dialogue.identity.records import Consent, ConsentWay, Embedding, EnrolPolicy, \
-    Modality
-from vision_dialogue.identity.store import PeopleStore
+from vision_dialogue.application.identity.matching import RULES, Gallery, PooledPrint
+from vision_dialogue.application.identity.persons import ConsentState, IdentityError, NextStep, \
+    Persons
+from vision_dialogue.application.identity.phrases import asks_to_be_forgotten, name_in
+from vision_dialogue.application.identity.records import Consent, ConsentWay, Embedding, \
+    EnrolPolicy, Modality
+from vision_dialogue.application.identity.store import PeopleStore
 
 FACE_MODEL = ("dlib_face_recognition_resnet_model_v1", "test")
 VOICE_MODEL = ("resemblyzer_ge2e", "test")
@@ -204,7 +205,7 @@ def test_forget_me_in_a_persons_words(line, forget):
 def test_a_lines_clip_is_cut_from_the_microphone_ring_and_waits_for_late_audio():
     import threading
 
-    from vision_dialogue.identity.voice_clips import AudioRing, seconds_for
+    from vision_dialogue.application.identity.voice_clips import AudioRing, seconds_for
     ring = AudioRing(keep_s=5.0)
     rate = 16000
     tone = (np.arange(rate) % 100).astype(np.int16)             # one second per chunk

@@ -7,10 +7,11 @@ import time
 
 import pytest
 
-from vision_dialogue.identity.memory import Fact, PersonMemory
-from vision_dialogue.identity.records import Consent, ConsentWay
-from vision_dialogue.identity.remembering import MemoryKeeper, says_something_of_themselves
-from vision_dialogue.identity.store import PeopleStore
+from vision_dialogue.application.identity.memory import Fact, PersonMemory
+from vision_dialogue.application.identity.records import Consent, ConsentWay
+from vision_dialogue.application.identity.remembering import MemoryKeeper, \
+    says_something_of_themselves
+from vision_dialogue.application.identity.store import PeopleStore
 
 
 class FakeModel:
@@ -239,7 +240,7 @@ def test_a_line_a_voice_print_named_gives_its_facts_also_with_others_in_view(kee
 
 
 def test_whose_voice_said_a_line_comes_after_it_and_pairs_with_its_words():
-    from vision_dialogue.identity.remembering import LineSpeakers
+    from vision_dialogue.application.identity.remembering import LineSpeakers
     speakers = LineSpeakers()
     heard = time.monotonic()
     speakers.said("I love sailing.", "p1", by_voice=True)           # before the wait: kept
@@ -264,7 +265,7 @@ def test_whose_voice_said_a_line_comes_after_it_and_pairs_with_its_words():
 
 
 def test_two_people_saying_the_same_words_are_told_apart_by_their_lines_stamps():
-    from vision_dialogue.identity.remembering import LineSpeakers
+    from vision_dialogue.application.identity.remembering import LineSpeakers
     speakers = LineSpeakers()
     heard = time.monotonic()
     speakers.said("Hello.", "p1", True, stamp=100.25)

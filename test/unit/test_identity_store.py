@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from vision_dialogue.identity.records import Consent, ConsentWay, Embedding, Modality
-from vision_dialogue.identity.store import PeopleStore, StoreError
+from vision_dialogue.application.identity.records import Consent, ConsentWay, Embedding, Modality
+from vision_dialogue.application.identity.store import PeopleStore, StoreError
 
 MODEL = ("dlib_face_recognition_resnet_model_v1", "test")
 
@@ -69,8 +69,8 @@ def test_forgetting_leaves_nothing_of_the_person_in_the_file_itself(url, tmp_pat
 
 def test_a_write_acknowledged_before_the_process_is_killed_is_kept(url):
     code = (f"import os, sys; sys.path.insert(0, {str(REPO)!r})\n"
-            "from vision_dialogue.identity.store import PeopleStore\n"
-            "from vision_dialogue.identity.records import Consent, ConsentWay\n"
+            "from vision_dialogue.application.identity.store import PeopleStore\n"
+            "from vision_dialogue.application.identity.records import Consent, ConsentWay\n"
             f"pid = PeopleStore({url!r}).enrol('Kim', [], Consent(ConsentWay.OPERATOR))\n"
             "print(pid, flush=True); os.kill(os.getpid(), 9)\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

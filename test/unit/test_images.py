@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from skimage import data
 
-from vision_dialogue.core import images
-from vision_dialogue.core.images import Frame, ImagePolicy, as_bgr, downscale, is_dark
+from vision_dialogue.common import images
+from vision_dialogue.common.images import Frame, ImagePolicy, as_bgr, downscale, is_dark
 
 
 def photo():

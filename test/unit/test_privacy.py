@@ -10,7 +10,7 @@ import pytest
 from skimage import data
 
 from vision_dialogue.core.entries import FrameEntry
-from vision_dialogue.core.images import Frame
+from vision_dialogue.common.images import Frame
 from vision_dialogue.core.transcript import (DAY_S, TranscriptWriter, expire_frames,
                                              parse_retention, read_transcript)
 from vision_dialogue.perception.privacy import FaceBlurrer

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from skimage import data
 
-from vision_dialogue.core.images import change_thumbnail, thumbnail_difference
+from vision_dialogue.common.images import change_thumbnail, thumbnail_difference
 from vision_dialogue.core.proactive import ProactiveConfig, ProactivePolicy
 
 

@@ -149,7 +149,7 @@ def test_pending_summaries_are_written_at_exit():
 
 
 def test_bounded_turns_excess_frames_into_provisional_summaries():
-    from vision_dialogue.core.images import Frame
+    from vision_dialogue.common.images import Frame
 
     def frame(i, obs=""):
         f = Frame(bgr=img(i), stamp=float(i))
@@ -191,9 +191,9 @@ def test_a_text_models_prompt_keeps_its_text_when_frames_are_summarised_or_come(
     what the robot saw. (The prompt used to change at the summarised frames: on 2 CPU cores
     the 1.5B read 150-250 tokens again for each reply, about 5 s.)
     """
-    from vision_dialogue.core.images import Frame
+    from vision_dialogue.common.images import Frame
     from vision_dialogue.core.prompt import PromptBuilder
-    from vision_dialogue.core.images import ImagePolicy
+    from vision_dialogue.common.images import ImagePolicy
     from vision_dialogue.core.summariser import SummaryRule, merged_text
     from vision_dialogue.core.timeline import Timeline
     builder = PromptBuilder(load_persona(), ImagePolicy(), supports_images=False)

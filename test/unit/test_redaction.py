@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from vision_dialogue.core.entries import FrameEntry, SeenEntry, UserEntry
-from vision_dialogue.core.images import Frame
-from vision_dialogue.core.redaction import FORGOTTEN, ForgottenPeople, RunLock, redact_record, \
+from vision_dialogue.common.images import Frame
+from vision_dialogue.common.redaction import FORGOTTEN, ForgottenPeople, RunLock, redact_record, \
     redact_transcripts
 from vision_dialogue.core.transcript import TranscriptWriter
 
@@ -119,9 +119,9 @@ def test_names_are_whole_words_and_a_torn_line_about_them_is_dropped(tmp_path):
 
 def test_the_operators_forget_clears_the_store_and_the_transcripts(tmp_path, capsys):
     from vision_dialogue.cli import people as cli
-    from vision_dialogue.identity.memory import PersonMemory
-    from vision_dialogue.identity.records import Consent, ConsentWay
-    from vision_dialogue.identity.store import PeopleStore
+    from vision_dialogue.application.identity.memory import PersonMemory
+    from vision_dialogue.application.identity.records import Consent, ConsentWay
+    from vision_dialogue.application.identity.store import PeopleStore
     url = f"sqlite:///{tmp_path / 'people.db'}"
     store = PeopleStore(url)
     pid = store.enrol("Barack", [], Consent(ConsentWay.OPERATOR, question="q", answer="yes"))

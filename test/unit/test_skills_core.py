@@ -1,7 +1,8 @@
 """The communication skills without ROS: answers, the arbiter, Ask, Chat, intents, spoken turns.
 
-core/answers.py, core/skills.py, core/intents.py and speech/turns.py's reports, with a host that
-plays the manager (a scripted person and a scripted LLM).
+llm/answers.py, application/skills.py, application/intents.py, llm/intent_reader.py and
+speech/turns.py's reports, with a host that plays the manager (a scripted person and a scripted
+LLM).
 """
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ import time
 
 import pytest
 
-from vision_dialogue.core.answers import AnswerSchema, SchemaError, keep_valid, numbers_in, \
+from vision_dialogue.llm.answers import AnswerSchema, SchemaError, keep_valid, numbers_in, \
     read_plainly, yes_or_no
-from vision_dialogue.core.intents import IntentReader, IntentsError, LineIntents, \
-    load_intents, refers_back
-from vision_dialogue.core.skills import ChatRole, Control, Heard, SkillArbiter, SkillOutcome, \
+from vision_dialogue.application.intents import IntentsError, LineIntents, load_intents
+from vision_dialogue.llm.intent_reader import IntentReader, refers_back
+from vision_dialogue.application.skills import ChatRole, Control, Heard, SkillArbiter, \
     SkillRejected, corrected, run_ask, run_chat
+from vision_dialogue.core.conversation_types import SkillOutcome
 from vision_dialogue.speech.turns import BEGAN, DONE, INTERRUPTED, SENTENCE, SpeechTurns
 
 from test_speech_turns import RecordingBackend, until

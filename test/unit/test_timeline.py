@@ -4,7 +4,7 @@ import threading
 import numpy as np
 import pytest
 
-from vision_dialogue.core.images import Frame
+from vision_dialogue.common.images import Frame
 from vision_dialogue.core.summariser import SummaryRule
 from vision_dialogue.core.timeline import ROBOT, USER, FrameItem, LineItem, SummaryItem, \
     Timeline, describe

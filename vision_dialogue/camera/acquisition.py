@@ -20,7 +20,7 @@ import time
 from typing import Callable
 
 from vision_dialogue.camera.sources import CameraSource, CapturedFrame, EndOfStream, SourceError
-from vision_dialogue.core.health import SinceFailing
+from vision_dialogue.common.health import SinceFailing
 
 _log = logging.getLogger("vision_dialogue.camera")
 

@@ -28,7 +28,7 @@ from typing import Callable
 import cv2
 import numpy as np
 
-from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_guarded
+from vision_dialogue.common.images import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_guarded
 from vision_dialogue.variants import Param, VariantTable
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")

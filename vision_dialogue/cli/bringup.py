@@ -27,7 +27,7 @@ import yaml
 
 from vision_dialogue.ros.console import VERBOSE_ENV, quiet_console
 from vision_dialogue.ros.node_runner import end_program
-from vision_dialogue.core.resources import PACKAGE, SOURCE_ROOT, ResourceNotFound
+from vision_dialogue.common.resources import PACKAGE, SOURCE_ROOT, ResourceNotFound
 from vision_dialogue.llm.factory import KINDS, SERVER_KIND, local_kinds
 from vision_dialogue.ros.setups import (NODES, SETUPS, Setup, camera_listeners,
                                         default_params_file, node_overrides, people_memory,

@@ -464,7 +464,7 @@ def health_rows(cfg: Config) -> list[Check]:
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
 
-    from vision_dialogue.core import health
+    from vision_dialogue.common import health
     from vision_dialogue.ros.topics import DIAGNOSTICS_TOPIC
     newest: dict[str, tuple[int, str]] = {}
     heard: set[str] = set()

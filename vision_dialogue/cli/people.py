@@ -20,8 +20,8 @@ import argparse
 import json
 import sys
 
-from vision_dialogue.identity.embedders import ModelMissing
-from vision_dialogue.identity.store import DEFAULT_STORE_URL, PeopleStore, StoreError
+from vision_dialogue.application.identity.embedders import ModelMissing
+from vision_dialogue.application.identity.store import DEFAULT_STORE_URL, PeopleStore, StoreError
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -54,7 +54,7 @@ def photo_print(path: str):
     import numpy as np
     from PIL import Image, UnidentifiedImageError
 
-    from vision_dialogue.identity.embedders import FaceEmbedder
+    from vision_dialogue.application.identity.embedders import FaceEmbedder
     try:
         rgb = np.asarray(Image.open(path).convert("RGB"))
     except (OSError, UnidentifiedImageError) as e:
@@ -72,7 +72,7 @@ def photo_print(path: str):
 def wav_print(path: str):
     import soundfile
 
-    from vision_dialogue.identity.embedders import VoiceEmbedder
+    from vision_dialogue.application.identity.embedders import VoiceEmbedder
     try:
         samples, rate = soundfile.read(path, dtype="float32", always_2d=True)
     except RuntimeError as e:
@@ -81,8 +81,8 @@ def wav_print(path: str):
 
 
 def run(ns: argparse.Namespace) -> int:
-    from vision_dialogue.identity.memory import PersonMemory
-    from vision_dialogue.identity.records import Consent, ConsentWay
+    from vision_dialogue.application.identity.memory import PersonMemory
+    from vision_dialogue.application.identity.records import Consent, ConsentWay
     store = PeopleStore(ns.store)
     if ns.command == "list":
         for p in store.people():
@@ -114,7 +114,7 @@ def run(ns: argparse.Namespace) -> int:
 
 def forget(store: PeopleStore, ns: argparse.Namespace) -> int:
     """Out of the store; with --transcripts, out of the transcripts under that folder too."""
-    from vision_dialogue.core.redaction import ForgottenPeople, redact_transcripts
+    from vision_dialogue.common.redaction import ForgottenPeople, redact_transcripts
     known = store.person(ns.id) if ns.id else None
     names = tuple(n for n in (ns.name, known and known.name) if n)
     removed = store.forget(person_id=ns.id or "", name=ns.name or "")

@@ -1,7 +1,9 @@
 """The conversation (ROS-free).
 
-The paper's interleaved frame + dialogue timeline, frame summaries, history folding, the prompt,
-the persona, the transcript.
+The prompt and the turn: the paper's interleaved frame + dialogue timeline, frame summaries,
+history folding, the prompt, the persona, turn taking, the reply, the transcript. The
+application (skills, intents, robot tools, the people it knows) sits above it, in
+application/; what every room shares sits below it, in common/.
 
-May import: llm. Never rclpy or generated messages: testable in milliseconds.
+May import: llm, common. Never rclpy or generated messages: testable in milliseconds.
 """

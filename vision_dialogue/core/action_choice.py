@@ -4,7 +4,7 @@ A small local model offered the robot's tools inside a session's prompt calls on
 request and, after that, copies its earlier replies ("I will go to the kitchen.") instead of
 calling. So a backend with `simple_tool_use` decides on a prompt with no history: the
 person's line and the declared actions, its answer JSON constrained to their names and
-arguments (the reader of the application's intents, core/intents.IntentReader, with its cheap
+arguments (the reader of the application's intents, llm/intent_reader.IntentReader, with its cheap
 word test first, so most small talk never reaches the model). The call it chooses runs as the
 turn's tool call, and the reply is written with its result (llm/tool_loop.py `decided`);
 "none" answers without a call. Arguments are kept only when the person said them.
@@ -15,8 +15,8 @@ import itertools
 import re
 from typing import Callable, Sequence
 
-from vision_dialogue.core.answers import AnswerSchema, SchemaError
-from vision_dialogue.core.intents import REQUEST_CUES, IntentReader, IntentSpec
+from vision_dialogue.llm.answers import AnswerSchema, SchemaError
+from vision_dialogue.llm.intent_reader import REQUEST_CUES, IntentReader, IntentSpec
 from vision_dialogue.llm.written_calls import ToolCall
 
 ACTION_SYSTEM = ('You decide whether a person asks a robot to do something now. The robot can '

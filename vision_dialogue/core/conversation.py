@@ -26,18 +26,18 @@ from vision_dialogue.core.background import PromptWarmer
 from vision_dialogue.core.conversation_types import ConversationConfig, SentenceCallback, \
     TurnResult, TurnSequence
 from vision_dialogue.core.directed import DirectedLines
-from vision_dialogue.core.entries import Entry, FoldEntry, FrameEntry, Listener, \
-    ObjectsEntry, PersonEntry, ReplyEntry, SeenEntry, SummaryEntry, UserEntry
+from vision_dialogue.core.entries import Entry, FoldEntry, FrameEntry, Listener, ReplyEntry, \
+    SummaryEntry, UserEntry
 from vision_dialogue.core.deadlines import DeadlineExceeded, TimedSentences, YieldToTurns
 from vision_dialogue.core.history import HistoryFolder
-from vision_dialogue.core.images import Frame
+from vision_dialogue.common.images import Frame
 from vision_dialogue.core.lookback import LookBack, about_the_past
 from vision_dialogue.core.persona import Persona
 from vision_dialogue.core.prompt import prompt_size
 from vision_dialogue.core.prompt_assembly import PromptAssembly
-from vision_dialogue.core.redaction import ForgottenPeople
 from vision_dialogue.core.reply_filter import clean_reply
 from vision_dialogue.core.reply_maker import ReplyMaker
+from vision_dialogue.core.scene import SceneInput
 from vision_dialogue.core.summariser import FrameSummariser, SummaryRule
 from vision_dialogue.core.timeline import ROBOT
 from vision_dialogue.core.turn_tools import ToolProvider, TurnTools
@@ -49,7 +49,7 @@ __all__ = ["Conversation", "ConversationConfig", "DeadlineExceeded", "SentenceCa
 _log = logging.getLogger("vision_dialogue.conversation")
 
 
-class Conversation(DirectedLines):
+class Conversation(DirectedLines, SceneInput):
     """A vision-enabled dialogue with one person.
 
     backend: a ChatBackend (complete/stream/supports_images). observer: callable(bgr) -> str,
@@ -97,13 +97,12 @@ class Conversation(DirectedLines):
             self.timeline, self.builder, sb, self._pool, rule, mode=self.summary_mode,
             model=smodel,
             max_tokens=cfg.summary_max_tokens, max_failures=cfg.max_summary_failures,
-            on_entry=self._after_summary, logger=self.log)
+            on_entry=self._after_background, logger=self.log)
         self.folder = HistoryFolder(
             self.timeline, self.builder, sb, self._pool, cfg.history_budget_chars,
-            cfg.keep_recent_lines, model=smodel, on_entry=self._after_fold, logger=self.log)
+            cfg.keep_recent_lines, model=smodel, on_entry=self._after_background, logger=self.log)
         self._listeners: list[Listener] = list(listeners)
         self.turns_taken = TurnSequence()
-        self._known_in_view: tuple[str, ...] = ()       # set_people's names
         self._closed = False
         self.warmer = PromptWarmer(backend, self._pool, self.prompt.reply_messages,
                                    self._no_turn, self.log, enabled=cfg.warm_cache)
@@ -154,18 +153,15 @@ class Conversation(DirectedLines):
             except Exception as e:  # noqa: BLE001 - a listener must not break the dialogue
                 self.log.error(f"listener failed on {entry.TYPE!r}: {e}")
 
-    def _after_summary(self, entry: Entry) -> None:
+    def _after_background(self, entry: Entry) -> None:
+        """A summary's or a fold's news: listeners told; the prompt's cache read again."""
         summary = isinstance(entry, SummaryEntry)
         if summary:
             self.archive.summarised(entry.frame_ids, entry.text)
         self._emit(entry)
         if summary:
             self.folder.check()
-            self.warmer.soon()
-
-    def _after_fold(self, entry: Entry) -> None:
-        self._emit(entry)
-        if isinstance(entry, FoldEntry):
+        if summary or isinstance(entry, FoldEntry):
             self.warmer.soon()
 
     # --- input -----------------------------------------------------------------------------
@@ -220,8 +216,8 @@ class Conversation(DirectedLines):
         a remark on an arrival, a changed scene, a wave, a Chat's opening) goes to the LLM for
         this reply only, and the remark enters the timeline as the robot's line.
         """
-        return self._serve(None, on_sentence, "", deadline,
-                           instruction=instruction or self.persona.greeting(self._known_in_view))
+        greeting = instruction or self.persona.greeting(self.prompt.known_in_view)
+        return self._serve(None, on_sentence, "", deadline, instruction=greeting)
 
     def _serve(self, text: str | None, on_sentence: SentenceCallback | None, speaker: str,
                deadline: float | None, language: str = "", instruction: str = "") -> TurnResult:
@@ -290,53 +286,6 @@ class Conversation(DirectedLines):
         """Turns answered or in progress (the last turn_id)."""
         return self.turns_taken.last
 
-    def set_people(self, description: str, arrived=(), left=(), known=()) -> None:
-        """Who the camera tracks now, in words (Furhat's users; "" for nobody).
-
-        `arrived`, `left`: ids that came into view or went; each is a "person" event (the
-        transcript, the monitor). `known`: the names of people a person manager named (the
-        opening remark greets them by name).
-        """
-        self.prompt.set_people(description)
-        self._known_in_view = tuple(known)
-        for event, ids in (("arrived", arrived), ("left", left)):
-            for i in ids:
-                self._emit(PersonEntry(event, str(i)))
-                self.add_event(f"user {i} {'came into view' if event == 'arrived' else 'left'}",
-                               event=event)
-
-    def forget(self, who: ForgottenPeople) -> int:
-        """Forget me: their lines' words and their names out of the prompt; items changed."""
-        self._known_in_view = tuple(n for n in self._known_in_view if not who.is_them(n))
-        self.prompt.set_people(who.redact(self.prompt.people_now()))
-        return self.timeline.redact(who)
-
-    def add_event(self, text: str, stamp: float | None = None, event: str = "") -> None:
-        """Something seen between frames ("someone on the left waved") into the timeline.
-
-        `event`: the detector's kind (wave, arrived, ...); tells a SeenEntry (transcript, monitor).
-        """
-        text = " ".join(str(text).split())
-        if not text:
-            return
-        stamp = time.time() if stamp is None else stamp
-        self.timeline.add_event(text, stamp, event)
-        self._emit(SeenEntry(text, event, stamp))
-
-    def set_objects(self, frame_stamp: float, note: str) -> bool:
-        """An object detector's note for the recent frame stamped `frame_stamp`.
-
-        For detections that came after their frame; False if that frame is no longer raw in
-        the timeline.
-        """
-        frame = self.prompt.raw_frame(frame_stamp)
-        if frame is None:
-            return False
-        if not frame.dark:
-            frame.set_objects(note, text_only=not self.supports_images)
-            self._emit(ObjectsEntry(frame, note))
-        return True
-
     # --- what the ROS side sets and reads, by name (no node reaches into a helper object) ---
     def tune(self, *, history_budget_chars: int | None = None,
              keep_recent_lines: int | None = None, max_reply_tokens: int | None = None,
@@ -358,14 +307,6 @@ class Conversation(DirectedLines):
     def calls_tools(self) -> bool:
         """Whether its backend can call tools (the VFM tools, the robot's own)."""
         return self.turn_tools.supported
-
-    def newest_frame(self) -> Frame | None:
-        """The newest camera frame it took (None before the first)."""
-        return self.prompt.newest
-
-    def camera_lost(self) -> bool:
-        """Whether the camera stopped sending frames (the prompt then says so)."""
-        return self.prompt.camera_lost()
 
     def set_note(self, key: str, text: str | None) -> None:
         """Set a standing note of the prompt ("purpose", "abilities"); None drops it.

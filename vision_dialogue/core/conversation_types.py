@@ -5,12 +5,13 @@ place. ROS-free.
 """
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from vision_dialogue.core.focus import STYLES as FOCUS_STYLES
-from vision_dialogue.core.images import ImagePolicy
+from vision_dialogue.common.images import ImagePolicy
 from vision_dialogue.llm.tool_loop import ToolRecord
 
 #: how frames become a summary: the LLM's sentence, or their notes merged without it
@@ -107,3 +108,20 @@ class TurnResult:
     reply_s: float = 0.0                    # from the turn's start to the whole reply
     prompt_chars: int = 0                   # text characters of the reply prompt
     skill: str = ""                         # "say": a line the application had said (no LLM)
+
+
+@dataclass
+class SkillOutcome:
+    """How a skill ended: `status` (see the action definitions), `data` its JSON result."""
+
+    status: str
+    data: dict = field(default_factory=dict)
+    error: str = ""
+    turn_id: int = 0
+
+    @property
+    def success(self) -> bool:
+        return self.status in ("spoken", "sent", "answered", "done")
+
+    def json(self) -> str:
+        return json.dumps(self.data, ensure_ascii=False)

@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar
 
-from vision_dialogue.core.conversation_types import TurnResult
-from vision_dialogue.core.images import Frame
-from vision_dialogue.core.skills import SkillOutcome
+from vision_dialogue.core.conversation_types import SkillOutcome, TurnResult
+from vision_dialogue.common.images import Frame
 from vision_dialogue.llm.tool_loop import ToolRecord
 
 

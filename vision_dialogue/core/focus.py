@@ -60,7 +60,7 @@ def asks_to_act(text: str, verbs: Collection[str]) -> bool:
     """Whether a yes/no-looking question asks the robot to do one of its actions.
 
     "Could you wave at me?" is a request when the robot can wave (a tool's verb, see
-    core/robot_tools.action_words), not a question to answer with yes: the yes/no note made
+    application/robot_tools.action_words), not a question to answer with yes: the yes/no note made
     the 1.5B model say "Yes." and not call the tool (benchmarks/bench_robot_tools.py).
     """
     m = _ASKS_TO.match(question_of(text).lower())

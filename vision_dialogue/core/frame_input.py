@@ -1,8 +1,8 @@
 """The one way a decoded camera frame enters the conversation, with its detections' note.
 
-The manager's frame intake (core/frame_intake.py) hands every frame it accepts to
+The manager's frame intake (common/frame_intake.py) hands every frame it accepts to
 `FrameInput.take` on its worker thread: the frame is stamped (the camera's stamp, else the
-clock's), the detections that came for it before it (core/objects.ObjectNotes) become its note,
+clock's), the detections that came for it before it (common/objects.ObjectNotes) become its note,
 and it enters the conversation, whose listeners hear it as a FrameEntry (core/entries.py) on
 the intake's worker: the turn-taker, the manager's outputs, the transcript. ROS-free.
 """
@@ -13,8 +13,8 @@ from typing import Callable
 import numpy as np
 
 from vision_dialogue.core.conversation import Conversation
-from vision_dialogue.core.images import Frame
-from vision_dialogue.core.objects import ObjectNotes
+from vision_dialogue.common.images import Frame
+from vision_dialogue.common.objects import ObjectNotes
 
 
 class FrameInput:

@@ -20,7 +20,7 @@ import time
 from collections import deque
 from typing import Callable, Sequence
 
-from vision_dialogue.core.images import Frame
+from vision_dialogue.common.images import Frame
 from vision_dialogue.llm.tool_loop import TOOLS_NOTE, ToolOutcome
 
 LOOK_BACK = "look_back"

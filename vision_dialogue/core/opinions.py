@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from vision_dialogue.core.answers import yes_or_no
+from vision_dialogue.llm.answers import yes_or_no
 from vision_dialogue.core.perspective import substance_words
 
 _LIKES = r"(?:like|love|enjoy|adore)"

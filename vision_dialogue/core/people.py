@@ -126,7 +126,7 @@ class PeopleInView:
                                             event=kind)
 
     def forget(self, who) -> None:
-        """Forget me (core/redaction.ForgottenPeople): their departure is not told by name."""
+        """Forget me (common/redaction.ForgottenPeople): their departure is not told by name."""
         self._labels = {i: label for i, label in self._labels.items()
                         if not (who.is_them(i) or who.is_them(label))}
 

@@ -8,7 +8,7 @@ from typing import Sequence
 
 import yaml
 
-from vision_dialogue.core.resources import config_file
+from vision_dialogue.common.resources import config_file
 
 PERSONA_FILE = "persona.yaml"
 
@@ -78,7 +78,7 @@ class Persona:
     # quoted: a small model copies what it reads last (a repeat of the greeting)
     consistent_note: str = ("[Earlier you said that you {stance} it. Answer the same way now, "
                             "in new words.]")
-    # skills (core/skills.py): the purpose of a Chat, what the robot can be asked to do
+    # skills (application/skills.py): the purpose of a Chat, what the robot can be asked to do
     # (intents), the Chat's opening line when the role has none
     purpose_note: str = "[Your purpose in this conversation ({name}): {instruction}]"
     abilities_note: str = ("[If the person asks you to do one of these, say briefly that you "
@@ -88,7 +88,7 @@ class Persona:
     # and which floor they need to go to."); the needs note says what to ask for first
     chat_opening_instruction: str = ("Greet the person and ask them your first question, in "
                                      "one short sentence.")
-    # before the person's line while a Chat's results are missing (core/skills.run_chat);
+    # before the person's line while a Chat's results are missing (application/skills.run_chat);
     # {needs}: what is still missing, in the results' own descriptions
     needs_note: str = "[Still to find out from the person: {needs}. Ask for the first one.]"
     ask_wording_instruction: str = ("Ask the person, in one short friendly question, for: "

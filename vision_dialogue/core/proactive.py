@@ -3,7 +3,7 @@
 Triggers: someone waves at the robot (an event of the events node); a person arrives
 (someone in view after nobody for `absent_s`; needs a people count, which the perception
 observer gives for text-only models, or an "arrived" event); and the scene changes
-notably (`core.images.thumbnail_difference` of consecutive frames, the perception observer's
+notably (`common.images.thumbnail_difference` of consecutive frames, the perception observer's
 measure of "the view just changed", above `scene_change`). A remark is made only when the
 robot is not talking or thinking, the user has been quiet for `quiet_s`, nothing is waiting
 to be answered, and the last remark was at least `min_interval_s` ago. A wave that comes
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vision_dialogue.core.images import change_thumbnail, thumbnail_difference
+from vision_dialogue.common.images import change_thumbnail, thumbnail_difference
 
 PROACTIVE_MODES = ("paper", "arrivals", "arrivals_and_scenes")
 

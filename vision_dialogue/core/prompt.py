@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from vision_dialogue.core.images import ImagePolicy
+from vision_dialogue.common.images import ImagePolicy
 from vision_dialogue.core.persona import Persona
 from vision_dialogue.core.timeline import ROBOT, THEN, EventItem, FrameItem, Item, LineItem, \
     SummaryItem, merge_observations, run_span

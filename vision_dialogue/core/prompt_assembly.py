@@ -16,7 +16,7 @@ import numpy as np
 
 from vision_dialogue.core.conversation_types import ConversationConfig
 from vision_dialogue.core.focus import focus_note
-from vision_dialogue.core.images import Frame, as_bgr, downscale, is_dark
+from vision_dialogue.common.images import Frame, as_bgr, downscale, is_dark
 from vision_dialogue.core.lookback import FrameArchive
 from vision_dialogue.core.people import PEOPLE_FRESH_S, is_a_name
 from vision_dialogue.core.persona import Persona, language_instruction
@@ -47,10 +47,13 @@ class PromptAssembly:
         self._newest_at = 0.0                 # time.monotonic() of the newest frame
         self._people: tuple[float, str] = (0.0, "")   # (monotonic time, description)
         self._speakers: set[str] = set()
-        self.needs = ""      # what a Chat still has to find out (core/skills.run_chat), or ""
+        #: the names a person manager gave the people in view (the opening remark greets them)
+        self.known_in_view: tuple[str, ...] = ()
+        #: what a Chat still has to find out (application/skills.run_chat), or ""
+        self.needs = ""
         #: what the robot remembers of the known people in view (set where a people store is
-        #: given: identity/remembering.py through the manager): standing() the same while
-        #: they are, recall(line) what a line asks that it does not tell ("" for nothing)
+        #: given: application/identity/remembering.py through the manager): standing() the same
+        #: while they are, recall(line) what a line asks that it does not tell ("" for nothing)
         self.standing: Callable[[], str] | None = None
         self.recall: Callable[[str], str] | None = None
         self._pinned = ("", 0)   # the standing note and the message index where it first went

@@ -15,8 +15,8 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-from vision_dialogue.core.images import Frame
-from vision_dialogue.core.redaction import FORGOTTEN, ForgottenPeople
+from vision_dialogue.common.images import Frame
+from vision_dialogue.common.redaction import FORGOTTEN, ForgottenPeople
 
 USER, ROBOT = "user", "robot"
 

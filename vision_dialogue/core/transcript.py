@@ -22,9 +22,9 @@ import threading
 import time
 from pathlib import Path
 
-from vision_dialogue.core.images import ImagePolicy
+from vision_dialogue.common.images import ImagePolicy
 from vision_dialogue.core.entries import Entry, FrameEntry
-from vision_dialogue.core.redaction import TRANSCRIPT_FILE, ForgottenPeople, RunLock, \
+from vision_dialogue.common.redaction import TRANSCRIPT_FILE, ForgottenPeople, RunLock, \
     RunRedaction, redact_run, redact_transcripts
 
 _log = logging.getLogger("vision_dialogue.transcript")

@@ -35,7 +35,7 @@ import numpy as np
 
 from vision_dialogue.core.conversation import Conversation, TurnResult
 from vision_dialogue.core.entries import Entry, FrameEntry
-from vision_dialogue.core.images import Frame
+from vision_dialogue.common.images import Frame
 from vision_dialogue.core.proactive import ProactivePolicy
 from vision_dialogue.core.turn_queue import PendingTurn, TurnQueue
 
@@ -85,7 +85,7 @@ class TurnHooks:
 
 
 class ArrivingFrames(Protocol):
-    """What a turn waits on: frames that arrived before its utterance (core/frame_intake.py)."""
+    """What a turn waits on: frames that arrived before its utterance (common/frame_intake.py)."""
 
     received: int
 

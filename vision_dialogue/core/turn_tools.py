@@ -12,7 +12,7 @@ import logging
 from typing import Callable, ContextManager, Iterable
 
 from vision_dialogue.core.action_choice import ActionChooser, chooser_for, claims_action
-from vision_dialogue.core.answers import yes_or_no
+from vision_dialogue.llm.answers import yes_or_no
 from vision_dialogue.core.entries import Entry, ToolEntry
 from vision_dialogue.core.lookback import LOOK_BACK, LOOK_BACK_NOTE, LookBack, ToolSet
 from vision_dialogue.llm.base import short_question
@@ -200,7 +200,7 @@ class TurnTools:
 
         A provider that asks before it acts (`answered(line)`: the robot's tools declared
         `confirm`) gives each call waiting for a yes; whether it is made is the provider's
-        verdict when the call comes round (core/confirmation.py).
+        verdict when the call comes round (application/confirmation.py).
         """
         if not line.strip():
             return []

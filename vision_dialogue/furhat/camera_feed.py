@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import zmq
 
-from vision_dialogue.core.images import JPEG_MAGIC
+from vision_dialogue.common.images import JPEG_MAGIC
 
 
 log = logging.getLogger(__name__)

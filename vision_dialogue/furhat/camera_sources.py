@@ -8,7 +8,7 @@ import time
 
 from vision_dialogue.camera.sources import MAX_IMAGE_PIXELS, CameraSource, CapturedFrame, \
     SourceContext, SourceError, decode_jpeg
-from vision_dialogue.core.images import DEFAULT_MAX_PIXELS
+from vision_dialogue.common.images import DEFAULT_MAX_PIXELS
 from vision_dialogue.variants import Param, nonempty
 
 

@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterable
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, WebSocketException
 from websockets.sync.client import connect as ws_connect
 
-from vision_dialogue.core.images import JPEG_MAGIC
+from vision_dialogue.common.images import JPEG_MAGIC
 
 # Event names of the Furhat Realtime API, in one place.
 EVENTS = {

@@ -78,7 +78,7 @@ class ToolOutcome:
     `text` (image-to-text), `image_file` (a new image in the store), or `error` (anything that went
     wrong). `image_url`: optional data URL of the new image, shown to a vision LLM after the tool
     message. `ask`: nothing was done yet; the robot asks the person this first (a robot tool
-    declared `confirm`, core/confirmation.py), and the turn's reply is that question.
+    declared `confirm`, application/confirmation.py), and the turn's reply is that question.
     """
 
     text: str | None = None

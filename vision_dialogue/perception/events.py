@@ -17,7 +17,7 @@ at the camera's stream (5-10 frames a second) and turns what persists or moves i
 * ``arrived``, ``left``: the number of people changed and stayed changed for
   ``presence_frames`` frames (trackers lose people for a frame or two);
 * ``scene_change``: the view differs from the last settled view (the observer's measure,
-  ``core.images.thumbnail_difference``, above ``scene_change_level``) for ``confirm_frames``
+  ``common.images.thumbnail_difference``, above ``scene_change_level``) for ``confirm_frames``
   frames, with the same number of people.
 
 A gesture or a scene change is not repeated within ``cooldown_s``; every settled change of
@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vision_dialogue.core.images import thumbnail_difference
-from vision_dialogue.core.objects import horizontal_position
+from vision_dialogue.common.images import thumbnail_difference
+from vision_dialogue.common.objects import horizontal_position
 from vision_dialogue.perception.observer import ARMS_RAISED, OPEN_HAND, POINTING, THUMBS_UP, \
     VIEW_CHANGE_LEVEL, FrameObserver, HandSeen, Observation
 

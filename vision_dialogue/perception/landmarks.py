@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vision_dialogue.core.objects import horizontal_position
+from vision_dialogue.common.objects import horizontal_position
 
 # mediapipe pose landmark indices
 _NOSE, _L_SHOULDER, _R_SHOULDER, _L_WRIST, _R_WRIST = 0, 11, 12, 15, 16

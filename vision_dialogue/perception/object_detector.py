@@ -24,7 +24,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vision_dialogue.core.objects import ANIMALS
+from vision_dialogue.common.objects import ANIMALS
 
 #: COCO's 80 detection classes in the model's 0-based order (darknet's coco.names spelling,
 #: with the two-word names written as people say them)

@@ -41,7 +41,7 @@ from typing import Callable, Sequence
 import cv2
 import numpy as np
 
-from vision_dialogue.core.images import as_bgr, change_thumbnail, downscale, \
+from vision_dialogue.common.images import as_bgr, change_thumbnail, downscale, \
     thumbnail_difference
 from vision_dialogue.perception.colours import dominant_colour, top_colours
 from vision_dialogue.perception.landmarks import HAND_WRIST, HandSeen, Person, attach_cues, \
@@ -70,7 +70,7 @@ class Observation:
     posture: str | None = None              # e.g. "arms down", "both arms raised"
     gestures: list[str] = field(default_factory=list)   # e.g. ["giving a thumbs up"]
     hands: list[HandSeen] = field(default_factory=list)
-    thumbnail: np.ndarray | None = None     # core.images.change_thumbnail of the frame
+    thumbnail: np.ndarray | None = None     # common.images.change_thumbnail of the frame
     change: str | None = None               # since the previous frame, e.g. "the person left"
     person_area: float | None = None        # fraction of the frame covered by people
     clothes_colour: str | None = None

@@ -16,7 +16,7 @@ import os
 import re
 from pathlib import Path
 
-from vision_dialogue.core.resources import ResourceNotFound, config_file
+from vision_dialogue.common.resources import ResourceNotFound, config_file
 
 PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"
 PROFILE_NAME = "fastdds.xml"

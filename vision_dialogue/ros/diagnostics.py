@@ -12,7 +12,7 @@ from typing import Callable, Iterable
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
-from vision_dialogue.core.health import DIAGNOSTICS_PERIOD_S, ERROR, Health
+from vision_dialogue.common.health import DIAGNOSTICS_PERIOD_S, ERROR, Health
 from vision_dialogue.ros.topics import DIAGNOSTICS_TOPIC
 
 

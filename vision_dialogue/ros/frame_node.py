@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 import time
 
-from vision_dialogue.core.frame_intake import FrameIntake, wait_for_frame_in_hand
-from vision_dialogue.core.health import Throughput
+from vision_dialogue.common.frame_intake import FrameIntake, wait_for_frame_in_hand
+from vision_dialogue.common.health import Throughput
 from vision_dialogue.ros.managed import ManagedNode
 
 

@@ -20,7 +20,7 @@ _FIELDS = (("face_id", String), ("voice_id", String), ("name", String), ("alias"
 
 
 class HriPersonsOutput:
-    """REP-155 persons from a session's persons (identity/persons.py)."""
+    """REP-155 persons from a session's persons (application/identity/persons.py)."""
 
     def __init__(self, node, own: bool):
         self.node, self.own = node, own

@@ -2,7 +2,7 @@
 
 Used by every node that takes camera frames (the manager, the events node): both topics are
 subscribed with a QoS that follows the camera's (`ros/qos.py`), on one mutually exclusive
-callback group; the callbacks only queue (`core/frame_intake.py`), and a frame that comes on both
+callback group; the callbacks only queue (`common/frame_intake.py`), and a frame that comes on both
 topics with one stamp is decoded and added once.
 
 Frames lost between processes are noticed (camera/loss.py): from each message's publication
@@ -22,7 +22,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.qos import ReliabilityPolicy
 from sensor_msgs.msg import CompressedImage, Image
 
-from vision_dialogue.core.frame_intake import FrameIntake
+from vision_dialogue.common.frame_intake import FrameIntake
 from vision_dialogue.camera.loss import LossMeter, PublisherLoss, loss_fix
 from vision_dialogue.ros.dds import profile_path
 from vision_dialogue.ros.image_msgs import from_compressed_msg, from_image_msg, stamp_to_ns

@@ -11,8 +11,8 @@ import numpy as np
 from builtin_interfaces.msg import Time
 from sensor_msgs.msg import CompressedImage, Image
 
-from vision_dialogue.core.images import (DEFAULT_MAX_PIXELS, ImageDecodeError, check_pixels,
-                                         decode_guarded)
+from vision_dialogue.common.images import (DEFAULT_MAX_PIXELS, ImageDecodeError, check_pixels,
+                                           decode_guarded)
 
 _CHANNELS = {"bgr8": 3, "rgb8": 3, "mono8": 1, "bgra8": 4, "rgba8": 4}
 

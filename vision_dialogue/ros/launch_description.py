@@ -35,7 +35,7 @@ from vision_dialogue.ros.setups import (NODES, SETUPS, Setup, camera_listeners,
                                         script_wait, start_order, utterance_listeners)
 from vision_dialogue.ros.topics import DETECTIONS_TOPIC, IMAGE_TOPIC, LABEL_INFO_TOPIC, \
     STREAM_TOPIC
-from vision_dialogue.core.resources import config_file
+from vision_dialogue.common.resources import config_file
 
 #: (name, default, description, node keys that use it; empty: every setup)
 COMMON_ARGUMENTS = [

@@ -26,7 +26,7 @@ from typing import Callable
 
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
-from vision_dialogue.core.health import ERROR, OK, Health
+from vision_dialogue.common.health import ERROR, OK, Health
 from vision_dialogue.ros.params import Param, ParameterError
 from vision_dialogue.ros.teardown import DestroyedWhole
 

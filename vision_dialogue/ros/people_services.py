@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 
-from vision_dialogue.identity.persons import IdentityError
-from vision_dialogue.identity.records import Consent, ConsentWay
-from vision_dialogue.identity.store import StoreError
+from vision_dialogue.application.identity.persons import IdentityError
+from vision_dialogue.application.identity.records import Consent, ConsentWay
+from vision_dialogue.application.identity.store import StoreError
 from vision_dialogue.ros.topics import PEOPLE_ENROL_SERVICE, PEOPLE_FORGET_SERVICE, \
     PEOPLE_LIST_SERVICE
 from vision_dialogue_interfaces.srv import Enrol, Forget, ListPeople

@@ -16,7 +16,7 @@ from typing import Callable
 
 from rclpy.action import ActionClient
 
-from vision_dialogue.identity.records import CONSENT_QUESTION
+from vision_dialogue.application.identity.records import CONSENT_QUESTION
 from vision_dialogue.ros.topics import ASK_ACTION, SAY_ACTION
 from vision_dialogue_interfaces.action import Ask, Say
 
@@ -84,7 +84,7 @@ class PeopleTalk:
         self.asked += 1
         # person_id "": the manager's Ask takes the next line of whoever speaks (its lines
         # carry the speech node's speaker label, not REP-155 ids); the question is only put
-        # when one person is in view or their voice is known (identity/persons.py)
+        # when one person is in view or their voice is known (application/identity/persons.py)
         goal = Ask.Goal(question=question, person_id="", timeout=ASK_TIMEOUT_S,
                         max_followups=1, answers_schema=json.dumps(
                             {key: {"type": "boolean", "description": what}}))

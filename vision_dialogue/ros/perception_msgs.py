@@ -3,13 +3,13 @@
 Neither has a PyPI wheel: setup builds the vendored copies (third_party/interfaces) when no
 installed copy is found, and a robot's ROS 2 has them as packages. Without them the nodes run as
 before, with one log line saying what is off: `missing()` names what is absent.
-Conversions between the messages and the ROS-free `core.objects` types live here too.
+Conversions between the messages and the ROS-free `common.objects` types live here too.
 """
 from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from vision_dialogue.core.objects import DetectionSet, LabelMap, ObjectSighting
+from vision_dialogue.common.objects import DetectionSet, LabelMap, ObjectSighting
 from vision_dialogue.ros.image_msgs import stamp_to_ns
 from vision_dialogue.ros.topics import (  # noqa: F401 - the standard topics' names, here too
     BODIES_TRACKED_TOPIC, DETECTIONS_TOPIC, FACES_TRACKED_TOPIC, LABEL_INFO_TOPIC,

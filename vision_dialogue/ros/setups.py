@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from vision_dialogue.core.resources import config_file
-from vision_dialogue.identity.records import DEFAULT_STORE_URL
+from vision_dialogue.common.resources import config_file
+from vision_dialogue.application.identity.records import DEFAULT_STORE_URL
 
 
 @dataclass(frozen=True)

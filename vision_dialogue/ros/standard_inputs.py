@@ -4,7 +4,7 @@
   (vision_msgs/LabelInfo, latched; each publishing node's map names its own detections'
   ids) or the ``labels`` parameter for numeric class ids: objects
   noted on the frame nearest in time, classes coming and going as visual events
-  (core/objects.py).
+  (common/objects.py).
 * ROS4HRI (REP-155): voices' final ``speech`` become user turns, spoken by the person whose
   ``voice_id`` is that voice; persons (name, face place and expression, engagement) become
   the people notes, arrivals and departures, and a greeting; bodies' gestures become visual
@@ -23,7 +23,7 @@ from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.qos import qos_profile_sensor_data
 from std_msgs.msg import Bool, String
 
-from vision_dialogue.core.objects import UNRESOLVED, DetectionSet, LabelMap, ObjectNotes
+from vision_dialogue.common.objects import UNRESOLVED, DetectionSet, LabelMap, ObjectNotes
 from vision_dialogue.core.people import TrackedPerson
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.qos import LATCHED_FROM_MANY_QOS, LATCHED_QOS, RELIABLE_QOS, \

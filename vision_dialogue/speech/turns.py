@@ -59,6 +59,72 @@ class HeardUtterance:
     spoken: tuple[float, float] | None = None
 
 
+class ReplyQueue:
+    """The sentences waiting for the speaker thread, and the turns not to be said any more.
+
+    Items are ("say", turn_id, sentence) and ("end", turn_id, reply). A turn once interrupted
+    (barge-in, cancel, or cancelled before its first sentence came) stays so; the last 16 are
+    kept.
+    """
+
+    def __init__(self):
+        self._q: "queue.Queue[tuple[str, int, str]]" = queue.Queue()
+        self.interrupted: deque[int] = deque(maxlen=16)
+
+    def put(self, kind: str, turn_id: int, text: str) -> None:
+        self._q.put((kind, turn_id, text))
+
+    def get(self, timeout: float) -> tuple[str, int, str]:
+        """The next item; raises queue.Empty after `timeout` s."""
+        return self._q.get(timeout=timeout)
+
+    def empty(self) -> bool:
+        return self._q.empty()
+
+    def turns(self) -> list[int]:
+        """The turns with sentences waiting."""
+        with self._q.mutex:
+            return [item[1] for item in self._q.queue]
+
+    def interrupt(self, turn_id: int) -> None:
+        if turn_id not in self.interrupted:
+            self.interrupted.append(turn_id)
+
+    def drain(self) -> None:
+        """Drop every waiting item; its turn is interrupted."""
+        while True:
+            try:
+                item = self._q.get_nowait()
+            except queue.Empty:
+                return
+            self.interrupt(item[1])
+
+
+class TurnReports:
+    """What the node (`on_spoken`) and the observer (the face) hear of the turns.
+
+    Their failures are logged, never raised: reporting must not stop speech.
+    """
+
+    def __init__(self, on_spoken: Callable[[int, int, str], None], observer, log):
+        self.on_spoken, self.observer, self.log = on_spoken, observer, log
+
+    def observe(self, moment: str, *args) -> None:
+        fn = getattr(self.observer, moment, None)
+        if fn is None:
+            return
+        try:
+            fn(*args)
+        except Exception as e:  # noqa: BLE001 - the face must not stop speech
+            self.log.error(f"turn observer {moment} failed: {e!r}")
+
+    def spoken(self, turn_id: int, event: int, text: str = "") -> None:
+        try:
+            self.on_spoken(int(turn_id), event, text)
+        except Exception as e:  # noqa: BLE001 - reporting must not stop speech
+            self.log.error(f"spoken report failed: {e!r}")
+
+
 class SpeechTurns:
     """The turn logic of the speech node (see the module docstring).
 
@@ -84,20 +150,18 @@ class SpeechTurns:
                  acknowledger: Acknowledger | None = None):
         self.backend, self.publish, self.on_state = backend, publish, on_state
         self.on_partial, self.on_speaking = on_partial, on_speaking
-        self.observer = observer
-        self.on_spoken = on_spoken
         self.on_input_finished, self.reply_timeout = on_input_finished, float(reply_timeout)
         self.log = logger or _log
+        self.reports = TurnReports(on_spoken, observer, self.log)
         self.acknowledger = acknowledger or Acknowledger(0.0)
         self._acking = False                    # an acknowledgement is being said
         self._closed = threading.Event()
         self._cv = threading.Condition(threading.RLock())
         self._state: int | None = None
-        self._speech_q: "queue.Queue[tuple]" = queue.Queue()
+        self._replies = ReplyQueue()
         self._reply_turn: int | None = None    # newest turn with reply queued/being spoken
         self._speaking_turn: int | None = None  # turn whose reply the speaker thread began
         self._chunks: dict[int, int] = defaultdict(int)
-        self._interrupted: deque[int] = deque(maxlen=16)
         self._awaiting_since: float | None = None
         self._finished = False                  # finish(): IDLE for good
         self.unavailable_since: float | None = None   # monotonic: the robot went away
@@ -120,12 +184,12 @@ class SpeechTurns:
             self.log.debug(f"turn state: {STATE_NAMES[state]}")
             if not self._closed.is_set():
                 self.on_state(state)
-                self._observe("state", STATE_NAMES[state])
+                self.reports.observe("state", STATE_NAMES[state])
             self._cv.notify_all()
 
     def _idle(self) -> bool:
         return (self._reply_turn is None and self._awaiting_since is None
-                and self._speech_q.empty() and self._speaking_turn is None)
+                and self._replies.empty() and self._speaking_turn is None)
 
     def wait_idle(self, timeout: float) -> bool:
         """Until no reply is awaited, queued or being spoken; False on timeout."""
@@ -158,7 +222,7 @@ class SpeechTurns:
         self.barge_in("the user spoke during the reply", awaiting=True)
         self.acknowledger.heard(text)
         self.publish(HeardUtterance(text, speaker, language, float(confidence), spoken))
-        self._observe("heard", text)
+        self.reports.observe("heard", text)
         self.set_state(THINKING)
         self._backend_call(self.backend.on_thinking)
 
@@ -197,10 +261,9 @@ class SpeechTurns:
         The manager asks for it when an application cancels its Say; True if it was stopped.
         """
         with self._cv:
-            mine = {self._reply_turn, self._speaking_turn, *self._queued_turns()}
+            mine = {self._reply_turn, self._speaking_turn, *self._replies.turns()}
             if turn_id and turn_id not in mine:
-                if turn_id not in self._interrupted:     # not here yet: never say it
-                    self._interrupted.append(int(turn_id))
+                self._replies.interrupt(int(turn_id))     # not here yet: never say it
                 return False
             stopped = self._stop_turns()
         if stopped:
@@ -212,40 +275,20 @@ class SpeechTurns:
     def _stop_turns(self) -> list[int]:
         """Mark the turns being said or queued as interrupted (call with the lock held)."""
         turns = [t for t in (self._reply_turn, self._speaking_turn) if t is not None]
-        turns += self._queued_turns()
+        turns += self._replies.turns()
         if not turns:
             return []
         for t in turns:
-            if t not in self._interrupted:
-                self._interrupted.append(t)
-        self._drain_speech()
+            self._replies.interrupt(t)
+        self._replies.drain()
         self._reply_turn = self._speaking_turn = None
         return sorted(set(turns))
 
-    def _queued_turns(self) -> list[int]:
-        with self._speech_q.mutex:
-            return [item[1] for item in self._speech_q.queue]
-
     def _stopped(self, turns: list[int]) -> None:
         self._backend_call(self.backend.stop_speaking)
-        self._observe("interrupted")
+        self.reports.observe("interrupted")
         for t in turns:
-            self._report(t, INTERRUPTED)
-
-    def _observe(self, moment: str, *args) -> None:
-        fn = getattr(self.observer, moment, None)
-        if fn is None:
-            return
-        try:
-            fn(*args)
-        except Exception as e:  # noqa: BLE001 - the face must not stop speech
-            self.log.error(f"turn observer {moment} failed: {e!r}")
-
-    def _report(self, turn_id: int, event: int, text: str = "") -> None:
-        try:
-            self.on_spoken(int(turn_id), event, text)
-        except Exception as e:  # noqa: BLE001 - reporting must not stop speech
-            self.log.error(f"spoken report failed: {e!r}")
+            self.reports.spoken(t, INTERRUPTED)
 
     def listening(self) -> None:
         self.unavailable_since = None
@@ -265,21 +308,12 @@ class SpeechTurns:
         self.log.info("input finished")
         self.on_input_finished()
 
-    def _drain_speech(self) -> None:
-        while True:
-            try:
-                item = self._speech_q.get_nowait()
-            except queue.Empty:
-                return
-            if item[1] not in self._interrupted:
-                self._interrupted.append(item[1])
-
     # ---------------------------------------------------------------- replies
     def on_reply(self, turn_id: int, text: str, final: bool, fallback: bool = False) -> None:
         """A Reply message: a chunk to speak now, or the final text of turn `turn_id`."""
         tid = int(turn_id)
         with self._cv:
-            if tid in self._interrupted:
+            if tid in self._replies.interrupted:
                 self.log.debug(f"ignoring reply of interrupted turn {tid}")
                 return
             self._awaiting_since = None
@@ -288,15 +322,15 @@ class SpeechTurns:
                 if text:
                     self._chunks[tid] += 1
                     self._reply_turn = tid
-                    self._speech_q.put(("say", tid, text))
+                    self._replies.put("say", tid, text)
                 return
             if self._chunks.pop(tid, 0) == 0:
                 for sentence in split_sentences(text):
-                    self._speech_q.put(("say", tid, sentence))
+                    self._replies.put("say", tid, sentence)
             if fallback:
                 self.log.warning(f"turn {tid}: the reply is the fallback (the LLM failed)")
             self._reply_turn = tid
-            self._speech_q.put(("end", tid, text))
+            self._replies.put("end", tid, text)
             for old in [t for t in self._chunks if t < tid - 8]:  # forget abandoned turns
                 self._chunks.pop(old, None)
 
@@ -304,7 +338,7 @@ class SpeechTurns:
         while not self._closed.is_set():
             try:
                 late_soon = self._awaiting_since and self.acknowledger.after > 0
-                kind, tid, text = self._speech_q.get(timeout=ACK_POLL_S if late_soon else 0.1)
+                kind, tid, text = self._replies.get(ACK_POLL_S if late_soon else 0.1)
             except queue.Empty:
                 self._acknowledge_if_late()
                 self._check_reply_timeout()
@@ -316,30 +350,30 @@ class SpeechTurns:
 
     def _say(self, tid: int, text: str) -> None:
         with self._cv:
-            if tid in self._interrupted:
+            if tid in self._replies.interrupted:
                 return
             begin = self._speaking_turn != tid
             self._speaking_turn = tid
             self.set_state(SPEAKING)
         if begin:
             self._backend_call(self.backend.begin_reply)
-            self._report(tid, BEGAN, text)
-        self._observe("sentence", tid, text, begin)
+            self.reports.spoken(tid, BEGAN, text)
+        self.reports.observe("sentence", tid, text, begin)
         if self._backend_call(self.backend.speak, text) is False:
             self.log.debug(f"turn {tid}: sentence not (fully) spoken")
-        elif tid not in self._interrupted:
-            self._report(tid, SENTENCE, text)
+        elif tid not in self._replies.interrupted:
+            self.reports.spoken(tid, SENTENCE, text)
 
     def _end(self, tid: int, text: str) -> None:
         with self._cv:                          # the reply is complete
-            if tid in self._interrupted:
+            if tid in self._replies.interrupted:
                 return
             self._speaking_turn = None
             if self._reply_turn == tid:
                 self._reply_turn = None
         self._backend_call(self.backend.end_reply, text)
-        self._observe("reply_done", tid)
-        self._report(tid, DONE, text)
+        self.reports.observe("reply_done", tid)
+        self.reports.spoken(tid, DONE, text)
         self._listen_if_idle()
 
     def _acknowledge_if_late(self) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_guarded
+from vision_dialogue.common.images import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_guarded
 
 #: default size cap of an image store
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024

@@ -31,7 +31,6 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from difflib import SequenceMatcher
 from typing import Callable, TextIO
 
 import numpy as np
@@ -39,7 +38,8 @@ import numpy as np
 from vision_dialogue.speech.base import BACKOFF, BARGE_IN, SpeechBackend, SpeechEvents, \
     SpeechIO, check_backoff
 from vision_dialogue.voice import build
-from vision_dialogue.voice.audio import CHUNK, SAMPLE_RATE, rms
+from vision_dialogue.voice.audio import SAMPLE_RATE, rms
+from vision_dialogue.voice.hearing import CHUNK_S, PartialLines, Segment, is_echo, tell
 from vision_dialogue.voice.sinks import AudioSink
 from vision_dialogue.voice.sources import AudioSource, AudioSourceError
 from vision_dialogue.voice.stt import Recognition, Recognizer
@@ -48,11 +48,8 @@ from vision_dialogue.voice.turn_end import HOLD_SILENCE_S, PARTIAL_AT_PAUSE, PAR
     QUICK_SILENCE_S, UNSURE, silence_needed, turn_end
 from vision_dialogue.voice.vad import SpeechSegmenter, VadEvent
 
-#: a segment overlapping the robot's speech that matches a sentence it said this closely is echo
-ECHO_TEXT_MATCH = 0.6
 #: barge-in needs the microphone this many times louder than the predicted echo
 ECHO_MARGIN = 2.0
-CHUNK_S = CHUNK / SAMPLE_RATE
 
 
 class LocalVoiceBackend(SpeechBackend):
@@ -108,11 +105,6 @@ class LocalVoiceBackend(SpeechBackend):
         self.ends_by_meaning = ends_by_meaning and early_recognition
         self.quick_silence, self.hold_silence = float(quick_silence), float(hold_silence)
         self.turn_judge = turn_judge     # words -> COMPLETE / UNSURE / INCOMPLETE (turn_end)
-        self.partial_every = float(partial_every)   # s of speech between partials; 0: none
-        # the words recognised at a pause (for the end of the turn) are a partial too
-        self.partial_at_pause = bool(partial_at_pause) and early_recognition
-        self._partials = ThreadPoolExecutor(1, thread_name_prefix="voice-partial")
-        self._partial_busy = False
         self._out_lock = threading.Lock()
         self.source, self.sink, self.recognizer, self.tts = source, sink, recognizer, tts
         self.segmenter = segmenter
@@ -128,7 +120,14 @@ class LocalVoiceBackend(SpeechBackend):
         self._thread: threading.Thread | None = None
         self._levels: deque[tuple[float, float]] = deque(maxlen=64)  # (mic, predicted echo)
         self._spoken: deque[str] = deque(maxlen=4)      # sentences said lately (echo check)
-        self._segment: dict = {}                        # the segment being heard
+        self._segment: Segment | None = None            # the segment being heard
+        # partial lines: every `partial_every` s of speech (0: none), and (partial_at_pause)
+        # the words recognised at a pause for the end of the turn
+        self.partials = PartialLines(
+            lambda audio: self.recognizer.transcribe(audio),
+            lambda: self.segmenter.audio_so_far(), lambda: self._segment,
+            lambda text: tell(self.events, "partial", text, self.speaker), partial_every,
+            partial_at_pause and early_recognition, getattr(source, "realtime", True), self.log)
         self._person_speaking = False                   # as last told to the owner
         self._pending: dict | None = None               # the turn waiting for its first audio
         self._acknowledgements: dict[str, tuple] = {}   # phrase -> (audio, rate), kept
@@ -248,7 +247,7 @@ class LocalVoiceBackend(SpeechBackend):
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5.0)
         self._stt.shutdown(wait=False, cancel_futures=True)
-        self._partials.shutdown(wait=False, cancel_futures=True)
+        self.partials.close()
 
     # ---------------------------------------------------------------- capture loop
     def _loop(self) -> None:
@@ -293,83 +292,41 @@ class LocalVoiceBackend(SpeechBackend):
             self.on_audio_in(chunk)
         if self._replying.is_set() and not self.barge_in:
             self.segmenter.reset()          # half duplex: deaf until the reply ends
-            self._segment = {}
+            self._segment = None
             self._speaking(False)
             return
         self._levels.append((rms(chunk), self.echo_gain * self.sink.level_at(now)))
         self._decide_end()
         for event in self.segmenter.feed(chunk):
             self._on_vad(event, now)
-        self._maybe_partial(now)
+        self.partials.tick(self._segment, now)
 
     def _decide_end(self) -> None:
         """Once the words at the pause are known, they set the silence that ends the turn."""
         seg = self._segment
-        future = seg.get("speculative")
-        if not self.ends_by_meaning or future is None or "end_rule" in seg:
+        if not self.ends_by_meaning or seg is None or seg.speculative is None or \
+                seg.end_rule is not None:
             return
+        future = seg.speculative
         realtime = getattr(self.source, "realtime", True)
         if not getattr(self.turn_judge, "instant", True):   # a model: off the audio thread
-            future = seg.get("judged") or seg.setdefault("judged", self._stt.submit(
-                lambda heard=future: self.turn_judge(heard.result().text)))
+            if seg.judged is None:
+                seg.judged = self._stt.submit(
+                    lambda heard=future: self.turn_judge(heard.result().text))
+            future = seg.judged
         if not future.done() and realtime:
             return
         try:   # audio faster than real time (a WAV test): the words come at the pause
             result = future.result(timeout=30.0)
         except Exception as e:  # noqa: BLE001 - a failed recognition is reported at the end
-            if "judged" not in seg:
+            if seg.judged is None:
                 return
             self.log.warning(f"the turn judge failed ({e!r}); min_silence ends the turn")
             result = UNSURE
-        rule = seg["end_rule"] = result if isinstance(result, str) else \
+        rule = seg.end_rule = result if isinstance(result, str) else \
             self.turn_judge(result.text)
         self.segmenter.wait_for(silence_needed(
             rule, self.quick_silence, self.segmenter.min_silence * CHUNK_S, self.hold_silence))
-
-    def _maybe_partial(self, now: float) -> None:
-        """Every `partial_every` s of a segment's speech: recognise it so far, as a partial.
-
-        Audio faster than real time (a WAV file) counts its own seconds and is recognised in
-        step, as a live microphone would be on a machine fast enough.
-        """
-        seg = self._segment
-        if not self.partial_every or "started_at" not in seg or "paused_at" in seg or \
-                seg.get("echo") or self._partial_busy:
-            return
-        if not getattr(self.source, "realtime", True):
-            seg["heard"] = seg.get("heard", 0.0) + CHUNK_S
-            if seg["heard"] - seg.get("partial_heard", 0.0) >= self.partial_every:
-                seg["partial_heard"] = seg["heard"]
-                self._partial(self.segmenter.audio_so_far(), seg)
-            return
-        if now - seg.get("partial_at", seg["started_at"]) < self.partial_every:
-            return
-        seg["partial_at"] = now
-        self._partial_busy = True
-        try:
-            self._partials.submit(self._partial, self.segmenter.audio_so_far(), seg)
-        except RuntimeError:        # closing
-            self._partial_busy = False
-
-    def _partial(self, audio: np.ndarray, seg: dict) -> None:
-        try:
-            self._report_partial(self.recognizer.transcribe(audio).text, seg)
-        except Exception as e:  # noqa: BLE001 - a partial is only a head start
-            self.log.debug(f"partial recognition failed: {e!r}")
-        finally:
-            self._partial_busy = False
-
-    def _speculated(self, future: Future, seg: dict) -> None:
-        """The words at a pause are a partial too, while the turn may still go on."""
-        if not future.cancelled() and future.exception() is None:
-            self._report_partial(future.result().text, seg)
-
-    def _report_partial(self, text: str, seg: dict) -> None:
-        """The words so far of the segment still being heard go to the owner (a head start)."""
-        text = text.strip()
-        partial = getattr(self.events, "partial", None)
-        if text and seg is self._segment and not seg.get("echo") and callable(partial):
-            partial(text, self.speaker)
 
     def _on_vad(self, event: VadEvent, now: float) -> None:
         seg = self._segment
@@ -379,7 +336,7 @@ class LocalVoiceBackend(SpeechBackend):
             mic_level = float(np.sqrt(np.mean([m * m for m, _ in voiced])))
             echo_level = float(np.sqrt(np.mean([e * e for _, e in voiced])))
             loud = mic_level > ECHO_MARGIN * echo_level
-            self._segment = seg = {"started_at": now}
+            self._segment = seg = Segment(started_at=now)
             if not over_robot or (self.barge_in and loud):
                 self._speaking(True)
             if over_robot and self.barge_in and loud:
@@ -388,53 +345,52 @@ class LocalVoiceBackend(SpeechBackend):
                 self.barge_ins += 1
                 self.sink.stop()
             elif over_robot:
-                seg["echo"] = True
+                seg.echo = True
+        elif seg is None and event.kind != "end":   # a pause or resume of no segment
+            return
         elif event.kind == "pause":
-            seg["paused_at"] = now
+            seg.paused_at = now
             if self.ends_by_meaning:      # no end before the words are known (or the longest)
                 self.segmenter.wait_for(self.hold_silence)
             if self.early_recognition:
-                seg["speculative"] = future = self._stt.submit(self.recognizer.transcribe,
-                                                               event.audio)
-                if self.partial_every or self.partial_at_pause:
-                    future.add_done_callback(lambda f: self._speculated(f, seg))
+                seg.speculative = self._stt.submit(self.recognizer.transcribe, event.audio)
+                self.partials.at_a_pause(seg.speculative, seg)
         elif event.kind == "resume":
-            for key in ("speculative", "judged", "paused_at", "end_rule"):
-                seg.pop(key, None)
+            seg.resume()
         elif event.kind == "end":
-            self._segment = {}
+            seg = seg or Segment(started_at=now)        # its audio is heard all the same
+            self._segment = None
             self._speaking(False)
-            speech_end = (seg.get("paused_at") or now) - CHUNK_S
+            speech_end = (seg.paused_at or now) - CHUNK_S
             if event.cut:
                 speech_end = now
                 self.log.info(f"a long utterance: cut after {len(event.audio) / SAMPLE_RATE:.0f}"
                               " s (max_segment); the rest follows as the next utterance")
-            future = seg.get("speculative") if not event.cut else None
+            future = seg.speculative if not event.cut else None
             if future is None:
                 future = self._stt.submit(self.recognizer.transcribe, event.audio)
             timing = {"speech_end": speech_end, "vad_end": now,
                       "speech_s": len(event.audio) / SAMPLE_RATE,
-                      "end_rule": seg.get("end_rule", ""),
-                      "speculative": "speculative" in seg and not event.cut}
+                      "end_rule": seg.end_rule or "",
+                      "speculative": seg.speculative is not None and not event.cut}
             with self._count_lock:
                 self._recognising += 1
             future.add_done_callback(lambda f: self._recognised(f, seg, timing))
 
     def _speaking(self, on: bool) -> None:
         """Tell the owner the person began or stopped speaking (once per change)."""
-        report = getattr(self.events, "speaking", None)
-        if on != self._person_speaking and callable(report):
+        if on != self._person_speaking and callable(getattr(self.events, "speaking", None)):
             self._person_speaking = on
-            report(on)
+            self.events.speaking(on)
 
-    def _recognised(self, future: Future, seg: dict, timing: dict) -> None:
+    def _recognised(self, future: Future, seg: Segment, timing: dict) -> None:
         try:
             self._deliver(future, seg, timing)
         finally:
             with self._count_lock:
                 self._recognising -= 1
 
-    def _deliver(self, future: Future, seg: dict, timing: dict) -> None:
+    def _deliver(self, future: Future, seg: Segment, timing: dict) -> None:
         try:
             result: Recognition = future.result()
         except Exception as e:  # noqa: BLE001 - a failing recogniser must not stop listening
@@ -446,7 +402,7 @@ class LocalVoiceBackend(SpeechBackend):
             self.log.info(f"heard {timing['speech_s']:.1f} s of sound but no words; ignored")
             self._barged.clear()
             return
-        if seg.get("echo") and self._is_echo(text):
+        if seg.echo and is_echo(text, self._spoken):
             self.echoes += 1
             self.log.info(f"ignored the robot's own voice: {text!r}")
             return
@@ -461,8 +417,3 @@ class LocalVoiceBackend(SpeechBackend):
         self.events.utterance(text, self.speaker, language, result.confidence,
                               (timing["vad_end"] - timing["speech_s"], timing["vad_end"]))
         self._barged.clear()
-
-    def _is_echo(self, text: str) -> bool:
-        words = text.lower().split()
-        return any(SequenceMatcher(None, words, s.lower().split()).ratio() >= ECHO_TEXT_MATCH
-                   for s in self._spoken)

@@ -13,7 +13,7 @@ from typing import Callable
 from rclpy.callback_groups import ReentrantCallbackGroup
 from sensor_msgs.msg import Image
 
-from vision_dialogue.core.images import jpeg_bytes
+from vision_dialogue.common.images import jpeg_bytes
 from vision_dialogue.ros.image_msgs import ImageConversionError, from_image_msg
 from vision_dialogue.ros.params import ParameterError
 from vision_dialogue.ros.manager.vfm_client import VfmClient, VfmTools, describe_shared, \

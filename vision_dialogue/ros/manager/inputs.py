@@ -19,7 +19,7 @@ from std_msgs.msg import Bool, String
 
 from vision_dialogue.core.entries import FaceEntry
 from vision_dialogue.core.people import TrackedPerson
-from vision_dialogue.core.redaction import ForgottenPeople
+from vision_dialogue.common.redaction import ForgottenPeople
 from vision_dialogue.core.transcript import record_from_json
 from vision_dialogue_interfaces.msg import DetectedUsers, Forgotten, SpeechState, Utterance, \
     VisualEvent

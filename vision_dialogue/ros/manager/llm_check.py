@@ -4,7 +4,7 @@ A server backend (one with `probe`, llm/factory.py) is asked at start whether it
 images (one tiny image: a model that refuses it gets frames as text observations instead of a
 session of fallback replies), looked at once more when the node first activates (a warning
 and the monitor's LLM badge, dialogue/events), and every few seconds for /diagnostics
-(core/health.LlmWatch, with the replies' latency and fallbacks). An in-process model is never
+(common/health.LlmWatch, with the replies' latency and fallbacks). An in-process model is never
 probed.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from vision_dialogue.core.health import LLM_CHECK_PERIOD_S, Health, LlmWatch, ReplyStats
+from vision_dialogue.common.health import LLM_CHECK_PERIOD_S, Health, LlmWatch, ReplyStats
 from vision_dialogue.llm.base import BackendError
 from vision_dialogue.llm.factory import backend_class
 from vision_dialogue.llm.probe import unreachable

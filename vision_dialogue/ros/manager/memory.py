@@ -1,4 +1,4 @@
-"""The manager's memory of people (identity/remembering.py), wired to its turns and prompt.
+"""The manager's memory of people (application/identity/remembering), wired to turns and prompt.
 
 With `people_store_url` set (bringup sets it to people_node's `store_url` where people_node
 runs): each line goes, on a worker of its own, to the keeper, which asks the model for the
@@ -9,15 +9,15 @@ is remembered of the known person in view (a standing note while they are, read 
 what each line asks that it does not tell); a known person's session is summed up when they
 leave (not when the manager stops: its model is closed by then). The persons in view are
 those ROS4HRI reports (people_node's persistent ids). Facts and summaries go through a durable
-queue (identity/pending.py): while the store is away they wait, `/diagnostics` says how many,
-and they are written when it answers again; a store down at start-up is tried again.
+queue (application/identity/pending.py): while the store is away they wait, `/diagnostics` says how
+many, and they are written when it answers again; a store down at start-up is tried again.
 """
 from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from vision_dialogue.core.health import OK, WARN, Health
+from vision_dialogue.common.health import OK, WARN, Health
 from vision_dialogue.llm.base import short_question
 from vision_dialogue.ros.image_msgs import stamp_seconds
 from vision_dialogue.ros.qos import RELIABLE_QOS
@@ -113,9 +113,9 @@ def connect_memory(node, p, conversation, turns, people, backend, log,
     """The manager's memory of people, or None (off, or the store cannot be opened: a WARN)."""
     if not p["people_store_url"]:
         return None
-    from vision_dialogue.identity.pending import open_queued_memory
-    from vision_dialogue.identity.remembering import LineSpeakers, MemoryKeeper
-    from vision_dialogue.identity.store import StoreError
+    from vision_dialogue.application.identity.pending import open_queued_memory
+    from vision_dialogue.application.identity.remembering import LineSpeakers, MemoryKeeper
+    from vision_dialogue.application.identity.store import StoreError
     try:
         queued = open_queued_memory(p["people_store_url"], p["memory_queue_file"], log)
     except StoreError as e:            # the queue file itself: a store away is only a WARN

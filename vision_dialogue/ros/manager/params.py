@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from vision_dialogue.core.conversation_types import DECIDE_ACTIONS, ConversationConfig
-from vision_dialogue.core.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy
+from vision_dialogue.common.images import DEFAULT_MAX_PIXELS, DETAILS, ImagePolicy
 from vision_dialogue.core.proactive import PROACTIVE_MODES, ProactiveConfig
 from vision_dialogue.core.summariser import SummaryRule
 from vision_dialogue.core.transcript import parse_retention
-from vision_dialogue.identity.records import DEFAULT_QUEUE_FILE, MEMORY_NOTE_CHARS
+from vision_dialogue.application.identity.records import DEFAULT_QUEUE_FILE, MEMORY_NOTE_CHARS
 from vision_dialogue.llm.factory import LLM_BACKENDS, BackendOptions, backend_class, \
     measured_focus_note
 from vision_dialogue.ros.params import Param, nonempty

@@ -1,8 +1,8 @@
 """The robot's declared services and actions, called when the LLM asks (`robot_tools_file`).
 
-The declaration and the argument checks are ROS-free (core/robot_tools.py); this side resolves
-the interface types at run time (any installed `pkg/srv/Name` or `pkg/action/Name`, no code
-per robot), sets the checked arguments on the request or goal, calls the robot, and words the
+The declaration and the argument checks are ROS-free (application/robot_tools.py); this side
+resolves the interface types at run time (any installed `pkg/srv/Name` or `pkg/action/Name`, no
+code per robot), sets the checked arguments on the request or goal, calls the robot, and words the
 response or result for the LLM. A call never hangs the turn: a server that is not there is an
 error after SERVER_WAIT seconds, one that goes away while it works is an error at once, and
 every call has the tool's timeout. An action's feedback goes to `on_entry` (the monitor and the
@@ -20,8 +20,8 @@ from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 
 from vision_dialogue.core.entries import RobotActionEntry
-from vision_dialogue.core.confirmation import Confirmations
-from vision_dialogue.core.robot_tools import ACTION, SERVICE, ArgumentError, RobotTool, \
+from vision_dialogue.application.confirmation import Confirmations
+from vision_dialogue.application.robot_tools import ACTION, SERVICE, ArgumentError, RobotTool, \
     RobotToolsError, action_words, feedback_text, load_robot_tools, reply_text, \
     tools_note
 from vision_dialogue.llm.tool_loop import ToolOutcome
@@ -222,7 +222,7 @@ class RobotTools:
         return outcome
 
     def answered(self, line: str) -> list:
-        """The calls that waited for a yes, with their verdicts on `line` (core/confirmation)."""
+        """The calls that waited for a yes, with their verdicts on `line` (confirmation)."""
         return self.confirmations.resolve(line)
 
     def _expire(self) -> None:

@@ -1,4 +1,4 @@
-"""The manager as the skills' host (core/skills.SkillHost).
+"""The manager as the skills' host (application/skills.SkillHost).
 
 Lines said through the speech node, the person's lines handed to the skill that listens, the
 LLM, what the robot sees.
@@ -20,7 +20,8 @@ from typing import Callable
 from std_msgs.msg import UInt32
 
 from vision_dialogue.core.entries import Entry, ReplyEntry, UserEntry
-from vision_dialogue.core.skills import ChatRole, Control, Heard, SkillOutcome
+from vision_dialogue.application.skills import ChatRole, Control, Heard
+from vision_dialogue.core.conversation_types import SkillOutcome
 from vision_dialogue.llm.base import short_question
 from vision_dialogue_interfaces.msg import Spoken
 from vision_dialogue.ros.qos import RELIABLE_QOS

@@ -2,11 +2,11 @@
 
 * `skill/say`, `skill/ask`, `skill/chat` (vision_dialogue_interfaces/action/Say, Ask, Chat,
   with ROS4HRI communication_skills' field names): each goal waits its turn at one
-  `SkillArbiter` (a higher priority pre-empts), runs the ROS-free skill of core/skills.py on the
-  manager (ros/manager/skill_host.py), publishes feedback per stage and honours cancel;
+  `SkillArbiter` (a higher priority pre-empts), runs the ROS-free skill of application/skills.py on
+  the manager (ros/manager/skill_host.py), publishes feedback per stage and honours cancel;
 * `intents` (vision_dialogue_interfaces/Intent, hri_actions_msgs/Intent's fields): each of the
   person's lines is read on the turn worker before the robot answers it, and the declared
-  intent it asks for is published then (core/intents.LineIntents): from its own line, within
+  intent it asks for is published then (application/intents.LineIntents): from its own line, within
   a short LLM question of it, never after the next line.
 Both are written to the transcript and shown on the monitor (records "skill", "intent").
 """
@@ -21,12 +21,14 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.task import Future
 
 from vision_dialogue_interfaces.action import Ask, Chat, Say
-from vision_dialogue.core.answers import SchemaError
+from vision_dialogue.llm.answers import SchemaError
 from vision_dialogue.core.entries import IntentEntry, SkillEntry
-from vision_dialogue.core.intents import FoundIntent, IntentReader, IntentsError, \
-    LineIntents, load_intents, recent_lines
-from vision_dialogue.core.skills import ChatRole, Control, SkillArbiter, SkillOutcome, \
+from vision_dialogue.application.intents import IntentsError, LineIntents, load_intents, \
+    recent_lines
+from vision_dialogue.llm.intent_reader import FoundIntent, IntentReader
+from vision_dialogue.application.skills import ChatRole, Control, SkillArbiter, \
     SkillRejected, Ticket, run_ask, run_chat
+from vision_dialogue.core.conversation_types import SkillOutcome
 from vision_dialogue_interfaces.msg import Intent
 from vision_dialogue.ros.params import ParameterError
 from vision_dialogue.ros.qos import RELIABLE_QOS, SKILL_FEEDBACK_QOS

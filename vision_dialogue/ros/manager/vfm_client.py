@@ -26,7 +26,7 @@ from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from sensor_msgs.msg import Image
 
-from vision_dialogue.core.images import downscale
+from vision_dialogue.common.images import downscale
 from vision_dialogue.llm.tool_loop import ToolOutcome
 from vision_dialogue.ros.image_msgs import (ImageConversionError, from_image_msg, stamp_from_ns,
                                             to_image_msg)

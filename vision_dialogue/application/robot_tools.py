@@ -17,7 +17,7 @@ A robot's integrator hands chosen abilities to the LLM without code (the manager
 
 This module reads and checks the file, gives each tool's OpenAI function spec, checks the LLM's
 arguments before anything reaches the robot (`RobotTool.check`), and words what comes back.
-Calling the robot is ros/manager/robot_tools.py; asking first is core/confirmation.py.
+Calling the robot is ros/manager/robot_tools.py; asking first is application/confirmation.py.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import jsonschema
 
-from vision_dialogue.core.resources import declared_list
+from vision_dialogue.common.resources import declared_list
 
 SERVICE, ACTION = "service", "action"
 DEFAULT_TIMEOUT = {SERVICE: 10.0, ACTION: 120.0}

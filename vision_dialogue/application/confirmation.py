@@ -1,9 +1,9 @@
 """A robot action that matters is done only after the person says yes (ROS-free).
 
-A tool declared `confirm` in the robot tools file (core/robot_tools.py) is not called when the
-LLM first asks for it: the turn's reply is the robot's question ("Shall I go to the kitchen?")
+A tool declared `confirm` in the robot tools file (application/robot_tools.py) is not called when
+the LLM first asks for it: the turn's reply is the robot's question ("Shall I go to the kitchen?")
 and the call waits here. The person's next line answers it, read by the Ask skill's yes/no
-reader (core/answers.yes_or_no): a yes makes the call in that turn; a no, a line that is
+reader (llm/answers.yes_or_no): a yes makes the call in that turn; a no, a line that is
 neither, or no line within the tool's `confirm_within` seconds makes none, and the LLM reads a
 tool result saying it was not called and why. The question is a turn of its own, so it works
 with every speech setup (a half-duplex voice hears the answer once the question is said).
@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from vision_dialogue.core.answers import yes_or_no
+from vision_dialogue.llm.answers import yes_or_no
 from vision_dialogue.llm.tool_loop import ToolOutcome
 from vision_dialogue.llm.written_calls import ToolCall
 
@@ -129,7 +129,7 @@ class Confirmations:
             return self._verdicts.pop(call_key(name, arguments), None)
 
     def hold(self, tool, given: dict, values: dict) -> Held | None:
-        """Before calling `tool` (core/robot_tools.RobotTool) with checked `values`.
+        """Before calling `tool` (application/robot_tools.RobotTool) with checked `values`.
 
         None: call it (no `confirm`, or the person said yes). Otherwise the call is held: the
         robot asks first (its question is the reply), or the answer was not a yes.

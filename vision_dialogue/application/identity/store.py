@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import sqlalchemy as sa
 
-from vision_dialogue.identity.records import DEFAULT_STORE_URL, Consent, ConsentWay, Embedding, \
-    KnownPerson, Modality
-from vision_dialogue.identity.schema import AUDIT, EMBEDDINGS, FACTS, META, METADATA, \
+from vision_dialogue.application.identity.records import DEFAULT_STORE_URL, Consent, ConsentWay, \
+    Embedding, KnownPerson, Modality
+from vision_dialogue.application.identity.schema import AUDIT, EMBEDDINGS, FACTS, META, METADATA, \
     MIGRATIONS, PEOPLE, SCHEMA_VERSION, SESSIONS, VISITS
 
 #: PostgreSQL advisory lock held while a store's layout is made or migrated

@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vision_dialogue.identity.matching import RULES, Gallery, Match, MatchRule, PooledPrint
-from vision_dialogue.identity.phrases import asks_to_be_forgotten, name_in
-from vision_dialogue.identity.records import Consent, ConsentWay, Embedding, EnrolPolicy
-from vision_dialogue.identity.store import PeopleStore, StoreError
+from vision_dialogue.application.identity.matching import RULES, Gallery, Match, MatchRule, \
+    PooledPrint
+from vision_dialogue.application.identity.phrases import asks_to_be_forgotten, name_in
+from vision_dialogue.application.identity.records import Consent, ConsentWay, Embedding, \
+    EnrolPolicy
+from vision_dialogue.application.identity.store import PeopleStore, StoreError
 
 ANONYMOUS_PREFIX = "anonymous_person_"
 

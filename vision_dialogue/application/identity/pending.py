@@ -21,9 +21,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from vision_dialogue.identity.memory import Fact, PersonMemory, Recall, SessionSummary
-from vision_dialogue.identity.store import PeopleStore, StoreError, prepare_sqlite_file, \
-    sqlite_engine
+from vision_dialogue.application.identity.memory import Fact, PersonMemory, Recall, SessionSummary
+from vision_dialogue.application.identity.store import PeopleStore, StoreError, \
+    prepare_sqlite_file, sqlite_engine
 
 #: the prefix of the ids people_node gives enrolled people (anonymous ones: `anonymous_...`)
 ENROLLED_ID_PREFIX = "person_"

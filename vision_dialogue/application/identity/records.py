@@ -34,7 +34,8 @@ class EnrolPolicy(str, enum.Enum):
 
 #: where a robot keeps the people it knows (people_node's `store_url`)
 DEFAULT_STORE_URL = "sqlite:///~/.local/share/vision_dialogue/people.db"
-#: where a manager's memory writes wait while the people store is away (identity/pending.py)
+#: where a manager's memory writes wait while the people store is away
+#: (application/identity/pending.py)
 DEFAULT_QUEUE_FILE = "~/.local/state/vision_dialogue/memory-queue.db"
 #: the reply prompt's note of what is remembered of a person, at most (characters): about a
 #: tenth of what the paper's prompt bound (n frames' notes and the lines between) holds

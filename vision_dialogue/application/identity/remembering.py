@@ -18,13 +18,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from vision_dialogue.identity.facts import ASKS_WHAT_IS_KNOWN, FACTS_SCHEMA, SUMMARY_SCHEMA, \
-    extraction_messages, line_note, parse_facts, parse_summary, recall_note, standing_note, \
-    summary_messages
-from vision_dialogue.identity.memory import Fact, PersonMemory, Recall, SessionSummary
-from vision_dialogue.identity.pending import QueuedMemory
-from vision_dialogue.identity.records import MEMORY_NOTE_CHARS
-from vision_dialogue.identity.store import StoreError
+from vision_dialogue.application.identity.facts import ASKS_WHAT_IS_KNOWN, FACTS_SCHEMA, \
+    SUMMARY_SCHEMA, extraction_messages, line_note, parse_facts, parse_summary, recall_note, \
+    standing_note, summary_messages
+from vision_dialogue.application.identity.memory import Fact, PersonMemory, Recall, SessionSummary
+from vision_dialogue.application.identity.pending import QueuedMemory
+from vision_dialogue.application.identity.records import MEMORY_NOTE_CHARS
+from vision_dialogue.application.identity.store import StoreError
 
 #: how much longer the note may be when the person asks what the robot knows of them
 ASKED_NOTE_TIMES = 4

@@ -167,7 +167,7 @@ class Frame:
     observation: str | None = None   # text observation, for text-only backends
     people: int | None = None        # people the observer counted (None: not counted)
     dark: bool = False
-    objects: str = ""                # what an object detector named in it (core/objects.py)
+    objects: str = ""                # what an object detector named in it (common/objects.py)
     _cache: dict = field(default_factory=dict, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 

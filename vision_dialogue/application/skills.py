@@ -16,10 +16,11 @@ import logging
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from vision_dialogue.core.answers import AnswerSchema, SchemaError, extraction_messages, \
+from vision_dialogue.core.conversation_types import SkillOutcome
+from vision_dialogue.llm.answers import AnswerSchema, SchemaError, extraction_messages, \
     follow_up, keep_valid, parse_json_object, question_for, read_plainly
 
 DEFAULT_PRIORITY = 128
@@ -128,23 +129,6 @@ class Heard:
 
     text: str
     speaker: str = ""
-
-
-@dataclass
-class SkillOutcome:
-    """How a skill ended: `status` (see the action definitions), `data` its JSON result."""
-
-    status: str
-    data: dict = field(default_factory=dict)
-    error: str = ""
-    turn_id: int = 0
-
-    @property
-    def success(self) -> bool:
-        return self.status in ("spoken", "sent", "answered", "done")
-
-    def json(self) -> str:
-        return json.dumps(self.data, ensure_ascii=False)
 
 
 class SkillHost(Protocol):

@@ -5,5 +5,6 @@ and voice embedders, matching a face track or an utterance to an enrolled person
 session's persons (known or anonymous, a face and a voice joined into one), the consent
 question and "forget me". people_node wires these to REP-155's topics.
 
-May import: core. Never rclpy or generated messages: testable without ROS.
+Part of the application room: may import core, llm, common. Never rclpy or generated
+messages: testable without ROS.
 """

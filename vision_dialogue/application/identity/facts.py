@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 import re
 
-from vision_dialogue.identity.memory import Fact, Recall
-from vision_dialogue.identity.words import content_stems, stem, words
+from vision_dialogue.application.identity.memory import Fact, Recall
+from vision_dialogue.application.identity.words import content_stems, stem, words
 
 #: what a fact may be about; True: one fact at a time (a new one replaces it)
 TOPICS: dict[str, bool] = {

@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from vision_dialogue.identity.records import Embedding, Modality
+from vision_dialogue.application.identity.records import Embedding, Modality
 
 
 def euclidean(a: np.ndarray, b: np.ndarray) -> float:

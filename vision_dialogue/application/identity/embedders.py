@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from vision_dialogue.identity.records import Embedding, Modality
+from vision_dialogue.application.identity.records import Embedding, Modality
 
 #: a face smaller than this (pixels, the crop's shorter side) is not printed
 MIN_FACE_PX = 40

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass
 
 import sqlalchemy as sa
 
-from vision_dialogue.identity.schema import AUDIT, FACTS, PEOPLE, SESSIONS, VISITS
-from vision_dialogue.identity.store import PeopleStore, forget_rows, person_exists
-from vision_dialogue.identity.words import content_stems
+from vision_dialogue.application.identity.schema import AUDIT, FACTS, PEOPLE, SESSIONS, VISITS
+from vision_dialogue.application.identity.store import PeopleStore, forget_rows, person_exists
+from vision_dialogue.application.identity.words import content_stems
 
 #: seconds without being seen after which a person's next sighting is a new visit
 VISIT_GAP_S = 30 * 60.0
