@@ -721,3 +721,45 @@ def test_two_people_arriving_together_are_greeted_once_both_are_named(ros_contex
         ex.shutdown()
         node.destroy_node()
         peer.destroy_node()
+
+
+def test_a_name_whose_topic_is_discovered_late_is_waited_for_from_its_discovery(ros_context):
+    """The name wait counts from when the person's name topic was seen with a publisher.
+
+    Under three loads at once a known person was greeted as "someone": their latched name
+    came after NAME_WAIT_S from when they were first tracked, because a new person's topics
+    are discovered late on a busy machine. The clock here is the test's (`_persons(now)`), so
+    the windows are exact: a person whose name topic appears 4 s after they were tracked is
+    still waited for at 8 s and given up on at 10.5 s; one without a name topic at 6.5 s, and
+    a person given up on is not waited for again.
+    """
+    from std_msgs.msg import String
+
+    from vision_dialogue.ros.qos import LATCHED_QOS
+    from vision_dialogue.ros.standard_inputs import NAME_WAIT_S, Ros4hriInput
+    node = rclpy.create_node("name_wait", context=ros_context)
+    peer = rclpy.create_node("slow_person_manager", context=ros_context)
+    inp = Ros4hriInput(node, on_speech=lambda *a: None)
+    tracked = peer.create_publisher(pm.IdsList, "/humans/persons/tracked", LATCHED_QOS)
+    ex = SingleThreadedExecutor(context=ros_context)
+    ex.add_node(node)
+    ex.add_node(peer)
+    try:
+        tracked.publish(pm.IdsList(ids=["late", "nameless"]))
+        assert spin_until(ex, lambda: set(inp._first_seen) == {"late", "nameless"}, 30)
+        t0 = max(inp._first_seen.values())
+
+        def reported(now):
+            return sorted(p.id for p in inp._persons(now)[0])
+        assert reported(t0 + 1.0) == []                        # both may still be named
+        peer.create_publisher(String, "/humans/persons/late/name", LATCHED_QOS)
+        assert spin_until(ex, lambda: node.count_publishers("/humans/persons/late/name"), 30)
+        assert reported(t0 + 4.0) == []                        # its topic is seen at 4 s
+        assert reported(t0 + NAME_WAIT_S + 0.5) == ["nameless"]  # no name topic: given up
+        assert reported(t0 + 4.0 + NAME_WAIT_S - 0.5) == ["nameless"]
+        assert reported(t0 + 4.0 + NAME_WAIT_S + 0.5) == ["late", "nameless"]
+        assert reported(t0 + 1.0) == ["late", "nameless"]      # given up: not waited for again
+    finally:
+        ex.shutdown()
+        node.destroy_node()
+        peer.destroy_node()

@@ -202,11 +202,19 @@ ENGAGING = 2          # hri_msgs/EngagementLevel.ENGAGING
 #: a new person is reported once their name message came (empty for a stranger), or after
 #: this long without one (a person manager that publishes no names; their latched topics
 #: arrive once the subscriptions made when the person is first tracked have matched: 2 s was
-#: too short in a busy suite run). Nobody is greeted while anyone tracked still waits, so two
-#: people arriving together are greeted together, by name where one is known
+#: too short in a busy suite run). Once the person's name topic has a publisher, the wait
+#: counts from when that was seen: on a busy machine the discovery of a new person's topics
+#: is what comes late, and their latched name follows it. Nobody is greeted while anyone
+#: tracked still waits, so two people arriving together are greeted together, by name where
+#: one is known
 NAME_WAIT_S = 6.0
 #: how often the persons are reported (departures are noticed by time)
 REPORT_EVERY_S = 0.5
+
+
+def _name_topic(person_id: str) -> str:
+    """REP-155's name of a person (std_msgs/String, latched)."""
+    return f"/humans/persons/{person_id}/name"
 
 
 def _engagement_topic(person_id: str) -> str:
@@ -244,6 +252,8 @@ class Ros4hriInput:
         self._roi: dict[str, float] = {}             # face id -> centre x (0..1)
         self._engagement: dict[str, int] = {}
         self._first_seen: dict[str, float] = {}      # person id -> monotonic time
+        self._name_seen: dict[str, float] = {}       # ... when their name topic had a publisher
+        self._unnamed: set[str] = set()              # waited for a name long enough
         self._reported = False                       # anyone tracked yet
         self._announced: set[str] = set()            # person ids reported once
         self._lock = threading.Lock()
@@ -304,9 +314,19 @@ class Ros4hriInput:
             return out, waiting
 
     def _waiting(self, pid: str, now: float) -> bool:
-        """Whether a tracked person's name may still come (their name message has not)."""
-        return (pid not in self._of["name"] and not self._name(pid)
-                and now - self._first_seen.get(pid, now) < NAME_WAIT_S)
+        """Whether a tracked person's name may still come (their name message has not).
+
+        NAME_WAIT_S from when they were first tracked, or from when their name topic was seen
+        with a publisher if that came first; a person once given up on stays so.
+        """
+        if pid in self._of["name"] or self._name(pid) or pid in self._unnamed:
+            return False
+        if pid not in self._name_seen and self.node.count_publishers(_name_topic(pid)):
+            self._name_seen[pid] = now
+        if now - self._name_seen.get(pid, self._first_seen.get(pid, now)) < NAME_WAIT_S:
+            return True
+        self._unnamed.add(pid)
+        return False
 
     # --- subscriptions ----------------------------------------------------------------------
     def _on_tracked(self, kind: str, ids) -> None:
@@ -322,6 +342,8 @@ class Ros4hriInput:
             self._first_seen.pop(pid, None)
             with self._lock:
                 self._of["name"].pop(pid, None)
+                self._name_seen.pop(pid, None)
+                self._unnamed.discard(pid)
         self._report()
 
     def _report(self) -> None:
