@@ -55,20 +55,6 @@ def test_dds_profile_settings(monkeypatch, tmp_path):
     assert doctor.check_dds(Config()).result == FAIL
 
 
-def test_the_profile_keeps_discovery_off_fast_dds_intra_process_shortcut():
-    """Discovery between one process's participants goes through the transports.
-
-    A test process with two contexts hung in a node's destroy_node: Fast DDS 3.2 deadlocked
-    between a discovery writer delivering intra-process (its lock held) and the removal of
-    a participant (eProsima/Fast-DDS#6193). USER_DATA_ONLY keeps user data on the shortcut.
-    """
-    import xml.etree.ElementTree as ET
-    ns = {"dds": "http://www.eprosima.com"}
-    root = ET.parse(REPO / "config" / "fastdds.xml").getroot()
-    setting = root.find("dds:library_settings/dds:intraprocess_delivery", ns)
-    assert setting is not None and setting.text == "USER_DATA_ONLY"
-
-
 def test_shared_memory_of_killed_processes_is_found_and_live_segments_are_not(
         monkeypatch, tmp_path):
     import fcntl
