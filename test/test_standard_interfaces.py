@@ -185,6 +185,11 @@ def test_ros4hri_persons_speech_engagement_and_gestures_reach_the_conversation(r
         assert "Zebulon to your left" in json.dumps(fake.requests[-1]["messages"])
 
 
+def events(peer) -> str:
+    """Every event a peer printed, one a line (an assertion's message is cut otherwise)."""
+    return "\n".join(map(str, peer.seen))
+
+
 def test_the_speech_node_speaks_ros4hri_robot_speaking_and_voices(ros_context, tmp_path):
     """/robot_speaking is true while the robot talks and false after; voices go out.
 
@@ -211,7 +216,7 @@ def test_the_speech_node_speaks_ros4hri_robot_speaking_and_voices(ros_context, t
         # listens, and that is after the third-party listener follows the voice
         assert listener.expect(lambda e: e.get("event") == "following"
                                and e["topic"] == "/humans/voices/Ada/speech", 60,
-                               spin=spin), listener.seen
+                               spin=spin), events(listener)
         speech_pub = node.hri._speech_pubs["Ada"]          # matched both ways, then speak
         assert spin_until(ex, lambda: matched(speech_pub, *ex.get_nodes())
                           and matched(node.hri.speaking_pub, *ex.get_nodes()), 30)
@@ -219,17 +224,17 @@ def test_the_speech_node_speaks_ros4hri_robot_speaking_and_voices(ros_context, t
         # had not matched yet, and a volatile reader misses what came before)
         assert listener.expect(lambda e: e.get("event") == "matched"
                                and e["topic"] == "/humans/voices/Ada/speech"
-                               and e["count"] > 0, 60, spin=spin), listener.seen
+                               and e["count"] > 0, 60, spin=spin), events(listener)
         manager.create_subscription(Utterance, "dialogue/utterance", lambda m: None, 10)
         pub = manager.create_publisher(Reply, "dialogue/reply", 10)
         assert listener.expect(lambda e: e.get("event") == "speech"
-                               and e["final"] == "Hello robot", 60, spin=spin), listener.seen
+                               and e["final"] == "Hello robot", 60, spin=spin), events(listener)
         reply = Reply(turn_id=1, text="Hello Ada.", final=True)
         pub.publish(reply)
         assert listener.expect(lambda e: e.get("event") == "robot_speaking" and e["value"],
-                               30, spin=spin), listener.seen
+                               30, spin=spin), events(listener)
         assert listener.expect(lambda e: e.get("event") == "robot_speaking"
-                               and not e["value"], 30, spin=spin), listener.seen
+                               and not e["value"], 30, spin=spin), events(listener)
         assert listener.expect(lambda e: e.get("event") == "voices" and e["ids"] == ["Ada"],
                                30, spin=spin) or any(e.get("event") == "voices" and e["ids"] ==
                                                      ["Ada"] for e in listener.seen)
