@@ -136,7 +136,7 @@ def matched(publisher, *readers, count: int = 1) -> bool:
 
 
 def start_bag_player(ctx, bag, topics: list[str], nodes: list, timeout: float = 30.0,
-                     ready=lambda: True):
+                     ready=lambda: True, sync_replies: bool = False):
     """`bag_play` of `topics`, with `nodes`, on one single-threaded executor: (player, executor).
 
     Single-threaded keeps the GIL free for the player's timing. The player starts once each
@@ -149,7 +149,8 @@ def start_bag_player(ctx, bag, topics: list[str], nodes: list, timeout: float = 
     from vision_dialogue.cli.bag_play import BagPlayer
     player = BagPlayer(context=ctx, autostart=False, parameter_overrides=[
         Parameter("bag", value=str(bag)), Parameter("start_delay", value=0.0),
-        Parameter("topics", value=list(topics))])
+        Parameter("topics", value=list(topics)),
+        Parameter("sync_replies", value=sync_replies)])
     ex = SingleThreadedExecutor(context=ctx)
     for n in (*nodes, player):
         ex.add_node(n)

@@ -20,7 +20,7 @@ from rclpy.qos import qos_profile_sensor_data
 from rclpy.serialization import deserialize_message
 
 from conftest import matched, start_bag_player
-from fake_openai import FakeOpenAI
+from fake_openai import FakeOpenAI, Reply as FakeReply
 from vision_dialogue.cli.bags import read_messages
 
 NS = "/replay27"
@@ -40,6 +40,16 @@ def responder(req: dict) -> str:
     if "one short sentence" in text:
         return f"The robot saw {images} views."
     return f"I can see {images} things. Nice to meet you."
+
+
+def slow_replies(req: dict):
+    """The same answers, each reply 1.5 s late (a busy machine's), summaries on time.
+
+    Later than the recording's GAP: a frame recorded after a reply would reach the replaying
+    manager before that reply's line unless the player waits for the reply (sync_replies).
+    """
+    text = responder(req)
+    return text if text.startswith("The robot saw") else FakeReply(text=text, delay=1.5)
 
 
 def manager(ctx, base_url):
@@ -160,10 +170,13 @@ def test_replay_reproduces_prompt_timeline(ros_context, spin, tmp_path, fake_llm
     # ------------------------------------------------------------------ replay
     mgr2 = manager(ros_context, fake_llm.base_url)
     watch2 = Watch(ros_context)
-    # the manager's callbacks only enqueue; its turns and summaries run in its own threads
+    # the manager's callbacks only enqueue; its turns and summaries run in its own threads.
+    # The replay's replies come later than the recording's (slow_replies), as on a busy
+    # machine: with sync_replies a frame recorded after a reply waits for the replayed reply
+    fake_llm.responder = slow_replies
     player, ex = start_bag_player(ros_context, bag, [f"{NS}/camera/image_raw",
                                                      f"{NS}/dialogue/utterance"],
-                                  [mgr2, watch2.node])
+                                  [mgr2, watch2.node], sync_replies=True)
     try:
         assert spin(ex, lambda: player.finished.done(), 30.0)
         assert spin(ex, lambda: len(watch2.finals) == 3, 10.0), watch2.finals

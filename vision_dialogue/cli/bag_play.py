@@ -6,8 +6,13 @@ the bag's topic names, with the QoS recorded in the bag (`offered_qos_profiles`,
 `/clock` (rosgraph_msgs/Clock) with the bag time, so nodes started with
 `use_sim_time:=true` follow the recording.
 
+With `sync_replies` (`--sync-replies`) a session replays in its recorded order however long the
+live manager's replies take: what was recorded after the manager's k-th final reply
+(`dialogue/reply`, final) waits until the live manager has given k final replies, and the rest
+keeps its recorded gaps from there. The recorded replies are not played.
+
     bag_play BAG [--rate 2] [--loop] [--topics t1 t2] [--no-clock] [--delay 1.0]
-             [--wait-for-subscribers 10]
+             [--wait-for-subscribers 10] [--sync-replies]
     bag_play --ros-args -p bag:=BAG -p rate:=2.0
 """
 from __future__ import annotations
@@ -25,6 +30,7 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
+from rclpy.serialization import deserialize_message
 from rclpy.task import Future
 from builtin_interfaces.msg import Time
 from rosgraph_msgs.msg import Clock
@@ -33,6 +39,11 @@ from vision_dialogue.cli.bags import CLOCK_TOPIC, BagError, rclpy_type, replay_q
 from vision_dialogue.ros.dds import apply_default_profile
 from vision_dialogue.ros.params import Param, ParameterError, declare_params
 from vision_dialogue.ros.teardown import DestroyedWhole
+from vision_dialogue.ros.topics import REPLY_TOPIC
+from vision_dialogue_interfaces.msg import Reply
+
+#: sync_replies: how long a recorded reply waits for the live one before play goes on
+REPLY_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -68,7 +79,55 @@ PARAMS = [
           array_of="string"),
     Param("wait_for_subscribers", 0.0, "After start_delay, wait up to this many seconds until "
           "every played topic has a subscriber (0 = don't wait).", range=(0.0, 3600.0)),
+    Param("sync_replies", False, "Play what was recorded after the manager's k-th final reply "
+          "only once the live manager has given k final replies (dialogue/reply; the "
+          "recorded replies are not played): the session keeps its order however long the "
+          "replies take."),
 ]
+
+
+class ReplySync:
+    """sync_replies: the recorded final replies are the points the live ones must reach.
+
+    `topics`: the bag's reply topics (…/dialogue/reply); the live ones of the same names are
+    counted. `wait` holds play until as many live final replies came as were recorded so far.
+    """
+
+    def __init__(self, node: Node, topics: set[str]):
+        self.topics, self.log = topics, node.get_logger()
+        self.recorded = self._live = self._base = 0
+        self._cv = threading.Condition()
+        for topic in sorted(topics):
+            node.create_subscription(Reply, topic, self._on_reply, QoSProfile(depth=100))
+
+    def _on_reply(self, msg) -> None:
+        if msg.final:
+            with self._cv:
+                self._live += 1
+                self._cv.notify_all()
+
+    def start_pass(self) -> None:
+        """A pass over the bag begins (a loop starts again): count from here."""
+        with self._cv:
+            self.recorded, self._base = 0, self._live
+
+    def recorded_reply(self, data: bytes) -> None:
+        if deserialize_message(bytes(data), Reply).final:
+            self.recorded += 1
+
+    def wait(self, stop: threading.Event) -> float:
+        """Until the live replies caught up with the recorded ones; the seconds it held."""
+        t0 = time.monotonic()
+        with self._cv:
+            caught_up = self._cv.wait_for(
+                lambda: self._live - self._base >= self.recorded or stop.is_set(),
+                timeout=REPLY_WAIT_S)
+        if not caught_up:
+            self.log.warning(f"sync_replies: final reply {self.recorded} did not come within "
+                             f"{REPLY_WAIT_S:g} s; playing on")
+            with self._cv:                  # the late ones count as come: no wait for each
+                self._base = self._live - self.recorded
+        return time.monotonic() - t0
 
 
 class BagPlayer(DestroyedWhole, Node):
@@ -85,6 +144,9 @@ class BagPlayer(DestroyedWhole, Node):
             raise ParameterError(f"bag={self.params['bag']!r}: cannot open ({e})") from None
         want = set(self.params["topics"])
         self._conns = [c for c in self._reader.connections if not want or c.topic in want]
+        replies = {c.topic for c in self._reader.connections
+                   if c.topic.rstrip("/").endswith("/" + REPLY_TOPIC)
+                   and c.msgtype.endswith("/msg/Reply")}
         self._reader.close()  # reopened by the playback thread
         missing = want - {c.topic for c in self._conns}
         if missing:
@@ -100,6 +162,11 @@ class BagPlayer(DestroyedWhole, Node):
                 offers = list(getattr(c.ext, "offered_qos_profiles", None) or [])
                 self._pubs[c.topic] = self.create_publisher(cls, c.topic,
                                                             replay_qos(offers, c.topic))
+        self._sync = None
+        if self.params["sync_replies"]:
+            if not replies:
+                raise ParameterError(f"sync_replies: the bag has no {REPLY_TOPIC} to follow")
+            self._sync = ReplySync(self, replies)
         self._clock_pub = None
         if self.params["clock"]:
             self._clock_pub = self.create_publisher(Clock, CLOCK_TOPIC, QoSProfile(depth=10))
@@ -169,12 +236,18 @@ class BagPlayer(DestroyedWhole, Node):
         rate = self.params["rate"]
         from rosbags.rosbag2 import Reader
         with Reader(Path(self.params["bag"])) as reader:  # opened in this thread (sqlite3)
-            conns = [c for c in reader.connections if c.topic in self._pubs]
+            follow = self._sync.topics if self._sync is not None else set()
+            conns = [c for c in reader.connections if c.topic in self._pubs or c.topic in follow]
+            if self._sync is not None:
+                self._sync.start_pass()
             self._play_messages(reader.messages(connections=conns), rate)
 
     def _play_messages(self, messages, rate: float) -> None:
         wall_t0 = bag_t0 = None
         for conn, t, data in messages:
+            if self._sync is not None and conn.topic in self._sync.topics:
+                self._sync.recorded_reply(data)         # a point to reach, not played
+                continue
             pub = self._pubs.get(conn.topic)
             if pub is None:
                 continue
@@ -183,6 +256,11 @@ class BagPlayer(DestroyedWhole, Node):
             due = wall_t0 + (t - bag_t0) / 1e9 / rate
             if not self._wait_until(due, bag_t0, wall_t0):
                 return
+            if self._sync is not None:
+                held = self._sync.wait(self._stop)      # the rest keeps its gaps after it
+                wall_t0, due = wall_t0 + held, due + held
+                if self._stop.is_set():
+                    return
             self._publish_clock(t)
             try:
                 pub.publish(bytes(data))
@@ -221,6 +299,8 @@ def parse_cli(argv: list[str]) -> list[Parameter]:
     ap.add_argument("--topics", nargs="+", help="only these topics")
     ap.add_argument("--no-clock", action="store_true", help="do not publish /clock")
     ap.add_argument("-d", "--delay", type=float, help="seconds to wait before playing")
+    ap.add_argument("--sync-replies", action="store_true",
+                    help="what came after the k-th reply waits for the live k-th reply")
     ap.add_argument("--wait-for-subscribers", type=float, metavar="SECONDS",
                     help="wait up to SECONDS until every played topic has a subscriber")
     ns = ap.parse_args(argv)
@@ -240,6 +320,8 @@ def parse_cli(argv: list[str]) -> list[Parameter]:
     if ns.wait_for_subscribers is not None:
         over.append(Parameter("wait_for_subscribers", Parameter.Type.DOUBLE,
                               ns.wait_for_subscribers))
+    if ns.sync_replies:
+        over.append(Parameter("sync_replies", Parameter.Type.BOOL, True))
     return over
 
 
