@@ -143,12 +143,14 @@ class BagPlayer(DestroyedWhole, Node):
         except Exception as e:  # noqa: BLE001 - any reader error is a bad `bag` parameter
             raise ParameterError(f"bag={self.params['bag']!r}: cannot open ({e})") from None
         want = set(self.params["topics"])
-        self._conns = [c for c in self._reader.connections if not want or c.topic in want]
         replies = {c.topic for c in self._reader.connections
                    if c.topic.rstrip("/").endswith("/" + REPLY_TOPIC)
                    and c.msgtype.endswith("/msg/Reply")}
+        follow = replies if self.params["sync_replies"] else set()   # followed, not played
+        self._conns = [c for c in self._reader.connections
+                       if (not want or c.topic in want) and c.topic not in follow]
+        missing = want - {c.topic for c in self._reader.connections}
         self._reader.close()  # reopened by the playback thread
-        missing = want - {c.topic for c in self._conns}
         if missing:
             raise ParameterError(f"topics: not in the bag: {sorted(missing)}")
         self._pubs = {}

@@ -212,14 +212,13 @@ NAME_WAIT_S = 6.0
 REPORT_EVERY_S = 0.5
 
 
-def _name_topic(person_id: str) -> str:
-    """REP-155's name of a person (std_msgs/String, latched)."""
-    return f"/humans/persons/{person_id}/name"
+def _person_topic(person_id: str, part: str) -> str:
+    """One of a REP-155 person's own topics.
 
-
-def _engagement_topic(person_id: str) -> str:
-    """REP-155's engagement of a person (hri_msgs/EngagementLevel)."""
-    return f"/humans/persons/{person_id}/engagement_status"
+    name, face_id, voice_id, alias (std_msgs/String, latched); engagement_status
+    (hri_msgs/EngagementLevel).
+    """
+    return f"/humans/persons/{person_id}/{part}"
 
 
 class Ros4hriInput:
@@ -316,12 +315,12 @@ class Ros4hriInput:
     def _waiting(self, pid: str, now: float) -> bool:
         """Whether a tracked person's name may still come (their name message has not).
 
-        NAME_WAIT_S from when they were first tracked, or from when their name topic was seen
-        with a publisher if that came first; a person once given up on stays so.
+        NAME_WAIT_S from when their name topic was first seen with a publisher, or from when
+        they were first tracked while it has none; a person once given up on stays so.
         """
         if pid in self._of["name"] or self._name(pid) or pid in self._unnamed:
             return False
-        if pid not in self._name_seen and self.node.count_publishers(_name_topic(pid)):
+        if pid not in self._name_seen and self.node.count_publishers(_person_topic(pid, "name")):
             self._name_seen[pid] = now
         if now - self._name_seen.get(pid, self._first_seen.get(pid, now)) < NAME_WAIT_S:
             return True
@@ -365,7 +364,7 @@ class Ros4hriInput:
                 continue
             self._announced.add(person.id)
             if self.on_engaging is not None and not self.node.count_publishers(
-                    _engagement_topic(person.id)):
+                    _person_topic(person.id, "engagement_status")):
                 self.on_engaging(person.label)
 
     def _sub(self, msg_type, topic: str, callback, qos=LATCHED_QOS):
@@ -378,10 +377,10 @@ class Ros4hriInput:
                           lambda m: self._on_speech(vid, m), RELIABLE_QOS)]
 
     def _follow_person(self, pid: str) -> list:
-        base = f"/humans/persons/{pid}"
-        subs = [self._sub(String, f"{base}/{field}", lambda m, f=field: self._set(f, pid, m))
+        subs = [self._sub(String, _person_topic(pid, field),
+                          lambda m, f=field: self._set(f, pid, m))
                 for field in ("voice_id", "face_id", "name", "alias")]
-        subs.append(self._sub(pm.EngagementLevel, _engagement_topic(pid),
+        subs.append(self._sub(pm.EngagementLevel, _person_topic(pid, "engagement_status"),
                               lambda m: self._on_engagement(pid, m.level), RELIABLE_QOS))
         return subs
 
