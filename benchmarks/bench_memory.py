@@ -2,9 +2,11 @@
 """Benchmark: what the robot remembers of a person across a restart, and what it costs.
 
 Session 1: a person who said yes tells the robot 20 facts, one line each
-(memory_battery.yaml); each line goes to the manager's memory keeper
-(application/identity/remembering.py), which asks the model for the facts as the manager does (a
-side question, constrained JSON, temperature 0). The store is closed. Session 2, from a new store
+(memory_battery.yaml), and a second one the battery's 12 held-out facts (written before the
+recall's topic cues and never used to tune them; reported apart); each line goes to the
+manager's memory keeper (application/identity/remembering.py), which asks the model for the
+facts as the manager does (a side question, constrained JSON, temperature 0). The store is
+closed. Session 2, from a new store
 object and keeper on the same file (a restart): the person asks about each fact, and the reply
 comes from the real conversation (core/conversation.py) whose prompt holds the memory note
 (`PromptAssembly.recall`), as the manager's does.
@@ -20,7 +22,8 @@ cost of the note (the goal: within +5 %). The prompt's size: the note of a perso
 20 facts and 50 remembered sessions vs none (`memory_note_chars` caps it).
 
 Engines (`--engines`): `local` = the embedded default (1.5B) on llama.cpp in this process,
-`server` = the same GGUF behind llama.cpp's OpenAI-compatible server (bench_skills.make_engine).
+`server` = the same GGUF behind llama.cpp's OpenAI-compatible server (bench_skills.make_engine),
+warming the next prompt between turns (`warm_server_prompt`) as the local engine does.
 Prints a table and one JSON line; the record goes to benchmarks/results/bench_memory.json.
 
     source env.sh && python benchmarks/bench_memory.py [--engines local,server] [--facts 20]
@@ -102,47 +105,66 @@ def run_engine(name: str, battery: dict, n_facts: int) -> dict:
 
     (Each keeps its prompt cache: one llama.cpp context serving both conversations in turn
     would read each prompt anew; the first run shared one and measured that, not memory.)
+    The battery's two halves are two people, each asked on conversations of their own.
     """
-    backend, close = make_engine(name)
-    baseline, close_baseline = make_engine(name)
-    facts, not_known = battery["facts"][:n_facts], battery["not_known"]
+    backend, close = make_engine(name, warm_server=True)
+    baseline, close_baseline = make_engine(name, warm_server=True)
+    halves = {"tuned": battery["facts"][:n_facts], "held_out": battery.get("held_out", [])}
     folder = Path(tempfile.mkdtemp(prefix="vd-bench-memory-"))
     url = f"sqlite:///{folder / 'people.db'}"
     store = PeopleStore(url)
-    person = store.enrol("Dana", [], Consent(ConsentWay.ASKED, answer="Yes."))
+    people = {half: store.enrol(who, [], Consent(ConsentWay.ASKED, answer="Yes."))
+              for half, who in (("tuned", "Dana"), ("held_out", "Fay"))}
     quiet = store.enrol("Eli", [], Consent(ConsentWay.ASKED, answer="Yes."))
     store.close()
     try:
         keeper = keeper_on(url, backend)                    # session 1
         t0 = time.monotonic()
-        kept = sum(len(keeper.heard([person], f["tell"])) for f in facts)
-        extract_s = (time.monotonic() - t0) / len(facts)
+        kept = {half: sum(len(keeper.heard([people[half]], f["tell"])) for f in facts)
+                for half, facts in halves.items()}
+        extract_s = (time.monotonic() - t0) / sum(map(len, halves.values()))
         keeper.memory.store.close()
         keeper = keeper_on(url, backend)                    # session 2: a restart
-        on, off = conversation(backend, keeper, person), conversation(baseline, None, person)
-        rows = []
-        for i, f in enumerate(facts):                       # interleaved, alternating first
-            order = [("on", on), ("off", off)] if i % 2 == 0 else [("off", off), ("on", on)]
-            row = {"ask": f["ask"]}
-            for method, conv in order:
-                reply, first_s, chars = ask(conv, f["ask"], on, off)
-                row[method] = {"reply": reply, "first_s": first_s, "chars": chars,
-                               "score": score(reply, f["expect"], not_known)}
-            rows.append(row)
-        everything = [w for f in facts for w in f["expect"]]
+        rows = {half: asked_half(backend, baseline, keeper, people[half], facts,
+                                 battery["not_known"])
+                for half, facts in halves.items() if facts}
+        everything = [w for facts in halves.values() for f in facts for w in f["expect"]]
         invented = []
         stranger = conversation(backend, keeper, quiet)
         for q in battery["nothing_told"]:
             reply, _, _ = ask(stranger, q)
             invented.append({"ask": q, "reply": reply,
-                             "invented": score(reply, everything, not_known) == "right"})
-        size = prompt_size(keeper, person, facts)
-        for conv in (on, off, stranger):
-            conv.close()
+                             "invented": score(reply, everything, battery["not_known"])
+                             == "right"})
+        stranger.close()
+        size = prompt_size(keeper, people["tuned"], halves["tuned"])
     finally:
         close()
         close_baseline()
     return summarise(name, rows, invented, kept, extract_s, size)
+
+
+def asked_half(backend, baseline, keeper: MemoryKeeper, person: str, facts: list[dict],
+               not_known: list[str]) -> list[dict]:
+    """Session 2 for one person: each fact asked with memory on and off, interleaved.
+
+    A reply not scored right keeps the note its prompt held, to see why.
+    """
+    on, off = conversation(backend, keeper, person), conversation(baseline, None, person)
+    rows = []
+    for i, f in enumerate(facts):                       # interleaved, alternating first
+        order = [("on", on), ("off", off)] if i % 2 == 0 else [("off", off), ("on", on)]
+        row = {"ask": f["ask"]}
+        for method, conv in order:
+            reply, first_s, chars = ask(conv, f["ask"], on, off)
+            row[method] = {"reply": reply, "first_s": first_s, "chars": chars,
+                           "score": score(reply, f["expect"], not_known)}
+        if row["on"]["score"] != "right":
+            row["on"]["note"] = keeper.note([person], f["ask"])
+        rows.append(row)
+    for conv in (on, off):
+        conv.close()
+    return rows
 
 
 def prompt_size(keeper: MemoryKeeper, person: str, facts: list[dict]) -> dict:
@@ -158,18 +180,25 @@ def prompt_size(keeper: MemoryKeeper, person: str, facts: list[dict]) -> dict:
             "note_cap": keeper.note_chars}
 
 
-def summarise(name, rows, invented, kept, extract_s, size) -> dict:
-    def counts(method):
-        scores = [r[method]["score"] for r in rows]
+def summarise(name, halves, invented, kept, extract_s, size) -> dict:
+    """The tuned half's figures as before (older records hold only it), the held-out apart."""
+    rows = halves["tuned"]
+
+    def counts(method, of=rows):
+        scores = [r[method]["score"] for r in of]
         return {k: scores.count(k) for k in ("right", "wrong", "missing")}
 
     def p50(method):
         xs = [r[method]["first_s"] for r in rows if r[method]["first_s"] is not None]
         return round(statistics.median(xs), 2) if xs else None
     on_s, off_s = p50("on"), p50("off")
-    return {"engine": name, "facts": len(rows), "facts_kept_in_session_1": kept,
+    held = halves.get("held_out", [])
+    return {"engine": name, "facts": len(rows), "facts_kept_in_session_1": kept["tuned"],
             "extract_s_per_line": round(extract_s, 2),
             "memory_on": counts("on"), "memory_off": counts("off"),
+            "held_out": {"facts": len(held), "facts_kept_in_session_1": kept["held_out"],
+                         "memory_on": counts("on", held), "memory_off": counts("off", held),
+                         "rows": held},
             "invented": sum(i["invented"] for i in invented), "asked_of_a_quiet_person":
             len(invented), "first_sentence_p50_s": {"on": on_s, "off": off_s},
             "first_sentence_cost": round(on_s / off_s - 1, 3) if on_s and off_s else None,
@@ -189,10 +218,13 @@ def main() -> None:
         res = run_engine(name.strip(), battery, args.facts)
         out["engines"].append(res)
         on, off = res["memory_on"], res["memory_off"]
+        held_on, held_off = res["held_out"]["memory_on"], res["held_out"]["memory_off"]
         cost = "n/a" if res["first_sentence_cost"] is None else \
             f"{res['first_sentence_cost']:+.1%}"
         print(f"{name}: memory on right/wrong/missing {on['right']}/{on['wrong']}/"
               f"{on['missing']}, off {off['right']}/{off['wrong']}/{off['missing']}; "
+              f"held out: on {held_on['right']}/{held_on['wrong']}/{held_on['missing']}, "
+              f"off {held_off['right']}/{held_off['wrong']}/{held_off['missing']}; "
               f"invented {res['invented']}/{res['asked_of_a_quiet_person']}; first sentence "
               f"p50 on {res['first_sentence_p50_s']['on']} s, off "
               f"{res['first_sentence_p50_s']['off']} s ({cost}); "

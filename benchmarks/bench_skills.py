@@ -83,8 +83,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def make_engine(name: str):
-    """(backend, close) for `local` or `server` (the 1.5B GGUF both ways)."""
+def make_engine(name: str, warm_server: bool = False):
+    """(backend, close) for `local` or `server` (the 1.5B GGUF both ways).
+
+    `warm_server`: the server's backend warms the next prompt between turns
+    (`warm_server_prompt`), as the local engine does (`warm_cache`).
+    """
     from vision_dialogue.llm.default_model import ensure_default_gguf, server_argv
     from vision_dialogue.llm.factory import BackendOptions, backend_class
     if name == "local":
@@ -108,7 +112,8 @@ def make_engine(name: str):
         raise RuntimeError("llama.cpp's server did not start")
     b = backend_class("openai").from_options(BackendOptions(
         base_url=url, model=model, api_key_env="OPENAI_API_KEY", timeout=120.0,
-        max_retries=0, supports_images=False, max_new_tokens=150, temperature=0.0))
+        max_retries=0, supports_images=False, max_new_tokens=150, temperature=0.0,
+        params={"warm_server_prompt": warm_server}))
     return b, lambda: (proc.terminate(), proc.wait(30))
 
 

@@ -69,12 +69,18 @@ class Session:
 
     def __init__(self, fake, tmp_path: Path, faces: list, store: Path | str, answers: dict,
                  *manager_params: str, domain: int = PEOPLE_DOMAIN):
-        """`store`: an SQLite file, or a store URL (a PostgreSQL server)."""
+        """`store`: an SQLite file, or a store URL (a PostgreSQL server).
+
+        The manager is told the store as bringup tells it (`people_store_url`), with a
+        memory queue of this robot's (its domain) in `tmp_path`.
+        """
         url = store if isinstance(store, str) else f"sqlite:///{store}"
+        robot = (f"people_store_url:={url}",
+                 f"memory_queue_file:={tmp_path / f'memory_queue_{domain}.db'}")
         self.procs = faces + [
             node_process("people_node", tmp_path, f"store_url:={url}", "ask_after_lines:=2",
                          "voices:=false", "face_interval:=0.5", domain=domain),
-            manager_process(fake, tmp_path, *manager_params, env=env(domain))]
+            manager_process(fake, tmp_path, *robot, *manager_params, env=env(domain))]
         # the person's first lines reach people_node too, which subscribes once its models
         # are loaded (a suite run lost "My name is Barack." to it: said before it listened)
         self.speech = speech_process(tmp_path, env=env(domain),

@@ -88,8 +88,7 @@ def test_a_person_met_by_one_robot_is_known_with_his_facts_by_another(fake_opena
     watch = Observer(ROBOT_A)
     robot_a = Session(fake_openai, tmp_path, face_source("third_party", tmp_path, "a",
                                                          ("obama", 1), domain=ROBOT_A),
-                      url, {"remember you": "Yes, please."}, f"people_store_url:={url}",
-                      f"memory_queue_file:={tmp_path / 'queue_a.db'}", domain=ROBOT_A)
+                      url, {"remember you": "Yes, please."}, domain=ROBOT_A)
     try:
         memory_health = diagnostics_level(watch, "manager_node: people memory")
         assert watch.wait(lambda: len(watch.tracked) == 1, 180), robot_a.logs()
@@ -121,8 +120,7 @@ def test_a_person_met_by_one_robot_is_known_with_his_facts_by_another(fake_opena
     watch = Observer(ROBOT_B)
     robot_b = Session(fake_openai, tmp_path, face_source("third_party", tmp_path, "b",
                                                          ("obama", 3), domain=ROBOT_B),
-                      url, {}, f"people_store_url:={url}",
-                      f"memory_queue_file:={tmp_path / 'queue_b.db'}", domain=ROBOT_B)
+                      url, {}, domain=ROBOT_B)
     try:
         assert watch.wait(lambda: watch.tracked == [barack]
                           and watch.names.get(barack) == "Barack", 180), robot_b.logs()

@@ -768,3 +768,40 @@ def test_a_name_whose_topic_is_discovered_late_is_waited_for_from_its_discovery(
         ex.shutdown()
         node.destroy_node()
         peer.destroy_node()
+
+
+def test_with_a_people_node_beside_it_the_first_frame_is_no_greeting_its_report_is(
+        ros_context, tmp_path):
+    """With `people_store_url` set, the greeting waits for the people node's named report.
+
+    Bringup sets it where people_node runs; the wait holds even before its topics are
+    discovered. A fresh-clone run greeted on the first frame, right after the manager
+    started: no detector had counted the frame's people yet and people_node's persons topic
+    was not yet discovered, so the manager took it for a setup where nothing names people,
+    and the known person was never greeted by name.
+    """
+    from std_msgs.msg import String
+
+    from vision_dialogue.core.persona import load_persona
+    from vision_dialogue.ros.qos import LATCHED_QOS
+    store = f"sqlite:///{tmp_path / 'people.db'}"
+    with running_manager(ros_context, tmp_path, greet_first=True,
+                         people_store_url=store) as (rig, fake):
+        for count in (1, 2):        # frame 2 is added once frame 1's listeners have run
+            rig.img_pub.publish(to_image_msg(photo()))
+            assert rig.wait(lambda: count == sum(
+                it.kind == "frame" for it in rig.node.conversation.timeline.snapshot()))
+        peer = rclpy.create_node("people_node_late", context=ros_context)   # discovered now
+        tracked = peer.create_publisher(pm.IdsList, "/humans/persons/tracked", LATCHED_QOS)
+        name = peer.create_publisher(String, "/humans/persons/ada1/name", LATCHED_QOS)
+        try:
+            tracked.publish(pm.IdsList(ids=["ada1"]))
+            name.publish(String(data="Ada"))
+            assert rig.wait(lambda: len(rig.finals()) == 1, timeout=30), rig.finals()
+            greetings = [r for r in fake.requests
+                         if "Now say hello" in json.dumps(r["messages"])]
+            known = load_persona().greet_known_instruction.format(names="Ada")
+            assert len(greetings) == 1 and known in json.dumps(greetings[0]["messages"]), \
+                greetings
+        finally:
+            peer.destroy_node()

@@ -164,7 +164,10 @@ class ManagerNode(ManagedNode):
         The VFM tools found before the first turn and serving shared pictures; an Ask's answer
         taken by the skill; a reply for lines no skill took between chats only with
         `free_conversation`; each line read for intents; with a person manager publishing
-        persons, the opening remark waits for its report (it names people), not a frame.
+        persons, the opening remark waits for its report (it names people), not a frame. With
+        `people_store_url` set (bringup sets it where people_node runs) it waits for that
+        report from the start: a first frame before the people node is discovered is no
+        greeting.
         """
         p = self.params
         return TurnHooks(
@@ -176,8 +179,8 @@ class ManagerNode(ManagedNode):
                                   or (self.skill_host and self.skill_host.chat_active)),
             on_person_line=lambda text, speaker: self.intents and self.intents.read(text,
                                                                                     speaker),
-            persons_from_a_manager=lambda: self.voices is not None and self.count_publishers(
-                PERSONS_TRACKED_TOPIC) > 0,
+            persons_from_a_manager=lambda: self.voices is not None and (
+                bool(p["people_store_url"]) or self.count_publishers(PERSONS_TRACKED_TOPIC) > 0),
             on_dropped=self.publish_state)
 
     # --- lifecycle (ros/managed.py) --------------------------------------------------------

@@ -6,8 +6,8 @@ import sqlite3
 
 import pytest
 
-from vision_dialogue.application.identity.facts import FACTS_SCHEMA, grounded, parse_facts, \
-    recall_note
+from vision_dialogue.application.identity.facts import FACTS_SCHEMA, grounded, line_note, \
+    parse_facts, recall_note, standing_note
 from vision_dialogue.application.identity.memory import AuditAction, Fact, MemoryKind, \
     PersonMemory, Recall, SessionSummary
 from vision_dialogue.application.identity.records import Consent, ConsentWay
@@ -164,6 +164,45 @@ def test_the_recall_note_puts_matching_facts_first_and_keeps_to_its_cap():
     assert recall_note(recall, "hi", 10) == ""
 
 
+def test_a_question_about_a_topic_recalls_its_fact_though_they_share_no_word():
+    """A fact left out of the standing note comes with a line that asks about its topic.
+
+    "What do I do for a living?" of "is a nurse" (the oldest of many): only the facts of the
+    topic asked about.
+    """
+    facts = [Fact("work", "is a nurse", 1.0), Fact("home", "lives in Ghent", 2.0),
+             Fact("likes: likes green tea", "likes green tea", 3.0),
+             Fact("hobby: runs marathons", "runs marathons", 4.0)]
+    facts += [Fact(f"other: fact {i}", f"keeps a long list number {i} of things", 10.0 + i)
+              for i in range(12)]
+    recall = Recall("p1", "Dana", tuple(reversed(facts)))          # newest first, as read
+    standing = standing_note(recall, 400)
+    assert "is a nurse" not in standing and "lives in Ghent" not in standing
+
+    def asked(line):
+        return line_note(recall, line, 200)
+    assert asked("What do I do for a living?") == "Dana told you: is a nurse."
+    assert asked("Where do I live?") == "Dana told you: lives in Ghent."
+    assert asked("What do I like to drink?") == "Dana told you: likes green tea."
+    assert asked("What sport do I do?") == "Dana told you: runs marathons."
+    assert asked("Nice weather today.") == ""                     # asks about nothing
+    assert "is a nurse" in recall_note(recall, "What is my job?", 120)
+
+
+def test_a_fact_in_the_persons_own_words_is_told_as_their_words():
+    """A fact kept in the person's own words ("I run marathons.") is told in quotes.
+
+    "Dana told you: I run marathons" was answered "I run marathons." (the robot's own);
+    quoted, it is the person's.
+    """
+    recall = Recall("p1", "Dana", (Fact("hobby: i run marathons.", "I run marathons.", 2.0),
+                                   Fact("hobby: loves sailing", "loves sailing.", 1.0)))
+    assert standing_note(recall, 400) == \
+        'You have met Dana before. Dana told you: "I run marathons"; loves sailing.'
+    assert line_note(recall, "What sport do I do?", 200) == \
+        'Dana told you: "I run marathons"; loves sailing.'           # both hobbies
+
+
 def test_the_operators_command_exports_one_person_and_expires_the_unseen(tmp_path, capsys):
     from vision_dialogue.cli import people as cli
     url = f"sqlite:///{tmp_path / 'people.db'}"
@@ -193,3 +232,21 @@ def test_a_fact_under_the_same_topic_with_nothing_in_common_is_kept_beside_it(me
     clock.t += 1
     assert mem.remember(dana, Fact("work", "moved to building C"), "fact from line 3")
     assert {f.text for f in mem.recall(dana, "t").facts} == {"is a nurse", "moved to building C"}
+
+
+def test_what_the_person_told_is_said_also_while_the_robot_cannot_see():
+    """A colour the person told is no claim to see; one nobody told still is.
+
+    "You like green tea." is said while the robot cannot see, when the person told it.
+    """
+    from vision_dialogue.core.persona import load_persona
+    from vision_dialogue.core.reply_filter import turn_filter
+    told = 'You have met Dana before. Dana told you: "I like green tea"; "I drive a red van".'
+    persona = load_persona()
+    notes = turn_filter(persona, [], None, blind=True, told=told)
+    assert notes.feed("You like green tea.") == "You like green tea."
+    assert notes.feed("You drive a red van.") == "You drive a red van."
+    blind = turn_filter(persona, [], None, blind=True)
+    assert blind.feed("You like green tea.") in persona.blind_lines
+    assert turn_filter(persona, [], None, blind=True, told=told).feed(
+        "Your shirt is blue.") in persona.blind_lines

@@ -206,7 +206,11 @@ def test_a_note_read_while_a_fact_is_written_is_read_again_once_it_is(keeper):
     assert keep.memory.reads == reads               # once it ended, read once and kept
 
 
-def test_a_line_asking_of_a_fact_the_standing_note_left_out_gets_it(keeper):
+def test_a_line_asking_of_a_fact_gets_it_told_again_right_before_it(keeper):
+    """A fact a line asks about is told right before it, whether or not the standing note did.
+
+    Also one it told: a small model would otherwise have to pick it out of a long note.
+    """
     keep, _, anna = keeper
     keep.note_chars = 90
     facts = ["loves sailing", "plays the violin", "grows tomatoes", "keeps bees"]
@@ -214,17 +218,17 @@ def test_a_line_asking_of_a_fact_the_standing_note_left_out_gets_it(keeper):
         keep.memory.remember(anna, Fact(f"hobby: {fact}", fact, float(i + 1)), "line")
     standing = keep.standing([anna])
     assert "keeps bees" in standing and "sailing" not in standing       # the newest fit
-    assert keep.for_line([anna], "Do I like sailing?") == "Anna also told you: loves sailing."
-    assert keep.for_line([anna], "Do you know about my bees?") == ""    # told already
+    assert keep.for_line([anna], "Do I like sailing?") == "Anna told you: loves sailing."
+    assert keep.for_line([anna], "Do you know about my bees?") == "Anna told you: keeps bees."
     assert keep.for_line([anna], "Nice weather today.") == ""
-    # only the best match: "grows sailing boats" shares two words, "loves sailing" one
+    # only the best match: "grows sailing boats" shares three words, the others one
     keep.memory.remember(anna, Fact("hobby: grows sailing boats", "grows sailing boats", 0.5),
                          "line")
     keep.forget()
-    assert keep.for_line([anna], "Do I grow tomatoes while sailing?") == \
-        "Anna also told you: grows sailing boats."
+    assert keep.for_line([anna], "Do I grow boats for sailing?") == \
+        "Anna told you: grows sailing boats."
     assert keep.note([anna], "Do I like sailing?") == \
-        standing + " Anna also told you: loves sailing."
+        standing + " Anna told you: loves sailing."
 
 
 def test_a_line_a_voice_print_named_gives_its_facts_also_with_others_in_view(keeper):

@@ -532,3 +532,26 @@ def test_a_reply_given_up_at_its_deadline_is_not_asked_again(fake_openai, make_b
     assert not reply._producer.is_alive()
     assert fake_openai.request_count == 1, "a reply nobody waits for was asked again"
     assert late in ([], ["Late reply."])
+
+
+def test_a_warm_up_asks_for_one_token_with_the_last_replys_tools_only_when_asked_to(
+        fake_openai, make_backend):
+    """With `warm_server_prompt` the server reads the next prompt between turns.
+
+    llama.cpp's keeps its state; the tools the reply was offered come too, so the reply
+    finds the same start.
+    """
+    cold = make_backend()
+    assert cold.warm(MSGS) == 0 and fake_openai.requests == []      # off: nothing is sent
+    b = make_backend(warm_prompts=True, model="m", temperature=0.7)
+    list(b.stream_with_tools(MSGS, TOOLS, tool_choice="auto"))
+    later = MSGS + [{"role": "assistant", "content": "OK."}]
+    assert b.warm(later) == 0
+    warm = fake_openai.requests[-1]
+    assert warm["messages"] == later and warm["max_tokens"] == 1
+    assert warm["temperature"] == 0.0 and not warm.get("stream")
+    assert (warm["tools"], warm["tool_choice"]) == (TOOLS, "auto")
+    list(b.stream(MSGS))                                            # a reply without tools
+    b.warm(later)
+    assert "tools" not in fake_openai.requests[-1]
+    assert b.warm(later, side=True) == 0 and len(fake_openai.requests) == 4

@@ -8,7 +8,7 @@ from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.persona import load_persona
 
 STANDING = "You have met Dana before. Dana told you: loves sailing."
-WORK = "Dana also told you: works in building B."
+WORK = "Dana told you: works in building B."
 
 
 def texts(msgs):

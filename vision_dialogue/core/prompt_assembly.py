@@ -57,6 +57,7 @@ class PromptAssembly:
         self.standing: Callable[[], str] | None = None
         self.recall: Callable[[str], str] | None = None
         self._pinned = ("", 0)   # the standing note and the message index where it first went
+        self._remembered = ""    # the newest turn's line note (the reply filter reads both)
 
     # --- what comes in ---------------------------------------------------------------------
     def add_frame(self, image: np.ndarray, stamp: float | None = None,
@@ -180,6 +181,7 @@ class PromptAssembly:
             msgs.append({"role": "system",
                          "content": self.persona.addressee_note.format(speaker=speaker)})
         remembered = self.recall(text) if text is not None and self.recall else ""
+        self._remembered = remembered
         if remembered:
             msgs.insert(now_index(msgs), {"role": "system", "content": remembered})
         answer_in = language_instruction(language)
@@ -208,7 +210,8 @@ class PromptAssembly:
         return turn_filter(self.persona, self.timeline.snapshot(), self.newest,
                            self.newest is None or self.camera_lost(),
                            getattr(self.observer, "speak", None), allow_repeats,
-                           instructions=[*self.builder.notes.values(), *instructions])
+                           instructions=[*self.builder.notes.values(), *instructions],
+                           told=f"{self._pinned[0]} {self._remembered}")
 
     def look_back_image(self, frame: Frame) -> str:
         return frame.data_url(self.config.policy.newest_max_side, self.config.policy.jpeg_quality)

@@ -108,8 +108,11 @@ class NoteFilter:
                  observations: Iterable[str] = (), said: Iterable[str] = (),
                  memories: Iterable[str] = (), speak: Callable[[str, bool], str] | None = None,
                  blind_line: str = "", nobody_line: str = "", anyone_line: str = "",
-                 question: str = ""):
+                 question: str = "", told: str = ""):
         self.depth = 0
+        # what the person told the robot (the memory notes): "You like green tea" is their
+        # word, not a sight, also while the robot cannot see
+        self.told = " " + " ".join(_words(told)) + " "
         self.question = question            # the person's line this reply answers
         self.asked = frozenset(substance_words(question))   # its words of substance (repeats)
         # claim -> the line said in its place, once (later claims are dropped): nobody in view,
@@ -168,6 +171,11 @@ class NoteFilter:
         """Nothing said for a sentence that claims an action no tool ran (never said later)."""
         return self._drop(spoken, self.claims)
 
+    def _told_of(self, spoken: str) -> bool:
+        """Whether each word that makes `spoken` look like a sight is in what the person told."""
+        return self.told.strip() != "" and all(f" {' '.join(_words(m.group(0)))} " in self.told
+                                               for m in VISUAL_CLAIM.finditer(spoken))
+
     def feed(self, text: str) -> str:
         text = (text or "").lstrip()
         if not (self._clause or self._held):   # the rest of a sentence: no label starts it
@@ -202,7 +210,7 @@ class NoteFilter:
                 return self._drop(spoken, self.repeats)
             spoken, words = said, _words(said)
         for claim, line in self.stand_ins:
-            if claim.search(spoken):
+            if claim.search(spoken) and not (claim is VISUAL_CLAIM and self._told_of(spoken)):
                 if line in self._stood_in:
                     return self._drop(spoken)
                 self._stood_in.add(line)
@@ -230,13 +238,14 @@ class NoteFilter:
 
 def turn_filter(persona, items: Sequence[Item], newest, blind: bool,
                 speak: Callable[[str, bool], str] | None = None,
-                allow_repeats: bool = False, instructions: Iterable[str] = ()) -> NoteFilter:
+                allow_repeats: bool = False, instructions: Iterable[str] = (),
+                told: str = "") -> NoteFilter:
     """The filter for one reply: the prompt's notes, what the prompt shows, what was said.
 
     `newest`: the newest frame (None before one came); `blind`: no camera (lost or none yet).
     `allow_repeats`: "say that again", the last line may come again. `instructions`: the
     prompt's notes besides the persona's (the tools', a Chat's purpose): read out, they are
-    dropped as the persona's are.
+    dropped as the persona's are. `told`: the memory notes of what the person told the robot.
     """
     p = persona
     notes = [p.system, p.greet_instruction, p.no_frames_note, p.dark_frames_note,
@@ -264,4 +273,5 @@ def turn_filter(persona, items: Sequence[Item], newest, blind: bool,
                              or p.nobody_lines)
     return NoteFilter((p.frame_label, p.summary_label, p.history_label, "You saw:"), notes,
                       seen, said, memories, speak, blind_line=blind_line,
-                      nobody_line=nobody_line, anyone_line=anyone_line, question=question)
+                      nobody_line=nobody_line, anyone_line=anyone_line, question=question,
+                      told=told)

@@ -113,6 +113,10 @@ SERVER_PARAMS = [
           "one tiny image at start; a model that refuses it gets frames as text observations "
           "(one log line) instead of failing every turn."),
     Param("max_retries", 2, "Retries of a failed LLM request (with backoff).", range=(0, 20)),
+    Param("warm_server_prompt", False, "Between turns, send the next reply's prompt as it "
+          "stands for one token, so a server that keeps its prompt's state (llama.cpp's) has "
+          "read it before the person speaks (as warm_cache does for a local model). Off by "
+          "default: a paid API charges each such request."),
 ]
 """The manager's parameters for a server (the backend's PARAMS)."""
 
@@ -133,6 +137,8 @@ class OpenAIChatBackend:
         supports_images: whether the model accepts image parts (see `ChatBackend`).
         temperature, max_tokens: defaults for every call (None: server default).
         http_client: an ``httpx2.Client`` to use (tests, proxies); None for the default.
+        warm_prompts: `warm` sends the prompt for one token (`warm_server_prompt`); else it
+            does nothing.
     """
 
     in_process = False          # a server: the manager probes it and names the model per call
@@ -145,7 +151,8 @@ class OpenAIChatBackend:
         return cls(base_url=o.base_url or None, model=o.model or "gpt-4o-mini",
                    api_key_env=o.api_key_env, timeout=o.timeout, max_retries=o.max_retries,
                    backoff=o.backoff, supports_images=o.supports_images,
-                   temperature=o.temperature)
+                   temperature=o.temperature,
+                   warm_prompts=bool(o.params.get("warm_server_prompt", False)))
 
     @staticmethod
     def probe(o: BackendOptions, *, timeout: float, images: bool = False):
@@ -157,7 +164,7 @@ class OpenAIChatBackend:
                  api_key_env: str = "OPENAI_API_KEY", timeout: float = 30.0,
                  max_retries: int = 2, backoff: float = 0.5, supports_images: bool = True,
                  temperature: float | None = None, max_tokens: int | None = None,
-                 http_client: Any = None) -> None:
+                 http_client: Any = None, warm_prompts: bool = False) -> None:
         if not model or not isinstance(model, str):
             raise ValueError("model must be a non-empty string")
         if not (isinstance(timeout, (int, float)) and timeout > 0):
@@ -180,6 +187,8 @@ class OpenAIChatBackend:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self._json_forms = list(JSON_FORMS)     # what this server accepts, learnt on refusal
+        self.warm_prompts = bool(warm_prompts)
+        self._reply_tools: tuple[list, Any] = ([], "none")  # the last reply's (and choice)
         self._sleep: Callable[[float], None] = time.sleep
 
         key = os.environ.get(api_key_env, "").strip()
@@ -300,6 +309,7 @@ class OpenAIChatBackend:
         params = self._params(messages, model, max_tokens, temperature)
         if tools:
             params["tools"], params["tool_choice"] = list(tools), tool_choice
+        self._reply_tools = (list(tools), tool_choice)
         params["stream"] = True
         names = tool_names(tools) if tool_choice != "none" else set()
         attempts = self.max_retries + 1
@@ -348,6 +358,25 @@ class OpenAIChatBackend:
                         stream.close()
                     except Exception:  # closing a broken connection may fail; nothing to do
                         pass
+
+    def warm(self, messages: Sequence[Message], tools: Sequence[dict] | None = None,
+             side: bool = False) -> int:
+        """Have the server read `messages` now, while nobody waits (core/background.py).
+
+        One token is asked for; a server that keeps the prompt's state (llama.cpp's) then
+        reads only the person's line at the reply. Not stopped by a reply (an HTTP request
+        is not): the reply waits for it, and reads the same start from its state. `tools`:
+        those the next reply is offered (default: the last reply's). Returns 0: the server
+        does not say how much it read.
+        """
+        if not self.warm_prompts or side:
+            return 0
+        params = self._params(messages, None, 1, 0.0)
+        tools, choice = self._reply_tools if tools is None else (list(tools), "auto")
+        if tools:                       # they come first in the prompt, as at the reply
+            params["tools"], params["tool_choice"] = tools, choice
+        self._with_retries(lambda: self._client.chat.completions.create(**params), "warm-up")
+        return 0
 
     def list_models(self) -> list[str]:
         """Model ids the server offers (``GET /models``); a cheap health check."""

@@ -27,6 +27,24 @@ TOPICS: dict[str, bool] = {
     "plans": False, "other": False,
 }
 
+#: the words of a question that ask about a topic though none of its facts' words are in
+#: it ("What do I do for a living?" of "is a nurse"); whole words or phrases of the line
+TOPIC_CUES: dict[str, re.Pattern] = {topic: re.compile(rf"\b(?:{cues})\b", re.IGNORECASE)
+                                     for topic, cues in {
+    "work": r"job|for a living|profession|occupation|career",
+    "workplace": r"workplace|office|company|employer|where do i work",
+    "home": r"live|home|house|address",
+    "study": r"study|studies|student|school|university|college|course|degree",
+    "origin": r"come from|born|country|nationality|grew up|where am i from",
+    "hobby": r"hobby|hobbies|free time|spare time|for fun|sports?|weekends?|enjoy",
+    "family": r"family|daughter|son|wife|husband|child|children|kids?|mother|father"
+              r"|brother|sister|parents?",
+    "pet": r"pets?|dog|cat|animals?",
+    "likes": r"like|favou?rite|drink|eat|food|enjoy",
+    "dislikes": r"dislike|hate|can't stand|don't like|do not like",
+    "plans": r"plans?|planning|trip|travel(?:l?ing)?|next week|next month|going to",
+}.items()}
+
 FACTS_SCHEMA = {
     "type": "object",
     "properties": {"facts": {"type": "array", "maxItems": 3, "items": {
@@ -113,43 +131,69 @@ def parse_summary(reply: str) -> str:
     return " ".join(summary.split())[:200] if isinstance(summary, str) else ""
 
 
+def matching(fact: Fact, line: str) -> int:
+    """How much `line` asks about `fact`: the words they share, and two for its topic's cue.
+
+    A cue names the topic, so it outweighs one crudely shared stem ("for a living" shares
+    "liv" with "lives in Ghent" but asks about work).
+    """
+    cue = TOPIC_CUES.get(fact.about.split(":", 1)[0])
+    shared = len(content_stems(line) & content_stems(fact.text))
+    return shared + (2 if cue and cue.search(line) else 0)
+
+
 def recall_note(recall: Recall, line: str, cap: int) -> str:
     """The reply prompt's note of what is remembered of one person, at most `cap` characters.
 
-    The facts sharing words with `line` first (most shared first), then the newest; the
+    The facts `line` asks about first (`matching`, the most first), then the newest; the
     last session's summary if there is room. Empty when nothing is remembered.
     """
-    heard = content_stems(line)
-    facts = sorted(recall.facts, key=lambda f: len(heard & content_stems(f.text)),
+    facts = sorted(recall.facts, key=lambda f: matching(f, line),
                    reverse=True)                        # stable: newest first on ties
-    return _note(recall, facts, cap)[0]
+    return _note(recall, facts, cap)
 
 
-def standing_note(recall: Recall, cap: int) -> tuple[str, frozenset[str]]:
-    """The note of one person for as long as they are in view, and the facts it tells.
+def standing_note(recall: Recall, cap: int) -> str:
+    """The note of one person for as long as they are in view.
 
     The newest facts and the last session's summary, at most `cap` characters: the same
     whatever is said, so a local model reads it once (llama.cpp's prefix cache); `line_note`
-    adds what a line asks about that it left out.
+    adds what a line asks about.
     """
-    note, told = _note(recall, list(recall.facts), cap)
-    return note, frozenset(told)
+    return _note(recall, list(recall.facts), cap)
 
 
-def line_note(recall: Recall, line: str, told: frozenset[str], cap: int) -> str:
-    """The facts sharing the most words with `line` that the standing note did not tell.
+def line_note(recall: Recall, line: str, cap: int) -> str:
+    """The facts `line` asks about most (`matching`), told again right before it.
 
-    Only the best matches (ties kept, newest first): every token here is read at the reply,
-    and a small model answers from the first fact it finds ("" when none shares a word).
+    Only the best matches (ties kept, newest first, `LINE_NOTE_FACTS` at most), whether or
+    not the standing note told them: a small model picks the fact asked about out of a long
+    note badly ("What do I love baking?" with "loves baking bread" the 5th of 15 facts: "You
+    love cooking."). "" when none matches.
     """
-    heard = content_stems(line)
-    shared = [(len(heard & content_stems(f.text)), f.text) for f in recall.facts
-              if f.text not in told]
-    best = max((n for n, _ in shared), default=0)
-    asked = [text for n, text in shared if best and n == best]
-    head = f"{recall.name or 'this person'} also told you: "
+    scored = [(matching(f, line), f.text) for f in recall.facts]
+    best = max((n for n, _ in scored), default=0)
+    asked = [spoken(text) for n, text in scored if best and n == best][:LINE_NOTE_FACTS]
+    head = f"{recall.name or 'this person'} told you: "
     kept = _fitting(head, asked, cap)
     return f"{head}{'; '.join(kept)}." if kept else ""
+
+
+def spoken(fact_text: str) -> str:
+    """A fact as a note tells it: without a last full stop, quoted where it says "I".
+
+    A model read "Dana told you: I run marathons" as the robot's own words.
+    """
+    text = fact_text.strip().rstrip(".").strip()
+    return f'"{text}"' if FIRST_PERSON & set(words(text)) else text
+
+
+#: the most facts a line's note tells: each costs the reply its tokens, and "What sport do I
+#: do?" matches every hobby
+LINE_NOTE_FACTS = 2
+
+#: the words that make a fact the person's own words ("I run marathons")
+FIRST_PERSON = frozenset({"i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "myself"})
 
 
 def _fitting(head: str, texts: list[str], cap: int) -> list[str]:
@@ -162,18 +206,18 @@ def _fitting(head: str, texts: list[str], cap: int) -> list[str]:
     return kept
 
 
-def _note(recall: Recall, facts: list[Fact], cap: int) -> tuple[str, list[str]]:
-    """The note telling `facts` in their order while they fit `cap`, and those it tells."""
+def _note(recall: Recall, facts: list[Fact], cap: int) -> str:
+    """The note telling `facts` in their order while they fit `cap` ("" when none fits)."""
     if not facts and recall.last_session is None:
-        return "", []
+        return ""
     name = recall.name or "this person"
     note = f"You have met {name} before."
     head = f"{note} {name} told you: "
-    told = _fitting(head, [f.text for f in facts], cap)
+    told = _fitting(head, [spoken(f.text) for f in facts], cap)
     if told:
         note = f"{head}{'; '.join(told)}."
     if recall.last_session is not None:
         last = f"{note} Last time you talked about: {recall.last_session.summary}"
         if len(last) <= cap:
             note = last
-    return (note, told) if len(note) <= cap else ("", [])
+    return note if len(note) <= cap else ""

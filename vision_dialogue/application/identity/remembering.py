@@ -139,8 +139,8 @@ class MemoryKeeper:
         self._sessions: dict[str, tuple[float, list[str]]] = {}
         #: (face id, line, line number, monotonic time) of someone not known yet, in memory
         self._unplaced: list[tuple[str, str, int, float]] = []
-        #: the standing notes: ((people in view, writes so far), [(recall, (note, told))])
-        self._standing: tuple[tuple, list[tuple[Recall, tuple[str, frozenset]]]] | None = None
+        #: the standing notes: ((people in view, writes so far), [(recall, note)])
+        self._standing: tuple[tuple, list[tuple[Recall, str]]] | None = None
         self._writes = 0                # writes to the store this keeper ended: a new note
         self._writes_open = 0           # writes under way: a note read meanwhile is not kept
         self._read_failed = False       # said once until a read works (each prompt reads)
@@ -265,18 +265,18 @@ class MemoryKeeper:
         Read from the store (audited) when the people in view change or this keeper wrote a
         fact or a summary; a fact another robot wrote comes with the next arrival.
         """
-        return " ".join(note for _, (note, _) in self._recalls(in_view) if note)
+        return " ".join(note for _, note in self._recalls(in_view) if note)
 
     def for_line(self, in_view: list[str], line: str) -> str:
-        """What a line asks of the memory that the standing note does not tell ("" nothing).
+        """The facts a line asks about, told again right before it ("" for none: `line_note`).
 
         A person asking what the robot knows of them gets all of it (or "nothing kept").
         """
         if ASKS_WHAT_IS_KNOWN.search(line):
             return self._asked(in_view, line)
         cap = int(self.note_chars * LINE_NOTE_SHARE)
-        return " ".join(n for n in (line_note(r, line, told, cap)
-                                    for r, (_, told) in self._recalls(in_view)) if n)
+        return " ".join(n for n in (line_note(r, line, cap) for r, _ in self._recalls(in_view))
+                        if n)
 
     def note(self, in_view: list[str], line: str) -> str:
         """Everything the reply prompt is told of the known people in view for this line."""
@@ -289,7 +289,7 @@ class MemoryKeeper:
         with self._lock:
             self._standing = None
 
-    def _recalls(self, in_view: list[str]) -> list[tuple[Recall, tuple[str, frozenset]]]:
+    def _recalls(self, in_view: list[str]) -> list[tuple[Recall, str]]:
         if len(in_view) > 1 and not self.in_company:
             return []
         with self._lock:

@@ -136,7 +136,9 @@ PARAMS = [
           "robot speaks unasked.", range=(0.0, 600.0)),
     Param("people_store_url", "", "The people store (people_node's store_url) whose memory "
           "the robot uses: facts the one known person in view says of themselves are kept, "
-          "and a reply is told what is remembered of them (docs/memory.md); empty: off."),
+          "and a reply is told what is remembered of them (docs/memory.md); set, the "
+          "opening remark (greet_first) also waits for people_node's report of who is in "
+          "view; empty: off."),
     Param("memory_queue_file", DEFAULT_QUEUE_FILE, "Where facts and session summaries wait "
           "(durably, owner-only) while the people store is away; replayed when it answers.",
           check=nonempty),
