@@ -186,6 +186,7 @@ def test_a_question_about_a_topic_recalls_its_fact_though_they_share_no_word():
     assert asked("What do I like to drink?") == "Dana told you: likes green tea."
     assert asked("What sport do I do?") == "Dana told you: runs marathons."
     assert asked("Nice weather today.") == ""                     # asks about nothing
+    assert asked("Is that your house?") == ""                     # not about them
     assert "is a nurse" in recall_note(recall, "What is my job?", 120)
 
 

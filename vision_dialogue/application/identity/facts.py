@@ -135,11 +135,13 @@ def matching(fact: Fact, line: str) -> int:
     """How much `line` asks about `fact`: the words they share, and two for its topic's cue.
 
     A cue names the topic, so it outweighs one crudely shared stem ("for a living" shares
-    "liv" with "lives in Ghent" but asks about work).
+    "liv" with "lives in Ghent" but asks about work); it counts only in a line about the
+    person themselves ("What do I like to drink?", not "Do you like cats?").
     """
     cue = TOPIC_CUES.get(fact.about.split(":", 1)[0])
     shared = len(content_stems(line) & content_stems(fact.text))
-    return shared + (2 if cue and cue.search(line) else 0)
+    about_them = bool(FIRST_PERSON & set(words(line)))
+    return shared + (2 if cue and about_them and cue.search(line) else 0)
 
 
 def recall_note(recall: Recall, line: str, cap: int) -> str:
