@@ -321,7 +321,8 @@ def literal_topic_names(tree: ast.AST, names: dict[str, str]) -> list[tuple[int,
     """(line, name) of each topic name written as a literal rather than its constant.
 
     A name with a slash that ros/topics.py defines, anywhere but a docstring; any string as
-    the name a publisher, subscription, service, client or action takes.
+    the name a publisher, subscription, service, client or action takes; a REP-155 id's own
+    topic built by hand (`f"/humans/faces/{fid}/roi"`, not `hri_topic`).
     """
     docs = {id(n.body[0].value) for n in ast.walk(tree)
             if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
@@ -329,6 +330,10 @@ def literal_topic_names(tree: ast.AST, names: dict[str, str]) -> list[tuple[int,
     found = [(n.lineno, n.value) for n in ast.walk(tree)
              if isinstance(n, ast.Constant) and isinstance(n.value, str) and "/" in n.value
              and n.value in names and id(n) not in docs]
+    found += [(n.lineno, n.values[0].value) for n in ast.walk(tree)     # one id's: hri_topic
+              if isinstance(n, ast.JoinedStr) and n.values
+              and isinstance(n.values[0], ast.Constant)
+              and str(n.values[0].value).startswith("/humans/")]
     for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
         name = getattr(call.func, "attr", getattr(call.func, "id", ""))
         given = call.args[1:2] + [k.value for k in call.keywords if k.arg == "topic"]
@@ -342,9 +347,14 @@ def test_every_topic_name_comes_from_ros_topics():
     names = topic_names()
     assert names["dialogue/reply"] == "REPLY_TOPIC" and len(names) > 40
     sample = ast.parse('"""dialogue/reply"""\nnode.create_publisher(Reply, "dialogue/reply", 1)\n'
-                       'node.create_subscription(Bool, "my_topic", cb, 1)\nx = "dialogue/reply"')
+                       'node.create_subscription(Bool, "my_topic", cb, 1)\nx = "dialogue/reply"\n'
+                       'y = f"/humans/faces/{fid}/roi"')
     assert literal_topic_names(sample, names) == [(2, "dialogue/reply"), (3, "my_topic"),
-                                                  (4, "dialogue/reply")]
+                                                  (4, "dialogue/reply"), (5, "/humans/faces/")]
+    from vision_dialogue.ros.topics import hri_topic
+    assert hri_topic("faces", "f1", "roi") == "/humans/faces/f1/roi"
+    with pytest.raises(ValueError, match="REP-155"):
+        hri_topic("face", "f1", "roi")
     bad = [f"{path.relative_to(REPO)}:{line}: {value!r}"
            + (f" (ros/topics.py's {names[value]})" if value in names else "")
            for path in sorted(PKG.rglob("*.py")) if path != PKG / "ros" / "topics.py"

@@ -13,7 +13,7 @@ from sensor_msgs.msg import Image
 
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS, no_event_handlers
-from vision_dialogue.ros.topics import FACES_TRACKED_TOPIC
+from vision_dialogue.ros.topics import FACES_TRACKED_TOPIC, hri_topic
 
 
 class FaceCrops:
@@ -35,7 +35,7 @@ class FaceCrops:
         pm.follow_ids(self.tracked, msg.ids, self._follow, self._drop)
 
     def _follow(self, fid: str) -> tuple[str, object, float]:
-        sub = self.node.create_subscription(Image, f"/humans/faces/{fid}/cropped",
+        sub = self.node.create_subscription(Image, hri_topic("faces", fid, "cropped"),
                                             lambda m: self.on_crop(fid, m), RELIABLE_QOS,
                                             **no_event_handlers("subscription"))
         return fid, sub, time.monotonic()

@@ -16,6 +16,7 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import Bool
 
 from vision_dialogue.ros import perception_msgs as pm
+from vision_dialogue.ros.topics import hri_topic
 from vision_dialogue.ros.image_msgs import to_image_msg
 from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS, no_event_handlers
 
@@ -55,7 +56,7 @@ class HriSpeechOutput:
     def _voice(self, vid: str):
         if vid not in self._speech_pubs:
             self._speech_pubs[vid] = self.node.create_publisher(
-                pm.LiveSpeech, f"/humans/voices/{vid}/speech", RELIABLE_QOS)
+                pm.LiveSpeech, hri_topic("voices", vid, "speech"), RELIABLE_QOS)
             self._publish_tracked()
         return self._speech_pubs[vid]
 
@@ -123,13 +124,11 @@ class HriFacesOutput:
                     valence=0.5 if smiling else 0.0, confidence=0.5))
 
     def _face_publishers(self, fid: str) -> tuple:
-        base = f"/humans/faces/{fid}"
         quiet = no_event_handlers("publisher")         # destroyed when the face goes
-        return (self.node.create_publisher(pm.NormalizedRegionOfInterest2D, f"{base}/roi",
-                                           RELIABLE_QOS, **quiet),
-                self.node.create_publisher(pm.Expression, f"{base}/expression", RELIABLE_QOS,
-                                           **quiet),
-                self.node.create_publisher(Image, f"{base}/cropped", RELIABLE_QOS, **quiet))
+        return tuple(self.node.create_publisher(kind, hri_topic("faces", fid, part),
+                                                RELIABLE_QOS, **quiet)
+                     for kind, part in ((pm.NormalizedRegionOfInterest2D, "roi"),
+                                        (pm.Expression, "expression"), (Image, "cropped")))
 
     @classmethod
     def crop(cls, bgr, box):

@@ -13,7 +13,7 @@ from std_msgs.msg import Bool, String
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS, no_event_handlers
 from vision_dialogue.ros.topics import CANDIDATE_MATCHES_TOPIC, PERSONS_KNOWN_TOPIC, \
-    PERSONS_TRACKED_TOPIC
+    PERSONS_TRACKED_TOPIC, hri_topic
 
 _FIELDS = (("face_id", String), ("voice_id", String), ("name", String), ("alias", String),
            ("anonymous", Bool))
@@ -64,7 +64,7 @@ class HriPersonsOutput:
 
     def _person_publishers(self, pid: str) -> dict:
         quiet = no_event_handlers("publisher")          # destroyed when the person goes
-        return {field: self.node.create_publisher(kind, f"/humans/persons/{pid}/{field}",
+        return {field: self.node.create_publisher(kind, hri_topic("persons", pid, field),
                                                   LATCHED_QOS, **quiet)
                 for field, kind in _FIELDS}
 

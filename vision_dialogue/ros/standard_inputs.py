@@ -26,6 +26,7 @@ from std_msgs.msg import Bool, String
 from vision_dialogue.common.objects import UNRESOLVED, DetectionSet, LabelMap, ObjectNotes
 from vision_dialogue.core.people import TrackedPerson
 from vision_dialogue.ros import perception_msgs as pm
+from vision_dialogue.ros.topics import hri_topic
 from vision_dialogue.ros.qos import LATCHED_FROM_MANY_QOS, LATCHED_QOS, RELIABLE_QOS, \
     endpoint_named, endpoint_node, no_event_handlers
 
@@ -212,15 +213,6 @@ NAME_WAIT_S = 6.0
 REPORT_EVERY_S = 0.5
 
 
-def _person_topic(person_id: str, part: str) -> str:
-    """One of a REP-155 person's own topics.
-
-    name, face_id, voice_id, alias (std_msgs/String, latched); engagement_status
-    (hri_msgs/EngagementLevel).
-    """
-    return f"/humans/persons/{person_id}/{part}"
-
-
 class Ros4hriInput:
     """ROS4HRI (REP-155) into the conversation.
 
@@ -320,7 +312,8 @@ class Ros4hriInput:
         """
         if pid in self._of["name"] or self._name(pid) or pid in self._unnamed:
             return False
-        if pid not in self._name_seen and self.node.count_publishers(_person_topic(pid, "name")):
+        name_topic = hri_topic("persons", pid, "name")
+        if pid not in self._name_seen and self.node.count_publishers(name_topic):
             self._name_seen[pid] = now
         if now - self._name_seen.get(pid, self._first_seen.get(pid, now)) < NAME_WAIT_S:
             return True
@@ -364,7 +357,7 @@ class Ros4hriInput:
                 continue
             self._announced.add(person.id)
             if self.on_engaging is not None and not self.node.count_publishers(
-                    _person_topic(person.id, "engagement_status")):
+                    hri_topic("persons", person.id, "engagement_status")):
                 self.on_engaging(person.label)
 
     def _sub(self, msg_type, topic: str, callback, qos=LATCHED_QOS):
@@ -373,28 +366,28 @@ class Ros4hriInput:
                                              **no_event_handlers("subscription"))
 
     def _follow_voice(self, vid: str) -> list:
-        return [self._sub(pm.LiveSpeech, f"/humans/voices/{vid}/speech",
+        return [self._sub(pm.LiveSpeech, hri_topic("voices", vid, "speech"),
                           lambda m: self._on_speech(vid, m), RELIABLE_QOS)]
 
     def _follow_person(self, pid: str) -> list:
-        subs = [self._sub(String, _person_topic(pid, field),
+        subs = [self._sub(String, hri_topic("persons", pid, field),
                           lambda m, f=field: self._set(f, pid, m))
                 for field in ("voice_id", "face_id", "name", "alias")]
-        subs.append(self._sub(pm.EngagementLevel, _person_topic(pid, "engagement_status"),
+        subs.append(self._sub(pm.EngagementLevel,
+                              hri_topic("persons", pid, "engagement_status"),
                               lambda m: self._on_engagement(pid, m.level), RELIABLE_QOS))
         return subs
 
     def _follow_face(self, fid: str) -> list:
-        base = f"/humans/faces/{fid}"
-        return [self._sub(pm.NormalizedRegionOfInterest2D, f"{base}/roi",
+        return [self._sub(pm.NormalizedRegionOfInterest2D, hri_topic("faces", fid, "roi"),
                           lambda m: self._roi.__setitem__(fid, (m.xmin + m.xmax) / 2),
                           RELIABLE_QOS),
-                self._sub(pm.Expression, f"{base}/expression",
+                self._sub(pm.Expression, hri_topic("faces", fid, "expression"),
                           lambda m: self._of["expression"].__setitem__(fid, m.expression),
                           RELIABLE_QOS)]
 
     def _follow_body(self, bid: str) -> list:
-        return [self._sub(pm.Gesture, f"/humans/bodies/{bid}/gesture",
+        return [self._sub(pm.Gesture, hri_topic("bodies", bid, "gesture"),
                           lambda m: self._on_gesture(m.gesture), RELIABLE_QOS)]
 
     def _set(self, field: str, pid: str, msg) -> None:
@@ -433,7 +426,7 @@ class Ros4hriInput:
         def publishers(topic: str) -> set:
             return {(i.node_namespace, i.node_name)
                     for i in node.get_publishers_info_by_topic(topic)}
-        speech = publishers(f"/humans/voices/{voice_id}/speech")
+        speech = publishers(hri_topic("voices", voice_id, "speech"))
         ours = set().union(*(publishers(t) for t, _ in node.get_topic_names_and_types()
                              if t.endswith("/dialogue/utterance")))
         skip = bool(speech) and speech <= ours
@@ -465,12 +458,12 @@ class HriBargeIn:
                                                                                    subs))
 
     def _follow(self, vid: str) -> list:
-        base = f"/humans/voices/{vid}"
         return [self.node.create_subscription(
-                    Bool, f"{base}/is_speaking", lambda m: m.data and self.on_voice(vid),
+                    Bool, hri_topic("voices", vid, "is_speaking"),
+                    lambda m: m.data and self.on_voice(vid),
                     RELIABLE_QOS, callback_group=self.group, **no_event_handlers("subscription")),
                 self.node.create_subscription(
-                    pm.LiveSpeech, f"{base}/speech",
+                    pm.LiveSpeech, hri_topic("voices", vid, "speech"),
                     lambda m: m.incremental.strip() and self.on_voice(vid), RELIABLE_QOS,
                     callback_group=self.group, **no_event_handlers("subscription"))]
 

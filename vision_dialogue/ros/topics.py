@@ -68,6 +68,7 @@ BODIES_TRACKED_TOPIC = "/humans/bodies/tracked"
 FACES_TRACKED_TOPIC = "/humans/faces/tracked"
 PERSONS_KNOWN_TOPIC = "/humans/persons/known"
 CANDIDATE_MATCHES_TOPIC = "/humans/candidate_matches"
+HRI_KINDS = ("faces", "bodies", "voices", "persons")  # each id has its own topics: hri_topic
 PEOPLE_ENROL_SERVICE = "people/enrol"
 PEOPLE_FORGET_SERVICE = "people/forget"
 PEOPLE_LIST_SERVICE = "people/list"
@@ -192,3 +193,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(CHAT_ACTION, "action", f"{INTERFACES}/action/Chat", "application → manager",
              "actions' default", "a conversation with a purpose and results"),
 )
+
+
+def hri_topic(kind: str, hri_id: str, part: str) -> str:
+    """One of a REP-155 face's, body's, voice's or person's own topics.
+
+    `/humans/<kind>/<id>/<part>`: a face's roi, expression, cropped; a body's gesture; a
+    voice's speech, is_speaking; a person's name, alias, face_id, voice_id, engagement_status.
+    """
+    if kind not in HRI_KINDS:
+        raise ValueError(f"no REP-155 kind {kind!r} (one of {', '.join(HRI_KINDS)})")
+    return f"/humans/{kind}/{hri_id}/{part}"
