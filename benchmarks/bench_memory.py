@@ -65,10 +65,17 @@ def words(text: str) -> str:
     return " " + re.sub(r"[^a-z0-9' ]+", " ", text.lower().replace("\u2019", "'")) + " "
 
 
+#: a word that, among the three before the expected one, says the opposite ("You do not run
+#: marathons.": wrong, which the rule counted right until 2026-12-04)
+NEGATIONS = frozenset("not never no don't doesn't didn't isn't aren't can't won't".split())
+
+
 def score(reply: str, expect: list[str], not_known: list[str]) -> str:
     said = words(reply)
-    if any(f" {w} " in said for w in expect):
-        return "right"
+    hit = next((w for w in expect if f" {w} " in said), None)
+    if hit is not None:
+        before = said[:said.index(f" {hit} ")].split()[-3:]
+        return "wrong" if NEGATIONS & set(before) else "right"
     return "missing" if any(p in reply.lower() for p in not_known) else "wrong"
 
 
