@@ -9,16 +9,18 @@ replaces it ("I moved to building C"); the others (hobbies, family) hold one per
 
 The recall notes go into the reply prompt when a known person is in view or speaking: a
 standing note while they are in view (the newest facts, then the last session's summary, cut
-at `cap` characters), and for each line the facts that share words with it that the standing
-note left out.
+at `cap` characters), and for each line the facts it asks about (by shared words and by
+their topic's cue words), told again right before it.
 """
 from __future__ import annotations
 
 import json
 import re
+from typing import Callable
 
 from vision_dialogue.application.identity.memory import Fact, Recall
-from vision_dialogue.application.identity.words import content_stems, stem, words
+from vision_dialogue.application.identity.words import content_stems, in_first_person, stem, \
+    words
 
 #: what a fact may be about; True: one fact at a time (a new one replaces it)
 TOPICS: dict[str, bool] = {
@@ -44,6 +46,10 @@ TOPIC_CUES: dict[str, re.Pattern] = {topic: re.compile(rf"\b(?:{cues})\b", re.IG
     "dislikes": r"dislike|hate|can't stand|don't like|do not like",
     "plans": r"plans?|planning|trip|travel(?:l?ing)?|next week|next month|going to",
 }.items()}
+
+#: the most facts a line's note tells: each costs the reply its tokens, and "What sport do I
+#: do?" matches every hobby
+LINE_NOTE_FACTS = 2
 
 FACTS_SCHEMA = {
     "type": "object",
@@ -131,26 +137,30 @@ def parse_summary(reply: str) -> str:
     return " ".join(summary.split())[:200] if isinstance(summary, str) else ""
 
 
-def matching(fact: Fact, line: str) -> int:
-    """How much `line` asks about `fact`: the words they share, and two for its topic's cue.
+def asked_about(line: str) -> Callable[[Fact], int]:
+    """How much `line` asks about a fact: the words they share, and two for its topic's cue.
 
     A cue names the topic, so it outweighs one crudely shared stem ("for a living" shares
     "liv" with "lives in Ghent" but asks about work); it counts only in a line about the
-    person themselves ("What do I like to drink?", not "Do you like cats?").
+    person themselves ("What do I like to drink?", not "Do you like cats?"). The line is
+    read once; the function scores each fact.
     """
-    cue = TOPIC_CUES.get(fact.about.split(":", 1)[0])
-    shared = len(content_stems(line) & content_stems(fact.text))
-    about_them = bool(FIRST_PERSON & set(words(line)))
-    return shared + (2 if cue and about_them and cue.search(line) else 0)
+    heard, about_them = content_stems(line), in_first_person(line)
+    cued = {topic for topic, cue in TOPIC_CUES.items() if about_them and cue.search(line)}
+
+    def score(fact: Fact) -> int:
+        shared = len(heard & content_stems(fact.text))
+        return shared + (2 if fact.about.split(":", 1)[0] in cued else 0)
+    return score
 
 
 def recall_note(recall: Recall, line: str, cap: int) -> str:
     """The reply prompt's note of what is remembered of one person, at most `cap` characters.
 
-    The facts `line` asks about first (`matching`, the most first), then the newest; the
+    The facts `line` asks about first (`asked_about`, the most first), then the newest; the
     last session's summary if there is room. Empty when nothing is remembered.
     """
-    facts = sorted(recall.facts, key=lambda f: matching(f, line),
+    facts = sorted(recall.facts, key=asked_about(line),
                    reverse=True)                        # stable: newest first on ties
     return _note(recall, facts, cap)
 
@@ -166,14 +176,15 @@ def standing_note(recall: Recall, cap: int) -> str:
 
 
 def line_note(recall: Recall, line: str, cap: int) -> str:
-    """The facts `line` asks about most (`matching`), told again right before it.
+    """The facts `line` asks about most (`asked_about`), told again right before it.
 
     Only the best matches (ties kept, newest first, `LINE_NOTE_FACTS` at most), whether or
     not the standing note told them: a small model picks the fact asked about out of a long
     note badly ("What do I love baking?" with "loves baking bread" the 5th of 15 facts: "You
     love cooking."). "" when none matches.
     """
-    scored = [(matching(f, line), f.text) for f in recall.facts]
+    score = asked_about(line)
+    scored = [(score(f), f.text) for f in recall.facts]
     best = max((n for n, _ in scored), default=0)
     asked = [spoken(text) for n, text in scored if best and n == best][:LINE_NOTE_FACTS]
     head = f"{recall.name or 'this person'} told you: "
@@ -187,15 +198,7 @@ def spoken(fact_text: str) -> str:
     A model read "Dana told you: I run marathons" as the robot's own words.
     """
     text = fact_text.strip().rstrip(".").strip()
-    return f'"{text}"' if FIRST_PERSON & set(words(text)) else text
-
-
-#: the most facts a line's note tells: each costs the reply its tokens, and "What sport do I
-#: do?" matches every hobby
-LINE_NOTE_FACTS = 2
-
-#: the words that make a fact the person's own words ("I run marathons")
-FIRST_PERSON = frozenset({"i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "myself"})
+    return f'"{text}"' if in_first_person(text) else text
 
 
 def _fitting(head: str, texts: list[str], cap: int) -> list[str]:

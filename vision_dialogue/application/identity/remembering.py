@@ -25,6 +25,7 @@ from vision_dialogue.application.identity.memory import Fact, PersonMemory, Reca
 from vision_dialogue.application.identity.pending import QueuedMemory
 from vision_dialogue.application.identity.records import MEMORY_NOTE_CHARS
 from vision_dialogue.application.identity.store import StoreError
+from vision_dialogue.application.identity.words import FIRST_PERSON
 
 #: how much longer the note may be when the person asks what the robot knows of them
 ASKED_NOTE_TIMES = 4
@@ -42,9 +43,6 @@ UNPLACED_S = 60.0
 SPEAKER_KEEP_S = 30.0
 SPEAKER_ANSWERS = 32
 
-#: words with which a person speaks of themselves
-_FIRST_PERSON = frozenset("i i'm im i've ive i'd my mine me we we're our ours us".split())
-
 
 def says_something_of_themselves(text: str) -> bool:
     """Whether a line may hold a fact about its speaker: it speaks of them and asks nothing.
@@ -53,7 +51,7 @@ def says_something_of_themselves(text: str) -> bool:
     """
     words = set(text.lower().replace("\u2019", "'").split())
     words = {w.strip(".,!?;:") for w in words}
-    return bool(words & _FIRST_PERSON) and not text.rstrip().endswith("?")
+    return bool(words & FIRST_PERSON) and not text.rstrip().endswith("?")
 
 
 @dataclass(frozen=True)

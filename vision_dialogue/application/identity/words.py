@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import re
 
+#: words with which a person speaks of themselves (a line that may hold a fact of theirs, a
+#: question about them, a fact kept in their own words)
+FIRST_PERSON = frozenset("i i'm im i've ive i'd my mine me we we're our ours us".split())
+
 #: words that carry no fact (the person's pronouns, verbs of being, articles)
 FILLER = frozenset("""a an the i me my mine am is are was were be been i'm im i've ive i'd id
  you your he she his her they their them it its this that these those to of in on at for with
@@ -29,3 +33,8 @@ def stem(word: str) -> str:
 def content_stems(text: str) -> set[str]:
     """The stems of a text's words that carry something (no pronouns, articles, "is")."""
     return {stem(w) for w in words(text) if w not in FILLER}
+
+
+def in_first_person(text: str) -> bool:
+    """Whether `text` speaks of the person saying it ("I run marathons", "What is my job?")."""
+    return bool(FIRST_PERSON & set(words(text)))
