@@ -26,7 +26,11 @@ Engines (`--engines`): `local` = the embedded default (1.5B) on llama.cpp in thi
 warming the next prompt between turns (`warm_server_prompt`) as the local engine does.
 Prints a table and one JSON line; the record goes to benchmarks/results/bench_memory.json.
 
+`--partials`: each question is spoken, its partial line (all words but the last) read ahead
+before the turn on both arms, as the manager reads the speech node's partial lines.
+
     source env.sh && python benchmarks/bench_memory.py [--engines local,server] [--facts 20]
+        [--partials]
 """
 from __future__ import annotations
 
@@ -88,26 +92,37 @@ def keeper_on(store_url: str, backend) -> MemoryKeeper:
 
 def conversation(backend, keeper: MemoryKeeper | None, person: str) -> Conversation:
     conv = Conversation(backend, load_persona(), ConversationConfig(**MANAGER))
-    if keeper is not None:             # as ros/manager/memory.py wires them
-        conv.prompt.standing = lambda: keeper.standing([person])
-        conv.prompt.recall = lambda line: keeper.for_line([person], line)
+    if keeper is not None:             # as ros/manager/memory.py wires them (a warm-up reads
+        conv.remember_with(lambda: keeper.standing([person]),   # the standing note, as the
+                           lambda line: keeper.for_line([person], line))   # manager's does)
     return conv
 
 
-def ask(conv: Conversation, question: str,
-        *quiet: Conversation) -> tuple[str, float | None, int]:
+def partial_line(question: str) -> str:
+    """What a recogniser's last partial line holds of a question: all its words but the last."""
+    return " ".join(question.split()[:-1])
+
+
+def ask(conv: Conversation, question: str, *quiet: Conversation,
+        partials: bool = False) -> tuple[str, float | None, int]:
     """A turn, once the background work of every conversation in `quiet` is done.
 
     The two engines share the process's cores: a fold or a warm-up of the other one's would
     otherwise run beside this reply and slow it (the second run's figures measured that).
+    `partials`: the line is spoken, its partial line read ahead first (Conversation.hear_ahead,
+    as the manager does with the speech node's partial lines).
     """
     for other in quiet:
         other.wait_idle(120.0)
+    if partials and partial_line(question):     # the person speaks after the robot's reply
+        conv.hear_ahead(partial_line(question))
+        for other in quiet:
+            other.wait_idle(120.0)
     result = conv.turn(question)
     return result.text, result.first_sentence_s, result.prompt_chars
 
 
-def run_engine(name: str, battery: dict, n_facts: int) -> dict:
+def run_engine(name: str, battery: dict, n_facts: int, partials: bool = False) -> dict:
     """One engine's results: memory on and off, each on an engine of its own.
 
     (Each keeps its prompt cache: one llama.cpp context serving both conversations in turn
@@ -133,13 +148,13 @@ def run_engine(name: str, battery: dict, n_facts: int) -> dict:
         keeper.memory.store.close()
         keeper = keeper_on(url, backend)                    # session 2: a restart
         rows = {half: asked_half(backend, baseline, keeper, people[half], facts,
-                                 battery["not_known"])
+                                 battery["not_known"], partials)
                 for half, facts in halves.items() if facts}
         everything = [w for facts in halves.values() for f in facts for w in f["expect"]]
         invented = []
         stranger = conversation(backend, keeper, quiet)
         for q in battery["nothing_told"]:
-            reply, _, _ = ask(stranger, q)
+            reply, _, _ = ask(stranger, q, partials=partials)
             invented.append({"ask": q, "reply": reply,
                              "invented": score(reply, everything, battery["not_known"])
                              == "right"})
@@ -148,11 +163,11 @@ def run_engine(name: str, battery: dict, n_facts: int) -> dict:
     finally:
         close()
         close_baseline()
-    return summarise(name, rows, invented, kept, extract_s, size)
+    return {**summarise(name, rows, invented, kept, extract_s, size), "partials": partials}
 
 
 def asked_half(backend, baseline, keeper: MemoryKeeper, person: str, facts: list[dict],
-               not_known: list[str]) -> list[dict]:
+               not_known: list[str], partials: bool = False) -> list[dict]:
     """Session 2 for one person: each fact asked with memory on and off, interleaved.
 
     A reply not scored right keeps the note its prompt held, to see why.
@@ -163,7 +178,7 @@ def asked_half(backend, baseline, keeper: MemoryKeeper, person: str, facts: list
         order = [("on", on), ("off", off)] if i % 2 == 0 else [("off", off), ("on", on)]
         row = {"ask": f["ask"]}
         for method, conv in order:
-            reply, first_s, chars = ask(conv, f["ask"], on, off)
+            reply, first_s, chars = ask(conv, f["ask"], on, off, partials=partials)
             row[method] = {"reply": reply, "first_s": first_s, "chars": chars,
                            "score": score(reply, f["expect"], not_known)}
         if row["on"]["score"] != "right":
@@ -218,17 +233,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--engines", default="local,server")
     ap.add_argument("--facts", type=int, default=20)
+    ap.add_argument("--partials", action="store_true",
+                    help="each question spoken: its partial line (all words but the last) "
+                         "read ahead first, as the manager does with the speech node's")
     args = ap.parse_args()
     battery = yaml.safe_load(BATTERY.read_text())
     out = {"benchmark": "bench_memory", "engines": []}
     for name in args.engines.split(","):
-        res = run_engine(name.strip(), battery, args.facts)
+        res = run_engine(name.strip(), battery, args.facts, args.partials)
         out["engines"].append(res)
         on, off = res["memory_on"], res["memory_off"]
         held_on, held_off = res["held_out"]["memory_on"], res["held_out"]["memory_off"]
         cost = "n/a" if res["first_sentence_cost"] is None else \
             f"{res['first_sentence_cost']:+.1%}"
-        print(f"{name}: memory on right/wrong/missing {on['right']}/{on['wrong']}/"
+        mode = " (partials)" if args.partials else ""
+        print(f"{name}{mode}: memory on right/wrong/missing {on['right']}/{on['wrong']}/"
               f"{on['missing']}, off {off['right']}/{off['wrong']}/{off['missing']}; "
               f"held out: on {held_on['right']}/{held_on['wrong']}/{held_on['missing']}, "
               f"off {held_off['right']}/{held_off['wrong']}/{held_off['missing']}; "

@@ -71,6 +71,8 @@ class Session:
                  *manager_params: str, domain: int = PEOPLE_DOMAIN):
         """`store`: an SQLite file, or a store URL (a PostgreSQL server).
 
+        `fake`: the fake OpenAI server the manager talks to; None: the embedded default model.
+
         The manager is told the store as bringup tells it (`people_store_url`), with a
         memory queue of this robot's (its domain) in `tmp_path`.
         """

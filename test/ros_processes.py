@@ -100,9 +100,14 @@ class Proc:
 
 
 def manager_process(fake, tmp_path, *params, env) -> Proc:
-    """The manager on the fake OpenAI server (`params`: more `name:=value` parameters)."""
-    args = [sys.executable, "-m", "vision_dialogue.manager_node", "--ros-args",
-            "-p", f"base_url:={fake.base_url}", "-p", "model:=fake", "-p", "probe_images:=false",
+    """The manager on the fake OpenAI server (`params`: more `name:=value` parameters).
+
+    `fake` None: on the embedded default model (llama.cpp in its process, greedy).
+    """
+    llm = ["-p", "llm_backend:=llamacpp", "-p", "model:=default", "-p", "temperature:=0.0"] \
+        if fake is None else ["-p", f"base_url:={fake.base_url}", "-p", "model:=fake",
+                              "-p", "probe_images:=false"]
+    args = [sys.executable, "-m", "vision_dialogue.manager_node", "--ros-args", *llm,
             "-p", f"transcript_dir:={tmp_path / 'tr'}", "-p", "max_retries:=0"]
     for p in params:
         args += ["-p", p]

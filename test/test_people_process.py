@@ -61,7 +61,7 @@ def test_a_person_who_said_yes_is_known_by_new_processes_and_forget_me_leaves_no
             transcript_records(tmp_path, first_run)), 60), session.logs()
         # the opening remark waits for the people node's report, which names him (not the
         # first frame with someone in it)
-        assert watch.wait(lambda: asked(fake_openai, "Now say hello to Barack by name"), 60), \
+        assert watch.wait(lambda: asked(fake_openai, "Greet Barack by name"), 60), \
             session.logs()
         session.speech.say("Do you know who I am?")
         assert watch.wait(lambda: asked(fake_openai, "Do you know who I am?"), 60), \

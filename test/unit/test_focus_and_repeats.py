@@ -396,6 +396,31 @@ def test_the_words_so_far_are_read_ahead_into_the_reply_prompt():
         c.close()
 
 
+def test_a_frame_while_the_person_speaks_is_read_ahead_with_their_words_so_far():
+    """A frame's warm-up keeps the words so far (it read the prompt without them, once).
+
+    The reply then reads only the rest of the line; after it, warm-ups read the plain prompt.
+    """
+    be = _WarmBackend()
+    c = Conversation(be, load_persona(), ConversationConfig(n=4, m=3),
+                     observer=lambda bgr: f"a wall of grey {int(bgr.mean())}")
+    try:
+        c.add_frame(np.full((60, 80, 3), 120, np.uint8))
+        c.hear_ahead("What colour is my")
+        assert _until(lambda: be.warmed and be.warmed[-1][-1]["content"] == "What colour is my")
+        assert c.wait_idle()
+        n = len(be.warmed)
+        c.add_frame(np.full((60, 80, 3), 200, np.uint8))
+        assert _until(lambda: len(be.warmed) > n) and c.wait_idle()
+        assert be.warmed[-1][-1]["content"] == "What colour is my"
+        assert "grey 200" in str(be.warmed[-1])                     # with the new frame
+        c.turn("What colour is my jacket?")
+        assert c.wait_idle()
+        assert be.warmed[-1][-1]["content"] != "What colour is my"     # the line came
+    finally:
+        c.close()
+
+
 def _until(check, timeout=10.0):
     import time
     end = time.monotonic() + timeout

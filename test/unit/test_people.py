@@ -111,11 +111,11 @@ def test_the_opening_remark_greets_the_people_a_person_manager_named_by_name():
         people.update([TrackedPerson("p1", name="Barack"), TrackedPerson("7")], named=True)
         c.remark()
         known = json.dumps(be.of_kind("reply")[-1][1])
-        assert "Now say hello to Barack by name" in known, known
+        assert "Greet Barack by name" in known, known
         people.update([TrackedPerson("p1", name="Barack"), TrackedPerson("p2", name="Ada")],
                       named=True)
         c.remark()
-        assert "Now say hello to Barack and Ada by name" in json.dumps(be.of_kind("reply")[-1][1])
+        assert "Greet Barack and Ada by name" in json.dumps(be.of_kind("reply")[-1][1])
     finally:
         c.close()
 

@@ -71,12 +71,15 @@ class PromptWarmer:
         """Warm the prompt on the pool, unless a warm-up is already waiting.
 
         `messages`: a prompt other than the next reply's as it stands (the person's words so
-        far added); the newest request decides what the waiting warm-up reads.
+        far added); the newest such request decides what the warm-ups read until `heard`. A
+        plain request (a frame, a fold while the person speaks) keeps their words so far: its
+        warm-up reads the changed prompt with them, not without (which the reply then reads).
         """
         if not callable(self._warm):
             return
         with self._lock:
-            self._next = messages
+            if messages is not None:
+                self._next = messages
             if self._pending or self.closed:
                 return
             self._pending = True
@@ -84,6 +87,11 @@ class PromptWarmer:
             self._future = self._pool.submit(self._run)
         except RuntimeError:        # the pool is shut down (closing)
             self._pending = False
+
+    def heard(self) -> None:
+        """The person's line came: their words so far are no longer read ahead."""
+        with self._lock:
+            self._next = None
 
     def futures(self) -> list:
         """The warm-up in flight, if any (a test or a benchmark waits for a quiet engine)."""

@@ -222,6 +222,7 @@ class Conversation(DirectedLines, SceneInput):
     def _serve(self, text: str | None, on_sentence: SentenceCallback | None, speaker: str,
                deadline: float | None, language: str = "", instruction: str = "") -> TurnResult:
         """A turn with background LLM calls held back, then its ReplyEntry."""
+        self.warmer.heard()
         self._no_turn.clear()
         try:
             with self.turns_taken.lock:
@@ -325,8 +326,12 @@ class Conversation(DirectedLines, SceneInput):
         self.warmer.soon()
 
     def remember_with(self, standing: Callable[[], str], recall: Callable[[str], str]) -> None:
-        """The memory of people: `standing()` and `recall(line)` notes in each reply's prompt."""
+        """The memory of people: `standing()` and `recall(line)` notes in each reply's prompt.
+
+        The next warm-up reads the standing note (the first reply then reads only its line).
+        """
         self.prompt.standing, self.prompt.recall = standing, recall
+        self.warmer.soon()
 
     def last_lines(self, count: int) -> list:
         """The last `count` dialogue lines (timeline items: role, text, speaker)."""

@@ -33,9 +33,11 @@ class Persona:
                               "and tell them what you like about what they wear.")
     greet_fallback_lines: tuple[str, ...] = ("Oh, hello there!", "Hi! It is nice to see you.")
     # the opening remark when people the robot knows are in view (a person manager named them:
-    # people_node's enrolled people); {names}: how to call them
-    greet_known_instruction: str = ("Now say hello to {names} by name, in one sentence: you "
-                                    "have met before.")
+    # people_node's enrolled people); {names}: how to call them. ("Now say hello to {names}
+    # by name, in one sentence: you have met before." made the 0.5B default read out the
+    # people note before it instead, every time: test_memory_process.py)
+    greet_known_instruction: str = ("Greet {names} by name in one sentence, as someone "
+                                    "you have met before.")
     # short: the 0.5B default read a longer note out ("Ben said the last line.") on 7 of 8
     # turns of the people battery; this one it never did
     addressee_note: str = "[Answer {speaker}.]"
