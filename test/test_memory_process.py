@@ -5,10 +5,10 @@ Every node a process of its own (default names); the manager on the embedded def
 camera shows a photo of Barack and our detector finds his face; he says his name, yes to the
 consent question, and three facts about himself; the manager's side question keeps them (the
 model's JSON); he walks away (the camera shows an empty room) and his session is summed up
-(by the model); every process is stopped. Session 2, from
-new processes, another photo of him: the robot greets him by name, and its replies to "What
-do I love doing?" and "What did we talk about last time?" hold his facts' words. (What the
-prompt holds, on the fake server: test_fleet_process.py and test_standard_interfaces.py.)
+(by the model); every process is stopped. Session 2, from new processes, another photo of
+him: the robot greets him by name, and its replies to "What do I love doing?" and "What did
+we talk about last time?" hold his facts' words. (What the prompt holds, on the fake server:
+test_fleet_process.py and test_standard_interfaces.py.)
 """
 from __future__ import annotations
 

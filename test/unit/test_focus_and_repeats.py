@@ -421,6 +421,27 @@ def test_a_frame_while_the_person_speaks_is_read_ahead_with_their_words_so_far()
         c.close()
 
 
+def test_who_is_in_view_and_what_is_remembered_of_them_are_read_ahead():
+    """A person who came, and the memory's standing note, are read before anyone speaks.
+
+    The same people again ask for nothing (a tracker reports them again and again).
+    """
+    be, c = _warmed_after_a_frame()
+    try:
+        n = len(be.warmed)
+        c.set_people("one person, in the middle", known=("Ada",))
+        assert _until(lambda: len(be.warmed) > n) and c.wait_idle()
+        assert "one person, in the middle" in str(be.warmed[-1])
+        n = len(be.warmed)
+        c.set_people("one person, in the middle", known=("Ada",))
+        assert c.wait_idle() and len(be.warmed) == n
+        c.remember_with(lambda: "You have met Ada before.", lambda line: "")
+        assert _until(lambda: len(be.warmed) > n) and c.wait_idle()
+        assert "You have met Ada before." in str(be.warmed[-1])
+    finally:
+        c.close()
+
+
 def _until(check, timeout=10.0):
     import time
     end = time.monotonic() + timeout

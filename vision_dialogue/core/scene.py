@@ -23,7 +23,7 @@ class SceneInput:
         `arrived`, `left`: ids that came into view or went; each is a "person" event (the
         transcript, the monitor). `known`: the names of people a person manager named (the
         opening remark greets them by name). A change is read ahead (a warm-up), so the first
-        reply to a person who came does not read their notes (memory: seconds on a 1.5B).
+        reply to a person who came does not read their notes (the memory's standing note).
         """
         changed = (description, tuple(known)) != (self.prompt.people_now(),
                                                   self.prompt.known_in_view)
