@@ -169,3 +169,21 @@ def introduce(watch: Observer, session: Session, name: str = "Barack") -> str:
     [known] = watch.tracked
     assert session.speech.expect("I will remember you next time", 60), session.logs()
     return known
+
+
+def rows_of(url: str, person_id: str) -> dict[str, list[dict]]:
+    """Every row that names the person, per table, read from the database itself.
+
+    (A read of the tables: the store's own recall would add an audit row.)
+    """
+    import sqlalchemy as sa
+
+    from vision_dialogue.application.identity.schema import METADATA
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        with engine.connect() as db:
+            return {t.name: [dict(r._mapping) for r in db.execute(
+                sa.select(t).where(t.c.person_id == person_id))]
+                for t in METADATA.sorted_tables if "person_id" in t.c}
+    finally:
+        engine.dispose()

@@ -15,10 +15,9 @@ import json
 import shutil
 
 import pytest
-import sqlalchemy as sa
 
 from conftest import side_domain
-from people_rig import Observer, Session, call_forget, face_source, introduce
+from people_rig import Observer, Session, call_forget, face_source, introduce, rows_of
 from ros_processes import transcript_records
 from postgres_server import PrivateCluster, postgres_bin
 from vision_dialogue.ros import perception_msgs as pm
@@ -49,23 +48,8 @@ def model(req) -> str:
     return f"Nice to meet you ({len(req['messages'])})."
 
 
-def rows_of(url: str, person_id: str) -> dict[str, list]:
-    """Every row that names the person, per table, read from the database itself."""
-    from vision_dialogue.application.identity.schema import METADATA
-    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
-    try:
-        with engine.connect() as db:
-            return {t.name: [tuple(r) for r in db.execute(
-                sa.select(t).where(t.c.person_id == person_id))]
-                for t in METADATA.sorted_tables if "person_id" in t.c}
-    finally:
-        engine.dispose()
-
-
 def facts_of(url: str, person_id: str) -> set[str]:
-    from vision_dialogue.application.identity.schema import FACTS as TABLE
-    names = [c.name for c in TABLE.columns]
-    return {dict(zip(names, r))["text"] for r in rows_of(url, person_id)["facts"]}
+    return {r["text"] for r in rows_of(url, person_id)["facts"]}
 
 
 def diagnostics_level(watch: Observer, name: str) -> list[int]:

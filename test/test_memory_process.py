@@ -19,7 +19,7 @@ import pytest
 
 from PIL import Image
 
-from people_rig import Observer, Session, face_source, introduce
+from people_rig import Observer, Session, face_source, introduce, rows_of
 from ros_processes import transcript_records
 from vision_dialogue.ros import perception_msgs as pm
 
@@ -55,19 +55,10 @@ def reply_to(tmp_path, line: str, before: set) -> str | None:
 
 
 def kept(url: str, person_id: str) -> dict[str, list[str]]:
-    """His facts and session summaries, read from the store's tables (a read is no audit)."""
-    import sqlalchemy as sa
-
-    from vision_dialogue.application.identity.schema import FACTS, SESSIONS
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as db:
-            return {"facts": [r.text for r in db.execute(
-                        sa.select(FACTS.c.text).where(FACTS.c.person_id == person_id))],
-                    "sessions": [r.summary for r in db.execute(
-                        sa.select(SESSIONS.c.summary).where(SESSIONS.c.person_id == person_id))]}
-    finally:
-        engine.dispose()
+    """His facts and session summaries, read from the store's tables."""
+    rows = rows_of(url, person_id)
+    return {"facts": [r["text"] for r in rows["facts"]],
+            "sessions": [r["summary"] for r in rows["sessions"]]}
 
 
 def test_a_person_is_remembered_by_new_processes_on_the_embedded_model(embedded_model,
