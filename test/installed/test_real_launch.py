@@ -200,7 +200,7 @@ def test_ctrl_c_and_sigterm_end_every_node_quietly(installed, ros2, tmp_path, wh
     SIGTERM can result in orphaned processes"): our nodes then end on their own (they ask for
     SIGTERM when their parent dies).
     """
-    env = dict(installed.env, OPENAI_API_KEY="sk-test")
+    env = dict(installed.env, OPENAI_API_KEY="sk-test", ROS_LOG_DIR=str(tmp_path / "roslog"))
     with FakeOpenAI(default_reply="Nice to meet you.") as fake:
         params, script = user_files(tmp_path, fake, [
             {"say": "Hello, robot!", "wait_for_reply": True}, {"say": "Bye.", "delay": 600}])
@@ -222,11 +222,18 @@ def test_ctrl_c_and_sigterm_end_every_node_quietly(installed, ros2, tmp_path, wh
             raise AssertionError(f"ros2 launch still ran 30 s after {sig.name} to {who}; nodes "
                                  f"alive: {[p for p in pids if alive(p)]}:\n"
                                  f"{log.read_text()[-6000:]}") from None
-        while any(alive(p) for p in pids) and time.monotonic() - t0 < 30:
-            time.sleep(0.1)
-        took = time.monotonic() - t0
+        try:
+            while any(alive(p) for p in pids) and time.monotonic() - t0 < 30:
+                time.sleep(0.1)
+            took = time.monotonic() - t0
+            stuck = [p for p in pids if alive(p)]
+        finally:     # none left to latch its states into the later tests of this domain
+            for p in pids:
+                if alive(p):
+                    os.kill(p, signal.SIGKILL)
     text = log.read_text()
-    assert not [p for p in pids if alive(p)] and took < 15, (took, text)
+    stacks = "".join(f.read_text() for f in (tmp_path / "roslog").glob("stop-stacks-*"))
+    assert not stuck and took < 15, (took, stuck, stacks, text[-6000:])
     transcript = max((installed.home / "runs" / "transcripts").glob("*/transcript.jsonl"),
                      key=lambda f: f.stat().st_mtime)
     assert "Nice to meet you." in transcript.read_text()       # flushed at the end

@@ -169,7 +169,17 @@ def end_program(code: int, name: str, grace: float = PROGRAM_GRACE_S) -> NoRetur
         except (OSError, ValueError):    # a reader that went away, a closed stream
             pass
     restore_console()
+    _drop_empty_stacks_file()
     os._exit(code)
+
+
+def _drop_empty_stacks_file() -> None:
+    faulthandler.cancel_dump_traceback_later()
+    try:
+        if _stacks_file is not None and _stacks_file.stat().st_size == 0:
+            _stacks_file.unlink()
+    except OSError:
+        pass
 
 
 def _busy_threads() -> list[threading.Thread]:
@@ -324,12 +334,48 @@ STACKS_IF_STOP_TAKES_S = 4.0
 """A node still running this long after its stop began prints its stacks (launch escalates to
 SIGTERM at 5 s, then kills): what held it is in the log of the run that showed it."""
 
+STOP_LIMIT_S = 20
+"""A node still running this long after its stop began is ended by the kernel (SIGALRM).
+
+An orderly stop takes at most ~15 s (the conversation's 2 s, a frame in the observer, then
+PROGRAM_GRACE_S for a busy worker). Past that it is stuck (a native deadlock in the DDS
+library), and a node orphaned by `ros2 launch` on SIGTERM has nobody else to end it: it would
+stay, latching old states to every later run in its domain.
+"""
+
+_started_by: int | None = None
+"""The pid of the process that started this node, once `end_with_parent` has looked."""
+
+_stacks_file: Path | None = None
+"""Where an orphan's stop writes its stacks if slow; removed at exit when nothing was."""
+
 
 def stacks_if_slow_to_stop(program: bool) -> None:
-    """Arm the stacks print of a stop that takes too long (a process that exits never prints)."""
-    if program:
-        faulthandler.dump_traceback_later(STACKS_IF_STOP_TAKES_S, exit=False,
-                                          file=direct_stderr())
+    """Arm the stacks print of a stop that takes too long, and the kernel's end of one stuck.
+
+    The stacks go to stderr; to the ROS log directory when the parent that read our stderr is
+    gone (launch killed with SIGTERM), where they would otherwise be lost.
+    """
+    if not program:
+        return
+    faulthandler.dump_traceback_later(STACKS_IF_STOP_TAKES_S, exit=False, file=_stacks_out())
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)    # no handler: the kernel ends it
+        signal.alarm(STOP_LIMIT_S)
+
+
+def _stacks_out():
+    global _stacks_file
+    if _started_by is None or os.getppid() == _started_by:
+        return direct_stderr()
+    from rclpy.logging import get_logging_directory
+    try:
+        folder = Path(get_logging_directory())    # ROS_LOG_DIR, else ~/.ros/log
+        folder.mkdir(parents=True, exist_ok=True)
+        _stacks_file = folder / f"stop-stacks-{os.getpid()}.log"
+        return open(_stacks_file, "w")      # noqa: SIM115 - faulthandler holds it
+    except OSError:
+        return direct_stderr()
 
 
 def end_with_parent() -> None:
@@ -343,8 +389,9 @@ def end_with_parent() -> None:
     if not sys.platform.startswith("linux"):
         return
     import ctypes
+    global _started_by
     PR_SET_PDEATHSIG = 1
-    parent = os.getppid()
+    parent = _started_by = os.getppid()
     try:    # started from a shell (`nohup node &`, then the shell closes): keep running
         name = Path(f"/proc/{parent}/comm").read_text().strip()
     except OSError:

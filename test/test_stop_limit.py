@@ -1,0 +1,79 @@
+"""A node stuck in its stop is ended by the kernel, and an orphan's stacks reach the ROS log dir.
+
+`ros2 launch` killed with SIGTERM leaves its nodes (they get SIGTERM from the kernel as their
+parent dies); one whose stop then hangs in native code would stay in the domain for good,
+with nobody reading its stderr.
+"""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.timeout(120),
+              pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                 reason="PR_SET_PDEATHSIG and SIGALRM are Linux's")]
+
+NODE = textwrap.dedent("""
+    import signal, sys, threading, time
+    from vision_dialogue.ros import node_runner as nr
+    nr.STOP_LIMIT_S, nr.STACKS_IF_STOP_TAKES_S = 3, 0.5
+    nr.end_with_parent()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *a: stop.set())
+    print('ready', flush=True)
+    stop.wait()
+    nr.stacks_if_slow_to_stop(True)
+    if sys.argv[1] == 'stuck':
+        time.sleep(600)            # stands for a native deadlock in destroy_node
+    nr.end_program(0, 'node')
+""")
+
+LAUNCHER = textwrap.dedent("""
+    import subprocess, sys
+    child = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]],
+                             stdout=subprocess.PIPE, text=True)
+    child.stdout.readline()
+    print(child.pid, flush=True)      # then this 'launcher' dies, as launch on SIGTERM
+""")
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def orphan(how: str, log_dir) -> int:
+    """The pid of a node whose launcher died; it got SIGTERM and is stopping `how`."""
+    out = subprocess.run([sys.executable, "-c", LAUNCHER, NODE, how], capture_output=True,
+                         text=True, timeout=60, env=dict(os.environ, ROS_LOG_DIR=str(log_dir)))
+    return int(out.stdout.split()[-1])
+
+
+def gone_within(pid: int, timeout: float) -> float | None:
+    t0 = time.monotonic()
+    while alive(pid):
+        if time.monotonic() - t0 > timeout:
+            os.kill(pid, signal.SIGKILL)
+            return None
+        time.sleep(0.05)
+    return time.monotonic() - t0
+
+
+def test_an_orphan_stuck_in_its_stop_is_ended_with_its_stacks_in_the_ros_log_dir(tmp_path):
+    pid = orphan("stuck", tmp_path)
+    assert gone_within(pid, 30) is not None, "a stuck stop outlived STOP_LIMIT_S"
+    stacks = (tmp_path / f"stop-stacks-{pid}.log").read_text()
+    assert "most recent call first" in stacks and 'File "<string>"' in stacks, stacks
+
+
+def test_an_orphan_that_stops_in_time_leaves_no_stacks_file(tmp_path):
+    pid = orphan("clean", tmp_path)
+    assert gone_within(pid, 30) is not None
+    assert not list(tmp_path.glob("stop-stacks-*")), list(tmp_path.iterdir())
