@@ -24,6 +24,13 @@ NODE = textwrap.dedent("""
     nr.end_with_parent()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *a: stop.set())
+    if sys.argv[1] == 'unnoticed':     # the context is up, and the main thread never returns
+        class Up:
+            def ok(self):
+                return True
+        nr.watch_for_stop(Up())
+        print('ready', flush=True)
+        time.sleep(600)
     print('ready', flush=True)
     stop.wait()
     nr.stacks_if_slow_to_stop(True)
@@ -71,6 +78,15 @@ def test_an_orphan_stuck_in_its_stop_is_ended_with_its_stacks_in_the_ros_log_dir
     assert gone_within(pid, 30) is not None, "a stuck stop outlived STOP_LIMIT_S"
     stacks = (tmp_path / f"stop-stacks-{pid}.log").read_text()
     assert "most recent call first" in stacks and 'File "<string>"' in stacks, stacks
+
+
+def test_a_stop_the_main_thread_never_sees_is_ended_too(tmp_path):
+    """The watch arms the limit when the parent is gone, whatever the main thread does."""
+    pid = orphan("unnoticed", tmp_path)
+    assert gone_within(pid, 30) is not None, "a stop nobody noticed outlived STOP_LIMIT_S"
+    stacks = (tmp_path / f"stop-stacks-{pid}.log").read_text()
+    stuck_at = next(i for i, line in enumerate(NODE.splitlines(), 1) if "sleep(600)" in line)
+    assert f'File "<string>", line {stuck_at} in <module>' in stacks, stacks    # where it was
 
 
 def test_an_orphan_that_stops_in_time_leaves_no_stacks_file(tmp_path):

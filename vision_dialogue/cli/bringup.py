@@ -20,11 +20,12 @@ import os
 import signal
 import subprocess
 import sys
-import threading
+import time
 from pathlib import Path
 
 import yaml
 
+from vision_dialogue.common.signal_flag import SignalFlag
 from vision_dialogue.ros.console import VERBOSE_ENV, quiet_console
 from vision_dialogue.ros.node_runner import end_program
 from vision_dialogue.common.resources import PACKAGE, SOURCE_ROOT, ResourceNotFound
@@ -239,8 +240,6 @@ class InProcessBringup:
         A failing callback is logged and the spinning goes on (as each node's own executable
         does), so one node's error does not end every node of the setup.
         """
-        import time
-
         from rclpy.executors import ExternalShutdownException
         from rclpy.logging import get_logger
 
@@ -348,7 +347,7 @@ class ProcessBringup:
     def __init__(self, commands: dict[str, list[str]], grace: float = 10.0, env=None):
         self.commands, self.grace, self.env = commands, grace, env
         self.procs: dict[str, subprocess.Popen] = {}
-        self._stop = threading.Event()
+        self._stop = SignalFlag()     # stop() is the SIGINT/SIGTERM handler's
         self.reason = ""
 
     def start(self) -> None:
@@ -363,7 +362,8 @@ class ProcessBringup:
     def wait(self, timeout: float | None = None) -> str:
         """Until stop() or a child exits (poll every 0.2 s); '' on timeout."""
         waited = 0.0
-        while not self._stop.wait(0.2):
+        while not self._stop.is_set():
+            time.sleep(0.2)
             for key, p in self.procs.items():
                 if p.poll() is not None:
                     self.stop(f"{key} exited with code {p.returncode}")

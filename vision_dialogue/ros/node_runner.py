@@ -6,9 +6,11 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
 
+from vision_dialogue.common.signal_flag import SignalFlag
 from vision_dialogue.ros.console import direct_stderr, quiet_console, wants_verbose
 from vision_dialogue.ros.dds import apply_default_profile
 
@@ -113,6 +115,7 @@ def _run(factory, name: str, args: list, threads: int | None, drain: bool,
         quiet_console(verbose)   # third-party start-up noise off unless --verbose
         end_with_parent()
         stacks_on_request()
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)    # STOP_LIMIT_S's end, the kernel's
     apply_default_profile()   # before the first participant of this process
     import rclpy
     from rclpy._rclpy_pybind11 import RCLError
@@ -151,7 +154,6 @@ def end_program(code: int, name: str, grace: float = PROGRAM_GRACE_S) -> NoRetur
     Threads still busy (a local LLM in the middle of a generation) get `grace` seconds.
     """
     import logging
-    import time
 
     from vision_dialogue.ros.console import restore_console
     deadline = time.monotonic() + grace
@@ -216,6 +218,8 @@ def _spin(node: "Node", threads: int | None, drain: bool, program: bool) -> None
     """Spin until Ctrl-C or shutdown, then close and destroy the node."""
     from rclpy._rclpy_pybind11 import RCLError
     from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+    if program:
+        watch_for_stop(node.context)
     try:
         executor = MultiThreadedExecutor(num_threads=threads)
     except (RCLError, RuntimeError):     # rcl's error, or rclpy's for a context shut down
@@ -350,18 +354,40 @@ _stacks_file: Path | None = None
 """Where an orphan's stop writes its stacks if slow; removed at exit when nothing was."""
 
 
+_stop_armed = threading.Lock()
+
+
 def stacks_if_slow_to_stop(program: bool) -> None:
     """Arm the stacks print of a stop that takes too long, and the kernel's end of one stuck.
 
-    The stacks go to stderr; to the ROS log directory when the parent that read our stderr is
-    gone (launch killed with SIGTERM), where they would otherwise be lost.
+    Once per process, by whichever thread sees the stop first (`watch_for_stop`, or the
+    main thread's spin ending). The stacks go to stderr; to the ROS log directory when the
+    parent that read our stderr is gone (launch killed with SIGTERM), where they would
+    otherwise be lost.
     """
-    if not program:
+    if not program or not _stop_armed.acquire(blocking=False):
         return
     faulthandler.dump_traceback_later(STACKS_IF_STOP_TAKES_S, exit=False, file=_stacks_out())
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)    # no handler: the kernel ends it
-        signal.alarm(STOP_LIMIT_S)
+    signal.alarm(STOP_LIMIT_S)   # SIGALRM has no handler (`_run`): the kernel ends the process
+
+
+def watch_for_stop(context) -> threading.Thread:
+    """A thread that arms the stop limit as the stop begins, whatever the main thread does.
+
+    A loaded machine's run showed why: launch got SIGTERM, the speech node's context was shut
+    down (its face thread's publishes failed for 30 s), yet its main thread never came back
+    to arm anything. The stop begins when the context is down, a stop signal is noted, or
+    the parent that started the node is gone. A daemon: it ends at the stop, or with the
+    process (`end_program` exits without waiting for daemons).
+    """
+    def watch() -> None:    # the checks that take no lock first: `ok()` takes rclpy's
+        while not STOP_REQUESTED.is_set() and \
+                (_started_by is None or os.getppid() == _started_by) and context.ok():
+            time.sleep(STOP_POLL_S)
+        stacks_if_slow_to_stop(True)
+    thread = threading.Thread(target=watch, name="vd-stop-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def _stacks_out():
@@ -419,7 +445,7 @@ def _ignore_stop_signals(program: bool) -> None:
 STOP_POLL_S = 0.5
 """How often a program's spinning looks at STOP_REQUESTED (the stop rclpy's handler missed)."""
 
-STOP_REQUESTED = threading.Event()
+STOP_REQUESTED = SignalFlag()
 """Set by a program's own SIGINT/SIGTERM handler, which rclpy's handler calls after its own."""
 
 
@@ -450,7 +476,7 @@ def _spin_until_signal(executor) -> bool:
     if threading.current_thread() is not threading.main_thread():
         executor.spin()        # called from a test thread: rclpy's handling, nothing to drain
         return False
-    stop = threading.Event()
+    stop = SignalFlag()
     saved = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         while not stop.is_set() and executor.context.ok():
