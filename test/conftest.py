@@ -199,6 +199,11 @@ def domain_processes(domain: int = DOMAIN_ID) -> dict[int, str]:
     return found
 
 
+#: multiprocessing's helper (a print process's spawn starts it): one per process, it ends with
+#: the process that started it
+RESOURCE_TRACKER = "multiprocessing.resource_tracker"
+
+
 @pytest.fixture(autouse=True)
 def _no_process_left_in_the_domain():
     """Warn, naming the test, of a process it started in the worker's ROS domain and left running.
@@ -212,7 +217,7 @@ def _no_process_left_in_the_domain():
     before = set(domain_processes())
     yield
     left = {pid: cmd for pid, cmd in domain_processes().items()
-            if pid not in before and cmd}
+            if pid not in before and cmd and RESOURCE_TRACKER not in cmd}
     if left:
         import warnings
         warnings.warn(f"processes left running in ROS domain {DOMAIN_ID}: " + "; ".join(

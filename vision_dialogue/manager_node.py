@@ -181,6 +181,7 @@ class ManagerNode(ManagedNode):
                                                                                     speaker),
             persons_from_a_manager=lambda: self.voices is not None and (
                 bool(p["people_store_url"]) or self.count_publishers(PERSONS_TRACKED_TOPIC) > 0),
+            person_manager_reports=lambda: self.voices is not None and self.voices.lists_heard,
             on_dropped=self.publish_state)
 
     # --- lifecycle (ros/managed.py) --------------------------------------------------------

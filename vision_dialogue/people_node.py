@@ -30,7 +30,7 @@ from std_msgs.msg import String
 
 from vision_dialogue.common.health import OK, WARN, Health
 from vision_dialogue.application.identity.embedders import FaceEmbedder, IdentityInputError, \
-    ModelMissing, VoiceEmbedder
+    InOwnProcess, ModelMissing, VoiceEmbedder
 from vision_dialogue.application.identity.memory import PersonMemory
 from vision_dialogue.application.identity.persons import IdentityError, NextStep, Persons
 from vision_dialogue.application.identity.records import CONSENT_QUESTION, EnrolPolicy
@@ -145,7 +145,7 @@ class PeopleNode(ManagedNode):
                                           ("voices", p["voices"], self._given[1],
                                            VoiceEmbedder)):
             try:
-                setattr(self, part, given or (make() if wanted else None))
+                setattr(self, part, given or (InOwnProcess(make) if wanted else None))
             except ModelMissing as e:
                 self.problems[part] = str(e)
                 log.warning(f"{part} off: {e}")
@@ -219,6 +219,11 @@ class PeopleNode(ManagedNode):
         if self.store is not None:
             self.store.close()
         self.store = self.persons = None
+        for part, given in (("faces", self._given[0]), ("voices", self._given[1])):
+            made = getattr(self, part)
+            if made is not None and made is not given:
+                made.close()        # its print process
+            setattr(self, part, None)
 
     # --- faces ----------------------------------------------------------------------------
     def _face_gone(self, fid: str) -> None:
@@ -245,8 +250,11 @@ class PeopleNode(ManagedNode):
         self._submit(self._print_face, fid, rgb)
 
     def _print_face(self, fid: str, rgb) -> None:
+        faces = self.faces          # None once cleaned up (a lifecycle cleanup meanwhile)
         try:
-            embedding = self.faces.embed(rgb)
+            if faces is None:
+                return
+            embedding = faces.embed(rgb)
         except IdentityInputError as e:
             self._refused(f"face {fid}: {e}")
             return
@@ -341,13 +349,14 @@ class PeopleNode(ManagedNode):
 
     def _voice_print(self, start_ns: int, end_ns: int):
         """The print of the voice from start to end (the speech node says when it spoke)."""
-        if self.voices is None or not self.count_publishers(AUDIO_INPUT_TOPIC):
+        voices = self.voices        # None once cleaned up
+        if voices is None or not self.count_publishers(AUDIO_INPUT_TOPIC):
             return None
         if not self.audio.wait_for(end_ns, AUDIO_WAIT_S) and not self.audio.sample_rate:
             return None
         clip = self.audio.clip(end_ns, min(MAX_CLIP_S, (end_ns - start_ns) / 1e9))
         try:
-            return self.voices.embed(clip, self.audio.sample_rate) if len(clip) else None
+            return voices.embed(clip, self.audio.sample_rate) if len(clip) else None
         except IdentityInputError as e:
             self._refused(f"voice: {e}")
             return None

@@ -398,6 +398,35 @@ def test_with_a_person_manager_a_frame_does_not_greet_its_report_does():
         conv.close()
 
 
+def test_a_person_the_person_manager_never_reports_is_greeted_from_the_frames():
+    """people_node reports nobody for a face it cannot print: the frames greet after a while.
+
+    Frames every 5 s (the demo's camera) showing someone: nothing while the person manager
+    has sent no list (it may still be loading); once it reports, nothing for
+    PERSON_REPORT_WAIT_S (camera time), then the opening remark, once.
+    """
+    from vision_dialogue.core.turn_taking import PERSON_REPORT_WAIT_S
+    reports = [False]
+    backend, conv, turns, out = gated_turn_taker(True, False, hooks=TurnHooks(
+        persons_from_a_manager=lambda: True, person_manager_reports=lambda: reports[0]))
+    backend.gate["reply"].set()
+    try:
+        t0 = 1000.0
+        for k, stamp in enumerate((t0, t0 + 20.0, t0 + 25.0, t0 + 30.0)):
+            reports[0] = k >= 2                     # its first list comes after 20 s
+            conv.add_frame(IMG, stamp=stamp)        # the turn-taker hears of it at once
+            assert not turns._spoken_to and len(turns.queue) == 0, k
+            assert all(kind == "summary" for kind, *_ in backend.calls), k   # the paper's rule
+        assert 30.0 - 25.0 < PERSON_REPORT_WAIT_S <= 35.0 - 25.0
+        conv.add_frame(IMG, stamp=t0 + 35.0)
+        assert until(lambda: sum(c.final for c in out) == 1, timeout=10)
+        assert [c.in_reply_to for c in out if c.final] == [""]
+        assert not turns.greet_once()                     # once: a late report greets no more
+    finally:
+        turns.close()
+        conv.close()
+
+
 def test_a_line_to_say_tells_that_it_starts_before_its_words_go_out():
     """An Ask's question: `started` comes before the line is published, `done` after.
 

@@ -61,6 +61,14 @@ def _never(*_args) -> bool:
     return False
 
 
+#: seconds (camera time) a reporting person manager has to name someone the camera shows
+#: before the opening remark comes from the frame anyway: people_node reports nobody for a
+#: person whose face it cannot print (turned away, too small, a drawn figure), and the robot
+#: then never greeted at all (the demo with people_node: its script waited its whole 120 s).
+#: More than people_node's own wait for a first print (FIRST_PRINT_WAIT_S, 5 s).
+PERSON_REPORT_WAIT_S = 6.0
+
+
 @dataclass(frozen=True)
 class TurnHooks:
     """What the owner plugs into the turn-taking, given when it is made (each may be left out).
@@ -71,7 +79,9 @@ class TurnHooks:
     (False: it is only heard); on_person_line(text, speaker): each person's line no skill took,
     on the worker before its reply (intents); persons_from_a_manager(): a person manager
     publishes persons (ROS4HRI), so the opening remark waits for its report, which names the
-    people it knows, rather than the first frame with someone in it; on_dropped(): a turn was
+    people it knows, rather than the first frame with someone in it (for
+    PERSON_REPORT_WAIT_S at most once person_manager_reports(): a list of persons came);
+    on_dropped(): a turn was
     dropped unanswered (publish the state).
     """
 
@@ -81,7 +91,30 @@ class TurnHooks:
     converse: Callable[[], bool] = lambda: True
     on_person_line: Callable[[str, str], None] = lambda text, speaker: None
     persons_from_a_manager: Callable[[], bool] = _never
+    person_manager_reports: Callable[[], bool] = lambda: True
     on_dropped: Callable[[], None] = lambda: None
+
+
+class GreetingCue:
+    """Whether a frame showing someone is the opening remark's cue.
+
+    Without a person manager it is. With one its report is (it names people it knows), for
+    PERSON_REPORT_WAIT_S after the first such frame once it reports (before, it may still be
+    loading its models); then the frame is.
+    """
+
+    def __init__(self, hooks: "TurnHooks"):
+        self.hooks = hooks
+        self.someone_since: float | None = None     # the first frame showing someone (stamp)
+
+    def __call__(self, frame: Frame) -> bool:
+        if not self.hooks.persons_from_a_manager():
+            return True
+        if not self.hooks.person_manager_reports():
+            return False
+        if self.someone_since is None:
+            self.someone_since = frame.stamp
+        return frame.stamp - self.someone_since >= PERSON_REPORT_WAIT_S
 
 
 class ArrivingFrames(Protocol):
@@ -112,6 +145,7 @@ class TurnTaker:
         self.log = logger or logging.getLogger("vision_dialogue.turns")
         self.queue = TurnQueue(max_waiting, on_drop=self._dropped)
         self._spoken_to = False         # an utterance came, or the opening remark is queued
+        self._greets = GreetingCue(hooks)
         self._answering = 0             # 1 while the worker serves an item
         self.replies = self.fallback_replies = 0
         self._worker = threading.Thread(target=self._serve, name="vd-turns", daemon=True)
@@ -174,7 +208,7 @@ class TurnTaker:
         `tracked`: how many people a camera that tracks users counts now (None: unknown);
         used when perception did not count the frame's people.
         """
-        if frame.people != 0 and not self.hooks.persons_from_a_manager() and self.greet_once():
+        if frame.people != 0 and self._greets(frame) and self.greet_once():
             return
         people = frame.people if frame.people is not None else tracked
         self._maybe_speak(self.proactive.on_frame(frame.bgr, people, self._busy()))

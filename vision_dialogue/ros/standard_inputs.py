@@ -246,6 +246,7 @@ class Ros4hriInput:
         self._name_seen: dict[str, float] = {}       # ... when their name topic had a publisher
         self._unnamed: set[str] = set()              # waited for a name long enough
         self._reported = False                       # anyone tracked yet
+        self.lists_heard = False                     # a person manager's list (even empty)
         self._announced: set[str] = set()            # person ids reported once
         self._lock = threading.Lock()
         self._skipped: set[str] = set()
@@ -326,6 +327,7 @@ class Ros4hriInput:
                                        lambda subs: _unsubscribe(self.node, subs))
         if kind != "person":
             return
+        self.lists_heard = True
         for pid in added:
             self._first_seen[pid] = time.monotonic()
             self._reported = True

@@ -5,10 +5,12 @@ model ROS4HRI's hri_face_identification uses), weights in `face_recognition_mode
 dlib from the `dlib-bin` wheel; a crop's face is found again by dlib's HOG detector and
 aligned on its 5 landmarks, so a profile or a blur is refused rather than printed badly.
 Voices: Resemblyzer's GE2E speaker encoder (256-d), weights inside the `resemblyzer` wheel.
-Both are loaded on first use, off the reply path (people_node's worker).
+Both are loaded on first use, off the reply path (people_node's worker), and people_node runs
+each in a process of its own (`InOwnProcess`).
 """
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -40,14 +42,15 @@ class FaceEmbedder:
 
     modality = Modality.FACE
     model = "dlib_face_recognition_resnet_model_v1"
+    packages = ("dlib", "face_recognition_models")
+    missing = "face prints need dlib-bin and face_recognition_models (requirements/identity.txt)"
 
     def __init__(self):
         try:
             import dlib
             import face_recognition_models as weights
         except ImportError as e:
-            raise ModelMissing(f"face prints need dlib-bin and face_recognition_models "
-                               f"(requirements/identity.txt): {e}") from None
+            raise ModelMissing(f"{self.missing}: {e}") from None
         self.version = f"dlib {dlib.__version__}, weights {_version('face_recognition_models')}"
         self._detector = dlib.get_frontal_face_detector()
         self._landmarks = dlib.shape_predictor(weights.pose_predictor_five_point_model_location())
@@ -87,14 +90,15 @@ class VoiceEmbedder:
 
     modality = Modality.VOICE
     model = "resemblyzer_ge2e"
+    packages = ("resemblyzer",)
+    missing = "voice prints need resemblyzer (requirements/identity.txt)"
 
     def __init__(self):
         try:
             from resemblyzer import VoiceEncoder
             from resemblyzer.audio import preprocess_wav
         except ImportError as e:
-            raise ModelMissing(f"voice prints need resemblyzer (requirements/identity.txt): "
-                               f"{e}") from None
+            raise ModelMissing(f"{self.missing}: {e}") from None
         self.version = f"resemblyzer {_version('resemblyzer')}"
         self._encoder = VoiceEncoder("cpu", verbose=False)
         self._preprocess = preprocess_wav
@@ -114,6 +118,87 @@ class VoiceEmbedder:
                                      f"recognise (at least {MIN_VOICE_S:g} s)")
         vector = self._encoder.embed_utterance(voiced)
         return Embedding(self.modality, self.model, self.version, vector)
+
+
+#: the print process's niceness: its prints yield the cores to the reply
+PRINT_NICENESS = 10
+#: seconds the print process may take to start and load its model (a cold disk, 2 cores)
+LOAD_TIMEOUT_S = 120.0
+
+
+class InOwnProcess:
+    """An embedder (`FaceEmbedder`, `VoiceEmbedder`) working in a process of its own.
+
+    dlib holds the interpreter lock through a whole print (70 ms at a stretch, measured: a
+    thread counting beside it stalled that long), and under bringup the people node shares
+    its process with the manager, whose reply streams token by token in Python. In a spawned
+    process of its own, at `PRINT_NICENESS`, a print takes nothing from that interpreter and
+    yields the cores. The model loads here and its errors (ModelMissing) are raised here; a
+    print's IdentityInputError comes back as raised. A print process that dies (a crash in
+    native code) is started again for the next print.
+    """
+
+    def __init__(self, make, niceness: int = PRINT_NICENESS):
+        self._make, self._niceness = make, niceness
+        self._pool = None
+        _check_installed(make)      # here: no process is started for a package not there
+        self._start()
+
+    def _start(self) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        try:
+            self.modality, self.model, self.version = self._pool.submit(
+                _load_here, self._make, self._niceness).result(LOAD_TIMEOUT_S)
+        except BaseException:
+            self.close()
+            raise
+
+    def embed(self, *args) -> Embedding:
+        """A print from the embedder, made in its process (the arguments are its own)."""
+        from concurrent.futures.process import BrokenProcessPool
+        try:
+            return self._pool.submit(_embed_here, *args).result()
+        except BrokenProcessPool:
+            self.close()
+            self._start()
+            raise IdentityInputError("the print process ended on this input; started again")
+
+    def close(self) -> None:
+        """End the print process (a print in progress is finished first)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _check_installed(make) -> None:
+    """ModelMissing, as the embedder's constructor words it, for a package not installed."""
+    from importlib.util import find_spec
+    for package in getattr(make, "packages", ()):
+        try:
+            found = find_spec(package) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise ModelMissing(f"{make.missing}: No module named '{package}'")
+
+
+_loaded = None
+"""The embedder of this print process (InOwnProcess's child)."""
+
+
+def _load_here(make, niceness: int) -> tuple:
+    global _loaded
+    try:
+        os.nice(niceness)
+    except (AttributeError, OSError):
+        pass
+    _loaded = make()
+    return _loaded.modality, _loaded.model, _loaded.version
+
+
+def _embed_here(*args) -> Embedding:
+    return _loaded.embed(*args)
 
 
 def _version(package: str) -> str:

@@ -138,7 +138,7 @@ PARAMS = [
           "the robot uses: facts the one known person in view says of themselves are kept, "
           "and a reply is told what is remembered of them (docs/memory.md); set, the "
           "opening remark (greet_first) also waits for people_node's report of who is in "
-          "view; empty: off."),
+          "view (at most PERSON_REPORT_WAIT_S once it reports); empty: off."),
     Param("memory_queue_file", DEFAULT_QUEUE_FILE, "Where facts and session summaries wait "
           "(durably, owner-only) while the people store is away; replayed when it answers.",
           check=nonempty),

@@ -1,0 +1,86 @@
+"""InOwnProcess: an embedder's prints in a spawned, niced process of its own.
+
+dlib holds the interpreter lock through a whole print; in the manager's process (bringup) the
+reply's token loop stalled behind it. The fakes here live in this module, which the print
+process imports by name (the parent's sys.path goes with a spawned process).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import numpy as np
+import pytest
+
+from vision_dialogue.application.identity.embedders import PRINT_NICENESS, IdentityInputError, \
+    InOwnProcess, ModelMissing
+from vision_dialogue.application.identity.records import Embedding, Modality
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class WhereAmI:
+    """A fake printer whose print says which process made it, at which niceness."""
+
+    modality, model, version = Modality.FACE, "where", "1"
+
+    def embed(self, rgb: np.ndarray) -> Embedding:
+        if rgb.size == 0:
+            raise IdentityInputError("an empty crop")
+        if rgb.size == 1:
+            os._exit(3)          # a crash in native code, as far as the parent can tell
+        return Embedding(self.modality, self.model, self.version,
+                         np.array([os.getpid(), os.nice(0)], np.float32))
+
+
+class NotInstalled:
+    def __init__(self):
+        raise ModelMissing("no such model here")
+
+
+def test_prints_are_made_in_another_process_that_yields_the_cores():
+    printer = InOwnProcess(WhereAmI)
+    try:
+        pid, niceness = printer.embed(np.zeros((2, 2, 3), np.uint8)).vector
+        assert (printer.modality, printer.model, printer.version) == (Modality.FACE, "where", "1")
+        assert int(pid) != os.getpid()
+        assert int(niceness) == min(19, os.nice(0) + PRINT_NICENESS)
+    finally:
+        printer.close()
+    assert not multiprocessing.active_children()        # closed: its process has ended
+
+
+def test_errors_come_back_as_raised_and_a_dead_print_process_is_started_again():
+    with pytest.raises(ModelMissing, match="no such model"):
+        InOwnProcess(NotInstalled)
+    printer = InOwnProcess(WhereAmI)
+    try:
+        with pytest.raises(IdentityInputError, match="an empty crop"):
+            printer.embed(np.zeros((0, 0, 3), np.uint8))
+        first = printer.embed(np.zeros((2, 2, 3), np.uint8)).vector[0]
+        with pytest.raises(IdentityInputError, match="print process ended"):
+            printer.embed(np.zeros((1, 1, 1), np.uint8))
+        again = printer.embed(np.zeros((2, 2, 3), np.uint8)).vector[0]
+        assert again != first                               # a new process prints now
+    finally:
+        printer.close()
+
+
+def test_a_real_face_prints_the_same_in_its_own_process():
+    pytest.importorskip("dlib", reason="requirements/identity.txt is not installed")
+    from PIL import Image
+
+    from conftest import REPO
+    from vision_dialogue.application.identity.embedders import FaceEmbedder
+    here = FaceEmbedder()
+    rgb = np.asarray(Image.open(REPO / "test" / "data" / "people" / "obama" / "1.jpg")
+                     .convert("RGB"))
+    [(x, y, w, h)] = here.faces_in(rgb)
+    face = rgb[y:y + h, x:x + w]
+    printer = InOwnProcess(FaceEmbedder)
+    try:
+        there = printer.embed(face)
+    finally:
+        printer.close()
+    assert there.version == here.version
+    assert np.allclose(there.vector, here.embed(face).vector, atol=1e-5)
