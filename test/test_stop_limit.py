@@ -5,6 +5,7 @@ parent dies); one whose stop then hangs in native code would stay in the domain 
 with nobody reading its stderr.
 """
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -87,6 +88,22 @@ def test_a_stop_the_main_thread_never_sees_is_ended_too(tmp_path):
     stacks = (tmp_path / f"stop-stacks-{pid}.log").read_text()
     stuck_at = next(i for i, line in enumerate(NODE.splitlines(), 1) if "sleep(600)" in line)
     assert f'File "<string>", line {stuck_at} in <module>' in stacks, stacks    # where it was
+
+
+def test_a_node_a_shell_started_runs_on_when_the_shell_is_gone(tmp_path):
+    """`nohup node &`, then the shell closes: not a stop (the limit is not armed)."""
+    shell = subprocess.run(
+        ["bash", "-c", f"{sys.executable} -c {shlex.quote(NODE)} unnoticed > {tmp_path}/out "
+                       f"2>&1 & echo $!; until grep -qx ready {tmp_path}/out; do sleep 0.05; "
+                       "done"],
+        capture_output=True, text=True, timeout=60, env=os.environ)
+    pid = int(shell.stdout.split()[-1])
+    try:
+        assert gone_within(pid, 5) is None, "a node started from a shell ended with the shell"
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        gone_within(pid, 10)
 
 
 def test_an_orphan_that_stops_in_time_leaves_no_stacks_file(tmp_path):

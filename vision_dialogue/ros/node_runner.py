@@ -348,13 +348,14 @@ stay, latching old states to every later run in its domain.
 """
 
 _started_by: int | None = None
-"""The pid of the process that started this node, once `end_with_parent` has looked."""
+"""The pid of the program that started this node, when this node ends with it (not a shell's:
+`end_with_parent`)."""
 
 _stacks_file: Path | None = None
 """Where an orphan's stop writes its stacks if slow; removed at exit when nothing was."""
 
-
 _stop_armed = threading.Lock()
+"""Taken by the first thread to arm the stop's stacks and limit: they are armed once."""
 
 
 def stacks_if_slow_to_stop(program: bool) -> None:
@@ -374,11 +375,11 @@ def stacks_if_slow_to_stop(program: bool) -> None:
 def watch_for_stop(context) -> threading.Thread:
     """A thread that arms the stop limit as the stop begins, whatever the main thread does.
 
-    A loaded machine's run showed why: launch got SIGTERM, the speech node's context was shut
-    down (its face thread's publishes failed for 30 s), yet its main thread never came back
-    to arm anything. The stop begins when the context is down, a stop signal is noted, or
-    the parent that started the node is gone. A daemon: it ends at the stop, or with the
-    process (`end_program` exits without waiting for daemons).
+    Fresh-clone runs showed why: after launch's SIGTERM a node's context was down (its face
+    thread's publishes failed for 30 s) and its main thread never came back to arm anything
+    (its signal handler had deadlocked: `SignalFlag`). The stop begins when the context is
+    down, a stop signal is noted, or the program that started the node is gone. A daemon: it
+    ends at the stop, or with the process (`end_program` exits without waiting for daemons).
     """
     def watch() -> None:    # the checks that take no lock first: `ok()` takes rclpy's
         while not STOP_REQUESTED.is_set() and \
@@ -417,7 +418,7 @@ def end_with_parent() -> None:
     import ctypes
     global _started_by
     PR_SET_PDEATHSIG = 1
-    parent = _started_by = os.getppid()
+    parent = os.getppid()
     try:    # started from a shell (`nohup node &`, then the shell closes): keep running
         name = Path(f"/proc/{parent}/comm").read_text().strip()
     except OSError:
@@ -428,6 +429,7 @@ def end_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
     except (OSError, AttributeError):
         return
+    _started_by = parent           # its end is this node's stop (`watch_for_stop`)
     if os.getppid() != parent:     # the parent died before the request: end now
         os.kill(os.getpid(), signal.SIGTERM)
 
