@@ -38,6 +38,13 @@ class NotInstalled:
         raise ModelMissing("no such model here")
 
 
+class DiesLoading:
+    model = "dies"
+
+    def __init__(self):
+        os._exit(5)          # as a main script without its guard ends the spawned process
+
+
 def test_prints_are_made_in_another_process_that_yields_the_cores():
     printer = InOwnProcess(WhereAmI)
     try:
@@ -53,6 +60,8 @@ def test_prints_are_made_in_another_process_that_yields_the_cores():
 def test_errors_come_back_as_raised_and_a_dead_print_process_is_started_again():
     with pytest.raises(ModelMissing, match="no such model"):
         InOwnProcess(NotInstalled)
+    with pytest.raises(ModelMissing, match="dies: its print process did not load it"):
+        InOwnProcess(DiesLoading)          # the node then goes on without it (a WARN)
     printer = InOwnProcess(WhereAmI)
     try:
         with pytest.raises(IdentityInputError, match="an empty crop"):

@@ -147,10 +147,18 @@ class InOwnProcess:
     def _start(self) -> None:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import TimeoutError as LoadTimeout
+        from concurrent.futures.process import BrokenProcessPool
         self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         try:
             self.modality, self.model, self.version = self._pool.submit(
                 _load_here, self._make, self._niceness).result(LOAD_TIMEOUT_S)
+        except (BrokenProcessPool, LoadTimeout) as e:
+            # the node goes on without this part, saying why (an unguarded main script
+            # that a spawned process runs again ends it like this)
+            self.close()
+            raise ModelMissing(f"{getattr(self._make, 'model', self._make)}: its print "
+                               f"process did not load it ({type(e).__name__}: {e})") from None
         except BaseException:
             self.close()
             raise
