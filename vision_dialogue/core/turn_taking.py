@@ -81,8 +81,7 @@ class TurnHooks:
     publishes persons (ROS4HRI), so the opening remark waits for its report, which names the
     people it knows, rather than the first frame with someone in it (for
     PERSON_REPORT_WAIT_S at most once person_manager_reports(): a list of persons came);
-    on_dropped(): a turn was
-    dropped unanswered (publish the state).
+    on_dropped(): a turn was dropped unanswered (publish the state).
     """
 
     on_start: Callable[[], None] = lambda: None
