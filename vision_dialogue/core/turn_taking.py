@@ -63,8 +63,8 @@ def _never(*_args) -> bool:
 
 #: seconds (camera time) a reporting person manager has to name someone the camera shows
 #: before the opening remark comes from the frame anyway: people_node reports nobody for a
-#: person whose face it cannot print (turned away, too small, a drawn figure), and the robot
-#: then never greeted at all (the demo with people_node: its script waited its whole 120 s).
+#: person whose face it cannot print (turned away, too small; the demo video's person), and
+#: the robot then never greeted (the demo with people_node: its script waited its 120 s).
 #: More than people_node's own wait for a first print (FIRST_PRINT_WAIT_S, 5 s).
 PERSON_REPORT_WAIT_S = 6.0
 
