@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from pids import alive
+
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.skipif(not sys.platform.startswith("linux"),
                                  reason="PR_SET_PDEATHSIG and SIGALRM are Linux's")]
@@ -47,14 +49,6 @@ LAUNCHER = textwrap.dedent("""
     child.stdout.readline()
     print(child.pid, flush=True)      # then this 'launcher' dies, as launch on SIGTERM
 """)
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def orphan(how: str, log_dir) -> int:

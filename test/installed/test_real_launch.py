@@ -23,6 +23,7 @@ import yaml
 
 from fake_openai import FakeOpenAI
 import real_launch
+from pids import alive
 from installed.user_env import REPO, wait_for_log
 from vision_dialogue.camera.demo_video import ensure_demo_video
 from vision_dialogue.ros.setups import NODES, SETUPS
@@ -179,14 +180,6 @@ def test_two_namespaced_setups_play_the_given_files_and_end_with_their_script(
         assert "robot: Let me think about that." in text, text
         assert "speech_node finished" in text or "process has finished cleanly" in text
         assert not any(n in text for n in NOISE), text
-
-
-def alive(pid: int) -> bool:
-    """The process exists and is not a zombie."""
-    try:
-        return " Z " not in Path(f"/proc/{pid}/stat").read_text().split(")", 1)[1][:4]
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.parametrize("who, sig", [("group", signal.SIGINT), ("launch", signal.SIGINT),

@@ -4,27 +4,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
+from pids import wait_gone
+
 CHILD = ("from vision_dialogue.ros.node_runner import end_with_parent; end_with_parent(); "
          "import time; print('ready', flush=True); time.sleep(60)")
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def wait_gone(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not alive(pid)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
