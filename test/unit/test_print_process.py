@@ -12,6 +12,8 @@ import os
 import numpy as np
 import pytest
 
+from pids import alive
+
 from vision_dialogue.application.identity.embedders import PRINT_NICENESS, IdentityInputError, \
     InOwnProcess, ModelMissing
 from vision_dialogue.application.identity.records import Embedding, Modality
@@ -29,6 +31,9 @@ class WhereAmI:
             raise IdentityInputError("an empty crop")
         if rgb.size == 1:
             os._exit(3)          # a crash in native code, as far as the parent can tell
+        if rgb.size == 2:
+            import time
+            time.sleep(600)      # a print that hangs
         return Embedding(self.modality, self.model, self.version,
                          np.array([os.getpid(), os.nice(0)], np.float32))
 
@@ -73,6 +78,19 @@ def test_errors_come_back_as_raised_and_a_dead_print_process_is_started_again():
         assert again != first                               # a new process prints now
     finally:
         printer.close()
+
+
+def test_a_print_that_hangs_ends_in_time_and_the_next_one_is_made():
+    printer = InOwnProcess(WhereAmI, print_timeout=2.0)
+    try:
+        first = printer.embed(np.zeros((2, 2, 3), np.uint8)).vector[0]
+        with pytest.raises(IdentityInputError, match="print process hung"):
+            printer.embed(np.zeros((1, 2, 1), np.uint8))
+        again = printer.embed(np.zeros((2, 2, 3), np.uint8)).vector[0]
+        assert again != first and not alive(int(first))     # the hung one was ended
+    finally:
+        printer.close()
+    assert not multiprocessing.active_children()
 
 
 def test_a_real_face_prints_the_same_in_its_own_process():

@@ -124,6 +124,9 @@ class VoiceEmbedder:
 PRINT_NICENESS = 10
 #: seconds the print process may take to start and load its model (a cold disk, 2 cores)
 LOAD_TIMEOUT_S = 120.0
+#: seconds one print may take (a face takes a tenth of a second): past it the process is
+#: started again, so a print that hangs never holds the people node's worker (its lines)
+PRINT_TIMEOUT_S = 20.0
 
 
 class InOwnProcess:
@@ -138,8 +141,9 @@ class InOwnProcess:
     native code) is started again for the next print.
     """
 
-    def __init__(self, make, niceness: int = PRINT_NICENESS):
-        self._make, self._niceness = make, niceness
+    def __init__(self, make, niceness: int = PRINT_NICENESS,
+                 print_timeout: float = PRINT_TIMEOUT_S):
+        self._make, self._niceness, self._print_timeout = make, niceness, print_timeout
         self._pool = None
         _check_installed(make)      # here: no process is started for a package not there
         self._start()
@@ -165,13 +169,21 @@ class InOwnProcess:
 
     def embed(self, *args) -> Embedding:
         """A print from the embedder, made in its process (the arguments are its own)."""
+        from concurrent.futures import TimeoutError as PrintTimeout
         from concurrent.futures.process import BrokenProcessPool
         try:
-            return self._pool.submit(_embed_here, *args).result()
-        except BrokenProcessPool:
-            self.close()
-            self._start()
-            raise IdentityInputError("the print process ended on this input; started again")
+            return self._pool.submit(_embed_here, *args).result(self._print_timeout)
+        except (BrokenProcessPool, PrintTimeout) as e:
+            self._restart()
+            what = "hung" if isinstance(e, PrintTimeout) else "ended"
+            raise IdentityInputError(f"the print process {what} on this input; started "
+                                     f"again") from None
+
+    def _restart(self) -> None:
+        for proc in list(getattr(self._pool, "_processes", {}).values()):
+            proc.kill()          # a hung print would hold shutdown(wait=True) for ever
+        self.close()
+        self._start()
 
     def close(self) -> None:
         """End the print process (a print in progress is finished first)."""
