@@ -160,6 +160,7 @@ class InOwnProcess:
         except (BrokenProcessPool, LoadTimeout) as e:
             # the node goes on without this part, saying why (an unguarded main script
             # that a spawned process runs again ends it like this)
+            self._kill()
             self.close()
             raise ModelMissing(f"{getattr(self._make, 'model', self._make)}: its print "
                                f"process did not load it ({type(e).__name__}: {e})") from None
@@ -180,10 +181,14 @@ class InOwnProcess:
                                      f"again") from None
 
     def _restart(self) -> None:
-        for proc in list(getattr(self._pool, "_processes", {}).values()):
-            proc.kill()          # a hung print would hold shutdown(wait=True) for ever
+        self._kill()
         self.close()
         self._start()
+
+    def _kill(self) -> None:
+        """End the process now: a hung print or load would hold shutdown(wait=True) for ever."""
+        for proc in list((getattr(self._pool, "_processes", None) or {}).values()):
+            proc.kill()
 
     def close(self) -> None:
         """End the print process (a print in progress is finished first)."""
