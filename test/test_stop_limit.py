@@ -10,11 +10,10 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
-from pids import alive
+from pids import alive, wait_gone
 
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -58,19 +57,17 @@ def orphan(how: str, log_dir) -> int:
     return int(out.stdout.split()[-1])
 
 
-def gone_within(pid: int, timeout: float) -> float | None:
-    t0 = time.monotonic()
-    while alive(pid):
-        if time.monotonic() - t0 > timeout:
-            os.kill(pid, signal.SIGKILL)
-            return None
-        time.sleep(0.05)
-    return time.monotonic() - t0
+def gone_within(pid: int, timeout: float) -> bool:
+    """Whether the process ended within `timeout` s; killed if not (none is left behind)."""
+    gone = wait_gone(pid, timeout)
+    if not gone:
+        os.kill(pid, signal.SIGKILL)
+    return gone
 
 
 def test_an_orphan_stuck_in_its_stop_is_ended_with_its_stacks_in_the_ros_log_dir(tmp_path):
     pid = orphan("stuck", tmp_path)
-    assert gone_within(pid, 30) is not None, "a stuck stop outlived STOP_LIMIT_S"
+    assert gone_within(pid, 30), "a stuck stop outlived STOP_LIMIT_S"
     stacks = (tmp_path / f"stop-stacks-{pid}.log").read_text()
     assert "most recent call first" in stacks and 'File "<string>"' in stacks, stacks
 
@@ -78,7 +75,7 @@ def test_an_orphan_stuck_in_its_stop_is_ended_with_its_stacks_in_the_ros_log_dir
 def test_a_stop_the_main_thread_never_sees_is_ended_too(tmp_path):
     """The watch arms the limit when the parent is gone, whatever the main thread does."""
     pid = orphan("unnoticed", tmp_path)
-    assert gone_within(pid, 30) is not None, "a stop nobody noticed outlived STOP_LIMIT_S"
+    assert gone_within(pid, 30), "a stop nobody noticed outlived STOP_LIMIT_S"
     stacks = (tmp_path / f"stop-stacks-{pid}.log").read_text()
     stuck_at = next(i for i, line in enumerate(NODE.splitlines(), 1) if "sleep(600)" in line)
     assert f'File "<string>", line {stuck_at} in <module>' in stacks, stacks    # where it was
@@ -93,7 +90,7 @@ def test_a_node_a_shell_started_runs_on_when_the_shell_is_gone(tmp_path):
         capture_output=True, text=True, timeout=60, env=os.environ)
     pid = int(shell.stdout.split()[-1])
     try:
-        assert gone_within(pid, 5) is None, "a node started from a shell ended with the shell"
+        assert not gone_within(pid, 5), "a node started from a shell ended with the shell"
     finally:
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
@@ -102,5 +99,5 @@ def test_a_node_a_shell_started_runs_on_when_the_shell_is_gone(tmp_path):
 
 def test_an_orphan_that_stops_in_time_leaves_no_stacks_file(tmp_path):
     pid = orphan("clean", tmp_path)
-    assert gone_within(pid, 30) is not None
+    assert gone_within(pid, 30)
     assert not list(tmp_path.glob("stop-stacks-*")), list(tmp_path.iterdir())
