@@ -185,6 +185,10 @@ def rig(ros_context):
         for n in (robot.node, node):
             ex.add_node(n)
         made.append((ex, robot, node))
+        if skills:      # the event a question needs: the people node has found both servers
+            talk = node.talk
+            assert spin_until(ex, lambda: talk.ask.server_is_ready()
+                              and talk.say_client.server_is_ready(), 60), talk.servers_seen()
         return ex, robot, node
     yield make
     for session in made:

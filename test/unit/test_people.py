@@ -120,6 +120,25 @@ def test_the_opening_remark_greets_the_people_a_person_manager_named_by_name():
         c.close()
 
 
+def test_a_greeting_that_came_empty_is_asked_for_again_with_its_instruction_last():
+    """The 0.5B once ended a known person's greeting at once; the sampled retry left his name out.
+
+    (An empty reply to the person's line is asked again as it was: test_focus_and_repeats.)
+    """
+    from vision_dialogue.core.people import PeopleInView
+    replies = iter(["", "Hello again, Barack!"])
+    be = FakeChatBackend(responder=lambda m, k: next(replies) if k == "reply" else "ok")
+    c = conv(be)
+    try:
+        PeopleInView(c).update([TrackedPerson("p1", name="Barack")], named=True)
+        assert c.remark().text == "Hello again, Barack!"
+        first, again = [msgs for _kind, msgs, _kw in be.of_kind("reply")]
+        assert again[:-1] == first
+        assert again[-1]["content"].startswith("Greet Barack by name"), again[-1]
+    finally:
+        c.close()
+
+
 def test_the_report_holds_who_is_there_now_and_presence_keeps_a_leaver_a_while():
     """A person just enrolled changes id: the report has one, presence both for a grace.
 

@@ -256,7 +256,7 @@ class Conversation(DirectedLines, SceneInput):
         error = None
         try:
             self.replies.make(msgs, turn_id, on_sentence, sentences, records, deadline, past,
-                              text or "")
+                              text or "", instruction)
         except Exception as e:  # noqa: BLE001 - any backend failure gives the fallback
             error = f"{type(e).__name__}: {e}"
             self.log.error(f"turn {turn_id}: {error}; answering with the fallback line")

@@ -42,6 +42,7 @@ class _Turn:
     question: str                           # the person's line
     schemas: list                           # the turn's tools ([]: none)
     repeat_ok: bool                         # "say that again": the last line may come again
+    instruction: str = ""                   # a remark's (the greeting's) instruction
     made: list[ToolRecord] = field(default_factory=list)    # this turn's calls
 
 
@@ -60,7 +61,8 @@ class ReplyMaker:
 
     def make(self, msgs: list, turn_id: int, on_sentence: SentenceCallback | None,
              sentences: list[str], records: list[ToolRecord],
-             deadline: float | None, past: bool = False, question: str = "") -> None:
+             deadline: float | None, past: bool = False, question: str = "",
+             instruction: str = "") -> None:
         """Ask the LLM (tools, streamed, or whole) and append the spoken sentences.
 
         A reply that only says again what the robot said before is asked for once more, with
@@ -69,7 +71,7 @@ class ReplyMaker:
         """
         cfg, tools = self.config, self.tools
         turn = _Turn(msgs, turn_id, deadline, sentences, on_sentence, question,
-                     tools.schemas(past), asks_to_repeat(question))
+                     tools.schemas(past), asks_to_repeat(question), instruction)
 
         def ask() -> Iterable[str]:
             if turn.schemas and tools.streamed:
@@ -169,9 +171,10 @@ class ReplyMaker:
         """One more try, sampled: the reply repeated, read out, claimed or left nothing.
 
         It repeated an earlier line, claimed an action no tool ran, took the other side of
-        an earlier line, read its notes out, or was empty; all but the last get a note saying
-        what to do instead. A turn with tools asks with them again (no call now): a local
-        model's prompt starts with them, so its cache holds all but the last lines. Returns
+        an earlier line, read its notes out, or was empty; each but an empty reply to a line
+        gets a note saying what to do instead (an empty remark: its instruction again). A
+        turn with tools asks with them again (no call now): a local model's prompt starts
+        with them, so its cache holds all but the last lines. Returns
         the second try's filter (its `repeats` may still be said).
         """
         cfg = self.config
@@ -191,7 +194,9 @@ class ReplyMaker:
         elif notes.echoes:
             why, note = "read its notes out", self.persona.own_words_note
         else:
-            why, note = "was empty", ""
+            # a remark's instruction comes again, last: a sampled retry of a greeting that
+            # came empty left the known person's name out (a suite run)
+            why, note = "was empty", turn.instruction
         self.log.info(f"turn {turn.turn_id}: the reply {why}; asking for a new one")
         again = turn.msgs + ([{"role": "system", "content": note}] if note else [])
         # a local model is also kept off the repeated or claimed lines' words (llm/avoid.py)

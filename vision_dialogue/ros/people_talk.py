@@ -14,7 +14,7 @@ import json
 import time
 from typing import Callable
 
-from rclpy.action import ActionClient
+from rclpy.action import ActionClient, get_action_server_names_and_types_by_node
 
 from vision_dialogue.application.identity.records import CONSENT_QUESTION
 from vision_dialogue.ros.topics import ASK_ACTION, SAY_ACTION
@@ -73,7 +73,7 @@ class PeopleTalk:
 
         def no_server() -> None:
             log.warning(f"no Ask skill server ({ASK_ACTION}: is the manager running?): "
-                        f"cannot ask {person_id!r} yet; nothing kept")
+                        f"cannot ask {person_id!r} yet; nothing kept ({self.servers_seen()})")
             not_put()
         self._when_ready(self.ask, lambda: self._put(question, key, what, person_id, then,
                                                      not_put), no_server)
@@ -112,6 +112,14 @@ class PeopleTalk:
             self.say_client,
             lambda: self.say_client.send_goal_async(Say.Goal(input=line, person_id=person_id)),
             lambda: self.node.get_logger().warning(f"no Say skill server: not said: {line!r}"))
+
+    def servers_seen(self) -> str:
+        """What the ROS graph shows of the skill servers (a client may not have matched yet)."""
+        nodes = self.node.get_node_names_and_namespaces()
+        servers = [f"{name} ({ns.rstrip('/')}/{node})" for node, ns in nodes
+                   for name, _types in get_action_server_names_and_types_by_node(
+                       self.node, node, ns)]
+        return f"action servers in the graph: {', '.join(servers) or 'none'}"
 
     def _when_ready(self, client: ActionClient, then: Callable[[], None],
                     gave_up: Callable[[], None]) -> None:
