@@ -259,6 +259,17 @@ def test_the_people_demos_video_waits_for_the_events_node_and_the_script(capsys,
     assert "-p wait_for_listeners:=['speech_node']" in lines["camera"]
 
 
+def test_the_demos_video_waits_for_the_manager_and_the_detector_that_run(capsys, monkeypatch):
+    """Its first frame went out before the manager subscribed (5 s lost); none left: [""]."""
+    monkeypatch.setenv("VD_DEMO_DIR", DEMO_DIR)
+    for argv, waits in ((["demo"], "['manager_node', 'detector_node']"),
+                        (["demo", "--no-detector"], "['manager_node']"),
+                        (["demo", "--nodes", "camera"], "['']")):
+        assert bringup.main(["bringup", *argv, "--dry-run", "--no-monitor"]) == 0
+        lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.strip().splitlines())
+        assert f"-p wait_for_listeners:={waits}" in lines["camera"], lines["camera"]
+
+
 def test_monitor_on_by_setup_and_by_flag(capsys):
     assert bringup.resolve("demo", None, None)[2] == ("camera", "speech", "manager", "monitor",
                                                       "detector")
@@ -299,6 +310,7 @@ def test_in_process_start_and_stop(tmp_path, monkeypatch, spin):
     params = tmp_path / "fast.yaml"
     data = yaml.safe_load((CONFIG / "demo_setup.yaml").read_text())
     data["/**/camera_node"]["ros__parameters"]["frame_period"] = 0.2
+    data["/**/camera_node"]["ros__parameters"].pop("wait_for_listeners")   # the camera alone
     params.write_text(yaml.safe_dump(data))
     ctx = rclpy.Context()
     rclpy.init(context=ctx, domain_id=DOMAIN_ID,

@@ -325,3 +325,27 @@ def test_acquisition_waits_for_the_named_listeners(harness, tmp_path, ros_contex
         for n in list(h.ex.get_nodes())[2:]:
             h.ex.remove_node(n)
             n.destroy_node()
+
+
+def test_a_listener_the_publisher_never_matches_holds_the_start_a_moment_only(
+        harness, tmp_path, ros_context):
+    """The start waits for the publisher to match the named node's subscription, not for ever.
+
+    A subscription the graph lists before the publisher matched it lost the first frame (the
+    demo's manager); one that can never match (here: it asks for latched frames) holds the
+    video `LISTENER_MATCH_WAIT_S` at most.
+    """
+    from vision_dialogue.camera_node import LISTENER_MATCH_WAIT_S
+    from vision_dialogue.ros.qos import LATCHED_QOS
+    h = harness(source="video", video_path=str(write_video(tmp_path / "v.avi")),
+                frame_period=0.05, loop=True, wait_for_listeners=["manager_node"])
+    manager = Node("manager_node", context=ros_context)
+    manager.create_subscription(Image, "camera/image_raw", lambda m: None, LATCHED_QOS)
+    h.ex.add_node(manager)
+    try:
+        assert h.spin_until(lambda: not h.cam._listeners_missing(), 10)
+        assert not h.cam._listeners_matched() and h.cam.frames_published == 0   # listed only
+        assert h.spin_until(lambda: h.cam.frames_published, 10 + LISTENER_MATCH_WAIT_S)
+    finally:
+        h.ex.remove_node(manager)
+        manager.destroy_node()

@@ -265,6 +265,55 @@ def test_a_name_said_before_the_face_was_printed_is_asked_about_once_it_is(rig, 
     assert [p.name for p in node.store.people()] == ["Barack"]
 
 
+def test_a_face_one_frame_showed_is_printed_from_its_latched_crop(rig, tmp_path):
+    """A crop sent before the people node subscribed (it reads the face's id first) is printed.
+
+    The demo's 5-second frames showed its person's face once, and nobody was reported.
+    """
+    from vision_dialogue.ros.qos import LATCHED_QOS
+    ex, robot, node = rig(tmp_path / "people.db", {})
+    crop = robot.node.create_publisher(robot._Image, "/humans/faces/facea/cropped", LATCHED_QOS)
+    from vision_dialogue.ros.image_msgs import to_image_msg
+    crop.publish(to_image_msg(face_crop("obama", 1)))           # once, nobody listening yet
+    robot.faces.publish(pm.IdsList(ids=["facea"]))
+    assert until(ex, lambda: len(robot.tracked) == 1), node.counts
+    assert node._track_prints.get("facea") == 1               # through both of its subscriptions
+
+
+def test_a_crop_that_comes_through_both_subscriptions_is_taken_once():
+    """A latched list's face: its crop latched and plain; a plain list's face: plain only."""
+    from types import SimpleNamespace
+
+    from vision_dialogue.ros.face_crops import FaceCrops
+    from vision_dialogue.ros.qos import LATCHED_QOS, RELIABLE_QOS
+    made, got = [], []
+    node = SimpleNamespace(create_subscription=lambda kind, topic, cb, qos, **kw: made.append(
+        (topic, cb, qos.durability)) or topic, destroy_subscription=lambda sub: None)
+    crops = FaceCrops(node, lambda fid, msg: got.append((fid, msg.header.stamp.sec)),
+                      lambda fid: None)
+    crops._on_faces(pm.IdsList(ids=["faceb"]), RELIABLE_QOS)        # a third party's list
+    crops._on_faces(pm.IdsList(ids=["faceb"]), RELIABLE_QOS)
+    assert [d for topic, _, d in made if "faceb" in topic] == [RELIABLE_QOS.durability]
+    crops._on_faces(pm.IdsList(ids=["facea"]), RELIABLE_QOS)        # ours: both lists
+    crops._on_faces(pm.IdsList(ids=["facea"]), LATCHED_QOS)
+    assert sorted(d for topic, _, d in made if "facea" in topic) == sorted(
+        (RELIABLE_QOS.durability, LATCHED_QOS.durability))
+    both = [cb for topic, cb, _ in made if topic == "/humans/faces/facea/cropped"]
+
+    def crop(sec):
+        from sensor_msgs.msg import Image
+        msg = Image()
+        msg.header.stamp.sec = sec
+        return msg
+    for cb in both:
+        cb(crop(5))
+    both[1](crop(6))
+    both[0](crop(6))
+    both[0](crop(0))
+    both[1](crop(0))                 # unstamped (a third party's): each one is taken
+    assert got == [("facea", 5), ("facea", 6), ("facea", 0), ("facea", 0)]
+
+
 def test_the_persons_of_one_frame_are_reported_together(rig, tmp_path, monkeypatch):
     """Two faces come into view; the first is printed: no persons go out until the second is.
 

@@ -49,6 +49,9 @@ from vision_dialogue.variants import AUTO
 #: declared apart (ROS dynamic typing: an index or a path); listed for --help and the docs
 EXTRA_PARAMS = (Param("device", "0", "Webcam: OpenCV index (0) or device path "
                       "(/dev/video0)."),)
+#: longest the start waits, once every listener is in the graph, for the image publishers to
+#: match their subscriptions (one that never matches must not hold the video)
+LISTENER_MATCH_WAIT_S = 2.0
 PARAMS = [
     Param("source", AUTO, "Where frames come from; auto: the video_path or folder_path given, "
           "else the webcam.", choices=CAMERA_SOURCES.choices()),
@@ -132,6 +135,7 @@ class CameraNode(ManagedNode):
         self._log = self.get_logger()
         self._warned_fit = False
         self._listen_deadline = 0.0   # monotonic end of the wait for wait_for_listeners
+        self._listed_at = 0.0         # when every listener was first in the graph
         self.frames_published = 0     # frames sent on camera/image_raw
         self.stream_published = 0     # frames sent on camera/stream/image_raw
         self.context.on_shutdown(self.close)
@@ -167,8 +171,8 @@ class CameraNode(ManagedNode):
             publish_rate=self.params["publish_rate"], retry_initial=self.params["retry_initial"],
             retry_max=self.params["retry_max"], logger=self._log)
         self.acquisition.source = self._make_source()   # opened by the acquisition thread
-        rate, waits = self.params["publish_rate"], self.params["wait_for_listeners"]
-        self._listen_deadline = 0.0
+        rate, waits = self.params["publish_rate"], self._listeners_named()
+        self._listen_deadline = self._listed_at = 0.0
         self._log.info(f"camera source: {self.acquisition.source.describe()}, frame every "
                        f"{self.params['frame_period']:g} s on {self.pub_image.topic_name}"
                        + (f", stream at {rate:g} Hz" if rate > 0 else "")
@@ -182,7 +186,7 @@ class CameraNode(ManagedNode):
         """
         missing = self._listeners_missing()
         if not missing:
-            return True
+            return self._listeners_matched()
         if not self._listen_deadline:
             self._listen_deadline = time.monotonic() + self.params["wait_for_listeners_timeout"]
         if time.monotonic() < self._listen_deadline:
@@ -192,11 +196,40 @@ class CameraNode(ManagedNode):
                           "starting anyway")
         return True
 
+    def _publishers_now(self) -> list:
+        return [pub for pub in (self.pub_image, self.pub_compressed, self.pub_stream,
+                                self.pub_stream_compressed) if pub is not None]
+
     def _listeners_missing(self) -> list[str]:
-        there = {i.node_name for pub in (self.pub_image, self.pub_compressed, self.pub_stream,
-                                         self.pub_stream_compressed) if pub is not None
+        there = {i.node_name for pub in self._publishers_now()
                  for i in self.get_subscriptions_info_by_topic(pub.topic_name)}
-        return [n for n in self.params["wait_for_listeners"] if n not in there]
+        return [n for n in self._listeners_named() if n not in there]
+
+    def _listeners_named(self) -> list[str]:
+        """wait_for_listeners without "" (bringup's none-left: an empty list has no type)."""
+        return [n for n in self.params["wait_for_listeners"] if n]
+
+    def _listeners_matched(self) -> bool:
+        """Each image publisher has matched its subscriptions, the named ones settled, or late.
+
+        The graph lists a subscription a moment before the publisher has matched it, and our
+        nodes' image subscriptions start best effort and follow a reliable publisher a moment
+        later with a new one: a frame sent before either went to no one, or to the one then
+        destroyed (the demo's manager lost its first frame: 5 s). A subscription that never
+        matches or settles holds the start `LISTENER_MATCH_WAIT_S` at most.
+        """
+        named = set(self._listeners_named())
+        for pub in self._publishers_now():
+            infos = self.get_subscriptions_info_by_topic(pub.topic_name)
+            settled = all(i.qos_profile.reliability == pub.qos_profile.reliability
+                          for i in infos if i.node_name in named)
+            if pub.get_subscription_count() < len(infos) or not settled:
+                break
+        else:
+            return True
+        if not self._listed_at:
+            self._listed_at = time.monotonic()
+        return time.monotonic() - self._listed_at >= LISTENER_MATCH_WAIT_S
 
     def deactivate(self) -> None:
         """Stop capturing and release the device (publishers stay)."""

@@ -1,6 +1,7 @@
 """The manager's ROS-free plumbing: the frame intake, the turn queue, the reply deadline."""
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -396,6 +397,37 @@ def test_with_a_person_manager_a_frame_does_not_greet_its_report_does():
     finally:
         turns.close()
         conv.close()
+
+
+def test_a_greeting_on_a_report_waits_for_the_frame_the_manager_was_looking_at():
+    """A report while the manager still looks at its first frame: the greeting waits for it.
+
+    people_node reported the demo's person before the manager had taken that frame into its
+    prompt: the greeting went out with no frame and said the robot's eyes were not working.
+    Without a frame received (no camera) it greets at once.
+    """
+    from vision_dialogue.core.turn_taking import GREETING_FRAME_WAIT_S
+    for received in (1, 0):
+        frames = Arrived(received)
+        backend, conv, turns, out = gated_turn_taker(
+            True, False, frames=frames, hooks=TurnHooks(persons_from_a_manager=lambda: True))
+
+        def frame_in(count, timeout=0.0):       # the intake takes the frame into the prompt
+            frames.waited.append((count, timeout))
+            conv.add_frame(IMG)
+            return True
+        frames.wait_through = frame_in
+        backend.gate["reply"].set()
+        try:
+            assert turns.greet_once(on_report=True) and not turns.greet_once(on_report=True)
+            assert until(lambda: sum(c.final for c in out) == 1, timeout=10)
+            [(_kind, msgs, _kw)] = backend.of_kind("reply")
+            prompt = json.dumps(msgs)
+            assert ("image_url" in prompt) == bool(received), prompt
+            assert frames.waited == ([(1, GREETING_FRAME_WAIT_S)] if received else [])
+        finally:
+            turns.close()
+            conv.close()
 
 
 def test_a_person_the_person_manager_never_reports_is_greeted_from_the_frames():

@@ -24,7 +24,11 @@ import cv2
 import numpy as np
 
 DARKNET_DIR = Path("/usr/share/darknet/data")
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
+#: where a level pan runs, from the top (0) to the bottom (1) of the photo: a portrait's face
+#: is in its upper part (at mid-height the astronaut's forehead was out of the frame, and
+#: people_node could not print her face)
+LEVEL_PAN_HEIGHT = 0.2
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,7 @@ def pan_frames(img: np.ndarray, n: int, spec: DemoSpec, direction: int = 0,
                level: bool = False) -> list[np.ndarray]:
     """n frames of a slow pan across `img` (direction selects one of four diagonals).
 
-    level: a horizontal pan at mid-height (a person's face stays in view).
+    level: a horizontal pan at `LEVEL_PAN_HEIGHT` (a person's whole face stays in view).
     """
     big = _cover(img, spec.width, spec.height, spec.zoom)
     dx, dy = big.shape[1] - spec.width, big.shape[0] - spec.height
@@ -83,7 +87,7 @@ def pan_frames(img: np.ndarray, n: int, spec: DemoSpec, direction: int = 0,
         t = 0.5 - 0.5 * np.cos(np.pi * t)  # ease in/out
         fx = t if direction in (0, 2) else 1 - t
         fy = t if direction in (0, 3) else 1 - t
-        x, y = round(dx * fx), round(dy * (0.5 if level else fy))
+        x, y = round(dx * fx), round(dy * (LEVEL_PAN_HEIGHT if level else fy))
         frames.append(np.ascontiguousarray(big[y:y + spec.height, x:x + spec.width]))
     return frames
 

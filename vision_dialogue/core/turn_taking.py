@@ -63,10 +63,13 @@ def _never(*_args) -> bool:
 
 #: seconds (camera time) a reporting person manager has to name someone the camera shows
 #: before the opening remark comes from the frame anyway: people_node reports nobody for a
-#: person whose face it cannot print (turned away, too small; the demo video's person), and
+#: person whose face it cannot print (turned away, too small), and
 #: the robot then never greeted (the demo with people_node: its script waited its 120 s).
 #: More than people_node's own wait for a first print (FIRST_PRINT_WAIT_S, 5 s).
 PERSON_REPORT_WAIT_S = 6.0
+#: longest an opening remark on a person manager's report waits for the frames the manager
+#: had received by then to be in its prompt (a frame is looked at for a second or more)
+GREETING_FRAME_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,7 @@ class ArrivingFrames(Protocol):
 
     received: int
 
-    def wait_through(self, count: int) -> bool: ...
+    def wait_through(self, count: int, timeout: float = ...) -> bool: ...
 
 
 class TurnTaker:
@@ -246,12 +249,19 @@ class TurnTaker:
         """Queue a picture the person shared (served by `on_shared`, in turn order)."""
         self.queue.put(PendingTurn("shared", bgr))
 
-    def greet_once(self) -> bool:
-        """The opening remark (greet_first), once per session; whether it was queued now."""
+    def greet_once(self, on_report: bool = False) -> bool:
+        """The opening remark (greet_first), once per session; whether it was queued now.
+
+        `on_report`: a person manager reported someone (or a person engaged): the remark waits
+        for the frames received by then, `GREETING_FRAME_WAIT_S` at most (people_node reports
+        the frame's person while the manager still looks at that frame; a greeting before it
+        said the robot's eyes were not working).
+        """
         if not self.settings["greet_first"] or self._spoken_to:
             return False
         self._spoken_to = True
-        self.queue.put(PendingTurn("remark", "", "", deadline=self._deadline()))
+        self.queue.put(PendingTurn("remark", "", "", deadline=self._deadline(),
+                                   frames_before=self._received() if on_report else 0))
         self.proactive.remark_made()
         return True
 
@@ -342,6 +352,8 @@ class TurnTaker:
             return self._answer(lambda chunk: self.conversation.say(
                 item.payload, on_sentence=chunk), "", counted=False)
         if item.kind == "remark":
+            if item.frames_before and self._frames is not None:     # greet_once(on_report)
+                self._frames.wait_through(item.frames_before, GREETING_FRAME_WAIT_S)
             return self._remark(item.deadline, item.payload)
         self._wait_frames(item.frames_before)
         return self._answer(lambda chunk: self.conversation.turn(

@@ -94,7 +94,8 @@ class HriFacesOutput:
 
     `publish(header, faces, bgr)` with faces as (id, (x, y, w, h) relative box, score, smiling
     or None); a face's topics go when it is no longer tracked. The crop (the box and a
-    `CROP_MARGIN` around it, bgr8) is made only while someone subscribes (people_node).
+    `CROP_MARGIN` around it, bgr8) is latched: a person manager subscribes when it reads the
+    face's id in the list, and gets the crop of a face that one frame showed.
     """
 
     CROP_MARGIN = 0.25
@@ -112,7 +113,7 @@ class HriFacesOutput:
         self.tracked_pub.publish(pm.IdsList(header=header, ids=ids))
         for fid, (x, y, w, h), score, smiling in faces:
             roi_pub, expression_pub, cropped_pub = self._pubs[fid]
-            if bgr is not None and cropped_pub.get_subscription_count():
+            if bgr is not None:
                 cropped_pub.publish(to_image_msg(self.crop(bgr, (x, y, w, h)),
                                                  stamp=header.stamp, frame_id=header.frame_id))
             roi_pub.publish(pm.NormalizedRegionOfInterest2D(
@@ -125,10 +126,12 @@ class HriFacesOutput:
 
     def _face_publishers(self, fid: str) -> tuple:
         quiet = no_event_handlers("publisher")         # destroyed when the face goes
-        return tuple(self.node.create_publisher(kind, hri_topic("faces", fid, part),
-                                                RELIABLE_QOS, **quiet)
-                     for kind, part in ((pm.NormalizedRegionOfInterest2D, "roi"),
-                                        (pm.Expression, "expression"), (Image, "cropped")))
+        return tuple(self.node.create_publisher(kind, hri_topic("faces", fid, part), qos,
+                                                **quiet)
+                     for kind, part, qos in ((pm.NormalizedRegionOfInterest2D, "roi",
+                                              RELIABLE_QOS),
+                                             (pm.Expression, "expression", RELIABLE_QOS),
+                                             (Image, "cropped", LATCHED_QOS)))
 
     @classmethod
     def crop(cls, bgr, box):

@@ -169,7 +169,8 @@ def camera_listeners(params_files, keys) -> dict:
     if not named or "camera" not in keys:
         return {}
     started = {NODES[k].executable for k in keys}
-    return {"wait_for_listeners": [n for n in named if n in started]}
+    # none left: [""] (an empty list has no type on the command line; the camera skips "")
+    return {"wait_for_listeners": [n for n in named if n in started] or [""]}
 
 
 def people_memory(params_files, keys) -> dict:

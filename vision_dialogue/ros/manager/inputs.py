@@ -97,7 +97,7 @@ class ManagerInputs:
 
         Once a session; named for a person the manager knows (Persona.greeting).
         """
-        if self.turns.greet_once():
+        if self.turns.greet_once(on_report=True):
             self.log.info(f"{label} is here: greeting")
 
     def _on_face_record(self, msg: String) -> None:
