@@ -139,6 +139,32 @@ def test_a_greeting_that_came_empty_is_asked_for_again_with_its_instruction_last
         c.close()
 
 
+def test_a_known_person_is_greeted_by_name_whatever_the_llm_said():
+    """The 0.5B greeted Barack as "Hello! I'm a robot, not a real person." (a suite run)."""
+    from vision_dialogue.core.people import PeopleInView
+    from vision_dialogue.core.persona import addressed
+    assert addressed("Hello!", ["Barack"]) == "Hello, Barack!"
+    assert addressed("Hi there.", ["Barack", "Ada"]) == "Hi, Barack and Ada!"
+    assert addressed("Nice to see you again, barack.", ["Barack"]) == \
+        "Nice to see you again, barack."
+    assert addressed("I'm here to help.", ["Barack"]) == "Hello, Barack! I'm here to help."
+    replies = iter(["Hello! I'm a robot, not a real person.", "Hi! Nice to see you."])
+    be = FakeChatBackend(responder=lambda m, k: next(replies) if k == "reply" else "ok")
+    c = conv(be)
+    try:
+        people = PeopleInView(c)
+        people.update([TrackedPerson("p1", name="Barack")], named=True)
+        assert c.remark().sentences == ["Hello, Barack!", "I'm a robot, not a real person."]
+        people.update([TrackedPerson("p1", name="someone")], named=True)
+        assert c.remark().text == "Hi! Nice to see you."     # a stranger: as the LLM said
+        be.fail["reply"] = 1                            # the fallback names him too
+        people.update([TrackedPerson("p1", name="Barack")], named=True)
+        res = c.remark()
+        assert res.fallback and "Barack" in res.text, res.text
+    finally:
+        c.close()
+
+
 def test_the_report_holds_who_is_there_now_and_presence_keeps_a_leaver_a_while():
     """A person just enrolled changes id: the report has one, presence both for a grace.
 

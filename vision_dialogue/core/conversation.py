@@ -216,18 +216,20 @@ class Conversation(DirectedLines, SceneInput):
         a remark on an arrival, a changed scene, a wave, a Chat's opening) goes to the LLM for
         this reply only, and the remark enters the timeline as the robot's line.
         """
-        greeting = instruction or self.persona.greeting(self.prompt.known_in_view)
-        return self._serve(None, on_sentence, "", deadline, instruction=greeting)
+        names = () if instruction else tuple(self.prompt.known_in_view)
+        greeting = instruction or self.persona.greeting(names)
+        return self._serve(None, on_sentence, "", deadline, instruction=greeting, names=names)
 
     def _serve(self, text: str | None, on_sentence: SentenceCallback | None, speaker: str,
-               deadline: float | None, language: str = "", instruction: str = "") -> TurnResult:
+               deadline: float | None, language: str = "", instruction: str = "",
+               names: tuple[str, ...] = ()) -> TurnResult:
         """A turn with background LLM calls held back, then its ReplyEntry."""
         self.warmer.heard()
         self._no_turn.clear()
         try:
             with self.turns_taken.lock:
                 result = self._turn(text, on_sentence, speaker, deadline, language,
-                                    instruction)
+                                    instruction, names)
         finally:
             self._no_turn.set()
         self._emit(ReplyEntry(result))
@@ -236,10 +238,12 @@ class Conversation(DirectedLines, SceneInput):
         return result
 
     def _turn(self, text: str | None, on_sentence: SentenceCallback | None, speaker: str,
-              deadline: float | None, language: str = "", instruction: str = "") -> TurnResult:
+              deadline: float | None, language: str = "", instruction: str = "",
+              names: tuple[str, ...] = ()) -> TurnResult:
         """One turn under the turn lock: the user line in, the prompt, the reply, its line.
 
-        text None: the robot speaks first (no user line; `instruction` is asked).
+        text None: the robot speaks first (no user line; `instruction` is asked); `names`:
+        the known people it greets, named in its first sentence whatever the LLM said.
         """
         t0 = time.perf_counter()
         turn_id = self.turns_taken.next()
@@ -256,12 +260,12 @@ class Conversation(DirectedLines, SceneInput):
         error = None
         try:
             self.replies.make(msgs, turn_id, on_sentence, sentences, records, deadline, past,
-                              text or "", instruction)
+                              text or "", instruction, names)
         except Exception as e:  # noqa: BLE001 - any backend failure gives the fallback
             error = f"{type(e).__name__}: {e}"
             self.log.error(f"turn {turn_id}: {error}; answering with the fallback line")
             sentences.append(self.replies.fallback(turn_id, len(sentences), on_sentence,
-                                                   greeting=text is None))
+                                                   greeting=text is None, names=names))
         t1 = time.perf_counter()
         reply = " ".join(sentences)
         note = AgentResult("", 0, records).memory_note()   # kept even after a fallback

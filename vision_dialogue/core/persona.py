@@ -109,6 +109,31 @@ class Persona:
                                       else self.fallback_lines)
 
 
+#: words a bare greeting starts with ("Hello!", "Hi there.")
+SALUTATIONS = ("hello", "hi", "hey", "good morning", "good afternoon", "good evening",
+               "welcome back", "welcome", "greetings")
+
+
+def addressed(sentence: str, names: Sequence[str]) -> str:
+    """A known person's greeting, first sentence: as it is if it names them, else with names.
+
+    The small default sometimes greeted a known person without their name (a suite run:
+    "Hello! I'm a robot, not a real person."); a robot that knows someone says their name.
+    A bare salutation gets the names ("Hello!" -> "Hello, Barack!"); any other sentence
+    comes after one ("Hello, Barack! I'm here to help.").
+    """
+    if not names or any(name.lower() in sentence.lower() for name in names):
+        return sentence
+    who = " and ".join(names)
+    bare = sentence.strip().rstrip("!.?,").strip()
+    hello = next((h for h in SALUTATIONS if bare.lower() == h or
+                  bare.lower().startswith(h + " ") and len(bare.split()) <= len(h.split()) + 1),
+                 None)
+    if hello is not None:
+        return f"{bare[:len(hello)]}, {who}!"
+    return f"Hello, {who}! {sentence}"
+
+
 LINE_LISTS = ("fallback_lines", "greet_fallback_lines", "blind_lines",
               "nobody_lines")   # keys holding lists
 REQUIRED = ("system", "summary_instruction", "history_instruction", "no_frames_note",

@@ -19,7 +19,7 @@ from vision_dialogue.core.conversation_types import ConversationConfig, Sentence
 from vision_dialogue.core.deadlines import FirstBy
 from vision_dialogue.core.focus import asks_to_repeat
 from vision_dialogue.core.opinions import stance
-from vision_dialogue.core.persona import Persona
+from vision_dialogue.core.persona import Persona, addressed
 from vision_dialogue.core.perspective import from_own_side
 from vision_dialogue.core.reply_filter import NoteFilter
 from vision_dialogue.core.turn_tools import TurnTools
@@ -43,6 +43,7 @@ class _Turn:
     schemas: list                           # the turn's tools ([]: none)
     repeat_ok: bool                         # "say that again": the last line may come again
     instruction: str = ""                   # a remark's (the greeting's) instruction
+    names: tuple[str, ...] = ()             # the known people a greeting names
     made: list[ToolRecord] = field(default_factory=list)    # this turn's calls
 
 
@@ -62,7 +63,7 @@ class ReplyMaker:
     def make(self, msgs: list, turn_id: int, on_sentence: SentenceCallback | None,
              sentences: list[str], records: list[ToolRecord],
              deadline: float | None, past: bool = False, question: str = "",
-             instruction: str = "") -> None:
+             instruction: str = "", names: tuple[str, ...] = ()) -> None:
         """Ask the LLM (tools, streamed, or whole) and append the spoken sentences.
 
         A reply that only says again what the robot said before is asked for once more, with
@@ -71,7 +72,7 @@ class ReplyMaker:
         """
         cfg, tools = self.config, self.tools
         turn = _Turn(msgs, turn_id, deadline, sentences, on_sentence, question,
-                     tools.schemas(past), asks_to_repeat(question), instruction)
+                     tools.schemas(past), asks_to_repeat(question), instruction, names)
 
         def ask() -> Iterable[str]:
             if turn.schemas and tools.streamed:
@@ -127,9 +128,14 @@ class ReplyMaker:
                                               if dropped else ""))
 
     def fallback(self, turn_id: int, index: int, on_sentence: SentenceCallback | None,
-                 greeting: bool = False) -> str:
-        """The persona's fallback line, streamed like a sentence when streaming is on."""
+                 greeting: bool = False, names: tuple[str, ...] = ()) -> str:
+        """The persona's fallback line, streamed like a sentence when streaming is on.
+
+        `names`: a greeting's known people, named when it is the reply's first sentence.
+        """
         line = self.persona.fallback(greeting=greeting)
+        if names and not index:
+            line = addressed(line, names)
         if self.config.stream and on_sentence is not None:
             try:
                 on_sentence(line, index, fallback=True)
@@ -158,6 +164,8 @@ class ReplyMaker:
                 continue
             if isinstance(parts, FirstBy):
                 parts.met = True
+            if turn.names and not turn.sentences:
+                s = addressed(s, turn.names)
             self._keep(s, turn.sentences, turn.on_sentence)
 
     def _keep(self, sentence: str, sentences: list[str],
