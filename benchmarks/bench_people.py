@@ -169,15 +169,18 @@ def demo_run(people: bool) -> dict:
 def identity_cost(pairs: int) -> dict:
     """The demo's first spoken sentence with the people node and without, runs alternating."""
     firsts: dict[str, list] = {"people": [], "no people": []}
+    runs: dict[str, list] = {"people": [], "no people": []}     # each run's turns, in order
     for i in range(pairs):
         for arm in (("people", "no people") if i % 2 == 0 else ("no people", "people")):
             r = demo_run(arm == "people")
-            firsts[arm] += [t["first_sentence_s"] for t in r["per_turn"]]
+            runs[arm].append([t["first_sentence_s"] for t in r["per_turn"]])
+            firsts[arm] += runs[arm][-1]
             print(f"pair {i + 1}/{pairs} {arm}: first sentence p50 "
                   f"{r['first_sentence_p50_s']} s over {r['turns']} turns", flush=True)
     p50 = {arm: round(statistics.median(xs), 3) for arm, xs in firsts.items() if xs}
     return {"pairs": pairs, "first_sentence_p50_s": p50,
-            "ratio": round(p50["people"] / p50["no people"], 3), "goal_ratio": 1.05}
+            "ratio": round(p50["people"] / p50["no people"], 3), "goal_ratio": 1.05,
+            "first_sentence_s_per_run": runs}
 
 
 def main(argv=None) -> int:
