@@ -171,14 +171,22 @@ def end(ex, robot, node) -> None:
 
 
 @pytest.fixture
-def rig(ros_context):
+def rig(ros_context, request):
+    """Each test's nodes in a namespace of its own (the skill servers' names too).
+
+    A client that had used its Ask server was told it was gone, 20 s later, while the graph
+    still listed the same-named servers of earlier tests' shut-down contexts (a suite run).
+    """
     from rclpy.executors import MultiThreadedExecutor
-    made = []
+    made, sessions = [], [0]
+    own = "t_" + "".join(c if c.isalnum() else "_" for c in request.node.name)[:60]
 
     def make(store, answers, skills=True, namespace=None, **params):
         for session in made:
             end(*session)
         made.clear()
+        sessions[0] += 1
+        namespace = namespace or f"{own}_{sessions[0]}"
         robot = Robot(ros_context, answers, skills, namespace)
         node = people_node(ros_context, store, namespace, **params)
         ex = robot.ex = MultiThreadedExecutor(context=ros_context)
