@@ -324,7 +324,13 @@ def test_an_unconfigurable_node_fails_its_configure_and_keeps_running(installed,
                            env=dict(installed.env, OPENAI_API_KEY="sk-test"))
     client = LifecycleClient(name)
     try:
-        assert client.state() == State.PRIMARY_STATE_UNCONFIGURED
+        try:
+            first = client.state()
+        except AssertionError as e:     # unanswered (a suite run): the node's side, for next time
+            alive = "running" if proc.poll() is None else f"ended with {proc.returncode}"
+            raise AssertionError(f"{e}; the node is {alive}; its log: "
+                                 f"{log.read_text()[-3000:]}") from None
+        assert first == State.PRIMARY_STATE_UNCONFIGURED
         assert not client.transition(Transition.TRANSITION_CONFIGURE)
         assert client.state() == State.PRIMARY_STATE_UNCONFIGURED and proc.poll() is None
         wait_for_log(log, said, proc, timeout=10)
