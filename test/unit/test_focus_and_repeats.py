@@ -149,40 +149,48 @@ def test_a_text_model_gets_the_note_right_before_the_question(supports_images, f
 
 
 class _Stat:
-    """A /proc/stat whose busy and idle ticks the test moves."""
+    """A /proc/stat whose busy, niced and idle ticks the test moves."""
 
     def __init__(self, path, running=None):
-        self.path, self.busy, self.idle, self.running = path, 0, 0, running
+        self.path, self.busy, self.niced, self.idle = path, 0, 0, 0
+        self.running = running
         self.write()
 
-    def add(self, busy, idle):
+    def add(self, busy, idle, niced=0):
         self.busy += busy
         self.idle += idle
+        self.niced += niced
         self.write()
 
     def write(self):
         running = "" if self.running is None else f"procs_running {self.running}\n"
-        self.path.write_text(f"cpu {self.busy} 0 0 {self.idle} 0 0 0 0 0 0\ncpu0 1 2 3 4\n"
-                             + running)
+        self.path.write_text(f"cpu {self.busy} {self.niced} 0 {self.idle} 0 0 0 0 0 0\n"
+                             "cpu0 1 2 3 4\n" + running)
 
 
-def test_threads_follow_the_free_cores(tmp_path, monkeypatch):
+@pytest.fixture
+def machine(tmp_path, monkeypatch):
+    """A 2-core machine whose clock, /proc/stat and own process's ticks the test moves."""
     import vision_dialogue.llm.cpu_threads as ct
     monkeypatch.setattr(ct.os, "cpu_count", lambda: 2)
     clock = [100.0]
     monkeypatch.setattr(ct.time, "monotonic", lambda: clock[0])
-    stat = _Stat(tmp_path / "stat")
-    share = CpuShare(cores=2, stat=stat.path)
+    m = type("Machine", (), {})()
+    m.clock, m.stat, m.own = clock, _Stat(tmp_path / "stat"), [0.0]
+    m.share = lambda: CpuShare(cores=2, stat=m.stat.path, own=lambda: m.own[0])
+    return m
+
+
+def test_threads_follow_the_free_cores(machine, tmp_path):
+    share, stat = machine.share(), machine.stat
     assert share.threads() == 2            # nothing measured yet: all cores
-    share.done()
-    clock[0] += 5
+    machine.clock[0] += 5
     stat.add(busy=500, idle=500)           # another process kept one core busy
     assert share.threads() == 1 and round(share.others_busy, 2) == 1.0
-    share.done()
-    clock[0] += 0.1
+    machine.clock[0] += 0.1
     stat.add(busy=0, idle=20)
     assert share.threads() == 1            # too short a look: the last answer stands
-    clock[0] += 5
+    machine.clock[0] += 5
     stat.add(busy=50, idle=950)            # quiet again
     assert share.threads() == 2
     assert CpuShare(fixed=3).threads() == 3
@@ -191,24 +199,55 @@ def test_threads_follow_the_free_cores(tmp_path, monkeypatch):
     assert CpuShare(stat=tmp_path / "missing").threads() >= 1
 
 
-def test_work_that_has_ended_leaves_its_cores_to_the_reply(tmp_path, monkeypatch):
+def test_the_models_own_work_and_niced_work_leave_it_all_cores(machine):
+    """Its own threads are not others' load; niced work (people prints) gives way to it.
+
+    The demo with the people node replied on one thread for its first three turns: the niced
+    loading of the print models counted as busy, and the answer stuck (warm-ups and replies
+    back to back never made a long enough window).
+    """
+    share, stat = machine.share(), machine.stat
+    share.threads()
+    machine.clock[0] += 5
+    stat.add(busy=900, idle=100)           # its own generation kept both cores busy...
+    machine.own[0] += 900                  # ...all of it this process's
+    assert share.threads() == 2 and share.others_busy == 0
+    machine.clock[0] += 5
+    stat.add(busy=0, niced=500, idle=500)  # a niced process kept a core busy
+    assert share.threads() == 2 and share.others_busy == 0
+    machine.clock[0] += 5
+    stat.add(busy=700, idle=300)           # own work and a process of normal priority
+    machine.own[0] += 200
+    assert share.threads() == 1 and round(share.others_busy, 2) == 1.0
+
+
+def test_short_looks_do_not_keep_an_old_answer_forever(machine):
+    """Generations back to back: the window grows over short looks until it can measure."""
+    share, stat = machine.share(), machine.stat
+    share.threads()
+    machine.clock[0] += 5
+    stat.add(busy=500, idle=500)
+    assert share.threads() == 1
+    for _ in range(4):                     # looks 0.1 s apart, the machine quiet again
+        machine.clock[0] += 0.1
+        stat.add(busy=0, idle=20)
+        share.threads()
+    assert share.last == 2
+
+
+def test_work_that_has_ended_leaves_its_cores_to_the_reply(machine):
     """Work that ended frees its core for the reply; work that keeps running still counts.
 
     The recogniser kept a core busy until the person's words were known.
     """
-    import vision_dialogue.llm.cpu_threads as ct
-    monkeypatch.setattr(ct.os, "cpu_count", lambda: 2)
-    clock = [100.0]
-    monkeypatch.setattr(ct.time, "monotonic", lambda: clock[0])
-    stat = _Stat(tmp_path / "stat", running=1)          # only the caller runs now
-    share = CpuShare(cores=2, stat=stat.path)
+    stat = machine.stat
+    stat.running = 1                                    # only the caller runs now
+    share = machine.share()
     share.threads()
-    share.done()
-    clock[0] += 5
+    machine.clock[0] += 5
     stat.add(busy=500, idle=500)
     assert share.threads() == 2 and share.others_busy == 0
-    share.done()
-    clock[0] += 5
+    machine.clock[0] += 5
     stat.add(busy=500, idle=500)
     stat.running = 2                                    # and another process still runs
     stat.write()

@@ -2,14 +2,15 @@
 
 A robot's computer is never quiet: perception, ROS, speech and other programs share the cores
 with the LLM. A model that starts one thread per core while another process keeps a core busy
-waits for its descheduled thread at every layer. Measured here (2 cores, the 0.5B default,
-40 tokens from a 500-token prompt): quiet, 2 threads 2.5 s and 1 thread 3.5 s; with one busy
-process, 2 threads 5.7 s and 1 thread 3.5 s. So before each generation `CpuShare.threads()`
-looks at how busy the machine was since the previous generation ended (the model itself idle)
-and leaves out the cores that other work used, unless that work has ended: what still runs
-right now (`procs_running`) bounds it. A reply comes right after the recogniser and the voice
-of the previous reply were busy, and they are done by then (bench_voice measured replies on one
-thread for that reason).
+waits for its descheduled thread at every layer (`benchmarks/bench_cpu_threads.py` measures 2
+threads against 1, quiet, beside a busy process and beside a niced one). So before each
+generation `CpuShare.threads()` looks at how busy the machine was since its last look, less
+this process's own work (the model's threads), and leaves out the cores that other work used,
+unless that work has ended: what still runs right now (`procs_running`) bounds it. A reply
+comes right after the recogniser and the voice of the previous reply were busy, and they are
+done by then. Niced work (the people node's prints, `nice` > 0) does not count: the kernel
+gives the model's threads the cores first, so it keeps all of them (unless this process is
+niced itself).
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from pathlib import Path
 PROC_STAT = Path("/proc/stat")
 MIN_WINDOW_S = 0.3
 """A shorter look than this tells nothing reliable; the last answer stands."""
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+"""Ticks per second of /proc/stat's counters."""
 
 
 def usable_cores() -> int:
@@ -32,8 +35,12 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def read_busy(stat: Path = PROC_STAT) -> tuple[int, int] | None:
-    """(busy, total) CPU ticks of the whole machine so far; None where unreadable."""
+def read_busy(stat: Path = PROC_STAT, count_niced: bool = False) -> tuple[int, int] | None:
+    """(busy, total) CPU ticks of the whole machine so far; None where unreadable.
+
+    Niced processes' ticks count as busy only with `count_niced` (for a caller that is niced
+    itself: they are its peers, not work that gives way to it).
+    """
     try:
         with open(stat, encoding="ascii") as f:
             fields = f.readline().split()
@@ -43,7 +50,23 @@ def read_busy(stat: Path = PROC_STAT) -> tuple[int, int] | None:
         return None
     ticks = [int(x) for x in fields[1:9]]          # user nice system idle iowait irq ...
     idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    if not count_niced:
+        idle += ticks[1]
     return sum(ticks) - idle, sum(ticks)
+
+
+def own_ticks() -> float:
+    """CPU ticks this process (all its threads) used so far."""
+    t = os.times()
+    return (t.user + t.system) * CLOCK_TICKS
+
+
+def is_niced() -> bool:
+    """Whether this process runs niced (then niced work is its peer)."""
+    try:
+        return os.getpriority(os.PRIO_PROCESS, 0) > 0
+    except (AttributeError, OSError):
+        return False
 
 
 def read_runnable(stat: Path = PROC_STAT) -> int | None:
@@ -79,54 +102,53 @@ LOOK_APART_S = 0.005
 
 
 class CpuShare:
-    """The thread count for the next generation, from the machine's load since the last one.
+    """The thread count for the next generation, from the machine's load since the last look.
 
-    `with share.generation() as threads:` around each generation (or `threads()` before it and
-    `done()` after it): the window between two generations (the model idle) is what other
-    work used. `fixed` > 0 disables the measuring (always that many).
+    `with share.generation() as threads:` around each generation (or `threads()` before
+    it). The window is the time since the last look that measured (at least MIN_WINDOW_S;
+    a shorter one keeps the last answer and goes on growing), less what this process used
+    in it, so generations back to back (a warm-up right before a reply) still see the load
+    of now, not of the last idle moment. `fixed` > 0 disables the measuring (always that many).
+    `own` gives this process's ticks so far (tests pass their own).
     """
 
-    def __init__(self, fixed: int = 0, cores: int | None = None, stat: Path = PROC_STAT):
+    def __init__(self, fixed: int = 0, cores: int | None = None, stat: Path = PROC_STAT,
+                 own=own_ticks):
         self.cores = cores or usable_cores()
         self.fixed = int(fixed)
         if self.fixed < 0:
             raise ValueError(f"threads={fixed!r} must be >= 0 (0: as many as are free)")
-        self._stat = stat
+        self._stat, self._own, self._count_niced = stat, own, is_niced()
         self._lock = threading.Lock()
-        self._since: tuple[float, tuple[float, float] | None] | None = None
+        self._since: tuple[float, tuple[int, int], float] | None = None
         self.last = self.fixed or self.cores
         self.others_busy = 0.0          # cores other work kept busy in the last window
 
     @contextlib.contextmanager
     def generation(self):
-        """The threads for one generation; the next window starts when it ends."""
-        try:
-            yield self.threads()
-        finally:
-            self.done()
-
-    def done(self) -> None:
-        """A generation ended: the next window starts now."""
-        with self._lock:
-            self._since = (time.monotonic(), read_busy(self._stat))
+        """The threads for one generation."""
+        yield self.threads()
 
     def threads(self) -> int:
         """Threads for the generation about to start."""
         if self.fixed:
             return self.fixed
         with self._lock:
-            now, busy = time.monotonic(), read_busy(self._stat)
-            if self._since is None or busy is None or self._since[1] is None:
-                self._since = (now, busy)
+            now, busy = time.monotonic(), read_busy(self._stat, self._count_niced)
+            if busy is None:
                 return self.last
-            t0, b0 = self._since
-            wall = now - t0
-            if wall < MIN_WINDOW_S:
+            if self._since is None:
+                self._since = (now, busy, self._own())
                 return self.last
-            # the machine's busy core-seconds over the window, as a share of all its cores
-            share = (busy[0] - b0[0]) / max(busy[1] - b0[1], 1e-9)
+            t0, b0, own0 = self._since
+            if now - t0 < MIN_WINDOW_S:
+                return self.last
+            own = self._own()
+            self._since = (now, busy, own)
+            # others' busy core-seconds over the window, as a share of all the machine's cores
+            others = max(0.0, busy[0] - b0[0] - (own - own0))
             machine_cores = os.cpu_count() or self.cores
-            self.others_busy = share * machine_cores
+            self.others_busy = others / max(busy[1] - b0[1], 1e-9) * machine_cores
             now_running = others_running_now(self._stat)
             if now_running is not None:     # work that has ended (the recogniser) frees its core
                 self.others_busy = min(self.others_busy, now_running)
