@@ -747,6 +747,35 @@ def test_a_reply_said_while_the_context_shuts_down_ends_quietly(ros_context):
         node.destroy_node()
 
 
+def test_the_camera_is_subscribed_to_once_a_local_model_has_read_the_persona(
+        ros_context, monkeypatch):
+    """A demo camera waits for the manager's subscription: by then the persona is read.
+
+    Its first frame came before the 1.5B had read the persona, and the opening remark read it
+    first (about 2 s), which shifted every turn of the demo after it.
+    """
+    import vision_dialogue.manager_node as mn
+    from fake_chat_backend import FakeChatBackend
+    order = []
+
+    class Reading(FakeChatBackend):
+        def warm(self, messages, tools=None, side=False):
+            time.sleep(0.5)                      # a model reading the persona
+            order.append("persona read")
+            return 1
+
+    made = mn.ImageTopicInput
+    monkeypatch.setattr(mn, "ImageTopicInput",
+                        lambda *a, **k: (order.append("camera subscribed"), made(*a, **k))[1])
+    node = ManagerNode(context=ros_context, backend=Reading(supports_images=True),
+                       parameter_overrides=[Parameter("transcript_dir", value="")])
+    try:
+        assert order == ["persona read", "camera subscribed"]
+    finally:
+        node.close()
+        node.destroy_node()
+
+
 #: the camera frame's way through the manager, as docs/ARCHITECTURE.md draws it: (what the
 #: docs name, the code that runs); the first two on the executor, the rest on the intake's
 #: worker, the listeners after add_frame in any order

@@ -63,6 +63,12 @@ from vision_dialogue.ros.manager.tools import connect_application, connect_robot
 from vision_dialogue.ros.topics import IMAGE_TOPIC, PERSONS_TRACKED_TOPIC
 from vision_dialogue.ros.params import ParameterError, declare_params
 
+PERSONA_READ_WAIT_S = 20.0
+"""Seconds configure waits for a local model to read the persona before the manager
+subscribes to the camera (whose `wait_for_listeners` waits for that subscription): a first
+frame that came sooner had its opening remark read the persona first (about 2 s for the
+1.5B on 2 cores) and shifted the whole demo's timing. Longer, it goes on reading meanwhile."""
+
 
 def persona_of(p) -> tuple:
     """(path, Persona) of the `persona_file` parameter (ours when empty)."""
@@ -129,8 +135,7 @@ class ManagerNode(ManagedNode):
         self.turns = TurnTaker(conv, self.proactive, p, self._publish_reply,
                                max_waiting=p["max_queued_turns"], frames=self.intake,
                                tracked=self.people.count, hooks=self._turn_hooks(), logger=log)
-        self.camera = ImageTopicInput(self, IMAGE_TOPIC, self.intake, p["image_qos"],
-                                      p["max_image_pixels"], taking=lambda: self.active)
+        self.camera = self._camera_input(conv)
         try:
             if p["use_tools"]:       # Visual ChatGPT
                 self.vcg = connect_vfm_tools(self, conv, self.turns, self.camera, p,
@@ -157,6 +162,15 @@ class ManagerNode(ManagedNode):
         log.info(f"manager ready: backend={p['llm_backend']} "
                  f"({type(self.backend).__name__}) model={p['model']!r} "
                  f"n={p['n']} m={p['m']} persona={persona_path}")
+
+    def _camera_input(self, conv) -> ImageTopicInput:
+        """The camera's subscription, made once a local model has read the persona (bounded)."""
+        if not conv.wait_idle(PERSONA_READ_WAIT_S):
+            self.get_logger().warning(f"the persona not read in {PERSONA_READ_WAIT_S:g} s; "
+                                      "frames come in meanwhile (the first reply reads the rest)")
+        p = self.params
+        return ImageTopicInput(self, IMAGE_TOPIC, self.intake, p["image_qos"],
+                               p["max_image_pixels"], taking=lambda: self.active)
 
     def _turn_hooks(self) -> TurnHooks:
         """What the parts built after the turn-taker plug into it, all here (read at each use).
