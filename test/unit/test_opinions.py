@@ -32,11 +32,15 @@ def test_the_side_a_sentence_takes(sentence, side):
     ("Do you like cats?", "No, I do not like cats.", ""),      # coffee is another thing
     ("Do you like cats?", "Yes, I love cats.", "No, I do not like cats."),
     ("Is my suit orange?", "No.", ""),                         # not about the robot's likes
+    (WEARING, "No, I don't like it.", "I like how you look."),  # README command 1, run 37
+    ("Do you like my hat?", "No, I don't.", "I like how you look."),
 ])
 def test_an_answer_contradicts_only_an_earlier_line_on_the_same_thing(question, answer, earlier):
     said = GREETING + ["No, I do not like coffee.", "No, I do not like cats."]
     if "love cats" not in answer:
         said = said[:-1]
+    if earlier == "I like how you look.":       # the opening of README command 1 now
+        said = ["Hello!", earlier, "The orange shirt is so pretty!"]
     assert asks_liking(question) is ("like" in question)
     assert contradicted(question, answer, said) == earlier
 

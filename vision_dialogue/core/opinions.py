@@ -25,6 +25,16 @@ _LIKE = re.compile(rf"\bI\s+(?:really\s+|do\s+|also\s+|just\s+)?{_LIKES}s?\b|\bI
 _ASKS_LIKING = re.compile(rf"^\s*(?:and\s+|so\s+)?do\s+you\s+(?:really\s+|also\s+)?{_LIKES}\b",
                           re.I)
 _OPINION_WORDS = {"like", "love", "enjoy", "adore", "really", "also", "today", "what"}
+SAME_THING = (frozenset({"wearing", "wear", "wears", "look", "looks", "outfit", "clothes",
+                         "shirt", "dress", "suit", "jacket", "sweater", "top", "hat", "style"}),)
+"""Words that name one thing in a question about the robot's likes and in its earlier line:
+the README demo opened with "I like how you look." and, to "Do you like what I am wearing
+today?", answered "No, I don't like it." (no word of the question was in the opening)."""
+
+
+def _things(words: set) -> set:
+    """`words` and every word of a SAME_THING group one of them is in."""
+    return set(words).union(*(group for group in SAME_THING if words & group))
 
 
 def stance(sentence: str) -> bool | None:
@@ -50,11 +60,11 @@ def contradicted(question: str, sentence: str, said: Iterable[str]) -> str:
         return ""
     side = yes_or_no(sentence)
     side = stance(sentence) if side is None else side
-    about = substance_words(question) - _OPINION_WORDS
+    about = _things(substance_words(question) - _OPINION_WORDS)
     if side is None or not about:
         return ""
     for earlier in reversed(list(said)):
         held = stance(earlier)
-        if held is not None and held != side and about & substance_words(earlier):
+        if held is not None and held != side and about & _things(substance_words(earlier)):
             return earlier
     return ""
