@@ -125,6 +125,25 @@ def test_a_first_clause_spoken_alone_is_judged_with_its_sentence():
         "speed: 'very fast' is not a number."            # the rest keeps its first word
 
 
+def test_the_rest_of_a_sentence_does_not_start_its_spoken_clause_again():
+    """README command 1's demo: "I saw a person close," then "I saw someone close, in ..."."""
+    f = NoteFilter()
+    assert f.feed("I saw a person close,") == "I saw a person close,"
+    assert f.feed("I saw someone close, in the middle, smiling, looking at me.") == \
+        "in the middle, smiling, looking at me."
+    f = NoteFilter()
+    assert f.feed("I saw someone close,") == "I saw someone close,"
+    assert f.feed("I saw someone close, in the middle.") == "in the middle."
+    obs = "one person, close, in the middle, smiling, looking at you, wearing orange"
+    f = NoteFilter(observations=[obs], memories=[obs])
+    assert f.feed("I saw a person close,") == "I saw a person close,"
+    assert f.feed("I saw someone close, in the middle, smiling, looking at me.") == \
+        "in the middle, smiling, looking at me."      # later in its sentence: speech, no echo
+    f = NoteFilter()                     # a rest that goes on from its clause is kept whole
+    assert f.feed("When we started,") == "When we started,"
+    assert f.feed("I saw a person, close to me.") == "I saw a person, close to me."
+
+
 def _conv(supports_images: bool, **cfg):
     be = FakeChatBackend(supports_images=supports_images,
                          responder=lambda m, k: "Yes, you are.")

@@ -49,6 +49,11 @@ models loop on a closing question)."""
 CLAUSE_MARKS = tuple(CLAUSE_ENDS + CLAUSE_DASHES)
 """How a streamed reply's first clause ends when it comes on its own (llm/sentences.py)."""
 
+RESTART_SIMILARITY = 0.6
+"""Word-sequence similarity from which the rest of a sentence whose first clause was spoken on
+its own starts that clause again ("I saw a person close," then "I saw someone close, in the
+middle, ..." in README command 1's demo): the restart is not said."""
+
 REPEAT_SIMILARITY = 0.8
 """Word-sequence similarity (difflib ratio) from which a sentence counts as said before: "I can
 see you in the middle, wearing orange" repeats "I see you in the middle wearing orange"."""
@@ -153,6 +158,26 @@ class NoteFilter:
         self.labels = tuple(sorted({lb.strip() for lb in labels if lb.strip()}, key=len,
                                    reverse=True))
 
+    def _echoed(self, words: list[str], grams: list, whole: str) -> tuple | None:
+        """(observation or memory, past) that a sentence starts with, or is a part of.
+
+        A rest after its spoken first clause starts no sentence ("I saw a person close," +
+        "in the middle, smiling" is speech).
+        """
+        start = _shingles(self._clause + words, ECHO_WORDS)[:2] if self._clause else grams[:2]
+        whole_echo = len(words) >= 3 and not self._clause
+        return next(((t, past) for t, past, g, run in reversed(self.seen)
+                     if not g.isdisjoint(start) or (whole_echo and whole in run)), None)
+
+    def _without_restart(self, rest: str) -> str:
+        """`rest` less its own first clause where that says the spoken first clause again."""
+        head, comma, tail = rest.partition(",")
+        words = _words(head)
+        if comma and tail.strip() and words[:2] == self._clause[:2] and SequenceMatcher(
+                None, words, self._clause, autojunk=False).ratio() >= RESTART_SIMILARITY:
+            return tail.strip()
+        return rest
+
     def _unlabelled(self, text: str) -> str:
         """`text` without a prompt label a small model echoed at its start ("You saw: ...")."""
         for lb in self.labels:
@@ -190,6 +215,8 @@ class NoteFilter:
                 out.append(ch)
         spoken = " ".join("".join(out).split())
         spoken = re.sub(r"\s+([.,!?;:])", r"\1", spoken)   # "things ." after a dropped note
+        if self._clause:                 # the rest of a sentence whose first clause was said
+            spoken = self._without_restart(spoken)
         words = _words(spoken)
         grams = _shingles(words, ECHO_WORDS)
         whole = " " + " ".join(words) + " "       # a short sentence that is part of a note
@@ -201,9 +228,7 @@ class NoteFilter:
         if earlier:                      # "No, I don't like it." after "I like your suit."
             self.contradicted.append(earlier)
             return self._drop(spoken)
-        echoed = next(((t, past) for t, past, g, run in reversed(self.seen)
-                       if not g.isdisjoint(grams[:2]) or (len(words) >= 3 and whole in run)),
-                      None)
+        echoed = self._echoed(words, grams, whole)
         if echoed:
             said = self.speak(*echoed) if self.speak else ""
             if not said:
