@@ -9,8 +9,9 @@ this process's own work (the model's threads), and leaves out the cores that oth
 unless that work has ended: what still runs right now (`procs_running`) bounds it. A reply
 comes right after the recogniser and the voice of the previous reply were busy, and they are
 done by then. Niced work (the people node's prints, `nice` > 0) does not count: the kernel
-gives the model's threads the cores first, so it keeps all of them (unless this process is
-niced itself).
+gives the model's threads most of the cores (unless this process is niced itself). Beside a
+niced process that never stops the two thread counts come close (bench_cpu_threads); the
+people node's niced work comes in bursts and at start-up, where all the cores are faster.
 """
 from __future__ import annotations
 
