@@ -168,16 +168,15 @@ def demo_run(people: bool) -> dict:
 
 def identity_cost(pairs: int) -> dict:
     """The demo's first spoken sentence with the people node and without, runs alternating."""
-    firsts: dict[str, list] = {"people": [], "no people": []}
     runs: dict[str, list] = {"people": [], "no people": []}     # each run's turns, in order
     for i in range(pairs):
         for arm in (("people", "no people") if i % 2 == 0 else ("no people", "people")):
             r = demo_run(arm == "people")
             runs[arm].append([t["first_sentence_s"] for t in r["per_turn"]])
-            firsts[arm] += runs[arm][-1]
             print(f"pair {i + 1}/{pairs} {arm}: first sentence p50 "
                   f"{r['first_sentence_p50_s']} s over {r['turns']} turns", flush=True)
-    p50 = {arm: round(statistics.median(xs), 3) for arm, xs in firsts.items() if xs}
+    p50 = {arm: round(statistics.median([s for run in arm_runs for s in run]), 3)
+           for arm, arm_runs in runs.items() if any(arm_runs)}
     # each turn against the same turn of the other arm in its pair, and each run's turns
     # summed: the pooled median of 6 turns a run jumps between the demo's slow and fast turns
     paired = [p / n for pr, nr in zip(runs["people"], runs["no people"])

@@ -15,7 +15,6 @@ people node's niced work comes in bursts and at start-up, where all the cores ar
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
@@ -105,11 +104,11 @@ LOOK_APART_S = 0.005
 class CpuShare:
     """The thread count for the next generation, from the machine's load since the last look.
 
-    `with share.generation() as threads:` around each generation (or `threads()` before
-    it). The window is the time since the last look that measured (at least MIN_WINDOW_S;
-    a shorter one keeps the last answer and goes on growing), less what this process used
-    in it, so generations back to back (a warm-up right before a reply) still see the load
-    of now, not of the last idle moment. `fixed` > 0 disables the measuring (always that many).
+    `threads()` before each generation. The window is the time since the last look that
+    measured (at least MIN_WINDOW_S; a shorter one keeps the last answer and goes on
+    growing), less what this process used in it, so generations back to back (a warm-up
+    right before a reply) still see the load of now, not of the last idle moment. `fixed` > 0
+    disables the measuring (always that many).
     `own` gives this process's ticks so far (tests pass their own).
     """
 
@@ -124,11 +123,6 @@ class CpuShare:
         self._since: tuple[float, tuple[int, int], float] | None = None
         self.last = self.fixed or self.cores
         self.others_busy = 0.0          # cores other work kept busy in the last window
-
-    @contextlib.contextmanager
-    def generation(self):
-        """The threads for one generation."""
-        yield self.threads()
 
     def threads(self) -> int:
         """Threads for the generation about to start."""

@@ -251,9 +251,9 @@ class LlamaCppChatBackend:
     @contextlib.contextmanager
     def _on_free_cores(self, llm):
         """One generation on the cores other work leaves free (cpu_threads)."""
-        with self.cpu.generation() as threads:
-            llm._ctx.set_n_threads(threads, threads)   # the public n_threads is read at load
-            yield
+        threads = self.cpu.threads()
+        llm._ctx.set_n_threads(threads, threads)   # the public n_threads is read at load
+        yield
 
     def _read(self, llm, tokens: list) -> int:
         """Read `tokens` into `llm`'s cache, WARM_CHUNK at a time, stopping for a reply.

@@ -341,10 +341,10 @@ class TransformersChatBackend:
     @contextlib.contextmanager
     def _on_free_cores(self, torch):
         """One generation on the cores other work leaves free (cpu_threads; CPU only)."""
-        with self.cpu.generation() as threads:
-            if str(self.device).startswith("cpu"):
-                torch.set_num_threads(threads)
-            yield
+        threads = self.cpu.threads()
+        if str(self.device).startswith("cpu"):
+            torch.set_num_threads(threads)
+        yield
 
     def stream(self, messages: Sequence[Message], *, model: str | None = None,
                max_tokens: int | None = None, temperature: float | None = None,
