@@ -192,6 +192,31 @@ def test_a_node_whose_context_is_shut_down_while_it_starts_exits_quietly(capsys)
         run_node(broken, "broken_node", args=["broken_node"])
 
 
+def test_a_stop_during_a_lifecycle_nodes_own_start_exits_quietly(capsys):
+    """SIGINT while a node configures and activates itself: exit 0, not a bad parameter.
+
+    A busy fresh-clone run stopped a launch while its detector activated: the transition's
+    event could not be published on the shut context, the start failed, and the node
+    exited 2 with "invalid parameter: the start failed".
+    """
+    import rclpy
+    from vision_dialogue.ros.managed import ManagedNode
+    from vision_dialogue.ros.node_runner import run_node
+
+    class StoppedWhileActivating(ManagedNode):
+        def __init__(self):
+            super().__init__("slow_lifecycle_node")
+            self.start_lifecycle(managed=False)
+
+        def activate(self):
+            rclpy.try_shutdown()                # what rclpy's SIGINT handler does
+    assert run_node(StoppedWhileActivating, "slow_lifecycle_node",
+                    args=["slow_lifecycle_node"]) == 0
+    err = capsys.readouterr().err
+    assert "[slow_lifecycle_node] stopped while starting" in err, err
+    assert "invalid parameter" not in err and "Traceback" not in err, err
+
+
 def test_a_stop_after_the_node_is_made_and_before_it_spins_exits_quietly():
     """The signal comes once the node is made, before its executor: exit 0, node closed.
 

@@ -198,20 +198,26 @@ def _create(factory: Callable[[], "Node"], name: str, program: bool):
     try:
         return factory()
     except ParameterError as e:
-        print(f"[{name}] invalid parameter: {e}", file=sys.stderr)
-        return 2
+        # a stop signal during the start's transitions fails them too ("the start failed")
+        if rclpy.ok():
+            print(f"[{name}] invalid parameter: {e}", file=sys.stderr)
+            return 2
+        return _stopped_while_starting(name, program)
     except (KeyboardInterrupt, ExternalShutdownException):
-        _ignore_stop_signals(program)    # the second Ctrl-C (see _spin) while init ends
-        print(f"[{name}] stopped while starting", file=sys.stderr)   # Ctrl-C: no traceback
-        return 0
+        return _stopped_while_starting(name, program)
     except Exception:
         # Ctrl-C while a slow node loads its models: rclpy's handler has shut the context
         # down, and the node's next publisher or subscription fails on it
         if rclpy.ok():
             raise
-        _ignore_stop_signals(program)
-        print(f"[{name}] stopped while starting", file=sys.stderr)
-        return 0
+        return _stopped_while_starting(name, program)
+
+
+def _stopped_while_starting(name: str, program: bool) -> int:
+    """Ctrl-C or SIGTERM before the node was made: no traceback, exit 0."""
+    _ignore_stop_signals(program)    # the second Ctrl-C (see _spin) while init ends
+    print(f"[{name}] stopped while starting", file=sys.stderr)
+    return 0
 
 
 def _spin(node: "Node", threads: int | None, drain: bool, program: bool) -> None:
