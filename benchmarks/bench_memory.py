@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_skills import make_engine  # noqa: E402
 from results import record  # noqa: E402 - benchmarks/ is on sys.path
 from vision_dialogue.core.conversation import Conversation, ConversationConfig  # noqa: E402
+from vision_dialogue.core.conversation_types import TurnResult  # noqa: E402
 from vision_dialogue.core.persona import load_persona  # noqa: E402
 from vision_dialogue.application.identity.memory import PersonMemory, SessionSummary  # noqa: E402
 from vision_dialogue.application.identity.records import Consent, ConsentWay  # noqa: E402
@@ -104,8 +105,12 @@ def partial_line(question: str) -> str:
 
 
 def ask(conv: Conversation, question: str, *quiet: Conversation,
-        partials: bool = False) -> tuple[str, float | None, int]:
-    """A turn, once the background work of every conversation in `quiet` is done.
+        partials: bool = False) -> tuple[TurnResult, float | None]:
+    """A turn and its time to the first token, once the background work of `quiet` is done.
+
+    The first token (the local model's; None on a server) is the cost of reading the prompt
+    alone: the first sentence also holds the answer's own words, and a fact told back ("You
+    are planning to go to Japan.") may be longer than a guess.
 
     The two engines share the process's cores: a fold or a warm-up of the other one's would
     otherwise run beside this reply and slow it (the second run's figures measured that).
@@ -118,8 +123,17 @@ def ask(conv: Conversation, question: str, *quiet: Conversation,
         conv.hear_ahead(partial_line(question))
         for other in quiet:
             other.wait_idle(120.0)
+    t0 = time.monotonic()
     result = conv.turn(question)
-    return result.text, result.first_sentence_s, result.prompt_chars
+    first = getattr(conv.backend, "reply_times", {}).get("first_token")
+    return result, round(first - t0, 3) if first is not None and first >= t0 else None
+
+
+def tokens_read(backend) -> int | None:
+    """The reply prompt's tokens the local model read anew (not in its cache); None: a server."""
+    if getattr(backend, "prompt_tokens", None) is None:
+        return None
+    return backend.prompt_tokens - backend.reused_tokens
 
 
 def run_engine(name: str, battery: dict, n_facts: int, partials: bool = False) -> dict:
@@ -154,7 +168,7 @@ def run_engine(name: str, battery: dict, n_facts: int, partials: bool = False) -
         invented = []
         stranger = conversation(backend, keeper, quiet)
         for q in battery["nothing_told"]:
-            reply, _, _ = ask(stranger, q, partials=partials)
+            reply = ask(stranger, q, partials=partials)[0].text
             invented.append({"ask": q, "reply": reply,
                              "invented": score(reply, everything, battery["not_known"])
                              == "right"})
@@ -178,8 +192,12 @@ def asked_half(backend, baseline, keeper: MemoryKeeper, person: str, facts: list
         order = [("on", on), ("off", off)] if i % 2 == 0 else [("off", off), ("on", on)]
         row = {"ask": f["ask"]}
         for method, conv in order:
-            reply, first_s, chars = ask(conv, f["ask"], on, off, partials=partials)
-            row[method] = {"reply": reply, "first_s": first_s, "chars": chars,
+            result, token_s = ask(conv, f["ask"], on, off, partials=partials)
+            reply = result.text
+            row[method] = {"reply": reply, "first_s": result.first_sentence_s,
+                           "first_token_s": token_s, "overhead_s": round(result.overhead_s, 4),
+                           "tokens_read": tokens_read(conv.backend),
+                           "chars": result.prompt_chars,
                            "score": score(reply, f["expect"], not_known)}
         if row["on"]["score"] != "right":
             row["on"]["note"] = keeper.note([person], f["ask"])
@@ -210,10 +228,12 @@ def summarise(name, halves, invented, kept, extract_s, size) -> dict:
         scores = [r[method]["score"] for r in of]
         return {k: scores.count(k) for k in ("right", "wrong", "missing")}
 
-    def p50(method):
-        xs = [r[method]["first_s"] for r in rows if r[method]["first_s"] is not None]
-        return round(statistics.median(xs), 2) if xs else None
+    def p50(method, key="first_s"):
+        xs = [r[method][key] for r in rows if r[method].get(key) is not None]
+        return round(statistics.median(xs), 3) if xs else None
     on_s, off_s = p50("on"), p50("off")
+    on_token, off_token = p50("on", "first_token_s"), p50("off", "first_token_s")
+    read = {m: p50(m, "tokens_read") for m in ("on", "off")}
     held = halves.get("held_out", [])
     return {"engine": name, "facts": len(rows), "facts_kept_in_session_1": kept["tuned"],
             "extract_s_per_line": round(extract_s, 2),
@@ -224,6 +244,9 @@ def summarise(name, halves, invented, kept, extract_s, size) -> dict:
             "invented": sum(i["invented"] for i in invented), "asked_of_a_quiet_person":
             len(invented), "first_sentence_p50_s": {"on": on_s, "off": off_s},
             "first_sentence_cost": round(on_s / off_s - 1, 3) if on_s and off_s else None,
+            "first_token_p50_s": {"on": on_token, "off": off_token}, "tokens_read_p50": read,
+            "first_token_cost": round(on_token / off_token - 1, 3)
+            if on_token and off_token else None,
             "prompt_chars_p50": {m: statistics.median(r[m]["chars"] for r in rows)
                                  for m in ("on", "off")},
             **size, "rows": rows, "invented_rows": invented}
@@ -253,7 +276,8 @@ def main() -> None:
               f"off {held_off['right']}/{held_off['wrong']}/{held_off['missing']}; "
               f"invented {res['invented']}/{res['asked_of_a_quiet_person']}; first sentence "
               f"p50 on {res['first_sentence_p50_s']['on']} s, off "
-              f"{res['first_sentence_p50_s']['off']} s ({cost}); "
+              f"{res['first_sentence_p50_s']['off']} s ({cost}); first token p50 on "
+              f"{res['first_token_p50_s']['on']} s, off {res['first_token_p50_s']['off']} s; "
               f"note {res['note_chars_50_sessions']} chars with 50 sessions "
               f"(cap {res['note_cap']}); extraction {res['extract_s_per_line']} s a line",
               flush=True)

@@ -41,6 +41,8 @@ def test_streams_sentences_greedily_and_reuses_the_prompt_it_saw(backend):
                      {"role": "user", "content": "And the grass?"}]
     list(backend.stream(longer))
     assert backend.reused_tokens >= 20       # the persona and first exchange were not re-read
+    times = backend.reply_times              # the prompt read, then the first token
+    assert times["asked"] <= times["free"] <= times["first_token"]
 
 
 def test_a_background_call_gives_way_to_a_reply(backend):

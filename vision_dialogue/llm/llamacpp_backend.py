@@ -221,6 +221,7 @@ class LlamaCppChatBackend:
                                   tools=tools)
             try:
                 for piece in pieces:
+                    self.reply_times.setdefault("first_token", time.monotonic())
                     yield from speech.feed(piece)
                 rest, written = speech.finish()
                 yield from rest
