@@ -454,6 +454,28 @@ def test_the_words_so_far_are_read_ahead_into_the_reply_prompt():
         c.close()
 
 
+def test_a_note_the_whole_line_asks_for_comes_right_before_it_after_what_was_read_ahead():
+    """Where do I ... work?: the partial words ask about nothing remembered, the line does.
+
+    The note goes after the focus note (which the partial words already give), so a model
+    that read the partial line ahead reads only the note and the line when the person ends.
+    """
+    note = 'Ada told you: "I work in building B".'
+    be, c = _warmed_after_a_frame()
+    try:
+        c.remember_with(lambda: "", lambda line: note if "work" in line.lower() else "")
+        c.hear_ahead("Where do I")
+        assert _until(lambda: be.warmed[-1][-1]["content"] == "Where do I") and c.wait_idle()
+        ahead = [m["content"] for m in be.warmed[-1]]
+        assert note not in ahead and "[They ask about themselves" in ahead[-2]
+        c.turn("Where do I work?")
+        sent = [m["content"] for m in be.calls[-1][1]]
+        assert sent[:-2] == ahead[:-1]             # up to the focus note, all read ahead
+        assert sent[-2:] == [note, "Where do I work?"]
+    finally:
+        c.close()
+
+
 def test_a_frame_while_the_person_speaks_is_read_ahead_with_their_words_so_far():
     """A frame's warm-up keeps the words so far (it read the prompt without them, once).
 

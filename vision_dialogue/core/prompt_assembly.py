@@ -180,10 +180,6 @@ class PromptAssembly:
                 self.persona.addressee_note:
             msgs.append({"role": "system",
                          "content": self.persona.addressee_note.format(speaker=speaker)})
-        remembered = self.recall(text) if text is not None and self.recall else ""
-        self._remembered = remembered
-        if remembered:
-            msgs.insert(now_index(msgs), {"role": "system", "content": remembered})
         answer_in = language_instruction(language)
         if answer_in:
             msgs.append({"role": "system", "content": answer_in})
@@ -194,6 +190,13 @@ class PromptAssembly:
                               objects=newest.objects if newest is not None else "", acts=acts)
             if note:       # right before the person's line: their question stays last
                 msgs.insert(now_index(msgs), {"role": "system", "content": note})
+        # what is remembered that the line asks about: after the focus note, which a line's
+        # partial words already give, so a spoken line read ahead without a note reads only
+        # this note and the line's last words when it ends
+        remembered = self.recall(text) if text is not None and self.recall else ""
+        self._remembered = remembered
+        if remembered:
+            msgs.insert(now_index(msgs), {"role": "system", "content": remembered})
         return items, msgs
 
     def ahead(self, text: str, speaker: str) -> list:
