@@ -188,7 +188,7 @@ class PromptAssembly:
             note = focus_note(text, past, self.memories() if past else (),
                               self.config.focus_note,
                               objects=newest.objects if newest is not None else "", acts=acts)
-            if note:       # right before the person's line: their question stays last
+            if note:       # before the person's line (and the memory's note): it stays last
                 msgs.insert(now_index(msgs), {"role": "system", "content": note})
         # what is remembered that the line asks about: after the focus note, which a line's
         # partial words already give, so a spoken line read ahead without a note reads only
