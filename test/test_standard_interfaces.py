@@ -225,10 +225,18 @@ def test_the_speech_node_speaks_ros4hri_robot_speaking_and_voices(ros_context, t
         assert listener.expect(lambda e: e.get("event") == "matched"
                                and e["topic"] == "/humans/voices/Ada/speech"
                                and e["count"] > 0, 60, spin=spin), events(listener)
+        # a reader of our own in this process too: when the listener misses the line, whether
+        # it was sent at all (a busy run's listener never got it; docs/testing.md)
+        heard_here = []
+        manager.create_subscription(pm.LiveSpeech, "/humans/voices/Ada/speech",
+                                    lambda m: heard_here.append(m.final), 10)
+        assert spin_until(ex, lambda: matched(speech_pub, manager, count=2), 30)
         manager.create_subscription(Utterance, "dialogue/utterance", lambda m: None, 10)
         pub = manager.create_publisher(Reply, "dialogue/reply", 10)
         assert listener.expect(lambda e: e.get("event") == "speech"
-                               and e["final"] == "Hello robot", 60, spin=spin), events(listener)
+                               and e["final"] == "Hello robot", 60, spin=spin), (
+            f"sent and heard in this process: {heard_here}; our writer's readers: "
+            f"{speech_pub.get_subscription_count()}\n{events(listener)}")
         reply = Reply(turn_id=1, text="Hello Ada.", final=True)
         pub.publish(reply)
         assert listener.expect(lambda e: e.get("event") == "robot_speaking" and e["value"],
