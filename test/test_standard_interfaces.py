@@ -195,28 +195,33 @@ def events(peer) -> str:
     return "\n".join(map(str, peer.seen))
 
 
-def test_the_speech_node_speaks_ros4hri_robot_speaking_and_voices(tmp_path):
+@pytest.fixture
+def own_domain_context():
+    """A context in HRI_SPEECH_DOMAIN, where no participant an earlier test left can match.
+
+    Two suite runs lost the speech test's line while a reader that no node of the test had
+    (a participant an earlier test of the worker left) was matched to its writer.
+    """
+    with context_in(HRI_SPEECH_DOMAIN) as ctx:
+        yield ctx
+
+
+def test_the_speech_node_speaks_ros4hri_robot_speaking_and_voices(own_domain_context, tmp_path):
     """/robot_speaking is true while the robot talks and false after; voices go out.
 
-    What our recogniser hears is /humans/voices/<id>/speech, seen from a third-party process.
-    In a ROS domain of its own: two suite runs lost the line while a reader that no node of
-    this test had (a participant an earlier test of the worker left) was matched to it.
+    What our recogniser hears is /humans/voices/<id>/speech, seen from a third-party process,
+    in a ROS domain of their own (`own_domain_context`).
     """
-    with context_in(HRI_SPEECH_DOMAIN) as ros_context:
-        _speaks_ros4hri(ros_context, tmp_path)
-
-
-def _speaks_ros4hri(ros_context, tmp_path):
     from vision_dialogue_interfaces.msg import Reply
     from vision_dialogue.speech_node import SpeechNode
     script = tmp_path / "s.yaml"
     script.write_text("items:\n  - say: Hello robot\n")
     listener = Peer("listen", domain=HRI_SPEECH_DOMAIN)
-    node = SpeechNode(context=ros_context, parameter_overrides=[
+    node = SpeechNode(context=own_domain_context, parameter_overrides=[
         Parameter("backend", value="script"), Parameter("script_file", value=str(script)),
         Parameter("speaker", value="Ada"), Parameter("wait_for_subscriber", value=30.0)])
-    manager = rclpy.create_node("fake_manager", context=ros_context)
-    ex = SingleThreadedExecutor(context=ros_context)
+    manager = rclpy.create_node("fake_manager", context=own_domain_context)
+    ex = SingleThreadedExecutor(context=own_domain_context)
     ex.add_node(node)
     ex.add_node(manager)
 
