@@ -20,11 +20,13 @@ case "$tier" in all|unit|system) ;; *) echo "test.sh: --tier unit|system, not $t
 # then fills ccache): Chromium (the monitor's browser test), espeak-ng (a second synthetic
 # voice for the speech-to-text tests), ccache (the clean build of test/installed reuses what
 # setup compiled instead of compiling the message code again), postgresql (a private server
-# for the fleet's shared people store, test/test_people_store_server.py).
+# for the fleet's shared people store, test/test_people_store_server.py), gdb (a stuck test
+# process's native stacks, test/native_stacks.py: which thread held the interpreter).
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v espeak-ng >/dev/null 2>&1 || missing+=(espeak-ng)
 command -v ccache >/dev/null 2>&1 || missing+=(ccache)
+command -v gdb >/dev/null 2>&1 || missing+=(gdb)
 compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   # Debian's postgresql would make and start a server of its own on port 5432: the tests make

@@ -3,10 +3,10 @@
 faulthandler (test/backstop.py) shows Python frames only: a suite run hung in rclpy's
 `destroy_node`, inside rcl and Fast DDS, and no frame said where. Started once per test
 process; that process writes, at each test's start, the moment it counts as stuck (nothing
-between tests). Past it, this writes each thread's name, wait channel and kernel stack from
-/proc to `out` at once, then gdb's backtrace of every thread where gdb is installed (gdb can
-take long on a process with torch loaded), before the backstop ends the process. It ends
-when the process does.
+between tests). Past it, this writes each thread's name, share of a CPU, wait channel and
+kernel stack from /proc to `out` at once, then gdb's backtrace of every thread where gdb is
+installed (gdb can take long on a process with torch loaded), before the backstop ends the
+process. It ends when the process does.
 
     python native_stacks.py PID DEADLINE_FILE OUT_FILE
 """
@@ -24,6 +24,8 @@ POLL_S = 1.0
 #: gdb's time to attach and print every thread: within the half of the backstop's minute
 #: left (a process with torch loaded can take gdb longer: /proc's stacks are written first)
 GDB_TIMEOUT_S = 25.0
+#: how long each thread's CPU use is sampled for its busy share
+BUSY_SAMPLE_S = 1.0
 
 
 def _deadline(path: Path) -> float | None:
@@ -49,8 +51,28 @@ def _state(pid: int) -> str:
         return ""
 
 
+def _cpu_ticks(pid: int) -> dict[str, int]:
+    """Each thread's CPU time so far, in clock ticks (user + system, /proc's stat)."""
+    ticks = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            ticks[task.name] = int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):   # the thread ended as we read
+            continue
+    return ticks
+
+
 def _proc_stacks(pid: int) -> str:
-    """Each thread's name, wait channel and kernel stack (readable as root)."""
+    """Each thread's name, share of a CPU over BUSY_SAMPLE_S, wait channel and kernel stack.
+
+    The busy share names the thread that holds the interpreter while the others wait for it
+    (a thread spinning in C); the kernel stacks are readable as root.
+    """
+    before = _cpu_ticks(pid)
+    time.sleep(BUSY_SAMPLE_S)
+    after = _cpu_ticks(pid)
+    per_s = os.sysconf("SC_CLK_TCK") * BUSY_SAMPLE_S
     lines = []
     for task in sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda p: int(p.name)):
         def read(name: str) -> str:
@@ -58,7 +80,9 @@ def _proc_stacks(pid: int) -> str:
                 return (task / name).read_text().strip()
             except OSError as e:
                 return f"({e.strerror})"
-        lines.append(f"thread {task.name} {read('comm')!r} waits in {read('wchan')}")
+        busy = 100 * (after.get(task.name, 0) - before.get(task.name, 0)) / per_s
+        lines.append(f"thread {task.name} {read('comm')!r} busy {busy:.0f}% "
+                     f"waits in {read('wchan')}")
         lines += [f"    {frame}" for frame in read("stack").splitlines()]
     return "\n".join(lines)
 

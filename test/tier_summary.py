@@ -5,8 +5,9 @@
 Reads the JUnit XML each tier wrote; prints one line per tier, and from each tier's timeline
 (test/timeline.py) how busy each worker was, the files that took longest (whole files are
 scheduled on workers: the longest bound the tier's time) and the files that used the most CPU
-(with every core busy, what a tier's time is made of); then the plain closing line
-'N passed, N failed, N skipped' that CI reads.
+(with every core busy, what a tier's time is made of); the tests that failed, and where a
+process the backstop ended was stuck (test/stacks_digest.py), last, where CI's tail shows them;
+then the plain closing line 'N passed, N failed, N skipped' that CI reads.
 """
 from __future__ import annotations
 
@@ -15,8 +16,12 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
+from stacks_digest import digests
+
 #: the files named in a tier's time line
 LONGEST_FILES = 6
+#: failed tests named at the end, at most
+FAILED_NAMED = 12
 
 
 def counts(xml: Path) -> dict[str, int]:
@@ -30,6 +35,18 @@ def counts(xml: Path) -> dict[str, int]:
         out["failed"] += failed
         out["skipped"] += skipped
         out["passed"] += tests - failed - skipped
+    return out
+
+
+def failed_tests(xml: Path) -> list[str]:
+    """'file::test: the first line of its message' of each failed test of a JUnit XML file."""
+    out = []
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        for bad in [*case.iter("failure"), *case.iter("error")]:
+            message = (bad.get("message") or bad.text or "").strip().splitlines() or [""]
+            file = case.get("classname", "").replace(".", "/") + ".py"
+            out.append(f"{file}::{case.get('name')}: {message[0][:160]}")
+            break
     return out
 
 
@@ -65,7 +82,9 @@ def _most(seconds: dict[str, float]) -> str:
 def main(argv: list[str]) -> int:
     folder, seconds = Path(argv[1]), int(argv[2])
     total = {"passed": 0, "failed": 0, "skipped": 0}
+    failed = []
     for xml in sorted(folder.glob("*.xml")):
+        failed += failed_tests(xml)
         c = counts(xml)
         print(f"[test] tier {xml.stem}: {c['passed']} passed, {c['failed']} failed, "
               f"{c['skipped']} skipped")
@@ -74,6 +93,10 @@ def main(argv: list[str]) -> int:
             print(f"[test] tier {xml.stem}: {time_line(timeline)}")
         for k in total:
             total[k] += c[k]
+    for line in failed[:FAILED_NAMED]:
+        print(f"[test] failed: {line}")
+    for line in digests(folder):
+        print(f"[test] {line}")
     print(f"[test] tests took {seconds // 60} min {seconds % 60} s")
     print(f"{total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped")
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,16 @@ def test_stuck_in_a_thread_join():
     worker.start()
     worker.join()
 '''
+
+SPINNER = """    spinner = threading.Thread(target=spin, name="spinner", daemon=True)
+    spinner.start()
+"""
+SPINNING = STUCK.replace("    worker.start()", SPINNER + "    worker.start()") + """
+
+def spin():
+    while True:
+        pass
+"""
 
 
 def _pytest_with(plugin: str, tmp_path, test_source: str, *args: str, **env: str):
@@ -59,16 +70,28 @@ def test_a_test_stuck_in_c_leaves_its_native_stacks_too(tmp_path):
     """Python frames end at the C call (a hang in rclpy's destroy_node showed none below it).
 
     Halfway through the backstop's time, the watchdog writes every thread's native stacks:
-    gdb's backtraces where gdb is installed, else each thread's kernel wait.
+    gdb's backtraces where gdb is installed, else each thread's kernel wait. The summary's
+    digest, in the few lines CI shows, names the test and the thread that was running.
     """
-    run, results = _pytest_with("backstop", tmp_path, STUCK, "-p", "no:timeout", "-W", "ignore",
-                                VD_TEST_BACKSTOP_S="20")
+    run, results = _pytest_with("backstop", tmp_path, SPINNING, "-p", "no:timeout",
+                                "-W", "ignore", VD_TEST_BACKSTOP_S="20")
     assert run.returncode != 0, run.stdout
     (native,) = results.glob("stacks-main-*-native.txt")
     text = native.read_text()
     assert text.startswith("native stacks of process"), text[:500]
     assert re.search(r"futex|pthread_join|sem_clockwait|do_wait", text), text[:3000]
+    busy = [int(b) for b in re.findall(r"(?m)^thread \d+ '.*' busy (\d+)%", text)]
+    assert sorted(busy)[-1] >= 50 and sorted(busy)[-2] < 20, busy     # the spinner alone
     assert not list(results.glob("*-deadline"))            # the watchdog's file went with it
+    summary = subprocess.run([sys.executable, str(HERE / "tier_summary.py"), str(results), "7"],
+                             capture_output=True, text=True, timeout=30).stdout.splitlines()
+    digest = [line for line in summary if line.startswith("[test]   ") or "stuck:" in line]
+    assert digest[0] == "[test] stuck: test_it.py::test_stuck_in_a_thread_join", summary
+    running = [line for line in digest if "running: thread" in line]
+    assert len(running) == 1, digest
+    if shutil.which("gdb"):        # gdb maps the thread to its Python frames
+        assert re.search(r"Python \S*test_it.py:\d+ spin$", running[0]), running
+    assert any("in join" in line or "wait" in line for line in digest[2:]), digest
 
 
 def test_a_run_within_its_limits_leaves_no_file(tmp_path):
@@ -113,6 +136,25 @@ def test_the_timeline_has_each_test_and_the_summary_sums_it(tmp_path):
                          r"test_it.py (\d+) s; most CPU: test_it.py (\d+) s", summary[1])
     assert times and int(times[1]) == int(times[3]) >= 1 and int(times[4]) >= 1, summary
     assert summary[-2:] == ["[test] tests took 0 min 7 s", "3 passed, 0 failed, 0 skipped"]
+
+
+JUNIT = """<testsuites><testsuite tests="3" failures="1" errors="1" skipped="0">
+<testcase classname="test.test_a" name="test_ok"/>
+<testcase classname="test.test_a" name="test_bad[x]"><failure message="assert 1 == 2&#10;more">
+</failure></testcase>
+<testcase classname="test.sub.test_b" name="test_crash"><error message="worker 'gw1' crashed"/>
+</testcase></testsuite></testsuites>"""
+
+
+def test_the_summary_names_the_failed_tests_last(tmp_path):
+    """CI shows the tail of a run: which tests failed must be in it, not hundreds of lines up."""
+    (tmp_path / "system.xml").write_text(JUNIT)
+    summary = subprocess.run([sys.executable, str(HERE / "tier_summary.py"), str(tmp_path), "65"],
+                             capture_output=True, text=True, timeout=30).stdout.splitlines()
+    assert summary == ["[test] tier system: 1 passed, 2 failed, 0 skipped",
+                       "[test] failed: test/test_a.py::test_bad[x]: assert 1 == 2",
+                       "[test] failed: test/sub/test_b.py::test_crash: worker 'gw1' crashed",
+                       "[test] tests took 1 min 5 s", "1 passed, 2 failed, 0 skipped"]
 
 
 ALONE = """
