@@ -27,10 +27,15 @@ warming the next prompt between turns (`warm_server_prompt`) as the local engine
 Prints a table and one JSON line; the record goes to benchmarks/results/bench_memory.json.
 
 `--partials`: each question is spoken, its partial line (all words but the last) read ahead
-before the turn on both arms, as the manager reads the speech node's partial lines.
+before the turn on both arms, as the manager reads the speech node's partial lines
+(`partial_every`, off by default). `--pause GAP`: each question is spoken as the speech
+node's defaults hear it (`partial_at_pause`): its whole words go out as a partial line when
+they are recognised at the pause, and the line ends GAP seconds later (the end-of-turn
+silence left after the recognition: the rules end a complete question `quick_silence`, 0.3 s,
+into the silence); the reply is timed from the line, whatever of the reading ahead is done.
 
     source env.sh && python benchmarks/bench_memory.py [--engines local,server] [--facts 20]
-        [--partials]
+        [--partials | --pause GAP]
 """
 from __future__ import annotations
 
@@ -41,7 +46,9 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
@@ -99,13 +106,25 @@ def conversation(backend, keeper: MemoryKeeper | None, person: str) -> Conversat
     return conv
 
 
-def partial_line(question: str) -> str:
+@dataclass(frozen=True)
+class Spoken:
+    """How a question is spoken: its partial line, and when the line ends after it.
+
+    `gap_s` None: the partial line is read whole before the line ends (a long pause).
+    """
+
+    partial: Callable[[str], str]
+    gap_s: float | None = None
+    name: str = "partials"
+
+
+def all_but_last(question: str) -> str:
     """What a recogniser's last partial line holds of a question: all its words but the last."""
     return " ".join(question.split()[:-1])
 
 
 def ask(conv: Conversation, question: str, *quiet: Conversation,
-        partials: bool = False) -> tuple[TurnResult, float | None]:
+        spoken: Spoken | None = None) -> tuple[TurnResult, float | None]:
     """A turn and its time to the first token, once the background work of `quiet` is done.
 
     The first token (the local model's; None on a server) is the cost of reading the prompt
@@ -114,15 +133,19 @@ def ask(conv: Conversation, question: str, *quiet: Conversation,
 
     The two engines share the process's cores: a fold or a warm-up of the other one's would
     otherwise run beside this reply and slow it (the second run's figures measured that).
-    `partials`: the line is spoken, its partial line read ahead first (Conversation.hear_ahead,
+    `spoken`: the line is spoken, its partial line read ahead first (Conversation.hear_ahead,
     as the manager does with the speech node's partial lines).
     """
     for other in quiet:
         other.wait_idle(120.0)
-    if partials and partial_line(question):     # the person speaks after the robot's reply
-        conv.hear_ahead(partial_line(question))
-        for other in quiet:
-            other.wait_idle(120.0)
+    partial = spoken.partial(question) if spoken is not None else ""
+    if partial:                                 # the person speaks after the robot's reply
+        conv.hear_ahead(partial)
+        if spoken.gap_s is None:
+            for other in quiet:
+                other.wait_idle(120.0)
+        else:
+            time.sleep(spoken.gap_s)            # the silence that ends the line
     t0 = time.monotonic()
     result = conv.turn(question)
     first = getattr(conv.backend, "reply_times", {}).get("first_token")
@@ -136,7 +159,7 @@ def tokens_read(backend) -> int | None:
     return backend.prompt_tokens - backend.reused_tokens
 
 
-def run_engine(name: str, battery: dict, n_facts: int, partials: bool = False) -> dict:
+def run_engine(name: str, battery: dict, n_facts: int, spoken: Spoken | None = None) -> dict:
     """One engine's results: memory on and off, each on an engine of its own.
 
     (Each keeps its prompt cache: one llama.cpp context serving both conversations in turn
@@ -162,13 +185,13 @@ def run_engine(name: str, battery: dict, n_facts: int, partials: bool = False) -
         keeper.memory.store.close()
         keeper = keeper_on(url, backend)                    # session 2: a restart
         rows = {half: asked_half(backend, baseline, keeper, people[half], facts,
-                                 battery["not_known"], partials)
+                                 battery["not_known"], spoken)
                 for half, facts in halves.items() if facts}
         everything = [w for facts in halves.values() for f in facts for w in f["expect"]]
         invented = []
         stranger = conversation(backend, keeper, quiet)
         for q in battery["nothing_told"]:
-            reply = ask(stranger, q, partials=partials)[0].text
+            reply = ask(stranger, q, spoken=spoken)[0].text
             invented.append({"ask": q, "reply": reply,
                              "invented": score(reply, everything, battery["not_known"])
                              == "right"})
@@ -177,11 +200,13 @@ def run_engine(name: str, battery: dict, n_facts: int, partials: bool = False) -
     finally:
         close()
         close_baseline()
-    return {**summarise(name, rows, invented, kept, extract_s, size), "partials": partials}
+    return {**summarise(name, rows, invented, kept, extract_s, size),
+            "partials": spoken is not None and spoken.gap_s is None,
+            "spoken": None if spoken is None else {"partial": spoken.name, "gap_s": spoken.gap_s}}
 
 
 def asked_half(backend, baseline, keeper: MemoryKeeper, person: str, facts: list[dict],
-               not_known: list[str], partials: bool = False) -> list[dict]:
+               not_known: list[str], spoken: Spoken | None = None) -> list[dict]:
     """Session 2 for one person: each fact asked with memory on and off, interleaved.
 
     A reply not scored right keeps the note its prompt held, to see why.
@@ -192,7 +217,7 @@ def asked_half(backend, baseline, keeper: MemoryKeeper, person: str, facts: list
         order = [("on", on), ("off", off)] if i % 2 == 0 else [("off", off), ("on", on)]
         row = {"ask": f["ask"]}
         for method, conv in order:
-            result, token_s = ask(conv, f["ask"], on, off, partials=partials)
+            result, token_s = ask(conv, f["ask"], on, off, spoken=spoken)
             reply = result.text
             row[method] = {"reply": reply, "first_s": result.first_sentence_s,
                            "first_token_s": token_s, "overhead_s": round(result.overhead_s, 4),
@@ -256,20 +281,29 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--engines", default="local,server")
     ap.add_argument("--facts", type=int, default=20)
-    ap.add_argument("--partials", action="store_true",
-                    help="each question spoken: its partial line (all words but the last) "
-                         "read ahead first, as the manager does with the speech node's")
+    how = ap.add_mutually_exclusive_group()
+    how.add_argument("--partials", action="store_true",
+                     help="each question spoken: its partial line (all words but the last) "
+                          "read ahead first, as the manager does with the speech node's")
+    how.add_argument("--pause", type=float, metavar="GAP",
+                     help="each question spoken as the speech node's defaults hear it: its "
+                          "whole words as the pause's partial line, the line GAP s later")
     args = ap.parse_args()
+    if args.pause is not None and not 0 <= args.pause <= 5:
+        ap.error(f"--pause: a gap of 0 to 5 s, not {args.pause}")
+    spoken = Spoken(all_but_last) if args.partials else None if args.pause is None else \
+        Spoken(lambda question: question, args.pause, "at the pause")
     battery = yaml.safe_load(BATTERY.read_text())
     out = {"benchmark": "bench_memory", "engines": []}
     for name in args.engines.split(","):
-        res = run_engine(name.strip(), battery, args.facts, args.partials)
+        res = run_engine(name.strip(), battery, args.facts, spoken)
         out["engines"].append(res)
         on, off = res["memory_on"], res["memory_off"]
         held_on, held_off = res["held_out"]["memory_on"], res["held_out"]["memory_off"]
         cost = "n/a" if res["first_sentence_cost"] is None else \
             f"{res['first_sentence_cost']:+.1%}"
-        mode = " (partials)" if args.partials else ""
+        mode = "" if spoken is None else f" ({spoken.name}" + \
+            ("" if spoken.gap_s is None else f", line {spoken.gap_s} s later") + ")"
         print(f"{name}{mode}: memory on right/wrong/missing {on['right']}/{on['wrong']}/"
               f"{on['missing']}, off {off['right']}/{off['wrong']}/{off['missing']}; "
               f"held out: on {held_on['right']}/{held_on['wrong']}/{held_on['missing']}, "

@@ -70,9 +70,21 @@ DEMO_DIR = str(Path(os.environ.get("VD_DEMO_DIR") or
 from fake_openai import fake_openai  # noqa: E402, F401 - a fixture for every test module
 
 
+def close_context(ctx) -> None:
+    """Shut `ctx` down and destroy it, so its DDS participant goes now, not at a later gc.
+
+    A shut-down Context keeps its participant (a dozen threads) until the garbage collector
+    finalises it: a worker held nine, and a finaliser stuck in Fast DDS, run by the collector
+    in the middle of a later test, holds the interpreter there (eProsima/Fast-DDS#6193: a
+    process with several participants can deadlock in a destroy).
+    """
+    ctx.try_shutdown()
+    ctx.destroy()
+
+
 @contextlib.contextmanager
 def context_in(domain: int):
-    """A fresh rclpy Context initialised in ROS domain `domain`, shut down at the end."""
+    """A fresh rclpy Context initialised in ROS domain `domain`, closed at the end."""
     import rclpy
 
     ctx = rclpy.Context()
@@ -80,7 +92,7 @@ def context_in(domain: int):
     try:
         yield ctx
     finally:
-        ctx.try_shutdown()
+        close_context(ctx)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from conftest import REPO, side_domain, spin_until
+from conftest import REPO, close_context, side_domain, spin_until
 from ros_processes import Proc, manager_process, process_env, speech_process
 from vision_dialogue.ros import perception_msgs as pm
 
@@ -143,7 +143,7 @@ class Observer:
     def close(self) -> None:
         self.ex.shutdown(timeout_sec=10)
         self.node.destroy_node()
-        self.ctx.try_shutdown()
+        close_context(self.ctx)
 
 
 def call_forget(watch: Observer, person_id: str) -> list[str]:

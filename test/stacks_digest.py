@@ -4,8 +4,8 @@ CI shows only the tail of a run's output, and a stuck process's stacks run to hu
 lines: a run ended by the backstop showed the last threads of its dump and neither the test's
 name nor which thread held the interpreter. This names the test, then each thread that was
 using a CPU when the watchdog looked (test/native_stacks.py: the thread spinning while the
-others wait for the interpreter), with its first native frames and its Python frames, then
-where each other Python thread was, identical ones counted once.
+others wait for the interpreter) and the main thread, with their first native frames and their
+Python frames, then where each other Python thread was, identical ones counted once.
 """
 from __future__ import annotations
 
@@ -87,18 +87,24 @@ def gdb_threads(native: str) -> dict[str, tuple[str, list[str]]]:
     return threads
 
 
-def digest(stacks: str, native: str = "") -> list[str]:
-    """The lines that tell where a process the backstop ended was stuck."""
+def digest(stacks: str, native: str = "", pid: str = "") -> list[str]:
+    """The lines that tell where process `pid`, which the backstop ended, was stuck."""
     test, threads = python_threads(stacks)
     by_ident = {t.ident: t for t in threads}
     native_of = gdb_threads(native)
     lines = [f"stuck: {test or '(the test is not named)'}"]
     shown = set()
-    for tid, name, busy, wchan in busy_threads(native):
+    rows = [(f"running: thread {tid} {name!r} {busy}% busy", tid, wchan)
+            for tid, name, busy, wchan in busy_threads(native)]
+    if pid and pid not in {tid for _, tid, _ in rows}:
+        # its top Python frame may be far from where it is: a C destructor that the cyclic
+        # garbage collector ran, stuck in Fast DDS, shows the frame that allocated
+        rows.append(("main thread", pid, ""))
+    for label, tid, wchan in rows:
         pthread, funcs = native_of.get(tid, ("", []))
         ours = [f for f in funcs if not _INTERPRETER.match(f)][:NATIVE_FRAMES]
         python = by_ident.get(f"0x{int(pthread, 16):016x}") if pthread else None
-        lines.append(f"  running: thread {tid} {name!r} {busy}% busy"
+        lines.append(f"  {label}"
                      + (f", native {' < '.join(ours)}" if ours else f", in {wchan or '?'}")
                      + (f", Python {python.where()}" if python else ""))
         if python:
@@ -117,5 +123,6 @@ def digests(folder: Path) -> list[str]:
             continue
         native = stacks.with_name(f"{stacks.stem}-native.txt")
         lines += digest(stacks.read_text(errors="replace"),
-                        native.read_text(errors="replace") if native.is_file() else "")
+                        native.read_text(errors="replace") if native.is_file() else "",
+                        pid=stacks.stem.rsplit("-", 1)[-1])
     return lines

@@ -23,7 +23,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 
-from conftest import DEMO_DIR, DOMAIN_ID, REPO
+from conftest import DEMO_DIR, DOMAIN_ID, REPO, close_context
 from vision_dialogue.cli import bringup
 from vision_dialogue.ros import setups
 from vision_dialogue.cli.bringup import BringupError
@@ -109,7 +109,7 @@ def test_yaml_parses_through_params_file(setup):
         node = Node("probe", context=ctx)
         node.destroy_node()
     finally:
-        ctx.try_shutdown()
+        close_context(ctx)
 
 
 def _params_case(setup_name: str, key: str):
@@ -157,7 +157,7 @@ def test_every_yaml_parameter_is_declared_by_its_node(setup_name, key, tmp_path,
             if callable(close):
                 close()
             node.destroy_node()
-        ctx.try_shutdown()
+        close_context(ctx)
 
 
 # ---------------------------------------------------------------------------- CLI input
@@ -337,7 +337,7 @@ def test_in_process_start_and_stop(tmp_path, monkeypatch, spin):
         b.shutdown()
         assert b.nodes == {} and b.executor is None
     finally:
-        ctx.try_shutdown()
+        close_context(ctx)
 
 
 def _wait_for_frames(ctx, topic, n=1, timeout=30.0, proc=None):

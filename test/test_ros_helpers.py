@@ -508,6 +508,34 @@ def test_what_activate_starts_finds_the_node_active(ros_context):
         node.destroy_node()
 
 
+def test_a_destroyed_lifecycle_node_leaves_the_graph_at_once_not_at_a_later_gc():
+    """rclpy's LifecycleNode.destroy_node() left the state machine, which holds the rcl node.
+
+    The node stayed in the graph, with its DDS participant, until the garbage collector
+    finalised it, in C with the interpreter lock held, in the middle of a later test (CI's
+    worker stuck so for six minutes). The collector is off here: the destroy alone must do it.
+    """
+    import gc
+
+    import rclpy
+    from conftest import DOMAIN_ID, context_in
+    from installed.user_env import until
+    from vision_dialogue.ros.managed import ManagedNode
+    name = f"destroyed_lifecycle_node_{DOMAIN_ID}"
+    gc.disable()
+    try:
+        with context_in(DOMAIN_ID) as ctx, context_in(DOMAIN_ID) as observer_ctx:
+            observer = rclpy.create_node("lifecycle_observer", context=observer_ctx)
+            node = ManagedNode(name, context=ctx)
+            assert until(lambda: name in observer.get_node_names(), 20)
+            node.destroy_node()
+            assert until(lambda: name not in observer.get_node_names(), 20), \
+                observer.get_node_names()
+            observer.destroy_node()
+    finally:
+        gc.enable()
+
+
 def test_a_killed_nodes_shared_memory_is_found_and_fast_dds_cleans_it(tmp_path):
     """A node killed with -9 leaves its 64 MB segment: found, and freed by `fastdds shm clean`.
 

@@ -20,7 +20,7 @@ import pytest
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
-from conftest import side_domain, spin_until
+from conftest import close_context, side_domain, spin_until
 from ros_processes import Proc, manager_process, process_env, speech_process, \
     transcript_records
 from vision_dialogue.llm.answers import EXTRACT_SYSTEM
@@ -257,7 +257,7 @@ def test_intents_priorities_and_a_robot_without_a_speech_node(fake_openai, tmp_p
             speech.close()
         manager.close()
         node.destroy_node()
-        ctx.try_shutdown()
+        close_context(ctx)
 
 
 FRONT_DESK_INTENTS = """
@@ -364,4 +364,4 @@ def test_front_desk_chat_with_nobody_in_view_then_the_request_as_an_intent(fake_
         speech.close()
         manager.close()
         node.destroy_node()
-        ctx.try_shutdown()
+        close_context(ctx)

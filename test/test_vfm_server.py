@@ -17,7 +17,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 import tiny_models
-from conftest import DOMAIN_ID
+from conftest import DOMAIN_ID, close_context
 from spinning import SpinThread
 from vision_dialogue_interfaces.action import ImageToImage, ImageToText, TextToImage
 from vision_dialogue.ros.image_msgs import from_image_msg, to_image_msg
@@ -102,7 +102,7 @@ class Harness:
     def _stop(self):
         self.server.destroy_node()
         self.client.destroy_node()
-        self.ctx.try_shutdown()
+        close_context(self.ctx)
 
     def send(self, kind, goal, feedback=None, timeout=60.0):
         assert self.spinning.alive(), \
@@ -122,7 +122,7 @@ class Harness:
         try:
             self.spinning.close()          # joined; it destroys the server and the client
         finally:
-            self.ctx.try_shutdown()
+            close_context(self.ctx)
 
 
 @pytest.fixture

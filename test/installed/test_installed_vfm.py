@@ -92,7 +92,7 @@ class Server:
 @pytest.fixture(scope="module")
 def server(installed, tmp_path_factory):
     import rclpy
-    from conftest import DOMAIN_ID
+    from conftest import DOMAIN_ID, close_context
     ctx = rclpy.Context()
     rclpy.init(context=ctx, domain_id=DOMAIN_ID)
     tmp = tmp_path_factory.mktemp("vfm_installed")
@@ -106,7 +106,7 @@ def server(installed, tmp_path_factory):
         yield s
     finally:
         code = s.close()
-        ctx.try_shutdown()
+        close_context(ctx)
     assert code == 0, s.log()
 
 

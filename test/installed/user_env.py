@@ -248,10 +248,11 @@ class OwnParticipant:
 
     def close(self) -> None:
         """Stop and join the spin thread, destroy the node, shut the context down."""
+        from conftest import close_context
         try:
             self._spinning.close()
         finally:
-            self.ctx.try_shutdown()
+            close_context(self.ctx)
 
 
 def around_traceback(out: str, tail: int = 3000) -> str:

@@ -10,6 +10,11 @@
   participant, was then finalized by the garbage collector at interpreter exit, where Fast DDS
   waited forever on a listener with the interpreter lock held (a manager at 100 % of a core
   after `ros2 launch` was stopped with SIGTERM). Here they are destroyed first.
+* rclpy's `LifecycleNode.destroy_node()` leaves the lifecycle state machine alive, and it too
+  holds the rcl node: the node stayed in the ROS graph, and a test process kept one DDS
+  participant (a dozen threads) per lifecycle node made until the collector ran, which then
+  destroyed it in C with the interpreter lock held, in the middle of a later test (CI's
+  worker stuck six minutes so). Here the state machine goes right after the node.
 """
 from __future__ import annotations
 
@@ -57,7 +62,7 @@ class DestroyedWhole:
         cls.__init__ = __init__
 
     def destroy_node(self):
-        """The node's action servers and clients first, then rclpy's destroy_node.
+        """Its action servers and clients, then rclpy's destroy_node, then its state machine.
 
         Only those: a publisher's or subscription's event handlers are its own, destroyed
         with it by rclpy (destroying one alone under a spinning executor breaks its next
@@ -70,4 +75,9 @@ class DestroyedWhole:
                     waitable.destroy()      # removes itself from the node's waitables
                 except Exception:  # noqa: BLE001 - already destroyed
                     pass
-        return super().destroy_node()
+        try:
+            return super().destroy_node()
+        finally:
+            machine = self.__dict__.get("_state_machine")     # a LifecycleNode's
+            if machine is not None:
+                machine.destroy_when_not_in_use()             # then the rcl node goes
