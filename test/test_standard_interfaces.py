@@ -625,7 +625,8 @@ def test_a_known_person_in_view_is_remembered_and_the_next_reply_is_told_it(ros_
             assert peer.expect(lambda e: e.get("event") == "said", 60,
                                spin=lambda: rig.wait(lambda: False, timeout=0.05)), peer.seen
             memory = PersonMemory(store)
-            assert rig.wait(lambda: len(memory.recall("p1", "test").facts) == 2, timeout=30)
+            assert rig.wait(lambda: len(memory.recall("p1", "test").facts) == 2, timeout=30), \
+                heard_so_far(rig, fake)
             rig.say("What do I love doing?")
             assert rig.wait(lambda: any("What do I love doing?" in json.dumps(r["messages"])
                                         for r in fake.requests), timeout=30)
@@ -645,6 +646,19 @@ def test_a_known_person_in_view_is_remembered_and_the_next_reply_is_told_it(ros_
     why = [a.why for a in memory.audit()]
     assert "fact from line 1" in why and "recall for a reply" in why
     store.close()
+
+
+def heard_so_far(rig, fake) -> str:
+    """What the manager took in so far, for a failure's message: its lines and the LLM's asks.
+
+    A suite run once stored none of Anna's facts in 30 s: was her line not heard, or not
+    asked about?
+    """
+    lines = [(i.role, i.text, getattr(i, "speaker", "")) for i in
+             rig.node.conversation.last_lines(10)]
+    asks = ["extraction" if r.get("response_format") else "reply" for r in fake.requests]
+    in_view = rig.node.conversation.prompt.known_in_view
+    return f"lines: {lines}; LLM requests: {asks}; known in view: {in_view}"
 
 
 @pytest.mark.skipif(bool(pm.missing()), reason="vision_msgs/hri_msgs not built")
