@@ -90,9 +90,11 @@ def voice(node, args):
     face_id.publish(String(data="f3"))
     name.publish(String(data=args.name))
     persons.publish(IdsList(ids=["p1"]))
-    state = {"sent": False, "engaged": False, "leave": False}
+    state = {"sent": False, "engaged": False, "leave": False, "told": not args.say_when_told}
     # SIGUSR1: the person walks away (the tracked persons are empty from then on)
     signal.signal(signal.SIGUSR1, lambda *_: state.__setitem__("leave", True))
+    # SIGUSR2 (--say-when-told): the test saw the listener know this voice's person: speak
+    signal.signal(signal.SIGUSR2, lambda *_: state.__setitem__("told", True))
 
     def tick():
         # as a person manager does: the tracked lists and the face's place, again and again
@@ -116,7 +118,8 @@ def voice(node, args):
         # speak (the face's place is what "to your left" comes from: a line said before the
         # manager had subscribed to the face's roi put Zebulon "in front of you")
         if state["sent"] or not state["engaged"] or speech.get_subscription_count() < 1 \
-                or name.get_subscription_count() < 1 or roi.get_subscription_count() < 1:
+                or name.get_subscription_count() < 1 or roi.get_subscription_count() < 1 \
+                or not state["told"]:
             return
         if state.setdefault("roi_after_match", 0) < 3:     # the place sent since it matched
             state["roi_after_match"] += 1
@@ -220,6 +223,8 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=5.0)
     ap.add_argument("--name", default="Zebulon")
     ap.add_argument("--say", default="Is there a cup on the table?")
+    ap.add_argument("--say-when-told", action="store_true",
+                    help="voice: say the line only after SIGUSR2 (the listener is ready)")
     ap.add_argument("--photo", action="append", default=[], help="faces: a face's photo")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: rclpy.try_shutdown())

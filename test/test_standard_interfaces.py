@@ -170,8 +170,15 @@ def test_ros4hri_persons_speech_engagement_and_gestures_reach_the_conversation(r
     the greeting; the wave as a visual event.
     """
     with running_manager(ros_context, tmp_path, greet_first=True) as (rig, fake):
-        peer = Peer("voice", "--name", "Zebulon", "--say", "Is there a cup on the table?")
+        peer = Peer("voice", "--name", "Zebulon", "--say", "Is there a cup on the table?",
+                    "--say-when-told")
         try:
+            # the line once the manager knows whose voice v7 is and where his face is (a line
+            # said before the face's place came put Zebulon "in front of you")
+            assert rig.wait(lambda: rig.node.voices.speaker("v7") == "Zebulon" and
+                            rig.node.conversation.prompt.people_now() == "Zebulon to your left",
+                            timeout=60), peer.seen
+            peer.proc.send_signal(signal.SIGUSR2)
             assert peer.expect(lambda e: e.get("event") == "said", 60,
                                spin=lambda: rig.wait(lambda: False, timeout=0.05)), peer.seen
             assert rig.wait(lambda: len(rig.finals()) >= 2, timeout=30)     # greeting + turn
@@ -620,8 +627,13 @@ def test_a_known_person_in_view_is_remembered_and_the_next_reply_is_told_it(ros_
     with running_manager(ros_context, tmp_path, answer, people_store_url=url,
                          memory_queue_file=str(tmp_path / "queue.db"),
                          robot_tools_file=str(tools)) as (rig, fake):
-        peer = Peer("voice", "--name", "Anna", "--say", said)
+        peer = Peer("voice", "--name", "Anna", "--say", said, "--say-when-told")
         try:
+            # her line keeps facts only when its speaker is known to be Anna, in view: the
+            # line waits until the manager knows whose voice v7 is and that she is here
+            assert rig.wait(lambda: rig.node.voices.speaker("v7") == "Anna" and "Anna" in
+                            rig.node.conversation.prompt.known_in_view, timeout=60), peer.seen
+            peer.proc.send_signal(signal.SIGUSR2)
             assert peer.expect(lambda e: e.get("event") == "said", 60,
                                spin=lambda: rig.wait(lambda: False, timeout=0.05)), peer.seen
             memory = PersonMemory(store)
