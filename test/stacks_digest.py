@@ -68,11 +68,15 @@ def python_threads(text: str) -> tuple[str, list[PythonThread]]:
     return test, threads
 
 
+def proc_threads(native: str) -> list[tuple[str, str, int, str]]:
+    """(tid, name, busy %, wait channel) of each thread /proc told of."""
+    return [(m[1], m[2], int(m[3]), m[4]) for line in native.splitlines()
+            if (m := _PROC_THREAD.match(line))]
+
+
 def busy_threads(native: str) -> list[tuple[str, str, int, str]]:
     """(tid, name, busy %, wait channel) of the threads at least BUSY_PERCENT busy."""
-    rows = [(m[1], m[2], int(m[3]), m[4]) for line in native.splitlines()
-            if (m := _PROC_THREAD.match(line))]
-    return sorted((r for r in rows if r[2] >= BUSY_PERCENT), key=lambda r: -r[2])
+    return sorted((r for r in proc_threads(native) if r[2] >= BUSY_PERCENT), key=lambda r: -r[2])
 
 
 def gdb_threads(native: str) -> dict[str, tuple[str, list[str]]]:
@@ -99,7 +103,8 @@ def digest(stacks: str, native: str = "", pid: str = "") -> list[str]:
     if pid and pid not in {tid for _, tid, _ in rows}:
         # its top Python frame may be far from where it is: a C destructor that the cyclic
         # garbage collector ran, stuck in Fast DDS, shows the frame that allocated
-        rows.append(("main thread", pid, ""))
+        waits = {tid: wchan for tid, _, _, wchan in proc_threads(native)}
+        rows.append(("main thread", pid, waits.get(pid, "")))
     for label, tid, wchan in rows:
         pthread, funcs = native_of.get(tid, ("", []))
         ours = [f for f in funcs if not _INTERPRETER.match(f)][:NATIVE_FRAMES]
