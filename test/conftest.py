@@ -71,12 +71,12 @@ from fake_openai import fake_openai  # noqa: E402, F401 - a fixture for every te
 
 
 def close_context(ctx) -> None:
-    """Shut `ctx` down and destroy it, so its DDS participant goes now, not at a later gc.
+    """Shut `ctx` down and destroy it: its rcl context goes now, not at a later collection.
 
-    A shut-down Context keeps its participant (a dozen threads) until the garbage collector
-    finalises it: a worker held nine, and a finaliser stuck in Fast DDS, run by the collector
-    in the middle of a later test, holds the interpreter there (eProsima/Fast-DDS#6193: a
-    process with several participants can deadlock in a destroy).
+    What rcl and the middleware hold for a test must go at the test's end: finalised by the
+    garbage collector, it goes in C with the interpreter lock held, in the middle of a later
+    test (lifecycle nodes kept their DDS participants so until ros/teardown.py destroyed their
+    state machines: eleven in one worker, and CI's worker stuck six minutes).
     """
     ctx.try_shutdown()
     ctx.destroy()
