@@ -6,6 +6,7 @@ No vision_dialogue, started without the project's Fast DDS profile (as other sta
     hri_peer.py detector --ids [--topic T] [--rate HZ] [--label-info]   # Isaac ROS / depthai
     hri_peer.py detector --names                                      # YOLO-like
     hri_peer.py voice --name NAME --say TEXT    # asr_vosk + a person manager + a body tracker
+                                              # (says TEXT on SIGUSR2, leaves on SIGUSR1)
     hri_peer.py listen [--topic T]                                    # prints what it hears
     hri_peer.py talk                          # a recogniser: a voice starts talking, again
     hri_peer.py faces --photo F [--photo F2]  # hri_face_detect-like: faces and their crops
@@ -90,10 +91,10 @@ def voice(node, args):
     face_id.publish(String(data="f3"))
     name.publish(String(data=args.name))
     persons.publish(IdsList(ids=["p1"]))
-    state = {"sent": False, "engaged": False, "leave": False, "told": not args.say_when_told}
+    state = {"sent": False, "engaged": False, "leave": False, "told": False}
     # SIGUSR1: the person walks away (the tracked persons are empty from then on)
     signal.signal(signal.SIGUSR1, lambda *_: state.__setitem__("leave", True))
-    # SIGUSR2 (--say-when-told): the test saw the listener know this voice's person: speak
+    # SIGUSR2: the test saw the listener know this voice's person and face: speak
     signal.signal(signal.SIGUSR2, lambda *_: state.__setitem__("told", True))
 
     def tick():
@@ -124,8 +125,6 @@ def voice(node, args):
         if state.setdefault("roi_after_match", 0) < 3:     # the place sent since it matched
             state["roi_after_match"] += 1
             return
-        if not args.say_when_told:   # else the test saw the manager have the name
-            time.sleep(0.5)          # the name's latched sample reaches the subscription
         for part in args.say.split()[:2]:
             speech.publish(LiveSpeech(incremental=part, confidence=0.5, locale="en-US"))
         speech.publish(LiveSpeech(final=args.say, confidence=0.9, locale="en-US"))
@@ -224,8 +223,6 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=5.0)
     ap.add_argument("--name", default="Zebulon")
     ap.add_argument("--say", default="Is there a cup on the table?")
-    ap.add_argument("--say-when-told", action="store_true",
-                    help="voice: say the line only after SIGUSR2 (the listener is ready)")
     ap.add_argument("--photo", action="append", default=[], help="faces: a face's photo")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: rclpy.try_shutdown())

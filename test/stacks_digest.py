@@ -74,11 +74,6 @@ def proc_threads(native: str) -> list[tuple[str, str, int, str]]:
             if (m := _PROC_THREAD.match(line))]
 
 
-def busy_threads(native: str) -> list[tuple[str, str, int, str]]:
-    """(tid, name, busy %, wait channel) of the threads at least BUSY_PERCENT busy."""
-    return sorted((r for r in proc_threads(native) if r[2] >= BUSY_PERCENT), key=lambda r: -r[2])
-
-
 def gdb_threads(native: str) -> dict[str, tuple[str, list[str]]]:
     """By thread id (LWP): its pthread id (faulthandler's) and native function names."""
     threads: dict[str, tuple[str, list[str]]] = {}
@@ -98,12 +93,14 @@ def digest(stacks: str, native: str = "", pid: str = "") -> list[str]:
     native_of = gdb_threads(native)
     lines = [f"stuck: {test or '(the test is not named)'}"]
     shown = set()
+    procs = proc_threads(native)
     rows = [(f"running: thread {tid} {name!r} {busy}% busy", tid, wchan)
-            for tid, name, busy, wchan in busy_threads(native)]
+            for tid, name, busy, wchan in sorted(procs, key=lambda r: -r[2])
+            if busy >= BUSY_PERCENT]
     if pid and pid not in {tid for _, tid, _ in rows}:
         # its top Python frame may be far from where it is: a C destructor that the cyclic
         # garbage collector ran, stuck in Fast DDS, shows the frame that allocated
-        waits = {tid: wchan for tid, _, _, wchan in proc_threads(native)}
+        waits = {tid: wchan for tid, _, _, wchan in procs}
         rows.append(("main thread", pid, waits.get(pid, "")))
     for label, tid, wchan in rows:
         pthread, funcs = native_of.get(tid, ("", []))

@@ -170,8 +170,7 @@ def test_ros4hri_persons_speech_engagement_and_gestures_reach_the_conversation(r
     the greeting; the wave as a visual event.
     """
     with running_manager(ros_context, tmp_path, greet_first=True) as (rig, fake):
-        peer = Peer("voice", "--name", "Zebulon", "--say", "Is there a cup on the table?",
-                    "--say-when-told")
+        peer = Peer("voice", "--name", "Zebulon", "--say", "Is there a cup on the table?")
         try:
             # the line once the manager knows whose voice v7 is and where his face is (a line
             # said before the face's place came put Zebulon "in front of you")
@@ -627,7 +626,7 @@ def test_a_known_person_in_view_is_remembered_and_the_next_reply_is_told_it(ros_
     with running_manager(ros_context, tmp_path, answer, people_store_url=url,
                          memory_queue_file=str(tmp_path / "queue.db"),
                          robot_tools_file=str(tools)) as (rig, fake):
-        peer = Peer("voice", "--name", "Anna", "--say", said, "--say-when-told")
+        peer = Peer("voice", "--name", "Anna", "--say", said)
         try:
             # her line keeps facts only when its speaker is known to be Anna, in view: the
             # line waits until the manager knows whose voice v7 is and that she is here
@@ -666,7 +665,7 @@ def heard_so_far(rig, fake) -> str:
     A suite run once stored none of Anna's facts in 30 s: was her line not heard, or not
     asked about?
     """
-    lines = [(i.role, i.text, getattr(i, "speaker", "")) for i in
+    lines = [(i.role, i.text, i.speaker) for i in
              rig.node.conversation.last_lines(10)]
     asks = ["extraction" if r.get("response_format") else "reply" for r in fake.requests]
     in_view = rig.node.conversation.prompt.known_in_view

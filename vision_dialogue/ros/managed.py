@@ -51,17 +51,6 @@ class ManagedNode(DestroyedWhole, LifecycleNode):
         self._quiet = False
         super().__init__(node_name, **kwargs)
 
-    def _LifecycleNodeMixin__change_state(self, transition_id: int):  # noqa: N802 - rclpy's
-        """rclpy's transition (its private one), with the state machine held in use.
-
-        A stop during a transition (the context shut down by a signal in a callback) destroys
-        the node, and with it the state machine (ros/teardown.py): held so, its destruction
-        waits until rclpy's transition has finished with it (destroyed at once, the
-        transition's last step used it and the process crashed).
-        """
-        with self._state_machine:
-            return super()._LifecycleNodeMixin__change_state(transition_id)
-
     def start_lifecycle(self, managed: bool) -> None:
         """At the end of the constructor: configure and activate now, unless `managed`."""
         if managed:

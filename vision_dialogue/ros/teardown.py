@@ -14,7 +14,10 @@
   holds the rcl node: the node stayed in the ROS graph, and a test process kept one DDS
   participant (a dozen threads) per lifecycle node made until the collector ran, which then
   destroyed it in C with the interpreter lock held, in the middle of a later test (CI's
-  worker stuck six minutes so). Here the state machine goes right after the node.
+  worker stuck six minutes so). Here the state machine goes right after the node, held in use
+  through each transition: a stop inside one (the context shut down by a signal in a
+  callback) destroys the node there, and rclpy's last step of the transition then used a
+  state machine destroyed at once (the process crashed).
 """
 from __future__ import annotations
 
@@ -60,6 +63,14 @@ class DestroyedWhole:
                     self.__dict__.pop("_vd_building", None)
         __init__._destroys_when_refused = True
         cls.__init__ = __init__
+
+    def _LifecycleNodeMixin__change_state(self, transition_id: int):  # noqa: N802 - rclpy's
+        """A lifecycle node's transition (rclpy's private one), its state machine held in use.
+
+        Its destruction (destroy_node, below) then waits until the transition is done.
+        """
+        with self._state_machine:
+            return super()._LifecycleNodeMixin__change_state(transition_id)
 
     def destroy_node(self):
         """Its action servers and clients, then rclpy's destroy_node, then its state machine.
