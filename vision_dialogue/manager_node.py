@@ -196,7 +196,8 @@ class ManagerNode(ManagedNode):
             persons_from_a_manager=lambda: self.voices is not None and (
                 bool(p["people_store_url"]) or self.count_publishers(PERSONS_TRACKED_TOPIC) > 0),
             person_manager_reports=lambda: self.voices is not None and self.voices.lists_heard,
-            on_dropped=self.publish_state)
+            on_dropped=self.publish_state,
+            speech_listens=lambda: self.out.reply_pub.get_subscription_count() > 0)
 
     # --- lifecycle (ros/managed.py) --------------------------------------------------------
     def configure(self) -> None:

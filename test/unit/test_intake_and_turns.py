@@ -399,6 +399,48 @@ def test_with_a_person_manager_a_frame_does_not_greet_its_report_does():
         conv.close()
 
 
+def test_the_opening_remark_waits_for_a_speech_node_to_listen(monkeypatch):
+    """Said before a speech node listens, nobody hears the greeting: it waits for one.
+
+    CI's demo: the speech node started half a second after the camera's first frame, and
+    its script waited 120 s for a greeting already gone. With no listener it goes out after
+    GREETING_LISTENER_WAIT_S, and a person who speaks first is answered (no remark).
+    """
+    import vision_dialogue.core.turn_taking as turn_taking
+    listens, asked = threading.Event(), []
+
+    def speech_listens():
+        asked.append(time.monotonic())
+        return listens.is_set()
+    backend, conv, turns, out = gated_turn_taker(True, False, hooks=TurnHooks(
+        speech_listens=speech_listens))
+    backend.gate["reply"].set()
+    try:
+        assert turns.greet_once()
+        assert until(lambda: len(asked) >= 3, timeout=10)   # the worker waits for a listener
+        assert not backend.calls and not out
+        listens.set()
+        assert until(lambda: sum(c.final for c in out) == 1, timeout=10)
+        assert [c.in_reply_to for c in out if c.final] == [""]
+    finally:
+        turns.close()
+        conv.close()
+    monkeypatch.setattr(turn_taking, "GREETING_LISTENER_WAIT_S", 0.3)
+    for person_first in (False, True):
+        backend, conv, turns, out = gated_turn_taker(True, False, hooks=TurnHooks(
+            speech_listens=lambda: False))
+        backend.gate["reply"].set()
+        try:
+            assert turns.greet_once()
+            if person_first:
+                assert turns.utterance("hello?")
+            assert until(lambda: sum(c.final for c in out) == 1, timeout=10)
+            assert [c.in_reply_to for c in out if c.final] == ["hello?" if person_first else ""]
+        finally:
+            turns.close()
+            conv.close()
+
+
 def test_a_greeting_on_a_report_waits_for_the_frame_the_manager_was_looking_at():
     """A report while the manager still looks at its first frame: the greeting waits for it.
 

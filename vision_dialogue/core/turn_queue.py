@@ -54,6 +54,11 @@ class TurnQueue:
         with self._cv:
             return len(self._items)
 
+    @property
+    def closed(self) -> bool:
+        """close() was called (the manager is shutting down)."""
+        return self._closed
+
     def put(self, item: PendingTurn) -> None:
         """Queue `item`; the oldest waiting one goes if the queue is full."""
         pushed_out = []

@@ -70,6 +70,10 @@ PERSON_REPORT_WAIT_S = 6.0
 #: longest an opening remark on a person manager's report waits for the frames the manager
 #: had received by then to be in its prompt (a frame is looked at for a second or more)
 GREETING_FRAME_WAIT_S = 10.0
+#: longest the opening remark waits for a speech node to listen: said before one, nobody heard
+#: it (the demo's speech node started half a second after the camera's first frame on a
+#: loaded machine, and its script waited its 120 s for a greeting already gone)
+GREETING_LISTENER_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,9 @@ class TurnHooks:
     publishes persons (ROS4HRI), so the opening remark waits for its report, which names the
     people it knows, rather than the first frame with someone in it (for
     PERSON_REPORT_WAIT_S at most once person_manager_reports(): a list of persons came);
-    on_dropped(): a turn was dropped unanswered (publish the state).
+    on_dropped(): a turn was dropped unanswered (publish the state); speech_listens(): a
+    speech node listens to the replies (the opening remark waits for one,
+    GREETING_LISTENER_WAIT_S at most).
     """
 
     on_start: Callable[[], None] = lambda: None
@@ -95,6 +101,7 @@ class TurnHooks:
     persons_from_a_manager: Callable[[], bool] = _never
     person_manager_reports: Callable[[], bool] = lambda: True
     on_dropped: Callable[[], None] = lambda: None
+    speech_listens: Callable[[], bool] = lambda: True
 
 
 class GreetingCue:
@@ -117,6 +124,17 @@ class GreetingCue:
         if self.someone_since is None:
             self.someone_since = frame.stamp
         return frame.stamp - self.someone_since >= PERSON_REPORT_WAIT_S
+
+
+def _wait_for_a_listener(hooks: TurnHooks, queue: TurnQueue, log) -> None:
+    """Until a speech node listens (the opening remark), the person spoke first, or a stop."""
+    end = time.monotonic() + GREETING_LISTENER_WAIT_S
+    while not (hooks.speech_listens() or len(queue) or queue.closed):
+        if time.monotonic() >= end:
+            log.warning("no speech node listens to the replies: the opening remark goes out "
+                        "unheard")
+            return
+        time.sleep(0.05)
 
 
 class ArrivingFrames(Protocol):
@@ -354,6 +372,8 @@ class TurnTaker:
         if item.kind == "remark":
             if item.frames_before and self._frames is not None:     # greet_once(on_report)
                 self._frames.wait_through(item.frames_before, GREETING_FRAME_WAIT_S)
+            if not item.payload:
+                _wait_for_a_listener(self.hooks, self.queue, self.log)
             return self._remark(item.deadline, item.payload)
         self._wait_frames(item.frames_before)
         return self._answer(lambda chunk: self.conversation.turn(
