@@ -14,18 +14,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the checkout's, as the tests
+from vision_dialogue.common.native_stacks import native_stacks, proc_stacks  # noqa: E402
+
 #: how often the deadline is looked at
 POLL_S = 1.0
-#: gdb's time to attach and print every thread: within the half of the backstop's minute
-#: left (a process with torch loaded can take gdb longer: /proc's stacks are written first)
-GDB_TIMEOUT_S = 25.0
-#: how long each thread's CPU use is sampled for its busy share
-BUSY_SAMPLE_S = 1.0
 
 
 def _deadline(path: Path) -> float | None:
@@ -51,57 +48,6 @@ def _state(pid: int) -> str:
         return ""
 
 
-def _cpu_ticks(pid: int) -> dict[str, int]:
-    """Each thread's CPU time so far, in clock ticks (user + system, /proc's stat)."""
-    ticks = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-            ticks[task.name] = int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):   # the thread ended as we read
-            continue
-    return ticks
-
-
-def _proc_stacks(pid: int) -> str:
-    """Each thread's name, share of a CPU over BUSY_SAMPLE_S, wait channel and kernel stack.
-
-    The busy share names the thread that holds the interpreter while the others wait for it
-    (a thread spinning in C); the kernel stacks are readable as root.
-    """
-    before = _cpu_ticks(pid)
-    time.sleep(BUSY_SAMPLE_S)
-    after = _cpu_ticks(pid)
-    per_s = os.sysconf("SC_CLK_TCK") * BUSY_SAMPLE_S
-    lines = []
-    for task in sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda p: int(p.name)):
-        def read(name: str) -> str:
-            try:
-                return (task / name).read_text().strip()
-            except OSError as e:
-                return f"({e.strerror})"
-        busy = 100 * (after.get(task.name, 0) - before.get(task.name, 0)) / per_s
-        lines.append(f"thread {task.name} {read('comm')!r} busy {busy:.0f}% "
-                     f"waits in {read('wchan')}")
-        lines += [f"    {frame}" for frame in read("stack").splitlines()]
-    return "\n".join(lines)
-
-
-def dump(pid: int) -> str:
-    """gdb's backtrace of every thread of `pid`, else what /proc tells of them."""
-    gdb = shutil.which("gdb")
-    if gdb:
-        try:
-            done = subprocess.run([gdb, "-p", str(pid), "-batch", "-nx", "-ex",
-                                   "thread apply all bt"], capture_output=True, text=True,
-                                  timeout=GDB_TIMEOUT_S)
-            if "Thread" in done.stdout:
-                return done.stdout
-        except subprocess.TimeoutExpired:
-            pass
-    return _proc_stacks(pid)
-
-
 def watch(pid: int, deadline_file: Path, out: Path) -> None:
     """Until `pid` ends: past each deadline once, its native stacks appended to `out`.
 
@@ -113,14 +59,14 @@ def watch(pid: int, deadline_file: Path, out: Path) -> None:
         if deadline is not None and time.time() > deadline and deadline != dumped:
             dumped = deadline
             try:                # at once what the kernel tells, then gdb's (it may be slow)
-                first = _proc_stacks(pid)
+                first = proc_stacks(pid)
             except OSError as e:                    # the process ended meanwhile
                 first = f"(no /proc stacks: {e})"
             with open(out, "a", encoding="utf-8") as f:
                 f.write(f"native stacks of process {pid}, stuck past its test's limit:\n"
                         f"{first}\n")
             try:
-                text = dump(pid) if shutil.which("gdb") else ""
+                text = native_stacks(pid) if shutil.which("gdb") else ""
             except OSError:                         # gdb gave nothing and the process ended
                 text = ""
             if text and text != first:

@@ -434,6 +434,36 @@ def test_process_group_stops_all_when_one_exits():
     assert time.monotonic() - t0 < 10
 
 
+def test_a_node_that_ignores_sigint_and_sigterm_leaves_its_native_stacks(tmp_path, capfd):
+    """Before SIGKILL bringup prints where a stuck child is, natively (C frames say where).
+
+    CI: the demo's manager hung in its lifecycle state machine's destroy, and its Python
+    frames (faulthandler's) ended there.
+    """
+    ready = tmp_path / "ready"
+    group = bringup.ProcessBringup({"stuck": [sys.executable, "-c", (
+        "import pathlib, signal, time\n"
+        "for s in (signal.SIGINT, signal.SIGTERM):\n"
+        "    signal.signal(s, signal.SIG_IGN)\n"
+        f"pathlib.Path({str(ready)!r}).touch()\n"
+        "time.sleep(120)")]}, grace=0.5)
+    group.start()
+    try:
+        end = time.monotonic() + 60
+        while not ready.exists():
+            assert time.monotonic() < end, "the child never started"
+            time.sleep(0.05)
+        assert group.shutdown() == {"stuck": -signal.SIGKILL}
+    finally:
+        for p in group.procs.values():
+            if p.poll() is None:
+                p.kill()
+    err = capfd.readouterr().err
+    pid = group.procs["stuck"].pid
+    assert f"[bringup] stuck (pid {pid}) still runs" in err, err
+    assert "sleep" in err.split("native stacks:", 1)[1].lower(), err
+
+
 @pytest.mark.parametrize("mode", ["in-process"])
 def test_demo_runs_to_the_end_of_its_script(tmp_path, mode):
     """The whole demo runs to the end of its script with a fake OpenAI server as the LLM.

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import yaml
 
+from vision_dialogue.common.native_stacks import native_stacks
 from vision_dialogue.common.signal_flag import SignalFlag
 from vision_dialogue.ros.console import VERBOSE_ENV, quiet_console
 from vision_dialogue.ros.node_runner import end_program
@@ -337,6 +338,12 @@ def process_commands(setup, params_file, keys, namespace, log_level,
     return cmds
 
 
+#: how long a child has to end after SIGTERM (after its SIGINT's grace) before SIGKILL
+TERM_WAIT_S = 3.0
+#: the innermost native frames printed of each thread of a child that did not end
+STUCK_FRAMES = 24
+
+
 class ProcessBringup:
     """Each node as a child process.
 
@@ -385,11 +392,26 @@ class ProcessBringup:
             except subprocess.TimeoutExpired:
                 p.terminate()
                 try:
-                    codes[key] = p.wait(timeout=3.0)
+                    codes[key] = p.wait(timeout=TERM_WAIT_S)
                 except subprocess.TimeoutExpired:
+                    self._stuck(key, p.pid)
                     p.kill()
                     codes[key] = p.wait()
         return codes
+
+    def _stuck(self, key: str, pid: int) -> None:
+        """Where a child that ignored SIGINT and SIGTERM is stuck (its native stacks).
+
+        Its own faulthandler printed the Python frames; a node stuck in rcl or the DDS
+        library shows none that says where (gdb's, where installed; else /proc's).
+        """
+        try:
+            stacks = native_stacks(pid, frames=STUCK_FRAMES)
+        except OSError as e:            # it ended meanwhile
+            stacks = f"(none: {e})"
+        print(f"[bringup] {key} (pid {pid}) still runs {self.grace + TERM_WAIT_S:g} s after "
+              f"SIGINT and SIGTERM; SIGKILL next. Its threads' native stacks:\n{stacks}",
+              file=sys.stderr, flush=True)
 
 
 def run_processes(setup, params_file, keys, namespace, log_level, overrides=None) -> int:
