@@ -17,6 +17,7 @@ import json
 import multiprocessing
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -91,6 +92,11 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=0,
                     help="test workers per tier (VD_TEST_WORKERS; default: scripts/test.sh's 3)")
     a = ap.parse_args(argv)
+    # the run's processes get SIGINT and SIGQUIT as CI's terminal gives them: started as a
+    # background job of a script (`... &`), every process of a run had them ignored (a fake
+    # server then outlived a test's Ctrl-C); a handler set here is the default after exec
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     result = run(a.busy, a.keep, a.venv, a.workers)
     tests = result["tests_s"]
     print(f"{'busy':>5} {'exit':>5} {'setup s':>8} {'tests s':>8} {'budget s':>9} passed failed")

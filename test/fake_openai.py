@@ -496,12 +496,22 @@ def _make_handler(fake: FakeOpenAI):
 
 
 def main(argv=None) -> None:
-    """`python fake_openai.py PORT [REPLY]`: serve until killed (a process for another host)."""
+    """`python fake_openai.py PORT [REPLY]`: serve until Ctrl-C (a process for another host).
+
+    Ctrl-C is Python's again even when this process was started with SIGINT ignored: in a
+    fresh-clone run one inherited SIGINT and SIGQUIT ignored from its test process (as a fork
+    during C's `system()` in another thread would) and outlived the test's Ctrl-C.
+    """
+    import signal
     import sys
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     args = sys.argv[1:] if argv is None else argv
     with FakeOpenAI(port=int(args[0]), default_reply=args[1] if len(args) > 1 else "OK."):
         print("ready", flush=True)
-        threading.Event().wait()
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
 
 
 @pytest.fixture

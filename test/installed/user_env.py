@@ -126,16 +126,16 @@ def stop(proc: subprocess.Popen, timeout: float = 15.0) -> int:
 
     A node still up after `timeout` is first asked for its threads' stacks (STACKS_SIGNAL),
     which go to its log, so the test's failure shows where it was stuck; its native stacks
-    (test/native_stacks.py: gdb where installed) go to the test's stderr.
+    (common/native_stacks.py: gdb where installed) go to the test's stderr.
     """
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            import native_stacks
+            from vision_dialogue.common.native_stacks import native_stacks
             print(f"native stacks of {proc.args[0] if proc.args else proc.pid}, still up "
-                  f"{timeout:.0f} s after Ctrl-C:\n{native_stacks.dump(proc.pid)[-30000:]}",
+                  f"{timeout:.0f} s after Ctrl-C:\n{native_stacks(proc.pid)[-30000:]}",
                   file=sys.stderr)
             proc.send_signal(STACKS_SIGNAL)
             try:
