@@ -216,7 +216,7 @@ def intent_sessions_part(backend, battery: dict, persona: Persona, verbose: bool
     out = {}
     for method, rs in rows.items():
         out[method] = session_scores(rs)
-        for half in ("a", "b"):
+        for half in sorted({r["half"] for r in rs}):
             out[method][f"half_{half}"] = session_scores([r for r in rs if r["half"] == half])
     return out
 
@@ -225,8 +225,8 @@ def print_intent_sessions(result: dict) -> None:
     """The intent sessions' table: each method, all lines and each half."""
     rows = [(key, m, part, r) for key, val in result.items()
             if key.startswith("intent_sessions/") for m, scores in val.items()
-            for part, r in [("all", scores), ("half a", scores["half_a"]),
-                            ("half b", scores["half_b"])]]
+            for part, r in [("all", scores)] + [(k.replace("_", " "), v) for k, v in
+                                                sorted(scores.items()) if k.startswith("half_")]]
     if not rows:
         return
     print("\n| engine | method | lines | precision | recall | false alarms | arguments right "

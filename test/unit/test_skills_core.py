@@ -16,7 +16,7 @@ import pytest
 from vision_dialogue.llm.answers import AnswerSchema, SchemaError, keep_valid, numbers_in, \
     read_plainly, yes_or_no
 from vision_dialogue.application.intents import IntentsError, LineIntents, load_intents
-from vision_dialogue.llm.intent_reader import IntentReader, refers_back
+from vision_dialogue.llm.intent_reader import IntentReader, IntentSpec, refers_back
 from vision_dialogue.application.skills import ChatRole, Control, Heard, SkillArbiter, \
     SkillRejected, corrected, run_ask, run_chat
 from vision_dialogue.core.conversation_types import SkillOutcome
@@ -442,6 +442,23 @@ def test_a_line_that_refers_back_takes_its_argument_from_the_lines_before(tmp_pa
     assert reader.read("Can you take me to the library?", earlier) is None
     assert "cafeteria is on" not in calls[-1] and refers_back("bring it to me") and \
         not refers_back("Bring me a thing, please.")
+    # a thing of the person's an earlier line named (bench_skills' "my floor" session)
+    floor = ["person: I work on the seventh floor.", "robot: How nice."]
+    assert refers_back("Can you call the elevator for me, to my floor?", floor)
+    assert not refers_back("Can you call the elevator for me, to my floor?", [])
+    assert not refers_back("Bring me my coat, please.", floor)
+    assert not refers_back("Take my robot friend along.", floor)     # "robot:" is no word said
+
+
+def test_a_group_asks_as_a_person_does():
+    """A group asks as a person does: "We need a room" as "I need" (bench_skills' "meeting")."""
+    reader = IntentReader([IntentSpec("book_room", "Book a meeting room.", None)],
+                          lambda msgs, max_tokens, json_schema=None: '{"intent": "book_room"}')
+    for line in ("We need a meeting room for six people.", "We'd like a room for three.",
+                 "I would like a room for two."):
+        assert reader.worth_asking(line), line
+    assert not reader.worth_asking("We needed a room yesterday, it was full.")
+    assert not reader.worth_asking("Pleased to meet you.")           # whole words only
 
 
 def test_an_intent_needs_a_request_and_a_word_of_its_own_and_gets_typed_arguments(tmp_path):

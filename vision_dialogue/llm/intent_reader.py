@@ -15,11 +15,15 @@ from typing import Callable, Sequence
 
 from vision_dialogue.llm.answers import AnswerSchema, keep_valid, parse_json_object
 
-REQUEST_CUES = ("can you", "could you", "would you", "will you", "please", "i want", "i need",
-                "i would like", "i'd like", "take me", "show me", "bring me", "let's", "let us",
-                "go to", "help me", "give me", "get me", "i wish", "you should", "i'm looking",
-                "i am looking", "where is", "where are", "where's")
-"""Phrases of a request: a line with one of these is worth asking the LLM about."""
+REQUEST_CUES = ("can you", "could you", "would you", "will you", "please", "take me", "show me",
+                "bring me", "let's", "let us", "go to", "help me", "give me", "get me",
+                "you should", "where is", "where are", "where's",
+                "i want", "i need", "i would like", "i'd like", "i wish", "i'm looking",
+                "i am looking",
+                "we want", "we need", "we would like", "we'd like", "we wish", "we're looking",
+                "we are looking")
+"""Phrases of a request: a line with one of these is worth asking the LLM about. What a
+person asks for themselves ("I need") a group asks for itself ("We need a meeting room")."""
 
 _STOP = set("a an the my your his her its our their i you he she it we they is am are was "
             "were be been of in on at to for and or with this that these those me can could "
@@ -117,8 +121,7 @@ class IntentReader:
         "lift" but asks for nothing; "Wave to my friend!" starts with "wave".
         """
         low = " ".join(re.findall(r"[a-z']+", line.lower()))
-        if any(cue in f" {low} " for cue in (f" {c} " for c in self.cues)) or \
-                any(low.startswith(c) for c in self.cues):
+        if any(f" {cue} " in f" {low} " for cue in self.cues):    # whole words ("pleased": no)
             return True
         if self.strict:
             first = next((w for w in low.split() if w not in _LEAD), "")
@@ -161,7 +164,7 @@ class IntentReader:
         line = " ".join(str(line).split())
         if not line or not self.worth_asking(line):
             return None
-        earlier = list(earlier) if refers_back(line) else []
+        earlier = list(earlier) if refers_back(line, earlier) else []
         self.asked += 1
         text = self.ask_llm(self.messages(line, earlier), max_tokens=60,
                             json_schema=self.schema())
@@ -190,7 +193,15 @@ class IntentReader:
         return FoundIntent(spec.name, data, round(confidence, 2), spec.priority)
 
 
-def refers_back(line: str) -> bool:
-    """Whether `line` points at something said before (one of REFERS_BACK as whole words)."""
+def refers_back(line: str, earlier: Sequence[str] = ()) -> bool:
+    """Whether `line` points at something said before.
+
+    One of REFERS_BACK as whole words ("take me there"), or a thing of the person's that an
+    earlier line named ("to my floor" after "I work on the seventh floor").
+    """
     low = " " + " ".join(re.findall(r"[a-z']+", line.lower())) + " "
-    return any(f" {w} " in low for w in REFERS_BACK)
+    if any(f" {w} " in low for w in REFERS_BACK):
+        return True
+    owned = _content_words(" ".join(re.findall(r"\b(?:my|our) ([a-z]+)", low)))
+    said = " ".join(e.split(": ", 1)[-1] for e in earlier)      # without "person: ", "robot: "
+    return bool(owned and owned & _content_words(said))
