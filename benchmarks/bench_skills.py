@@ -416,8 +416,8 @@ def print_chats(result: dict) -> None:
     """The chats' table: all chats, then each half."""
     rows = [(key, part, r) for key, val in result.items() if key.startswith("chats/")
             for m, scores in val.items()
-            for part, r in [("all", scores), ("half a", scores["half_a"]),
-                            ("half b", scores["half_b"])]]
+            for part, r in [("all", scores)] + [(k.replace("_", " "), v) for k, v in
+                                                sorted(scores.items()) if k.startswith("half_")]]
     if not rows:
         return
     print("\n| part / engine | chats | done, all right | right | wrong | missing | ended wrongly "

@@ -155,7 +155,7 @@ def chat_scores(rows: list[dict]) -> dict:
                 "openings": len(openings),
                 "s_p50": round(statistics.median(r["s"] for r in rs), 1)}
     out = of(rows)
-    for half in ("a", "b"):
+    for half in sorted({r["half"] for r in rows}):
         out[f"half_{half}"] = of([r for r in rows if r["half"] == half])
     return out
 

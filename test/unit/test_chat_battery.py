@@ -19,10 +19,10 @@ from vision_dialogue.core.persona import load_persona  # noqa: E402
 CHATS = yaml.safe_load((BENCH / "chat_battery.yaml").read_text())["chats"]
 
 
-def test_the_chat_battery_has_two_fixed_halves_of_chats_with_purposes():
+def test_the_chat_battery_has_fixed_halves_of_chats_with_purposes():
     assert len(CHATS) >= 10
     halves = [c["half"] for c in CHATS]
-    assert halves.count("a") == halves.count("b")
+    assert halves.count("a") == halves.count("b") and set(halves) == {"a", "b", "c"}
     for c in CHATS:
         schema = AnswerSchema.parse({"properties": c["results"]})
         assert set(c["expect"]) == set(schema.properties), c["name"]

@@ -57,6 +57,30 @@ def test_yes_no_and_numbers_are_read_plainly():
     assert read_plainly(schema, keys, "I am 200") == {}          # past the maximum
 
 
+def test_a_chats_yes_or_no_nobody_answered_is_not_kept():
+    """The chat battery: "A table for four, under the name Omar." gave `window: false`.
+
+    An Ask's answer is to its question: there a statement keeps its boolean.
+    """
+    schema = AnswerSchema.parse({"window": {"type": "boolean"}, "tour": {"type": "boolean"},
+                                 "first_visit": {"type": "boolean"}})
+    assert keep_valid(schema, ["window"], {"window": False},
+                      ["A table for four, under the name Omar."], yes_no_said=True) == {}
+    assert keep_valid(schema, ["tour"], {"tour": False}, ["Hello, is there a tour today?"],
+                      yes_no_said=True) == {}
+    for line, value in (("Yes, by the window, please.", True), ("Not by the window.", False),
+                        ("I don't need the window.", False), ("Window seats are fine.", True),
+                        ("Go ahead.", True)):
+        assert keep_valid(schema, ["window"], {"window": value}, [line], yes_no_said=True) == \
+            {"window": value}
+    assert read_plainly(schema, ["tour"], "Go ahead.") == {"tour": True}
+    twice = ["I have been here twice before."]
+    assert keep_valid(schema, ["first_visit"], {"first_visit": False}, twice) == \
+        {"first_visit": False}
+    assert keep_valid(schema, ["first_visit"], {"first_visit": False}, twice,
+                      yes_no_said=True) == {}
+
+
 def test_only_valid_grounded_values_are_kept():
     schema = AnswerSchema.parse({"name": {"type": "string"}, "age": {"type": "integer"},
                                  "drink": {"type": "string", "enum": ["tea", "coffee"]}})

@@ -157,8 +157,11 @@ Feedback = Callable[[str, str, dict], None]
 
 
 def fill(host: SkillHost, schema: AnswerSchema, keys: list[str], question: str,
-         lines: list[str], log=_log) -> dict:
-    """Answers for `keys` from the person's `lines` (plain readers, then the LLM), all valid."""
+         lines: list[str], log=_log, yes_no_said: bool = False) -> dict:
+    """Answers for `keys` from the person's `lines` (plain readers, then the LLM), all valid.
+
+    `yes_no_said`: see `keep_valid` (a chat's results).
+    """
     got = read_plainly(schema, keys, lines[-1]) if lines else {}
     rest = [k for k in keys if k not in got]
     if not rest:
@@ -171,7 +174,7 @@ def fill(host: SkillHost, schema: AnswerSchema, keys: list[str], question: str,
     except Exception as e:  # noqa: BLE001 - an LLM failure leaves the keys missing
         log.warning(f"answers not extracted ({type(e).__name__}: {e})")
         return got
-    got.update(keep_valid(schema, rest, parse_json_object(text), lines + [seen]))
+    got.update(keep_valid(schema, rest, parse_json_object(text), lines + [seen], yes_no_said))
     return got
 
 
@@ -362,7 +365,8 @@ def run_chat(host: ChatHost, control: Control, feedback: Feedback, role: ChatRol
                 continue
             need = [k for k in role.results.properties if k not in results]
             have = [k for k in role.results.properties if k in results]
-            new = fill(host, role.results, need, role.instruction, lines, log)
+            new = fill(host, role.results, need, role.instruction, lines, log,
+                       yes_no_said=True)
             results.update(new)
             results.update(corrected(host, role.results, have, role.instruction, lines, new,
                                      log))

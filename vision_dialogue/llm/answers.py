@@ -29,7 +29,7 @@ class SchemaError(ValueError):
 
 
 _YES = ("yes", "yeah", "yep", "yup", "sure", "of course", "certainly", "absolutely", "correct",
-        "right", "indeed", "definitely", "ok", "okay", "affirmative", "please do")
+        "right", "indeed", "definitely", "ok", "okay", "affirmative", "please do", "go ahead")
 _YES_ALONE = ("i do", "i am", "i have", "i would", "i will", "i can", "i did")
 """A yes only as the whole line ("I am." yes; "I am 34" is no yes)."""
 _NO = ("no", "nope", "nah", "not", "never", "i don't", "i do not", "i am not", "i'm not",
@@ -237,8 +237,13 @@ def grounded(value: str, sources: Iterable[str]) -> bool:
 
 
 def keep_valid(schema: AnswerSchema, keys: list[str], candidate: dict,
-               sources: Iterable[str]) -> dict:
-    """The candidate's values for `keys` that pass their schema (and grounding, for strings)."""
+               sources: Iterable[str], yes_no_said: bool = False) -> dict:
+    """The candidate's values for `keys` that pass their schema (and grounding, for strings).
+
+    `yes_no_said`: a boolean only where a line answered it (`answered_yes_or_no`): a chat's
+    lines may be about anything, an Ask's answer is to its question ("I have been here twice
+    before." answers "Is this your first visit?").
+    """
     sources = list(sources)
     out = {}
     for k in keys:
@@ -259,8 +264,32 @@ def keep_valid(schema: AnswerSchema, keys: list[str], candidate: dict,
         if schema.kind(k) in ("integer", "number") and "enum" not in schema.properties[k] \
                 and float(v) not in said_numbers(sources):
             continue
+        if yes_no_said and schema.kind(k) == "boolean" and not answered_yes_or_no(k, sources):
+            continue
         out[k] = v
     return out
+
+
+_YES_NO_WORDS = set("yes yeah yep yup sure no nope nah not never without fine gladly "
+                    "ok okay alright".split())
+"""Words that say yes or no to something (one of them in a line answers a yes/no result)."""
+
+
+def answered_yes_or_no(key: str, sources: Iterable[str]) -> bool:
+    """Whether a line says yes or no, or names what the result `key` is about, and asks nothing.
+
+    A boolean nobody answered is a guess: "A table for four, under the name Omar." gave
+    `window: false`, and "Hello, is there a tour today?" `tour: false` (the chat battery).
+    """
+    about = {w.rstrip("s") for w in _words(key.replace("_", " ")) if w not in _STOP}
+    for line in sources:
+        words = _words(line)
+        if line.rstrip().endswith("?"):
+            continue
+        if yes_or_no(line) is not None or _YES_NO_WORDS & set(words) or \
+                any(w.endswith("n't") for w in words) or about & {w.rstrip("s") for w in words}:
+            return True
+    return False
 
 
 _ORDINALS = {w: i + 1 for i, w in enumerate(
