@@ -74,6 +74,12 @@ def test_a_chats_yes_or_no_nobody_answered_is_not_kept():
         assert keep_valid(schema, ["window"], {"window": value}, [line], yes_no_said=True) == \
             {"window": value}
     assert read_plainly(schema, ["tour"], "Go ahead.") == {"tour": True}
+    # a correction's "no" answers no yes/no (behind the server: `appointment: false`)
+    assert keep_valid(schema, ["window"], {"window": False},
+                      ["Oh wait, no, it's the sixth floor."], yes_no_said=True) == {}
+    assert keep_valid(schema, ["window"], {"window": False},
+                      ["Sorry, not the window after all."], yes_no_said=True) == \
+        {"window": False}
     twice = ["I have been here twice before."]
     assert keep_valid(schema, ["first_visit"], {"first_visit": False}, twice) == \
         {"first_visit": False}

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from vision_dialogue.core.conversation_types import SkillOutcome
-from vision_dialogue.llm.answers import AnswerSchema, SchemaError, extraction_messages, \
-    follow_up, keep_valid, parse_json_object, question_for, read_plainly
+from vision_dialogue.llm.answers import CORRECTION_CUES, AnswerSchema, SchemaError, \
+    extraction_messages, follow_up, keep_valid, parse_json_object, question_for, read_plainly
 
 DEFAULT_PRIORITY = 128
 """std_skills' Meta default priority (0..255)."""
@@ -379,11 +379,6 @@ def run_chat(host: ChatHost, control: Control, feedback: Feedback, role: ChatRol
     finally:
         host.still_needed("")
         host.end_chat()
-
-
-CORRECTION_CUES = ("actually", "sorry", "i mean", "i meant", "wait", "mistake", "correction",
-                   "rather", "instead", "make that")
-"""Words with which a person corrects what they said before ("Oh wait, it's the sixth")."""
 
 
 def corrected(host: SkillHost, schema: AnswerSchema, have: list[str], instruction: str,

@@ -270,6 +270,11 @@ def keep_valid(schema: AnswerSchema, keys: list[str], candidate: dict,
     return out
 
 
+CORRECTION_CUES = ("actually", "sorry", "i mean", "i meant", "wait", "mistake", "correction",
+                   "rather", "instead", "make that")
+"""Words with which a person corrects what they said before ("Oh wait, it's the sixth")."""
+
+
 _YES_NO_WORDS = set("yes yeah yep yup sure no nope nah not never without fine gladly "
                     "ok okay alright".split())
 """Words that say yes or no to something (one of them in a line answers a yes/no result)."""
@@ -286,8 +291,12 @@ def answered_yes_or_no(key: str, sources: Iterable[str]) -> bool:
         words = _words(line)
         if line.rstrip().endswith("?"):
             continue
+        if about & {w.rstrip("s") for w in words}:
+            return True
+        if any(f" {c} " in f" {' '.join(words)} " for c in CORRECTION_CUES):
+            continue        # "Oh wait, no, it's the sixth floor.": its "no" corrects the floor
         if yes_or_no(line) is not None or _YES_NO_WORDS & set(words) or \
-                any(w.endswith("n't") for w in words) or about & {w.rstrip("s") for w in words}:
+                any(w.endswith("n't") for w in words):
             return True
     return False
 
