@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from vision_dialogue.core.conversation_types import SkillOutcome
-from vision_dialogue.llm.answers import CORRECTION_CUES, AnswerSchema, SchemaError, \
+from vision_dialogue.llm.answers import AnswerSchema, SchemaError, corrects, \
     extraction_messages, follow_up, keep_valid, parse_json_object, question_for, read_plainly
 
 DEFAULT_PRIORITY = 128
@@ -393,8 +392,7 @@ def corrected(host: SkillHost, schema: AnswerSchema, have: list[str], instructio
     """
     line = lines[-1] if lines else ""
     keys = [k for k in have if schema.kind(k) != "boolean"]
-    words = " " + " ".join(re.findall(r"[a-z']+", line.lower())) + " "
-    if not keys or not any(f" {c} " in words for c in CORRECTION_CUES):
+    if not keys or not corrects(line):
         return {}
     got = fill(host, schema, keys, instruction, lines, log)
     fresh = {str(v).lower() for v in taken.values()}

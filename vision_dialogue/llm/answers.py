@@ -275,6 +275,12 @@ CORRECTION_CUES = ("actually", "sorry", "i mean", "i meant", "wait", "mistake", 
 """Words with which a person corrects what they said before ("Oh wait, it's the sixth")."""
 
 
+def corrects(line: str) -> bool:
+    """Whether `line` has one of CORRECTION_CUES, as whole words."""
+    said = f" {' '.join(_words(line))} "
+    return any(f" {c} " in said for c in CORRECTION_CUES)
+
+
 _YES_NO_WORDS = set("yes yeah yep yup sure no nope nah not never without fine gladly "
                     "ok okay alright".split())
 """Words that say yes or no to something (one of them in a line answers a yes/no result)."""
@@ -293,7 +299,7 @@ def answered_yes_or_no(key: str, sources: Iterable[str]) -> bool:
             continue
         if about & {w.rstrip("s") for w in words}:
             return True
-        if any(f" {c} " in f" {' '.join(words)} " for c in CORRECTION_CUES):
+        if corrects(line):
             continue        # "Oh wait, no, it's the sixth floor.": its "no" corrects the floor
         if yes_or_no(line) is not None or _YES_NO_WORDS & set(words) or \
                 any(w.endswith("n't") for w in words):
