@@ -276,7 +276,7 @@ def test_chat_converses_with_its_purpose_until_the_results_are_in():
     host.exchanges.put(("I am Zebulon.", "Nice to meet you, Zebulon."))
     stages = []
     out = run_chat(host, Control(deadline=time.monotonic() + 5), lambda s, t, r: stages.append(s),
-                   role, True, "", 5.0, "Start.")
+                   role, True, "", 5.0, "Start.", correction_s=0)
     assert out.status == "done" and out.data == {"name": "Zebulon"}
     assert host.turns == [(None, "Start.")]            # the robot opened (initiate)
     assert host.said == ["Thank you, I will tell them you are here."]
@@ -306,12 +306,84 @@ def test_a_result_corrected_in_a_later_line_is_read_again():
                  "Yes, I have an appointment."):
         host.exchanges.put((line, "Thank you."))
     out = run_chat(host, Control(deadline=time.monotonic() + 5), lambda *a: None, role, False,
-                   "", 5.0, "")
+                   "", 5.0, "", correction_s=0)
     assert out.status == "done"
     assert out.data == {"name": "Nora", "floor": 6, "appointment": True}
     # a line without a correction word (whole words: "waiting" is not "wait") leaves it
     for line in ("The sixth floor is nice.", "I am waiting for the sixth floor."):
         assert corrected(host, role.results, ["floor"], "", [line], {}) == {}
+
+
+GARDEN_WALK = json.dumps({"instruction": "Sign the visitor up; their name and how many children.",
+                          "results": {"name": {"type": "string"},
+                                      "children": {"type": "integer"}}})
+
+
+def garden_llm(msgs, schema):
+    """Reads the name and the newest number of children the lines it is shown say."""
+    text, out = msgs[-1]["content"], {}
+    if "Lena" in text:
+        out["name"] = "Lena"
+    said = [(text.rfind(w), n) for w, n in (("two", 2), ("three", 3)) if w in text]
+    if said and "children" in json.dumps(schema or {}):
+        out["children"] = max(said)[1]
+    return json.dumps(out)
+
+
+def test_a_correction_right_after_the_results_are_in_is_still_taken():
+    """The next line, within `correction_s` of the results being in, may still correct one.
+
+    The chat battery's half c: "Oh wait, it's three children actually." came after the chat
+    had ended with two.
+    """
+    role = ChatRole.parse("garden walk", GARDEN_WALK)
+    host = Host(llm=garden_llm)
+    for line in ("Sign me up, I'm Lena, with two children.",
+                 "Oh wait, it's three children actually.", "Thanks!", "Bye."):
+        host.exchanges.put((line, "Lovely."))
+    stages = []
+    out = run_chat(host, Control(deadline=time.monotonic() + 30),
+                   lambda s, t, r: stages.append((s, dict(r))), role, False, "", 5.0, "")
+    assert out.status == "done" and out.data == {"name": "Lena", "children": 3}
+    assert [r for s, r in stages if s == "results"] == [{"name": "Lena", "children": 2},
+                                                        {"name": "Lena", "children": 3}]
+    assert host.exchanges.get_nowait()[0] == "Bye."     # "Thanks!" corrected nothing: done
+    # nobody says more: done once `correction_s` has passed, long before the deadline
+    host = Host(llm=garden_llm)
+    host.exchanges.put(("Sign me up, I'm Lena, with two children.", "Lovely."))
+    t0 = time.monotonic()
+    out = run_chat(host, Control(deadline=t0 + 30), lambda *a: None, role, False, "", 5.0, "",
+                   correction_s=0.3)
+    assert out.data == {"name": "Lena", "children": 2} and 0.3 <= time.monotonic() - t0 < 20
+
+
+def test_a_line_heard_in_the_correction_window_is_waited_for():
+    """A line heard within the correction window is waited for, however slow its reply.
+
+    The person spoke within the window but the robot's reply to it (the exchange) is slow:
+    the chat waits for it rather than ending on the clock.
+    """
+    role = ChatRole.parse("garden walk", GARDEN_WALK)
+    host = Host(llm=garden_llm)
+    host.exchanges.put(("Sign me up, I'm Lena, with two children.", "Lovely."))
+    polls = []
+    plain = host.next_exchange
+
+    def next_exchange(control, timeout):
+        polls.append(time.monotonic())
+        if len(polls) == 2:                      # the results are in: the person speaks now
+            host.heard = time.monotonic()
+        if 2 <= len(polls) < 6:                  # its reply takes four polls (over 0.1 s)
+            time.sleep(timeout)                  # as the queue's get would
+            return None
+        if len(polls) == 6:
+            host.exchanges.put(("Sorry, three children.", "Three, noted."))
+        return plain(control, timeout)
+    host.next_exchange = next_exchange
+    out = run_chat(host, Control(deadline=time.monotonic() + 30), lambda *a: None, role, False,
+                   "", 5.0, "", correction_s=0.1)
+    assert len(polls) >= 6 and polls[5] - polls[1] > 0.1      # waited past the window
+    assert out.status == "done" and out.data == {"name": "Lena", "children": 3}
 
 
 def test_a_correction_changes_only_what_it_says():
@@ -350,7 +422,7 @@ def chat_beside(host, role, talk, clock_s: float, initial: str = ""):
     talker.start()
     try:
         return run_chat(host, Control(deadline=time.monotonic() + 10), lambda *a: None, role,
-                        False, initial, clock_s, "")
+                        False, initial, clock_s, "", correction_s=0)
     finally:
         stop.set()
         talker.join()
@@ -474,6 +546,7 @@ def test_a_line_that_refers_back_takes_its_argument_from_the_lines_before(tmp_pa
         not refers_back("Bring me a thing, please.")
     # a thing of the person's an earlier line named (bench_skills' "my floor" session)
     floor = ["person: I work on the seventh floor.", "robot: How nice."]
+    assert refers_back("Can you book a room for all of us?") and refers_back("Wave to everyone!")
     assert refers_back("Can you call the elevator for me, to my floor?", floor)
     assert not refers_back("Can you call the elevator for me, to my floor?", [])
     assert not refers_back("Bring me my coat, please.", floor)
@@ -511,6 +584,8 @@ def test_an_intent_needs_a_request_and_a_word_of_its_own_and_gets_typed_argument
     assert reader.read("Will you dance for me?") is None        # asked, but nothing of a wave
     assert len(asked) == 1
     assert reader.read("Wave to my friend over there!").intent == "wave"    # an imperative
+    assert reader.worth_asking("Actually my knee hurts, call the lift to the fourth floor.")
+    assert not reader.worth_asking("My knee hurts, the lift was slow.")    # no clause asks
     assert reader.read("Please wave goodbye.").intent == "wave"
     # the robot's own actions keep the looser test: a shared word is enough
     loose = IntentReader(load_intents(f), llm, strict=False)
@@ -520,6 +595,29 @@ def test_an_intent_needs_a_request_and_a_word_of_its_own_and_gets_typed_argument
     assert {"type": "object", "properties": {"floor": {"type": "integer", "description":
                                                        "the floor to go to"}},
             "additionalProperties": False} in args
+
+
+def test_an_intent_whose_arguments_the_line_says_needs_no_word_of_its_declaration(tmp_path):
+    """An intent whose line says its arguments is kept without a word of its declaration.
+
+    Half c of the intent sessions: "show me the way to the rooftop garden" shares no word
+    with "Take the person to a place in the building", but says its place.
+    """
+    f = tmp_path / "intents.yaml"
+    f.write_text(INTENTS)
+    answer = {"intent": "guide", "arguments": {"place": "rooftop garden"}}
+    reader = IntentReader(load_intents(f),
+                          lambda m, max_tokens, json_schema=None: json.dumps(answer))
+    found = reader.read("Could you show me the way to the rooftop garden?")
+    assert found is not None and found.data == {"place": "rooftop garden"}
+    # or a line before says it, which the line points at
+    earlier = ["person: The rooftop garden sounds nice."]
+    assert reader.read("Could you show me the way there?", earlier).data == answer["arguments"]
+    # an intent without arguments still needs a word of its own ("Will you dance?" no wave),
+    # and "person: " before a line is no word of it ("Take the person to ...")
+    answer = {"intent": "wave"}
+    assert reader.read("Could you dance for me?") is None
+    assert reader.read("Could you do that again?", ["person: I like dancing."]) is None
 
 
 def test_line_intents_publish_what_is_found_and_survive_a_failing_llm(tmp_path):

@@ -323,10 +323,20 @@ class _Absence:
         return now - self._since >= self.clock_s
 
 
+CHAT_CORRECTION_S = 6.0
+"""How long a chat whose results are in still hears a correction after the robot's line."""
+
+
 def run_chat(host: ChatHost, control: Control, feedback: Feedback, role: ChatRole,
              initiate: bool, initial_input: str, person_lost_s: float,
-             opening_instruction: str, log=_log) -> SkillOutcome:
-    """The Chat skill: converse with the role's purpose until its results are in."""
+             opening_instruction: str, log=_log,
+             correction_s: float = CHAT_CORRECTION_S) -> SkillOutcome:
+    """The Chat skill: converse with the role's purpose until its results are in.
+
+    Then the person's next line, heard within `correction_s` of the robot's newest line, may
+    still correct a result ("Oh wait, it's three children actually."); the chat is `done`
+    after a line that corrects nothing, or after that time.
+    """
     absence = _Absence(host, person_lost_s)
     host.begin_chat(role)
     results: dict = {}
@@ -351,33 +361,75 @@ def run_chat(host: ChatHost, control: Control, feedback: Feedback, role: ChatRol
                 return SkillOutcome(why, results)
             if absence.gone():
                 return SkillOutcome("person_left", results)
-            exchange = host.next_exchange(control, timeout=0.2)
-            if exchange is None:
-                continue
-            absence.replied()
-            person, reply = exchange
-            if person:
-                lines.append(person)
-                feedback("heard", person, results)
-            feedback("replied", reply, results)
+            person = _next_line(host, control, absence, lines, feedback, results)
             if role.results is None or not person:
                 continue
-            need = [k for k in role.results.properties if k not in results]
-            have = [k for k in role.results.properties if k in results]
-            new = fill(host, role.results, need, role.instruction, lines, log,
-                       yes_no_said=True)
-            results.update(new)
-            results.update(corrected(host, role.results, have, role.instruction, lines, new,
-                                     log))
+            _read_results(host, role, lines, results, log)
             feedback("results", json.dumps(results), results)
             host.still_needed(needs_of(role, results))
             if not role.results.missing(results):
                 if role.closing:
                     host.say(role.closing, control, lambda s, t: None)
+                    absence.replied()
+                _hear_corrections(host, control, role, absence, correction_s, lines,
+                                  feedback, results, log)
                 return SkillOutcome("done", results)
     finally:
         host.still_needed("")
         host.end_chat()
+
+
+def _next_line(host: ChatHost, control: Control, absence: _Absence, lines: list[str],
+               feedback: Feedback, results: dict, timeout: float = 0.2) -> str | None:
+    """The person's line of the chat's next exchange, added to `lines`.
+
+    "" for a robot's line alone, None when no exchange came in `timeout`.
+    """
+    exchange = host.next_exchange(control, timeout=timeout)
+    if exchange is None:
+        return None
+    absence.replied()
+    person, reply = exchange
+    if person:
+        lines.append(person)
+        feedback("heard", person, results)
+    feedback("replied", reply, results)
+    return person
+
+
+def _read_results(host: SkillHost, role: ChatRole, lines: list[str], results: dict,
+                  log=_log) -> bool:
+    """Read missing results and corrections from the newest line; whether any changed."""
+    need = [k for k in role.results.properties if k not in results]
+    have = [k for k in role.results.properties if k in results]
+    before = dict(results)
+    new = fill(host, role.results, need, role.instruction, lines, log, yes_no_said=True)
+    results.update(new)
+    results.update(corrected(host, role.results, have, role.instruction, lines, new, log))
+    return results != before
+
+
+def _hear_corrections(host: ChatHost, control: Control, role: ChatRole, absence: _Absence,
+                      window_s: float, lines: list[str], feedback: Feedback, results: dict,
+                      log=_log) -> None:
+    """After the results are in, read the person's corrections heard in `window_s`.
+
+    Lines heard within `window_s` of the robot's newest line are read while they correct a
+    result (a line being answered is waited for, the window starts again after each).
+    """
+    while not control.reason():
+        heard = host.heard_at() or 0.0
+        answering = heard > absence.replied_at and \
+            time.monotonic() - heard < LINE_OWED_S
+        if not answering and time.monotonic() - absence.replied_at >= window_s:
+            return
+        person = _next_line(host, control, absence, lines, feedback, results)
+        if not person:
+            continue
+        if not corrects(person) or not _read_results(host, role, lines, results, log):
+            return
+        log.info(f"chat {role.name}: a result corrected after all were in")
+        feedback("results", json.dumps(results), results)
 
 
 def corrected(host: SkillHost, schema: AnswerSchema, have: list[str], instruction: str,

@@ -30,8 +30,10 @@ _STOP = set("a an the my your his her its our their i you he she it we they is a
             "would will please do does did what how so just some any there here".split())
 
 REFERS_BACK = ("there", "it", "that", "them", "those", "this one", "that one", "the same",
-               "again", "one of them")
-"""Words with which a line points at something said before ("take me there", "bring it")."""
+               "again", "one of them", "all of us", "us all", "all of them", "everyone",
+               "everybody")
+"""Words with which a line points at something said before ("take me there", "bring it", "a
+room for all of us" after "our team of eight")."""
 
 INTENT_SYSTEM = ('You decide what a person asks a robot to do now. The robot can do only '
                  'these things:\n{catalog}\n\nReply with one JSON object and nothing else: '
@@ -114,18 +116,20 @@ class IntentReader:
                          for s in self.specs.values())
 
     def worth_asking(self, line: str) -> bool:
-        """The word test: a request phrase, or (strict) a line that starts with an intent's word.
+        """The word test: a request phrase, or (strict) a clause that starts with an intent's word.
 
         Not strict: a word shared with a declared intent anywhere is enough (the robot's own
         actions). Strict (the application's intents): "The lift was slow yesterday." shares
-        "lift" but asks for nothing; "Wave to my friend!" starts with "wave".
+        "lift" but asks for nothing; "Wave to my friend!" starts with "wave", and so does a
+        clause after another ("My knee hurts, call the lift ...").
         """
         low = " ".join(re.findall(r"[a-z']+", line.lower()))
         if any(f" {cue} " in f" {low} " for cue in self.cues):    # whole words ("pleased": no)
             return True
         if self.strict:
-            first = next((w for w in low.split() if w not in _LEAD), "")
-            return any(_content_words(first) & ws for ws in self._words.values())
+            firsts = {next((w for w in clause.split() if w not in _LEAD), "")
+                      for clause in re.split(r"[,;:!?.]", line.lower())}
+            return any(_content_words(" ".join(firsts)) & ws for ws in self._words.values())
         return any(_content_words(low) & ws for ws in self._words.values())
 
     def messages(self, line: str, earlier: Sequence[str] = ()) -> list[dict]:
@@ -172,11 +176,6 @@ class IntentReader:
         spec = self.specs.get(str(answer.get("intent", "")).strip())
         if spec is None:
             return None
-        if self.strict and not _content_words(" ".join([line, *earlier])) & \
-                self._words[spec.name]:
-            if self.log is not None:
-                self.log.info(f"intent {spec.name}: nothing of it in {line!r}, not published")
-            return None
         data: dict = {}
         if spec.arguments is not None:
             given = answer.get("arguments") if isinstance(answer.get("arguments"), dict) \
@@ -188,9 +187,32 @@ class IntentReader:
                     self.log.info(f"intent {spec.name} without its "
                                   f"{', '.join(spec.arguments.missing(data))}: not published")
                 return None
+        if self.strict and not self._about(spec, line, earlier, data):
+            if self.log is not None:
+                self.log.info(f"intent {spec.name}: nothing of it in {line!r}, not published")
+            return None
         n_args = len(spec.arguments.properties) if spec.arguments else 0
         confidence = 0.6 + 0.4 * (len(data) / n_args if n_args else 1.0)
         return FoundIntent(spec.name, data, round(confidence, 2), spec.priority)
+
+    def _about(self, spec: IntentSpec, line: str, earlier: Sequence[str], data: dict) -> bool:
+        """Whether the line is about `spec` (the strict test).
+
+        It says every argument of it, or it (or, referring back, a line before) shares a word
+        with the declaration.
+
+        "Could you show me the way to the rooftop garden?" shares no word with "Take the
+        person to a place in the building", but its place is said; "Will you dance?" is no
+        wave.
+        """
+        if data and spec.arguments is not None and not spec.arguments.missing(data):
+            return True
+        return bool(_content_words(" ".join([line, _said(earlier)])) & self._words[spec.name])
+
+
+def _said(earlier: Sequence[str]) -> str:
+    """The words of earlier lines, without their "person: " and "robot: " (no word said)."""
+    return " ".join(e.split(": ", 1)[-1] for e in earlier)
 
 
 def refers_back(line: str, earlier: Sequence[str] = ()) -> bool:
@@ -203,5 +225,4 @@ def refers_back(line: str, earlier: Sequence[str] = ()) -> bool:
     if any(f" {w} " in low for w in REFERS_BACK):
         return True
     owned = _content_words(" ".join(re.findall(r"\b(?:my|our) ([a-z]+)", low)))
-    said = " ".join(e.split(": ", 1)[-1] for e in earlier)      # without "person: ", "robot: "
-    return bool(owned and owned & _content_words(said))
+    return bool(owned and owned & _content_words(_said(earlier)))

@@ -16,6 +16,7 @@ from vision_dialogue.core.proactive import PROACTIVE_MODES, ProactiveConfig
 from vision_dialogue.core.summariser import SummaryRule
 from vision_dialogue.core.transcript import parse_retention
 from vision_dialogue.application.identity.records import DEFAULT_QUEUE_FILE, MEMORY_NOTE_CHARS
+from vision_dialogue.application.skills import CHAT_CORRECTION_S
 from vision_dialogue.llm.factory import LLM_BACKENDS, BackendOptions, backend_class, \
     measured_focus_note
 from vision_dialogue.ros.params import Param, nonempty
@@ -196,6 +197,10 @@ PARAMS = [
           "line (not while it owes one) after which a Chat ends (person_left); only where "
           "people are counted (a text-only model's observer, a tracker, ROS4HRI).",
           range=(0.5, 3600.0), live=True),
+    Param("chat_correction", CHAT_CORRECTION_S, "Seconds after the robot's line that ends a "
+          "Chat (its results in) in which the person's next line may still correct a result; "
+          "the Chat is done after a line that corrects nothing or after this; 0: at once.",
+          range=(0.0, 60.0), live=True),
     Param("intents_file", "", "YAML of the intents the robot can be asked for "
           "(config/intents.yaml shows the format); each person's turn that asks for one is "
           "published on `intents`; empty = off.", check=_file_or_empty),

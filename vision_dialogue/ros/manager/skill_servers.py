@@ -125,7 +125,8 @@ class SkillServers:
             self.host.chat_person = goal.person_id
             return run_chat(self.host, control, feedback, role, goal.initiate,
                             goal.initial_input, self.params["chat_person_lost"],
-                            self.conversation.persona.chat_opening_instruction, self.log)
+                            self.conversation.persona.chat_opening_instruction, self.log,
+                            self.params["chat_correction"])
         out = self._run(handle, "chat", goal.timeout, body,
                         lambda stage, text, results=None: Chat.Feedback(
                             stage=stage, text=text, role_results=_json(results)))
