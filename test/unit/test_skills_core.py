@@ -48,6 +48,10 @@ def test_yes_no_and_numbers_are_read_plainly():
     assert numbers_in("I am thirty four years old") == [34.0]
     assert numbers_in("twenty, or 7.5") == [20.0, 7.5]
     assert numbers_in("seven") == [7.0]
+    # hundreds and thousands in words (the chat battery's room four hundred and twelve)
+    assert numbers_in("Dinner for room four hundred and twelve, please.") == [412.0]
+    assert numbers_in("two thousand and five") == [2005.0]
+    assert numbers_in("two three, nine and ten") == [2.0, 3.0, 9.0, 10.0]
     schema = AnswerSchema.parse({"ok": {"type": "boolean"}, "age": {"type": "integer",
                                                                     "maximum": 130},
                                  "drink": {"enum": ["tea", "coffee"]}})
@@ -97,6 +101,12 @@ def test_only_valid_grounded_values_are_kept():
     # a name nobody said, a wrong type, an enum value not declared, "unknown"
     assert keep_valid(schema, keys, {"name": "John", "age": "41", "drink": "milk"}, said) == {}
     assert keep_valid(schema, keys, {"name": "unknown"}, said) == {}
+    # a value that names nothing ("I think I left something behind.": no lost item)
+    item = AnswerSchema.parse({"item": {"type": "string"}})
+    assert keep_valid(item, ["item"], {"item": "something behind"},
+                      ["I think I left something behind."]) == {}
+    assert keep_valid(item, ["item"], {"item": "black scarf"}, ["My black scarf."]) == \
+        {"item": "black scarf"}
     # an enum value nobody named is a guess (to "Hmm, let me think." the 1.5B chose "okay")
     rating = AnswerSchema.parse({"rating": {"type": "string", "enum": ["bad", "okay", "great"]},
                                  "who": {"type": "string",
@@ -547,6 +557,7 @@ def test_a_line_that_refers_back_takes_its_argument_from_the_lines_before(tmp_pa
     # a thing of the person's an earlier line named (bench_skills' "my floor" session)
     floor = ["person: I work on the seventh floor.", "robot: How nice."]
     assert refers_back("Can you book a room for all of us?") and refers_back("Wave to everyone!")
+    assert refers_back("Could we get a meeting room for the group?")
     assert refers_back("Can you call the elevator for me, to my floor?", floor)
     assert not refers_back("Can you call the elevator for me, to my floor?", [])
     assert not refers_back("Bring me my coat, please.", floor)
@@ -561,6 +572,8 @@ def test_a_group_asks_as_a_person_does():
                  "I would like a room for two."):
         assert reader.worth_asking(line), line
     assert not reader.worth_asking("We needed a room yesterday, it was full.")
+    for line in ("Could we get a room?", "Can I have a room?", "I'm trying to find a room."):
+        assert reader.worth_asking(line), line
     assert not reader.worth_asking("Pleased to meet you.")           # whole words only
 
 
@@ -586,6 +599,11 @@ def test_an_intent_needs_a_request_and_a_word_of_its_own_and_gets_typed_argument
     assert reader.read("Wave to my friend over there!").intent == "wave"    # an imperative
     assert reader.worth_asking("Actually my knee hurts, call the lift to the fourth floor.")
     assert not reader.worth_asking("My knee hurts, the lift was slow.")    # no clause asks
+    # a clause that starts with another word and names an intent's thing: maybe a command
+    assert reader.worth_asking("OK, then send the elevator down for me.")
+    for line in ("Which floor is the dentist on?", "Don't wave, it's embarrassing.",
+                 "I'll take the stairs to the fifth floor.", "Do you ride the lift?"):
+        assert not reader.worth_asking(line), line
     assert reader.read("Please wave goodbye.").intent == "wave"
     # the robot's own actions keep the looser test: a shared word is enough
     loose = IntentReader(load_intents(f), llm, strict=False)
@@ -610,6 +628,11 @@ def test_an_intent_whose_arguments_the_line_says_needs_no_word_of_its_declaratio
                           lambda m, max_tokens, json_schema=None: json.dumps(answer))
     found = reader.read("Could you show me the way to the rooftop garden?")
     assert found is not None and found.data == {"place": "rooftop garden"}
+    # not from a question about what the robot sees or knows (bench_skills' half b)
+    answer["arguments"] = {"place": "table"}
+    assert reader.read("Can you see the red cup on the table?") is None
+    assert reader.read("Do you know where the table is?") is None
+    answer["arguments"] = {"place": "rooftop garden"}
     # or a line before says it, which the line points at
     earlier = ["person: The rooftop garden sounds nice."]
     assert reader.read("Could you show me the way there?", earlier).data == answer["arguments"]

@@ -44,6 +44,9 @@ _SMALL_TALK = set("hello hi hey there thanks thank sorry okay ok yes no yeah nop
                   "good morning evening afternoon fine sure maybe rather say know why want "
                   "tell".split())
 """Words of greetings and evasions: a "value" made of these alone is no answer."""
+_INDEFINITE = set("something anything someone somebody anyone anybody somewhere anywhere "
+                  "nothing nobody stuff".split())
+"""Words that stand for a thing not named: "I left something behind." names no lost item."""
 _STOP = set("a an the my your his her its our their i you he she it we they is am are was were "
             "be been of in on at to for and or with this that these those it's i'm me i'd i'll "
             "i've that's there's you're we're don't can't won't not".split())
@@ -65,22 +68,43 @@ def yes_or_no(text: str) -> bool | None:
 
 
 def numbers_in(text: str) -> list[float]:
-    """The numbers a line says, in digits or in words ("thirty four" -> 34)."""
+    """The numbers a line says, in digits or in words ("thirty four" -> 34).
+
+    "four hundred and twelve" is 412 (the chat battery's room number); "two three" is two.
+    """
     found: list[float] = []
     words = re.findall(r"-?\d+(?:\.\d+)?|[a-z]+", text.lower().replace("-", " "))
     i = 0
     while i < len(words):
-        w = words[i]
-        if re.fullmatch(r"-?\d+(?:\.\d+)?", w):
-            found.append(float(w))
-        elif w in _TENS:
-            unit = _NUMBER_WORDS.get(words[i + 1], 10) if i + 1 < len(words) else 10
-            found.append(float(_TENS[w] + (unit if 0 < unit < 10 else 0)))
-            i += 1 if 0 < unit < 10 else 0
-        elif w in _NUMBER_WORDS:
-            found.append(float(_NUMBER_WORDS[w]))
+        if re.fullmatch(r"-?\d+(?:\.\d+)?", words[i]):
+            found.append(float(words[i]))
+        elif words[i] in _NUMBER_WORDS or words[i] in _TENS:
+            value, i = _number_said(words, i)
+            found.append(value)
+            continue
         i += 1
     return found
+
+
+def _number_said(words: list[str], i: int) -> tuple[float, int]:
+    """The number said in words from words[i] on, and the index after its last word."""
+    total = current = 0
+    last = ""                       # what the previous word was: unit, tens or scale
+    while i < len(words):
+        w, after = words[i], words[i + 1] if i + 1 < len(words) else ""
+        if w in _NUMBER_WORDS and (last in ("", "scale") or
+                                   (last == "tens" and 0 < _NUMBER_WORDS[w] < 10)):
+            current, last = current + _NUMBER_WORDS[w], "unit"
+        elif w in _TENS and last in ("", "scale"):
+            current, last = current + _TENS[w], "tens"
+        elif w == "hundred" and last == "unit":
+            current, last = current * 100, "scale"
+        elif w == "thousand" and last in ("unit", "tens", "scale"):
+            total, current, last = total + current * 1000, 0, "scale"
+        elif not (w == "and" and last == "scale" and (after in _NUMBER_WORDS or after in _TENS)):
+            break
+        i += 1
+    return float(total + current), i
 
 
 @dataclass
@@ -224,10 +248,11 @@ def parse_json_object(text: str) -> dict:
 def grounded(value: str, sources: Iterable[str]) -> bool:
     """Whether a free string's content words were said or seen (not made up by the model).
 
-    A value of greetings and evasions alone ("Hello there", "I'd rather not say") is no answer.
+    A value of greetings and evasions alone ("Hello there", "I'd rather not say") is no answer,
+    nor one that names nothing ("something behind").
     """
     words = [w for w in _words(value) if w not in _STOP]
-    if not words or all(w in _SMALL_TALK for w in words):
+    if not words or all(w in _SMALL_TALK for w in words) or words[0] in _INDEFINITE:
         return False
     heard = set()
     for s in sources:

@@ -21,9 +21,12 @@ REQUEST_CUES = ("can you", "could you", "would you", "will you", "please", "take
                 "i want", "i need", "i would like", "i'd like", "i wish", "i'm looking",
                 "i am looking",
                 "we want", "we need", "we would like", "we'd like", "we wish", "we're looking",
-                "we are looking")
+                "we are looking", "can i", "could i", "may i", "can we", "could we", "may we",
+                "trying to")
 """Phrases of a request: a line with one of these is worth asking the LLM about. What a
-person asks for themselves ("I need") a group asks for itself ("We need a meeting room")."""
+person asks for themselves ("I need") a group asks for itself ("We need a meeting room"), and
+one may ask for what they get ("Could we get a room?") or say what they try to do ("I'm trying
+to find the cafeteria.")."""
 
 _STOP = set("a an the my your his her its our their i you he she it we they is am are was "
             "were be been of in on at to for and or with this that these those me can could "
@@ -31,9 +34,22 @@ _STOP = set("a an the my your his her its our their i you he she it we they is a
 
 REFERS_BACK = ("there", "it", "that", "them", "those", "this one", "that one", "the same",
                "again", "one of them", "all of us", "us all", "all of them", "everyone",
-               "everybody")
+               "everybody", "the group", "the team", "the family", "the others")
 """Words with which a line points at something said before ("take me there", "bring it", "a
-room for all of us" after "our team of eight")."""
+room for all of us" or "for the group" after "our team of eight")."""
+
+_NOT_A_VERB = _STOP | set("i'm i'll i've i'd it's that's there's we're we'll they're he she "
+                          "which who when where why whose don't doesn't didn't isn't wasn't "
+                          "can't won't not no yes thanks thank hello hi good great nice sorry "
+                          "last next yesterday today tomorrow all every each".split())
+"""Words a clause may start with that are no command: a clause that starts with another word
+and names an intent's thing ("send the elevator down") may ask for it."""
+
+ASKS_TO_SAY = re.compile(r"\b(?:can|could|do|did|would|will) you (?:\w+ )?(?:see|hear|know|"
+                         r"tell|remember|think|notice|recogni[sz]e|read|describe|explain|guess|"
+                         r"believe|spot)\b")
+"""A question about what the robot perceives or knows ("Can you see the red cup on the
+table?"): it asks the robot to say something, so a place or an object in it is no request."""
 
 INTENT_SYSTEM = ('You decide what a person asks a robot to do now. The robot can do only '
                  'these things:\n{catalog}\n\nReply with one JSON object and nothing else: '
@@ -127,10 +143,21 @@ class IntentReader:
         if any(f" {cue} " in f" {low} " for cue in self.cues):    # whole words ("pleased": no)
             return True
         if self.strict:
-            firsts = {next((w for w in clause.split() if w not in _LEAD), "")
-                      for clause in re.split(r"[,;:!?.]", line.lower())}
-            return any(_content_words(" ".join(firsts)) & ws for ws in self._words.values())
+            return any(self._commands(clause) for clause in re.split(r"[,;:!?.]", line.lower()))
         return any(_content_words(low) & ws for ws in self._words.values())
+
+    def _commands(self, clause: str) -> bool:
+        """Whether a clause may command an intent (strict word test).
+
+        It starts with an intent's word ("wave to ..."), or starts with a word that may be a
+        verb and names an intent's thing ("then send the elevator down").
+        """
+        words = [w for w in re.findall(r"[a-z']+", clause) if w not in _LEAD]
+        if not words:
+            return False
+        named = _content_words(" ".join(words))
+        return any(_content_words(words[0]) & ws or
+                   (words[0] not in _NOT_A_VERB and named & ws) for ws in self._words.values())
 
     def messages(self, line: str, earlier: Sequence[str] = ()) -> list[dict]:
         """The prompt: the catalogue, then the line (after `earlier`, the lines before it)."""
@@ -198,14 +225,16 @@ class IntentReader:
     def _about(self, spec: IntentSpec, line: str, earlier: Sequence[str], data: dict) -> bool:
         """Whether the line is about `spec` (the strict test).
 
-        It says every argument of it, or it (or, referring back, a line before) shares a word
-        with the declaration.
+        It says every argument of it (and does not only ask what the robot sees or knows:
+        ASKS_TO_SAY), or it (or, referring back, a line before) shares a word with the
+        declaration.
 
         "Could you show me the way to the rooftop garden?" shares no word with "Take the
         person to a place in the building", but its place is said; "Will you dance?" is no
         wave.
         """
-        if data and spec.arguments is not None and not spec.arguments.missing(data):
+        if data and spec.arguments is not None and not spec.arguments.missing(data) and \
+                not ASKS_TO_SAY.search(line.lower()):
             return True
         return bool(_content_words(" ".join([line, _said(earlier)])) & self._words[spec.name])
 
