@@ -15,10 +15,12 @@ Parts (`--parts ask,intents,chats,intent_sessions,say`):
   purpose with results to find out, the robot's opening and replies from the model under
   test, a scripted person answering each robot line (some answer two things at once, some
   correct themselves). Chats done with every result right, results right/wrong/missing, chats
-  ended wrongly or unfinished, the robot lines needed, and whether the opening asks (a "?")
-  or reads the instruction out; all chats and per half (a: tuned on, b: reported).
+  ended wrongly or unfinished, the robot lines needed, replies that ask again for a result
+  the chat already had (a "?" and the result's key or a word of its description), and
+  whether the opening asks (a "?") or reads the instruction out; all chats and per half
+  (the newest half never tuned on).
 - intent_sessions: intents inside conversations (intent_battery.yaml, intent_sessions.py):
-  40 lines in 10 sessions, requests, near-misses and requests that depend on an earlier line,
+  112 lines in 28 sessions, requests, near-misses and requests that depend on an earlier line,
   each line answered by the model under test. Precision, recall, arguments right, intents late
   (after the next line), delay from the line p50/p95, the reply's first sentence p50; all
   lines and per half. The baseline, interleaved session by session, is the manager before
@@ -421,14 +423,15 @@ def print_chats(result: dict) -> None:
     if not rows:
         return
     print("\n| part / engine | chats | done, all right | right | wrong | missing | ended wrongly "
-          "| unfinished | robot lines p50 | openings asking / recited | s p50 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| unfinished | robot lines p50 | asked again | openings asking / recited | s p50 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for key, part, r in rows:
         if not r["chats"]:
             continue
         print(f"| {key} {part} | {r['chats']} | {r['done_all_right']} | {r['right']} | "
               f"{r['wrong']} | {r['missing']} | {r['ended_wrongly']} | {r['unfinished']} | "
-              f"{r['robot_lines_p50']} | {r['openings_asking']} / {r['openings_recited']} of "
+              f"{r['robot_lines_p50']} | {r.get('asked_again', '')} | "
+              f"{r['openings_asking']} / {r['openings_recited']} of "
               f"{r['openings']} | {r['s_p50']} |")
 
 

@@ -107,6 +107,44 @@ def recited(opening: str, instruction: str) -> bool:
     return bool(words) and len(words & said) / len(words) > 0.5
 
 
+_GENERIC = set("visitor visitor's person person's guest guest's they their them what which "
+               "whether many much come comes need needs want wants have with going from".split())
+"""Words of a result's description that name no result ("whether they want sugar": sugar)."""
+
+
+def asks_again(reply: str, keys: dict) -> bool:
+    """Whether the robot's reply asks for a result the chat already had.
+
+    It has a "?" and names the result by its key or a word of its description.
+    """
+    said = set(re.findall(r"[a-z']+", reply.lower()))
+
+    def names(key: str, about: str) -> set[str]:
+        words = re.findall(r"[a-z']+", str(about).lower())
+        return {key.lower()} | {w for w in words if len(w) >= 4 and w not in _GENERIC}
+    return "?" in reply and any(said & names(k, about) for k, about in keys.items())
+
+
+class _Replies:
+    """The chat's feedback, kept: each reply to a person's line and the results after it."""
+
+    def __init__(self, described: dict):
+        self.described = described          # result -> its description
+        self.pending = ""
+        self.asked_again: list[str] = []
+
+    def __call__(self, stage: str, text: str, results: dict) -> None:
+        if stage == "heard":
+            self.pending = "?"               # the next reply answers a person's line
+        elif stage == "replied" and self.pending:
+            self.pending = text
+        elif stage == "results" and self.pending not in ("", "?"):
+            had = {k: v for k, v in self.described.items() if k in results}
+            if asks_again(self.pending, had):
+                self.asked_again.append(self.pending)
+            self.pending = ""
+
+
 def run_chat_item(backend, persona: Persona, item: dict) -> dict:
     """One chat of the battery in a new conversation; its scored row."""
     role = ChatRole.parse(item["name"], json.dumps({
@@ -116,12 +154,12 @@ def run_chat_item(backend, persona: Persona, item: dict) -> dict:
     conv.add_frame(FRAME)
     host = ChatSessionHost(conv, backend, item["person"])
     first = item.get("first", "")
+    replies = _Replies({k: v.get("description", "") for k, v in item["results"].items()})
     t0 = time.perf_counter()
     try:
         out = run_chat(host, Control(cancelled=lambda: host.done_talking,
                                      deadline=time.monotonic() + CHAT_DEADLINE_S),
-                       lambda *a: None, role, True, first, 10.0,
-                       persona.chat_opening_instruction)
+                       replies, role, True, first, 10.0, persona.chat_opening_instruction)
     finally:
         conv.close()
     s = time.perf_counter() - t0
@@ -133,6 +171,7 @@ def run_chat_item(backend, persona: Persona, item: dict) -> dict:
             "right": right, "wrong": wrong, "missing": missing,
             "all_right": right == len(expect) and status == "done",
             "robot_lines": len(host.robot_lines), "lines": host.robot_lines,
+            "asked_again": len(replies.asked_again), "asked_again_lines": replies.asked_again,
             "opening_asks": "?" in opening if opening else None,
             "opening_recited": recited(opening, item["instruction"]) if opening else None,
             "s": round(s, 2), "llm_calls": host.llm_calls}
@@ -150,6 +189,7 @@ def chat_scores(rows: list[dict]) -> dict:
                 "ended_wrongly": sum(r["status"] not in ("done", "unfinished") for r in rs),
                 "unfinished": sum(r["status"] == "unfinished" for r in rs),
                 "robot_lines_p50": statistics.median(r["robot_lines"] for r in rs),
+                "asked_again": sum(r["asked_again"] for r in rs),
                 "openings_asking": sum(bool(r["opening_asks"]) for r in openings),
                 "openings_recited": sum(bool(r["opening_recited"]) for r in openings),
                 "openings": len(openings),
@@ -169,5 +209,6 @@ def chats_part(backend, chats: list[dict], persona: Persona, verbose: bool) -> d
         if verbose:
             print(f"[chat] {item['name']} ({item['half']}): {row['status']} {row['results']} "
                   f"right {row['right']} wrong {row['wrong']} in {row['robot_lines']} robot "
-                  f"lines, {row['s']} s; robot: {row['lines']}", flush=True)
+                  f"lines, {row['s']} s; robot: {row['lines']}; asked again: "
+                  f"{row['asked_again_lines']}", flush=True)
     return {"ours": chat_scores(rows)}

@@ -74,19 +74,33 @@ def test_lost_frames_of_a_driver_without_the_profile_are_reported(installed, man
     print(f"{name}: the warning came {took:.1f} s after the driver started ({got})")
 
 
+DOCTOR_TRIES = 3
+"""Doctor runs until one sees a frame lost: on a loaded machine the stock driver's frames
+sometimes all arrive (runs 24 and 66 of bench_suite.json: "4 of 4 frames arrived", rightly
+ok)."""
+
+
 def test_doctor_says_the_same_of_the_topic(installed, manager, tmp_path):
     """`doctor --topic` listens and names the losing publisher and the fix."""
     driver = installed.popen([sys.executable, str(DRIVER), "--name", "usb_cam_doctor",
-                              "--rate", "2", "--size", "1280x960", "--count", "60",
+                              "--rate", "2", "--size", "1280x960", "--count", "120",
                               "--settle", "0"], env=driver_env(installed),
                              log=tmp_path / "driver.log")
+    rows = []
     try:
-        doctor = installed.run(installed.exe("doctor") + [
-            "--topic", "camera/image_raw", "--listen", "6"], timeout=120)
+        for _ in range(DOCTOR_TRIES):          # the event the check needs: a frame lost
+            doctor = installed.run(installed.exe("doctor") + [
+                "--topic", "camera/image_raw", "--listen", "6"], timeout=120)
+            row = next(ln for ln in doctor.stdout.splitlines() if ln.startswith("frames "))
+            rows.append(row)
+            if " ok " not in row:
+                break
+            # all arrived: the doctor must say so of this publisher, with the counts
+            assert "/usb_cam_doctor" in row and re.search(r"(\d+) of \1 frames arrived", row), \
+                doctor.stdout
     finally:
         stop(driver)
-    row = next(ln for ln in doctor.stdout.splitlines() if ln.startswith("frames "))
-    assert "/usb_cam_doctor" in row and " FAIL " in row, doctor.stdout
+    assert "/usb_cam_doctor" in row and " FAIL " in row, (rows, doctor.stdout)
     # by the middleware's lost reports ("reported lost on the way") or, when those come late
     # on a loaded machine, by the frames the publisher announced and the ones that arrived
     assert re.search(r"reported lost on the way|\d+ of \d+ frames arrived|no frame arrived",

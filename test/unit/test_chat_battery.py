@@ -11,7 +11,7 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 from answer_scores import score_answers  # noqa: E402
-from chat_sessions import chat_scores, recited, run_chat_item  # noqa: E402
+from chat_sessions import asks_again, chat_scores, recited, run_chat_item  # noqa: E402
 from fake_chat_backend import FakeChatBackend  # noqa: E402
 from vision_dialogue.llm.answers import AnswerSchema  # noqa: E402
 from vision_dialogue.core.persona import load_persona  # noqa: E402
@@ -44,6 +44,23 @@ def test_the_rules():
     assert score_answers({"ok": False, "x": 1}, {"ok": False}) == (1, 0, 1)
 
 
+def test_a_reply_that_asks_again_for_a_result_in_is_counted():
+    keys = {"name": "the visitor's name", "sugar": "whether they want sugar"}
+    assert asks_again("Great! Keiko. What's your name?", {"name": keys["name"]})
+    assert asks_again("Do you take sugar?", {"sugar": keys["sugar"]})
+    assert not asks_again("Nice to meet you, what is the floor?", {"sugar": keys["sugar"]})
+    assert not asks_again("Your name is lovely.", {"name": keys["name"]})     # no question
+    # the row counts the replies that asked for a name the chat had
+    item = next(c for c in CHATS if c["name"] == "front desk")
+
+    def asker(messages, kind):
+        last = str(messages[-1]["content"])
+        return _model(messages, kind) if last.endswith("JSON:") else "What is your name?"
+    row = run_chat_item(FakeChatBackend(supports_images=False, responder=asker),
+                        load_persona(), item)
+    assert row["asked_again"] == 2 and chat_scores([row])["asked_again"] == 2
+
+
 def _model(messages, kind):
     """A model that opens with a question and extracts what the person said, as a good one."""
     last = messages[-1]["content"]
@@ -65,7 +82,7 @@ def test_a_chat_runs_on_the_conversation_with_the_scripted_person():
                         load_persona(), item)
     assert row["status"] == "done" and row["results"] == {"name": "Zebulon", "floor": 4}
     assert row["all_right"] and row["wrong"] == 0
-    assert row["opening_asks"] and not row["opening_recited"]
+    assert row["opening_asks"] and not row["opening_recited"] and row["asked_again"] == 0
     scores = chat_scores([row])
     assert scores["done_all_right"] == 1 and scores["half_a"]["chats"] == 1
 
