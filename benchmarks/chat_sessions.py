@@ -115,14 +115,16 @@ _GENERIC = set("visitor visitor's person person's guest guest's they their them 
 def asks_again(reply: str, keys: dict) -> bool:
     """Whether the robot's reply asks for a result the chat already had.
 
-    It has a "?" and names the result by its key or a word of its description.
+    One of its questions (a sentence that ends with "?") names the result by its key or a
+    word of its description: "Tim, what's your first name?" after the name was given, not
+    "Thank you for your name. Which floor?".
     """
-    said = set(re.findall(r"[a-z']+", reply.lower()))
+    asked = set(re.findall(r"[a-z']+", " ".join(re.findall(r"[^.!?]*\?", reply.lower()))))
 
     def names(key: str, about: str) -> set[str]:
         words = re.findall(r"[a-z']+", str(about).lower())
         return {key.lower()} | {w for w in words if len(w) >= 4 and w not in _GENERIC}
-    return "?" in reply and any(said & names(k, about) for k, about in keys.items())
+    return any(asked & names(k, about) for k, about in keys.items())
 
 
 class _Replies:

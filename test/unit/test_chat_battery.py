@@ -50,6 +50,8 @@ def test_a_reply_that_asks_again_for_a_result_in_is_counted():
     assert asks_again("Do you take sugar?", {"sugar": keys["sugar"]})
     assert not asks_again("Nice to meet you, what is the floor?", {"sugar": keys["sugar"]})
     assert not asks_again("Your name is lovely.", {"name": keys["name"]})     # no question
+    assert not asks_again("Thank you for your name. Which floor are you going to?",
+                          {"name": keys["name"]})         # its question is about another
     # the row counts the replies that asked for a name the chat had
     item = next(c for c in CHATS if c["name"] == "front desk")
 
