@@ -132,19 +132,20 @@ class _Replies:
 
     def __init__(self, described: dict):
         self.described = described          # result -> its description
-        self.pending = ""
+        self.heard = False                   # the next reply answers a person's line
+        self.reply = ""                      # that reply, until its results come
         self.asked_again: list[str] = []
 
     def __call__(self, stage: str, text: str, results: dict) -> None:
         if stage == "heard":
-            self.pending = "?"               # the next reply answers a person's line
-        elif stage == "replied" and self.pending:
-            self.pending = text
-        elif stage == "results" and self.pending not in ("", "?"):
+            self.heard = True
+        elif stage == "replied":
+            self.reply, self.heard = (text if self.heard else ""), False
+        elif stage == "results" and self.reply:
             had = {k: v for k, v in self.described.items() if k in results}
-            if asks_again(self.pending, had):
-                self.asked_again.append(self.pending)
-            self.pending = ""
+            if asks_again(self.reply, had):
+                self.asked_again.append(self.reply)
+            self.reply = ""
 
 
 def run_chat_item(backend, persona: Persona, item: dict) -> dict:

@@ -312,11 +312,18 @@ class _Absence:
     def replied(self) -> None:
         self.replied_at, self.owed = time.monotonic(), False
 
+    def owes_line(self) -> bool:
+        """Whether the robot is making a line (LINE_OWED_S at most).
+
+        One it started, or the reply to a line heard since its newest.
+        """
+        heard = self.host.heard_at() or 0.0
+        return (self.owed or heard > self.replied_at) and \
+            time.monotonic() - max(heard, self.replied_at) < LINE_OWED_S
+
     def gone(self) -> bool:
-        now, heard = time.monotonic(), self.host.heard_at() or 0.0
-        waiting = (self.owed or heard > self.replied_at) and \
-            now - max(heard, self.replied_at) < LINE_OWED_S
-        if waiting or self.host.present() is not False:
+        now = time.monotonic()
+        if self.owes_line() or self.host.present() is not False:
             self._since = None
             return False
         self._since = max(self._since or now, self.replied_at)
@@ -418,10 +425,7 @@ def _hear_corrections(host: ChatHost, control: Control, role: ChatRole, absence:
     result (a line being answered is waited for, the window starts again after each).
     """
     while not control.reason():
-        heard = host.heard_at() or 0.0
-        answering = heard > absence.replied_at and \
-            time.monotonic() - heard < LINE_OWED_S
-        if not answering and time.monotonic() - absence.replied_at >= window_s:
+        if not absence.owes_line() and time.monotonic() - absence.replied_at >= window_s:
             return
         person = _next_line(host, control, absence, lines, feedback, results)
         if not person:

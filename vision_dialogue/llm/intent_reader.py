@@ -155,9 +155,9 @@ class IntentReader:
         words = [w for w in re.findall(r"[a-z']+", clause) if w not in _LEAD]
         if not words:
             return False
-        named = _content_words(" ".join(words))
-        return any(_content_words(words[0]) & ws or
-                   (words[0] not in _NOT_A_VERB and named & ws) for ws in self._words.values())
+        first = _content_words(words[0])
+        named = _content_words(" ".join(words)) if words[0] not in _NOT_A_VERB else set()
+        return any((first | named) & ws for ws in self._words.values())
 
     def messages(self, line: str, earlier: Sequence[str] = ()) -> list[dict]:
         """The prompt: the catalogue, then the line (after `earlier`, the lines before it)."""
