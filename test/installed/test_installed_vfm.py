@@ -62,6 +62,11 @@ class Server:
                                    [self.node]).start()
         assert self.action.wait_for_server(timeout_sec=120), self.log()
         assert self.tools.wait_for_service(timeout_sec=60), self.log()
+        # wait_for_server sees only this side: a server that has not matched the action's
+        # feedback reader yet drops the first goal's early feedback ('loading'). The list_tools
+        # client's reader was announced after it, in the same ordered discovery stream, so an
+        # answered call means the server has matched the feedback reader too
+        assert self.list_tools(), self.log()
 
     def log(self) -> str:
         return self.log_path.read_text()[-4000:]
