@@ -29,6 +29,7 @@ their first sound to the robot's voice stopping.
     source env.sh && python benchmarks/bench_voice.py     # voice_demo's model, the 0.5B
     python benchmarks/bench_voice.py --model default:1.5b --reps 2 --busy 1   # the 1.5B, loaded
     python benchmarks/bench_voice.py --against unread --no-pauses   # the line read at a pause
+    python benchmarks/bench_voice.py --no-pauses --first-clause 4   # the first clause as before
 
 `--llm fake` replaces the LLM with fixed delays (a quick look at the voice side alone). Prints
 a table and one JSON line.
@@ -413,7 +414,12 @@ def main() -> int:
                     "without the line read at the pause")
     ap.add_argument("--quick-silence", type=float, default=QUICK_SILENCE_S,
                     help="'now': silence that ends a line judged complete, s")
+    ap.add_argument("--first-clause", type=int, default=sentences.FIRST_CLAUSE_WORDS,
+                    metavar="WORDS", help="'now': words from which the reply's first clause "
+                    "is spoken on its own (0: whole sentences; "
+                    f"{sentences.FIRST_CLAUSE_WORDS} ships)")
     args = ap.parse_args()
+    FIRST_CLAUSE["now"] = FIRST_CLAUSE["unread"] = args.first_clause
     for name in ("now", "unread"):
         SETUPS[name].update(partial_every=args.read_ahead, quick_silence=args.quick_silence,
                             turn_judge=JUDGES[args.turn_judge]())
@@ -491,7 +497,8 @@ def main() -> int:
     line = {"benchmark": "voice", "llm": args.llm, "model": args.model,
             "acknowledge_after": args.acknowledge_after,
             "quick_silence": args.quick_silence,
-            "busy": args.busy, "read_ahead": args.read_ahead, "summary": summary,
+            "busy": args.busy, "read_ahead": args.read_ahead,
+            "first_clause_words": args.first_clause, "summary": summary,
             "turn_judge": args.turn_judge,
             "cut_offs": {s: sum(c["cut"] for c in cuts[s]) for s in cuts},
             "barge_in_stop_s": {"p50": pct(barge, 50) if barge else None,

@@ -144,6 +144,8 @@ def test_the_first_clause_of_a_spoken_reply_comes_on_its_own():
     assert pieces("A well-known painting, I think.") == ["A well-known painting, I think."]
     assert pieces("It costs 1,000 euros and more.") == ["It costs 1,000 euros and more."]
     assert pieces("Yes, I can see you, there.", words=0) == ["Yes, I can see you, there."]
+    assert pieces("Yes, I can see you, there.", words=1) == ["Yes,", "I can see you, there."]
+    assert pieces("Hello! Yes, I can.", words=1) == ["Hello!", "Yes, I can."]  # first piece only
     assert split_sentences("Yes, I can see you, there.") == ["Yes, I can see you, there."]
     s = SentenceSplitter(first_clause_words=4)
     assert s.feed("One two three four,") == []              # undecided until more comes

@@ -22,7 +22,7 @@ Rules (deliberately small and predictable):
   (``...`` or ``…``), which only ends a sentence at a newline or the end of the text.
 * With ``first_clause_words`` N > 0, the reply's first piece may end sooner: at a ``,``,
   ``;`` or a spaced dash (once whitespace follows) after at least N words, so the robot
-  starts saying "Yes, I can see you sitting there," while the rest of the sentence is written
+  starts saying "Yes," while the rest of the sentence is written
   (`speech_splitter`). Only the first piece: the others are whole sentences.
 * Sentences are stripped of surrounding whitespace; empty sentences are never produced.
   Joining the output with single spaces gives the input with whitespace normalised at the
@@ -36,10 +36,11 @@ from typing import Iterable, Iterator
 __all__ = ["ABBREVIATIONS", "CLAUSE_ENDS", "FIRST_CLAUSE_WORDS", "SentenceSplitter",
            "speech_splitter", "split_sentences", "iter_sentences"]
 
-FIRST_CLAUSE_WORDS = 4
+FIRST_CLAUSE_WORDS = 1
 """A streamed reply's first clause is spoken on its own from this many words (0: whole
-sentences only). Measured on the spoken loop (benchmarks/bench_voice.py): the robot starts on
-the clause while the model writes the rest of the sentence."""
+sentences only): the robot starts on the clause ("Yes,") while the model writes the rest of
+the sentence. 1 rather than 4 since the spoken loop on the 1.5B was measured both ways
+(benchmarks/bench_voice.py; docs/speech.md)."""
 CLAUSE_ENDS = ",;"
 """Marks that end a first clause (a dash between spaces too). Not a colon: what follows one
 ("Error: go_to: speed ...") reads as a label on its own."""
