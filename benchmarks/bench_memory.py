@@ -32,7 +32,9 @@ before the turn on both arms, as the manager reads the speech node's partial lin
 node's defaults hear it (`partial_at_pause`): its whole words go out as a partial line when
 they are recognised at the pause, and the line ends GAP seconds later (the end-of-turn
 silence left after the recognition: the rules end a complete question `quick_silence`, 0.3 s,
-into the silence); the reply is timed from the line, whatever of the reading ahead is done.
+into the silence; bench_voice.py measures this time on the local voice as "partial line ...
+before the line came"); the reply is timed from the line, whatever of the reading ahead is
+done.
 
     source env.sh && python benchmarks/bench_memory.py [--engines local,server] [--facts 20]
         [--partials | --pause GAP]

@@ -185,12 +185,19 @@ def ask(setup: str, wav: Path, parts: dict, conv, out: Path) -> dict:
 
     answering: list[threading.Thread] = []
 
+    partials: list[float] = []          # when each partial line came, before the line
+    line_at: list[float] = []
+
     def publish(heard) -> None:
+        line_at.append(time.monotonic())
         answering.append(threading.Thread(target=answer, args=(heard.text,), daemon=True))
         answering[-1].start()
 
-    read_ahead = (lambda h: conv.hear_ahead(h.text)) if setup != "before" else \
-        (lambda h: None)
+    def read_ahead(heard) -> None:
+        if not line_at:
+            partials.append(time.monotonic())
+        if setup != "before":
+            conv.hear_ahead(heard.text)
     hearing = getattr(conv, "hearing", None) if HOLD[setup] else None
     turns = SpeechTurns(backend, publish=publish, on_partial=read_ahead,
                         on_speaking=hearing or (lambda on: None),
@@ -214,6 +221,8 @@ def ask(setup: str, wav: Path, parts: dict, conv, out: Path) -> dict:
             "llm": llm_first[0] - t["recognised"], "tts": t["tts_s"],
             "total": t["first_audio"] - t["speech_end"], "text": t["text"],
             "heard": min(t["first_audio"], t.get("ack_audio", 1e18)) - t["speech_end"],
+            # the read-ahead's time: from the last partial line to the line (None: no partial)
+            "ahead": line_at[0] - partials[-1] if partials and line_at else None,
             "acked": "ack_audio" in t,
             "rule": t["end_rule"],
             "reused": f"{getattr(llm, 'reused_tokens', 0)}/{getattr(llm, 'prompt_tokens', 0)}",
@@ -462,6 +471,9 @@ def main() -> int:
                   "heard": pct([r["heard"] for r in rows[s]] or [0], 50),
                   "p95_heard": pct([r["heard"] for r in rows[s]] or [0], 95),
                   "acknowledged": sum(r["acked"] for r in rows[s]),
+                  "partial_to_line": pct([r["ahead"] for r in rows[s] if r["ahead"] is not None]
+                                         or [0], 50),
+                  "lines_read_ahead": sum(r["ahead"] is not None for r in rows[s]),
                   "turn_2": pct([r["total"] for r in rows[s] if r["turn"] == 2] or [0], 50),
                   "turn_8": pct([r["total"] for r in rows[s] if r["turn"] == 8] or [0], 50)}
                for s in SETUPS}
@@ -479,6 +491,11 @@ def main() -> int:
               f"turn 8 {m['turn_8']:.2f})"
               f"          {m['heard']:.2f} ({m['p95_heard']:.2f}), {m['acknowledged']} of "
               f"{m['n']} turns acknowledged")
+    for s in SETUPS:
+        if summary[s]["lines_read_ahead"]:
+            print(f"{s}: {summary[s]['lines_read_ahead']} of {summary[s]['n']} lines read ahead "
+                  f"from a partial line, {summary[s]['partial_to_line']:.2f} s (p50) before "
+                  "the line came (the time bench_memory.py --pause GAP gives)")
     for s in cuts:
         print(f"cut-offs, {s}: {sum(c['cut'] for c in cuts[s])} of {len(cuts[s])}")
         for line, c in zip(PAUSE_LINES, cuts[s]):
