@@ -222,7 +222,7 @@ def ask(setup: str, wav: Path, parts: dict, conv, out: Path) -> dict:
             "total": t["first_audio"] - t["speech_end"], "text": t["text"],
             "heard": min(t["first_audio"], t.get("ack_audio", 1e18)) - t["speech_end"],
             # the read-ahead's time: from the last partial line to the line (None: no partial)
-            "ahead": line_at[0] - partials[-1] if partials and line_at else None,
+            "partial_to_line": line_at[0] - partials[-1] if partials and line_at else None,
             "acked": "ack_audio" in t,
             "rule": t["end_rule"],
             "reused": f"{getattr(llm, 'reused_tokens', 0)}/{getattr(llm, 'prompt_tokens', 0)}",
@@ -471,9 +471,9 @@ def main() -> int:
                   "heard": pct([r["heard"] for r in rows[s]] or [0], 50),
                   "p95_heard": pct([r["heard"] for r in rows[s]] or [0], 95),
                   "acknowledged": sum(r["acked"] for r in rows[s]),
-                  "partial_to_line": pct([r["ahead"] for r in rows[s] if r["ahead"] is not None]
-                                         or [0], 50),
-                  "lines_read_ahead": sum(r["ahead"] is not None for r in rows[s]),
+                  "partial_to_line": pct([r["partial_to_line"] for r in rows[s]
+                                          if r["partial_to_line"] is not None] or [0], 50),
+                  "lines_read_ahead": sum(r["partial_to_line"] is not None for r in rows[s]),
                   "turn_2": pct([r["total"] for r in rows[s] if r["turn"] == 2] or [0], 50),
                   "turn_8": pct([r["total"] for r in rows[s] if r["turn"] == 8] or [0], 50)}
                for s in SETUPS}
