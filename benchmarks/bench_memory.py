@@ -27,17 +27,18 @@ warming the next prompt between turns (`warm_server_prompt`) as the local engine
 Prints a table and one JSON line; the record goes to benchmarks/results/bench_memory.json.
 
 `--partials`: each question is spoken, its partial line (all words but the last) read ahead
-before the turn on both arms, as the manager reads the speech node's partial lines
-(`partial_every`, off by default). `--pause GAP`: each question is spoken as the speech
-node's defaults hear it (`partial_at_pause`): its whole words go out as a partial line when
+before the turn on both arms, as the manager reads the speech node's partial lines while the
+person speaks (`partial_every`). `--pause GAP`: each question is spoken as the speech node
+hears it at the pause (`partial_at_pause`): its whole words go out as a partial line when
 they are recognised at the pause, and the line ends GAP seconds later (the end-of-turn
 silence left after the recognition: the rules end a complete question `quick_silence`, 0.3 s,
 into the silence; bench_voice.py measures this time on the local voice as "partial line ...
 before the line came"); the reply is timed from the line, whatever of the reading ahead is
-done.
+done. Both (`--partials --pause GAP`, the speech node's defaults): all words but the last are
+read first, then the whole words at the pause.
 
     source env.sh && python benchmarks/bench_memory.py [--engines local,server] [--facts 20]
-        [--partials | --pause GAP]
+        [--partials] [--pause GAP]
 """
 from __future__ import annotations
 
@@ -118,11 +119,21 @@ class Spoken:
     partial: Callable[[str], str]
     gap_s: float | None = None
     name: str = "partials"
+    early: Callable[[str], str] | None = None   # a partial read whole before `partial`
 
 
 def all_but_last(question: str) -> str:
     """What a recogniser's last partial line holds of a question: all its words but the last."""
     return " ".join(question.split()[:-1])
+
+
+def spoken_as(partials: bool, pause: float | None) -> Spoken | None:
+    """How `--partials` and `--pause` have each question spoken (None: typed)."""
+    if pause is None:
+        return Spoken(all_but_last) if partials else None
+    return Spoken(lambda question: question, pause,
+                  "while speaking and at the pause" if partials else "at the pause",
+                  early=all_but_last if partials else None)
 
 
 def ask(conv: Conversation, question: str, *quiet: Conversation,
@@ -140,6 +151,10 @@ def ask(conv: Conversation, question: str, *quiet: Conversation,
     """
     for other in quiet:
         other.wait_idle(120.0)
+    if spoken is not None and spoken.early is not None:   # while the person speaks
+        conv.hear_ahead(spoken.early(question))
+        for other in (conv, *quiet):
+            other.wait_idle(120.0)
     partial = spoken.partial(question) if spoken is not None else ""
     if partial:                                 # the person speaks after the robot's reply
         conv.hear_ahead(partial)
@@ -283,18 +298,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--engines", default="local,server")
     ap.add_argument("--facts", type=int, default=20)
-    how = ap.add_mutually_exclusive_group()
-    how.add_argument("--partials", action="store_true",
-                     help="each question spoken: its partial line (all words but the last) "
-                          "read ahead first, as the manager does with the speech node's")
-    how.add_argument("--pause", type=float, metavar="GAP",
-                     help="each question spoken as the speech node's defaults hear it: its "
-                          "whole words as the pause's partial line, the line GAP s later")
+    ap.add_argument("--partials", action="store_true",
+                    help="each question spoken: its partial line (all words but the last) "
+                         "read ahead first, as the manager does with the speech node's")
+    ap.add_argument("--pause", type=float, metavar="GAP",
+                    help="each question spoken as the speech node's defaults hear it: its "
+                         "whole words as the pause's partial line, the line GAP s later "
+                         "(with --partials: after all words but the last, read whole)")
     args = ap.parse_args()
     if args.pause is not None and not 0 <= args.pause <= 5:
         ap.error(f"--pause: a gap of 0 to 5 s, not {args.pause}")
-    spoken = Spoken(all_but_last) if args.partials else None if args.pause is None else \
-        Spoken(lambda question: question, args.pause, "at the pause")
+    spoken = spoken_as(args.partials, args.pause)
     battery = yaml.safe_load(BATTERY.read_text())
     out = {"benchmark": "bench_memory", "engines": []}
     for name in args.engines.split(","):

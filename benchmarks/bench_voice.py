@@ -10,9 +10,10 @@ the other, in the order A B B A (each pass starts a new conversation and gives e
 to the other setup than the pass before):
 
 - now: the end of a turn decided by its words, judged by the embedded 0.5B
-  (voice/turn_model.py, as voice_demo ships; `--turn-judge rules`: turn_end.py's rules); with
-  `--read-ahead S` also the speech so far recognised every S seconds and read by the LLM while
-  the person speaks (partial lines -> Conversation.hear_ahead);
+  (voice/turn_model.py, as voice_demo ships; `--turn-judge rules`: turn_end.py's rules); the
+  speech so far recognised every `--read-ahead` S seconds (the speech node's `partial_every`
+  by default; 0: none) and read by the LLM while the person speaks (partial lines ->
+  Conversation.hear_ahead);
   The reply's first clause is spoken while the model writes the rest (llm/sentences.py).
 - before: the previous design: a fixed 0.5 s of silence ends a turn, recognition begun at the
   first silent chunk, the reply's first sentence spoken while the rest is written.
@@ -29,6 +30,7 @@ their first sound to the robot's voice stopping.
     source env.sh && python benchmarks/bench_voice.py     # voice_demo's model, the 0.5B
     python benchmarks/bench_voice.py --model default:1.5b --reps 2 --busy 1   # the 1.5B, loaded
     python benchmarks/bench_voice.py --against unread --no-pauses   # the line read at a pause
+    python benchmarks/bench_voice.py --against silent   # partial lines while the person speaks
     python benchmarks/bench_voice.py --no-pauses --first-clause 4   # the first clause as before
 
 `--llm fake` replaces the LLM with fixed delays (a quick look at the voice side alone). Prints
@@ -93,20 +95,22 @@ SETUPS = {"now": dict(ends_by_meaning=True, partial_every=PARTIAL_EVERY_S,
                       partial_at_pause=PARTIAL_AT_PAUSE),
           "before": dict(ends_by_meaning=False, partial_every=0.0, partial_at_pause=False),
           "unread": dict(ends_by_meaning=True, partial_every=PARTIAL_EVERY_S,
-                         partial_at_pause=False)}
+                         partial_at_pause=False),
+          "silent": dict(ends_by_meaning=True, partial_every=0.0,
+                         partial_at_pause=PARTIAL_AT_PAUSE)}
 """The setups a run may compare (`--against`): "unread" is "now" without the line read at
-the pause (the design of the round before)."""
+the pause (the design of the round before); "silent" is "now" without partial lines while
+the person speaks, whatever `--read-ahead` gives "now"."""
 FIRST_CLAUSE = {"now": sentences.FIRST_CLAUSE_WORDS, "before": 0,
-                "unread": sentences.FIRST_CLAUSE_WORDS}
+                "unread": sentences.FIRST_CLAUSE_WORDS, "silent": sentences.FIRST_CLAUSE_WORDS}
 """Words from which the reply's first clause is spoken on its own (0: whole sentences)."""
-HOLD = {"now": True, "before": False, "unread": True}
+HOLD = {"now": True, "before": False, "unread": True, "silent": True}
 """Whether frame summaries wait while the person speaks (Conversation.hearing)."""
 ACKNOWLEDGERS = {"now": Acknowledger(1.0), "before": Acknowledger(0.0),
-                 "unread": Acknowledger(1.0)}
+                 "unread": Acknowledger(1.0), "silent": Acknowledger(1.0)}
 """A late reply's acknowledgement ("now": 1.0 s after the line is heard, as the voice setup
 ships; one per setup, shared by its turns, so the never-twice-in-a-row rule holds across the
 session)."""
-READ_AHEAD_S = 0.6
 FRAME_PERIOD_S = 5.0
 
 
@@ -413,14 +417,16 @@ def main() -> int:
     ap.add_argument("--acknowledge-after", type=float, default=1.0,
                     help="'now' acknowledges a reply S s after the line is heard (0: never; "
                     "1.0 ships)")
-    ap.add_argument("--read-ahead", type=float, nargs="?", const=READ_AHEAD_S, default=0.0,
-                    help="'now' also publishes partial lines every S s and reads them ahead")
+    ap.add_argument("--read-ahead", type=float, default=PARTIAL_EVERY_S,
+                    help="'now' publishes partial lines every S s of speech and reads them "
+                    f"ahead (0: none; {PARTIAL_EVERY_S} ships)")
     ap.add_argument("--turn-judge", choices=TURN_JUDGES, default="model",
                     help="what judges the words at a pause in 'now' (model: as voice_demo "
                     "ships; the cut-offs are also counted with the other judge)")
-    ap.add_argument("--against", choices=("before", "unread"), default="before",
-                    help="the setup 'now' is compared with: the previous design, or 'now' "
-                    "without the line read at the pause")
+    ap.add_argument("--against", choices=("before", "unread", "silent"), default="before",
+                    help="the setup 'now' is compared with: the previous design, 'now' "
+                    "without the line read at the pause, or 'now' without partial lines "
+                    "while the person speaks")
     ap.add_argument("--quick-silence", type=float, default=QUICK_SILENCE_S,
                     help="'now': silence that ends a line judged complete, s")
     ap.add_argument("--first-clause", type=int, default=sentences.FIRST_CLAUSE_WORDS,
@@ -428,9 +434,10 @@ def main() -> int:
                     "is spoken on its own (0: whole sentences; "
                     f"{sentences.FIRST_CLAUSE_WORDS} ships)")
     args = ap.parse_args()
-    FIRST_CLAUSE["now"] = FIRST_CLAUSE["unread"] = args.first_clause
-    for name in ("now", "unread"):
-        SETUPS[name].update(partial_every=args.read_ahead, quick_silence=args.quick_silence,
+    FIRST_CLAUSE["now"] = FIRST_CLAUSE["unread"] = FIRST_CLAUSE["silent"] = args.first_clause
+    for name in ("now", "unread", "silent"):
+        SETUPS[name].update(partial_every=0.0 if name == "silent" else args.read_ahead,
+                            quick_silence=args.quick_silence,
                             turn_judge=JUDGES[args.turn_judge]())
         ACKNOWLEDGERS[name].after = args.acknowledge_after
     for name in set(SETUPS) - {"now", args.against}:

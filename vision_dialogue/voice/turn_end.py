@@ -39,9 +39,11 @@ QUICK_SILENCE_S = 0.3
 #: silence a line that goes on ("and then I...") may keep before the turn ends, s
 HOLD_SILENCE_S = 1.5
 #: seconds of speech between two recognitions of the growing segment (partial lines); 0: none.
-#: Off by default: on 2 cores the extra recognitions and the LLM's reading ahead slowed the
-#: reply they were meant to speed up (benchmarks/bench_voice.py --read-ahead)
-PARTIAL_EVERY_S = 0.0
+#: The LLM reads the words so far while the person speaks, so at the pause only the line's
+#: last words are left to read: on 2 cores (AMD EPYC) this saves more than the extra
+#: recognitions cost (benchmarks/bench_voice.py --against silent); an older round on another
+#: machine, before partials were recognised in step, measured the opposite
+PARTIAL_EVERY_S = 0.6
 #: whether the words recognised at a pause go out as a partial line too (no extra
 #: recognition), so the LLM reads the line while the silence that ends it runs
 PARTIAL_AT_PAUSE = True
