@@ -27,8 +27,8 @@ at its pause (the robot would start answering half a question). Both end-pointer
 audio. Barge-in: the person speaks over a long reply 1.0, 1.8 and 2.6 s into it; the time from
 their first sound to the robot's voice stopping.
 
-    source env.sh && python benchmarks/bench_voice.py     # voice_demo's model, the 0.5B
-    python benchmarks/bench_voice.py --model default:1.5b --reps 2 --busy 1   # the 1.5B, loaded
+    source env.sh && python benchmarks/bench_voice.py     # voice_demo's model, the 1.5B
+    python benchmarks/bench_voice.py --model default --reps 2 --busy 1   # the 0.5B, loaded
     python benchmarks/bench_voice.py --against unread --no-pauses   # the line read at a pause
     python benchmarks/bench_voice.py --against silent   # partial lines while the person speaks
     python benchmarks/bench_voice.py --no-pauses --first-clause 4   # the first clause as before
@@ -404,9 +404,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=1, help="passes over the questions")
     ap.add_argument("--llm", choices=("local", "fake"), default="local")
-    ap.add_argument("--model", default="default",
-                    help="the embedded model on llama.cpp (default, the 0.5B, is what voice_demo "
-                    "ships; default:1.5b the text demo's)")
+    ap.add_argument("--model", default="default:1.5b",
+                    help="the embedded model on llama.cpp (default:1.5b, what voice_demo and the "
+                    "text demo ship; default: the 0.5B, for a slower machine)")
     ap.add_argument("--llm-first", type=float, default=0.5)
     ap.add_argument("--llm-sentence", type=float, default=0.4)
     ap.add_argument("--busy", type=int, default=0, help="other busy processes meanwhile")
