@@ -12,9 +12,9 @@ import pytest
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.entries import UserEntry
-from vision_dialogue.core.focus import (ABOUT_THE_PERSON_NOTE, SOFT_YES_NO_NOTE, YES_NO_NOTE,
-                                        Person, asked_about, asks_to_repeat, focus_note, is_yes_no,
-                                        question_of)
+from vision_dialogue.core.focus import (ABOUT_THE_PERSON_NOTE, NOT_YOURS_NOTE, NOW_NOTE,
+                                        SOFT_YES_NO_NOTE, YES_NO_NOTE, Person, asked_about,
+                                        asks_to_repeat, focus_note, is_yes_no, question_of)
 from vision_dialogue.core.persona import load_persona
 from vision_dialogue.core.reply_filter import NoteFilter, near_repeat
 from vision_dialogue.llm.cpu_threads import CpuShare
@@ -68,6 +68,36 @@ def test_the_focus_note():
     assert focus_note("Is it a dog?", style="soft") == f"[{SOFT_YES_NO_NOTE}]"
     with pytest.raises(ValueError, match="focus_note"):
         ConversationConfig(focus_note="loud")
+
+
+SEEN = "one person, close, on the left, smiling, wearing orange and black (the view changed)"
+
+
+@pytest.mark.parametrize("question, repeated", [
+    ("Is my suit orange?", "the person's clothes are orange, with some black"),
+    ("What am I wearing today?", "the person's clothes are orange, with some black"),
+    ("Do you like my jacket?", "the person's clothes are orange, with some black"),
+    ("Am I smiling?", None),                        # not about clothes
+    ("What did I wear before?", None),              # about earlier: the memories, not now
+])
+def test_a_question_about_clothes_hears_what_the_person_wears(question, repeated):
+    note = focus_note(question, past="before" in question, observation=SEEN)
+    if repeated is None:
+        assert NOW_NOTE not in note
+    else:
+        assert f"{NOW_NOTE} {repeated}." in note
+    assert NOW_NOTE not in focus_note(question, observation="one person, close, on the left")
+
+
+@pytest.mark.parametrize("question, told", [
+    ("Are you wearing orange?", True), ("Do you have a cat?", True),
+    ("Is that dog yours?", False),                  # not a question about the robot
+    ("Do you own a car?", True), ("Do you like cats?", False), ("Do I have a cat?", False),
+    ("What do you see?", False),
+])
+def test_a_question_about_what_the_robot_wears_or_has_is_told_what_it_sees_is_not_its(
+        question, told):
+    assert (NOT_YOURS_NOTE in focus_note(question, observation=SEEN)) is told
 
 
 def test_an_answer_with_the_questions_own_new_word_is_not_a_repeat():
@@ -144,11 +174,23 @@ def test_the_rest_of_a_sentence_does_not_start_its_spoken_clause_again():
     assert f.feed("I saw a person, close to me.") == "I saw a person, close to me."
 
 
-def _conv(supports_images: bool, **cfg):
+def _conv(supports_images: bool, seen: str = "one person, close, in the middle", **cfg):
     be = FakeChatBackend(supports_images=supports_images,
                          responder=lambda m, k: "Yes, you are.")
-    obs = (lambda bgr: "one person, close, in the middle") if not supports_images else None
+    obs = (lambda bgr: seen) if not supports_images else None
     return be, Conversation(be, load_persona(), ConversationConfig(**cfg), observer=obs)
+
+
+def test_the_newest_frames_observation_reaches_the_note():
+    """What the newest frame's observation says the person wears is told before the question."""
+    be, c = _conv(False, seen="one person, close, in the middle, wearing mostly green")
+    try:
+        c.add_frame(np.full((60, 80, 3), 120, np.uint8))
+        c.turn("Is my shirt green?")
+        note = be.calls[-1][1][-2]["content"]
+        assert f"{NOW_NOTE} the person's clothes are mostly green." in note
+    finally:
+        c.close()
 
 
 @pytest.mark.parametrize("supports_images, focus, noted", [

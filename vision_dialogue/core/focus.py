@@ -38,8 +38,9 @@ PAST_NOTE = "From your memory, not from what you see now:"
 NOT_NOW_NOTE = "The next question is about earlier, not now."
 NOW_NOTE = "Your eyes see now:"
 ABOUT_THE_PERSON_NOTE = 'They ask about themselves: answer about them with "you", not "I".'
+NOT_YOURS_NOTE = "You are a robot: you wear no clothes, and what you see is not yours."
 FOCUS_INSTRUCTIONS = (YES_NO_NOTE, SOFT_YES_NO_NOTE, PAST_NOTE, NOT_NOW_NOTE, NOW_NOTE,
-                      ABOUT_THE_PERSON_NOTE)
+                      ABOUT_THE_PERSON_NOTE, NOT_YOURS_NOTE)
 """The note's fixed words (a reply that reads them out is not speech)."""
 
 
@@ -113,10 +114,45 @@ def objects_asked_about(question: str, objects: str) -> str:
 
 
 _PLACE_WORDS = {"maybe", "the", "left", "right", "middle", "two", "three", "four"}
+_WORN = re.compile(r"\b(?:wear|wears|wearing|wore|clothes|clothing|suit|outfit|shirt|t-shirt|"
+                   r"jacket|coat|dress|sweater|jumper|hoodie|uniform)\b")
+_OWNED = re.compile(r"^(?:do|did|does)\s+you\s+(?:have|own)\b|\byours\b")
+_WEARING = re.compile(r"\bwearing ([a-z][a-z -]*?)\s*(?:[,;(]|$)")
+
+
+def worn_asked_about(question: str, observation: str) -> str:
+    """What the observation says the person wears, when the question asks about clothes.
+
+    "Is my suit orange?" with "one person, close, in the middle, wearing orange" -> "the
+    person wearing orange" (the 1.5B said "No, your suit is not orange." with it only in the
+    frame's note, further up). "" when either says nothing of clothes.
+    """
+    worn = _WEARING.search(observation or "")
+    if not worn or not _WORN.search(question.lower()):
+        return ""
+    most, _, some = worn.group(1).partition(" and ")     # the observer's "X and Y": X first
+    return f"the person's clothes are {most}" + (f", with some {some}" if some else "")
+
+
+def seen_now(question: str, objects: str, observation: str) -> str:
+    """What the eyes see that the question asks about: its objects, the person's clothes."""
+    return "; ".join(p for p in (objects_asked_about(question, objects),
+                                 worn_asked_about(question, observation)) if p)
+
+
+def asks_what_is_its_own(question: str) -> bool:
+    """Whether a question about the robot asks what it wears or has ("Do you have a cat?").
+
+    The 1.5B took what it saw for its own: "Yes, I am wearing orange." with the person in an
+    orange suit, "Yes, I have a cat." with a cat in view (the perspective battery).
+    """
+    q = question.lower().replace("’", "'")
+    return asked_about(q) is Person.SECOND and bool(_WORN.search(q) or _OWNED.search(q))
 
 
 def focus_note(text: str, past: bool = False, memories: Sequence[str] = (),
-               style: str = "strict", objects: str = "", acts: Collection[str] = ()) -> str:
+               style: str = "strict", objects: str = "", acts: Collection[str] = (),
+               observation: str = "") -> str:
     """The note that goes right before the person's line in a text model's prompt ("" if none).
 
     The question stays the last thing the model reads (measured on the battery: a note after
@@ -127,12 +163,17 @@ def focus_note(text: str, past: bool = False, memories: Sequence[str] = (),
     about is repeated here, next to the question (the 1.5B model otherwise answered "Is there a
     cat with us?" with no, about one time in three, with "a dog or a cat" in the newest note).
     `acts`: the verbs of the robot's actions offered as tools (a request gets no yes/no note).
+    `observation`: the newest frame's observation; what it says the person wears is repeated
+    for a question about clothes, and a question about what the robot wears or has is told
+    that what it sees is not its own.
     """
     question = question_of(text)
     parts = []
-    seen_now = objects_asked_about(question, objects) if not past else ""
-    if seen_now:
-        parts.append(f"{NOW_NOTE} {seen_now}.")
+    seen = seen_now(question, objects, observation) if not past else ""
+    if seen:
+        parts.append(f"{NOW_NOTE} {seen}.")
+    if not past and asks_what_is_its_own(question):
+        parts.append(NOT_YOURS_NOTE)
     if past:
         wanted = list(memories[:1]) if _START.search(question) else list(memories[-3:])
         parts.append(f"{PAST_NOTE} " + " ".join(m.rstrip(".") + "." for m in wanted)

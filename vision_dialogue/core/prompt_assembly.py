@@ -187,7 +187,8 @@ class PromptAssembly:
             newest = self.newest
             note = focus_note(text, past, self.memories() if past else (),
                               self.config.focus_note,
-                              objects=newest.objects if newest is not None else "", acts=acts)
+                              objects=newest.objects if newest is not None else "", acts=acts,
+                              observation=newest.observation if newest is not None else "")
             if note:       # before the person's line (and the memory's note): it stays last
                 msgs.insert(now_index(msgs), {"role": "system", "content": note})
         # what is remembered that the line asks about: after the focus note, which a line's
