@@ -632,6 +632,23 @@ def test_a_claim_to_see_the_person_when_nobody_is_in_view_is_corrected():
         c.close()
 
 
+def test_a_bare_yes_spoken_first_goes_with_a_claim_the_nobody_line_takes_the_place_of():
+    """The first clause "Yes," waits while nobody is in view: its sentence may be replaced.
+
+    Spoken at once, "Yes," and then the nobody line for "I can see you." made "Yes, No, I do not
+    see you right now." (the dialogue battery, with the first clause from its first word).
+    """
+    nobody = "No, I do not see you right now."
+    f = NoteFilter(nobody_line=nobody, question="Can you still see me?")
+    assert f.feed("Yes,") == ""
+    assert f.feed("I can still see you.") == nobody
+    f = NoteFilter(nobody_line=nobody, question="Is there a cup?")
+    assert f.feed("Yes,") == ""
+    assert f.feed("there is a cup on the table.") == "Yes, there is a cup on the table."
+    f = NoteFilter(question="Can you still see me?")      # someone in view: said at once
+    assert f.feed("Yes,") == "Yes,"
+
+
 def test_an_echo_turned_to_the_robots_side_is_judged_as_the_robot_would_say_it():
     """An echo turned to the robot's side meets the nobody rule.
 

@@ -47,6 +47,10 @@ REPEAT_MIN_WORDS = 4
 models loop on a closing question)."""
 
 CLAUSE_MARKS = tuple(CLAUSE_ENDS + CLAUSE_DASHES)
+BARE_ANSWERS = frozenset({"yes", "no", "yeah", "yep", "nope", "oh", "well", "sure"})
+"""A first clause of only these words waits for its sentence while a stand-in line may take
+the sentence's place: "Yes," spoken on its own, then "No, I do not see you right now." for the
+rest ("I can see you.", nobody in view) was "Yes, No, I do not see you right now."."""
 """How a streamed reply's first clause ends when it comes on its own (llm/sentences.py)."""
 
 RESTART_SIMILARITY = 0.6
@@ -201,6 +205,28 @@ class NoteFilter:
         return self.told.strip() != "" and all(f" {' '.join(_words(m.group(0)))} " in self.told
                                                for m in VISUAL_CLAIM.finditer(spoken))
 
+    def _stand_in(self, spoken: str) -> str | None:
+        """The line said in place of a claim `spoken` makes; "" drops it (said once); None."""
+        for claim, line in self.stand_ins:
+            if claim.search(spoken) and not (claim is VISUAL_CLAIM and self._told_of(spoken)):
+                self._held = ""          # the sentence's first clause goes with it
+                if line in self._stood_in:
+                    return ""
+                self._stood_in.add(line)
+                return line
+        return None
+
+    def _waits(self, words: list[str]) -> bool:
+        """Whether a first clause waits for the rest of its sentence.
+
+        A bare yes or no while a stand-in line may take the sentence's place ("Yes," before
+        "I can see you.", nobody in view), or the start of a sentence said before.
+        """
+        if self.stand_ins and words and not self._clause and set(words) <= BARE_ANSWERS:
+            return True
+        return bool(near_repeat(words, [e[:len(words)] for e in self.said
+                                        if len(e) > len(words)], self.asked))
+
     def feed(self, text: str) -> str:
         text = (text or "").lstrip()
         if not (self._clause or self._held):   # the rest of a sentence: no label starts it
@@ -234,19 +260,17 @@ class NoteFilter:
             if not said:
                 return self._drop(spoken, self.repeats)
             spoken, words = said, _words(said)
-        for claim, line in self.stand_ins:
-            if claim.search(spoken) and not (claim is VISUAL_CLAIM and self._told_of(spoken)):
-                if line in self._stood_in:
-                    return self._drop(spoken)
-                self._stood_in.add(line)
-                spoken, words = line, _words(line)
+        stand_in = self._stand_in(spoken)
+        if stand_in is not None:
+            if not stand_in:
+                return self._drop(spoken)
+            spoken, words = stand_in, _words(stand_in)
         if self._held:                   # a first clause held back: judged with its rest
             spoken, self._held = f"{self._held} {spoken}", ""
             words = _words(spoken)
         clause = spoken.endswith(CLAUSE_MARKS)
-        if clause and near_repeat(words, [e[:len(words)] for e in self.said
-                                          if len(e) > len(words)], self.asked):
-            self._held = spoken              # it starts a sentence said before: wait for it all
+        if clause and self._waits(words):
+            self._held = spoken              # judged with the rest of its sentence
             return ""
         if len(words) >= REPEAT_MIN_WORDS:
             if near_repeat(words, self.said, self.asked):
