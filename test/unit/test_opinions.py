@@ -6,7 +6,9 @@ import pytest
 
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
-from vision_dialogue.core.opinions import asks_liking, contradicted, stance
+from vision_dialogue.core.opinions import (answered_before, asks_liking, contradicted,
+                                           exchanges, stance)
+from vision_dialogue.core.timeline import ROBOT, USER, FrameItem, LineItem
 from vision_dialogue.core.persona import load_persona
 
 pytestmark = pytest.mark.timeout(60)
@@ -62,5 +64,54 @@ def test_the_demos_contradiction_is_asked_for_again_with_the_earlier_line(stream
         note = be.calls[-1][1][-1]["content"]
         assert note == load_persona().consistent_note.format(stance="like")
         assert "orange" not in note          # not quoted: a small model would copy it
+    finally:
+        c.close()
+
+
+SAID = [("Am I wearing orange?", "Yes, you are wearing orange."),
+        ("Do I look happy to you?", "Yes, you look happy to me."),
+        ("Do you think my suit looks comfortable?", "Yes, it looks comfortable."),
+        ("Is this cat cute?", "Yes, this cat is cute."),
+        ("Is there a cat with us?", "Yes, there is a cat."),
+        ("Do you like coffee?", "No, I do not like coffee."),
+        ("What is your name?", "I am a robot.")]
+
+
+@pytest.mark.parametrize("question, note", [
+    # what is asked (the last word of substance) decides between "happy" and "suit"
+    ("Did the person in the orange suit seem happy to you?",
+     'Earlier, to "Do I look happy to you?", you said yes.'),
+    ("Did that orange suit look comfortable to wear?",
+     'Earlier, to "Do you think my suit looks comfortable?", you said yes.'),
+    ("Are you a fan of coffee?", 'Earlier, to "Do you like coffee?", you said no.'),
+    ("Did you find the cat adorable?", 'Earlier, to "Is this cat cute?", you said yes.'),
+    ("Is the cat still here?", ""),             # now: the scene may have changed
+    ("Did you see a cat before?", ""),          # what was in view: the memories say
+    ("Is it raining?", ""),                     # neither earlier nor the robot's view
+    ("What did you think of my suit?", ""),     # not a yes/no question
+    ("Do you like rockets?", ""),               # nothing asked before shares a word
+])
+def test_a_question_asked_again_in_other_words_hears_the_earlier_answer(question, note):
+    assert answered_before(question, SAID) == note
+
+
+def test_the_exchanges_are_each_line_with_the_robots_reply():
+    items = [LineItem(ROBOT, "Hello!"), LineItem(USER, "Do you like cats?"),
+             FrameItem(frame=None), LineItem(ROBOT, "Yes, I do."), LineItem(USER, "And dogs?")]
+    assert exchanges(items) == [("Do you like cats?", "Yes, I do.")]
+
+
+def test_the_earlier_answer_is_told_right_before_the_question():
+    replies = iter(["Yes, I love cats.", "Oh, a cat!", "Yes, I do."])
+    be = FakeChatBackend(supports_images=False, responder=lambda m, k: next(replies))
+    c = Conversation(be, load_persona(), ConversationConfig(),
+                     observer=lambda bgr: "no one there; a cat")
+    try:
+        c.add_frame(np.full((60, 80, 3), 120, np.uint8))
+        c.turn("Do you like cats?")
+        c.turn("Look at this.")
+        c.turn("Are you fond of cats?")
+        note = be.calls[-1][1][-2]["content"]
+        assert 'Earlier, to "Do you like cats?", you said yes.' in note
     finally:
         c.close()

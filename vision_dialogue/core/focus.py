@@ -152,7 +152,7 @@ def asks_what_is_its_own(question: str) -> bool:
 
 def focus_note(text: str, past: bool = False, memories: Sequence[str] = (),
                style: str = "strict", objects: str = "", acts: Collection[str] = (),
-               observation: str = "") -> str:
+               observation: str = "", answered: str = "") -> str:
     """The note that goes right before the person's line in a text model's prompt ("" if none).
 
     The question stays the last thing the model reads (measured on the battery: a note after
@@ -165,7 +165,8 @@ def focus_note(text: str, past: bool = False, memories: Sequence[str] = (),
     `acts`: the verbs of the robot's actions offered as tools (a request gets no yes/no note).
     `observation`: the newest frame's observation; what it says the person wears is repeated
     for a question about clothes, and a question about what the robot wears or has is told
-    that what it sees is not its own.
+    that what it sees is not its own. `answered`: the robot's earlier yes or no on what the
+    question asks again (core/opinions.answered_before), said before the yes/no note.
     """
     question = question_of(text)
     parts = []
@@ -178,6 +179,8 @@ def focus_note(text: str, past: bool = False, memories: Sequence[str] = (),
         wanted = list(memories[:1]) if _START.search(question) else list(memories[-3:])
         parts.append(f"{PAST_NOTE} " + " ".join(m.rstrip(".") + "." for m in wanted)
                      if wanted else NOT_NOW_NOTE)
+    if answered:
+        parts.append(answered)
     if is_yes_no(text) and not asks_to_act(text, acts):
         parts.append(SOFT_YES_NO_NOTE if style == "soft" else YES_NO_NOTE)
     if asked_about(text) is Person.FIRST:

@@ -12,10 +12,12 @@ model say it again word for word).
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Iterable, Sequence
 
-from vision_dialogue.llm.answers import yes_or_no
+from vision_dialogue.core.focus import is_yes_no
 from vision_dialogue.core.perspective import substance_words
+from vision_dialogue.core.timeline import ROBOT, USER, Item
+from vision_dialogue.llm.answers import yes_or_no
 
 _LIKES = r"(?:like|love|enjoy|adore)"
 _DISLIKE = re.compile(rf"\bI\s+(?:(?:really\s+)?(?:do\s+not|don't|never)\s+(?:really\s+)?"
@@ -68,3 +70,55 @@ def contradicted(question: str, sentence: str, said: Iterable[str]) -> str:
         if held is not None and held != side and about & _things(substance_words(earlier)):
             return earlier
     return ""
+
+
+_PAST_OR_OWN_VIEW = re.compile(r"^\s*(?:and\s+|so\s+)?(?:did|was|were)\b|\byou\b", re.I)
+_ASKED = _OPINION_WORDS | {"seem", "seemed", "look", "looked", "find", "think", "say", "said"}
+_WHAT_IS_THERE = re.compile(r"^\s*(?:and\s+|so\s+)?(?:is|are|was|were)\s+there\b|"
+                            r"\b(?:see|saw|seen|still)\b", re.I)
+"""A question about what is (or was) in view: its answer is the scene's, not a view."""
+
+
+def answered_before(question: str, exchanges: Iterable[tuple[str, str]]) -> str:
+    """The robot's earlier yes or no on what a yes/no question asks again (a note; "" none).
+
+    `exchanges`: (the person's line, the robot's reply), oldest first. The earlier question
+    that shares the most words of substance with this one, its last such word counting
+    twice (what is asked: "happy" in "Did the person in the orange suit seem happy to you?"
+    after "Do I look happy to you?"), newest first on ties, whose reply opened with a clear
+    yes or no. Only a question about earlier or about the robot's own view is matched, and
+    neither may ask what is in view ("Is there a cat?", "Is the cat still here?"): that answer
+    is the scene's at the time. The 1.5B answered the later question the other way (the
+    consistency battery).
+    """
+    if not is_yes_no(question) or not _PAST_OR_OWN_VIEW.search(question) or \
+            _WHAT_IS_THERE.search(question):
+        return ""
+    asked_now = _stems(question)
+    if not asked_now:
+        return ""
+    last = asked_now[-1]
+    best, note = 0, ""
+    for asked, reply in reversed(list(exchanges)):
+        side = None if _WHAT_IS_THERE.search(asked) else yes_or_no(reply)
+        before = set(_stems(asked))
+        score = len(set(asked_now) & before) + (last in before)
+        if side is not None and score > best:
+            best = score
+            note = f'Earlier, to "{asked.strip()}", you said {"yes" if side else "no"}.'
+    return note
+
+
+def _stems(text: str) -> list[str]:
+    """A line's words of substance in order, less opinion words, a plural's "s" cut."""
+    kept = substance_words(text) - _ASKED
+    return [w[:-1] if w.endswith("s") and len(w) > 3 else w
+            for w in re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower().replace("’", "'"))
+            if w in kept]
+
+
+def exchanges(items: Sequence[Item]) -> list[tuple[str, str]]:
+    """(the person's line, the robot's reply to it) in the timeline, oldest first."""
+    lines = [it for it in items if it.kind == "line"]
+    return [(a.text, b.text) for a, b in zip(lines, lines[1:])
+            if a.role == USER and b.role == ROBOT]

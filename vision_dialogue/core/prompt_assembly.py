@@ -18,6 +18,7 @@ from vision_dialogue.core.conversation_types import ConversationConfig
 from vision_dialogue.core.focus import focus_note
 from vision_dialogue.common.images import Frame, as_bgr, downscale, is_dark
 from vision_dialogue.core.lookback import FrameArchive
+from vision_dialogue.core.opinions import answered_before, exchanges
 from vision_dialogue.core.people import PEOPLE_FRESH_S, is_a_name
 from vision_dialogue.core.persona import Persona, language_instruction
 from vision_dialogue.core.prompt import PromptBuilder, now_index, prompt_size
@@ -188,7 +189,8 @@ class PromptAssembly:
             note = focus_note(text, past, self.memories() if past else (),
                               self.config.focus_note,
                               objects=newest.objects if newest is not None else "", acts=acts,
-                              observation=newest.observation if newest is not None else "")
+                              observation=newest.observation if newest is not None else "",
+                              answered=answered_before(text, exchanges(items)))
             if note:       # before the person's line (and the memory's note): it stays last
                 msgs.insert(now_index(msgs), {"role": "system", "content": note})
         # what is remembered that the line asks about: after the focus note, which a line's
