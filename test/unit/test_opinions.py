@@ -74,7 +74,9 @@ SAID = [("Am I wearing orange?", "Yes, you are wearing orange."),
         ("Is this cat cute?", "Yes, this cat is cute."),
         ("Is there a cat with us?", "Yes, there is a cat."),
         ("Do you like coffee?", "No, I do not like coffee."),
-        ("What is your name?", "I am a robot.")]
+        ("What is your name?", "I am a robot."),
+        ("Which do you prefer, cats or dogs?", "I prefer dogs. They are fun."),
+        ("What is your favourite colour?", "I don't have a favourite colour.")]
 
 
 @pytest.mark.parametrize("question, note", [
@@ -90,6 +92,9 @@ SAID = [("Am I wearing orange?", "Yes, you are wearing orange."),
     ("Is it raining?", ""),                     # neither earlier nor the robot's view
     ("What did you think of my suit?", ""),     # not a yes/no question
     ("Do you like rockets?", ""),               # nothing asked before shares a word
+    # a choice: the side taken is the thing said, quoted
+    ("So, do you like dogs or cats better?",
+     'Earlier, to "Which do you prefer, cats or dogs?", you said "I prefer dogs.".'),
 ])
 def test_a_question_asked_again_in_other_words_hears_the_earlier_answer(question, note):
     assert answered_before(question, SAID) == note

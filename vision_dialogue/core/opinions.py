@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence
 
-from vision_dialogue.core.focus import is_yes_no
+from vision_dialogue.core.focus import is_yes_no, question_of
 from vision_dialogue.core.perspective import substance_words
 from vision_dialogue.core.timeline import ROBOT, USER, Item
 from vision_dialogue.llm.answers import yes_or_no
@@ -77,6 +77,9 @@ _ASKED = _OPINION_WORDS | {"seem", "seemed", "look", "looked", "find", "think", 
 _WHAT_IS_THERE = re.compile(r"^\s*(?:and\s+|so\s+)?(?:is|are|was|were)\s+there\b|"
                             r"\b(?:see|saw|seen|still)\b", re.I)
 """A question about what is (or was) in view: its answer is the scene's, not a view."""
+_LEAD = re.compile(r"^\s*(?:so|and|well|okay|ok|then)\b[,\s]*", re.I)
+_CHOICE = re.compile(r"\b[a-z]+ or [a-z]+\b", re.I)
+"""A choice between two things ("dogs or cats"): the side taken is the thing said."""
 
 
 def answered_before(question: str, exchanges: Iterable[tuple[str, str]]) -> str:
@@ -91,8 +94,9 @@ def answered_before(question: str, exchanges: Iterable[tuple[str, str]]) -> str:
     is the scene's at the time. The 1.5B answered the later question the other way (the
     consistency battery).
     """
-    if not is_yes_no(question) or not _PAST_OR_OWN_VIEW.search(question) or \
-            _WHAT_IS_THERE.search(question):
+    question = _LEAD.sub("", question_of(question))         # "So, do you like ...?"
+    if not (is_yes_no(question) or _CHOICE.search(question)) or \
+            not _PAST_OR_OWN_VIEW.search(question) or _WHAT_IS_THERE.search(question):
         return ""
     asked_now = _stems(question)
     if not asked_now:
@@ -100,13 +104,26 @@ def answered_before(question: str, exchanges: Iterable[tuple[str, str]]) -> str:
     last = asked_now[-1]
     best, note = 0, ""
     for asked, reply in reversed(list(exchanges)):
-        side = None if _WHAT_IS_THERE.search(asked) else yes_or_no(reply)
+        said = "" if _WHAT_IS_THERE.search(asked) else _said(reply, asked_now)
         before = set(_stems(asked))
         score = len(set(asked_now) & before) + (last in before)
-        if side is not None and score > best:
-            best = score
-            note = f'Earlier, to "{asked.strip()}", you said {"yes" if side else "no"}.'
+        if said and score > best:
+            best, note = score, f'Earlier, to "{asked.strip()}", you said {said}.'
     return note
+
+
+def _said(reply: str, asked_now: list[str]) -> str:
+    """The side an earlier reply took: yes, no, or its first sentence, quoted.
+
+    The first sentence when it is the robot's own ("I ...") and names a thing asked about now
+    ("I prefer dogs." to "Do you like dogs or cats better?"); "" when it took no side.
+    """
+    side = yes_or_no(reply)
+    if side is not None:
+        return "yes" if side else "no"
+    first = (re.findall(r"[^.!?]+[.!?]?", reply) or [""])[0].strip()
+    return f'"{first}"' if re.match(r"I\b", first) and set(_stems(first)) & set(
+        asked_now) else ""
 
 
 def _stems(text: str) -> list[str]:
