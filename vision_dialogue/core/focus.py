@@ -123,9 +123,10 @@ _WEARING = re.compile(r"\bwearing ([a-z][a-z -]*?)\s*(?:[,;(]|$)")
 def worn_asked_about(question: str, observation: str) -> str:
     """What the observation says the person wears, when the question asks about clothes.
 
-    "Is my suit orange?" with "one person, close, in the middle, wearing orange" -> "the
-    person wearing orange" (the 1.5B said "No, your suit is not orange." with it only in the
-    frame's note, further up). "" when either says nothing of clothes.
+    "Is my suit orange?" with "one person, close, in the middle, wearing orange and black"
+    -> "the person's clothes are orange, with some black" (the 1.5B said "No, your suit is
+    not orange." with only the frame's note, further up, saying it). "" when either says
+    nothing of clothes.
     """
     worn = _WEARING.search(observation or "")
     if not worn or not _WORN.search(question.lower()):

@@ -89,10 +89,10 @@ def answered_before(question: str, exchanges: Iterable[tuple[str, str]]) -> str:
     that shares the most words of substance with this one, its last such word counting
     twice (what is asked: "happy" in "Did the person in the orange suit seem happy to you?"
     after "Do I look happy to you?"), newest first on ties, whose reply opened with a clear
-    yes or no. Only a question about earlier or about the robot's own view is matched, and
-    neither may ask what is in view ("Is there a cat?", "Is the cat still here?"): that answer
-    is the scene's at the time. The 1.5B answered the later question the other way (the
-    consistency battery).
+    yes or no (or, to a choice asked again, named its pick: `_said`). Only a question about
+    earlier or about the robot's own view is matched, and neither may ask what is in view
+    ("Is there a cat?", "Is the cat still here?"): that answer is the scene's at the time.
+    The 1.5B answered the later question the other way (the consistency battery).
     """
     question = _LEAD.sub("", question_of(question))         # "So, do you like ...?"
     if not (is_yes_no(question) or _CHOICE.search(question)) or \

@@ -47,11 +47,11 @@ REPEAT_MIN_WORDS = 4
 models loop on a closing question)."""
 
 CLAUSE_MARKS = tuple(CLAUSE_ENDS + CLAUSE_DASHES)
+"""How a streamed reply's first clause ends when it comes on its own (llm/sentences.py)."""
 BARE_ANSWERS = frozenset({"yes", "no", "yeah", "yep", "nope", "oh", "well", "sure"})
 """A first clause of only these words waits for its sentence while a stand-in line may take
 the sentence's place: "Yes," spoken on its own, then "No, I do not see you right now." for the
 rest ("I can see you.", nobody in view) was "Yes, No, I do not see you right now."."""
-"""How a streamed reply's first clause ends when it comes on its own (llm/sentences.py)."""
 
 RESTART_SIMILARITY = 0.6
 """Word-sequence similarity from which the rest of a sentence whose first clause was spoken on
