@@ -10,8 +10,8 @@ names the node (a driver's, such as usb_cam); `--big WxH --big-at I,J`: frames I
 that size (high-resolution stills among the stream's frames).
 
 It waits for a subscriber, lets the subscriber settle (`--settle` s: a subscriber that
-follows the publisher's QoS re-subscribes then), publishes `--count` frames at `--rate`, and
-prints one JSON line {"sent": N}.
+follows the publisher's QoS re-subscribes then), publishes `--count` frames at `--rate`
+(saying {"publishing": N} as the first goes out), and prints one JSON line {"sent": N}.
 """
 from __future__ import annotations
 
@@ -64,6 +64,7 @@ def main(argv=None) -> int:
         if comp is not None:
             import cv2
             jpeg = cv2.imencode(".jpg", img)[1].tobytes()
+        print(json.dumps({"publishing": a.count}), flush=True)   # the first frame goes now
         period, t = 1.0 / a.rate, time.monotonic()
         for i in range(a.count):
             msg = Image(height=h, width=w, encoding=a.encoding, step=w * 3, data=pixels)

@@ -19,8 +19,9 @@ import pytest
 from installed.user_env import stop, wait_for_log
 
 DRIVER = Path(__file__).with_name("frame_driver.py")
-#: the warning comes within this many seconds of the driver's start (its process start
-#: included)
+#: the warning comes within this many seconds of the driver's first frame (its process start
+#: is not the manager's: with a busy process beside the suite it took more than a second of
+#: the ten, run 72 of bench_suite.json)
 WITHIN_S = 10.0
 WARNING = r"frames from /{name} \(best effort\) are lost between processes: ([^.]*)\. Fix: (.*)"
 
@@ -55,11 +56,12 @@ def test_lost_frames_of_a_driver_without_the_profile_are_reported(installed, man
     """The warning names the publisher and the fix, within WITHIN_S, once per publisher."""
     proc, log = manager
     name = f"usb_cam_{run}"
-    t0 = time.monotonic()
     driver = installed.popen([sys.executable, str(DRIVER), "--name", name, "--rate", "2",
                               "--size", "1280x960", "--count", "60", "--settle", "0"],
                              env=driver_env(installed), log=tmp_path / "driver.log")
     try:
+        wait_for_log(tmp_path / "driver.log", r'"publishing"', driver, timeout=60.0)
+        t0 = time.monotonic()                       # its first frame goes out
         found = wait_for_log(log, WARNING.format(name=name), proc, timeout=60.0)
         took = time.monotonic() - t0
     finally:
@@ -71,7 +73,7 @@ def test_lost_frames_of_a_driver_without_the_profile_are_reported(installed, man
     assert "FASTDDS_DEFAULT_PROFILES_FILE=" in fix
     assert "arrived" in got, got
     assert "using it instead" not in text                       # no /compressed here
-    print(f"{name}: the warning came {took:.1f} s after the driver started ({got})")
+    print(f"{name}: the warning came {took:.1f} s after the driver's first frame ({got})")
 
 
 DOCTOR_TRIES = 3
