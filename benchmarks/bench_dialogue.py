@@ -513,7 +513,8 @@ def main(argv=None) -> int:
                                         indent=1))
     print_table(scores)
     line = {"benchmark": "dialogue", "label": args.label, "llm": args.llm,
-            "model": args.model or "default", "dtype": args.dtype, "reps": args.reps,
+            "model": args.model or "default", "engines": dtypes, "dtype": args.dtype,
+            "reps": args.reps,
             "frame_lead": args.frame_lead,
             "scores": scores}
     print(json.dumps(line))
