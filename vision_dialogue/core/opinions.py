@@ -15,9 +15,10 @@ import re
 from typing import Iterable, Sequence
 
 from vision_dialogue.core.focus import is_yes_no, question_of
-from vision_dialogue.core.perspective import substance_words
+from vision_dialogue.core.perspective import substance_words, words_of
 from vision_dialogue.core.timeline import ROBOT, USER, Item
 from vision_dialogue.llm.answers import yes_or_no
+from vision_dialogue.llm.sentences import split_sentences
 
 _LIKES = r"(?:like|love|enjoy|adore)"
 _DISLIKE = re.compile(rf"\bI\s+(?:(?:really\s+)?(?:do\s+not|don't|never)\s+(?:really\s+)?"
@@ -121,7 +122,7 @@ def _said(reply: str, asked_now: list[str]) -> str:
     side = yes_or_no(reply)
     if side is not None:
         return "yes" if side else "no"
-    first = (re.findall(r"[^.!?]+[.!?]?", reply) or [""])[0].strip()
+    first = (split_sentences(reply) or [""])[0]
     return f'"{first}"' if re.match(r"I\b", first) and set(_stems(first)) & set(
         asked_now) else ""
 
@@ -129,8 +130,7 @@ def _said(reply: str, asked_now: list[str]) -> str:
 def _stems(text: str) -> list[str]:
     """A line's words of substance in order, less opinion words, a plural's "s" cut."""
     kept = substance_words(text) - _ASKED
-    return [w[:-1] if w.endswith("s") and len(w) > 3 else w
-            for w in re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower().replace("’", "'"))
+    return [w[:-1] if w.endswith("s") and len(w) > 3 else w for w in words_of(text)
             if w in kept]
 
 

@@ -43,19 +43,20 @@ _WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)?|[^A-Za-z]+")
 _CLAUSE = re.compile(r"[^,;:.!?]+[,;:.!?]*")
 
 
-def _words(text: str) -> list[str]:
+def words_of(text: str) -> list[str]:
+    """A line's words in order, lower case, with their apostrophes ("i'm", "don't")."""
     return re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower().replace("’", "'"))
 
 
 def substance_words(text: str) -> set[str]:
     """The words of substance of a line: not pronouns, not small words ("cats", "wearing")."""
-    return {w for w in _words(text) if len(w) > 2 and w not in _SMALL | _FIRST | _SECOND}
+    return {w for w in words_of(text) if len(w) > 2 and w not in _SMALL | _FIRST | _SECOND}
 
 
 def persons_in_order(text: str) -> tuple[Person, ...]:
     """The persons whose pronouns `text` uses, in order ("Am I in front of you?": I, you)."""
     order: list[Person] = []
-    for w in _words(text):
+    for w in words_of(text):
         p = Person.FIRST if w in _FIRST else Person.SECOND if w in _SECOND else None
         if p is not None and (not order or order[-1] is not p):
             order.append(p)
@@ -81,10 +82,10 @@ def from_own_side(sentence: str, person_line: str) -> str:
     person = _only_person(order)
     own, other = (_FIRST, _SECOND) if person is Person.FIRST else (_SECOND, _FIRST)
     substance = substance_words(question)
-    asked = set(_words(question)) | _ANSWER_WORDS
+    asked = set(words_of(question)) | _ANSWER_WORDS
     out = []
     for clause in _CLAUSE.findall(sentence):
-        words = set(_words(clause))
+        words = set(words_of(clause))
         first = not any(c.isalpha() for c in "".join(out))
         if person is not None:
             if words & own and not words & other and not words & _SELF_TOO and \
