@@ -142,9 +142,17 @@ def matched(publisher, *readers, count: int = 1) -> bool:
     """
     if publisher.get_subscription_count() < count:
         return False
-    topic = publisher.topic_name
-    return all(sub.get_publisher_count() >= 1 for node in readers
-               for sub in node.subscriptions if sub.topic_name == topic)
+    return all(reading(node, publisher.topic_name, at_least=0) for node in readers)
+
+
+def reading(node, topic: str, at_least: int = 1) -> bool:
+    """`node` has `at_least` subscriptions on `topic`, and each of them sees a publisher.
+
+    The subscriber's side of a match, for a publisher in another process (whose side that
+    process checks): until it holds, what is published is lost to that subscription.
+    """
+    subs = [sub for sub in node.subscriptions if sub.topic_name == topic]
+    return len(subs) >= at_least and all(sub.get_publisher_count() >= 1 for sub in subs)
 
 
 def start_bag_player(ctx, bag, topics: list[str], nodes: list, timeout: float = 30.0,

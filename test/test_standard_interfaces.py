@@ -21,14 +21,16 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 
-from conftest import context_in, matched, side_domain, spin_until
+from conftest import context_in, matched, reading, side_domain, spin_until
 from manager_rig import photo, running_manager
 from vision_dialogue.ros import perception_msgs as pm
 from vision_dialogue.ros.image_msgs import to_image_msg
+from vision_dialogue.ros.topics import hri_topic
 
 pytestmark = pytest.mark.skipif(bool(pm.missing()), reason=f"{pm.missing()} not installed: "
                                 "scripts/setup.sh builds them from third_party/interfaces")
 PEER = Path(__file__).with_name("hri_peer.py")
+V7_SPEECH = hri_topic("voices", "v7", "speech")      # what `hri_peer.py voice` says
 
 
 class Peer:
@@ -173,10 +175,11 @@ def test_ros4hri_persons_speech_engagement_and_gestures_reach_the_conversation(r
         peer = Peer("voice", "--name", "Zebulon", "--say", "Is there a cup on the table?")
         try:
             # the line once the manager knows whose voice v7 is and where his face is (a line
-            # said before the face's place came put Zebulon "in front of you")
+            # said before the face's place came put Zebulon "in front of you"), and its
+            # subscriptions to v7's speech see the peer's publisher
             assert rig.wait(lambda: rig.node.voices.speaker("v7") == "Zebulon" and
-                            rig.node.conversation.prompt.people_now() == "Zebulon to your left",
-                            timeout=60), peer.seen
+                            rig.node.conversation.prompt.people_now() == "Zebulon to your left"
+                            and reading(rig.node, V7_SPEECH), timeout=60), peer.seen
             peer.proc.send_signal(signal.SIGUSR2)
             assert peer.expect(lambda e: e.get("event") == "said", 60,
                                spin=lambda: rig.wait(lambda: False, timeout=0.05)), peer.seen
@@ -629,9 +632,12 @@ def test_a_known_person_in_view_is_remembered_and_the_next_reply_is_told_it(ros_
         peer = Peer("voice", "--name", "Anna", "--say", said)
         try:
             # her line keeps facts only when its speaker is known to be Anna, in view: the
-            # line waits until the manager knows whose voice v7 is and that she is here
+            # line waits until the manager knows whose voice v7 is and that she is here, and
+            # its subscriptions to v7's speech see her publisher (in a CI run, before they
+            # did, her line was lost: no line, no request)
             assert rig.wait(lambda: rig.node.voices.speaker("v7") == "Anna" and "Anna" in
-                            rig.node.conversation.prompt.known_in_view, timeout=60), peer.seen
+                            rig.node.conversation.prompt.known_in_view
+                            and reading(rig.node, V7_SPEECH), timeout=60), peer.seen
             peer.proc.send_signal(signal.SIGUSR2)
             assert peer.expect(lambda e: e.get("event") == "said", 60,
                                spin=lambda: rig.wait(lambda: False, timeout=0.05)), peer.seen
