@@ -6,8 +6,8 @@ import pytest
 
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
-from vision_dialogue.core.opinions import (answered_before, asks_liking, contradicted,
-                                           exchanges, stance)
+from vision_dialogue.core.opinions import (Answered, answered_before, asks_liking,
+                                           contradicted, exchanges, stance)
 from vision_dialogue.core.timeline import ROBOT, USER, FrameItem, LineItem
 from vision_dialogue.core.persona import load_persona
 
@@ -62,7 +62,7 @@ def test_the_demos_contradiction_is_asked_for_again_with_the_earlier_line(stream
         assert answer.text == "Yes, I really like your bright orange suit!"
         assert not answer.fallback
         note = be.calls[-1][1][-1]["content"]
-        assert note == load_persona().consistent_note.format(stance="like")
+        assert note == load_persona().consistent_note.format(side="that you like it")
         assert "orange" not in note          # not quoted: a small model would copy it
     finally:
         c.close()
@@ -97,7 +97,8 @@ SAID = [("Am I wearing orange?", "Yes, you are wearing orange."),
      'Earlier, to "Which do you prefer, cats or dogs?", you said "I prefer dogs.".'),
 ])
 def test_a_question_asked_again_in_other_words_hears_the_earlier_answer(question, note):
-    assert answered_before(question, SAID) == note
+    found = answered_before(question, SAID)
+    assert (found.note if found else "") == note
 
 
 def test_the_exchanges_are_each_line_with_the_robots_reply():
@@ -118,5 +119,64 @@ def test_the_earlier_answer_is_told_right_before_the_question():
         c.turn("Are you fond of cats?")
         note = be.calls[-1][1][-2]["content"]
         assert 'Earlier, to "Do you like cats?", you said yes.' in note
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("sentence, against", [
+    ("No, the person did not seem happy to me.", True),
+    ("No,", True),                      # a first clause alone
+    ("Yes, they seemed happy.", False),
+    ("They seemed calm.", False),       # no side taken: said
+])
+def test_an_answer_against_the_earlier_yes_is_found(sentence, against):
+    earlier = Answered("Do I look happy to you?", "yes", True)
+    side = earlier.against(sentence)
+    assert (side is not None) is against
+    if against:
+        assert (side.yes, side.told) == (True, "yes to this")
+    assert Answered("Which do you prefer?", '"I prefer dogs."', None).against(sentence) is None
+
+
+def _session(replies: list[str]) -> tuple[FakeChatBackend, Conversation]:
+    it = iter(replies)
+    be = FakeChatBackend(supports_images=False, responder=lambda m, k: next(it))
+    c = Conversation(be, load_persona(), ConversationConfig(),
+                     observer=lambda bgr: "one person, close, in the middle")
+    c.add_frame(np.full((60, 80, 3), 120, np.uint8))
+    return be, c
+
+
+def test_an_answer_against_the_earlier_yes_is_asked_for_again():
+    """The consistency battery: "No" to what the robot answered yes to, with the note."""
+    be, c = _session(["Yes, you look happy to me.", "No, they did not seem happy.",
+                      "Yes, they seemed happy."])
+    try:
+        c.turn("Do I look happy to you?")
+        answer = c.turn("Did the person in the orange suit seem happy to you?")
+        assert answer.text == "Yes, they seemed happy." and not answer.fallback
+        assert be.calls[-1][1][-1]["content"] == load_persona().consistent_note.format(
+            side="yes to this")
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("earlier, reply, kept", [
+    # its earlier yes or no to what is asked again
+    (("Do I look happy to you?", "Yes, you look happy to me."),
+     "No, they did not seem happy.", "Yes, as I said before."),
+    # its earlier line on what it likes: the consistency battery's fallback
+    (("Do you like quiet moments like this?", "No, I don't like quiet moments like this."),
+     "Yes, I enjoy calm, silent moments.", "No, as I said before."),
+])
+def test_a_second_try_against_the_earlier_side_too_keeps_that_side(earlier, reply, kept):
+    question = ("Did the person in the orange suit seem happy to you?" if "happy" in earlier[0]
+                else "Do you enjoy calm, silent moments?")
+    be, c = _session([earlier[1], reply, reply])
+    try:
+        c.turn(earlier[0])
+        answer = c.turn(question)
+        assert answer.text == kept and not answer.fallback
+        assert len(be.calls) == 3                 # the first try and one more
     finally:
         c.close()

@@ -12,6 +12,7 @@ model say it again word for word).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from vision_dialogue.core.focus import is_yes_no, question_of
@@ -83,8 +84,51 @@ _CHOICE = re.compile(r"\b[a-z]+ or [a-z]+\b", re.I)
 """A choice between two things ("dogs or cats"): the side taken is the thing said."""
 
 
-def answered_before(question: str, exchanges: Iterable[tuple[str, str]]) -> str:
-    """The robot's earlier yes or no on what a yes/no question asks again (a note; "" none).
+@dataclass(frozen=True)
+class Side:
+    """A side the robot took earlier, which an answer now keeps (or is dropped and asked again).
+
+    `told`: how the second try's note says it (persona consistent_note's {side}).
+    """
+
+    line: str           # the earlier line: the robot's sentence, or the earlier question
+    yes: bool           # it liked it / said yes
+    told: str
+
+    @classmethod
+    def of_liking(cls, earlier: str) -> "Side":
+        """The side of an earlier sentence on what the robot likes (`stance`)."""
+        liked = bool(stance(earlier))
+        return cls(earlier, liked, "that you like it" if liked else "that you do not like it")
+
+
+@dataclass(frozen=True)
+class Answered:
+    """What the robot answered earlier to a question asked again in other words."""
+
+    asked: str               # the earlier question
+    said: str                # its answer: "yes", "no", or the first sentence, quoted
+    side: bool | None        # True yes, False no; None: a choice's pick
+
+    @property
+    def note(self) -> str:
+        """The focus note's part (core/focus.py): said before the yes/no note."""
+        return f'Earlier, to "{self.asked.strip()}", you said {self.said}.'
+
+    def against(self, sentence: str) -> Side | None:
+        """The side this answer took, when `sentence` opens with the other yes or no.
+
+        The 1.5B answered "Did the person in the orange suit seem happy to you?" with no,
+        after yes to "Do I look happy to you?", with this answer in its focus note.
+        """
+        now = yes_or_no(sentence)
+        if self.side is None or now is None or now == self.side:
+            return None
+        return Side(self.asked, self.side, f"{self.said} to this")
+
+
+def answered_before(question: str, exchanges: Iterable[tuple[str, str]]) -> Answered | None:
+    """The robot's earlier yes or no on what a yes/no question asks again (None: none).
 
     `exchanges`: (the person's line, the robot's reply), oldest first. The earlier question
     that shares the most words of substance with this one, its last such word counting
@@ -98,19 +142,19 @@ def answered_before(question: str, exchanges: Iterable[tuple[str, str]]) -> str:
     question = _LEAD.sub("", question_of(question))         # "So, do you like ...?"
     if not (is_yes_no(question) or _CHOICE.search(question)) or \
             not _PAST_OR_OWN_VIEW.search(question) or _WHAT_IS_THERE.search(question):
-        return ""
+        return None
     asked_now = _stems(question)
     if not asked_now:
-        return ""
+        return None
     last = asked_now[-1]
-    best, note = 0, ""
+    best, found = 0, None
     for asked, reply in reversed(list(exchanges)):
         said = "" if _WHAT_IS_THERE.search(asked) else _said(reply, asked_now)
         before = set(_stems(asked))
         score = len(set(asked_now) & before) + (last in before)
         if said and score > best:
-            best, note = score, f'Earlier, to "{asked.strip()}", you said {said}.'
-    return note
+            best, found = score, Answered(asked, said, yes_or_no(reply))
+    return found
 
 
 def _said(reply: str, asked_now: list[str]) -> str:

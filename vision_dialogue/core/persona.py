@@ -76,10 +76,15 @@ class Persona:
     not_done_note: str = ("[You did not do that: the person told you about it. Reply to "
                           "them about it in your own words, without saying that you did it.]")
     # the second try after an answer that took the other side of the robot's earlier line on
-    # what it likes (core/opinions.py); {stance}: "like" or "do not like". The line is not
-    # quoted: a small model copies what it reads last (a repeat of the greeting)
-    consistent_note: str = ("[Earlier you said that you {stance} it. Answer the same way now, "
-                            "in new words.]")
+    # what it likes, or of its earlier yes or no to what is asked again (core/opinions.py);
+    # {side}: "that you like it", "that you do not like it", "yes to this" or "no to this".
+    # The line is not quoted: a small model copies what it reads last (a repeat of the
+    # greeting)
+    consistent_note: str = "[Earlier you said {side}. Answer the same way now, in new words.]"
+    # said when the second try took the other side too (was the fallback line): the side
+    # the robot took, kept
+    kept_yes_line: str = "Yes, as I said before."
+    kept_no_line: str = "No, as I said before."
     # skills (application/skills.py): the purpose of a Chat, what the robot can be asked to do
     # (intents), the Chat's opening line when the role has none
     purpose_note: str = "[Your purpose in this conversation ({name}): {instruction}]"

@@ -11,7 +11,7 @@ from difflib import SequenceMatcher
 from typing import Callable, Collection, Iterable, Sequence
 
 from vision_dialogue.core.focus import FOCUS_INSTRUCTIONS
-from vision_dialogue.core.opinions import contradicted
+from vision_dialogue.core.opinions import Answered, Side, contradicted
 from vision_dialogue.core.perspective import substance_words
 from vision_dialogue.core.timeline import ROBOT, Item
 from vision_dialogue.llm.sentences import CLAUSE_DASHES, CLAUSE_ENDS, split_sentences
@@ -117,12 +117,14 @@ class NoteFilter:
                  observations: Iterable[str] = (), said: Iterable[str] = (),
                  memories: Iterable[str] = (), speak: Callable[[str, bool], str] | None = None,
                  blind_line: str = "", nobody_line: str = "", anyone_line: str = "",
-                 question: str = "", told: str = ""):
+                 question: str = "", told: str = "", answered: Answered | None = None):
         self.depth = 0
         # what the person told the robot (the memory notes): "You like green tea" is their
         # word, not a sight, also while the robot cannot see
         self.told = " " + " ".join(_words(told)) + " "
         self.question = question            # the person's line this reply answers
+        self.answered = answered            # the robot's earlier answer to what it asks again
+        self._opened = False                # whether the reply's first words were said
         self.asked = frozenset(substance_words(question))   # its words of substance (repeats)
         # claim -> the line said in its place, once (later claims are dropped): nobody in view,
         # a claim to see the person; the robot cannot see at all, anything about what is
@@ -152,7 +154,7 @@ class NoteFilter:
         self.echoes = 0                      # sentences dropped as a note read out
         self.dropped: list[str] = []         # every sentence dropped (an empty reply's error)
         self.claims: list[str] = []          # of those, claims of an action no tool ran
-        self.contradicted: list[str] = []    # earlier lines an answer took the other side of
+        self.contradicted: list[Side] = []   # earlier sides an answer took the other side of
         self._earlier = len(self.said)
         # a reply's first clause, spoken on its own (llm/sentences.py): its words, and one held
         # back because it starts a sentence said before
@@ -250,9 +252,9 @@ class NoteFilter:
                 (len(words) >= 3 and any(whole in run for run in self.note_runs)):
             self.echoes += 1
             return self._drop(spoken)
-        earlier = contradicted(self.question, spoken, self.said_lines)
-        if earlier:                      # "No, I don't like it." after "I like your suit."
-            self.contradicted.append(earlier)
+        side = self._side_against(spoken)
+        if side is not None:             # "No, I don't like it." after "I like your suit."
+            self.contradicted.append(side)
             return self._drop(spoken)
         echoed = self._echoed(words, grams, whole)
         if echoed:
@@ -282,19 +284,34 @@ class NoteFilter:
             if len(self._clause + words) >= REPEAT_MIN_WORDS:
                 self.said.append(tuple(self._clause + words))
             self._clause = []
+        self._opened = True
         return spoken
+
+    def _side_against(self, spoken: str) -> Side | None:
+        """The robot's earlier side that `spoken` takes the other way from (None: none).
+
+        Its earlier line on what it likes (core/opinions.contradicted), or, for the reply's
+        first words, its earlier yes or no to what the question asks again (`answered`).
+        """
+        earlier = contradicted(self.question, spoken, self.said_lines)
+        if earlier:
+            return Side.of_liking(earlier)
+        if self.answered is None or self._opened or self._clause or self._held:
+            return None
+        return self.answered.against(spoken)
 
 
 def turn_filter(persona, items: Sequence[Item], newest, blind: bool,
                 speak: Callable[[str, bool], str] | None = None,
                 allow_repeats: bool = False, instructions: Iterable[str] = (),
-                told: str = "") -> NoteFilter:
+                told: str = "", answered: Answered | None = None) -> NoteFilter:
     """The filter for one reply: the prompt's notes, what the prompt shows, what was said.
 
     `newest`: the newest frame (None before one came); `blind`: no camera (lost or none yet).
     `allow_repeats`: "say that again", the last line may come again. `instructions`: the
     prompt's notes besides the persona's (the tools', a Chat's purpose): read out, they are
     dropped as the persona's are. `told`: the memory notes of what the person told the robot.
+    `answered`: the robot's earlier answer to what the person's line asks again.
     """
     p = persona
     notes = [p.system, p.greet_instruction, p.no_frames_note, p.dark_frames_note,
@@ -323,4 +340,4 @@ def turn_filter(persona, items: Sequence[Item], newest, blind: bool,
     return NoteFilter((p.frame_label, p.summary_label, p.history_label, "You saw:"), notes,
                       seen, said, memories, speak, blind_line=blind_line,
                       nobody_line=nobody_line, anyone_line=anyone_line, question=question,
-                      told=told)
+                      told=told, answered=answered)

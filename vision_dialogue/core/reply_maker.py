@@ -18,7 +18,6 @@ from typing import Callable, Iterable
 from vision_dialogue.core.conversation_types import ConversationConfig, SentenceCallback
 from vision_dialogue.core.deadlines import FirstBy
 from vision_dialogue.core.focus import asks_to_repeat
-from vision_dialogue.core.opinions import stance
 from vision_dialogue.core.persona import Persona, addressed
 from vision_dialogue.core.perspective import from_own_side
 from vision_dialogue.core.reply_filter import NoteFilter
@@ -115,13 +114,20 @@ class ReplyMaker:
         """Nothing said yet: a repeat the filter dropped is said anyway, the last try's first.
 
         A repeat (the same question again, an earlier reply, a note that could not be put in
-        other words) is better than a fallback. Raises ValueError, naming what the filter
-        dropped, when there is none.
+        other words) is better than a fallback; so is the side the robot took earlier, said
+        plainly, when each try took the other one (persona kept_yes_line / kept_no_line).
+        Raises ValueError, naming what the filter dropped, when there is neither.
         """
         for tried in reversed(tries):
             if not sentences and tried.repeats:
                 for s in tried.repeats:
                     self._keep(s, sentences, on_sentence)
+        kept = next((t.contradicted[0] for t in reversed(tries) if t.contradicted), None)
+        if not sentences and kept is not None:
+            self.log.info(f"the reply took the other side again; keeping the earlier one "
+                          f"({kept.line[:80]!r})")
+            self._keep(self.persona.kept_yes_line if kept.yes else self.persona.kept_no_line,
+                       sentences, on_sentence)
         if not sentences:
             dropped = [s for tried in tries for s in tried.dropped]
             raise ValueError("empty reply" + (f" (dropped: {' | '.join(dropped)[:300]!r})"
@@ -196,9 +202,8 @@ class ReplyMaker:
                          self.persona.not_done_note)
         elif notes.contradicted:
             earlier = notes.contradicted[0]
-            why, note = (f"took the other side of an earlier line ({earlier[:80]!r})",
-                         self.persona.consistent_note.format(
-                             stance="like" if stance(earlier) else "do not like"))
+            why, note = (f"took the other side of an earlier line ({earlier.line[:80]!r})",
+                         self.persona.consistent_note.format(side=earlier.told))
         elif notes.echoes:
             why, note = "read its notes out", self.persona.own_words_note
         else:
