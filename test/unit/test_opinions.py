@@ -10,6 +10,7 @@ from vision_dialogue.core.opinions import (Answered, answered_before, asks_likin
                                            contradicted, exchanges, stance)
 from vision_dialogue.core.timeline import ROBOT, USER, FrameItem, LineItem
 from vision_dialogue.core.persona import load_persona
+from vision_dialogue.core.reply_filter import NoteFilter
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -130,27 +131,68 @@ def test_the_earlier_answer_is_told_right_before_the_question():
     ("They seemed calm.", False),       # no side taken: said
 ])
 def test_an_answer_against_the_earlier_yes_is_found(sentence, against):
-    earlier = Answered("Do I look happy to you?", "yes", True)
+    earlier = Answered("Do I look happy to you?", "yes", True, same_ask=True)
     side = earlier.against(sentence)
     assert (side is not None) is against
     if against:
         assert (side.yes, side.told) == (True, "yes to this")
-    assert Answered("Which do you prefer?", '"I prefer dogs."', None).against(sentence) is None
+    assert Answered("Which do you prefer?", '"I prefer dogs."', None,
+                    same_ask=True).against(sentence) is None
 
 
-def _session(replies: list[str]) -> tuple[FakeChatBackend, Conversation]:
+@pytest.mark.parametrize("question, same_ask", [
+    ("Did the person in the orange suit seem happy to you?", True),     # "happy" both
+    ("Are you a fan of coffee?", True),                                 # "coffee" both
+    ("Would you want to pet that cat?", False),    # "Is this cat cute?": "cat" only shared
+    ("Did you find the cat adorable?", False),     # the same: told, not held to it
+])
+def test_an_answer_is_held_to_the_earlier_one_only_where_both_ask_the_same(question, same_ask):
+    found = answered_before(question, SAID)
+    assert found.same_ask is same_ask
+    against = "Yes, I am." if found.side is False else "No, not at all."
+    assert (found.against(against) is not None) is same_ask
+
+
+@pytest.mark.parametrize("sentence, side", [
+    ("I am a fan of coffee.", True), ("I'm a big fan of rockets!", True),
+    ("I'm not a fan of coffee.", False), ("I am not a big fan of it.", False),
+])
+def test_being_a_fan_is_a_like(sentence, side):
+    assert stance(sentence) is side
+    earlier = Answered("Do you like coffee?", "yes" if not side else "no", not side,
+                       same_ask=True)
+    assert earlier.against(sentence) is not None
+
+
+def _session(replies: list[str], stream: bool = False) -> tuple[FakeChatBackend, Conversation]:
     it = iter(replies)
     be = FakeChatBackend(supports_images=False, responder=lambda m, k: next(it))
-    c = Conversation(be, load_persona(), ConversationConfig(),
+    c = Conversation(be, load_persona(), ConversationConfig(stream=stream),
                      observer=lambda bgr: "one person, close, in the middle")
     c.add_frame(np.full((60, 80, 3), 120, np.uint8))
     return be, c
 
 
-def test_an_answer_against_the_earlier_yes_is_asked_for_again():
+def test_a_first_clause_against_the_earlier_answer_takes_its_sentence_with_it():
+    """Spoken, "No," comes on its own: the rest of its sentence goes with it.
+
+    The consistency battery heard the rest alone: "the person in the orange suit did not
+    seem happy to me."
+    """
+    f = NoteFilter(question="Did the person in the orange suit seem happy to you?",
+                   answered=Answered("Do I look happy to you?", "yes", True, same_ask=True))
+    assert f.feed("No,") == ""
+    assert f.feed("the person in the orange suit did not seem happy to me.") == ""
+    assert f.feed("It is dark now.") == "It is dark now."        # the next sentence is said
+    assert [s.yes for s in f.contradicted] == [True]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_against_the_earlier_yes_is_asked_for_again(stream):
     """The consistency battery: "No" to what the robot answered yes to, with the note."""
-    be, c = _session(["Yes, you look happy to me.", "No, they did not seem happy.",
-                      "Yes, they seemed happy."])
+    be, c = _session(["Yes, you look happy to me.",
+                      "No, the person in the orange suit did not seem happy to me.",
+                      "Yes, they seemed happy."], stream=stream)
     try:
         c.turn("Do I look happy to you?")
         answer = c.turn("Did the person in the orange suit seem happy to you?")

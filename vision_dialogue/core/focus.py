@@ -39,7 +39,7 @@ NOT_NOW_NOTE = "The next question is about earlier, not now."
 NOW_NOTE = "Your eyes see now:"
 ABOUT_THE_PERSON_NOTE = 'They ask about themselves: answer about them with "you", not "I".'
 NOT_YOURS_NOTE = "You are a robot: you wear no clothes, and what you see is not yours."
-FAVOURITE_NOTE = "You have a favourite: name it."
+FAVOURITE_NOTE = "You do have a favourite: say which one it is."
 FOCUS_INSTRUCTIONS = (YES_NO_NOTE, SOFT_YES_NO_NOTE, PAST_NOTE, NOT_NOW_NOTE, NOW_NOTE,
                       ABOUT_THE_PERSON_NOTE, NOT_YOURS_NOTE, FAVOURITE_NOTE)
 """The note's fixed words (a reply that reads them out is not speech)."""

@@ -22,10 +22,13 @@ from vision_dialogue.llm.answers import yes_or_no
 from vision_dialogue.llm.sentences import split_sentences
 
 _LIKES = r"(?:like|love|enjoy|adore)"
+_FAN = r"\bI(?:\s+am|'m)\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\b"
+""""I'm a big fan of ...": a like ("I am not a fan" is a dislike)."""
 _DISLIKE = re.compile(rf"\bI\s+(?:(?:really\s+)?(?:do\s+not|don't|never)\s+(?:really\s+)?"
-                      rf"{_LIKES}|hate|dislike)\b", re.I)
-_LIKE = re.compile(rf"\bI\s+(?:really\s+|do\s+|also\s+|just\s+)?{_LIKES}s?\b|\bI'm\s+loving\b",
-                   re.I)
+                      rf"{_LIKES}|hate|dislike)\b|"
+                      rf"\bI(?:\s+am|'m)\s+not\s+(?:a\s+)?(?:big\s+)?fan\b", re.I)
+_LIKE = re.compile(rf"\bI\s+(?:really\s+|do\s+|also\s+|just\s+)?{_LIKES}s?\b|\bI'm\s+loving\b|"
+                   rf"{_FAN}", re.I)
 _ASKS_LIKING = re.compile(rf"^\s*(?:and\s+|so\s+)?do\s+you\s+(?:really\s+|also\s+)?{_LIKES}\b",
                           re.I)
 _OPINION_WORDS = {"like", "love", "enjoy", "adore", "really", "also", "today", "what"}
@@ -109,6 +112,7 @@ class Answered:
     asked: str               # the earlier question
     said: str                # its answer: "yes", "no", or the first sentence, quoted
     side: bool | None        # True yes, False no; None: a choice's pick
+    same_ask: bool = False   # both questions end on the same word of substance (what is asked)
 
     @property
     def note(self) -> str:
@@ -116,13 +120,17 @@ class Answered:
         return f'Earlier, to "{self.asked.strip()}", you said {self.said}.'
 
     def against(self, sentence: str) -> Side | None:
-        """The side this answer took, when `sentence` opens with the other yes or no.
+        """The side this answer took, when `sentence` takes the other one (None: it does not).
 
+        Its opening yes or no, else its like or dislike (`stance`). Only where both questions
+        ask about the same thing (`same_ask`): "Would you want to pet that cat?" after "Is
+        this cat cute?" shares only "cat" and hears that answer, but its "No" is not wrong.
         The 1.5B answered "Did the person in the orange suit seem happy to you?" with no,
         after yes to "Do I look happy to you?", with this answer in its focus note.
         """
         now = yes_or_no(sentence)
-        if self.side is None or now is None or now == self.side:
+        now = stance(sentence) if now is None else now
+        if not self.same_ask or self.side is None or now is None or now == self.side:
             return None
         return Side(self.asked, self.side, f"{self.said} to this")
 
@@ -153,7 +161,8 @@ def answered_before(question: str, exchanges: Iterable[tuple[str, str]]) -> Answ
         before = set(_stems(asked))
         score = len(set(asked_now) & before) + (last in before)
         if said and score > best:
-            best, found = score, Answered(asked, said, yes_or_no(reply))
+            best, found = score, Answered(asked, said, yes_or_no(reply),
+                                          same_ask=bool(before) and _stems(asked)[-1] == last)
     return found
 
 

@@ -125,6 +125,7 @@ class NoteFilter:
         self.question = question            # the person's line this reply answers
         self.answered = answered            # the robot's earlier answer to what it asks again
         self._opened = False                # whether the reply's first words were said
+        self._drop_rest = False             # a first clause was dropped: so is its sentence
         self.asked = frozenset(substance_words(question))   # its words of substance (repeats)
         # claim -> the line said in its place, once (later claims are dropped): nobody in view,
         # a claim to see the person; the robot cannot see at all, anything about what is
@@ -243,6 +244,9 @@ class NoteFilter:
                 out.append(ch)
         spoken = " ".join("".join(out).split())
         spoken = re.sub(r"\s+([.,!?;:])", r"\1", spoken)   # "things ." after a dropped note
+        if self._drop_rest:              # "No," was against the robot's word: "... did not"
+            self._drop_rest = spoken.endswith(CLAUSE_MARKS)
+            return self._drop(spoken)
         if self._clause:                 # the rest of a sentence whose first clause was said
             spoken = self._without_restart(spoken)
         words = _words(spoken)
@@ -252,9 +256,7 @@ class NoteFilter:
                 (len(words) >= 3 and any(whole in run for run in self.note_runs)):
             self.echoes += 1
             return self._drop(spoken)
-        side = self._side_against(spoken)
-        if side is not None:             # "No, I don't like it." after "I like your suit."
-            self.contradicted.append(side)
+        if self._against_earlier(spoken):   # "No, I don't like it." after "I like your suit."
             return self._drop(spoken)
         echoed = self._echoed(words, grams, whole)
         if echoed:
@@ -286,6 +288,17 @@ class NoteFilter:
             self._clause = []
         self._opened = True
         return spoken
+
+    def _against_earlier(self, spoken: str) -> bool:
+        """Whether `spoken` takes the other side from the robot's earlier one (kept, if so).
+
+        A first clause that does ("No,") takes the rest of its sentence with it.
+        """
+        side = self._side_against(spoken)
+        if side is not None:
+            self.contradicted.append(side)
+            self._drop_rest = spoken.endswith(CLAUSE_MARKS)
+        return side is not None
 
     def _side_against(self, spoken: str) -> Side | None:
         """The robot's earlier side that `spoken` takes the other way from (None: none).
