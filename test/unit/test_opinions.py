@@ -153,6 +153,14 @@ def test_an_answer_is_held_to_the_earlier_one_only_where_both_ask_the_same(quest
     assert (found.against(against) is not None) is same_ask
 
 
+def test_how_a_question_asks_is_not_what_it_asks():
+    """The consistency battery: "something" made these two ask the same."""
+    said = [("Do you like music?", "No, I don't like music."),
+            ("Is chatting with people something you like?", "Yes, it is.")]
+    found = answered_before("Is music something you enjoy?", said)
+    assert (found.asked, found.side, found.same_ask) == ("Do you like music?", False, True)
+
+
 @pytest.mark.parametrize("sentence, side", [
     ("I am a fan of coffee.", True), ("I'm a big fan of rockets!", True),
     ("I'm not a fan of coffee.", False), ("I am not a big fan of it.", False),

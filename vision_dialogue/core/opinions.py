@@ -78,7 +78,10 @@ def contradicted(question: str, sentence: str, said: Iterable[str]) -> str:
 
 
 _PAST_OR_OWN_VIEW = re.compile(r"^\s*(?:and\s+|so\s+)?(?:did|was|were)\b|\byou\b", re.I)
-_ASKED = _OPINION_WORDS | {"seem", "seemed", "look", "looked", "find", "think", "say", "said"}
+_ASKED = _OPINION_WORDS | {"seem", "seemed", "look", "looked", "find", "think", "say", "said",
+                           "something", "anything", "thing", "things"}
+"""Words of a question that say how it asks, not what: "Is music something you enjoy?" ends
+on "music", not "something" (it matched "Is chatting with people something you like?")."""
 _WHAT_IS_THERE = re.compile(r"^\s*(?:and\s+|so\s+)?(?:is|are|was|were)\s+there\b|"
                             r"\b(?:see|saw|seen|still)\b", re.I)
 """A question about what is (or was) in view: its answer is the scene's, not a view."""
