@@ -91,6 +91,7 @@ SAID = [("Am I wearing orange?", "Yes, you are wearing orange."),
     ("Is the cat still here?", ""),             # now: the scene may have changed
     ("Did you see a cat before?", ""),          # what was in view: the memories say
     ("Is it raining?", ""),                     # neither earlier nor the robot's view
+    ("Are you wearing orange?", ""),            # about the robot: "Am I wearing orange?" not
     ("What did you think of my suit?", ""),     # not a yes/no question
     ("Do you like rockets?", ""),               # nothing asked before shares a word
     # a choice: the side taken is the thing said, quoted

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from vision_dialogue.core.focus import is_yes_no, question_of
+from vision_dialogue.core.focus import asked_about, is_yes_no, question_of
 from vision_dialogue.core.perspective import substance_words, words_of
 from vision_dialogue.core.timeline import ROBOT, USER, Item
 from vision_dialogue.llm.answers import yes_or_no
@@ -147,7 +147,9 @@ def answered_before(question: str, exchanges: Iterable[tuple[str, str]]) -> Answ
     after "Do I look happy to you?"), newest first on ties, whose reply opened with a clear
     yes or no (or, to a choice asked again, named its pick: `_said`). Only a question about
     earlier or about the robot's own view is matched, and neither may ask what is in view
-    ("Is there a cat?", "Is the cat still here?"): that answer is the scene's at the time.
+    ("Is there a cat?", "Is the cat still here?"): that answer is the scene's at the time,
+    nor may one be about the person and the other about the robot ("Am I wearing orange?",
+    "Are you wearing orange?": core/focus.asked_about).
     The 1.5B answered the later question the other way (the consistency battery).
     """
     question = _LEAD.sub("", question_of(question))         # "So, do you like ...?"
@@ -157,10 +159,12 @@ def answered_before(question: str, exchanges: Iterable[tuple[str, str]]) -> Answ
     asked_now = _stems(question)
     if not asked_now:
         return None
-    last = asked_now[-1]
+    last, whom = asked_now[-1], asked_about(question)
     best, found = 0, None
     for asked, reply in reversed(list(exchanges)):
-        said = "" if _WHAT_IS_THERE.search(asked) else _said(reply, asked_now)
+        other = asked_about(asked)      # "Are you wearing orange?" is not "Am I ...?"
+        said = "" if _WHAT_IS_THERE.search(asked) or whom and other and other != whom \
+            else _said(reply, asked_now)
         before = set(_stems(asked))
         score = len(set(asked_now) & before) + (last in before)
         if said and score > best:
