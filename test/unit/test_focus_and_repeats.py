@@ -12,7 +12,7 @@ import pytest
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.entries import UserEntry
-from vision_dialogue.core.focus import (ABOUT_THE_PERSON_NOTE, FAVOURITE_NOTE, NOT_YOURS_NOTE,
+from vision_dialogue.core.focus import (ABOUT_THE_PERSON_NOTE, NOT_YOURS_NOTE,
                                         NOW_NOTE, SOFT_YES_NO_NOTE, YES_NO_NOTE, Person,
                                         asked_about, asks_to_repeat, focus_note, is_yes_no,
                                         question_of)
@@ -99,16 +99,6 @@ def test_a_question_about_clothes_hears_what_the_person_wears(question, repeated
 def test_a_question_about_what_the_robot_wears_or_has_is_told_what_it_sees_is_not_its(
         question, told):
     assert (NOT_YOURS_NOTE in focus_note(question, observation=SEEN)) is told
-
-
-@pytest.mark.parametrize("question, told", [
-    ("What is your favourite colour?", True), ("What's your favorite animal?", True),
-    ("Remind me, which colour did you say is your favourite?", True),
-    ("What is my favourite colour?", False),       # the person's: not the robot's to give
-    ("Do you like orange?", False),
-])
-def test_a_question_asking_the_robots_favourite_is_told_to_name_one(question, told):
-    assert (FAVOURITE_NOTE in focus_note(question)) is told
 
 
 def test_an_answer_with_the_questions_own_new_word_is_not_a_repeat():

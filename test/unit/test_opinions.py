@@ -7,7 +7,7 @@ import pytest
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.opinions import (Answered, answered_before, asks_liking,
-                                           contradicted, exchanges, stance)
+                                           contradicted, exchanges, gives_no_favourite, stance)
 from vision_dialogue.core.timeline import ROBOT, USER, FrameItem, LineItem
 from vision_dialogue.core.persona import load_persona
 from vision_dialogue.core.reply_filter import NoteFilter
@@ -229,5 +229,31 @@ def test_a_second_try_against_the_earlier_side_too_keeps_that_side(earlier, repl
         answer = c.turn(question)
         assert answer.text == kept and not answer.fallback
         assert len(be.calls) == 3                 # the first try and one more
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("question, sentence, none", [
+    ("What is your favourite colour?", "I don't have a favourite colour.", True),
+    ("What's your favorite animal?", "As a robot, I do not have a favorite animal.", True),
+    ("What is your favourite colour?", "I can't choose just one!", True),
+    ("What is your favourite colour?", "My favourite colour is blue.", False),
+    ("What is my favourite colour?", "I don't have a favourite colour.", False),   # theirs
+    ("Do you like orange?", "I don't have a favourite colour.", False),
+])
+def test_no_favourite_where_one_is_asked_is_found(question, sentence, none):
+    assert gives_no_favourite(question, sentence) is none
+
+
+@pytest.mark.parametrize("second", ["My favourite colour is blue.",
+                                    "I do not have a favourite colour."])
+def test_no_favourite_is_asked_for_again_and_said_if_nothing_else_comes(second):
+    be, c = _session(["I don't have a favourite colour.", second])
+    try:
+        answer = c.turn("What is your favourite colour?")
+        assert be.calls[-1][1][-1]["content"] == load_persona().favourite_note
+        # the second try's favourite, else its answer all the same (not the fallback line)
+        assert answer.text == second
+        assert not answer.fallback
     finally:
         c.close()

@@ -39,9 +39,8 @@ NOT_NOW_NOTE = "The next question is about earlier, not now."
 NOW_NOTE = "Your eyes see now:"
 ABOUT_THE_PERSON_NOTE = 'They ask about themselves: answer about them with "you", not "I".'
 NOT_YOURS_NOTE = "You are a robot: you wear no clothes, and what you see is not yours."
-FAVOURITE_NOTE = "You do have a favourite: say which one it is."
 FOCUS_INSTRUCTIONS = (YES_NO_NOTE, SOFT_YES_NO_NOTE, PAST_NOTE, NOT_NOW_NOTE, NOW_NOTE,
-                      ABOUT_THE_PERSON_NOTE, NOT_YOURS_NOTE, FAVOURITE_NOTE)
+                      ABOUT_THE_PERSON_NOTE, NOT_YOURS_NOTE)
 """The note's fixed words (a reply that reads them out is not speech)."""
 
 
@@ -152,18 +151,6 @@ def asks_what_is_its_own(question: str) -> bool:
     return asked_about(q) is Person.SECOND and bool(_WORN.search(q) or _OWNED.search(q))
 
 
-_FAVOURITE = re.compile(r"\byour (?:very )?(?:favou?rite|preferred)\b")
-
-
-def asks_favourite(question: str) -> bool:
-    """Whether a question asks for the robot's favourite ("What is your favourite colour?").
-
-    The 1.5B said "I don't have a favorite color.", and to the same question later "I
-    don't have a favourite color." (the consistency battery): an opinion asked for is given.
-    """
-    return bool(_FAVOURITE.search(question.lower().replace("’", "'")))
-
-
 def focus_note(text: str, past: bool = False, memories: Sequence[str] = (),
                style: str = "strict", objects: str = "", acts: Collection[str] = (),
                observation: str = "", answered: str = "") -> str:
@@ -189,8 +176,6 @@ def focus_note(text: str, past: bool = False, memories: Sequence[str] = (),
         parts.append(f"{NOW_NOTE} {seen}.")
     if not past and asks_what_is_its_own(question):
         parts.append(NOT_YOURS_NOTE)
-    if asks_favourite(question):
-        parts.append(FAVOURITE_NOTE)
     if past:
         wanted = list(memories[:1]) if _START.search(question) else list(memories[-3:])
         parts.append(f"{PAST_NOTE} " + " ".join(m.rstrip(".") + "." for m in wanted)

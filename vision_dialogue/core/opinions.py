@@ -56,6 +56,23 @@ def asks_liking(question: str) -> bool:
     return bool(_ASKS_LIKING.search(question))
 
 
+_FAVOURITE = re.compile(r"\byour (?:very )?(?:favou?rite|preferred)\b", re.I)
+_NO_FAVOURITE = re.compile(r"\b(?:don't|do not|doesn't|does not)\s+(?:really\s+)?have\s+"
+                           r"(?:a\s+|any\s+)?(?:favou?rite|preference|personal)|"
+                           r"\bI\s+(?:can't|cannot)\s+(?:really\s+)?(?:choose|pick)\b", re.I)
+
+
+def gives_no_favourite(question: str, sentence: str) -> bool:
+    """Whether `sentence` says the robot has no favourite, to a question asking for it.
+
+    The 1.5B said "I don't have a favourite colour." to "What is your favourite colour?" (the
+    consistency battery), and a note before the question asking it to name one did not
+    change that; a robot with a child's persona has favourites.
+    """
+    return bool(_FAVOURITE.search(question.replace("’", "'"))) and bool(
+        _NO_FAVOURITE.search(sentence.replace("’", "'")))
+
+
 def contradicted(question: str, sentence: str, said: Iterable[str]) -> str:
     """The robot's earlier sentence that `sentence`, said to `question`, contradicts ("" none).
 

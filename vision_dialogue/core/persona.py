@@ -85,6 +85,9 @@ class Persona:
     # the robot took, kept
     kept_yes_line: str = "Yes, as I said before."
     kept_no_line: str = "No, as I said before."
+    # the second try after "I don't have a favourite colour." to "What is your favourite
+    # colour?" (core/opinions.gives_no_favourite): said anyway if the second try has none
+    favourite_note: str = "[You do have favourites, like any child. Pick one now and name it.]"
     # skills (application/skills.py): the purpose of a Chat, what the robot can be asked to do
     # (intents), the Chat's opening line when the role has none
     purpose_note: str = "[Your purpose in this conversation ({name}): {instruction}]"

@@ -11,7 +11,7 @@ from difflib import SequenceMatcher
 from typing import Callable, Collection, Iterable, Sequence
 
 from vision_dialogue.core.focus import FOCUS_INSTRUCTIONS
-from vision_dialogue.core.opinions import Answered, Side, contradicted
+from vision_dialogue.core.opinions import Answered, Side, contradicted, gives_no_favourite
 from vision_dialogue.core.perspective import substance_words
 from vision_dialogue.core.timeline import ROBOT, Item
 from vision_dialogue.llm.sentences import CLAUSE_DASHES, CLAUSE_ENDS, split_sentences
@@ -156,6 +156,7 @@ class NoteFilter:
         self.dropped: list[str] = []         # every sentence dropped (an empty reply's error)
         self.claims: list[str] = []          # of those, claims of an action no tool ran
         self.contradicted: list[Side] = []   # earlier sides an answer took the other side of
+        self.no_favourite: list[str] = []    # "I don't have a favourite colour." when asked
         self._earlier = len(self.said)
         # a reply's first clause, spoken on its own (llm/sentences.py): its words, and one held
         # back because it starts a sentence said before
@@ -258,6 +259,8 @@ class NoteFilter:
             return self._drop(spoken)
         if self._against_earlier(spoken):   # "No, I don't like it." after "I like your suit."
             return self._drop(spoken)
+        if gives_no_favourite(self.question, spoken):     # said only if nothing else comes
+            return self._drop(spoken, self.repeats, self.no_favourite)
         echoed = self._echoed(words, grams, whole)
         if echoed:
             said = self.speak(*echoed) if self.speak else ""
@@ -329,7 +332,7 @@ def turn_filter(persona, items: Sequence[Item], newest, blind: bool,
     p = persona
     notes = [p.system, p.greet_instruction, p.no_frames_note, p.dark_frames_note,
              p.camera_lost_note, p.repeat_note, p.own_words_note, p.not_done_note,
-             p.consistent_note,
+             p.consistent_note, p.favourite_note,
              *FOCUS_INSTRUCTIONS,
              *instructions]
     seen = [it.frame.observation or "" for it in items if it.kind == "frame"]

@@ -101,7 +101,8 @@ class ReplyMaker:
         finally:
             records.extend(turn.made)
         tries = [notes]
-        filtered = bool(notes.said_before or notes.echoes or notes.claims or notes.contradicted)
+        filtered = bool(notes.said_before or notes.echoes or notes.claims or notes.contradicted
+                        or notes.no_favourite)
         if not sentences and ((cfg.avoid_repeats and filtered) or
                               not (filtered or notes.repeats)):
             # nothing left to say (it repeated an earlier reply, read its notes out or claimed
@@ -185,7 +186,8 @@ class ReplyMaker:
         """One more try, sampled: the reply repeated, read out, claimed or left nothing.
 
         It repeated an earlier line, claimed an action no tool ran, took the other side of
-        an earlier line, read its notes out, or was empty; each but an empty reply to a line
+        an earlier line, said it has no favourite where one was asked, read its notes out, or
+        was empty; each but an empty reply to a line
         gets a note saying what to do instead (an empty remark: its instruction again). A
         turn with tools asks with them again (no call now): a local model's prompt starts
         with them, so its cache holds all but the last lines. Returns
@@ -204,6 +206,8 @@ class ReplyMaker:
             earlier = notes.contradicted[0]
             why, note = (f"took the other side of an earlier line ({earlier.line[:80]!r})",
                          self.persona.consistent_note.format(side=earlier.told))
+        elif notes.no_favourite:
+            why, note = "gave no favourite where one was asked", self.persona.favourite_note
         elif notes.echoes:
             why, note = "read its notes out", self.persona.own_words_note
         else:
