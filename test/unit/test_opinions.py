@@ -154,6 +154,14 @@ def test_an_answer_is_held_to_the_earlier_one_only_where_both_ask_the_same(quest
     assert (found.against(against) is not None) is same_ask
 
 
+def test_an_earlier_question_ending_on_what_is_asked_wins():
+    """The consistency battery: the newer question on the coffee's heat was told."""
+    said = [("Do you like coffee?", "No, I don't like coffee."),
+            ("Does that coffee look hot to you?", "No, it doesn't look hot to me.")]
+    found = answered_before("Are you a fan of coffee?", said)
+    assert (found.asked, found.same_ask) == ("Do you like coffee?", True)
+
+
 def test_how_a_question_asks_is_not_what_it_asks():
     """The consistency battery: "something" made these two ask the same."""
     said = [("Do you like music?", "No, I don't like music."),

@@ -161,7 +161,9 @@ def answered_before(question: str, exchanges: Iterable[tuple[str, str]]) -> Answ
     `exchanges`: (the person's line, the robot's reply), oldest first. The earlier question
     that shares the most words of substance with this one, its last such word counting
     twice (what is asked: "happy" in "Did the person in the orange suit seem happy to you?"
-    after "Do I look happy to you?"), newest first on ties, whose reply opened with a clear
+    after "Do I look happy to you?") and three times when the earlier one ends on it too
+    ("Are you a fan of coffee?": "Do you like coffee?", not "Does that coffee look hot to
+    you?"), newest first on ties, whose reply opened with a clear
     yes or no (or, to a choice asked again, named its pick: `_said`). Only a question about
     earlier or about the robot's own view is matched, and neither may ask what is in view
     ("Is there a cat?", "Is the cat still here?"): that answer is the scene's at the time,
@@ -182,11 +184,11 @@ def answered_before(question: str, exchanges: Iterable[tuple[str, str]]) -> Answ
         other = asked_about(asked)      # "Are you wearing orange?" is not "Am I ...?"
         said = "" if _WHAT_IS_THERE.search(asked) or whom and other and other != whom \
             else _said(reply, asked_now)
-        before = set(_stems(asked))
-        score = len(set(asked_now) & before) + (last in before)
+        stems = _stems(asked)
+        same_ask = bool(stems) and stems[-1] == last
+        score = len(set(asked_now) & set(stems)) + (last in stems) + same_ask
         if said and score > best:
-            best, found = score, Answered(asked, said, yes_or_no(reply),
-                                          same_ask=bool(before) and _stems(asked)[-1] == last)
+            best, found = score, Answered(asked, said, yes_or_no(reply), same_ask=same_ask)
     return found
 
 
