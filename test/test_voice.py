@@ -222,7 +222,8 @@ def test_a_long_monologue_is_cut_into_sensible_utterances(tmp_path, rig, piper, 
     ("Yesterday I went to the", INCOMPLETE), ("My name is Anna and", INCOMPLETE),
     ("I was wondering if", INCOMPLETE), ("So the thing is,", INCOMPLETE),
     ("What colour is", INCOMPLETE), ("Well, um...", INCOMPLETE),
-    ("Hello robot.", UNSURE), ("Thanks", UNSURE), ("", UNSURE)])
+    ("Hello robot.", INCOMPLETE), ("Hi there!", INCOMPLETE),     # a greeting: more comes
+    ("Hello robot, can you see me?", COMPLETE), ("Thanks", UNSURE), ("", UNSURE)])
 def test_the_words_decide_how_long_a_turn_waits(text, rule):
     assert turn_end(text) == rule
     waits = {COMPLETE: 0.3, UNSURE: 0.5, INCOMPLETE: 1.5}
@@ -268,7 +269,7 @@ class SlowJudge:
 
     instant = False
 
-    def __init__(self, verdict=lambda text: INCOMPLETE if "robot" in text.lower() else COMPLETE):
+    def __init__(self, verdict=lambda text: INCOMPLETE if "cats" in text.lower() else COMPLETE):
         self.verdict, self.heard, self.threads = verdict, [], []
 
     def __call__(self, text: str) -> str:
@@ -279,11 +280,11 @@ class SlowJudge:
 
 
 def test_a_slow_turn_judge_decides_the_wait_off_the_audio_thread(tmp_path, rig, piper):
-    """A judge that holds "Hello robot." open keeps it one turn, on the recogniser's thread.
+    """A judge that holds "I like cats." open keeps it one turn, on the recogniser's thread.
 
     The rules are unsure of it (min_silence: two turns at a 0.8 s pause).
     """
-    path = wav(tmp_path / "hello.wav", silence(0.5), speech(piper, "Hello robot."),
+    path = wav(tmp_path / "cats.wav", silence(0.5), speech(piper, "I like cats."),
                silence(0.8), speech(piper, "Can you hear me?"), silence(0.8))
     judge = SlowJudge()
     # faster than real time, where the backend waits for the judgement at the pause: in real
@@ -292,7 +293,7 @@ def test_a_slow_turn_judge_decides_the_wait_off_the_audio_thread(tmp_path, rig, 
     heard = [u.text for u in rig(path, realtime=False, reply=lambda t: "Yes.",
                                  turn_judge=judge, partial_every=0).run().utterances]
     assert len(heard) == 1 and "hear" in heard[0].lower(), heard
-    assert "robot" in judge.heard[0].lower() and len(judge.heard) == 2, judge.heard
+    assert "cats" in judge.heard[0].lower() and len(judge.heard) == 2, judge.heard
     assert all(name.startswith("voice-stt") for name in judge.threads), judge.threads
     # the rules alone, faster than real time (the backend waits for the words at the pause,
     # so the pause is measured in audio: in real time a loaded machine's late words ran the

@@ -54,6 +54,7 @@ def test_what_the_rules_are_sure_of_they_decide_alone(judge):
     judge.last_probability = 1.0
     assert judge("Could you pass me the") == INCOMPLETE
     assert judge("So, um,") == INCOMPLETE
+    assert judge("Hello robot.") == INCOMPLETE      # a bare greeting (bench_voice's cut-off)
     assert judge.last_probability == 1.0           # the model was not asked
 
 

@@ -6,8 +6,9 @@ A silence-only end-pointer waits the same `min_silence` after "Can you see me?" 
 * `COMPLETE` (a question, an exclamation, or a statement of a few words whose last word can
   end a sentence): the turn ends after `quick_silence`, as soon as the words are known;
 * `INCOMPLETE` (the last word cannot end a line: "and", "the", "my", "um"...; a statement
-  ending in "to", "is", "I"...; or the recogniser wrote a trailing comma, dash or ellipsis):
-  the wait grows to `hold_silence`, so a pause to think does not cut the person off;
+  ending in "to", "is", "I"...; the recogniser wrote a trailing comma, dash or ellipsis; or
+  the line only greets or calls the robot, "Hello robot.", after which people go on): the
+  wait grows to `hold_silence`, so a pause to think does not cut the person off;
 * `UNSURE` (anything else: a short line, a statement without a clear end): `min_silence`, as
   before.
 
@@ -32,6 +33,13 @@ so when while then that which who whose where as to of in on at by for with from
 onto over under like between through after before its this these those some any no i you he
 she we they it's i'm you're we're they're is are was were am be been being do does did have
 has had can could will would should may might must shall hmm well also just really very maybe
+""".split())
+
+#: what a line that only greets or calls the robot is made of ("Hello robot.", "Hi there!",
+#: "Excuse me."): the person usually goes on after it ("Hello robot. Can you hear me?"), so
+#: it waits as a line that goes on does
+OPENING_WORDS = frozenset("""
+hello hi hey hiya robot there excuse me good morning afternoon evening
 """.split())
 
 #: silence that ends a complete line (a question...) once its words are known, s
@@ -67,6 +75,8 @@ def turn_end(text: str) -> str:
         return UNSURE
     if open_for_sure(text, words):
         return INCOMPLETE
+    if only_opens(words):
+        return INCOMPLETE
     if text.endswith(("?", "!")):
         return COMPLETE
     if words[-1] in GOES_ON:
@@ -87,3 +97,8 @@ def open_for_sure(text: str, words: Sequence[str]) -> bool:
 def silence_needed(rule: str, quick: float, usual: float, hold: float) -> float:
     """Seconds of silence that end a turn whose words so far are judged `rule` (turn_end)."""
     return {COMPLETE: quick, UNSURE: usual, INCOMPLETE: hold}[rule]
+
+
+def only_opens(words: Sequence[str]) -> bool:
+    """Whether the words only greet or call the robot (OPENING_WORDS): "Hello robot."."""
+    return bool(words) and all(w in OPENING_WORDS for w in words)

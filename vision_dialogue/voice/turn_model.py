@@ -23,7 +23,8 @@ import llama_cpp
 import numpy as np
 
 from vision_dialogue.llm.llamacpp_backend import common_prefix
-from vision_dialogue.voice.turn_end import COMPLETE, INCOMPLETE, UNSURE, open_for_sure, turn_end
+from vision_dialogue.voice.turn_end import (COMPLETE, INCOMPLETE, UNSURE, only_opens,
+                                            open_for_sure, turn_end)
 
 #: probability of an end from which a line the rules are unsure of is over
 COMPLETE_AT = 0.5
@@ -87,8 +88,8 @@ class ModelTurnJudge:
     def __call__(self, text: str) -> str:
         words = normalise(text).split()
         rule = turn_end(text)
-        if not words or open_for_sure(text.strip(), words):
-            return rule       # nothing, "and", "the", a trailing comma: the rules are sure
+        if not words or open_for_sure(text.strip(), words) or only_opens(words):
+            return rule       # nothing, "and", "the", a trailing comma, "Hello robot.": sure
         p = self.last_probability = self.probability(text)
         if p < self.open_below:
             return INCOMPLETE if len(words) >= MIN_OPEN_WORDS or rule == INCOMPLETE else UNSURE
