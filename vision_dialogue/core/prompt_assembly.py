@@ -18,7 +18,7 @@ from vision_dialogue.core.conversation_types import ConversationConfig
 from vision_dialogue.core.focus import focus_note
 from vision_dialogue.common.images import Frame, as_bgr, downscale, is_dark
 from vision_dialogue.core.lookback import FrameArchive
-from vision_dialogue.core.opinions import Answered, answered_before, exchanges
+from vision_dialogue.core.opinions import answered_before, exchanges
 from vision_dialogue.core.people import PEOPLE_FRESH_S, is_a_name
 from vision_dialogue.core.persona import Persona, language_instruction
 from vision_dialogue.core.prompt import PromptBuilder, now_index, prompt_size
@@ -59,7 +59,6 @@ class PromptAssembly:
         self.recall: Callable[[str], str] | None = None
         self._pinned = ("", 0)   # the standing note and the message index where it first went
         self._remembered = ""    # the newest turn's line note (the reply filter reads both)
-        self._answered: Answered | None = None   # the newest line's earlier answer (filter)
 
     # --- what comes in ---------------------------------------------------------------------
     def add_frame(self, image: np.ndarray, stamp: float | None = None,
@@ -185,12 +184,11 @@ class PromptAssembly:
         answer_in = language_instruction(language)
         if answer_in:
             msgs.append({"role": "system", "content": answer_in})
-        # the robot's earlier answer to what the line asks again: told in the focus note, and
-        # an answer the other way is dropped by the reply filter (core/opinions.py)
-        answered = self._answered = answered_before(text, exchanges(items)) \
-            if text is not None else None
         if text is not None and self.config.focus_note != "none" and not self.supports_images:
             newest = self.newest
+            # the robot's earlier answer to what the line asks again (the reply filter holds
+            # the reply to it: core/reply_filter.turn_filter)
+            answered = answered_before(text, exchanges(items))
             note = focus_note(text, past, self.memories() if past else (),
                               self.config.focus_note,
                               objects=newest.objects if newest is not None else "", acts=acts,
@@ -222,8 +220,7 @@ class PromptAssembly:
                            self.newest is None or self.camera_lost(),
                            getattr(self.observer, "speak", None), allow_repeats,
                            instructions=[*self.builder.notes.values(), *instructions],
-                           told=f"{self._pinned[0]} {self._remembered}",
-                           answered=self._answered)
+                           told=f"{self._pinned[0]} {self._remembered}")
 
     def look_back_image(self, frame: Frame) -> str:
         return frame.data_url(self.config.policy.newest_max_side, self.config.policy.jpeg_quality)

@@ -11,7 +11,8 @@ from difflib import SequenceMatcher
 from typing import Callable, Collection, Iterable, Sequence
 
 from vision_dialogue.core.focus import FOCUS_INSTRUCTIONS
-from vision_dialogue.core.opinions import Answered, Side, contradicted, gives_no_favourite
+from vision_dialogue.core.opinions import Answered, Side, answered_before, contradicted, \
+    exchanges, gives_no_favourite
 from vision_dialogue.core.perspective import substance_words
 from vision_dialogue.core.timeline import ROBOT, Item
 from vision_dialogue.llm.sentences import CLAUSE_DASHES, CLAUSE_ENDS, split_sentences
@@ -320,14 +321,16 @@ class NoteFilter:
 def turn_filter(persona, items: Sequence[Item], newest, blind: bool,
                 speak: Callable[[str, bool], str] | None = None,
                 allow_repeats: bool = False, instructions: Iterable[str] = (),
-                told: str = "", answered: Answered | None = None) -> NoteFilter:
+                told: str = "") -> NoteFilter:
     """The filter for one reply: the prompt's notes, what the prompt shows, what was said.
 
     `newest`: the newest frame (None before one came); `blind`: no camera (lost or none yet).
     `allow_repeats`: "say that again", the last line may come again. `instructions`: the
     prompt's notes besides the persona's (the tools', a Chat's purpose): read out, they are
     dropped as the persona's are. `told`: the memory notes of what the person told the robot.
-    `answered`: the robot's earlier answer to what the person's line asks again.
+    The person's line, when the robot has not answered it yet, is held to the robot's earlier
+    answer to what it asks again (core/opinions.answered_before), read from `items` here: a
+    read-ahead of the person's next words meanwhile does not change it.
     """
     p = persona
     notes = [p.system, p.greet_instruction, p.no_frames_note, p.dark_frames_note,
@@ -340,6 +343,9 @@ def turn_filter(persona, items: Sequence[Item], newest, blind: bool,
     lines = [it.text for it in items if it.kind == "line" and it.role == ROBOT]
     question = next((it.text for it in reversed(items) if it.kind == "line" and it.role != ROBOT),
                     "")
+    newest_line = next((it for it in reversed(items) if it.kind == "line"), None)
+    answered = answered_before(question, exchanges(items)) \
+        if newest_line is not None and newest_line.role != ROBOT else None
     if allow_repeats:
         lines = lines[:-1]
     said = [s for line in lines for s in split_sentences(line)]
