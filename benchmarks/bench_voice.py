@@ -46,6 +46,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -91,26 +92,35 @@ PAUSE_LINES = [("I was wondering if", "you could see my cup.", 0.6),
                ("I think that", "you are a nice robot.", 0.9),
                ("Hello robot.", "Can you hear me?", 0.6),
                ("I like cats.", "Do you?", 0.8)]
-SETUPS = {"now": dict(ends_by_meaning=True, partial_every=PARTIAL_EVERY_S,
-                      partial_at_pause=PARTIAL_AT_PAUSE),
-          "before": dict(ends_by_meaning=False, partial_every=0.0, partial_at_pause=False),
-          "unread": dict(ends_by_meaning=True, partial_every=PARTIAL_EVERY_S,
-                         partial_at_pause=False),
-          "silent": dict(ends_by_meaning=True, partial_every=0.0,
-                         partial_at_pause=PARTIAL_AT_PAUSE)}
+
+
+@dataclass
+class Setup:
+    """One way the spoken loop may run: its end-pointer's settings and its reply's."""
+
+    voice: dict                  # LocalVoiceBackend's settings (the end of a turn, partials)
+    first_clause: int            # words from which the first clause is spoken alone (0: none)
+    hold: bool                   # frame summaries wait while the person speaks
+    acknowledger: Acknowledger   # a late reply's "Let me see." (one per setup: never twice)
+    reads_ahead: bool = True     # the LLM reads the partial lines (Conversation.hear_ahead)
+
+
+SETUPS = {"now": Setup(dict(ends_by_meaning=True, partial_every=PARTIAL_EVERY_S,
+                            partial_at_pause=PARTIAL_AT_PAUSE),
+                       sentences.FIRST_CLAUSE_WORDS, True, Acknowledger(1.0)),
+          "before": Setup(dict(ends_by_meaning=False, partial_every=0.0,
+                               partial_at_pause=False), 0, False, Acknowledger(0.0),
+                          reads_ahead=False),
+          "unread": Setup(dict(ends_by_meaning=True, partial_every=PARTIAL_EVERY_S,
+                               partial_at_pause=False),
+                          sentences.FIRST_CLAUSE_WORDS, True, Acknowledger(1.0)),
+          "silent": Setup(dict(ends_by_meaning=True, partial_every=0.0,
+                               partial_at_pause=PARTIAL_AT_PAUSE),
+                          sentences.FIRST_CLAUSE_WORDS, True, Acknowledger(1.0))}
 """The setups a run may compare (`--against`): "unread" is "now" without the line read at
 the pause (the design of the round before); "silent" is "now" without partial lines while
-the person speaks, whatever `--read-ahead` gives "now"."""
-FIRST_CLAUSE = {"now": sentences.FIRST_CLAUSE_WORDS, "before": 0,
-                "unread": sentences.FIRST_CLAUSE_WORDS, "silent": sentences.FIRST_CLAUSE_WORDS}
-"""Words from which the reply's first clause is spoken on its own (0: whole sentences)."""
-HOLD = {"now": True, "before": False, "unread": True, "silent": True}
-"""Whether frame summaries wait while the person speaks (Conversation.hearing)."""
-ACKNOWLEDGERS = {"now": Acknowledger(1.0), "before": Acknowledger(0.0),
-                 "unread": Acknowledger(1.0), "silent": Acknowledger(1.0)}
-"""A late reply's acknowledgement ("now": 1.0 s after the line is heard, as the voice setup
-ships; one per setup, shared by its turns, so the never-twice-in-a-row rule holds across the
-session)."""
+the person speaks, whatever `--read-ahead` gives "now". "now" acknowledges a late reply 1.0 s
+after the line is heard, as the voice setup ships."""
 FRAME_PERIOD_S = 5.0
 
 
@@ -168,14 +178,15 @@ def voice(setup: str, wav: Path, parts: dict, out: Path, **kw) -> LocalVoiceBack
     backend = LocalVoiceBackend(source, WavFolderSink(out, realtime=True),
                                 recognizer=parts["stt"], tts=parts["tts"],
                                 segmenter=SpeechSegmenter(parts["vad"]), reply_timeout=30.0,
-                                output_stream=open(os.devnull, "w"), **{**SETUPS[setup], **kw})
+                                output_stream=open(os.devnull, "w"),
+                                **{**SETUPS[setup].voice, **kw})
     source.turn_ready, source.robot_quiet = backend.turn_ready, backend.robot_quiet
     return backend
 
 
 def ask(setup: str, wav: Path, parts: dict, conv, out: Path) -> dict:
     """One question through the voice loop and `conv`; the turn's timings."""
-    sentences.FIRST_CLAUSE_WORDS = FIRST_CLAUSE[setup]
+    sentences.FIRST_CLAUSE_WORDS = SETUPS[setup].first_clause
     backend = voice(setup, wav, parts, out)
     done, llm_first = threading.Event(), []
 
@@ -200,13 +211,13 @@ def ask(setup: str, wav: Path, parts: dict, conv, out: Path) -> dict:
     def read_ahead(heard) -> None:
         if not line_at:
             partials.append(time.monotonic())
-        if setup != "before":
+        if SETUPS[setup].reads_ahead:
             conv.hear_ahead(heard.text)
-    hearing = getattr(conv, "hearing", None) if HOLD[setup] else None
+    hearing = getattr(conv, "hearing", None) if SETUPS[setup].hold else None
     turns = SpeechTurns(backend, publish=publish, on_partial=read_ahead,
                         on_speaking=hearing or (lambda on: None),
                         on_input_finished=done.set, reply_timeout=30.0,
-                        acknowledger=ACKNOWLEDGERS[setup])
+                        acknowledger=SETUPS[setup].acknowledger)
     backend.start(turns)
     done.wait(60.0)
     for thread in answering:       # the whole reply, as a person waits for it to be said
@@ -434,12 +445,12 @@ def main() -> int:
                     "is spoken on its own (0: whole sentences; "
                     f"{sentences.FIRST_CLAUSE_WORDS} ships)")
     args = ap.parse_args()
-    FIRST_CLAUSE["now"] = FIRST_CLAUSE["unread"] = FIRST_CLAUSE["silent"] = args.first_clause
     for name in ("now", "unread", "silent"):
-        SETUPS[name].update(partial_every=0.0 if name == "silent" else args.read_ahead,
-                            quick_silence=args.quick_silence,
-                            turn_judge=JUDGES[args.turn_judge]())
-        ACKNOWLEDGERS[name].after = args.acknowledge_after
+        SETUPS[name].first_clause = args.first_clause
+        SETUPS[name].voice.update(partial_every=0.0 if name == "silent" else args.read_ahead,
+                                  quick_silence=args.quick_silence,
+                                  turn_judge=JUDGES[args.turn_judge]())
+        SETUPS[name].acknowledger.after = args.acknowledge_after
     for name in set(SETUPS) - {"now", args.against}:
         del SETUPS[name]
     parts = {"stt": Recognizer(), "tts": PiperTTS(vary=False), "vad": load_vad_model()}

@@ -182,7 +182,7 @@ def test_ros4hri_persons_speech_engagement_and_gestures_reach_the_conversation(r
                             and reading(rig.node, V7_SPEECH), timeout=60), peer.seen
             peer.proc.send_signal(signal.SIGUSR2)
             assert peer.expect(lambda e: e.get("event") == "said", 60,
-                               spin=lambda: rig.wait(lambda: False, timeout=0.05)), peer.seen
+                               spin=lambda: rig.wait(lambda: False, timeout=0.05)), events(peer)
             assert rig.wait(lambda: len(rig.finals()) >= 2, timeout=30)     # greeting + turn
         finally:
             peer.close()
@@ -190,8 +190,8 @@ def test_ros4hri_persons_speech_engagement_and_gestures_reach_the_conversation(r
         users = [it for it in timeline if it.kind == "line" and it.role == "user"]
         assert [(u.text, u.speaker) for u in users] == [
             ("Is there a cup on the table?", "Zebulon")]
-        events = [it.text for it in timeline if it.kind == "event"]
-        assert "Zebulon came into view" in events and "someone waved" in events, events
+        noticed = [it.text for it in timeline if it.kind == "event"]
+        assert "Zebulon came into view" in noticed and "someone waved" in noticed, noticed
         assert rig.node.conversation.prompt.people_now() == "Zebulon to your left"
         assert "Zebulon to your left" in json.dumps(fake.requests[-1]["messages"])
 
@@ -640,7 +640,7 @@ def test_a_known_person_in_view_is_remembered_and_the_next_reply_is_told_it(ros_
                             and reading(rig.node, V7_SPEECH), timeout=60), peer.seen
             peer.proc.send_signal(signal.SIGUSR2)
             assert peer.expect(lambda e: e.get("event") == "said", 60,
-                               spin=lambda: rig.wait(lambda: False, timeout=0.05)), peer.seen
+                               spin=lambda: rig.wait(lambda: False, timeout=0.05)), events(peer)
             memory = PersonMemory(store)
             assert rig.wait(lambda: len(memory.recall("p1", "test").facts) == 2, timeout=30), \
                 heard_so_far(rig, fake)
