@@ -36,7 +36,7 @@ STYLES = ("strict", "soft")
 (measured on the battery, docs/results.md)."""
 PAST_NOTE = "From your memory, not from what you see now:"
 NOT_NOW_NOTE = "The next question is about earlier, not now."
-NOW_NOTE = "Your eyes see now:"
+NOW_NOTE = "In front of you, your eyes see now:"
 ABOUT_THE_PERSON_NOTE = 'They ask about themselves: answer about them with "you", not "I".'
 NOT_YOURS_NOTE = "You are a robot: you wear no clothes, and what you see is not yours."
 FOCUS_INSTRUCTIONS = (YES_NO_NOTE, SOFT_YES_NO_NOTE, PAST_NOTE, NOT_NOW_NOTE, NOW_NOTE,
