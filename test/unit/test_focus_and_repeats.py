@@ -730,7 +730,7 @@ def test_what_the_question_asks_about_is_repeated_next_to_it_from_the_objects_no
     assert objects_asked_about("Do you see cups?", note) == "a cup on the left"
     assert objects_asked_about("Is anyone on the left?", note) == ""     # places are not things
     text = focus_note("Is there a cat with us?", objects=note, style="soft")
-    assert text.startswith("[Your eyes see now: a dog or a cat in the middle. ")
+    assert text.startswith("[In front of you, your eyes see now: a dog or a cat in the middle. ")
     # not for a question about the past: that one gets memories
     assert "Your eyes" not in focus_note("Did you see a cat earlier?", past=True,
                                          memories=["a cat"], objects=note)
