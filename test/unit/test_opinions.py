@@ -132,12 +132,12 @@ def test_the_earlier_answer_is_told_right_before_the_question():
     ("They seemed calm.", False),       # no side taken: said
 ])
 def test_an_answer_against_the_earlier_yes_is_found(sentence, against):
-    earlier = Answered("Do I look happy to you?", "yes", True, same_ask=True)
+    earlier = Answered("Do I look happy to you?", "yes", same_ask=True)
     side = earlier.against(sentence)
     assert (side is not None) is against
     if against:
         assert (side.yes, side.told) == (True, "yes to this")
-    assert Answered("Which do you prefer?", '"I prefer dogs."', None,
+    assert Answered("Which do you prefer?", '"I prefer dogs."',
                     same_ask=True).against(sentence) is None
 
 
@@ -176,8 +176,7 @@ def test_how_a_question_asks_is_not_what_it_asks():
 ])
 def test_being_a_fan_is_a_like(sentence, side):
     assert stance(sentence) is side
-    earlier = Answered("Do you like coffee?", "yes" if not side else "no", not side,
-                       same_ask=True)
+    earlier = Answered("Do you like coffee?", "yes" if not side else "no", same_ask=True)
     assert earlier.against(sentence) is not None
 
 
@@ -197,7 +196,7 @@ def test_a_first_clause_against_the_earlier_answer_takes_its_sentence_with_it():
     seem happy to me."
     """
     f = NoteFilter(question="Did the person in the orange suit seem happy to you?",
-                   answered=Answered("Do I look happy to you?", "yes", True, same_ask=True))
+                   answered=Answered("Do I look happy to you?", "yes", same_ask=True))
     assert f.feed("No,") == ""
     assert f.feed("the person in the orange suit did not seem happy to me.") == ""
     assert f.feed("It is dark now.") == "It is dark now."        # the next sentence is said

@@ -131,8 +131,12 @@ class Answered:
 
     asked: str               # the earlier question
     said: str                # its answer: "yes", "no", or the first sentence, quoted
-    side: bool | None        # True yes, False no; None: a choice's pick
     same_ask: bool = False   # both questions end on the same word of substance (what is asked)
+
+    @property
+    def side(self) -> bool | None:
+        """True: it said yes; False: no; None: a choice's pick, quoted."""
+        return {"yes": True, "no": False}.get(self.said)
 
     @property
     def note(self) -> str:
@@ -188,7 +192,7 @@ def answered_before(question: str, exchanges: Iterable[tuple[str, str]]) -> Answ
         same_ask = bool(stems) and stems[-1] == last
         score = len(set(asked_now) & set(stems)) + (last in stems) + same_ask
         if said and score > best:
-            best, found = score, Answered(asked, said, yes_or_no(reply), same_ask=same_ask)
+            best, found = score, Answered(asked, said, same_ask=same_ask)
     return found
 
 

@@ -75,8 +75,6 @@ def turn_end(text: str) -> str:
         return UNSURE
     if open_for_sure(text, words):
         return INCOMPLETE
-    if only_opens(words):
-        return INCOMPLETE
     if text.endswith(("?", "!")):
         return COMPLETE
     if words[-1] in GOES_ON:
@@ -89,16 +87,13 @@ def turn_end(text: str) -> str:
 def open_for_sure(text: str, words: Sequence[str]) -> bool:
     """Whether the line goes on whatever follows.
 
-    A trailing comma, dash or ellipsis, or a last word no line ends with ("and", "the", "um").
+    A trailing comma, dash or ellipsis, a last word no line ends with ("and", "the", "um"),
+    or words that only greet or call the robot (OPENING_WORDS: "Hello robot.").
     """
-    return bool(_TRAILING_OPEN.search(text)) or bool(words) and words[-1] in NEVER_LAST
+    return bool(_TRAILING_OPEN.search(text)) or bool(words) and (
+        words[-1] in NEVER_LAST or all(w in OPENING_WORDS for w in words))
 
 
 def silence_needed(rule: str, quick: float, usual: float, hold: float) -> float:
     """Seconds of silence that end a turn whose words so far are judged `rule` (turn_end)."""
     return {COMPLETE: quick, UNSURE: usual, INCOMPLETE: hold}[rule]
-
-
-def only_opens(words: Sequence[str]) -> bool:
-    """Whether the words only greet or call the robot (OPENING_WORDS): "Hello robot."."""
-    return bool(words) and all(w in OPENING_WORDS for w in words)

@@ -11,8 +11,8 @@ reply's model waits for the words anyway.
 The model corrects the rules where they read the punctuation: below `open_below` a line the
 rules call complete or unsure goes on (a line of one or two words, "Stop!", becomes unsure at
 most); at `complete_at` or more an unsure line is complete. What the rules are sure of (a last
-word no line ends with, a trailing comma) they decide alone. The thresholds were set on the
-lines of benchmarks/bench_voice.py (benchmarks/bench_voice.py).
+word no line ends with, a trailing comma, a bare greeting) they decide alone. The thresholds
+were set on the lines of benchmarks/bench_voice.py (benchmarks/bench_voice.py).
 """
 from __future__ import annotations
 
@@ -23,8 +23,7 @@ import llama_cpp
 import numpy as np
 
 from vision_dialogue.llm.llamacpp_backend import common_prefix
-from vision_dialogue.voice.turn_end import (COMPLETE, INCOMPLETE, UNSURE, only_opens,
-                                            open_for_sure, turn_end)
+from vision_dialogue.voice.turn_end import COMPLETE, INCOMPLETE, UNSURE, open_for_sure, turn_end
 
 #: probability of an end from which a line the rules are unsure of is over
 COMPLETE_AT = 0.5
@@ -88,7 +87,7 @@ class ModelTurnJudge:
     def __call__(self, text: str) -> str:
         words = normalise(text).split()
         rule = turn_end(text)
-        if not words or open_for_sure(text.strip(), words) or only_opens(words):
+        if not words or open_for_sure(text.strip(), words):
             return rule       # nothing, "and", "the", a trailing comma, "Hello robot.": sure
         p = self.last_probability = self.probability(text)
         if p < self.open_below:
