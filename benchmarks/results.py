@@ -30,17 +30,23 @@ RESULTS = REPO / "benchmarks" / "results"
 #: CPU flags that decide how fast the numeric kernels run (llama.cpp, onnxruntime, numpy)
 KERNEL_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
                 "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16", "sse4_2")
+#: /proc/cpuinfo keys that tell two CPUs with one marketing name apart ("AMD EPYC" is several
+#: generations: family 25 is Zen 3/4, 26 is Zen 5), recorded under the names on the right
+CPU_IDENTITY = {"cpu family": "family", "model": "model_number", "stepping": "stepping"}
 
 
 def cpu() -> dict:
     """The CPU model, its kernel-relevant flags and the cores this process may use."""
-    model, flags = platform.processor() or "unknown", set()
+    model, flags, ident = platform.processor() or "unknown", set(), {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and model in ("unknown", "", "x86_64"):
-                model = line.split(":", 1)[1].strip()
-            elif line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
+            key, _, value = (part.strip() for part in line.partition(":"))
+            if key == "model name" and model in ("unknown", "", "x86_64"):
+                model = value
+            elif key == "flags":
+                flags = set(value.split())
+            elif key in CPU_IDENTITY and key not in ident:
+                ident[key] = value
     except OSError:
         pass
     try:
@@ -48,7 +54,8 @@ def cpu() -> dict:
     except (AttributeError, OSError):
         cores = os.cpu_count() or 0
     return {"model": model, "flags": [f for f in KERNEL_FLAGS if f in flags], "cores": cores,
-            "machine": platform.machine()}
+            "machine": platform.machine(),
+            **{name: ident[key] for key, name in CPU_IDENTITY.items() if key in ident}}
 
 
 def _own_tree() -> set[int]:

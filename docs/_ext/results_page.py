@@ -49,7 +49,8 @@ def table(heads: tuple, rows: list) -> list[str]:
 def _cpu(run: dict) -> str:
     c = run.get("cpu", {})
     flags = ", ".join(f for f in c.get("flags", []) if f.startswith(("avx512", "amx", "avx2")))
-    return f"{c.get('model', '?')} ({c.get('cores', '?')} cores; {flags or 'no AVX2'})"
+    family = f"family {c['family']}, " if "family" in c else ""
+    return f"{c.get('model', '?')} ({family}{c.get('cores', '?')} cores; {flags or 'no AVX2'})"
 
 
 def _load(run: dict) -> str:
