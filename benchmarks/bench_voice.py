@@ -27,7 +27,8 @@ at its pause (the robot would start answering half a question). Both end-pointer
 audio. Barge-in: the person speaks over a long reply 1.0, 1.8 and 2.6 s into it; the time from
 their first sound to the robot's voice stopping.
 
-    source env.sh && python benchmarks/bench_voice.py     # voice_demo's model, the 1.5B
+    source env.sh && python benchmarks/bench_voice.py     # voice_demo's model (default:auto)
+    python benchmarks/bench_voice.py --model default:1.5b   # the 1.5B wherever it runs
     python benchmarks/bench_voice.py --model default --reps 2 --busy 1   # the 0.5B, loaded
     python benchmarks/bench_voice.py --against unread --no-pauses   # the line read at a pause
     python benchmarks/bench_voice.py --against silent   # partial lines while the person speaks
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -415,9 +417,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=1, help="passes over the questions")
     ap.add_argument("--llm", choices=("local", "fake"), default="local")
-    ap.add_argument("--model", default="default:1.5b",
-                    help="the embedded model on llama.cpp (default:1.5b, what voice_demo and the "
-                    "text demo ship; default: the 0.5B, for a slower machine)")
+    ap.add_argument("--model", default="default:auto",
+                    help="the embedded model on llama.cpp (default:auto, what voice_demo ships: "
+                    "the 1.5B where a start-up measurement finds it fast enough, else the 0.5B; "
+                    "default:1.5b, what the text demo ships; default: the 0.5B)")
     ap.add_argument("--llm-first", type=float, default=0.5)
     ap.add_argument("--llm-sentence", type=float, default=0.4)
     ap.add_argument("--busy", type=int, default=0, help="other busy processes meanwhile")
@@ -445,6 +448,13 @@ def main() -> int:
                     "is spoken on its own (0: whole sentences; "
                     f"{sentences.FIRST_CLAUSE_WORDS} ships)")
     args = ap.parse_args()
+    asked = args.model
+    if args.llm == "local":         # default:auto: chosen as the manager chooses it, and said
+        from vision_dialogue.llm import model_choice
+        said = logging.getLogger("bench_voice")
+        said.addHandler(logging.StreamHandler(sys.stdout))
+        said.setLevel(logging.INFO)
+        args.model = model_choice.resolve(args.model, log=said)
     for name in ("now", "unread", "silent"):
         SETUPS[name].first_clause = args.first_clause
         SETUPS[name].voice.update(partial_every=0.0 if name == "silent" else args.read_ahead,
@@ -529,7 +539,7 @@ def main() -> int:
           f"{'met' if goal else 'NOT met'}; by the first sound: "
           f"{'met' if now['n'] and now['heard'] <= 1.0 and now['p95_heard'] <= 1.6 else 'NOT'}"
           " met")
-    line = {"benchmark": "voice", "llm": args.llm, "model": args.model,
+    line = {"benchmark": "voice", "llm": args.llm, "model": args.model, "model_asked": asked,
             "acknowledge_after": args.acknowledge_after,
             "quick_silence": args.quick_silence,
             "busy": args.busy, "read_ahead": args.read_ahead,

@@ -231,3 +231,36 @@ def test_a_session_acts_on_each_request_decided_on_the_side(backend, cores_alone
     assert [n for n, _ in ran] == ["go_to", "go_to"], ran
     assert "kitchen" in ran[0][1]["place"] and "library" in ran[1][1]["place"]
     assert reused_before > 0 and backend.reused_tokens > 0.5 * backend.prompt_tokens
+
+
+def test_the_manager_runs_the_variant_default_auto_chose_and_says_why():
+    """The manager's LLM (LlmCheck) resolves default:auto before anything reads the model.
+
+    The backend and the focus note read the chosen variant; the choice is logged.
+    """
+    from vision_dialogue.llm.default_model import VARIANTS, ModelSetupError
+    from vision_dialogue.ros.manager.llm_check import LlmCheck
+    from vision_dialogue.ros.manager.params import PARAMS, focus_note_style
+    try:
+        for variant in ("0.5b", "1.5b"):
+            VARIANTS[variant].part_paths()
+    except ModelSetupError as e:
+        pytest.skip(f"an embedded model is not installed: {e}")
+    params = {p.name: p.default for p in PARAMS}
+    params.update(llm_backend="local", model="default:auto", local_threads=2)
+    said = []
+
+    class Log:
+        def info(self, text):
+            said.append(text)
+        warning = error = info
+
+    check = LlmCheck(params, Log(), lambda record: None)
+    chosen = params["model"]
+    assert chosen in ("default:0.5b", "default:1.5b")
+    assert len(said) == 1 and said[0].startswith(
+        f"model default:auto runs the {chosen.partition(':')[2].upper()}: the 1.5B's first "
+        "clause takes ")
+    variant = chosen.partition(":")[2]
+    assert check.backend.model_path.endswith(f"{variant}.gguf")
+    assert focus_note_style(params) == VARIANTS[variant].focus_note

@@ -28,8 +28,10 @@ from pathlib import Path
 from typing import Callable
 
 from vision_dialogue.camera.sources import CAMERA_SOURCES
+from vision_dialogue.llm import model_choice
 from vision_dialogue.llm.factory import KINDS, SERVER_KIND, BackendOptions, backend_class, \
     default_variant, local_kinds
+from vision_dialogue.llm.probe import Probe
 from vision_dialogue.speech import SPEECH_BACKENDS
 from vision_dialogue.variants import AUTO
 
@@ -157,7 +159,12 @@ def check_default_model(cfg: Config) -> Check:
     name = "embedded default model"
     from vision_dialogue.llm.probe import probe_default_model
     variant = cfg.model.partition(":")[2] if cfg.model.startswith("default:") else ""
-    p = probe_default_model(variant)
+    # default:auto runs one of two, chosen at start-up: both must be there
+    found = [probe_default_model(v) for v in
+             ((model_choice.PREFERRED, model_choice.FALLBACK) if variant == AUTO
+              else (variant,))]
+    both = Probe(True, "; ".join(f.detail for f in found))
+    p = next((f for f in found if not f.ok), both)
     needed = cfg.llm_backend in local_kinds() and default_variant(cfg.model) is not None
     if p.ok:
         return Check(name, OK, p.detail)

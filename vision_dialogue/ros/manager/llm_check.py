@@ -13,6 +13,7 @@ import threading
 from typing import Callable
 
 from vision_dialogue.common.health import LLM_CHECK_PERIOD_S, Health, LlmWatch, ReplyStats
+from vision_dialogue.llm import model_choice
 from vision_dialogue.llm.base import BackendError
 from vision_dialogue.llm.factory import backend_class
 from vision_dialogue.llm.probe import unreachable
@@ -45,6 +46,11 @@ class LlmCheck:
 
     def _make(self, kind: str):
         try:
+            if backend_class(kind).in_process:
+                # default:auto -> the variant this machine runs fast enough; from here on the
+                # model it runs (focus note, the ready line, /diagnostics)
+                self.params["model"] = model_choice.resolve(
+                    self.params["model"], self.params["local_threads"], self.log)
             return backend_class(kind).from_options(backend_options(self.params))
         except (BackendError, ValueError, OSError) as e:
             raise ParameterError(f"llm_backend: cannot start {kind!r} ({e})") from None

@@ -46,7 +46,9 @@ PARAMS = [
           "is installed, else transformers).", choices=LLM_BACKENDS.names),
     Param("model", "gpt-4o-mini", "Model name (openai), checkpoint directory (transformers) "
           "or GGUF file (llamacpp); for a local backend empty or 'default' = the embedded "
-          "default model, 'default:1.5b' = its larger variant."),
+          "default model, 'default:1.5b' = its larger variant, 'default:auto' = the 1.5B where "
+          "a start-up measurement finds it fast enough for spoken replies, else the default "
+          "(llm/model_choice.py; the log says which)."),
     Param("summary_model", "", "Model for frame summaries and history folding; empty = model."),
     Param("persona_file", "", "Persona/instructions YAML; empty = packaged config/persona.yaml.",
           check=_file_or_empty),
