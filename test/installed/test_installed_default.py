@@ -103,7 +103,16 @@ def test_bringup_demo_converses_on_the_embedded_default(installed, gguf, tmp_pat
     # line may come after the script's next line (a fresh-clone run lost the cat's pair)
     asked = [(r["in_reply_to"], r["text"]) for r in _records(installed.home, out, "reply")
              if is_yes_no(r["in_reply_to"])]
-    assert asked and all(yes_or_no(r) for q, r in asked), asked
+    # "Is there a cat with us?" is answered as the newest frame shows it: yes while the cat is
+    # in view (the script asks at 32 s; the video shows it from 26 to 34 s), no once it has gone
+    # (on a machine whose replies take 3-5 s the question comes after the cat has left). A
+    # note unsure of the animal ("a dog or a cat in the middle") settles nothing: either
+    # answer stands then, and so does a "Maybe" (core/focus.py UNSURE_NOTE asks for one).
+    cat = next(r for q, r in asked if "cat" in q)
+    shown = _objects_when_asked(installed.home, out, "cat")
+    unsure = re.search(r"\bor an? cat\b|\bcat or\b", shown)
+    assert asked and all(yes_or_no(r) or (unsure and r is cat and r.lower().startswith("maybe"))
+                         for q, r in asked), asked
     # the detector named the demo's objects, on the standard topic, as other stacks see it
     # (faces, with ids, are tested frame by frame in test_standard_interfaces.py: here the one
     # demo frame that shows a face whole may come while the detector still loads)
@@ -120,14 +129,7 @@ def test_bringup_demo_converses_on_the_embedded_default(installed, gguf, tmp_pat
     recorded = _records(installed.home, out, "face")
     assert any(r["moment"] == "heard" and r["line"] == "Thank you, that was fun. Goodbye!"
                and r["expression"] == "happy" for r in recorded), recorded
-    # "Is there a cat with us?" is answered as the newest frame shows it: yes while the cat is
-    # in view (the script asks at 32 s; the video shows it from 26 to 34 s), no once it has gone
-    # (on a machine whose replies take 3-5 s the question comes after the cat has left)
-    # A note unsure of the animal ("a dog or a cat in the middle", a fresh-clone run's, whose
-    # model said no) settles nothing: either answer stands then.
-    cat = next(r for q, r in asked if "cat" in q)
-    shown = _objects_when_asked(installed.home, out, "cat")
-    if not re.search(r"\bor an? cat\b|\bcat or\b", shown):
+    if not unsure:
         assert yes_or_no(cat) == ("yes" if "cat" in shown else "no"), (cat, shown)
 
 

@@ -736,6 +736,25 @@ def test_what_the_question_asks_about_is_repeated_next_to_it_from_the_objects_no
                                          memories=["a cat"], objects=note)
 
 
+def test_a_yes_no_question_on_one_of_two_animals_the_eyes_cannot_tell_apart_gets_maybe():
+    """Is it a dog, with "a dog or a cat" in view: not a yes or a no (the 1.5B said yes)."""
+    from vision_dialogue.core.focus import UNSURE_NOTE, names_one_of_a_pair
+    note = "a dog or a cat in the middle; a cup on the left"
+    assert names_one_of_a_pair("Is it a dog?", "a dog or a cat in the middle")
+    assert names_one_of_a_pair("Do you see cats?", "two animals, dogs or cats, on the left")
+    assert not names_one_of_a_pair("Is it a dog or a cat?", "a dog or a cat in the middle")
+    assert not names_one_of_a_pair("Is there a cup?", "a cup on the left")
+    text = focus_note("Is it a dog?", objects=note, style="soft")
+    assert UNSURE_NOTE in text and SOFT_YES_NO_NOTE not in text
+    for plain in ("Is there a cup on the table?", "Is it a dog or a cat?"):
+        text = focus_note(plain, objects=note, style="soft")
+        assert SOFT_YES_NO_NOTE in text and UNSURE_NOTE not in text, plain
+    # not a yes/no question: no "Maybe" asked for
+    assert UNSURE_NOTE not in focus_note("Tell me about the dog.", objects=note, style="soft")
+    # nothing of the pair in view: the yes/no note as before
+    assert UNSURE_NOTE not in focus_note("Is it a dog?", objects="a cup on the left")
+
+
 def test_a_request_for_one_of_the_robots_actions_gets_no_yes_no_note():
     """A question such as "Could you wave at me?" asks to act when the robot can wave."""
     from vision_dialogue.core.focus import asks_to_act

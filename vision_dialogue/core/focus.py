@@ -39,8 +39,10 @@ NOT_NOW_NOTE = "The next question is about earlier, not now."
 NOW_NOTE = "In front of you, your eyes see now:"
 ABOUT_THE_PERSON_NOTE = 'They ask about themselves: answer about them with "you", not "I".'
 NOT_YOURS_NOTE = "You are a robot: you wear no clothes, and what you see is not yours."
+UNSURE_NOTE = ('Your eyes cannot tell these two apart: start with "Maybe", then say a few '
+               'words more.')
 FOCUS_INSTRUCTIONS = (YES_NO_NOTE, SOFT_YES_NO_NOTE, PAST_NOTE, NOT_NOW_NOTE, NOW_NOTE,
-                      ABOUT_THE_PERSON_NOTE, NOT_YOURS_NOTE)
+                      ABOUT_THE_PERSON_NOTE, NOT_YOURS_NOTE, UNSURE_NOTE)
 """The note's fixed words (a reply that reads them out is not speech)."""
 
 
@@ -141,6 +143,21 @@ def seen_now(question: str, objects: str, observation: str) -> str:
                                  worn_asked_about(question, observation)) if p)
 
 
+_PAIR = re.compile(r"\b([a-z]+?)s? or (?:an? )?([a-z]+?)s?\b")
+
+
+def names_one_of_a_pair(question: str, seen: str) -> bool:
+    """Whether the question names one side of a hedged pair the eyes see ("a dog or a cat").
+
+    "Is it a dog?" with "a dog or a cat in the middle": the detector could not tell them
+    apart (common/objects.py), and the 1.5B answered "Yes, it is a dog." after "Yes, there
+    is a cat with us." under the yes/no note; told to start with "Maybe" it said "Maybe it is
+    a dog." (the dialogue battery).
+    """
+    asked = {w.rstrip("s") for w in re.findall(r"[a-z]+", question.lower())}
+    return any(len(asked & set(pair)) == 1 for pair in _PAIR.findall(seen.lower()))
+
+
 def asks_what_is_its_own(question: str) -> bool:
     """Whether a question about the robot asks what it wears or has ("Do you have a cat?").
 
@@ -182,7 +199,9 @@ def focus_note(text: str, past: bool = False, memories: Sequence[str] = (),
                      if wanted else NOT_NOW_NOTE)
     if answered:
         parts.append(answered)
-    if is_yes_no(text) and not asks_to_act(text, acts):
+    if is_yes_no(text) and names_one_of_a_pair(question, seen):
+        parts.append(UNSURE_NOTE)       # not a yes or a no: the eyes cannot tell
+    elif is_yes_no(text) and not asks_to_act(text, acts):
         parts.append(SOFT_YES_NO_NOTE if style == "soft" else YES_NO_NOTE)
     if asked_about(text) is Person.FIRST:
         # only this side: a note on questions about the robot ("answer with I") changed its
