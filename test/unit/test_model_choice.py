@@ -100,3 +100,19 @@ def test_auto_resolves_to_a_variant_by_measuring_the_larger_one(caplog):
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 1 and said[0].startswith(f"model default:auto runs the "
                                                  f"{model.partition(':')[2].upper()}: the 1.5B")
+
+
+def test_a_larger_model_that_cannot_load_leaves_the_smaller_one_and_says_why(monkeypatch, caplog):
+    from vision_dialogue.llm.default_model import ModelSetupError
+
+    def missing(threads):
+        def measure():
+            raise ModelSetupError("default model 1.5B: 22 of 22 parts are not installed")
+        return measure
+    monkeypatch.setattr(model_choice, "_measure_preferred", missing)
+    monkeypatch.setattr("vision_dialogue.llm.llamacpp_backend.llamacpp_installed", lambda: True)
+    with caplog.at_level(logging.INFO, logger=model_choice.__name__):
+        assert resolve("default:auto") == f"default:{FALLBACK}"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"model default:auto runs the {FALLBACK.upper()}: the 1.5B cannot load (default model "
+        "1.5B: 22 of 22 parts are not installed)"]

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from vision_dialogue.llm.base import BackendError
 from vision_dialogue.variants import AUTO     # the variant name (default:auto) asking for it
 
 _LOG = logging.getLogger(__name__)
@@ -33,6 +34,8 @@ CLAUSE_BUDGET_S = 0.4
 where the loop met the goal (results file, family 26 EPYC: 0.38-0.40 s p50) less what the
 measured work leaves out."""
 TRIES = 3
+NO_LLAMACPP = ("llama.cpp is not installed, and on transformers the 1.5B is too slow for spoken "
+               "replies")
 
 
 @dataclass(frozen=True)
@@ -40,8 +43,9 @@ class VariantChoice:
     """Which variant `default:auto` runs, and the measured clause time that chose it."""
 
     variant: str
-    clause_s: float | None     # None: not measured (no llama.cpp)
+    clause_s: float | None     # None: not measured (see `unmeasured`)
     budget_s: float = CLAUSE_BUDGET_S
+    unmeasured: str = NO_LLAMACPP      # why it was not measured
 
     @property
     def model(self) -> str:
@@ -51,8 +55,7 @@ class VariantChoice:
     def reason(self) -> str:
         """One log line: what was chosen and why."""
         if self.clause_s is None:
-            return (f"model default:auto runs the {self.variant.upper()}: llama.cpp is not "
-                    "installed, and on transformers the 1.5B is too slow for spoken replies")
+            return f"model default:auto runs the {self.variant.upper()}: {self.unmeasured}"
         verdict = "within" if self.variant == PREFERRED else "over"
         return (f"model default:auto runs the {self.variant.upper()}: the 1.5B's first clause "
                 f"takes {self.clause_s:.2f} s on this machine, {verdict} the "
@@ -102,7 +105,10 @@ def resolve(model: str, threads: int = 0, log: logging.Logger | None = None) -> 
         return model
     from vision_dialogue.llm.llamacpp_backend import llamacpp_installed
     measure = _measure_preferred(threads) if llamacpp_installed() else None
-    choice = choose(measure)
+    try:
+        choice = choose(measure)
+    except BackendError as e:          # the 1.5B is not installed: the 0.5B, and why
+        choice = VariantChoice(FALLBACK, None, unmeasured=f"the 1.5B cannot load ({e})")
     (log or _LOG).info(choice.reason())
     return choice.model
 
