@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from vision_dialogue.llm.base import BackendError
+from vision_dialogue.llm.options import default_variant
 from vision_dialogue.variants import AUTO     # the variant name (default:auto) asking for it
 
 _LOG = logging.getLogger(__name__)
@@ -100,7 +101,6 @@ def resolve(model: str, threads: int = 0, log: logging.Logger | None = None) -> 
 
     Any other name is returned as it is, unmeasured; the choice is logged.
     """
-    from vision_dialogue.llm.options import default_variant
     if default_variant(model) != AUTO:
         return model
     from vision_dialogue.llm.llamacpp_backend import llamacpp_installed
