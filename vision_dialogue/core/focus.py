@@ -103,13 +103,18 @@ def asks_to_repeat(text: str) -> bool:
     return bool(_REPEAT_ASKED.search(text or ""))
 
 
+def _asked_words(question: str) -> set[str]:
+    """The question's words of three letters or more, without a plural "s" ("cats" -> cat)."""
+    return {w.rstrip("s") for w in re.findall(r"[a-z]+", question.lower()) if len(w) > 2}
+
+
 def objects_asked_about(question: str, objects: str) -> str:
     """The parts of an objects note that name a word of the question; "" if none.
 
     "Is there a cat with us?" and "a dog or a cat in the middle; a cup" -> "a dog or a cat in
     the middle".
     """
-    asked = {w.rstrip("s") for w in re.findall(r"[a-z]+", question.lower()) if len(w) > 2}
+    asked = _asked_words(question)
     return "; ".join(part for part in objects.split("; ")
                      if asked & {w.rstrip("s") for w in re.findall(r"[a-z]+", part.lower())
                                  if w not in _PLACE_WORDS})
@@ -154,7 +159,7 @@ def names_one_of_a_pair(question: str, seen: str) -> bool:
     is a cat with us." under the yes/no note; told to start with "Maybe" it said "Maybe it is
     a dog." (the dialogue battery).
     """
-    asked = {w.rstrip("s") for w in re.findall(r"[a-z]+", question.lower())}
+    asked = _asked_words(question)
     return any(len(asked & set(pair)) == 1 for pair in _PAIR.findall(seen.lower()))
 
 
@@ -199,10 +204,11 @@ def focus_note(text: str, past: bool = False, memories: Sequence[str] = (),
                      if wanted else NOT_NOW_NOTE)
     if answered:
         parts.append(answered)
-    if is_yes_no(text) and names_one_of_a_pair(question, seen):
-        parts.append(UNSURE_NOTE)       # not a yes or a no: the eyes cannot tell
-    elif is_yes_no(text) and not asks_to_act(text, acts):
-        parts.append(SOFT_YES_NO_NOTE if style == "soft" else YES_NO_NOTE)
+    if is_yes_no(text):
+        if names_one_of_a_pair(question, seen):
+            parts.append(UNSURE_NOTE)       # not a yes or a no: the eyes cannot tell
+        elif not asks_to_act(text, acts):
+            parts.append(SOFT_YES_NO_NOTE if style == "soft" else YES_NO_NOTE)
     if asked_about(text) is Person.FIRST:
         # only this side: a note on questions about the robot ("answer with I") changed its
         # opinions and lowered the consistency battery (0.95 to 0.85); its echoes are turned
