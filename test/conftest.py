@@ -68,6 +68,7 @@ DEMO_DIR = str(Path(os.environ.get("VD_DEMO_DIR") or
                     Path.home() / ".cache" / "vision_dialogue" / "demo"))
 
 from fake_openai import fake_openai  # noqa: E402, F401 - a fixture for every test module
+import file_order  # noqa: E402 - which test file starts first (HEAVY_FILES)
 
 
 def close_context(ctx) -> None:
@@ -258,30 +259,6 @@ def tier_of(item) -> int:
     return TIERS.index(parts[0]) if len(parts) > 1 and parts[0] in TIERS else 1
 
 
-#: files that take longest (wall seconds in a fresh-clone run of the suite on 2 cores, three
-#: workers: the mean of the two runs of 0ab182b and 0fa1e9b in bench_suite.json's logs, from
-#: their junit files): under pytest-xdist they start first, so the last file a worker takes is
-#: a short one (longest first packs the workers best); only the order depends on these numbers.
-#: Stale numbers cost: test_llamacpp_backend weighed 19 here while it took 200 s, started late,
-#: and one worker ended 140 s after the others. Update them when a file grows
-HEAVY_FILES = {
-    # the system tier
-    "test_voice": 250, "test_llamacpp_backend": 200, "test_llama_server": 136,
-    "test_installed_events": 90, "test_installed_voice": 88, "test_bringup": 88,
-    "test_real_launch": 83, "test_two_hosts": 80, "test_installed_default": 80,
-    "test_stock_driver": 61, "test_docs_site": 57, "test_installed_lifecycle": 56,
-    "test_voice_node": 53, "test_frames_across_processes": 52, "test_installed_session": 50,
-    "test_skills_ros": 47, "test_robot_tools": 46, "test_faults": 41,
-    "test_standard_interfaces": 40, "test_people_process": 40, "test_installed_vfm": 38,
-    "test_manager_node": 38, "test_bags": 27, "test_people_node": 26, "test_fleet_process": 25,
-    "test_installed_diagnostics": 22, "test_monitor_browser": 20, "test_ros_helpers": 20,
-    "test_local_llm": 19, "test_manager_tools": 18, "test_speech_node": 18,
-    # the unit tier
-    "test_vfm_tools": 47, "test_lint": 26, "test_events": 20, "test_doctor": 17, "test_face": 15,
-    "test_console": 14, "test_prompt_bound": 12,
-}
-
-
 def pytest_collection_modifyitems(session, config, items):
     """The tiers in order; under pytest-xdist, longest test file first.
 
@@ -294,7 +271,7 @@ def pytest_collection_modifyitems(session, config, items):
     if os.environ.get("PYTEST_XDIST_WORKER"):
         def weight(item):
             stem = Path(str(item.fspath)).stem
-            return -HEAVY_FILES.get(stem, 0)
+            return -file_order.HEAVY_FILES.get(stem, 0)
         items.sort(key=weight)                 # stable: each file's tests keep their order
 
 

@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
+from file_order import underweighed
 from stacks_digest import digests
 
 #: the files named in a tier's time line
@@ -69,8 +70,11 @@ def time_line(tsv: Path) -> str:
         first, last = min(first, start_s), max(last, end_s)
     if not busy:
         return "no tests timed"
+    late = underweighed(files)
     return (f"workers busy {', '.join(f'{busy[w]:.0f}' for w in sorted(busy))} s of "
-            f"{last - first:.0f} s; longest files: {_most(files)}; most CPU: {_most(cpu)}")
+            f"{last - first:.0f} s; longest files: {_most(files)}; most CPU: {_most(cpu)}"
+            + (f"; long files that may start late (weigh them in test/file_order.py "
+               f"HEAVY_FILES): {', '.join(late)}" if late else ""))
 
 
 def _most(seconds: dict[str, float]) -> str:

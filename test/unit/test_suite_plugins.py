@@ -141,6 +141,20 @@ def test_the_timeline_has_each_test_and_the_summary_sums_it(tmp_path):
     assert summary[-2:] == ["[test] tests took 0 min 7 s", "3 passed, 0 failed, 0 skipped"]
 
 
+def test_the_summary_names_a_long_file_that_weighs_too_little_to_start_early(tmp_path):
+    """A file missing from HEAVY_FILES starts last: test_memory_process ran 96 s after the rest."""
+    (tmp_path / "system.xml").write_text('<testsuite tests="3" failures="0" skipped="0"/>')
+    (tmp_path / "timeline-system.tsv").write_text(
+        "gw0\t0\t40\t1\ttest/test_new_and_long.py::test_a\n"
+        "gw1\t0\t187\t1\ttest/test_voice.py::test_b\n"       # weighed in HEAVY_FILES
+        "gw2\t0\t20\t1\ttest/test_short.py::test_c\n")
+    summary = subprocess.run([sys.executable, str(HERE / "tier_summary.py"), str(tmp_path), "9"],
+                             capture_output=True, text=True, timeout=30).stdout.splitlines()
+    assert summary[1].endswith("; long files that may start late (weigh them in "
+                               "test/file_order.py HEAVY_FILES): test_new_and_long.py 40 s"), \
+        summary
+
+
 JUNIT = """<testsuites><testsuite tests="3" failures="1" errors="1" skipped="0">
 <testcase classname="test.test_a" name="test_ok"/>
 <testcase classname="test.test_a" name="test_bad[x]"><failure message="assert 1 == 2&#10;more">
