@@ -32,6 +32,7 @@ their first sound to the robot's voice stopping.
     python benchmarks/bench_voice.py --model default --reps 2 --busy 1   # the 0.5B, loaded
     python benchmarks/bench_voice.py --against unread --no-pauses   # the line read at a pause
     python benchmarks/bench_voice.py --against silent   # partial lines while the person speaks
+    python benchmarks/bench_voice.py --against unkept --no-pauses   # "Yes," made ahead
     python benchmarks/bench_voice.py --no-pauses --first-clause 4   # the first clause as before
 
 `--llm fake` replaces the LLM with fixed delays (a quick look at the voice side alone). Prints
@@ -66,7 +67,7 @@ from vision_dialogue.voice.backend import LocalVoiceBackend  # noqa: E402
 from vision_dialogue.voice.sinks import WavFolderSink  # noqa: E402
 from vision_dialogue.voice.sources import WavSource, load_wav_items  # noqa: E402
 from vision_dialogue.voice.stt import Recognizer  # noqa: E402
-from vision_dialogue.voice.tts import PiperTTS  # noqa: E402
+from vision_dialogue.voice.tts import KeptPhrases, PiperTTS  # noqa: E402
 from vision_dialogue.voice.turn_end import (PARTIAL_AT_PAUSE, PARTIAL_EVERY_S,  # noqa: E402
                                             QUICK_SILENCE_S, TURN_JUDGES, turn_end)
 from vision_dialogue.voice.vad import SpeechSegmenter, load_vad_model  # noqa: E402
@@ -105,6 +106,7 @@ class Setup:
     hold: bool                   # frame summaries wait while the person speaks
     acknowledger: Acknowledger   # a late reply's "Let me see." (one per setup: never twice)
     reads_ahead: bool = True     # the LLM reads the partial lines (Conversation.hear_ahead)
+    keeps_phrases: bool = True   # the voice keeps short phrases, the openings made ahead
 
 
 SETUPS = {"now": Setup(dict(ends_by_meaning=True, partial_every=PARTIAL_EVERY_S,
@@ -118,11 +120,16 @@ SETUPS = {"now": Setup(dict(ends_by_meaning=True, partial_every=PARTIAL_EVERY_S,
                           sentences.FIRST_CLAUSE_WORDS, True, Acknowledger(1.0)),
           "silent": Setup(dict(ends_by_meaning=True, partial_every=0.0,
                                partial_at_pause=PARTIAL_AT_PAUSE),
-                          sentences.FIRST_CLAUSE_WORDS, True, Acknowledger(1.0))}
+                          sentences.FIRST_CLAUSE_WORDS, True, Acknowledger(1.0)),
+          "unkept": Setup(dict(ends_by_meaning=True, partial_every=PARTIAL_EVERY_S,
+                               partial_at_pause=PARTIAL_AT_PAUSE),
+                          sentences.FIRST_CLAUSE_WORDS, True, Acknowledger(1.0),
+                          keeps_phrases=False)}
 """The setups a run may compare (`--against`): "unread" is "now" without the line read at
 the pause (the design of the round before); "silent" is "now" without partial lines while
-the person speaks, whatever `--read-ahead` gives "now". "now" acknowledges a late reply 1.0 s
-after the line is heard, as the voice setup ships."""
+the person speaks, whatever `--read-ahead` gives "now"; "unkept" is "now" with every phrase
+synthesised when said ("Yes," too: voice/tts.py KeptPhrases keeping nothing). "now"
+acknowledges a late reply 1.0 s after the line is heard, as the voice setup ships."""
 FRAME_PERIOD_S = 5.0
 
 
@@ -177,8 +184,9 @@ def conversation(args, observer):
 
 def voice(setup: str, wav: Path, parts: dict, out: Path, **kw) -> LocalVoiceBackend:
     source = WavSource(load_wav_items(wav), realtime=True, reply_timeout=kw.pop("wait", 30.0))
+    kept = parts["kept"] if SETUPS[setup].keeps_phrases else parts["unkept"]
     backend = LocalVoiceBackend(source, WavFolderSink(out, realtime=True),
-                                recognizer=parts["stt"], tts=parts["tts"],
+                                recognizer=parts["stt"], tts=kept,
                                 segmenter=SpeechSegmenter(parts["vad"]), reply_timeout=30.0,
                                 output_stream=open(os.devnull, "w"),
                                 **{**SETUPS[setup].voice, **kw})
@@ -437,10 +445,11 @@ def main() -> int:
     ap.add_argument("--turn-judge", choices=TURN_JUDGES, default="model",
                     help="what judges the words at a pause in 'now' (model: as voice_demo "
                     "ships; the cut-offs are also counted with the other judge)")
-    ap.add_argument("--against", choices=("before", "unread", "silent"), default="before",
+    ap.add_argument("--against", choices=("before", "unread", "silent", "unkept"),
+                    default="before",
                     help="the setup 'now' is compared with: the previous design, 'now' "
-                    "without the line read at the pause, or 'now' without partial lines "
-                    "while the person speaks")
+                    "without the line read at the pause, 'now' without partial lines "
+                    "while the person speaks, or 'now' with no phrase kept")
     ap.add_argument("--quick-silence", type=float, default=QUICK_SILENCE_S,
                     help="'now': silence that ends a line judged complete, s")
     ap.add_argument("--first-clause", type=int, default=sentences.FIRST_CLAUSE_WORDS,
@@ -455,7 +464,7 @@ def main() -> int:
         said.addHandler(logging.StreamHandler(sys.stdout))
         said.setLevel(logging.INFO)
         args.model = model_choice.resolve(args.model, log=said)
-    for name in ("now", "unread", "silent"):
+    for name in ("now", "unread", "silent", "unkept"):
         SETUPS[name].first_clause = args.first_clause
         SETUPS[name].voice.update(partial_every=0.0 if name == "silent" else args.read_ahead,
                                   quick_silence=args.quick_silence,
@@ -464,6 +473,11 @@ def main() -> int:
     for name in set(SETUPS) - {"now", args.against}:
         del SETUPS[name]
     parts = {"stt": Recognizer(), "tts": PiperTTS(vary=False), "vad": load_vad_model()}
+    # one voice for the whole run, as a robot's (a backend per question would make the
+    # openings again each time): its openings made before the first question
+    parts["kept"], parts["unkept"] = KeptPhrases(parts["tts"]), \
+        KeptPhrases(parts["tts"], keep_max=0)
+    parts["kept"].warm(wait=True)
     tmp = Path(tempfile.mkdtemp(prefix="bench_voice_"))
     questions, paused = synthesise(parts, tmp)
     observer = None

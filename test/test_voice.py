@@ -23,7 +23,8 @@ from vision_dialogue.voice.sources import (AudioSource, AudioSourceError,  # noq
                                            MicSource, WavSource, load_wav_items)
 from vision_dialogue.voice.build import connect  # noqa: E402
 from vision_dialogue.voice.stt import Recognizer  # noqa: E402
-from vision_dialogue.voice.tts import EspeakTTS, PiperTTS, make_tts  # noqa: E402
+from vision_dialogue.voice.tts import (OPENINGS, EspeakTTS, KeptPhrases,  # noqa: E402
+                                       PiperTTS, make_tts)
 from vision_dialogue.voice.turn_end import (COMPLETE, INCOMPLETE,  # noqa: E402
                                             QUICK_SILENCE_S, UNSURE, silence_needed,
                                             turn_end)
@@ -179,6 +180,19 @@ def test_a_late_reply_is_acknowledged_aloud_before_it(tmp_path, rig, piper):
     first, second = r.backend.timings[:2]
     assert first["speech_end"] < first["ack_audio"] < first["first_audio"]
     assert "ack_audio" not in second
+    # the backend's voice keeps the acknowledgement and the openings made when it started
+    assert all(r.backend.tts.kept(p) for p in ("Let me see.", *OPENINGS))
+
+
+def test_the_openings_made_ahead_are_what_piper_says_for_them(piper):
+    kept = KeptPhrases(piper)
+    kept.warm(wait=True)                # as a robot's voice, before its first reply
+    assert all(kept.kept(p) for p in OPENINGS)
+    for phrase in OPENINGS:
+        audio, rate = kept.synthesize(phrase)
+        said, said_rate = piper.synthesize(phrase)
+        assert rate == said_rate and len(audio) > 0.1 * rate
+        assert np.array_equal(audio, said), phrase      # piper without variation: the same
 
 
 def test_silence_noise_and_clipping_do_not_break_it(tmp_path, rig, piper, caplog):

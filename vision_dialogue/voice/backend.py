@@ -43,7 +43,7 @@ from vision_dialogue.voice.hearing import CHUNK_S, PartialLines, Segment, is_ech
 from vision_dialogue.voice.sinks import AudioSink
 from vision_dialogue.voice.sources import AudioSource, AudioSourceError
 from vision_dialogue.voice.stt import Recognition, Recognizer
-from vision_dialogue.voice.tts import TTSError
+from vision_dialogue.voice.tts import KeptPhrases, TTSError
 from vision_dialogue.voice.turn_end import HOLD_SILENCE_S, PARTIAL_AT_PAUSE, PARTIAL_EVERY_S, \
     QUICK_SILENCE_S, UNSURE, silence_needed, turn_end
 from vision_dialogue.voice.vad import SpeechSegmenter, VadEvent
@@ -106,7 +106,10 @@ class LocalVoiceBackend(SpeechBackend):
         self.quick_silence, self.hold_silence = float(quick_silence), float(hold_silence)
         self.turn_judge = turn_judge     # words -> COMPLETE / UNSURE / INCOMPLETE (turn_end)
         self._out_lock = threading.Lock()
-        self.source, self.sink, self.recognizer, self.tts = source, sink, recognizer, tts
+        self.source, self.sink, self.recognizer = source, sink, recognizer
+        # short phrases ("Yes,", acknowledgements) kept once said, the openings from start()
+        self.tts = tts if tts is None or isinstance(tts, KeptPhrases) else \
+            KeptPhrases(tts, log=self.log)
         self.segmenter = segmenter
         self.language, self.speaker, self.barge_in = language, speaker, barge_in
         self.echo_gain, self.reply_timeout = echo_gain, reply_timeout
@@ -130,7 +133,6 @@ class LocalVoiceBackend(SpeechBackend):
             partial_at_pause and early_recognition, getattr(source, "realtime", True), self.log)
         self._person_speaking = False                   # as last told to the owner
         self._pending: dict | None = None               # the turn waiting for its first audio
-        self._acknowledgements: dict[str, tuple] = {}   # phrase -> (audio, rate), kept
         self._recognising = 0                            # segments sent to the recogniser
         self._count_lock = threading.Lock()
         self._output_down = False
@@ -142,6 +144,8 @@ class LocalVoiceBackend(SpeechBackend):
     # ---------------------------------------------------------------- backend hooks
     def start(self, events: SpeechEvents) -> None:
         super().start(events)
+        if self.tts is not None:
+            self.tts.warm()
         self._thread = threading.Thread(target=self._loop, name="voice-capture", daemon=True)
         self._thread.start()
 
@@ -192,13 +196,11 @@ class LocalVoiceBackend(SpeechBackend):
             return False
         t0 = time.monotonic()
         try:
-            said = self._acknowledgements.get(text) if acknowledgement else None
-            audio, rate = said or self.tts.synthesize(text)
+            audio, rate = self.tts.synthesize(text, keep=acknowledgement)
         except (TTSError, RuntimeError, OSError) as e:
             self.log.error(f"text-to-speech failed for {text!r}: {e}")
             return False
         if acknowledgement:
-            self._acknowledgements[text] = (audio, rate)    # a few phrases: said at once again
             if self._pending is not None:
                 self._pending.setdefault("ack_audio", time.monotonic())
         elif self._pending is not None:
@@ -248,6 +250,8 @@ class LocalVoiceBackend(SpeechBackend):
             self._thread.join(timeout=5.0)
         self._stt.shutdown(wait=False, cancel_futures=True)
         self.partials.close()
+        if self.tts is not None:
+            self.tts.close()
 
     # ---------------------------------------------------------------- capture loop
     def _loop(self) -> None:

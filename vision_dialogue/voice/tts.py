@@ -12,11 +12,24 @@ import io
 import logging
 import shutil
 import subprocess
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
 
 TTS_NAMES = ("piper", "espeak")
+
+#: what most replies open with, spoken as a first clause of its own (llm/sentences.py): "No,"
+#: or "Yes," began most replies on the dialogue and perspective batteries. Synthesised when
+#: the voice starts (`KeptPhrases.warm`), so such a reply's first audio does not wait for the
+#: synthesiser, which shares the cores with the LLM writing the rest of the reply; rarer
+#: openings are kept once said.
+OPENINGS = ("No,", "Yes,")
+#: a phrase of at most this many words is kept once said (openings, acknowledgements)
+KEEP_WORDS = 3
+#: at most this many phrases are kept, the least lately said dropped first
+KEEP_MAX = 64
 
 
 class TTSError(RuntimeError):
@@ -77,6 +90,77 @@ class EspeakTTS:
             raise TTSError(f"espeak-ng failed: {e}") from None
         audio, rate = sf.read(io.BytesIO(out), dtype="float32")
         return audio, int(rate)
+
+
+class KeptPhrases:
+    """A voice that keeps the audio of short phrases, to say them again at once.
+
+    Why: a reply's first piece is often one word ("Yes,"), and on 2 cores its synthesis is a
+    part of the spoken loop (bench_voice.py's `tts`) that no reading ahead can start sooner.
+    Long sentences rarely come again, so only phrases of up to `keep_words` words (or asked
+    with `keep`) are kept, `keep_max` at most. A kept phrase sounds the same each time (Piper
+    varies each synthesis a little).
+    """
+
+    def __init__(self, tts, keep_words: int = KEEP_WORDS, keep_max: int = KEEP_MAX,
+                 log: logging.Logger | None = None):
+        self.tts, self.name = tts, getattr(tts, "name", "")
+        self.keep_words, self.keep_max = keep_words, keep_max
+        self.log = log or logging.getLogger("vision_dialogue.voice")
+        self._kept: OrderedDict[str, tuple[np.ndarray, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()          # the warm-up's: set by close()
+        self._warming: threading.Thread | None = None
+
+    def synthesize(self, text: str, keep: bool = False) -> tuple[np.ndarray, int]:
+        """The phrase's audio: kept, or synthesised now (and kept when short or `keep`)."""
+        with self._lock:
+            said = self._kept.get(text)
+            if said is not None:
+                self._kept.move_to_end(text)
+                return said
+        said = self.tts.synthesize(text)
+        if keep or len(text.split()) <= self.keep_words:
+            with self._lock:
+                self._kept[text] = said
+                while len(self._kept) > self.keep_max:
+                    self._kept.popitem(last=False)
+        return said
+
+    def kept(self, text: str) -> bool:
+        with self._lock:
+            return text in self._kept
+
+    def warm(self, phrases=OPENINGS, wait: bool = False) -> None:
+        """Synthesise `phrases` on a thread of their own (joined by `close`, or here: `wait`).
+
+        The phrases already kept cost nothing: a voice shared by several backends warms once.
+        A voice that keeps nothing (`keep_max` 0) makes nothing ahead.
+        """
+        self.close()
+        if self.keep_max <= 0:
+            return
+        stop = self._stop = threading.Event()
+
+        def run():
+            for phrase in phrases:
+                if stop.is_set():
+                    return
+                try:
+                    self.synthesize(phrase, keep=True)
+                except (TTSError, RuntimeError, OSError) as e:
+                    self.log.warning(f"cannot synthesise {phrase!r} ahead: {e}")
+                    return
+        self._warming = threading.Thread(target=run, name="voice-warm", daemon=True)
+        self._warming.start()
+        if wait:
+            self._warming.join()
+
+    def close(self) -> None:
+        """Stop the warm-up and wait for it; what is kept stays."""
+        self._stop.set()
+        if self._warming is not None and self._warming is not threading.current_thread():
+            self._warming.join()
 
 
 def make_tts(name: str = "piper", voice: str = "", log: logging.Logger | None = None):
