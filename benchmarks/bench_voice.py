@@ -198,12 +198,13 @@ def ask(setup: str, wav: Path, parts: dict, conv, out: Path) -> dict:
     """One question through the voice loop and `conv`; the turn's timings."""
     sentences.FIRST_CLAUSE_WORDS = SETUPS[setup].first_clause
     backend = voice(setup, wav, parts, out)
-    done, llm_first = threading.Event(), []
+    done, llm_first, first_piece = threading.Event(), [], []
 
     def answer(text: str) -> None:
         def said(sentence, index, fallback=False):
             if not llm_first:
                 llm_first.append(time.monotonic())
+                first_piece.append(sentence)
             turns.on_reply(1, sentence, False)
         result = conv.turn(text, on_sentence=said, deadline=time.monotonic() + 15.0)
         turns.on_reply(1, getattr(result, "text", ""), True)
@@ -244,6 +245,7 @@ def ask(setup: str, wav: Path, parts: dict, conv, out: Path) -> dict:
             "decode": (llm_first[0] - rt["first_token"]) if "first_token" in rt else 0,
             "vad": t["vad_end"] - t["speech_end"], "stt": t["recognised"] - t["vad_end"],
             "llm": llm_first[0] - t["recognised"], "tts": t["tts_s"],
+            "first_piece": first_piece[0] if first_piece else "",
             "total": t["first_audio"] - t["speech_end"], "text": t["text"],
             "heard": min(t["first_audio"], t.get("ack_audio", 1e18)) - t["speech_end"],
             # the read-ahead's time: from the last partial line to the line (None: no partial)
@@ -407,7 +409,8 @@ def session(args, observer, rep: int, questions: list[Path], parts: dict, tmp: P
             r["turn"] = (i + 2) // 2          # the setup's own turns in this session: 1..8
             acked = f" (acknowledged at {r['heard']:.2f})" if r["acked"] else ""
             print(f"  {s:<7} {r['total']:5.2f} s{acked} (vad {r['vad']:.2f} stt "
-                  f"{r['stt']:.2f} llm {r['llm']:.2f}) [{r['rule']}] {r['reused']} reused, "
+                  f"{r['stt']:.2f} llm {r['llm']:.2f} tts {r['tts']:.2f} for "
+                  f"{r['first_piece']!r}) [{r['rule']}] {r['reused']} reused, "
                   f"{r['threads']} threads "
                   + " ".join(f"{k} {r[k]:.2f}" for k in ("prompt", "wait", "read", "decode"))
                   + f" {r['text']!r}", flush=True)
