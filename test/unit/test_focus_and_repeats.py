@@ -156,6 +156,23 @@ def test_a_first_clause_spoken_alone_is_judged_with_its_sentence():
         "speed: 'very fast' is not a number."            # the rest keeps its first word
 
 
+def test_a_yes_or_no_is_said_at_once_though_a_sentence_said_before_began_with_it():
+    """bench_voice: after the first "Yes, ..." every "Yes," waited for its whole sentence."""
+    f = NoteFilter(said=["Yes, I can see you.", "No, I do not see a cup."])
+    assert f.feed("Yes,") == "Yes,"                         # an answer: said at once
+    assert f.feed("there is a cup on the table.") == "there is a cup on the table."
+    f = NoteFilter(said=["Yes, I can see you."])
+    assert f.feed("Yes,") == "Yes,"
+    assert f.feed("I can see you.") == ""                    # the repeat is dropped after it
+    assert f.said_before == ["I can see you."]
+    f = NoteFilter(said=["Well, I can see you."])
+    assert f.feed("Well,") == ""                             # not an answer alone: it waits
+    assert f.feed("I can see you.") == ""
+    f = NoteFilter(question="Do you like cats?", said=["I like cats."])
+    assert f.feed("No,") == ""                               # against its word: judged alone
+    assert f.feed("I do not like cats.") == ""
+
+
 def test_the_rest_of_a_sentence_does_not_start_its_spoken_clause_again():
     """README command 1's demo: "I saw a person close," then "I saw someone close, in ..."."""
     f = NoteFilter()

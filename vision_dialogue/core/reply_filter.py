@@ -53,6 +53,11 @@ BARE_ANSWERS = frozenset({"yes", "no", "yeah", "yep", "nope", "oh", "well", "sur
 """A first clause of only these words waits for its sentence while a stand-in line may take
 the sentence's place: "Yes," spoken on its own, then "No, I do not see you right now." for the
 rest ("I can see you.", nobody in view) was "Yes, No, I do not see you right now."."""
+YES_NO = frozenset({"yes", "no", "yeah", "yep", "nope"})
+"""A first clause of only these words is an answer on its own: it does not wait for its
+sentence for starting one said before (every "Yes," after the first "Yes, ..." did, and the
+robot said nothing until the whole sentence was written). Its side is judged on its own
+(`_against_earlier`); a rest that repeats an earlier sentence is dropped after it."""
 
 RESTART_SIMILARITY = 0.6
 """Word-sequence similarity from which the rest of a sentence whose first clause was spoken on
@@ -225,10 +230,13 @@ class NoteFilter:
         """Whether a first clause waits for the rest of its sentence.
 
         A bare yes or no while a stand-in line may take the sentence's place ("Yes," before
-        "I can see you.", nobody in view), or the start of a sentence said before.
+        "I can see you.", nobody in view), or the start of a sentence said before, unless it
+        is a yes or no alone (`YES_NO`).
         """
         if self.stand_ins and words and not self._clause and set(words) <= BARE_ANSWERS:
             return True
+        if words and set(words) <= YES_NO:
+            return False
         return bool(near_repeat(words, [e[:len(words)] for e in self.said
                                         if len(e) > len(words)], self.asked))
 
