@@ -567,7 +567,10 @@ def main() -> int:
                                 "max": max(barge, default=None), "n": len(barge)},
             "goal_met": goal}
     print(json.dumps(line))
-    record("bench_voice", line)
+    # each turn in the results file, not on the JSON line: what each setup answered, how soon
+    record("bench_voice", {**line, "turns": [
+        {"setup": s, "turn": r["turn"], "heard": r["text"], "first_piece": r["first_piece"],
+         **{k: round(r[k], 3) for k in ("total", "llm", "tts")}} for s in rows for r in rows[s]]})
     return 0
 
 
