@@ -58,7 +58,29 @@ def fakes_for(key: str) -> dict:
     if key == "speech":
         return {"input_stream": io.StringIO(""), "output_stream": io.StringIO(),
                 "on_done": lambda: None}
+    if key == "people":
+        return {"face_embedder": Unprinted(), "voice_embedder": Unprinted()}
     return {}
+
+
+class Unprinted:
+    """A printer a parameter test never uses: people_node starts no print process for it.
+
+    The real ones load dlib's and resemblyzer's models in processes of their own: seconds per
+    node alone, and most of this file's time beside a loaded suite's other tests.
+    """
+
+    def embed(self, *_args):
+        raise AssertionError("a parameter test printed a face or a voice")
+
+
+def overrides_for(key: str, tmp_path: Path) -> dict:
+    """Parameters a test node takes in place of the YAML's: the people store in `tmp_path`.
+
+    The demos' store is the user's (~/.local/share/vision_dialogue/people.db): a test does not
+    open it.
+    """
+    return {"store_url": f"sqlite:///{tmp_path / 'people.db'}"} if key == "people" else {}
 
 
 def yaml_node_params(path: Path, executable: str) -> dict:
@@ -131,7 +153,8 @@ def test_every_yaml_parameter_is_declared_by_its_node(setup_name, key, tmp_path,
     setup, path, exe = _params_case(setup_name, key)
     monkeypatch.setenv("VD_DEMO_DIR", DEMO_DIR)
     given = yaml_node_params(path, exe)
-    extra = setups.node_overrides(setup, path, (key,)).get(key, {})
+    extra = {**setups.node_overrides(setup, path, (key,)).get(key, {}),
+             **overrides_for(key, tmp_path)}
     ctx = rclpy.Context()
     rclpy.init(context=ctx, domain_id=DOMAIN_ID,
                args=["x", "--ros-args", "--params-file", str(path)])
