@@ -198,13 +198,12 @@ def ask(setup: str, wav: Path, parts: dict, conv, out: Path) -> dict:
     """One question through the voice loop and `conv`; the turn's timings."""
     sentences.FIRST_CLAUSE_WORDS = SETUPS[setup].first_clause
     backend = voice(setup, wav, parts, out)
-    done, llm_first, first_piece = threading.Event(), [], []
+    done, first = threading.Event(), []          # (when, text) of the reply's first piece
 
     def answer(text: str) -> None:
         def said(sentence, index, fallback=False):
-            if not llm_first:
-                llm_first.append(time.monotonic())
-                first_piece.append(sentence)
+            if not first:
+                first.append((time.monotonic(), sentence))
             turns.on_reply(1, sentence, False)
         result = conv.turn(text, on_sentence=said, deadline=time.monotonic() + 15.0)
         turns.on_reply(1, getattr(result, "text", ""), True)
@@ -238,14 +237,14 @@ def ask(setup: str, wav: Path, parts: dict, conv, out: Path) -> dict:
     backend.close()
     t = backend.timings[0]
     llm = getattr(conv, "backend", None)
+    first_at, first_piece = first[0]
     rt = getattr(llm, "reply_times", {})
     return {"prompt": rt.get("asked", 0) - t["recognised"],
             "wait": rt.get("free", 0) - rt.get("asked", 0),
             "read": rt.get("first_token", 0) - rt.get("free", 0),
-            "decode": (llm_first[0] - rt["first_token"]) if "first_token" in rt else 0,
+            "decode": (first_at - rt["first_token"]) if "first_token" in rt else 0,
             "vad": t["vad_end"] - t["speech_end"], "stt": t["recognised"] - t["vad_end"],
-            "llm": llm_first[0] - t["recognised"], "tts": t["tts_s"],
-            "first_piece": first_piece[0] if first_piece else "",
+            "llm": first_at - t["recognised"], "tts": t["tts_s"], "first_piece": first_piece,
             "total": t["first_audio"] - t["speech_end"], "text": t["text"],
             "heard": min(t["first_audio"], t.get("ack_audio", 1e18)) - t["speech_end"],
             # the read-ahead's time: from the last partial line to the line (None: no partial)
