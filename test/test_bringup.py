@@ -77,7 +77,7 @@ class Unprinted:
 def overrides_for(key: str, tmp_path: Path) -> dict:
     """Parameters a test node takes in place of the YAML's: the people store in `tmp_path`.
 
-    The demos' store is the user's (~/.local/share/vision_dialogue/people.db): a test does not
+    The demos' store is the user's ($XDG_DATA_HOME/vision_dialogue/people.db): a test does not
     open it.
     """
     return {"store_url": f"sqlite:///{tmp_path / 'people.db'}"} if key == "people" else {}

@@ -10,9 +10,11 @@ from vision_dialogue.application.identity.memory import AuditAction, Fact, Memor
     PersonMemory, SessionSummary
 from vision_dialogue.application.identity.pending import PendingWrites, QueuedMemory, \
     open_queued_memory, store_key
-from vision_dialogue.application.identity.records import Consent, ConsentWay
+from vision_dialogue.application.identity.records import DEFAULT_QUEUE_FILE, DEFAULT_STORE_URL, \
+    Consent, ConsentWay
 from vision_dialogue.application.identity.remembering import MemoryKeeper
-from vision_dialogue.application.identity.store import PeopleStore, StoreError
+from vision_dialogue.application.identity.store import PeopleStore, StoreError, local_url, \
+    sqlite_path
 
 
 class Server:
@@ -157,3 +159,25 @@ def test_a_failed_read_is_noticed_and_the_next_flush_sees_the_store_back(server,
     mem.memory = None                                    # the next flush opens it again
     assert mem.flush() == 0 and mem.last_error == ""
     assert mem.recall(server.anna, "r").name == "Anna"
+
+
+def test_the_default_store_and_queue_follow_the_users_xdg_homes(tmp_path, monkeypatch):
+    """A user who moved their XDG data and state homes finds the store and the queue there."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))    # never the user's, whatever happens
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    store = PeopleStore(DEFAULT_STORE_URL)
+    store.enrol("Anna", [], Consent(ConsentWay.ASKED, answer="Yes."))
+    store.close()
+    assert (tmp_path / "data" / "vision_dialogue" / "people.db").is_file()
+    queue = PendingWrites(DEFAULT_QUEUE_FILE, "k")
+    assert queue.path == tmp_path / "state" / "vision_dialogue" / "memory-queue.db"
+    assert queue.path.is_file()
+    monkeypatch.setenv("XDG_DATA_HOME", "")           # empty: the spec's default
+    assert sqlite_path(DEFAULT_STORE_URL) == \
+        tmp_path / "home" / ".local" / "share" / "vision_dialogue" / "people.db"
+    assert local_url("sqlite:///file:$XDG_DATA_HOME/p.db?mode=ro&uri=true") == \
+        f"sqlite:///file:{tmp_path / 'home' / '.local' / 'share' / 'p.db'}?mode=ro&uri=true"
+    assert local_url("postgresql://db.example/people") == "postgresql://db.example/people"
+    # only the whole variable name, at the start
+    assert str(sqlite_path("sqlite:///$XDG_DATA_HOMEX/a.db")) == "$XDG_DATA_HOMEX/a.db"

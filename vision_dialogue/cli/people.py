@@ -7,7 +7,7 @@
     people export person_abcdefgh > one.json      # everything kept of one person, memory too
     people expire --days 30                       # forget everyone not seen for 30 days
 
-The store is `--store` (default: people_node's default, sqlite:///~/.local/share/...). A
+The store is `--store` (default: people_node's default, sqlite:///$XDG_DATA_HOME/...). A
 running people_node reads the store when it starts; enrolments made here are matched from its
 next start, and `people forget` on a running robot is better done through its
 `people/forget` service (it also drops the person from the session, and the running manager

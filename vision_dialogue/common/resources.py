@@ -1,4 +1,7 @@
-"""Where the package's data files are (config/, launch/ and msg/), and the integrator's lists.
+"""Where the package's data files, the integrator's lists and the user's own files are.
+
+The data files are config/, launch/ and msg/; the user's files go where the XDG base
+directories say (`user_path`).
 
 Running from a source checkout they sit beside the `vision_dialogue/` folder; running from
 an install they are in `<prefix>/share/vision_dialogue/`, found on `AMENT_PREFIX_PATH` (what
@@ -13,6 +16,8 @@ from pathlib import Path
 import yaml
 
 PACKAGE = "vision_dialogue"
+#: the XDG base directories a default path may start with, and where each is when unset
+XDG_HOMES = {"XDG_DATA_HOME": "~/.local/share", "XDG_STATE_HOME": "~/.local/state"}
 #: the folder holding vision_dialogue/ in a source checkout (not meaningful when installed)
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,6 +37,21 @@ def share_dir(sub: str) -> Path:
             return cand
     raise ResourceNotFound(f"cannot find {PACKAGE}'s {sub}/ directory (not in a source "
                            "checkout, and no install on AMENT_PREFIX_PATH)")
+
+
+def user_path(path: str) -> Path:
+    """A path in the user's files, a leading XDG variable and '~' expanded.
+
+    A leading `$XDG_DATA_HOME/` or `$XDG_STATE_HOME/` comes from the environment (its XDG
+    default when unset or empty). The XDG Base Directory spec says where a user keeps data
+    and state; a user who moved them expects the people store and the memory queue to follow.
+    """
+    for name, default in XDG_HOMES.items():
+        head = f"${name}"
+        if path == head or path.startswith(head + "/"):
+            path = (os.environ.get(name) or default) + path[len(head):]
+            break
+    return Path(os.path.expanduser(path))
 
 
 def config_file(name: str) -> Path:

@@ -23,7 +23,8 @@ import sqlalchemy as sa
 
 from vision_dialogue.application.identity.memory import Fact, PersonMemory, Recall, SessionSummary
 from vision_dialogue.application.identity.store import PeopleStore, StoreError, \
-    prepare_sqlite_file, sqlite_engine
+    local_url, prepare_sqlite_file, sqlite_engine
+from vision_dialogue.common.resources import user_path
 
 #: the prefix of the ids people_node gives enrolled people (anonymous ones: `anonymous_...`)
 ENROLLED_ID_PREFIX = "person_"
@@ -65,7 +66,7 @@ class PendingWrites:
     """The queue file at `path`, its rows for the store `store_key`."""
 
     def __init__(self, path: str | Path, store_key: str):
-        self.path, self.store_key = Path(path).expanduser(), store_key
+        self.path, self.store_key = user_path(str(path)), store_key
         prepare_sqlite_file(self.path, "memory queue")
         try:
             self.engine = sqlite_engine(self.path)
@@ -116,8 +117,8 @@ class PendingWrites:
 
 
 def store_key(url: str) -> str:
-    """A store's URL as the queue keeps it: never its password."""
-    return sa.engine.make_url(url).render_as_string(hide_password=True)
+    """A store's URL as the queue keeps it: never its password; an SQLite file's whole path."""
+    return sa.engine.make_url(local_url(url)).render_as_string(hide_password=True)
 
 
 class QueuedMemory:

@@ -32,11 +32,12 @@ class EnrolPolicy(str, enum.Enum):
     ALWAYS = "always"
 
 
-#: where a robot keeps the people it knows (people_node's `store_url`)
-DEFAULT_STORE_URL = "sqlite:///~/.local/share/vision_dialogue/people.db"
+#: where a robot keeps the people it knows (people_node's `store_url`; the variable is read
+#: when the store opens, ~/.local/share when unset: common/resources.user_path)
+DEFAULT_STORE_URL = "sqlite:///$XDG_DATA_HOME/vision_dialogue/people.db"
 #: where a manager's memory writes wait while the people store is away
 #: (application/identity/pending.py)
-DEFAULT_QUEUE_FILE = "~/.local/state/vision_dialogue/memory-queue.db"
+DEFAULT_QUEUE_FILE = "$XDG_STATE_HOME/vision_dialogue/memory-queue.db"
 #: the reply prompt's note of what is remembered of a person, at most (characters): about a
 #: tenth of what the paper's prompt bound (n frames' notes and the lines between) holds
 MEMORY_NOTE_CHARS = 400

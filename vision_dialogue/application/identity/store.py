@@ -25,6 +25,7 @@ from vision_dialogue.application.identity.records import DEFAULT_STORE_URL, Cons
     Embedding, KnownPerson, Modality
 from vision_dialogue.application.identity.schema import AUDIT, EMBEDDINGS, FACTS, META, METADATA, \
     MIGRATIONS, PEOPLE, SCHEMA_VERSION, SESSIONS, VISITS
+from vision_dialogue.common.resources import user_path
 
 #: PostgreSQL advisory lock held while a store's layout is made or migrated
 LAYOUT_LOCK_KEY = 0x76645F70   # "vd_p"
@@ -61,30 +62,44 @@ def _connect_args(url: str) -> dict:
 
 
 def sqlite_path(url: str) -> Path | None:
-    """The file of an sqlite:/// URL, '~' expanded; None for other databases.
+    """The file of an sqlite:/// URL, '~' and a leading XDG variable expanded; else None.
 
-    The `file:...?mode=ro&uri=true` form names its file too.
+    `user_path` expands them. The `file:...?mode=ro&uri=true` form names its file too.
     """
     if not url.startswith("sqlite:///"):
         return None
     rest = url[len("sqlite:///"):]
-    return Path(os.path.expanduser(rest.removeprefix("file:").split("?")[0]))
+    return user_path(rest.removeprefix("file:").split("?")[0])
+
+
+def local_url(url: str) -> str:
+    """`url` with its SQLite file's path as `sqlite_path` reads it; other URLs as they are.
+
+    What the engine opens, the messages name and the memory queue keys writes by.
+    """
+    path = sqlite_path(url)
+    if path is None:
+        return url
+    rest = url[len("sqlite:///"):]
+    query = rest.partition("?")[2]
+    return (f"sqlite:///{'file:' if rest.startswith('file:') else ''}{path}"
+            f"{'?' + query if query else ''}")
 
 
 class PeopleStore:
-    """The enrolled people at `url` (an SQLAlchemy URL; '~' allowed in an SQLite path)."""
+    """The enrolled people at `url` (an SQLAlchemy URL; an SQLite path: `sqlite_path`)."""
 
     def __init__(self, url: str = DEFAULT_STORE_URL):
-        self.url, self.path = url, sqlite_path(url)
-        writable_file = self.path is not None and "mode=ro" not in url
+        self.url, self.path = local_url(url), sqlite_path(url)
+        writable_file = self.path is not None and "mode=ro" not in self.url
         if writable_file:
             prepare_sqlite_file(self.path)
         try:
             if writable_file:
                 self.engine = sqlite_engine(self.path)
             else:
-                self.engine = sa.create_engine(driver_url(url), pool_pre_ping=True,
-                                               connect_args=_connect_args(url))
+                self.engine = sa.create_engine(driver_url(self.url), pool_pre_ping=True,
+                                               connect_args=_connect_args(self.url))
                 if self.path is not None:
                     _sqlite_events(self.engine)
             self._open()
