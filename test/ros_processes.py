@@ -16,6 +16,8 @@ import threading
 import time
 from pathlib import Path
 
+from vision_dialogue.core.transcript import read_transcript
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -131,6 +133,10 @@ def speech_process(tmp_path, *, env, listeners: tuple[str, ...] = ()) -> Proc:
 
 
 def transcript_records(tmp_path, before: set = frozenset()) -> list[dict]:
-    """The records of the manager's transcript(s) under tmp_path/tr (runs not in `before`)."""
-    return [json.loads(line) for f in (tmp_path / "tr").glob("*/transcript.jsonl")
-            if f.parent.name not in before for line in f.read_text().splitlines()]
+    """The records of the manager's transcript(s) under tmp_path/tr (runs not in `before`).
+
+    Read as the package reads a transcript: the manager may be writing its last line now (a
+    torn '{"t": 1' was read as a record under load).
+    """
+    return [record for f in (tmp_path / "tr").glob("*/transcript.jsonl")
+            if f.parent.name not in before for record in read_transcript(f)]

@@ -25,8 +25,9 @@ NO_SPEECH_PROB = 0.6
 MIN_AVG_LOGPROB = -1.0
 #: seconds of audio Whisper's encoder reads for a line that fits in them (0: Whisper's own
 #: 30). The encoder's cost grows with its window, not with the speech: 30 s of mostly padding
-#: for a 2 s question. 15 s reads it in about half the time with nearly the same words; a
-#: shorter window makes Whisper repeat itself (benchmarks/bench_stt.py measures both)
+#: for a 2 s question. 15 s reads it in about half the time with nearly the same words
+#: (benchmarks/bench_stt.py); 10 s lost more words, and a window that barely fits the line
+#: made Whisper repeat it ("Do you remember my name? Do you remember my name? ...")
 WINDOW_S = 15.0
 #: room left after the audio in the window, s (a line longer than WINDOW_S less this: 30 s)
 WINDOW_MARGIN_S = 1.0
