@@ -24,6 +24,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 
 from conftest import DEMO_DIR, DOMAIN_ID, REPO, close_context
+from installed.user_env import what_failed
 from vision_dialogue.cli import bringup
 from vision_dialogue.ros import setups
 from vision_dialogue.cli.bringup import BringupError
@@ -518,7 +519,7 @@ def test_demo_runs_to_the_end_of_its_script(tmp_path, mode):
                               timeout=120)
         requests = fake.requests
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-3000:]
+    assert proc.returncode == 0, what_failed(out)
     assert "speech finished" in out or "speech exited with code 0" in out, out[-3000:]
     for line in lines:
         assert f"you: {line}" in out, f"{line!r} was not said:\n{out[-3000:]}"

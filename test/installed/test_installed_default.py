@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 PEER = Path(__file__).resolve().parents[1] / "hri_peer.py"
 
 from bench_dialogue import yes_or_no  # noqa: E402
-from installed.user_env import stop  # noqa: E402
+from installed.user_env import stop, what_failed  # noqa: E402
 from vision_dialogue.core.focus import is_yes_no  # noqa: E402
 from vision_dialogue.core.reply_filter import near_repeat  # noqa: E402
 
@@ -87,7 +87,7 @@ def test_bringup_demo_converses_on_the_embedded_default(installed, gguf, tmp_pat
     heard = [json.loads(ln) for ln in listener.stdout.read().splitlines()
              if ln.startswith("{")]
     out = run.stdout + run.stderr
-    assert run.returncode == 0, out[-4000:]
+    assert run.returncode == 0, what_failed(out, 4000)
     assert "LlamaCppChatBackend" in out and "model='default:1.5b'" in out, out[-4000:]
     robot = [ln[len("robot: "):] for ln in run.stdout.splitlines() if ln.startswith("robot: ")]
     assert len(robot) >= 4, out[-4000:]               # the greeting and the script's lines

@@ -15,7 +15,7 @@ import yaml
 
 from conftest import DEMO_DIR
 from fake_openai import FakeOpenAI
-from installed.user_env import around_traceback, stop, wait_for_log
+from installed.user_env import around_traceback, stop, wait_for_log, what_failed
 
 
 def write_arrival_video(path: Path, fps: float = 10.0) -> Path:
@@ -108,7 +108,7 @@ def test_bringup_people_demo_as_processes(installed, tmp_path, cores_for_real_ti
             env=env, timeout=240)
         requests = [json.dumps(r["messages"]) for r in fake.requests]
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-3000:]
+    assert proc.returncode == 0, what_failed(out, 3000)
     assert "Traceback" not in out, around_traceback(out)
     for item in script["items"]:
         assert f"{item['speaker']}: {item['say']}" in out, out[-3000:]
@@ -161,3 +161,15 @@ def test_bringup_people_demo_as_processes(installed, tmp_path, cores_for_real_ti
     assert in_prompt in outcomes, (      # all of it: a failure in CI told too little
         [(i, r["type"], r.get("text"), r.get("frame_id"), r.get("frame_ids"))
          for i, r in enumerate(records[:reply_at + 1])], who.split("Who is here now?")[0][-2500:])
+
+
+def test_a_failed_runs_message_keeps_the_python_stacks_printed_long_before_its_end():
+    """A stuck node's stacks come early; the native stacks after them fill the tail."""
+    stack = ('Thread 0x00007fe7b91fa740 (most recent call first):\n'
+             '  File "/ws/vision_dialogue/ros/teardown.py", line 40 in destroy\n'
+             '  File "/ws/vision_dialogue/ros/node_runner.py", line 200 in run_node\n')
+    out = "[people] started\n" + stack + "\n" + "#0 __futex_abstimed_wait_common64\n" * 500
+    message = what_failed(out, 3000)
+    assert 'teardown.py", line 40 in destroy' in message and message.endswith(out[-3000:])
+    assert stack not in out[-3000:]                    # what the message used to lose
+    assert what_failed("no stacks here", 3000) == "no stacks here"

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from fake_openai import FakeOpenAI
-from installed.user_env import around_traceback, stop, until
+from installed.user_env import around_traceback, stop, until, what_failed
 
 COLOURS = [(0, 0, 255), (0, 255, 0), (255, 0, 0), (0, 255, 255)]
 
@@ -115,7 +115,7 @@ def test_bringup_demo_as_processes_with_a_fake_llm(installed, fake_llm):
         "demo", "--processes", "--llm", "openai", "--base-url", fake_llm.base_url,
         "--model", "fake-vlm"], env=env, timeout=240)
     out = res.stdout + res.stderr
-    assert res.returncode == 0, out[-4000:]
+    assert res.returncode == 0, what_failed(out, 4000)
     assert "Traceback" not in out, around_traceback(out)
     script = yaml.safe_load((installed.prefix / "share/vision_dialogue/config/"
                              "demo_script.yaml").read_text())["items"]

@@ -14,7 +14,7 @@ import yaml
 
 from conftest import DEMO_DIR
 from fake_openai import FakeOpenAI
-from installed.user_env import around_traceback, stop
+from installed.user_env import around_traceback, stop, what_failed
 from voice_samples import word_error_rate
 
 pytest.importorskip("faster_whisper")
@@ -31,7 +31,7 @@ def test_bringup_voice_demo_as_processes(installed, tmp_path, cores_for_real_tim
             "voice_demo", "--processes", "--llm", "openai", "--base-url", fake.base_url,
             "--model", "fake-vlm", "--no-monitor"], env=env, timeout=300)
     out = res.stdout + res.stderr
-    assert res.returncode == 0, out[-4000:]
+    assert res.returncode == 0, what_failed(out, 4000)
     assert "Traceback" not in out, around_traceback(out)
     config = installed.prefix / "share" / "vision_dialogue" / "config"
     script = [i["say"] for i in

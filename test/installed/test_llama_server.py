@@ -22,6 +22,7 @@ import openai
 import pytest
 
 from fake_openai import FakeOpenAI, Reply
+from installed.user_env import what_failed
 
 llama_server = pytest.importorskip(
     "llama_cpp.server", reason="llama-cpp-python[server] is not installed "
@@ -186,7 +187,7 @@ def test_bringup_demo_on_llama_cpp_converses_without_fallbacks(installed, llama,
         "-p", f"manager.request_timeout:={REPLY_DEADLINE_S}"],
         env=env, timeout=4 * REPLY_DEADLINE_S)
     out = run.stdout + run.stderr
-    assert run.returncode == 0, out[-4000:]
+    assert run.returncode == 0, what_failed(out, 4000)
     robot = [ln[len("robot: "):] for ln in run.stdout.splitlines() if ln.startswith("robot: ")]
     assert len(robot) >= 3, out[-4000:]                  # the greeting and the script's lines
     assert out.count("refused an image") == 1 and "text observations instead" in out

@@ -266,6 +266,29 @@ def around_traceback(out: str, tail: int = 3000) -> str:
     return out[max(0, at - 600):at + tail]
 
 
+#: a thread's Python stack as faulthandler prints it (a node's stop that takes too long, or
+#: bringup's stuck child): its head line and its frames
+PYTHON_STACK = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call "
+                          r"first\):\n(?:^ +File .*\n?)+", re.MULTILINE)
+#: frames of each stack a failure message keeps (the innermost: faulthandler prints them first)
+STACK_FRAMES = 12
+
+
+def what_failed(out: str, tail: int = 3000) -> str:
+    """A failed run's message: the Python stacks it printed, then its last `tail` characters.
+
+    A node stuck at its stop prints its threads' stacks long before the run ends (then
+    bringup's native stacks of it, which fill the tail): the message keeps both, so the next
+    failure says where the node was (test_installed_events' people node was killed so, its
+    Python frames cut off).
+    """
+    stacks = ["\n".join(m.group(0).splitlines()[:STACK_FRAMES + 1])
+              for m in PYTHON_STACK.finditer(out)]
+    head = "Python stacks printed during the run:\n" + "\n".join(stacks) + "\n...\n" \
+        if stacks else ""
+    return head + out[-tail:]
+
+
 def until(pred, timeout: float = 30.0, step: float = 0.05) -> bool:
     """Whether `pred()` holds within `timeout` s (checked every `step` s)."""
     deadline = time.monotonic() + timeout
