@@ -123,6 +123,16 @@ def ros_context_args():
         ctx.try_shutdown()
 
 
+def until(predicate, timeout: float = 5.0, step: float = 0.005) -> bool:
+    """Whether predicate() holds within `timeout` s (a thread's or a process's event; no ROS)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return bool(predicate())
+
+
 def spin_until(executor, predicate, timeout: float = 5.0, step: float = 0.02) -> bool:
     """Spin `executor` until predicate() is true or `timeout` passes; returns predicate()."""
     deadline = time.monotonic() + timeout

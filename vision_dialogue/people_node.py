@@ -446,6 +446,9 @@ class PeopleNode(ManagedNode):
                        f"{CONSENT_QUESTION!r}", values)]
 
     def destroy_node(self):
+        for part, given in ((self.faces, self._given[0]), (self.voices, self._given[1])):
+            if part is not None and part is not given:
+                part.stop()         # a print in progress ends now: the worker is free at once
         self._worker.shutdown(wait=True, cancel_futures=True)
         self.cleanup()
         return super().destroy_node()

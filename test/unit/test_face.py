@@ -14,6 +14,7 @@ import pytest
 
 from fake_furhat import FakeFurhat
 from fake_furhat_realtime import FakeFurhatRealtime
+from conftest import until as wait_until
 from vision_dialogue.face.affect import (ANGRY, EXCITED, HAPPY, NEUTRAL, SAD, SCARED, SURPRISED,
                                          Affect, reaction, read_affect)
 from vision_dialogue.face.controller import BUILTIN, FaceConfig, FaceController, FaceOutput
@@ -154,15 +155,6 @@ class Recorded(FaceOutput):
     def of(self, kind):
         with self.lock:
             return [(t, v) for t, k, v in self.items if k == kind]
-
-
-def wait_until(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return bool(predicate())
 
 
 FAST = GazeTiming(contact_s=(0.15, 0.2), away_s=(0.15, 0.2), pan=20.0, tilt=15.0, move_s=0.05)

@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import until
 from vision_dialogue.common.frame_intake import FrameIntake
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
 from vision_dialogue.core.entries import UserEntry
@@ -15,13 +16,6 @@ from vision_dialogue.common.images import ImageDecodeError
 from vision_dialogue.core.persona import load_persona
 from vision_dialogue.core.turn_queue import PendingTurn, TurnQueue
 from vision_dialogue.core.turn_taking import TurnHooks
-
-
-def until(pred, timeout=3.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not pred():
-        time.sleep(0.005)
-    return pred()
 
 
 IMG = np.zeros((4, 4, 3), np.uint8)

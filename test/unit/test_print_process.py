@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
 
+from conftest import until
 from pids import alive
 
 from vision_dialogue.application.identity.embedders import PRINT_NICENESS, IdentityInputError, \
@@ -19,6 +22,8 @@ from vision_dialogue.application.identity.embedders import PRINT_NICENESS, Ident
 from vision_dialogue.application.identity.records import Embedding, Modality
 
 pytestmark = pytest.mark.timeout(120)
+#: a file the hanging print makes when it begins (the spawned process gets the environment)
+STARTED = "VD_TEST_PRINT_STARTED"
 
 
 class WhereAmI:
@@ -33,6 +38,8 @@ class WhereAmI:
             os._exit(3)          # a crash in native code, as far as the parent can tell
         if rgb.size == 2:
             import time
+            if os.environ.get(STARTED):
+                open(os.environ[STARTED], "w").close()      # the print has begun
             time.sleep(600)      # a print that hangs
         return Embedding(self.modality, self.model, self.version,
                          np.array([os.getpid(), os.nice(0)], np.float32))
@@ -111,3 +118,32 @@ def test_a_real_face_prints_the_same_in_its_own_process():
         printer.close()
     assert there.version == here.version
     assert np.allclose(there.vector, here.embed(face).vector, atol=1e-5)
+
+
+def test_a_stop_ends_a_print_in_progress_at_once_and_starts_no_other(tmp_path, monkeypatch):
+    """The people node's stop: a niced print under load outlasted bringup's grace."""
+    started = tmp_path / "started"
+    monkeypatch.setenv(STARTED, str(started))
+    printer = InOwnProcess(WhereAmI)
+    raised: list[str] = []
+
+    def hang() -> None:
+        try:
+            printer.embed(np.zeros((1, 2, 1), np.uint8))
+        except IdentityInputError as e:
+            raised.append(str(e))
+    worker = threading.Thread(target=hang)
+    worker.start()
+    try:
+        assert until(started.exists, 60), "the hanging print never began"
+        t0 = time.monotonic()
+        printer.stop()
+        worker.join(timeout=30)
+        assert not worker.is_alive() and time.monotonic() - t0 < 10
+        assert raised == ["the print process was stopped"]
+        assert not multiprocessing.active_children()        # none started again
+        with pytest.raises(IdentityInputError, match="stopped"):
+            printer.embed(np.zeros((2, 2, 3), np.uint8))
+    finally:
+        printer.stop()
+        worker.join(timeout=30)

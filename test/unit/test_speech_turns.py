@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
+from conftest import until
 from vision_dialogue.speech.base import SpeechBackend
 from vision_dialogue.speech.turns import IDLE, LISTENING, SPEAKING, THINKING, SpeechTurns
 
@@ -47,15 +48,6 @@ class RecordingBackend(SpeechBackend):
 
     def names(self):
         return [c[0] for c in self.calls]
-
-
-def until(pred, timeout=3.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return pred()
 
 
 def make(backend=None, reply_timeout=5.0):

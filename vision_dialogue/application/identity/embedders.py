@@ -144,7 +144,7 @@ class InOwnProcess:
     def __init__(self, make, niceness: int = PRINT_NICENESS,
                  print_timeout: float = PRINT_TIMEOUT_S):
         self._make, self._niceness, self._print_timeout = make, niceness, print_timeout
-        self._pool = None
+        self._pool, self._stopped = None, False
         _check_installed(make)      # here: no process is started for a package not there
         self._start()
 
@@ -172,13 +172,22 @@ class InOwnProcess:
         """A print from the embedder, made in its process (the arguments are its own)."""
         from concurrent.futures import TimeoutError as PrintTimeout
         from concurrent.futures.process import BrokenProcessPool
+        stopped = IdentityInputError("the print process was stopped")
+        if self._stopped:
+            raise stopped
         try:
             return self._pool.submit(_embed_here, *args).result(self._print_timeout)
         except (BrokenProcessPool, PrintTimeout) as e:
+            if self._stopped:
+                raise stopped from None
             self._restart()
             what = "hung" if isinstance(e, PrintTimeout) else "ended"
             raise IdentityInputError(f"the print process {what} on this input; started "
                                      f"again") from None
+        except RuntimeError:            # submitted as the pool shut down: stop() meanwhile
+            if self._stopped:
+                raise stopped from None
+            raise
 
     def _restart(self) -> None:
         self._kill()
@@ -189,6 +198,17 @@ class InOwnProcess:
         """End the process now: a hung print or load would hold shutdown(wait=True) for ever."""
         for proc in list((getattr(self._pool, "_processes", None) or {}).values()):
             proc.kill()
+
+    def stop(self) -> None:
+        """End the print process now, a print in progress with it (the node stops).
+
+        The print waiting for it raises IdentityInputError at once and none is started
+        again: under load a niced print could outlast the grace a stop is given (bringup
+        killed the people node waiting for one, then for the process started again).
+        """
+        self._stopped = True
+        self._kill()
+        self.close()
 
     def close(self) -> None:
         """End the print process (a print in progress is finished first)."""
