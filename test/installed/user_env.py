@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from conftest import until as polled
 from vision_dialogue.ros.node_runner import STACKS_SIGNAL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -290,13 +291,8 @@ def what_failed(out: str, tail: int = 3000) -> str:
 
 
 def until(pred, timeout: float = 30.0, step: float = 0.05) -> bool:
-    """Whether `pred()` holds within `timeout` s (checked every `step` s)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return bool(pred())
+    """conftest's `until`, with the longer default wait of processes that start slowly."""
+    return polled(pred, timeout, step)
 
 
 #: an unanswered call is sent again after this many seconds (see `ask`)
