@@ -219,11 +219,9 @@ class PeopleNode(ManagedNode):
         if self.store is not None:
             self.store.close()
         self.store = self.persons = None
-        for part, given in (("faces", self._given[0]), ("voices", self._given[1])):
-            made = getattr(self, part)
-            if made is not None and made is not given:
-                made.close()        # its print process
-            setattr(self, part, None)
+        for made in made_here((self.faces, self.voices), self._given):
+            made.close()            # its print process
+        self.faces = self.voices = None
 
     # --- faces ----------------------------------------------------------------------------
     def _face_gone(self, fid: str) -> None:
@@ -446,12 +444,17 @@ class PeopleNode(ManagedNode):
                        f"{CONSENT_QUESTION!r}", values)]
 
     def destroy_node(self):
-        for part, given in ((self.faces, self._given[0]), (self.voices, self._given[1])):
-            if part is not None and part is not given:
-                part.stop()         # a print in progress ends now: the worker is free at once
+        for made in made_here((self.faces, self.voices), self._given):
+            made.stop()             # a print in progress ends now: the worker is free at once
         self._worker.shutdown(wait=True, cancel_futures=True)
         self.cleanup()
         return super().destroy_node()
+
+
+def made_here(printers: tuple, given: tuple) -> list:
+    """The face and voice printers a node made (InOwnProcess), not those it was given."""
+    return [made for made, handed in zip(printers, given)
+            if made is not None and made is not handed]
 
 
 def _yield_cpu() -> None:

@@ -127,6 +127,8 @@ LOAD_TIMEOUT_S = 120.0
 #: seconds one print may take (a face takes a tenth of a second): past it the process is
 #: started again, so a print that hangs never holds the people node's worker (its lines)
 PRINT_TIMEOUT_S = 20.0
+#: what a print asked of a stopped print process raises
+STOPPED = "the print process was stopped"
 
 
 class InOwnProcess:
@@ -172,21 +174,20 @@ class InOwnProcess:
         """A print from the embedder, made in its process (the arguments are its own)."""
         from concurrent.futures import TimeoutError as PrintTimeout
         from concurrent.futures.process import BrokenProcessPool
-        stopped = IdentityInputError("the print process was stopped")
         if self._stopped:
-            raise stopped
+            raise IdentityInputError(STOPPED)
         try:
             return self._pool.submit(_embed_here, *args).result(self._print_timeout)
         except (BrokenProcessPool, PrintTimeout) as e:
             if self._stopped:
-                raise stopped from None
+                raise IdentityInputError(STOPPED) from None
             self._restart()
             what = "hung" if isinstance(e, PrintTimeout) else "ended"
             raise IdentityInputError(f"the print process {what} on this input; started "
                                      f"again") from None
         except RuntimeError:            # submitted as the pool shut down: stop() meanwhile
             if self._stopped:
-                raise stopped from None
+                raise IdentityInputError(STOPPED) from None
             raise
 
     def _restart(self) -> None:
