@@ -104,8 +104,8 @@ def keeper_on(store_url: str, backend) -> MemoryKeeper:
 def conversation(backend, keeper: MemoryKeeper | None, person: str) -> Conversation:
     conv = Conversation(backend, load_persona(), ConversationConfig(**MANAGER))
     if keeper is not None:             # as ros/manager/memory.py wires them (a warm-up reads
-        conv.remember_with(lambda: keeper.standing([person]),   # the standing note, as the
-                           lambda line: keeper.for_line([person], line))   # manager's does)
+        conv.remember_with(lambda: keeper.standing([person]),   # the standing note)
+                           lambda line, late: keeper.line_note([person], line, late))
     return conv
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.conversation_types import LineNote
 from vision_dialogue.core.entries import UserEntry
 from vision_dialogue.core.focus import (ABOUT_THE_PERSON_NOTE, NOT_YOURS_NOTE,
                                         NOW_NOTE, SOFT_YES_NO_NOTE, YES_NO_NOTE, Person,
@@ -514,16 +515,17 @@ def test_the_words_so_far_are_read_ahead_into_the_reply_prompt():
         c.close()
 
 
-def test_a_note_the_whole_line_asks_for_comes_right_before_it_after_what_was_read_ahead():
+def test_a_note_only_the_whole_line_asks_for_comes_after_what_was_read_ahead():
     """Where do I ... work?: the partial words ask about nothing remembered, the line does.
 
-    The note goes after the focus note (which the partial words already give), so a model
-    that read the partial line ahead reads only the note and the line when the person ends.
+    The note goes after the line, so a model that read the partial line ahead reads only the
+    line's last words and the note when the person ends (before it, the whole line again).
     """
     note = 'Ada told you: "I work in building B".'
     be, c = _warmed_after_a_frame()
     try:
-        c.remember_with(lambda: "", lambda line: note if "work" in line.lower() else "")
+        c.remember_with(lambda: "", lambda line, late: LineNote(note, frozenset({note}))
+                        if "work" in line.lower() else LineNote())
         c.hear_ahead("Where do I")
         assert _until(lambda: be.warmed[-1][-1]["content"] == "Where do I") and c.wait_idle()
         ahead = [m["content"] for m in be.warmed[-1]]
@@ -531,7 +533,7 @@ def test_a_note_the_whole_line_asks_for_comes_right_before_it_after_what_was_rea
         c.turn("Where do I work?")
         sent = [m["content"] for m in be.calls[-1][1]]
         assert sent[:-2] == ahead[:-1]             # up to the focus note, all read ahead
-        assert sent[-2:] == [note, "Where do I work?"]
+        assert sent[-2:] == ["Where do I work?", note]
     finally:
         c.close()
 
@@ -575,7 +577,7 @@ def test_who_is_in_view_and_what_is_remembered_of_them_are_read_ahead():
         n = len(be.warmed)
         c.set_people("one person, in the middle", known=("Ada",))
         assert c.wait_idle() and len(be.warmed) == n
-        c.remember_with(lambda: "You have met Ada before.", lambda line: "")
+        c.remember_with(lambda: "You have met Ada before.", lambda line, late: LineNote())
         assert _until(lambda: len(be.warmed) > n) and c.wait_idle()
         assert "You have met Ada before." in str(be.warmed[-1])
     finally:

@@ -13,6 +13,7 @@ from vision_dialogue.application.identity.memory import AuditAction, Fact, Memor
 from vision_dialogue.application.identity.records import Consent, ConsentWay
 from vision_dialogue.application.identity.schema import SCHEMA_VERSION
 from vision_dialogue.application.identity.store import PeopleStore
+from vision_dialogue.core.conversation_types import LineNote
 
 
 class Clock:
@@ -180,7 +181,7 @@ def test_a_question_about_a_topic_recalls_its_fact_though_they_share_no_word():
     assert "is a nurse" not in standing and "lives in Ghent" not in standing
 
     def asked(line):
-        return line_note(recall, line, 200)
+        return line_note(recall, line, 200).text
     assert asked("What do I do for a living?") == "Dana told you: is a nurse."
     assert asked("Where do I live?") == "Dana told you: lives in Ghent."
     assert asked("What do I like to drink?") == "Dana told you: likes green tea."
@@ -200,8 +201,13 @@ def test_a_fact_in_the_persons_own_words_is_told_as_their_words():
                                    Fact("hobby: loves sailing", "loves sailing.", 1.0)))
     assert standing_note(recall, 400) == \
         'You have met Dana before. Dana told you: "I run marathons"; loves sailing.'
-    assert line_note(recall, "What sport do I do?", 200) == \
-        'Dana told you: "I run marathons"; loves sailing.'           # both hobbies
+    note = line_note(recall, "What sport do I do?", 200)
+    assert note.text == 'Dana told you: "I run marathons"; loves sailing.'   # both hobbies
+    assert note.facts == {'p1: "I run marathons"', "p1: loves sailing"}
+    told = line_note(recall, "What sport do I do?", 200, told=standing_note(recall, 30))
+    assert told.text == note.text                       # a standing note too short for any
+    assert line_note(recall, "What sport do I do?", 200,
+                     told=standing_note(recall, 400)) == LineNote()      # it told both
 
 
 def test_the_operators_command_exports_one_person_and_expires_the_unseen(tmp_path, capsys):

@@ -221,6 +221,10 @@ def test_a_line_asking_of_a_fact_gets_it_told_again_right_before_it(keeper):
     assert keep.for_line([anna], "Do I like sailing?") == "Anna told you: loves sailing."
     assert keep.for_line([anna], "Do you know about my bees?") == "Anna told you: keeps bees."
     assert keep.for_line([anna], "Nice weather today.") == ""
+    # read after the line's last word: only what the standing note lacks
+    assert keep.for_line([anna], "Do you know about my bees?", late=True) == ""
+    assert keep.for_line([anna], "Do I like sailing?", late=True) == \
+        "Anna told you: loves sailing."
     # only the best match: "grows sailing boats" shares three words, the others one
     keep.memory.remember(anna, Fact("hobby: grows sailing boats", "grows sailing boats", 0.5),
                          "line")

@@ -5,6 +5,7 @@ bench_memory.py measured the first sentence more than twice as slow with memory 
 """
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.conversation_types import LineNote
 from vision_dialogue.core.persona import load_persona
 
 STANDING = "You have met Dana before. Dana told you: loves sailing."
@@ -21,7 +22,8 @@ def test_the_standing_note_stays_where_it_first_went_and_a_lines_note_is_before_
     c = Conversation(be, load_persona(), ConversationConfig(warm_cache=False))
     known = [STANDING]
     c.prompt.standing = lambda: known[0]
-    c.prompt.recall = lambda line: WORK if "work" in line else ""
+    c.prompt.recall = lambda line, late: LineNote(WORK, frozenset({WORK})) if "work" in line \
+        else LineNote()
     try:
         for line in ("Hello!", "Where do I work?", "Nice weather today."):
             c.turn(line)
@@ -40,5 +42,55 @@ def test_the_standing_note_stays_where_it_first_went_and_a_lines_note_is_before_
         known[0] = ""                                           # they left: no note
         c.turn("Hello?")
         assert not [t for t in texts(be.of_kind("reply")[-1][1]) if "Dana" in t]
+    finally:
+        c.close()
+
+
+def read_ahead(c, words):
+    """The messages a warm-up reads while the person has said `words` so far."""
+    return texts(c.prompt.turn_messages(words, "", "", "", False, c.prompt.ahead(words, ""),
+                                        ahead=True)[1])
+
+
+def test_a_note_first_heard_with_the_lines_last_word_goes_after_the_line():
+    be = FakeChatBackend()
+    c = Conversation(be, load_persona(), ConversationConfig(warm_cache=False))
+    c.prompt.standing = lambda: STANDING
+    c.prompt.recall = lambda line, late: LineNote(WORK, frozenset({WORK})) if "work" in line \
+        else LineNote()
+    try:
+        assert WORK not in read_ahead(c, "Where do I")          # no note yet: the line read
+        at_pause = read_ahead(c, "Where do I work?")
+        assert at_pause[-2:] == ["Where do I work?", WORK]      # not the line again after it
+        c.turn("Where do I work?")
+        final = texts(be.of_kind("reply")[-1][1])
+        assert final == at_pause                                # what the warm-up read: cached
+        # heard with the first words, the note goes before the line, and stays there
+        assert read_ahead(c, "My work")[-2:] == [WORK, "My work"]
+        assert read_ahead(c, "My work is far")[-2:] == [WORK, "My work is far"]
+        c.turn("My work is far.")
+        assert texts(be.of_kind("reply")[-1][1])[-2:] == [WORK, "My work is far."]
+        c.turn("Where do I work?")                              # typed: nothing read ahead
+        assert texts(be.of_kind("reply")[-1][1])[-2:] == [WORK, "Where do I work?"]
+    finally:
+        c.close()
+
+
+def test_a_note_read_ahead_that_tells_what_the_whole_line_asks_stays_before_it():
+    """What do I love ... baking?: the first words' note told the fact the line asks about."""
+    both = LineNote("Dana told you: loves sailing; loves baking bread.",
+                    frozenset({"sailing", "baking"}))
+    baking = LineNote("Dana told you: loves baking bread.", frozenset({"baking"}))
+    be = FakeChatBackend()
+    c = Conversation(be, load_persona(), ConversationConfig(warm_cache=False))
+    c.prompt.standing = lambda: STANDING
+    c.prompt.recall = lambda line, late: baking if "baking" in line else \
+        both if "love" in line else LineNote()
+    try:
+        assert read_ahead(c, "What do I love")[-2:] == [both.text, "What do I love"]
+        at_pause = read_ahead(c, "What do I love baking?")
+        assert at_pause[-2:] == [both.text, "What do I love baking?"]
+        c.turn("What do I love baking?")
+        assert texts(be.of_kind("reply")[-1][1]) == at_pause
     finally:
         c.close()

@@ -23,8 +23,8 @@ from typing import Callable, Iterable
 import numpy as np
 
 from vision_dialogue.core.background import PromptWarmer
-from vision_dialogue.core.conversation_types import ConversationConfig, SentenceCallback, \
-    TurnResult, TurnSequence
+from vision_dialogue.core.conversation_types import ConversationConfig, LineNote, \
+    SentenceCallback, TurnResult, TurnSequence
 from vision_dialogue.core.directed import DirectedLines
 from vision_dialogue.core.entries import Entry, FoldEntry, FrameEntry, Listener, ReplyEntry, \
     SummaryEntry, UserEntry
@@ -206,7 +206,7 @@ class Conversation(DirectedLines, SceneInput):
         if text and not self._closed:
             self.warmer.soon(lambda: self.prompt.turn_messages(
                 text, speaker, language, "", about_the_past(text),
-                self.prompt.ahead(text, speaker), self.turn_tools.verbs())[1])
+                self.prompt.ahead(text, speaker), self.turn_tools.verbs(), ahead=True)[1])
 
     def remark(self, on_sentence: SentenceCallback | None = None,
                deadline: float | None = None, instruction: str = "") -> TurnResult:
@@ -329,8 +329,9 @@ class Conversation(DirectedLines, SceneInput):
         self.prompt.needs = needs
         self.warmer.soon()
 
-    def remember_with(self, standing: Callable[[], str], recall: Callable[[str], str]) -> None:
-        """The memory of people: `standing()` and `recall(line)` notes in each reply's prompt.
+    def remember_with(self, standing: Callable[[], str],
+                      recall: Callable[[str, bool], LineNote]) -> None:
+        """The memory of people: `standing()` and `recall(line, late)` notes in reply prompts.
 
         The next warm-up reads the standing note (the first reply then reads only its line).
         """

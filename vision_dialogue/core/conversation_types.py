@@ -19,6 +19,22 @@ from vision_dialogue.llm.tool_loop import ToolRecord
 SUMMARY_MODES = ("llm", "merge")
 
 
+@dataclass(frozen=True)
+class LineNote:
+    """What is remembered that a line asks about: the note, and the facts it tells.
+
+    The prompt keeps a note read ahead with a line's first words where it tells all that the
+    whole line's note would (core/prompt_assembly.py): another note would be read after the
+    line's last word, before the reply's first.
+    """
+
+    text: str = ""
+    facts: frozenset[str] = frozenset()
+
+    def tells_all_of(self, other: "LineNote") -> bool:
+        return bool(other.facts) and other.facts <= self.facts
+
+
 class TurnSequence:
     """Turns one at a time: the lock a turn holds while the timeline changes, the last id.
 

@@ -14,7 +14,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from vision_dialogue.core.conversation_types import ConversationConfig
+from vision_dialogue.core.conversation_types import ConversationConfig, LineNote
 from vision_dialogue.core.focus import focus_note
 from vision_dialogue.common.images import Frame, as_bgr, downscale, is_dark
 from vision_dialogue.core.lookback import FrameArchive
@@ -54,11 +54,15 @@ class PromptAssembly:
         self.needs = ""
         #: what the robot remembers of the known people in view (set where a people store is
         #: given: application/identity/remembering.py through the manager): standing() the same
-        #: while they are, recall(line) what a line asks that it does not tell ("" for nothing)
+        #: while they are, recall(line, late) a LineNote of what a line asks about (late: only
+        #: what standing() does not tell)
         self.standing: Callable[[], str] | None = None
-        self.recall: Callable[[str], str] | None = None
+        self.recall: Callable[[str, bool], LineNote] | None = None
         self._pinned = ("", 0)   # the standing note and the message index where it first went
         self._remembered = ""    # the newest turn's line note (the reply filter reads both)
+        #: the line notes the words heard so far of the line being spoken were read with, and
+        #: whether each went after the line (`_line_note`); emptied by each turn
+        self._read_ahead: dict[LineNote, bool] = {}
 
     # --- what comes in ---------------------------------------------------------------------
     def add_frame(self, image: np.ndarray, stamp: float | None = None,
@@ -167,11 +171,12 @@ class PromptAssembly:
         msgs.insert(min(self._pinned[1], now_index(msgs)), {"role": "system", "content": note})
 
     def turn_messages(self, text: str | None, speaker: str, language: str, instruction: str,
-                      past: bool, items: list | None = None,
-                      acts: tuple[str, ...] = ()) -> tuple[list, list]:
+                      past: bool, items: list | None = None, acts: tuple[str, ...] = (),
+                      ahead: bool = False) -> tuple[list, list]:
         """The timeline items a reply shows and its prompt, with this turn's notes.
 
-        acts: the verbs of the robot's own actions on offer (for the focus note).
+        acts: the verbs of the robot's own actions on offer (for the focus note). ahead: the
+        person still speaks (`items` from `ahead`): a warm-up reads these messages.
         """
         items = self.items() if items is None else items
         msgs = self.reply_messages(items)
@@ -196,14 +201,36 @@ class PromptAssembly:
                               answered=answered.note if answered else "")
             if note:       # before the person's line (and the memory's note): it stays last
                 msgs.insert(now_index(msgs), {"role": "system", "content": note})
-        # what is remembered that the line asks about: after the focus note, which a line's
-        # partial words already give, so a spoken line read ahead without a note reads only
-        # this note and the line's last words when it ends
-        remembered = self.recall(text) if text is not None and self.recall else ""
-        self._remembered = remembered
-        if remembered:
-            msgs.insert(now_index(msgs), {"role": "system", "content": remembered})
+        note, after = self._line_note(text) if text is not None and self.recall else \
+            (LineNote(), False)
+        if ahead:
+            self._read_ahead[note] = after
+        else:
+            self._read_ahead = {}
+        self._remembered = note.text
+        if note.text:
+            msgs.insert(len(msgs) if after else now_index(msgs),
+                        {"role": "system", "content": note.text})
         return items, msgs
+
+    def _line_note(self, text: str) -> tuple[LineNote, bool]:
+        """What is remembered that the line asks about, and whether it goes after the line.
+
+        Before it (after the focus note, which a line's first words already give) where the
+        line was not read yet, or was read ahead with a note that tells all this one would:
+        the model reads the facts right before the question. Where the words heard so far were
+        read without it (a question whose last word says what it asks: "Where do I work?"),
+        the note is read after that word, each of its tokens before the reply's first word:
+        then it tells only what the standing note lacks, after the line (before it, the whole
+        line would be read again). A note keeps the place it was first read in until the turn.
+        """
+        note = self.recall(text, False)
+        if note in self._read_ahead or not self._read_ahead:
+            return note, self._read_ahead.get(note, False)
+        for read, after in self._read_ahead.items():
+            if read.tells_all_of(note):
+                return read, after
+        return self.recall(text, True), True
 
     def ahead(self, text: str, speaker: str) -> list:
         """The items with the person's words so far as their line (a warm-up reads them)."""

@@ -19,6 +19,7 @@ import re
 from typing import Callable
 
 from vision_dialogue.application.identity.memory import Fact, Recall
+from vision_dialogue.core.conversation_types import LineNote
 from vision_dialogue.application.identity.words import content_stems, in_first_person, stem, \
     words
 
@@ -175,21 +176,25 @@ def standing_note(recall: Recall, cap: int) -> str:
     return _note(recall, list(recall.facts), cap)
 
 
-def line_note(recall: Recall, line: str, cap: int) -> str:
+def line_note(recall: Recall, line: str, cap: int, told: str = "") -> LineNote:
     """The facts `line` asks about most (`asked_about`), told again right before it.
 
     Only the best matches (ties kept, newest first, `LINE_NOTE_FACTS` at most), whether or
     not the standing note told them: a small model picks the fact asked about out of a long
     note badly ("What do I love baking?" with "loves baking bread" the 5th of 15 facts: "You
-    love cooking."). "" when none matches.
+    love cooking."). `told`: the standing note, where only what it lacks is to be told (a
+    note read after the line's last word costs the reply's first word its time). An empty
+    note when none matches.
     """
     score = asked_about(line)
-    scored = [(score(f), f.text) for f in recall.facts]
+    scored = [(score(f), spoken(f.text)) for f in recall.facts]
     best = max((n for n, _ in scored), default=0)
-    asked = [spoken(text) for n, text in scored if best and n == best][:LINE_NOTE_FACTS]
+    asked = [text for n, text in scored
+             if best and n == best and text not in told][:LINE_NOTE_FACTS]
     head = f"{recall.name or 'this person'} told you: "
     kept = _fitting(head, asked, cap)
-    return f"{head}{'; '.join(kept)}." if kept else ""
+    return LineNote(f"{head}{'; '.join(kept)}.", frozenset(
+        f"{recall.person_id}: {text}" for text in kept)) if kept else LineNote()
 
 
 def spoken(fact_text: str) -> str:

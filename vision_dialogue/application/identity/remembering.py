@@ -26,6 +26,7 @@ from vision_dialogue.application.identity.pending import QueuedMemory
 from vision_dialogue.application.identity.records import MEMORY_NOTE_CHARS
 from vision_dialogue.application.identity.store import StoreError
 from vision_dialogue.application.identity.words import FIRST_PERSON
+from vision_dialogue.core.conversation_types import LineNote
 
 #: how much longer the note may be when the person asks what the robot knows of them
 ASKED_NOTE_TIMES = 4
@@ -265,16 +266,24 @@ class MemoryKeeper:
         """
         return " ".join(note for _, note in self._recalls(in_view) if note)
 
-    def for_line(self, in_view: list[str], line: str) -> str:
+    def for_line(self, in_view: list[str], line: str, late: bool = False) -> str:
         """The facts a line asks about, told again right before it ("" for none: `line_note`).
 
         A person asking what the robot knows of them gets all of it (or "nothing kept").
+        late: the note is read after the line's last word is heard, so it tells only what the
+        standing note does not (each token then delays the reply's first word).
         """
+        return self.line_note(in_view, line, late).text
+
+    def line_note(self, in_view: list[str], line: str, late: bool = False) -> LineNote:
+        """`for_line`'s note with the facts it tells (the prompt compares notes by them)."""
         if ASKS_WHAT_IS_KNOWN.search(line):
-            return self._asked(in_view, line)
+            return LineNote(self._asked(in_view, line))
         cap = int(self.note_chars * LINE_NOTE_SHARE)
-        return " ".join(n for n in (line_note(r, line, cap) for r, _ in self._recalls(in_view))
-                        if n)
+        notes = [line_note(r, line, cap, standing if late else "")
+                 for r, standing in self._recalls(in_view)]
+        return LineNote(" ".join(n.text for n in notes if n.text),
+                        frozenset().union(*(n.facts for n in notes)))
 
     def note(self, in_view: list[str], line: str) -> str:
         """Everything the reply prompt is told of the known people in view for this line."""

@@ -18,6 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from vision_dialogue.common.health import OK, WARN, Health
+from vision_dialogue.core.conversation_types import LineNote
 from vision_dialogue.llm.base import short_question
 from vision_dialogue.ros.image_msgs import stamp_seconds
 from vision_dialogue.ros.qos import RELIABLE_QOS
@@ -99,8 +100,8 @@ class ManagerMemory:
     def standing(self) -> str:
         return self.keeper.standing(self.in_view()[0])
 
-    def for_line(self, line: str) -> str:
-        return self.keeper.for_line(self.in_view()[0], line)
+    def line_note(self, line: str, late: bool = False) -> LineNote:
+        return self.keeper.line_note(self.in_view()[0], line, late)
 
     def close(self) -> None:
         self.speakers.close()              # a line waiting for its speaker goes on at once
@@ -134,7 +135,7 @@ def connect_memory(node, p, conversation, turns, people, backend, log,
         m.text, m.person_id, m.by_voice, stamp_seconds(m.header.stamp)),
         RELIABLE_QOS)
     turns.hear_with(memory.heard)
-    conversation.remember_with(memory.standing, memory.for_line)
+    conversation.remember_with(memory.standing, memory.line_note)
     node.create_timer(DEPARTURE_CHECK_S, memory.check_departures)
     log.info(f"memory of people on: {p['people_store_url']}")
     return memory
