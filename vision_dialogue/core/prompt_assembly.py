@@ -224,12 +224,12 @@ class PromptAssembly:
         then it tells only what the standing note lacks, after the line (before it, the whole
         line would be read again). A note keeps the place it was first read in until the turn.
         """
-        note = self.recall(text, False)
-        if note in self._read_ahead or not self._read_ahead:
-            return note, self._read_ahead.get(note, False)
-        for read, after in self._read_ahead.items():
-            if read.tells_all_of(note):
-                return read, after
+        note, read = self.recall(text, False), dict(self._read_ahead)  # a warm-up may add
+        if note in read or not read:
+            return note, read.get(note, False)
+        for earlier, after in read.items():
+            if earlier.tells_all_of(note):
+                return earlier, after
         return self.recall(text, True), True
 
     def ahead(self, text: str, speaker: str) -> list:
