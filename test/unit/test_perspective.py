@@ -6,6 +6,7 @@ import pytest
 
 from fake_chat_backend import FakeChatBackend
 from vision_dialogue.core.conversation import Conversation, ConversationConfig
+from vision_dialogue.core.conversation_types import LineNote
 from vision_dialogue.core.perspective import Person, from_own_side, persons_in_order, \
     question_person
 from vision_dialogue.core.persona import load_persona
@@ -71,3 +72,26 @@ def test_the_reply_the_person_hears_is_turned_round():
     finally:
         conv.close()
     assert result.text == "No, you are not holding a cup of coffee."
+
+
+def test_a_fact_the_person_told_said_in_their_words_is_theirs():
+    """A reply saying the person's fact in their words ("I run marathons") says it as theirs."""
+    told = 'You have met Dana before. Dana told you: "I run marathons"; "I like green tea".'
+    assert from_own_side("I run marathons.", "What sport do I do?", told) == \
+        "You run marathons."
+    assert from_own_side("I run marathons.", "What sport do I do?") == "I run marathons."
+    # the robot's own words, not the person's: kept
+    assert from_own_side("I think so.", "What sport do I do?", told) == "I think so."
+    assert from_own_side("I like tea.", "Do you like tea?", told) == "I like tea."
+
+
+def test_a_remembered_fact_told_back_in_the_persons_words_is_turned_round_in_a_reply():
+    be = FakeChatBackend(supports_images=False, responder=lambda m, k: "I run marathons.")
+    conv = Conversation(be, load_persona(), ConversationConfig())
+    conv.remember_with(lambda: 'You have met Dana before. Dana told you: "I run marathons".',
+                       lambda line, late: LineNote())
+    try:
+        result = conv.turn("What sport do I do?")
+    finally:
+        conv.close()
+    assert result.text == "You run marathons."

@@ -72,8 +72,13 @@ def _only_person(order: tuple[Person, ...]) -> Person | None:
     return order[0] if len(order) == 1 else None
 
 
-def from_own_side(sentence: str, person_line: str) -> str:
-    """`sentence` with each clause that echoes the question's pronouns turned round."""
+def from_own_side(sentence: str, person_line: str, told: str = "") -> str:
+    """`sentence` with each clause that echoes the question's pronouns turned round.
+
+    `told`: the memory notes of what the person told the robot; a clause in the question's
+    person that says one of their facts in their words is theirs too ("What sport do I do?"
+    -> "I run marathons." with "I run marathons" in the note: the 1.5B, bench_memory).
+    """
     question = question_of(person_line)
     # a question only: after a request ("Show me the edges") "I drew them" is the robot's own
     order = persons_in_order(question)
@@ -83,13 +88,15 @@ def from_own_side(sentence: str, person_line: str) -> str:
     own, other = (_FIRST, _SECOND) if person is Person.FIRST else (_SECOND, _FIRST)
     substance = substance_words(question)
     asked = set(words_of(question)) | _ANSWER_WORDS
+    told_words = f" {' '.join(words_of(told))} "
     out = []
     for clause in _CLAUSE.findall(sentence):
         words = set(words_of(clause))
         first = not any(c.isalpha() for c in "".join(out))
         if person is not None:
             if words & own and not words & other and not words & _SELF_TOO and \
-                    (words & substance or words <= asked):
+                    (words & substance or words <= asked or
+                     _told_by_them(clause, told_words)):
                 clause = _turn(clause, frozenset({person}), first)
         elif persons_in_order(clause) == order and words & substance:
             # both persons, in the question's order: "Am I in front of you?" -> "I am in
@@ -97,6 +104,12 @@ def from_own_side(sentence: str, person_line: str) -> str:
             clause = _turn(clause, frozenset(order), first)
         out.append(clause)
     return "".join(out)
+
+
+def _told_by_them(clause: str, told_words: str) -> bool:
+    """Whether `clause` (two words or more) is in what the person told, word for word."""
+    said = words_of(clause)
+    return len(said) >= 2 and f" {' '.join(said)} " in told_words
 
 
 def _turn(clause: str, persons: frozenset[Person], first: bool) -> str:

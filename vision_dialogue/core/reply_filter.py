@@ -128,6 +128,7 @@ class NoteFilter:
         # what the person told the robot (the memory notes): "You like green tea" is their
         # word, not a sight, also while the robot cannot see
         self.told = " " + " ".join(_words(told)) + " "
+        self.told_text = told or ""         # as written (core/perspective.py reads it)
         self.question = question            # the person's line this reply answers
         self.answered = answered            # the robot's earlier answer to what it asks again
         self._opened = False                # whether the reply's first words were said

@@ -166,7 +166,7 @@ class ReplyMaker:
             elif self.tools.claims_undone(s, turn.made, turn.question):
                 s = notes.drop_claim(s)
             else:
-                s = notes.feed(from_own_side(s, turn.question))
+                s = notes.feed(from_own_side(s, turn.question, notes.told_text))
             if not s:
                 continue
             if isinstance(parts, FirstBy):
