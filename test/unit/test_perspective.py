@@ -95,3 +95,21 @@ def test_a_remembered_fact_told_back_in_the_persons_words_is_turned_round_in_a_r
     finally:
         conv.close()
     assert result.text == "You run marathons."
+
+
+def test_a_remembered_fact_asked_for_again_is_told_again_not_dropped_as_a_repeat():
+    """Asked about a fact again in other words, the same answer is the right one."""
+    replies = iter(["You work at the city hospital."] * 3 + ["I am not sure."])
+    be = FakeChatBackend(supports_images=False, responder=lambda m, k: next(replies))
+    conv = Conversation(be, load_persona(), ConversationConfig())
+    known = ['You have met Fay before. Fay told you: "I work at the city hospital".']
+    conv.remember_with(lambda: known[0], lambda line, late: LineNote())
+    try:
+        assert conv.turn("What is my job?").text == "You work at the city hospital."
+        assert conv.turn("Where is my workplace?").text == "You work at the city hospital."
+        assert conv.replies.repeats_avoided == 0 and len(be.of_kind("reply")) == 2
+        known[0] = ""                         # not something they told: a repeat, asked again
+        assert conv.turn("Where is my workplace?").text == "I am not sure."
+        assert conv.replies.repeats_avoided == 1
+    finally:
+        conv.close()

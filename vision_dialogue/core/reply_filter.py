@@ -33,6 +33,11 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9']+", (text or "").lower())
 
 
+def _stem(word: str) -> str:
+    """A word's first four letters: "loves" and "love", "working" and "work" meet."""
+    return word[:4]
+
+
 def _shingles(words: list[str], k: int = 6) -> list[tuple]:
     return [tuple(words[i:i + k]) for i in range(len(words) - k + 1)]
 
@@ -211,6 +216,17 @@ class NoteFilter:
         """Nothing said for a sentence that claims an action no tool ran (never said later)."""
         return self._drop(spoken, self.claims)
 
+    def _tells_what_they_told(self, spoken: str) -> bool:
+        """Whether `spoken` tells back what the person told (each word of substance is theirs).
+
+        Asked again about a fact ("Where is my workplace?" after "What is my job?"), the same
+        answer is right: dropped as a repeat, the 1.5B's second try read the note out
+        ('loves baking bread; "you love baking in the sun".', bench_memory).
+        """
+        told = {_stem(w) for w in self.told.split()}
+        said = {_stem(w) for w in substance_words(spoken)}
+        return bool(said) and said <= told
+
     def _told_of(self, spoken: str) -> bool:
         """Whether each word that makes `spoken` look like a sight is in what the person told."""
         return self.told.strip() != "" and all(f" {' '.join(_words(m.group(0)))} " in self.told
@@ -289,7 +305,7 @@ class NoteFilter:
         if clause and self._waits(words):
             self._held = spoken              # judged with the rest of its sentence
             return ""
-        if len(words) >= REPEAT_MIN_WORDS:
+        if len(words) >= REPEAT_MIN_WORDS and not self._tells_what_they_told(spoken):
             if near_repeat(words, self.said, self.asked):
                 earlier = near_repeat(words, self.said[:self._earlier], self.asked)
                 return self._drop(spoken, self.repeats, *([self.said_before] if earlier else []))
