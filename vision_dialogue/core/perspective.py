@@ -48,6 +48,15 @@ def words_of(text: str) -> list[str]:
     return re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower().replace("’", "'"))
 
 
+def stem(word: str) -> str:
+    """A crude stem, enough to match "loves" with "love" and "sailing" with "sail"."""
+    for end in ("ing", "es", "s", "ed"):
+        if word.endswith(end) and len(word) - len(end) >= 3:
+            word = word[:-len(end)]
+            break
+    return word[:-1] if word.endswith("e") and len(word) >= 4 else word
+
+
 def substance_words(text: str) -> set[str]:
     """The words of substance of a line: not pronouns, not small words ("cats", "wearing")."""
     return {w for w in words_of(text) if len(w) > 2 and w not in _SMALL | _FIRST | _SECOND}

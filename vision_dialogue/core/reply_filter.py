@@ -13,7 +13,7 @@ from typing import Callable, Collection, Iterable, Sequence
 from vision_dialogue.core.focus import FOCUS_INSTRUCTIONS
 from vision_dialogue.core.opinions import Answered, Side, answered_before, contradicted, \
     exchanges, gives_no_favourite
-from vision_dialogue.core.perspective import substance_words
+from vision_dialogue.core.perspective import stem, substance_words
 from vision_dialogue.core.timeline import ROBOT, Item
 from vision_dialogue.llm.sentences import CLAUSE_DASHES, CLAUSE_ENDS, split_sentences
 
@@ -31,11 +31,6 @@ def clean_reply(text: str) -> str:
 
 def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9']+", (text or "").lower())
-
-
-def _stem(word: str) -> str:
-    """A word's first four letters: "loves" and "love", "working" and "work" meet."""
-    return word[:4]
 
 
 def _shingles(words: list[str], k: int = 6) -> list[tuple]:
@@ -134,6 +129,7 @@ class NoteFilter:
         # word, not a sight, also while the robot cannot see
         self.told = " " + " ".join(_words(told)) + " "
         self.told_text = told or ""         # as written (core/perspective.py reads it)
+        self._told_stems = {stem(w) for w in _words(told)}
         self.question = question            # the person's line this reply answers
         self.answered = answered            # the robot's earlier answer to what it asks again
         self._opened = False                # whether the reply's first words were said
@@ -223,9 +219,8 @@ class NoteFilter:
         answer is right: dropped as a repeat, the 1.5B's second try read the note out
         ('loves baking bread; "you love baking in the sun".', bench_memory).
         """
-        told = {_stem(w) for w in self.told.split()}
-        said = {_stem(w) for w in substance_words(spoken)}
-        return bool(said) and said <= told
+        said = {stem(w) for w in substance_words(spoken)}
+        return bool(said) and said <= self._told_stems
 
     def _told_of(self, spoken: str) -> bool:
         """Whether each word that makes `spoken` look like a sight is in what the person told."""

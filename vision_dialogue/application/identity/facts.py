@@ -19,9 +19,9 @@ import re
 from typing import Callable
 
 from vision_dialogue.application.identity.memory import Fact, Recall
-from vision_dialogue.application.identity.words import content_stems, in_first_person, stem, \
-    words
+from vision_dialogue.application.identity.words import content_stems, in_first_person, words
 from vision_dialogue.core.conversation_types import LineNote
+from vision_dialogue.core.perspective import stem
 
 #: what a fact may be about; True: one fact at a time (a new one replaces it)
 TOPICS: dict[str, bool] = {

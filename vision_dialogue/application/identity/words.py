@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from vision_dialogue.core.perspective import stem
+
 #: words with which a person speaks of themselves (a line that may hold a fact of theirs, a
 #: question about them, a fact kept in their own words)
 FIRST_PERSON = frozenset("i i'm im i've ive i'd my mine me we we're our ours us".split())
@@ -19,15 +21,6 @@ FILLER = frozenset("""a an the i me my mine am is are was were be been i'm im i'
 
 def words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower())
-
-
-def stem(word: str) -> str:
-    """A crude stem, enough to match "loves" with "love" and "sailing" with "sail"."""
-    for end in ("ing", "es", "s", "ed"):
-        if word.endswith(end) and len(word) - len(end) >= 3:
-            word = word[:-len(end)]
-            break
-    return word[:-1] if word.endswith("e") and len(word) >= 4 else word
 
 
 def content_stems(text: str) -> set[str]:
